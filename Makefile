@@ -1,0 +1,37 @@
+# driftline: `make demo` runs the whole stack, `make test` runs every test.
+# Both install what they need first (a .venv with pinned torch, the system packages the tests use).
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# pip prints a warning for every local index it finds empty; they are noise.
+PIP_QUIET := grep -v -e "is ignored: it is neither a file nor a directory" || true
+
+.PHONY: install demo test bench clean system-deps
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/install-system-deps.sh
+	@bash scripts/install-system-deps.sh
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing driftline and its dependencies into $(VENV) (torch 2.13.0 CPU, pandas 3.0) ..."
+	@$(BIN)/python -m pip install -q --disable-pip-version-check "torch==2.13.0" -e ".[test]" 2>&1 | ($(PIP_QUIET))
+	@$(BIN)/python -c "import torch, evidently, driftline" || { echo "install failed: see the pip output above"; exit 1; }
+	@touch $(STAMP)
+
+demo: install
+	$(BIN)/driftline up
+
+test: install
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python bench/events.py
+	$(BIN)/python bench/detectors.py
+	$(BIN)/python bench/worker.py
+	$(BIN)/python bench/collector.py
+
+clean:
+	rm -rf $(VENV) .driftline .pytest_cache

@@ -1,0 +1,374 @@
+"""Batch drift detection: a reference DataFrame and a current DataFrame in, the CONTRACTS.md §4 result out.
+
+Pure (no files, no printing): `driftline.commands.detect` reads the files and
+writes the JSON/HTML; this module validates columns, splits the current data
+into windows, computes every statistic of every feature and applies the
+decision rule of `detectors.decision`.
+
+The reference is profiled once (`ReferenceProfile`: sorted values, standard
+deviation, decile bins, category counts), so each window costs one sort per
+numeric feature plus linear work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from detectors import stats
+from detectors.decision import (
+    DriftThresholds,
+    annotate_tests,
+    benjamini_hochberg,
+    decide_dataset,
+    decide_feature,
+    significance_test,
+)
+from driftline.errors import UserError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ReferenceProfile",
+    "Window",
+    "detect",
+    "detect_window",
+    "feature_kinds",
+    "split_windows",
+]
+
+SCHEMA_VERSION = 1
+NUMERIC = "numeric"
+CATEGORICAL = "categorical"
+
+
+# --- columns and kinds ------------------------------------------------------------
+
+def _family(series: pd.Series) -> str:
+    """What the non-null values of a column are: numeric, boolean, datetime, text, or empty."""
+    if series.notna().sum() == 0:
+        return "empty"
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return "boolean"
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        return "datetime"
+    if pd.api.types.is_numeric_dtype(dtype):
+        return "numeric"
+    if isinstance(dtype, pd.CategoricalDtype):
+        return _family(pd.Series(dtype.categories))
+    inferred = pd.api.types.infer_dtype(series, skipna=True)
+    if inferred == "boolean":
+        return "boolean"
+    if inferred in ("integer", "floating", "mixed-integer-float", "decimal"):
+        return "numeric"
+    if inferred in ("datetime", "datetime64", "date", "timedelta"):
+        return "datetime"
+    return "text"
+
+
+def _check_names(names: Sequence[str], columns: pd.Index, option: str, where: str) -> None:
+    unknown = [name for name in names if name not in columns]
+    if unknown:
+        raise UserError(f"{option}: column(s) {', '.join(unknown)} not in the {where} "
+                        f"(columns: {', '.join(map(str, columns))})")
+
+
+def feature_kinds(reference: pd.DataFrame, current: pd.DataFrame, *, categorical: Sequence[str] = (),
+                  ignore: Sequence[str] = (), prediction: str | None = None,
+                  timestamp: str | None = None) -> dict[str, str]:
+    """Each monitored column of `reference` with its kind, ``"numeric"`` or ``"categorical"``.
+
+    Monitored: every reference column except `ignore`, `timestamp` and
+    `prediction` (which is returned too, under its own name, for prediction
+    drift). Kind: categorical when named in `categorical`, else inferred from the
+    reference dtype (object, string, category and bool are categorical).
+    Raises `UserError` for unknown names, columns missing from `current`,
+    date/time columns that are neither ignored nor the timestamp, and type
+    mismatches between the two frames.
+    """
+    _check_names(ignore, reference.columns, "--ignore", "reference")
+    _check_names(categorical, reference.columns, "--categorical", "reference")
+    if prediction is not None:
+        _check_names([prediction], reference.columns, "--prediction", "reference")
+        _check_names([prediction], current.columns, "--prediction", "current data")
+        if prediction in ignore:
+            raise UserError(f"--prediction {prediction} is also in --ignore; drop it from one of them")
+    if timestamp is not None:
+        _check_names([timestamp], current.columns, "--timestamp", "current data")
+    skipped = set(ignore) | ({timestamp} if timestamp else set())
+    monitored = [c for c in reference.columns if c not in skipped]
+    missing = [c for c in monitored if c not in current.columns]
+    if missing:
+        raise UserError(f"column(s) {', '.join(map(str, missing))} of the reference are missing from the current "
+                        f"data; add them or pass --ignore {','.join(map(str, missing))}")
+    if not [c for c in monitored if c != prediction]:
+        raise UserError("no feature columns left to compare (check --ignore, --prediction and --timestamp)")
+    kinds: dict[str, str] = {}
+    for column in monitored:
+        reference_family = _family(reference[column])
+        current_family = _family(current[column])
+        if reference_family == "datetime":
+            raise UserError(f"column {column} holds dates/times; pass it to --ignore (or to --timestamp for chunking)")
+        kind = CATEGORICAL if (column in categorical or reference_family in ("text", "boolean")) else NUMERIC
+        compatible = (current_family == "empty" or reference_family == "empty"
+                      or current_family == reference_family)
+        if not compatible:
+            raise UserError(f"column {column} has {reference_family} values in the reference but "
+                            f"{current_family} values in the current data")
+        kinds[column] = kind
+    return kinds
+
+
+# --- windows ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Window:
+    """One slice of the current data; `start`/`end` are ISO 8601 strings when there are timestamps."""
+
+    index: int
+    frame: pd.DataFrame
+    start: str | None = None
+    end: str | None = None
+
+
+def _parse_timestamps(series: pd.Series, column: str) -> pd.Series:
+    try:
+        if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
+            parsed = pd.to_datetime(series, unit="ms", utc=True)  # epoch milliseconds, as in the event contract
+        else:
+            parsed = pd.to_datetime(series, utc=True, format="mixed")
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise UserError(f"--timestamp {column}: cannot read its values as dates/times ({exc})") from None
+    bad = int(parsed.isna().sum())
+    if bad:
+        raise UserError(f"--timestamp {column}: {bad} row(s) have no timestamp; fill or drop them first")
+    return parsed
+
+
+def _iso(value: Any) -> str:
+    return pd.Timestamp(value).isoformat()
+
+
+def split_windows(current: pd.DataFrame, *, chunk_size: int | None = None, chunk_period: str | None = None,
+                  timestamp: str | None = None) -> list[Window]:
+    """The current data as windows: one (no chunking), every `chunk_size` rows, or per `chunk_period` of `timestamp`.
+
+    `chunk_period` is a pandas offset alias (``1D``, ``6h``, ``15min``, ``1W``);
+    periods without rows are skipped. With a `timestamp`, each window's
+    start/end are its period's bounds (or, without a period, its first and last
+    timestamps).
+    """
+    if chunk_size is not None and chunk_period is not None:
+        raise UserError("use either --chunk-size or --chunk-period, not both")
+    if chunk_size is not None and chunk_size < 1:
+        raise UserError(f"--chunk-size must be at least 1, got {chunk_size}")
+    if chunk_period is not None and timestamp is None:
+        raise UserError("--chunk-period needs --timestamp COLUMN to know each row's time")
+    offset = None
+    if chunk_period is not None:
+        try:
+            offset = pd.tseries.frequencies.to_offset(chunk_period)
+        except (ValueError, TypeError):
+            offset = None
+        if offset is None or not isinstance(offset, pd.DateOffset) or getattr(offset, "n", 0) <= 0:
+            raise UserError(f"--chunk-period {chunk_period!r} is not a period; use e.g. 1D, 6h, 15min or 1W")
+    times = _parse_timestamps(current[timestamp], timestamp) if timestamp is not None else None
+
+    if offset is not None:
+        assert times is not None
+        windows = []
+        keyed = current.assign(__driftline_period=times.dt.tz_localize(None))
+        for start, group in keyed.groupby(pd.Grouper(key="__driftline_period", freq=offset), sort=True):
+            if len(group) == 0:
+                continue
+            start = pd.Timestamp(start).tz_localize("UTC")
+            windows.append(Window(len(windows), group.drop(columns="__driftline_period"),
+                                  _iso(start), _iso(start + offset)))
+        return windows
+
+    size = chunk_size or max(len(current), 1)
+    windows = []
+    for index, begin in enumerate(range(0, max(len(current), 1), size)):
+        frame = current.iloc[begin:begin + size]
+        start = end = None
+        if times is not None and len(frame):
+            window_times = times.iloc[begin:begin + size]
+            start, end = _iso(window_times.min()), _iso(window_times.max())
+        windows.append(Window(index, frame, start, end))
+    return windows
+
+
+# --- reference profile and per-feature tests --------------------------------------
+
+@dataclass(frozen=True)
+class _NumericReference:
+    rows: int
+    missing: int
+    values_sorted: np.ndarray
+    std: float
+    psi_edges: np.ndarray
+    psi_counts: np.ndarray
+
+
+@dataclass(frozen=True)
+class _CategoricalReference:
+    rows: int
+    missing: int
+    values: pd.Series
+
+
+def _numeric_values(series: pd.Series) -> np.ndarray:
+    return series.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+class ReferenceProfile:
+    """Everything a window needs from the reference, computed once: per column sorted values or category data."""
+
+    def __init__(self, reference: pd.DataFrame, kinds: dict[str, str]):
+        self.rows = len(reference)
+        self.kinds = dict(kinds)
+        self.columns: dict[str, _NumericReference | _CategoricalReference] = {}
+        for column, kind in kinds.items():
+            series = reference[column]
+            if kind == NUMERIC:
+                raw = _numeric_values(series)
+                values = np.sort(stats.clean_numeric(raw))
+                edges = stats.decile_edges(values)
+                self.columns[column] = _NumericReference(
+                    rows=len(raw), missing=len(raw) - values.size, values_sorted=values,
+                    std=stats.reference_std(values), psi_edges=edges,
+                    psi_counts=stats.bin_counts(values, edges))
+            else:
+                present = series.dropna()
+                self.columns[column] = _CategoricalReference(rows=len(series), missing=len(series) - len(present),
+                                                             values=present)
+
+
+def _feature_tests(reference: _NumericReference | _CategoricalReference, series: pd.Series,
+                   kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The contract's tests for one feature, and its missing-rate test (values only, no flags yet)."""
+    rows = len(series)
+    if kind == NUMERIC:
+        assert isinstance(reference, _NumericReference)
+        raw = _numeric_values(series)
+        values = np.sort(stats.clean_numeric(raw))
+        missing = rows - values.size
+        measured = stats.numeric_statistics_sorted(reference.values_sorted, values, std=reference.std,
+                                                   psi_edges=reference.psi_edges,
+                                                   reference_psi_counts=reference.psi_counts)
+        tests = {
+            "psi": {"value": measured["psi"]},
+            "ks": {"statistic": measured["ks_statistic"], "p_value": measured["ks_p_value"]},
+            "wasserstein": {"value": measured["wasserstein"]},
+            "jensenshannon": {"value": measured["jensenshannon"]},
+        }
+    else:
+        assert isinstance(reference, _CategoricalReference)
+        present = series.dropna()
+        missing = rows - len(present)
+        _, reference_counts, current_counts = stats.category_counts(reference.values, present)
+        statistic, p_value = stats.chi2(reference_counts, current_counts)
+        tests = {
+            "chi2": {"statistic": statistic, "p_value": p_value},
+            "jensenshannon": {"value": stats.jensenshannon(reference_counts, current_counts)},
+            "psi": {"value": stats.psi(reference_counts, current_counts)},
+        }
+    change, p_missing = stats.missing_rate_test(reference.missing, reference.rows, missing, rows)
+    missing_test = {
+        "value": missing / rows if rows else 0.0,
+        "reference": reference.missing / reference.rows if reference.rows else 0.0,
+        "p_value": p_missing,
+    }
+    return tests, missing_test
+
+
+def _feature_result(name: str, kind: str, tests: dict[str, dict[str, Any]], missing: dict[str, Any], rows: int,
+                    thresholds: DriftThresholds) -> dict[str, Any]:
+    own = thresholds.for_feature(name)
+    annotate_tests(tests, kind, own)
+    annotate_tests({"missing": missing}, kind, own)
+    drift, reason = decide_feature({**tests, "missing": missing}, kind, rows, own)
+    return {"name": name, "kind": kind, "missing_rate": missing["value"], "drift": drift, "reason": reason,
+            "tests": tests, "missing": missing}
+
+
+def detect_window(profile: ReferenceProfile, window: Window, prediction: str | None,
+                  thresholds: DriftThresholds) -> dict[str, Any]:
+    """One window's result: every feature's tests and verdict, prediction drift, dataset drift.
+
+    p-values are corrected by Benjamini-Hochberg across the window's features,
+    in two families: the distribution tests (KS/chi-square) and the missing-rate
+    tests. The prediction column is judged on its own, uncorrected.
+    """
+    rows = min(len(window.frame), profile.rows)
+    names = [c for c in profile.kinds if c != prediction]
+    measured = {name: _feature_tests(profile.columns[name], window.frame[name], profile.kinds[name])
+                for name in names}
+
+    if names:
+        main_p = [measured[n][0][significance_test(profile.kinds[n])]["p_value"] for n in names]
+        _, main_adjusted = benjamini_hochberg(main_p, thresholds.alpha)
+        _, missing_adjusted = benjamini_hochberg([measured[n][1]["p_value"] for n in names], thresholds.alpha)
+        for name, p_main, p_missing in zip(names, main_adjusted, missing_adjusted):
+            tests, missing = measured[name]
+            tests[significance_test(profile.kinds[name])]["p_value_adjusted"] = float(p_main)
+            missing["p_value_adjusted"] = float(p_missing)
+
+    features = [_feature_result(name, profile.kinds[name], *measured[name], rows, thresholds) for name in names]
+    drifted = [f["name"] for f in features if f["drift"]]
+
+    prediction_result = None
+    if prediction is not None:
+        kind = profile.kinds[prediction]
+        tests, missing = _feature_tests(profile.columns[prediction], window.frame[prediction], kind)
+        result = _feature_result(prediction, kind, tests, missing, rows, thresholds)
+        prediction_result = {"name": prediction, "kind": kind, "missing_rate": result["missing_rate"],
+                             "drift": result["drift"], "reason": result["reason"], "tests": result["tests"],
+                             "missing": result["missing"]}
+
+    return {
+        "index": window.index,
+        "rows": int(len(window.frame)),
+        "start": window.start,
+        "end": window.end,
+        "features": features,
+        "prediction": prediction_result,
+        "drifted_features": drifted,
+        "dataset_drift": decide_dataset(len(drifted), len(features), thresholds),
+    }
+
+
+def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | None = None,
+           chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
+           prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
+           on_window: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
+    """Compare `current` (whole, or in windows) with `reference`; the CONTRACTS.md §4 JSON as a dict.
+
+    `on_window(done, total, rows)` is called after each window (for progress).
+    Raises `UserError` for anything wrong with the inputs (empty frames,
+    unknown or missing columns, type mismatches, bad chunking options).
+    """
+    thresholds = thresholds or DriftThresholds()
+    if len(reference) == 0:
+        raise UserError("the reference has no rows")
+    if len(current) == 0:
+        raise UserError("the current data has no rows")
+    kinds = feature_kinds(reference, current, categorical=categorical, ignore=ignore, prediction=prediction,
+                          timestamp=timestamp)
+    windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
+    profile = ReferenceProfile(reference, kinds)
+    results = []
+    for done, window in enumerate(windows, start=1):
+        results.append(detect_window(profile, window, prediction, thresholds))
+        if on_window is not None:
+            on_window(done, len(windows), len(window.frame))
+    return {"schema_version": SCHEMA_VERSION, "reference_rows": int(len(reference)), "windows": results}
+
+
+def iter_features(result: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(window index, feature result) for every feature of every window: handy for summaries and tests."""
+    for window in result["windows"]:
+        for feature in window["features"]:
+            yield window["index"], feature

@@ -1,0 +1,229 @@
+"""From statistics to verdicts: thresholds and the decision rule, kept apart from the statistics.
+
+A statistic (`detectors.stats`) never decides anything; a `DriftThresholds`
+object holds the alarm levels (defaults in `driftline.defaults`, overridable per
+model and per feature); `decide_feature` applies the one documented rule:
+
+A feature **drifts** when all of these hold:
+
+1. *enough data*: at least ``min_rows`` rows in the window and in the reference,
+   otherwise the verdict is "insufficient data" (never drift);
+2. *significant*: its test's p-value (KS for numeric features, chi-square for
+   categorical ones), corrected by Benjamini-Hochberg across the window's
+   features, is below ``alpha``;
+3. *large enough*: at least one effect size clears its floor: PSI ≥ ``psi``,
+   normalised Wasserstein ≥ ``wasserstein`` (numeric) or Jensen-Shannon ≥
+   ``jensenshannon``.
+
+or, separately, when its missing rate changed by at least
+``missing_rate_delta`` with a (corrected) significant two-proportion test.
+
+The dataset drifts when the share of drifted features is at least
+``dataset_drift_share``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+from scipy import stats as _scipy_stats
+
+from driftline import defaults
+from driftline.errors import UserError
+
+__all__ = [
+    "DriftThresholds",
+    "INSUFFICIENT_DATA",
+    "annotate_tests",
+    "benjamini_hochberg",
+    "decide_dataset",
+    "decide_feature",
+    "significance_test",
+]
+
+# The start of the reason string when a verdict could not be reached.
+INSUFFICIENT_DATA = "insufficient data"
+
+_THRESHOLD_FIELDS = ("alpha", "psi", "wasserstein", "jensenshannon", "linf", "missing_rate_delta",
+                     "min_rows", "dataset_drift_share")
+
+
+@dataclass(frozen=True)
+class DriftThresholds:
+    """Alarm levels of the drift decision rule (see the module docstring).
+
+    Every field defaults to `driftline.defaults`, where each value's reason is
+    written down. ``features`` maps a feature name to overrides of any field but
+    ``features`` itself; `for_feature` applies them.
+
+    >>> t = DriftThresholds.from_mapping({"psi": 0.25, "features": {"age": {"wasserstein": 0.3}}})
+    >>> t.for_feature("age").wasserstein, t.for_feature("age").psi, t.for_feature("income").wasserstein
+    (0.3, 0.25, 0.1)
+    """
+
+    alpha: float = defaults.DRIFT_ALPHA
+    psi: float = defaults.PSI_THRESHOLD
+    wasserstein: float = defaults.WASSERSTEIN_THRESHOLD
+    jensenshannon: float = defaults.JENSENSHANNON_THRESHOLD
+    linf: float = defaults.LINF_THRESHOLD
+    missing_rate_delta: float = defaults.MISSING_RATE_DELTA_THRESHOLD
+    min_rows: int = defaults.DRIFT_MIN_ROWS
+    dataset_drift_share: float = defaults.DATASET_DRIFT_SHARE
+    features: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 1.0:
+            raise UserError(f"drift threshold alpha must be between 0 and 1, got {self.alpha}")
+        if not 0.0 < self.dataset_drift_share <= 1.0:
+            raise UserError(f"dataset_drift_share must be in (0, 1], got {self.dataset_drift_share}")
+        for name in ("psi", "wasserstein", "jensenshannon", "linf", "missing_rate_delta", "min_rows"):
+            if getattr(self, name) < 0:
+                raise UserError(f"drift threshold {name} must not be negative, got {getattr(self, name)}")
+        for feature, overrides in self.features.items():
+            _check_keys(overrides, f"drift threshold overrides for feature {feature!r}", allow_nested=False)
+
+    def for_feature(self, name: str) -> "DriftThresholds":
+        """These thresholds with feature `name`'s overrides applied (and no per-feature table)."""
+        overrides = dict(self.features.get(name, {}))
+        return dataclasses.replace(self, features={}, **overrides)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "DriftThresholds":
+        """Thresholds from a ``[drift]`` TOML section (or any dict).
+
+        Layout: top-level keys are field names; ``[drift.features.NAME]`` holds a
+        feature's overrides; ``[drift.models.MODEL]`` holds a model's overrides
+        (with its own ``features`` table), which win over the top level when
+        `model` is given. Unknown keys are a `UserError` naming them.
+        """
+        mapping = dict(mapping or {})
+        models = mapping.pop("models", {}) or {}
+        _check_keys(mapping, "[drift]", allow_nested=True)
+        values = {k: v for k, v in mapping.items() if k != "features"}
+        features = {name: dict(o) for name, o in (mapping.get("features") or {}).items()}
+        if model is not None and model in models:
+            model_section = dict(models[model])
+            _check_keys(model_section, f"[drift.models.{model}]", allow_nested=True)
+            values.update({k: v for k, v in model_section.items() if k != "features"})
+            for name, overrides in (model_section.get("features") or {}).items():
+                features[name] = {**features.get(name, {}), **dict(overrides)}
+        return cls(**values, features=features)
+
+
+def _check_keys(mapping: Mapping[str, Any], where: str, allow_nested: bool) -> None:
+    allowed = set(_THRESHOLD_FIELDS) | ({"features"} if allow_nested else set())
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
+        raise UserError(f"unknown key(s) {', '.join(unknown)} in {where}; known: {', '.join(sorted(allowed))}")
+
+
+def benjamini_hochberg(p_values: Any, alpha: float = defaults.DRIFT_ALPHA) -> tuple[np.ndarray, np.ndarray]:
+    r"""Benjamini-Hochberg step-up correction: ``(rejected, adjusted_p_values)``.
+
+    With the m p-values sorted, :math:`p_{(1)} \le \dots \le p_{(m)}`, the
+    adjusted values are
+
+    .. math::  \tilde p_{(i)} = \min_{j \ge i} \min\!\left(1, \frac{m}{j} p_{(j)}\right)
+
+    and hypothesis *i* is rejected when :math:`\tilde p_i \le \alpha`; this keeps
+    the expected share of false discoveries at or below alpha (for independent or
+    positively dependent tests). Computed by ``scipy.stats.false_discovery_control``.
+    NaN p-values count as 1 (never rejected). Empty input gives empty arrays.
+
+    Reference: Benjamini, Y. and Hochberg, Y., "Controlling the False Discovery
+    Rate", JRSS B 57 (1995).
+    """
+    p = np.asarray(p_values, dtype=np.float64).ravel()
+    if p.size == 0:
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.float64)
+    p = np.where(np.isfinite(p), np.clip(p, 0.0, 1.0), 1.0)
+    adjusted = np.asarray(_scipy_stats.false_discovery_control(p, method="bh"), dtype=np.float64)
+    return adjusted <= alpha, adjusted
+
+
+def significance_test(kind: str) -> str:
+    """The name of the test whose p-value goes into the BH family for a feature of `kind`."""
+    return "chi2" if kind == "categorical" else "ks"
+
+
+def _p(test: Mapping[str, Any]) -> float:
+    return float(test.get("p_value_adjusted", test.get("p_value", 1.0)))
+
+
+def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: DriftThresholds) -> dict[str, dict[str, Any]]:
+    """Add each test's own ``threshold`` and ``drift`` flag (in place; also returned).
+
+    Distances flag at ``value >= threshold``; p-value tests at (BH-adjusted)
+    ``p < alpha``. These flags explain the verdict; the verdict itself is
+    `decide_feature`'s.
+    """
+    for name, test in tests.items():
+        if name in ("ks", "chi2"):
+            test["threshold"] = thresholds.alpha
+            test["drift"] = bool(_p(test) < thresholds.alpha)
+        elif name == "missing":
+            test["threshold"] = thresholds.missing_rate_delta
+            test["drift"] = bool(abs(test["value"] - test["reference"]) >= thresholds.missing_rate_delta
+                                 and _p(test) < thresholds.alpha)
+        elif name in ("psi", "wasserstein", "jensenshannon", "linf"):
+            test["threshold"] = getattr(thresholds, name)
+            test["drift"] = bool(test["value"] >= test["threshold"])
+    return tests
+
+
+def _effects(kind: str) -> tuple[str, ...]:
+    return ("psi", "jensenshannon") if kind == "categorical" else ("psi", "wasserstein", "jensenshannon")
+
+
+def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
+                   thresholds: DriftThresholds) -> tuple[bool, str]:
+    """One feature's verdict from its tests: ``(drift, reason)``.
+
+    `tests` maps test names to their values as the detectors produce them
+    (``{"psi": {"value"}, "ks": {"statistic", "p_value", "p_value_adjusted"?},
+    "wasserstein": {"value"}, "jensenshannon": {"value"}}`` for numeric
+    features, ``chi2`` instead of ``ks`` (and no wasserstein) for categorical
+    ones, optionally ``missing: {"value", "reference", "p_value"}``). If a
+    ``p_value_adjusted`` is present (`benjamini_hochberg` across the window) it
+    is used, else the raw p-value. `rows` is the smaller of the window's and the
+    reference's row counts. `thresholds` should already be `for_feature`'d.
+    The rule is the module docstring's; the reason says which part decided.
+    """
+    if rows < thresholds.min_rows:
+        return False, f"{INSUFFICIENT_DATA}: {rows} rows < {thresholds.min_rows}"
+
+    missing = tests.get("missing")
+    if missing is not None:
+        change = float(missing["value"]) - float(missing["reference"])
+        if abs(change) >= thresholds.missing_rate_delta and _p(missing) < thresholds.alpha:
+            return True, (f"missing rate {missing['reference']:.3g} -> {missing['value']:.3g} "
+                          f"(p={_p(missing):.3g} < {thresholds.alpha:g})")
+
+    test_name = significance_test(kind)
+    test = tests.get(test_name)
+    if test is None:
+        return False, f"no {test_name} test"
+    p_value = _p(test)
+    if not p_value < thresholds.alpha:
+        return False, f"{test_name} not significant (p={p_value:.3g} >= {thresholds.alpha:g})"
+
+    above = []
+    below = []
+    for effect in _effects(kind):
+        if effect not in tests:
+            continue
+        value = float(tests[effect]["value"])
+        floor = float(getattr(thresholds, effect))
+        (above if value >= floor else below).append(f"{effect} {value:.3g} {'>=' if value >= floor else '<'} {floor:g}")
+    if above:
+        return True, f"{test_name} p={p_value:.3g} < {thresholds.alpha:g} and " + ", ".join(above)
+    return False, f"{test_name} significant (p={p_value:.3g}) but effect below floor: " + ", ".join(below)
+
+
+def decide_dataset(drifted_features: int, features: int, thresholds: DriftThresholds) -> bool:
+    """Dataset drift: at least ``dataset_drift_share`` of the `features` drifted (False when there are none)."""
+    if features <= 0:
+        return False
+    return drifted_features / features >= thresholds.dataset_drift_share

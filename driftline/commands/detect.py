@@ -1,0 +1,151 @@
+"""`driftline detect`: batch drift detection between two files (CONTRACTS.md §4).
+
+This module is the I/O around `detectors.batch.detect`: it reads CSV/Parquet,
+turns every unreadable input into a one-line `UserError`, prints progress on
+stderr, and writes the JSON (stdout or --json) and the optional Evidently HTML.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+
+from driftline.errors import UserError
+
+CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zip", ".csv.xz", ".tsv")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def _split_names(value: str | None) -> list[str]:
+    if not value:
+        return []
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+def read_table(path: str, role: str) -> "Any":
+    """A CSV or Parquet file as a DataFrame; `UserError` (naming `role` and the file) for anything unreadable."""
+    import pandas as pd
+
+    file = Path(path)
+    if not file.exists():
+        raise UserError(f"{role} file {path} does not exist")
+    if not file.is_file():
+        raise UserError(f"{role} file {path} is not a file")
+    name = file.name.lower()
+    try:
+        if name.endswith(PARQUET_SUFFIXES):
+            frame = pd.read_parquet(file)
+        elif name.endswith(CSV_SUFFIXES):
+            frame = pd.read_csv(file, sep="\t" if name.endswith(".tsv") else ",", low_memory=False)
+        else:
+            raise UserError(f"{role} file {path}: unsupported type; use .csv or .parquet")
+    except UserError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise UserError(f"{role} file {path} is empty") from None
+    except Exception as exc:  # parser, encoding, Arrow and OS errors all mean "cannot read this file"
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot read {role} file {path}: {detail}") from None
+    if frame.shape[1] == 0 or len(frame) == 0:
+        raise UserError(f"{role} file {path} has no rows")
+    duplicated = frame.columns[frame.columns.duplicated()].tolist()
+    if duplicated:
+        raise UserError(f"{role} file {path} has duplicate column(s) {', '.join(map(str, duplicated))}")
+    frame.columns = [str(c) for c in frame.columns]
+    return frame
+
+
+def write_evidently_html(reference: Any, current: Any, kinds: dict[str, str], path: str) -> None:
+    """Evidently 0.7's DataDriftPreset report of the same columns (the whole current file) as HTML."""
+    from evidently import DataDefinition, Dataset, Report
+    from evidently.presets import DataDriftPreset
+
+    numeric = [c for c, k in kinds.items() if k == "numeric"]
+    categorical = [c for c, k in kinds.items() if k == "categorical"]
+    columns = numeric + categorical
+    definition = DataDefinition(numerical_columns=numeric, categorical_columns=categorical)
+    try:
+        snapshot = Report([DataDriftPreset(columns=columns)]).run(
+            Dataset.from_pandas(current[columns], data_definition=definition),
+            Dataset.from_pandas(reference[columns], data_definition=definition))
+        snapshot.save_html(path)
+    except OSError as exc:
+        raise UserError(f"cannot write --html {path}: {exc.strerror or exc}") from None
+    except Exception as exc:  # Evidently's own failure must not hide that the JSON was written
+        raise UserError(f"the Evidently report could not be built ({type(exc).__name__}: {exc}); "
+                        f"the JSON result was written") from None
+
+
+def _write_json(result: dict[str, Any], path: str | None) -> None:
+    import orjson
+
+    payload = orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    if path is None:
+        click.get_binary_stream("stdout").write(payload)
+        return
+    try:
+        Path(path).write_bytes(payload)
+    except OSError as exc:
+        raise UserError(f"cannot write --json {path}: {exc.strerror or exc}") from None
+
+
+def _summary(result: dict[str, Any]) -> str:
+    windows = result["windows"]
+    drifted = sum(1 for w in windows if w["dataset_drift"])
+    features = len(windows[0]["features"]) if windows else 0
+    return (f"driftline detect: {len(windows)} window(s), {features} feature(s), "
+            f"dataset drift in {drifted} window(s)")
+
+
+@click.command("detect")
+@click.option("--reference", "reference_path", required=True, help="Reference data: CSV or Parquet file.")
+@click.option("--current", "current_path", required=True, help="Current data: CSV or Parquet file.")
+@click.option("--chunk-size", type=int, default=None, help="Split the current data into windows of N rows.")
+@click.option("--chunk-period", default=None, help="Split by time period of --timestamp, e.g. 1D, 6h, 15min.")
+@click.option("--timestamp", default=None, help="Column with each row's time (RFC 3339 or epoch milliseconds).")
+@click.option("--categorical", default=None, help="Comma-separated columns to treat as categorical "
+              "(default: inferred; text, category and bool columns are categorical).")
+@click.option("--prediction", default=None, help="Model output column, checked for prediction drift.")
+@click.option("--ignore", default=None, help="Comma-separated columns not to compare (ids, timestamps).")
+@click.option("--json", "json_path", default=None, help="Write the JSON result here (default: stdout).")
+@click.option("--html", "html_path", default=None, help="Also write an Evidently DataDriftPreset report here.")
+@click.option("--config", "config_file", default=None,
+              help="TOML file whose [drift] section overrides thresholds (env DRIFTLINE_CONFIG).")
+@click.option("--model", default=None, help="Apply the [drift.models.MODEL] overrides of --config.")
+def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk_period: str | None,
+           timestamp: str | None, categorical: str | None, prediction: str | None, ignore: str | None,
+           json_path: str | None, html_path: str | None, config_file: str | None, model: str | None) -> None:
+    """Compare CURRENT with REFERENCE, feature by feature, and report drift as JSON.
+
+    Exit status 0 whether or not drift is found; 1 for bad input.
+    """
+    from detectors.batch import detect as detect_drift
+    from detectors.batch import feature_kinds
+    from detectors.decision import DriftThresholds
+    from driftline.config import load_toml_section
+
+    thresholds = DriftThresholds.from_mapping(load_toml_section(config_file, "drift"), model=model)
+    if chunk_size is not None and chunk_period is not None:
+        raise UserError("use either --chunk-size or --chunk-period, not both")
+    if chunk_size is not None and chunk_size < 1:
+        raise UserError(f"--chunk-size must be at least 1, got {chunk_size}")
+    if chunk_period is not None and timestamp is None:
+        raise UserError("--chunk-period needs --timestamp COLUMN")
+    reference = read_table(reference_path, "reference")
+    current = read_table(current_path, "current")
+
+    def progress(done: int, total: int, rows: int) -> None:
+        if total > 1:
+            click.echo(f"driftline detect: window {done}/{total} ({rows} rows)", err=True)
+
+    options: dict[str, Sequence[str] | str | None] = dict(
+        categorical=_split_names(categorical), prediction=prediction, ignore=_split_names(ignore))
+    result = detect_drift(reference, current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp,
+                          thresholds=thresholds, on_window=progress, **options)  # type: ignore[arg-type]
+    _write_json(result, json_path)
+    if json_path is not None:
+        click.echo(_summary(result), err=True)
+    if html_path is not None:
+        kinds = feature_kinds(reference, current, timestamp=timestamp, **options)  # type: ignore[arg-type]
+        write_evidently_html(reference, current, kinds, html_path)

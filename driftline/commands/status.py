@@ -1,0 +1,35 @@
+"""`driftline status`: what the store knows, for people (table) and programs (--json)."""
+from __future__ import annotations
+
+import click
+import orjson
+
+from driftline.config import common_options
+from driftline.store import db as store_db
+from driftline.store.queries import status_report
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the status document as JSON.")
+@common_options
+def status(as_json: bool, settings) -> None:  # noqa: ANN001
+    """Models, versions, event and window counts, dead letters, firing alerts."""
+    store_db.require_migrated(settings.db_url)
+    with store_db.session_scope(settings.db_url) as session:
+        report = status_report(session)
+    if as_json:
+        click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        return
+    if not report["models"]:
+        click.echo("No models yet: run `driftline train` (or `driftline baseline` for a model served elsewhere).")
+    else:
+        click.echo(f"{'MODEL':<24} {'VERSION':<10} {'EVENTS':>10} {'WINDOWS':>8}  PRODUCTION")
+        for row in report["models"]:
+            click.echo(f"{row['model']:<24} {row['version']:<10} {row['events']:>10} {row['windows']:>8}  "
+                       f"{'yes' if row['production'] else ''}")
+    click.echo(f"dead letters: {report['dead_letters']}")
+    firing = [a for a in report["alerts"] if a["state"] == "firing"]
+    click.echo(f"firing alerts: {len(firing)}")
+    for alert in firing:
+        click.echo(f"  [{alert['severity']}] {alert['model']} v{alert['version']} {alert['detector']}"
+                   f"{' ' + alert['feature'] if alert['feature'] else ''}: {alert['summary']}")

@@ -1,0 +1,136 @@
+"""One settings object for every stage.
+
+Precedence, highest first: a command-line option, the environment variable
+`DRIFTLINE_<OPTION>`, the TOML file given by `--config` (or `DRIFTLINE_CONFIG`),
+then the defaults below. Detection thresholds and alert rules have their own
+documented defaults in `driftline.defaults`.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from driftline.errors import UserError
+
+TOPIC_INFERENCE = "driftline.inference"
+TOPIC_LABELS = "driftline.labels"
+TOPIC_DEAD_LETTERS = "driftline.inference.dlq"
+ALL_TOPICS = (TOPIC_INFERENCE, TOPIC_LABELS, TOPIC_DEAD_LETTERS)
+
+EMBEDDED_BROKER_PORT = 9092
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DRIFTLINE_", extra="ignore")
+
+    # Where the embedded defaults keep their files: the SQLite store and model artifacts.
+    home: Path = Path(".driftline")
+    # SQLAlchemy URL; default: a SQLite file in `home`.
+    db: str | None = None
+    # Kafka bootstrap servers; the default is the embedded broker that `driftline up`/`broker` starts.
+    bootstrap_servers: str = f"127.0.0.1:{EMBEDDED_BROKER_PORT}"
+    topic_partitions: int = 4
+
+    # Event-time windows (collector, detectors).
+    window_seconds: int = 60
+    allowed_lateness_seconds: int = 30
+
+    # Ports of the local services.
+    worker_port: int = 8000
+    collector_metrics_port: int = 9108
+    dashboard_port: int = 8501
+    dashboard_url: str = "http://127.0.0.1:8501"
+
+    # Alert channels (CONTRACTS.md §4).
+    slack_webhook_url: str | None = None
+    pagerduty_routing_key: str | None = None
+    pagerduty_url: str = "https://events.pagerduty.com/v2/enqueue"
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    retrain_webhook_url: str | None = None
+    # Bearer token that the worker's POST /admin/retrain requires.
+    retrain_token: str = "driftline-local-token"
+
+    @property
+    def db_url(self) -> str:
+        if self.db:
+            return self.db
+        return f"sqlite:///{(self.home / 'driftline.db').resolve()}"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return (self.home / "models").resolve()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = _CONFIG_FILE.get("path")
+        if config_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+        return tuple(sources)
+
+
+# The TOML file for the settings being built; set only inside load_settings.
+_CONFIG_FILE: dict[str, Path | None] = {}
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings: `overrides` (CLI options; None means "not given") > env > TOML > defaults."""
+    config_file = config_file or os.environ.get("DRIFTLINE_CONFIG")
+    path = Path(config_file) if config_file else None
+    if path is not None and not path.is_file():
+        raise UserError(f"config file {path} does not exist; pass an existing TOML file to --config")
+    _CONFIG_FILE["path"] = path
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"invalid setting {where}: {first['msg']}") from None
+    except Exception as exc:  # a TOML syntax error, for instance
+        raise UserError(f"cannot read settings: {exc}") from None
+    finally:
+        _CONFIG_FILE.clear()
+
+
+def load_toml_section(config_file: str | Path | None, section: str) -> dict[str, Any]:
+    """A section of the --config TOML file (for thresholds, SLOs and alert rules); {} if absent."""
+    import tomllib
+
+    config_file = config_file or os.environ.get("DRIFTLINE_CONFIG")
+    if not config_file:
+        return {}
+    try:
+        with open(config_file, "rb") as fh:
+            return dict(tomllib.load(fh).get(section, {}))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"cannot read config file {config_file}: {exc}") from None
+
+
+def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --db, --bootstrap-servers and --config to a command; it receives `settings`."""
+
+    @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+                  help="TOML settings file (env DRIFTLINE_CONFIG).")
+    @click.option("--bootstrap-servers", default=None,
+                  help="Kafka bootstrap servers HOST:PORT (env DRIFTLINE_BOOTSTRAP_SERVERS; default: the embedded broker).")
+    @click.option("--db", default=None, help="Store URL, e.g. postgresql+psycopg://user@host/db (env DRIFTLINE_DB; default: a SQLite file).")
+    @functools.wraps(func)
+    def wrapper(*args: Any, config_file: str | None, bootstrap_servers: str | None, db: str | None, **kwargs: Any) -> Any:
+        settings = load_settings(config_file, bootstrap_servers=bootstrap_servers, db=db)
+        return func(*args, settings=settings, **kwargs)
+
+    return wrapper

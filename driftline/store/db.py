@@ -1,0 +1,124 @@
+"""Engines, sessions and migrations for the store (SQLite by default, PostgreSQL in production)."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from driftline.errors import UserError
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API connection
+    cursor = dbapi_connection.cursor()
+    # WAL lets the dashboard read while the collector writes; the busy timeout
+    # makes concurrent writers (collector, scheduler, worker) wait instead of failing.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def get_engine(url: str) -> Engine:
+    """One engine per URL per process (engines pool connections; creating one per call leaks them)."""
+    with _lock:
+        engine = _engines.get(url)
+        if engine is not None:
+            return engine
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            raise UserError(f"invalid database URL {url!r}; expected e.g. sqlite:///path/driftline.db "
+                            "or postgresql+psycopg://user@host:5432/db") from None
+        if parsed.get_backend_name() == "sqlite":
+            if parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(url, connect_args={"timeout": 30})
+            event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = create_engine(url, pool_pre_ping=True, connect_args=_connect_args(parsed.get_backend_name()))
+        _engines[url] = engine
+        return engine
+
+
+def _connect_args(backend: str) -> dict:
+    return {"connect_timeout": 5} if backend == "postgresql" else {}
+
+
+def dispose_engines() -> None:
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+def _describe(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def check_connection(url: str) -> None:
+    """Raise a UserError that says what to do when the database cannot be reached."""
+    try:
+        with get_engine(url).connect():
+            pass
+    except OperationalError as exc:
+        cause = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise UserError(f"cannot connect to the database {_describe(url)} ({cause}); "
+                        "check --db / DRIFTLINE_DB and that the server is running") from None
+
+
+@contextlib.contextmanager
+def session_scope(url_or_engine: str | Engine) -> Iterator[Session]:
+    """A session that commits on success and rolls back on error."""
+    engine = get_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
+    session = sessionmaker(engine, expire_on_commit=False)()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def alembic_config(url: str):  # noqa: ANN201 - alembic.config.Config
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # Percent signs in passwords would be read as interpolation by ConfigParser.
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Run the migrations up to `revision` (idempotent)."""
+    from alembic import command
+
+    check_connection(url)
+    command.upgrade(alembic_config(url), revision)
+
+
+def is_migrated(url: str) -> bool:
+    return inspect(get_engine(url)).has_table("alembic_version")
+
+
+def require_migrated(url: str) -> None:
+    """Fail with a clear instruction when the store has not been created yet."""
+    check_connection(url)
+    if not is_migrated(url):
+        raise UserError(f"the store at {_describe(url)} has no tables yet; run `driftline db upgrade` first")

@@ -1,0 +1,310 @@
+"""The store's tables (SQLAlchemy 2). Created only by the Alembic migrations in migrations/.
+
+Times that belong to the data (event time, window bounds) are epoch milliseconds
+in BIGINT columns, exact and identical on SQLite and PostgreSQL; wall-clock
+bookkeeping times (created, updated, sent) are timezone-aware datetimes.
+Summaries that only the detectors read (baselines, window states) are stored as
+JSON or binary blobs, not exploded into rows: a window's cost stays constant.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary,
+                        MetaData, String, Text, UniqueConstraint)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+# --- Model registry -------------------------------------------------------------
+
+class ModelVersion(Base):
+    """An immutable, registered model version: its artifact and what it was trained on."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("model", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(100))
+    artifact_path: Mapped[str | None] = mapped_column(Text)
+    artifact_sha256: Mapped[str | None] = mapped_column(String(64))
+    training_data_sha256: Mapped[str | None] = mapped_column(String(64))
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    feature_schema: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    # The feature transform's spec (driftline.transform), re-run for parity-skew checks.
+    transform: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # "registered" | "production" | "archived"; the production alias is the source of truth.
+    stage: Mapped[str] = mapped_column(String(20), default="registered")
+    description: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ModelAlias(Base):
+    """A movable name (e.g. "production") pointing at one version of a model."""
+
+    __tablename__ = "model_aliases"
+
+    model: Mapped[str] = mapped_column(String(200), primary_key=True)
+    alias: Mapped[str] = mapped_column(String(50), primary_key=True)
+    version: Mapped[str] = mapped_column(String(100))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class AliasEvent(Base):
+    """History of alias moves, so rollback knows the previous version and the dashboard shows the story."""
+
+    __tablename__ = "alias_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(200), index=True)
+    alias: Mapped[str] = mapped_column(String(50))
+    version: Mapped[str] = mapped_column(String(100))
+    previous_version: Mapped[str | None] = mapped_column(String(100))
+    action: Mapped[str] = mapped_column(String(20))  # promote | rollback | retrain
+    reason: Mapped[str | None] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class BaselineRecord(Base):
+    """A version's training baseline (driftline.baseline.Baseline.to_dict())."""
+
+    __tablename__ = "baselines"
+    __table_args__ = (UniqueConstraint("model", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(100))
+    rows: Mapped[int] = mapped_column(BigInteger, default=0)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    source: Mapped[str | None] = mapped_column(Text)  # "train" or the file it was computed from
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+# --- Collector ------------------------------------------------------------------
+
+class WindowStateRecord(Base):
+    """A partial window state: one per (model, version, window, Kafka topic partition).
+
+    Several collectors each own some partitions; the detectors merge the rows of a window.
+    """
+
+    __tablename__ = "window_states"
+    __table_args__ = (
+        UniqueConstraint("model", "version", "window_start_ms", "partition"),
+        Index("ix_window_states_window", "window_start_ms"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(100))
+    window_start_ms: Mapped[int] = mapped_column(BigInteger)
+    window_end_ms: Mapped[int] = mapped_column(BigInteger)
+    partition: Mapped[int] = mapped_column(Integer)
+    events: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Events folded in after the window had been evaluated (re-evaluation picks them up).
+    late_events: Mapped[int] = mapped_column(BigInteger, default=0)
+    state: Mapped[bytes] = mapped_column(LargeBinary)  # driftline.window_state.WindowState.to_bytes()
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class ConsumerOffset(Base):
+    """The next offset to read per (group, topic, partition), written in the same transaction as the data."""
+
+    __tablename__ = "consumer_offsets"
+
+    group_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    topic: Mapped[str] = mapped_column(String(200), primary_key=True)
+    partition: Mapped[int] = mapped_column(Integer, primary_key=True)
+    next_offset: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class DeadLetter(Base):
+    """A message that failed validation, with the reason; never silently dropped."""
+
+    __tablename__ = "dead_letters"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    topic: Mapped[str] = mapped_column(String(200))
+    partition: Mapped[int | None] = mapped_column(Integer)
+    offset: Mapped[int | None] = mapped_column(BigInteger)
+    reason: Mapped[str] = mapped_column(Text)
+    field: Mapped[str | None] = mapped_column(String(500))
+    model: Mapped[str | None] = mapped_column(String(200))
+    raw: Mapped[bytes | None] = mapped_column(LargeBinary)  # truncated to a bound
+    raw_size: Mapped[int] = mapped_column(BigInteger, default=0)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class PredictionRecord(Base):
+    """Predictions kept for the label join (retention: default 7 days)."""
+
+    __tablename__ = "predictions"
+    __table_args__ = (Index("ix_predictions_ts", "ts_ms"),)
+
+    request_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    model: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(100))
+    ts_ms: Mapped[int] = mapped_column(BigInteger)
+    window_start_ms: Mapped[int] = mapped_column(BigInteger)
+    prediction: Mapped[Any] = mapped_column(JSON)
+    label: Mapped[Any | None] = mapped_column(JSON)
+    labelled_at_ms: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class LabelRecord(Base):
+    """A ground-truth label as received (may arrive days after its prediction)."""
+
+    __tablename__ = "labels"
+
+    request_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    model: Mapped[str] = mapped_column(String(200), index=True)
+    label: Mapped[Any] = mapped_column(JSON)
+    ts_ms: Mapped[int] = mapped_column(BigInteger)
+    joined: Mapped[bool] = mapped_column(Boolean, default=False)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+# --- Detectors ------------------------------------------------------------------
+
+class WindowEvaluation(Base):
+    """One evaluation of a closed window (idempotent: re-evaluation replaces its results)."""
+
+    __tablename__ = "window_evaluations"
+    __table_args__ = (UniqueConstraint("model", "version", "window_start_ms"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(100))
+    window_start_ms: Mapped[int] = mapped_column(BigInteger)
+    window_end_ms: Mapped[int] = mapped_column(BigInteger)
+    events: Mapped[int] = mapped_column(BigInteger, default=0)
+    partitions: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(30))  # ok | no_baseline | insufficient_data
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class DetectorResult(Base):
+    """One metric of one detector family on one window (and feature, where it has one)."""
+
+    __tablename__ = "detector_results"
+    __table_args__ = (
+        Index("ix_detector_results_window", "model", "version", "window_start_ms"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(100))
+    window_start_ms: Mapped[int] = mapped_column(BigInteger)
+    window_end_ms: Mapped[int] = mapped_column(BigInteger)
+    # data_drift | prediction_drift | data_quality | skew | latency | model_quality | dataset_drift
+    detector: Mapped[str] = mapped_column(String(50))
+    feature: Mapped[str] = mapped_column(String(200), default="")  # "" for model-level results
+    metric: Mapped[str] = mapped_column(String(100))
+    value: Mapped[float | None] = mapped_column(Float)
+    threshold: Mapped[float | None] = mapped_column(Float)
+    breached: Mapped[bool] = mapped_column(Boolean, default=False)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+# --- Alerts ---------------------------------------------------------------------
+
+class Alert(Base):
+    """An alert's lifecycle (pending -> firing -> resolved), keyed by a stable fingerprint."""
+
+    __tablename__ = "alerts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    model: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(100))
+    detector: Mapped[str] = mapped_column(String(50))
+    feature: Mapped[str] = mapped_column(String(200), default="")
+    severity: Mapped[str] = mapped_column(String(20), default="warning")
+    state: Mapped[str] = mapped_column(String(20), index=True)  # pending | firing | resolved
+    value: Mapped[float | None] = mapped_column(Float)
+    threshold: Mapped[float | None] = mapped_column(Float)
+    summary: Mapped[str] = mapped_column(Text, default="")
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    consecutive_breaches: Mapped[int] = mapped_column(Integer, default=0)
+    consecutive_clean: Mapped[int] = mapped_column(Integer, default=0)
+    last_window_start_ms: Mapped[int | None] = mapped_column(BigInteger)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    fired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class Silence(Base):
+    """Mutes notifications for alerts matching (model, detector, feature) until it expires."""
+
+    __tablename__ = "silences"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str | None] = mapped_column(String(200))
+    detector: Mapped[str | None] = mapped_column(String(50))
+    feature: Mapped[str | None] = mapped_column(String(200))
+    comment: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[str] = mapped_column(String(200), default="")
+    starts_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Notification(Base):
+    """The outbox: written with the alert's state change, delivered later with retries."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (Index("ix_notifications_due", "status", "next_attempt_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
+    alert_fingerprint: Mapped[str | None] = mapped_column(String(64), index=True)
+    channel: Mapped[str] = mapped_column(String(30))  # slack | pagerduty | webhook | retrain
+    kind: Mapped[str] = mapped_column(String(20))  # trigger | resolve | repeat | retrain
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(20), default="pending")  # pending | sending | sent | failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    response_status: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class RetrainRequest(Base):
+    """A retraining request (from the policy or an operator) and its outcome."""
+
+    __tablename__ = "retrain_requests"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
+    model: Mapped[str] = mapped_column(String(200), index=True)
+    version: Mapped[str | None] = mapped_column(String(100))
+    reason: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(20), default="requested")  # requested | running | succeeded | failed | rejected
+    new_version: Mapped[str | None] = mapped_column(String(100))
+    promoted: Mapped[bool] = mapped_column(Boolean, default=False)
+    response: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# System packages the tests and the demo use, from Debian's archive:
+#   chromium  - the dashboard's browser test (Playwright drives /usr/bin/chromium)
+#   kcat      - an independent Kafka client used by the collector's exactly-once test
+# Installed only when missing; needs root (as on the development machines and CI).
+set -u
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "note: ${missing[*]} not installed and not root; install them with apt-get for the browser and kcat tests" >&2
+  exit 0
+fi
+echo "installing system packages: ${missing[*]} ..."
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null 2>&1 || true
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
+  || { echo "error: apt-get could not install ${missing[*]}" >&2; exit 1; }

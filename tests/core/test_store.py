@@ -1,0 +1,101 @@
+"""The store on SQLite and PostgreSQL: migrations, models, status report."""
+from __future__ import annotations
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from driftline.store import db as store_db
+from driftline.store.models import (Alert, Base, ConsumerOffset, DeadLetter, ModelAlias, ModelVersion,
+                                    Notification, WindowStateRecord)
+from driftline.store.queries import status_report
+
+
+def test_migrations_create_exactly_the_models(db_url):
+    with store_db.get_engine(db_url).connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == [], f"models and migrations differ: {diff}"
+
+
+def test_upgrade_is_idempotent(db_url):
+    store_db.upgrade(db_url)
+    store_db.upgrade(db_url)
+    assert store_db.is_migrated(db_url)
+
+
+def test_model_version_is_unique_per_model(db_url):
+    with store_db.session_scope(db_url) as s:
+        s.add(ModelVersion(model="m", version="1", artifact_sha256="a" * 64, metrics={"auc": 0.9}))
+    with pytest.raises(IntegrityError):
+        with store_db.session_scope(db_url) as s:
+            s.add(ModelVersion(model="m", version="1"))
+    with store_db.session_scope(db_url) as s:
+        row = s.scalars(select(ModelVersion)).one()
+        assert row.metrics == {"auc": 0.9} and row.created_at is not None
+
+
+def test_window_state_rows_are_unique_per_partition_and_blobs_round_trip(db_url):
+    blob = bytes(range(256)) * 100
+    with store_db.session_scope(db_url) as s:
+        for partition in (0, 1):
+            s.add(WindowStateRecord(model="m", version="1", window_start_ms=60_000, window_end_ms=120_000,
+                                    partition=partition, events=10, state=blob))
+    with pytest.raises(IntegrityError):
+        with store_db.session_scope(db_url) as s:
+            s.add(WindowStateRecord(model="m", version="1", window_start_ms=60_000, window_end_ms=120_000,
+                                    partition=0, events=1, state=b""))
+    with store_db.session_scope(db_url) as s:
+        states = s.scalars(select(WindowStateRecord)).all()
+        assert [r.state for r in states] == [blob, blob]
+
+
+def test_offsets_and_data_commit_together_or_not_at_all(db_url):
+    with pytest.raises(RuntimeError):
+        with store_db.session_scope(db_url) as s:
+            s.add(ConsumerOffset(group_id="g", topic="t", partition=0, next_offset=42))
+            s.add(WindowStateRecord(model="m", version="1", window_start_ms=0, window_end_ms=60_000,
+                                    partition=0, events=5, state=b"x"))
+            s.flush()
+            raise RuntimeError("crash between write and commit")
+    with store_db.session_scope(db_url) as s:
+        assert s.scalars(select(ConsumerOffset)).all() == []
+        assert s.scalars(select(WindowStateRecord)).all() == []
+
+
+def test_status_report_counts_events_windows_dead_letters_and_firing_alerts(db_url):
+    with store_db.session_scope(db_url) as s:
+        s.add(ModelVersion(model="credit", version="1"))
+        s.add(ModelAlias(model="credit", alias="production", version="1"))
+        for start, partition, events in [(0, 0, 10), (0, 1, 5), (60_000, 0, 7)]:
+            s.add(WindowStateRecord(model="credit", version="1", window_start_ms=start, window_end_ms=start + 60_000,
+                                    partition=partition, events=events, state=b""))
+        s.add(WindowStateRecord(model="other", version="2", window_start_ms=0, window_end_ms=60_000,
+                                partition=0, events=3, state=b""))
+        s.add(DeadLetter(topic="driftline.inference", partition=0, offset=1, reason="bad", raw=b"x", raw_size=1))
+        s.add(Alert(fingerprint="f1", model="credit", version="1", detector="data_drift", feature="income",
+                    state="firing", summary="income drifted"))
+        s.add(Alert(fingerprint="f2", model="credit", version="1", detector="latency", feature="",
+                    state="resolved"))
+    with store_db.session_scope(db_url) as s:
+        report = status_report(s)
+    assert report["models"] == [
+        {"model": "credit", "version": "1", "events": 22, "windows": 2, "registered": True, "production": True},
+        {"model": "other", "version": "2", "events": 3, "windows": 1, "registered": False, "production": False},
+    ]
+    assert report["dead_letters"] == 1
+    assert [(a["fingerprint"], a["state"], a["feature"]) for a in report["alerts"]] == [("f1", "firing", "income")]
+
+
+def test_outbox_idempotency_key_is_unique(db_url):
+    with store_db.session_scope(db_url) as s:
+        s.add(Notification(idempotency_key="k", channel="slack", kind="trigger", payload={"a": 1}))
+    with pytest.raises(IntegrityError):
+        with store_db.session_scope(db_url) as s:
+            s.add(Notification(idempotency_key="k", channel="slack", kind="trigger", payload={}))
+
+
+def test_sqlite_store_uses_wal(sqlite_url):
+    with store_db.get_engine(sqlite_url).connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"

@@ -1,0 +1,177 @@
+"""The model registry: immutable versions on disk and in the store, and the production alias.
+
+A version is a folder `<artifacts_dir>/<model>/<version>/` holding `model.pt` (weights +
+architecture; its sha256 is recorded and checked on load), `transform.json` and
+`metrics.json`, plus a `ModelVersion` row and a `BaselineRecord`. Versions are numbered
+1, 2, 3 ... per model; nothing in a version folder is ever overwritten (files are opened
+with O_EXCL and a version number already on disk is skipped).
+
+The production alias is a `ModelAlias` row; every move is an `AliasEvent`. Rollback
+replays that history as a stack (promote/retrain push, rollback pops), so repeated
+rollbacks walk back through earlier production versions.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from driftline.errors import UserError
+from driftline.store.db import session_scope
+from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
+from driftline.transform import FeatureTransform
+
+PRODUCTION = "production"
+MODEL_FILE = "model.pt"
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    model: str
+    version: str
+    artifact_path: str
+    artifact_sha256: str
+    training_data_sha256: str | None
+    metrics: dict[str, Any]
+    feature_schema: list[dict[str, Any]]
+    transform: dict[str, Any]
+    created_at: str
+    description: str | None
+
+    @classmethod
+    def from_row(cls, row: ModelVersion) -> "VersionInfo":
+        return cls(row.model, row.version, row.artifact_path or "", row.artifact_sha256 or "",
+                   row.training_data_sha256, dict(row.metrics or {}), list(row.feature_schema or []),
+                   dict(row.transform or {}), row.created_at.isoformat() if row.created_at else "", row.description)
+
+
+class Registry:
+    def __init__(self, db_url: str, artifacts_dir: Path):
+        self.db_url = db_url
+        self.artifacts_dir = Path(artifacts_dir)
+
+    # --- registering ---------------------------------------------------------------
+    def register(self, model: str, net: Any, transform: FeatureTransform, metrics: dict[str, Any],
+                 training_data_sha256: str, baseline: dict[str, Any], baseline_rows: int,
+                 description: str | None = None) -> str:
+        """Write a new immutable version (artifact files, ModelVersion, BaselineRecord); returns its number."""
+        from worker.model import save_model
+
+        model_dir = self.artifacts_dir / model
+        model_dir.mkdir(parents=True, exist_ok=True)
+        for _attempt in range(20):
+            version = str(self._next_version_number(model, model_dir))
+            version_dir = model_dir / version
+            try:
+                version_dir.mkdir()
+            except FileExistsError:
+                continue  # another trainer took this number; take the next one
+            try:
+                sha256 = save_model(net, version_dir / MODEL_FILE)
+                _write_json_once(version_dir / "transform.json", transform.to_dict())
+                _write_json_once(version_dir / "metrics.json", metrics)
+                with session_scope(self.db_url) as session:
+                    session.add(ModelVersion(
+                        model=model, version=version, artifact_path=str(version_dir / MODEL_FILE),
+                        artifact_sha256=sha256, training_data_sha256=training_data_sha256, metrics=metrics,
+                        feature_schema=transform.input_schema(), transform=transform.to_dict(),
+                        stage="registered", description=description))
+                    session.add(BaselineRecord(model=model, version=version, rows=baseline_rows, summary=baseline,
+                                               source="train"))
+                return version
+            except IntegrityError:
+                shutil.rmtree(version_dir, ignore_errors=True)  # the number was taken in the store: retry
+            except BaseException:
+                shutil.rmtree(version_dir, ignore_errors=True)
+                raise
+        raise UserError(f"could not allocate a new version number for model {model!r} after 20 attempts")
+
+    def _next_version_number(self, model: str, model_dir: Path) -> int:
+        with session_scope(self.db_url) as session:
+            numbers = [int(v) for v in session.scalars(select(ModelVersion.version).where(ModelVersion.model == model))
+                       if v.isdigit()]
+        numbers += [int(p.name) for p in model_dir.iterdir() if p.name.isdigit()]
+        return max(numbers, default=0) + 1
+
+    # --- reading -------------------------------------------------------------------
+    def versions(self, model: str | None = None) -> list[VersionInfo]:
+        with session_scope(self.db_url) as session:
+            query = select(ModelVersion).order_by(ModelVersion.model, ModelVersion.id)
+            if model:
+                query = query.where(ModelVersion.model == model)
+            return [VersionInfo.from_row(row) for row in session.scalars(query)]
+
+    def get(self, model: str, version: str) -> VersionInfo:
+        with session_scope(self.db_url) as session:
+            row = session.scalar(select(ModelVersion).where(ModelVersion.model == model, ModelVersion.version == version))
+            if row is None:
+                known = ", ".join(v.version for v in self.versions(model)) or "none"
+                raise UserError(f"model {model!r} has no version {version!r} (registered: {known})")
+            return VersionInfo.from_row(row)
+
+    def alias(self, model: str, alias: str = PRODUCTION) -> str | None:
+        """The version the alias points at, or None (cheap: one primary-key read, polled by the worker)."""
+        with session_scope(self.db_url) as session:
+            row = session.get(ModelAlias, (model, alias))
+            return row.version if row is not None else None
+
+    def history(self, model: str, alias: str = PRODUCTION) -> list[dict[str, Any]]:
+        with session_scope(self.db_url) as session:
+            events = session.scalars(select(AliasEvent).where(AliasEvent.model == model, AliasEvent.alias == alias)
+                                     .order_by(AliasEvent.id))
+            return [{"version": e.version, "previous_version": e.previous_version, "action": e.action,
+                     "reason": e.reason, "at": e.at.isoformat() if e.at else None} for e in events]
+
+    # --- moving the alias ----------------------------------------------------------
+    def promote(self, model: str, version: str, action: str = "promote", reason: str | None = None) -> str | None:
+        """Point the production alias at `version`; returns the version it pointed at before."""
+        self.get(model, version)  # a clear error for an unknown version
+        with session_scope(self.db_url) as session:
+            return _move_alias(session, model, version, action, reason)
+
+    def rollback(self, model: str, reason: str | None = None) -> tuple[str, str]:
+        """Point production back at the version before the current one; returns (from, to)."""
+        with session_scope(self.db_url) as session:
+            events = session.scalars(select(AliasEvent).where(AliasEvent.model == model,
+                                                              AliasEvent.alias == PRODUCTION)
+                                     .order_by(AliasEvent.id)).all()
+            stack: list[str] = []
+            for event in events:
+                if event.action == "rollback":
+                    if stack:
+                        stack.pop()
+                elif not stack or stack[-1] != event.version:
+                    stack.append(event.version)
+            current = session.get(ModelAlias, (model, PRODUCTION))
+            if current is None:
+                raise UserError(f"model {model!r} has no production version to roll back")
+            if len(stack) < 2:
+                raise UserError(f"model {model!r} has no earlier production version to roll back to "
+                                f"(production is version {current.version})")
+            target = stack[-2]
+            previous = _move_alias(session, model, target, "rollback", reason)
+            return previous or current.version, target
+
+
+def _move_alias(session: Any, model: str, version: str, action: str, reason: str | None) -> str | None:
+    alias = session.get(ModelAlias, (model, PRODUCTION), with_for_update=True)
+    previous = alias.version if alias is not None else None
+    if alias is None:
+        session.add(ModelAlias(model=model, alias=PRODUCTION, version=version))
+    else:
+        alias.version = version
+    for row in session.scalars(select(ModelVersion).where(ModelVersion.model == model)):
+        row.stage = PRODUCTION if row.version == version else ("archived" if row.stage == PRODUCTION else row.stage)
+    session.add(AliasEvent(model=model, alias=PRODUCTION, version=version, previous_version=previous,
+                           action=action, reason=reason))
+    return previous
+
+
+def _write_json_once(path: Path, document: Any) -> None:
+    with open(path, "x", encoding="utf-8") as fh:
+        json.dump(document, fh, indent=2, sort_keys=True)
