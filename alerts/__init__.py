@@ -1,0 +1,30 @@
+"""Alerts: rules and lifecycle, deduplication, the outbox, delivery, and the retraining trigger.
+
+Entry points for the scheduler (each does one kind of I/O; none schedules anything):
+
+- `process_window(session, model, version, window_start_ms, *, rules, now) -> list[Alert]`
+  advances alerts with one evaluated window and writes outbox rows (DB only; the
+  caller's transaction commits state and notifications together);
+- `apply_retrain_policy(session, model, version, window_start_ms, *, policy, now)
+  -> RetrainRequest | None` (DB only, same transaction rules);
+- `deliver_due(url_or_session_factory, *, channels, now=None, limit=100, policy=None)
+  -> DeliveryReport` sends due notifications (DB + HTTP).
+
+Configuration: `load_rules(settings, config_file)` -> `AlertRules` (with `.retrain`
+and `.delivery`), `Channels.from_settings(settings)`. See docs/alerts.md.
+"""
+from __future__ import annotations
+
+from alerts.channels import Channels, SendResult
+from alerts.delivery import DeliveryReport, deliver_due
+from alerts.fingerprint import fingerprint, group_key
+from alerts.lifecycle import process_window
+from alerts.outbox import requeue_failed
+from alerts.retraining import apply_retrain_policy
+from alerts.rules import AlertRule, AlertRules, DeliveryPolicy, InhibitRule, RetrainPolicy, load_rules
+
+__all__ = [
+    "AlertRule", "AlertRules", "Channels", "DeliveryPolicy", "DeliveryReport", "InhibitRule", "RetrainPolicy",
+    "SendResult", "apply_retrain_policy", "deliver_due", "fingerprint", "group_key", "load_rules",
+    "process_window", "requeue_failed",
+]

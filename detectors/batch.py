@@ -11,6 +11,8 @@ numeric feature plus linear work.
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -47,7 +49,7 @@ CATEGORICAL = "categorical"
 
 def _family(series: pd.Series) -> str:
     """What the non-null values of a column are: numeric, boolean, datetime, text, or empty."""
-    if series.notna().sum() == 0:
+    if not series.notna().any():
         return "empty"
     dtype = series.dtype
     if pd.api.types.is_bool_dtype(dtype):
@@ -216,34 +218,54 @@ class _NumericReference:
 class _CategoricalReference:
     rows: int
     missing: int
-    values: pd.Series
+    categories: pd.Index
+    counts: np.ndarray
+
+    def aligned_counts(self, present: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+        """(reference counts, current counts) over the reference's categories, then the unseen ones."""
+        current = present.value_counts(sort=False)
+        position = self.categories.get_indexer(current.index)
+        seen = position >= 0
+        current_counts = np.zeros(len(self.categories), dtype=np.int64)
+        current_counts[position[seen]] = current.to_numpy()[seen]
+        unseen = current.to_numpy()[~seen].astype(np.int64)
+        return (np.concatenate((self.counts, np.zeros(unseen.size, dtype=np.int64))),
+                np.concatenate((current_counts, unseen)))
 
 
 def _numeric_values(series: pd.Series) -> np.ndarray:
     return series.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
+def _profile_column(series: pd.Series, kind: str) -> _NumericReference | _CategoricalReference:
+    if kind == NUMERIC:
+        raw = _numeric_values(series)
+        values = np.sort(stats.clean_numeric(raw))
+        edges = stats.decile_edges(values)
+        return _NumericReference(rows=len(raw), missing=len(raw) - values.size, values_sorted=values,
+                                 std=stats.reference_std(values), psi_edges=edges,
+                                 psi_counts=stats.bin_counts(values, edges))
+    present = series.dropna()
+    counts = present.value_counts(sort=False)
+    return _CategoricalReference(rows=len(series), missing=len(series) - len(present), categories=counts.index,
+                                 counts=counts.to_numpy().astype(np.int64))
+
+
+def default_workers() -> int:
+    """Threads for per-feature work: numpy's sorts and searches release the GIL, so features run in parallel."""
+    return max(1, min(8, os.cpu_count() or 1))
+
+
 class ReferenceProfile:
     """Everything a window needs from the reference, computed once: per column sorted values or category data."""
 
-    def __init__(self, reference: pd.DataFrame, kinds: dict[str, str]):
+    def __init__(self, reference: pd.DataFrame, kinds: dict[str, str], workers: int = 1):
         self.rows = len(reference)
         self.kinds = dict(kinds)
-        self.columns: dict[str, _NumericReference | _CategoricalReference] = {}
-        for column, kind in kinds.items():
-            series = reference[column]
-            if kind == NUMERIC:
-                raw = _numeric_values(series)
-                values = np.sort(stats.clean_numeric(raw))
-                edges = stats.decile_edges(values)
-                self.columns[column] = _NumericReference(
-                    rows=len(raw), missing=len(raw) - values.size, values_sorted=values,
-                    std=stats.reference_std(values), psi_edges=edges,
-                    psi_counts=stats.bin_counts(values, edges))
-            else:
-                present = series.dropna()
-                self.columns[column] = _CategoricalReference(rows=len(series), missing=len(series) - len(present),
-                                                             values=present)
+        names = list(kinds)
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            profiles = pool.map(lambda name: _profile_column(reference[name], kinds[name]), names)
+            self.columns: dict[str, _NumericReference | _CategoricalReference] = dict(zip(names, profiles))
 
 
 def _feature_tests(reference: _NumericReference | _CategoricalReference, series: pd.Series,
@@ -268,7 +290,7 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
         assert isinstance(reference, _CategoricalReference)
         present = series.dropna()
         missing = rows - len(present)
-        _, reference_counts, current_counts = stats.category_counts(reference.values, present)
+        reference_counts, current_counts = reference.aligned_counts(present)
         statistic, p_value = stats.chi2(reference_counts, current_counts)
         tests = {
             "chi2": {"statistic": statistic, "p_value": p_value},
@@ -295,7 +317,7 @@ def _feature_result(name: str, kind: str, tests: dict[str, dict[str, Any]], miss
 
 
 def detect_window(profile: ReferenceProfile, window: Window, prediction: str | None,
-                  thresholds: DriftThresholds) -> dict[str, Any]:
+                  thresholds: DriftThresholds, workers: int = 1) -> dict[str, Any]:
     """One window's result: every feature's tests and verdict, prediction drift, dataset drift.
 
     p-values are corrected by Benjamini-Hochberg across the window's features,
@@ -304,8 +326,9 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
     """
     rows = min(len(window.frame), profile.rows)
     names = [c for c in profile.kinds if c != prediction]
-    measured = {name: _feature_tests(profile.columns[name], window.frame[name], profile.kinds[name])
-                for name in names}
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        measured = dict(zip(names, pool.map(
+            lambda name: _feature_tests(profile.columns[name], window.frame[name], profile.kinds[name]), names)))
 
     if names:
         main_p = [measured[n][0][significance_test(profile.kinds[n])]["p_value"] for n in names]
@@ -343,10 +366,12 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
 def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | None = None,
            chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
            prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
-           on_window: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
+           on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None) -> dict[str, Any]:
     """Compare `current` (whole, or in windows) with `reference`; the CONTRACTS.md §4 JSON as a dict.
 
     `on_window(done, total, rows)` is called after each window (for progress).
+    `workers` threads share the per-feature work (default: `default_workers()`;
+    results do not depend on it).
     Raises `UserError` for anything wrong with the inputs (empty frames,
     unknown or missing columns, type mismatches, bad chunking options).
     """
@@ -358,10 +383,11 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     kinds = feature_kinds(reference, current, categorical=categorical, ignore=ignore, prediction=prediction,
                           timestamp=timestamp)
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
-    profile = ReferenceProfile(reference, kinds)
+    workers = default_workers() if workers is None else workers
+    profile = ReferenceProfile(reference, kinds, workers)
     results = []
     for done, window in enumerate(windows, start=1):
-        results.append(detect_window(profile, window, prediction, thresholds))
+        results.append(detect_window(profile, window, prediction, thresholds, workers))
         if on_window is not None:
             on_window(done, len(windows), len(window.frame))
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(len(reference)), "windows": results}

@@ -57,6 +57,7 @@ __all__ = [
     "psi_categorical",
     "psi_numeric",
     "psi_numeric_sorted",
+    "quantiles_sorted",
     "reference_std",
     "sturges_edges_sorted",
     "wasserstein_normed",
@@ -77,6 +78,18 @@ def clean_numeric(values: Any) -> np.ndarray:
     return array if finite.all() else array[finite]
 
 
+def quantiles_sorted(values_sorted: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
+    """``numpy.quantile(values, probabilities)`` (linear method, same arithmetic) for sorted values, without re-partitioning."""
+    positions = np.asarray(probabilities, dtype=np.float64) * (values_sorted.size - 1)
+    below = np.floor(positions).astype(np.intp)
+    above = np.minimum(below + 1, values_sorted.size - 1)
+    fraction = positions - below
+    low, high = values_sorted[below], values_sorted[above]
+    step = high - low
+    # numpy's _lerp: interpolate from the nearer end for accuracy.
+    return np.where(fraction >= 0.5, high - step * (1 - fraction), low + step * fraction)
+
+
 def decile_edges(reference: Any, n_bins: int = defaults.PSI_NUMERIC_BINS) -> np.ndarray:
     """Inner bin edges at the reference's quantiles 1/n, 2/n, ..., (n-1)/n (deciles by default).
 
@@ -89,8 +102,9 @@ def decile_edges(reference: Any, n_bins: int = defaults.PSI_NUMERIC_BINS) -> np.
     reference = clean_numeric(reference)
     if reference.size == 0:
         return np.empty(0, dtype=np.float64)
-    probabilities = np.arange(1, n_bins) / n_bins
-    return np.unique(np.quantile(reference, probabilities))
+    if reference.size > 1 and not np.all(reference[1:] >= reference[:-1]):
+        reference = np.sort(reference)
+    return np.unique(quantiles_sorted(reference, np.arange(1, n_bins) / n_bins))
 
 
 def bin_counts(values: Any, edges: np.ndarray) -> np.ndarray:
@@ -209,7 +223,7 @@ def psi_numeric_sorted(reference_sorted: np.ndarray, current_sorted: np.ndarray,
     """`psi_numeric` for sorted, clean arrays."""
     if reference_sorted.size == 0 or current_sorted.size == 0:
         return 0.0
-    edges = np.unique(np.quantile(reference_sorted, np.arange(1, n_bins) / n_bins))
+    edges = decile_edges(reference_sorted, n_bins)
     return psi(_bin_counts_sorted(reference_sorted, edges), _bin_counts_sorted(current_sorted, edges))
 
 
@@ -266,19 +280,36 @@ def _ecdf_gaps_sorted(reference_sorted: np.ndarray, current_sorted: np.ndarray) 
 
     Both CDFs are step functions that change only at sample values, so these
     two arrays hold everything KS and Wasserstein need. The samples are merged
-    by a stable argsort of the two sorted runs (linear for timsort); a running
-    count of reference members gives both CDFs without binary searches.
+    by a stable argsort of the two sorted runs (linear for timsort); the merge
+    order itself gives both CDFs, without binary searches.
     """
     n1, n2 = reference_sorted.size, current_sorted.size
     both = np.concatenate((reference_sorted, current_sorted))
     order = np.argsort(both, kind="stable")
     merged = both[order]
-    reference_seen = np.cumsum(order < n1)
+    del both  # large windows: keep the peak of temporaries low
     # Last index of each run of equal values, except the final run (where both CDFs are 1).
-    run_ends = np.flatnonzero(merged[1:] != merged[:-1])
-    reference_cdf = reference_seen[run_ends] / n1
-    current_cdf = (run_ends + 1 - reference_seen[run_ends]) / n2
-    return reference_cdf - current_cdf, merged[run_ends + 1] - merged[run_ends]
+    distinct = merged[1:] != merged[:-1]
+    if distinct.all():  # no ties (continuous data): every index but the last ends a run
+        run_ends = np.arange(merged.size - 1)
+        ends_order = order[:-1]
+        deltas = np.diff(merged)
+    else:
+        run_ends = np.flatnonzero(distinct)
+        ends_order = order[run_ends]
+        deltas = merged[run_ends + 1] - merged[run_ends]
+    # The stable merge keeps each sample's own order, so at merged index k holding
+    # reference element i, i + 1 reference values are <= it; holding current
+    # element j, k - j of them are.
+    reference_seen = run_ends - ends_order
+    reference_seen += n1
+    np.add(ends_order, 1, out=reference_seen, where=ends_order < n1)
+    current_seen = run_ends + 1
+    current_seen -= reference_seen
+    gaps = reference_seen / n1
+    del reference_seen
+    gaps -= current_seen / n2
+    return gaps, deltas
 
 
 def ks_2samp_sorted(reference_sorted: np.ndarray, current_sorted: np.ndarray) -> tuple[float, float]:
@@ -384,8 +415,7 @@ def numeric_statistics_sorted(reference_sorted: np.ndarray, current_sorted: np.n
     if n1 == 0 or n2 == 0:
         return {"psi": 0.0, "ks_statistic": 0.0, "ks_p_value": 1.0, "wasserstein": 0.0, "jensenshannon": 0.0}
     if psi_edges is None:
-        psi_edges = np.unique(np.quantile(reference_sorted, np.arange(1, defaults.PSI_NUMERIC_BINS)
-                                          / defaults.PSI_NUMERIC_BINS))
+        psi_edges = decile_edges(reference_sorted)
         reference_psi_counts = None
     if reference_psi_counts is None:
         reference_psi_counts = _bin_counts_sorted(reference_sorted, psi_edges)
@@ -428,6 +458,12 @@ def jensenshannon(reference_counts: Any, current_counts: Any) -> float:
     return float(_scipy_distance.jensenshannon(reference_counts, current_counts))
 
 
+def _unique_sorted(values_sorted: np.ndarray) -> np.ndarray:
+    if values_sorted.size == 0:
+        return values_sorted
+    return values_sorted[np.concatenate(([True], values_sorted[1:] != values_sorted[:-1]))]
+
+
 def _distinct_sorted(values_sorted: np.ndarray) -> int:
     if values_sorted.size == 0:
         return 0
@@ -441,9 +477,9 @@ def jensenshannon_numeric_sorted(reference_sorted: np.ndarray, current_sorted: n
     if _distinct_sorted(reference_sorted) > defaults.JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES:
         edges = sturges_edges_sorted(reference_sorted, current_sorted)
         return jensenshannon(histogram_sorted(reference_sorted, edges), histogram_sorted(current_sorted, edges))
-    values = np.union1d(reference_sorted, current_sorted)
-    reference_counts = np.diff(np.searchsorted(reference_sorted, values, side="left").tolist() + [reference_sorted.size])
-    current_counts = np.diff(np.searchsorted(current_sorted, values, side="left").tolist() + [current_sorted.size])
+    values = np.union1d(_unique_sorted(reference_sorted), _unique_sorted(current_sorted))
+    reference_counts = np.diff(np.append(np.searchsorted(reference_sorted, values, side="left"), reference_sorted.size))
+    current_counts = np.diff(np.append(np.searchsorted(current_sorted, values, side="left"), current_sorted.size))
     return jensenshannon(reference_counts, current_counts)
 
 

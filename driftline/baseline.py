@@ -8,13 +8,16 @@ this summary and never re-read the raw training set. The store keeps it as JSON
 Per numeric feature (`NumericProfile`):
 
 * **fine bins** at the training quantiles 1/B, 2/B, ..., (B-1)/B
-  (B = `defaults.BASELINE_FINE_BINS` = 1000), repeated edges merged so the edges
-  are strictly increasing. The two outer bins are open, ``(-inf, e_0)`` and
-  ``[e_last, +inf)``, and every bin is ``[e_i, e_{i+1})`` (numpy
-  ``searchsorted(edges, x, side="right")``), so any window value lands in a bin
-  and a value out of the training range stays visible in the outer bins.
-  Open outer bins lose nothing thanks to the per-bin **sums**: the Wasserstein
-  integral over a bin is exact from its count and sum (see detectors/binned.py).
+  (B = `defaults.BASELINE_FINE_BINS` = 1000), with the two outermost 1/B of
+  probability each split into `defaults.BASELINE_TAIL_BINS` (50) finer quantile
+  bins (heavy tails are wide, and out-of-range window values land there);
+  the training min and max are edges too; repeated edges are merged so the edges
+  are strictly increasing. Every bin is ``[e_i, e_{i+1})`` (numpy
+  ``searchsorted(edges, x, side="right")``) and the two outer bins are open,
+  ``(-inf, min)`` and ``[max, +inf)``, so any window value lands in a bin and a
+  value out of the training range stays visible there. Open outer bins lose
+  nothing thanks to the per-bin **sums**: the Wasserstein integral over a bin is
+  exact from its count and sum (see detectors/binned.py).
 * **counts and sums** of the training values per fine bin;
 * the **decile edges** (`detectors.stats.decile_edges`, the same arithmetic), a
   subset of the fine edges, so decile PSI re-aggregates fine bins exactly;
@@ -120,6 +123,19 @@ def is_null(value: Any) -> bool:
 
 # --- profiles --------------------------------------------------------------------
 
+def _fine_probabilities(fine_bins: int) -> np.ndarray:
+    """0, 1/B ... (B-1)/B, 1, with each outer 1/B split into `BASELINE_TAIL_BINS` parts.
+
+    The tails are where a window's values go past the training data and where the
+    ECDFs cross inside a wide bin; finer tail bins keep the Wasserstein distance
+    from bins exact there too. The training min and max (probabilities 0 and 1)
+    are edges, so the open outer bins hold exactly the out-of-range values, where
+    one ECDF is flat and the Wasserstein integral has no sign change.
+    """
+    tail = np.arange(1, defaults.BASELINE_TAIL_BINS) / (defaults.BASELINE_TAIL_BINS * fine_bins)
+    return np.concatenate(([0.0], tail, np.arange(1, fine_bins) / fine_bins, 1.0 - tail[::-1], [1.0]))
+
+
 @dataclass
 class NumericProfile:
     """Training distribution of one numeric feature (module docstring)."""
@@ -135,6 +151,7 @@ class NumericProfile:
     max: float | None
     mean: float | None
     std: float | None  # population (ddof=0)
+    distinct: int = 0  # distinct finite values (a feature with few is binned value by value for JS)
 
     kind = NUMERIC
 
@@ -164,7 +181,7 @@ class NumericProfile:
         n = finite.size
         nonfinite = int(array.size - n - nan.sum())
         if n:
-            edges = np.unique(np.quantile(finite, np.arange(1, fine_bins) / fine_bins))
+            edges = np.unique(np.quantile(finite, _fine_probabilities(fine_bins)))
             decile = np.unique(np.quantile(finite, np.arange(1, defaults.PSI_NUMERIC_BINS) / defaults.PSI_NUMERIC_BINS))
             # Same probabilities (k/10 == 100k/1000 exactly in floating point) and
             # the same data, so every decile is one of the fine edges.
@@ -175,21 +192,24 @@ class NumericProfile:
             sums = np.bincount(index, weights=finite, minlength=edges.size + 1)
             mean, std = float(finite.mean()), float(finite.std())
             low, high = float(finite[0]), float(finite[-1])
+            distinct = int(np.count_nonzero(np.diff(finite))) + 1
         else:
+            distinct = 0
             edges = np.empty(0)
             decile = np.empty(0)
             counts = np.zeros(1, dtype=np.int64)
             sums = np.zeros(1)
             mean = std = low = high = None
         return cls(edges=edges, counts=counts, sums=sums, decile_edges=decile, count=int(n),
-                   nulls=int(nan.sum()), nonfinite=nonfinite, min=low, max=high, mean=mean, std=std)
+                   nulls=int(nan.sum()), nonfinite=nonfinite, min=low, max=high, mean=mean, std=std,
+                   distinct=distinct)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": NUMERIC, "edges": self.edges.tolist(), "counts": self.counts.tolist(),
                 "sums": self.sums.tolist(), "decile_edges": self.decile_edges.tolist(), "count": self.count,
                 "nulls": self.nulls, "nonfinite": self.nonfinite, "min": _finite_or_none(self.min),
                 "max": _finite_or_none(self.max), "mean": _finite_or_none(self.mean),
-                "std": _finite_or_none(self.std)}
+                "std": _finite_or_none(self.std), "distinct": self.distinct}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "NumericProfile":
@@ -202,7 +222,7 @@ class NumericProfile:
         return cls(edges=edges, counts=counts, sums=sums,
                    decile_edges=np.asarray(data["decile_edges"], dtype=np.float64), count=int(data["count"]),
                    nulls=int(data["nulls"]), nonfinite=int(data.get("nonfinite", 0)), min=data["min"],
-                   max=data["max"], mean=data["mean"], std=data["std"])
+                   max=data["max"], mean=data["mean"], std=data["std"], distinct=int(data.get("distinct", 0)))
 
 
 @dataclass

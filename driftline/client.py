@@ -40,6 +40,9 @@ PRODUCER_BATCH_BYTES = 262_144
 # How long an accepted event may wait for Kafka before it counts as failed.
 DELIVERY_TIMEOUT_MS = 60_000
 _RECONNECT_BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
+# Longest the sender thread needs to notice `close`: a bootstrap attempt (2 s), a blocked
+# send (1 s) and the producer's close (2 s), with margin.
+_THREAD_STOP_S = 8.0
 
 
 @dataclass(frozen=True)
@@ -98,11 +101,15 @@ class EventSender:
         return self.stats().buffered == 0
 
     def close(self, timeout_s: float = 10.0) -> SenderStats:
-        """Flush for up to `timeout_s`, stop the thread and the producer; what is left counts as failed."""
+        """Flush for up to `timeout_s`, stop the thread and the producer; what is left counts as failed.
+
+        Returns within `timeout_s` plus the producer's own bounded waits (a connection
+        attempt of up to 2 s, a close of up to 2 s).
+        """
         self.flush(timeout_s)
         self._closing.set()
         self._queue.put(None)
-        self._thread.join(timeout=max(1.0, timeout_s))
+        self._thread.join(timeout=_THREAD_STOP_S)
         return self.stats()
 
     # --- background thread -----------------------------------------------------------
@@ -168,10 +175,15 @@ class EventSender:
         producer = self._producer
         if producer is not None:
             try:
-                producer.flush(timeout=2)
                 producer.close(timeout=2)
-            except Exception:  # closing must not raise; undelivered events are counted below
-                pass
+            except Exception:
+                # kafka-python's close() raises when its flush times out (Kafka down), before
+                # it force-closes; finish the job so undelivered batches fail (and are counted)
+                # and no I/O thread is left behind.
+                sender = getattr(producer, "_sender", None)
+                if sender is not None:
+                    sender.force_close()
+                producer._closed = True
         leftover = 1 if pending is not None else 0
         while True:
             try:

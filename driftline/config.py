@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import click
-from pydantic import ValidationError
+from pydantic import PrivateAttr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from driftline.errors import UserError
@@ -57,6 +57,17 @@ class Settings(BaseSettings):
     # Bearer token that the worker's POST /admin/retrain requires.
     retrain_token: str = "driftline-local-token"
 
+    # The TOML file these settings were read from (its [drift], [slo], [alerts] sections configure the stages).
+    _config_path: Path | None = PrivateAttr(default=None)
+
+    @property
+    def config_path(self) -> Path | None:
+        return self._config_path
+
+    def section(self, name: str) -> dict[str, Any]:
+        """A section of the --config TOML file; {} when there is no file or no such section."""
+        return load_toml_section(self._config_path, name) if self._config_path else {}
+
     @property
     def db_url(self) -> str:
         if self.db:
@@ -95,7 +106,9 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         raise UserError(f"config file {path} does not exist; pass an existing TOML file to --config")
     _CONFIG_FILE["path"] = path
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings._config_path = path
+        return settings
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

@@ -14,6 +14,52 @@ WINDOW_SECONDS = 60
 # before the window is closed for evaluation.
 ALLOWED_LATENESS_SECONDS = 30
 
+# --- Collector (collector/) -------------------------------------------------------
+# The consumer group every collector joins by default; collectors of one store must
+# share one group (the store's offsets are per group, the window rows are not).
+COLLECTOR_GROUP_ID = "driftline-collector"
+# Window states and offsets are written together this often: a crash replays at most
+# this much traffic, and a flush costs a few row writes however many events it holds,
+# so one second keeps the store fresh for a one-minute window at negligible cost.
+COLLECTOR_FLUSH_INTERVAL_SECONDS = 1.0
+# ... or as soon as this many messages are pending, which bounds the memory held
+# between flushes (predictions for the label join are the bulk, ~200 bytes each).
+COLLECTOR_FLUSH_MAX_EVENTS = 100_000
+# Records per poll: one vectorised fold per poll, so larger batches amortise the
+# per-batch numpy work; 5 000 events of ~1 KB are ~5 MB, well inside one fetch.
+COLLECTOR_POLL_MAX_RECORDS = 5_000
+# Kafka group liveness. The embedded broker holds a new group's first assignment for
+# half the session timeout, so 6 s starts a collector in ~3 s; a crashed collector's
+# partitions move to the others within 6 s. Heartbeats run on kafka-python's IO thread.
+COLLECTOR_SESSION_TIMEOUT_MS = 6_000
+COLLECTOR_HEARTBEAT_INTERVAL_MS = 1_000
+# Raw bytes of a dead letter kept in the store (the DLQ topic keeps the whole message):
+# 64 KiB holds any ordinary event (~1 KB) whole and the start of a runaway payload;
+# `raw_size` records the full size.
+COLLECTOR_DEAD_LETTER_RAW_BYTES = 65_536
+# A failed flush (database or DLQ topic unavailable) is retried with exponential
+# backoff between these bounds; nothing is committed until it succeeds, and
+# consumption pauses once COLLECTOR_FLUSH_MAX_EVENTS are pending.
+COLLECTOR_FLUSH_RETRY_MIN_SECONDS = 0.5
+COLLECTOR_FLUSH_RETRY_MAX_SECONDS = 10.0
+# Predictions are kept this long for the label join (labels often arrive days later);
+# older predictions and labels are pruned every COLLECTOR_PRUNE_INTERVAL_SECONDS.
+COLLECTOR_PREDICTION_RETENTION_DAYS = 7
+COLLECTOR_PRUNE_INTERVAL_SECONDS = 300
+# Two collectors can commit a prediction and its label at the same moment, each
+# without seeing the other's row; a sweep this often joins such pairs (PostgreSQL only
+# needs it: SQLite serialises the flushes).
+COLLECTOR_LABEL_SWEEP_SECONDS = 60
+# A model version seen without a baseline is looked up again this often, so drift
+# detection starts within half a minute of `driftline baseline` / `train`.
+COLLECTOR_BASELINE_RECHECK_SECONDS = 30
+# Event ids remembered per partition to drop producer-retry duplicates (a retried
+# batch lands on the same partition seconds later): two generations of this many.
+COLLECTOR_DEDUP_EVENT_IDS = 50_000
+# SIGTERM / Ctrl-C: the final flush may retry for this long before giving up (the
+# events are then re-read from the stored offsets by the next collector).
+COLLECTOR_SHUTDOWN_FLUSH_SECONDS = 30.0
+
 # --- Drift detection (detectors/) -----------------------------------------------
 # A feature drifts only when (1) the window and the reference both hold at least
 # DRIFT_MIN_ROWS rows, (2) its test is significant after Benjamini-Hochberg
@@ -72,6 +118,10 @@ FEATURE_FALSE_ALARM_RATE_MAX = 0.01
 # by at most 1/1000, so the KS statistic from bins is within 0.001 of the exact one
 # (issue 5 asks for 2e-3), and the deciles for PSI are a subset of the edges.
 BASELINE_FINE_BINS = 1000
+# The outermost fine bins (below 1/1000, above 999/1000) are each split into this many
+# more at finer quantiles: heavy tails are wide, and window values beyond the training
+# range land there, so the Wasserstein distance from bins stays within 2e-3 of exact.
+BASELINE_TAIL_BINS = 50
 # Rows of training data kept verbatim in the baseline for drill-down and reports:
 # enough for an Evidently report and for the skew check, small enough for a JSON column.
 BASELINE_SAMPLE_SIZE = 2000
@@ -91,3 +141,199 @@ QUALITY_SCORE_BINS = 1000
 # Probabilities are clipped to [eps, 1 - eps] for the log loss (scikit-learn's choice),
 # so one confident mistake costs 34.5 nats, not infinity.
 LOG_LOSS_EPSILON = 1e-15
+
+# --- Worker (worker/) -------------------------------------------------------------
+# Dynamic batching: up to 64 requests share one forward pass. On CPU the default MLP's
+# per-row cost stops falling beyond about 64 rows, and 64 rows of features are far
+# below any GPU's appetite, so a larger batch only adds queueing.
+WORKER_MAX_BATCH_SIZE = 64
+# A request waits at most this long for others to join its batch. 2 ms is about two
+# single-row forward passes: under load batches fill from the queue that builds while
+# the previous batch computes, so the wait only matters at low load, where it is cheap.
+WORKER_MAX_WAIT_MS = 2.0
+# Prediction cache: 10 000 entries of ~1 KB, and five minutes, long enough to absorb
+# retries and duplicate submissions; entries are keyed by model version so a promotion
+# never serves stale answers.
+WORKER_CACHE_SIZE = 10_000
+WORKER_CACHE_TTL_SECONDS = 300.0
+# Events held in memory while Kafka is slow or down (about 3 KB each as Python
+# objects, so ~60 MB); at 300 requests/s that rides out a minute of outage.
+WORKER_EVENT_BUFFER = 20_000
+# POST /predict bodies above this are refused with 413: a 14-field request is ~500 bytes.
+WORKER_MAX_BODY_BYTES = 65_536
+# How often the worker reads the production alias; a rollback takes effect within
+# this time plus the model's load time (well under a second for the default MLP).
+WORKER_ALIAS_POLL_SECONDS = 1.0
+# Latency SLO per model: p99 of total request latency. The default MLP serves in a
+# few ms at p99 on a laptop under the replay's default load, so 100 ms flags real
+# trouble (a stalled device, a slow dependency) without paging on GC pauses.
+WORKER_LATENCY_SLO_P99_MS = 100.0
+# Retraining on recent labelled traffic: keep the last 20 000 requests for the label
+# join; refuse to retrain on fewer than 1 000 labelled rows, where a holdout of 20 %
+# (200 rows) cannot tell two models' log losses apart reliably.
+WORKER_RETRAIN_BUFFER_ROWS = 20_000
+WORKER_RETRAIN_MIN_ROWS = 1_000
+
+# --- Replay (worker/replay.py) ------------------------------------------------------
+# In-flight requests at most: bounds the replay's memory and the load it can put on a worker.
+REPLAY_MAX_CONCURRENCY = 64
+# Labels are "delayed" by this much after the prediction (days in real life, seconds in a demo).
+REPLAY_LABEL_DELAY_SECONDS = 5.0
+
+# --- Alerts (alerts/) ---------------------------------------------------------------
+# Rules are Alertmanager's semantics applied per evaluated window; every value
+# below is overridable in the `[alerts]` section of the --config TOML (docs/alerts.md).
+# Severities, lowest first; PagerDuty's four levels, so its mapping is the identity.
+ALERT_SEVERITIES = ("info", "warning", "error", "critical")
+# `for` K: consecutive breaching windows before pending -> firing. A feature's
+# false-alarm rate is at most 1 % per window (FEATURE_FALSE_ALARM_RATE_MAX); three
+# in a row on the same feature is ~1e-6, under one false page a year for 14 features
+# on one-minute windows, and a real shift still pages within three minutes.
+ALERT_FOR_WINDOWS = 3
+# M: clean windows in a row before firing -> resolved. Three windows of hysteresis
+# stop a drift hovering at its threshold from resolving and re-paging every minute.
+ALERT_RESOLVE_AFTER_WINDOWS = 3
+# Still-firing alerts are re-announced this often (Alertmanager's repeat_interval default).
+ALERT_REPEAT_INTERVAL_SECONDS = 4 * 3600
+# Per detector: severity and K where the general values do not fit. Dataset drift
+# (half the features moved at once) and skew (a serving bug, not the world) are
+# errors that page; a p99 latency SLO breach is critical and users feel it now, so
+# two windows suffice. Model quality is computed on sparse labels over long
+# stretches, so one breaching evaluation is already an aggregate: K = 1.
+ALERT_DETECTOR_DEFAULTS = {
+    "data_drift": {"severity": "warning"},
+    "dataset_drift": {"severity": "error", "for_windows": 2},
+    "prediction_drift": {"severity": "warning"},
+    "data_quality": {"severity": "warning", "for_windows": 2},
+    "skew": {"severity": "error", "for_windows": 2},
+    "latency": {"severity": "critical", "for_windows": 2},
+    "model_quality": {"severity": "error", "for_windows": 1},
+}
+# Lowest severity each channel receives: chat and webhooks see everything,
+# PagerDuty only pages for errors and worse (one page per real problem).
+ALERT_CHANNEL_MIN_SEVERITY = {"slack": "info", "webhook": "info", "pagerduty": "error"}
+# Inhibition: while a source alert fires, the target detectors' alerts of the same
+# model version are not notified (the dataset-level alert lists their features).
+ALERT_INHIBIT_RULES = ({"source": "dataset_drift", "targets": ("data_drift",)},)
+
+# Delivery (the outbox). One HTTP call waits at most this long.
+ALERT_HTTP_TIMEOUT_SECONDS = 10.0
+# A claimed row ('sending') is given back after this lease if its job died; it must
+# exceed one HTTP call's timeout, or a slow but live job would see its row reclaimed.
+ALERT_DELIVERY_LEASE_SECONDS = 60.0
+# Retries: exponential backoff 5 s, 10 s, 20 s ... capped at 5 minutes, each delay
+# drawn from [d/2, d] ("equal jitter") so many rows failing together spread out.
+ALERT_BACKOFF_INITIAL_SECONDS = 5.0
+ALERT_BACKOFF_MAX_SECONDS = 300.0
+# Retry budget: after two hours (or 25 attempts, whichever comes first) a notification
+# is marked failed, kept and shown by `driftline alerts list`; `driftline alerts retry`
+# (or the group's next repeat) sends it again. Two hours covers a provider's typical
+# incident; a page older than that is better re-raised by a person than by a script.
+ALERT_DELIVERY_MAX_AGE_SECONDS = 2 * 3600
+ALERT_DELIVERY_MAX_ATTEMPTS = 25
+
+# Slack's documented limits for a message's blocks (api.slack.com/reference/block-kit).
+SLACK_MAX_BLOCKS = 50
+SLACK_MAX_SECTION_CHARS = 3000
+SLACK_MAX_HEADER_CHARS = 150
+SLACK_MAX_FIELD_CHARS = 2000
+# Alerts listed one per line in a Slack message; beyond this "and N more" and the
+# dashboard link: a list longer than a screen is not read during an incident.
+SLACK_MAX_LISTED_ALERTS = 40
+# PagerDuty Events API v2: payload.summary is truncated by PagerDuty at 1024 characters.
+PAGERDUTY_MAX_SUMMARY_CHARS = 1024
+# Alerts listed in custom_details (the whole event must stay under PagerDuty's 512 KB).
+PAGERDUTY_MAX_DETAIL_ALERTS = 100
+
+# Retraining policy. Drift on the chosen features (any, by default) in this many
+# consecutive evaluated windows: five minutes of persistent drift at one-minute
+# windows, past the alert's own K so a page comes first and a retrain only when it lasts.
+RETRAIN_DRIFT_WINDOWS = 5
+# Or a model-quality drop of at least this much (absolute, in the metric's units:
+# 0.05 of accuracy or ROC AUC) against the version's reference, once labels arrive.
+RETRAIN_QUALITY_DROP = 0.05
+# At most one retraining request per model in this time: a retrain takes minutes to
+# hours and the drift persists meanwhile; without a cooldown every window would ask again.
+RETRAIN_COOLDOWN_SECONDS = 6 * 3600
+
+# --- Dashboard (dashboard/) ---------------------------------------------------------
+# Pages redraw themselves this often (`driftline dashboard --refresh-seconds`): half a
+# default window, so a newly evaluated window shows up within half a minute.
+DASHBOARD_REFRESH_SECONDS = 30
+# Store queries are cached this long and "now" is rounded to it: any number of open
+# tabs read the store at most once per query per 15 s.
+DASHBOARD_CACHE_TTL_SECONDS = 15
+# Time series and heatmaps draw at most this many time buckets; a longer range folds
+# windows into buckets in SQL (the worst window per bucket is shown), so 30 days of
+# one-minute windows cost the same to query and draw as three hours.
+DASHBOARD_MAX_TIME_BUCKETS = 180
+# Serving charts that need the window states (cache hits, batch sizes) decode at most
+# this many evenly spaced windows of the range (a state blob is ~10-100 KB).
+DASHBOARD_MAX_STATE_WINDOWS = 120
+# A relative score (value against its threshold, 1 = at the threshold) is drawn capped
+# here: ten times over is "very far over", more would wash out the colour scale.
+DASHBOARD_SCORE_CAP = 10.0
+
+# --- Data quality (detectors/window.py) -----------------------------------------
+# Every data-quality check needs this many events in the window; below, results are
+# reported as insufficient data (a window of 10 events with 1 null is not news).
+DATA_QUALITY_MIN_ROWS = 100
+# A feature's missing rate must exceed its training null rate by this much
+# (absolute: five percentage points, the drift rule's missing_rate_delta) and
+# significantly (two-proportion test at DRIFT_ALPHA) to be reported.
+MISSING_RATE_INCREASE = 0.05
+# Share of a numeric feature's values outside [training min, training max]. A window
+# from the training distribution puts about 2/(n_train + 1) there (well under 0.1 %);
+# 1 % means real out-of-range input, not tail noise.
+OUT_OF_RANGE_SHARE = 0.01
+# Share of a categorical feature's values that training never saw. Zero for a window
+# from the training distribution unless training missed a very rare category; 1 %
+# is a new category a person would want to know about.
+UNSEEN_CATEGORY_SHARE = 0.01
+# Share of values whose JSON type differs from training's (a string in a numeric
+# feature). Types are not noisy, so any type change is a contract break: 0.
+TYPE_CHANGE_SHARE = 0.0
+# Share of events that lack a training feature's key altogether (not null: absent).
+# Producers that drop keys for nulls show up in the missing rate instead; 1 % absent
+# keys means a schema change upstream.
+MISSING_FEATURE_SHARE = 0.01
+# Share of events that carry a feature training never had (a schema change).
+NEW_FEATURE_SHARE = 0.0
+
+# --- Training-serving skew (detectors/window.py) ----------------------------------
+# Distribution skew: serving against the training baseline by effect size only, so it
+# reads "how far is serving from training" rather than "did it change now". 0.25 is
+# above the drift PSI floor (0.2): at that size training and serving disagree for sure.
+SKEW_DISTRIBUTION_PSI = 0.25
+# Parity skew: the training transform re-run on logged raw inputs must reproduce the
+# served feature. A numeric pair matches within this relative tolerance (float32
+# round trips and summation order differ in the 7th digit, real bugs far more).
+SKEW_PARITY_RELATIVE_TOLERANCE = 1e-6
+# Share of sampled events whose served feature differs from the recomputed one. A
+# correct pipeline gives 0; 1 % leaves room for one odd record in a small sample.
+SKEW_PARITY_MISMATCH_RATE = 0.01
+# At least this many sampled events with raw inputs are needed to judge parity.
+SKEW_PARITY_MIN_SAMPLE = 30
+
+# --- Latency SLO (detectors/window.py; per model in [latency.models.NAME]) --------
+# A typical online-inference budget; the bundled worker answers in a few ms, so these
+# fire only for real slowness. Quantiles come from the window's latency histogram (1 %).
+LATENCY_SLO_P50_MS = 50.0
+LATENCY_SLO_P95_MS = 150.0
+LATENCY_SLO_P99_MS = 250.0
+# Share of events with status "error" allowed per window.
+ERROR_RATE_MAX = 0.01
+# Fewer events than this and latency/error results are insufficient data: a p99 of
+# fewer than 100 events is the maximum of a handful.
+LATENCY_MIN_EVENTS = 100
+
+# --- Model quality (detectors/window.py) -------------------------------------------
+# Labelled predictions needed in a window before quality is judged: accuracy from
+# 100 labels has a standard error of about 5 points, the size of the drop below.
+QUALITY_MIN_LABELS = 100
+# A score in [0, 1] where higher is better (accuracy, precision, recall, F1, ROC AUC)
+# is breached when it falls this much (absolute) below the training value.
+QUALITY_MAX_DROP = 0.05
+# An error where lower is better (log loss, MAE, RMSE) is breached when it grows by
+# this share (relative) over the training value.
+QUALITY_MAX_ERROR_INCREASE = 0.2

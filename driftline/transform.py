@@ -17,7 +17,7 @@ become model `features` in two steps:
    scheduler re-runs it on logged `inputs` and compares with the logged `features`.
 2. `FeatureTransform.encode(feature_records) -> float32 matrix`: the model's input,
    with statistics fitted on the training features: a null numeric becomes the
-   training median, heavy-tailed money amounts are log1p-compressed (signed),
+   training median, heavy-tailed money amounts and loan_to_income are log1p-compressed (signed),
    everything is standardised, z = (x - mean) / std, and clipped to ±`Z_CLIP`;
    a categorical is one-hot over the training vocabulary plus one "unknown" column
    that takes nulls and categories never seen in training.
@@ -77,13 +77,12 @@ FEATURES: tuple[tuple[str, str], ...] = (
 _PASSTHROUGH = ("age", "annual_income", "loan_amount", "loan_term_months", "credit_score",
                 "num_credit_lines", "num_late_payments", "employment_years")
 _CATEGORICAL_FEATURES = tuple(name for name, kind in FEATURES if kind == CATEGORICAL)
-# Money amounts span orders of magnitude; log1p keeps one rich applicant from
-# dominating the standardised scale.
-LOG_FEATURES = ("annual_income", "loan_amount")
+# Money amounts and the loan-to-income ratio span orders of magnitude; log1p keeps
+# one rich applicant from dominating the standardised scale.
+LOG_FEATURES = ("annual_income", "loan_amount", "loan_to_income")
 # Standardised values beyond this many standard deviations carry no extra signal
 # and would let an out-of-range input (age 500) saturate the network.
 Z_CLIP = 8.0
-UNKNOWN_CATEGORY = "__unknown__"
 
 
 def _number(value: Any) -> float | None:

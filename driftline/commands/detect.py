@@ -132,6 +132,10 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
         raise UserError(f"--chunk-size must be at least 1, got {chunk_size}")
     if chunk_period is not None and timestamp is None:
         raise UserError("--chunk-period needs --timestamp COLUMN")
+    for option, path in (("--json", json_path), ("--html", html_path)):
+        # Fail before the (possibly long) computation, not after it.
+        if path is not None and not Path(path).resolve().parent.is_dir():
+            raise UserError(f"cannot write {option} {path}: its folder does not exist")
     reference = read_table(reference_path, "reference")
     current = read_table(current_path, "current")
 

@@ -104,6 +104,8 @@ class WindowStateRecord(Base):
     """A partial window state: one per (model, version, window, Kafka topic partition).
 
     Several collectors each own some partitions; the detectors merge the rows of a window.
+    `partition` >= 0 is a partition of driftline.inference; a negative one holds labels joined
+    from driftline.labels partition ``-1 - partition`` (events = 0; see docs/collector.md).
     """
 
     __tablename__ = "window_states"
@@ -134,6 +136,9 @@ class ConsumerOffset(Base):
     topic: Mapped[str] = mapped_column(String(200), primary_key=True)
     partition: Mapped[int] = mapped_column(Integer, primary_key=True)
     next_offset: Mapped[int] = mapped_column(BigInteger)
+    # Kafka's id of the topic incarnation next_offset refers to: a recreated topic (or a
+    # restarted in-memory broker) starts a new log, and offsets of the old one mean nothing.
+    topic_id: Mapped[str | None] = mapped_column(String(64))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
 

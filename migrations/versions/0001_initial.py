@@ -72,6 +72,7 @@ def upgrade() -> None:
     sa.Column('topic', sa.String(length=200), nullable=False),
     sa.Column('partition', sa.Integer(), nullable=False),
     sa.Column('next_offset', sa.BigInteger(), nullable=False),
+    sa.Column('topic_id', sa.String(length=64), nullable=True),
     sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('group_id', 'topic', 'partition', name=op.f('pk_consumer_offsets'))
     )

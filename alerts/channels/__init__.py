@@ -1,0 +1,146 @@
+"""Alert channels: each renders the channel-neutral message (pure) and sends a rendered body (HTTP).
+
+Rendering happens when a notification is written to the outbox, so the stored
+payload is exactly the body that will be sent (secrets excepted: the PagerDuty
+routing key, the webhook signature and the retraining token are added at send time
+and never stored). Sending happens in `alerts.delivery`, which owns all retries:
+a channel makes one HTTP call and reports a `SendResult`.
+"""
+from __future__ import annotations
+
+import email.utils
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Mapping, Protocol
+
+from driftline import defaults
+
+# Non-2xx answers worth retrying: timeouts, throttling, and the server's own trouble.
+RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """The outcome of one HTTP call."""
+
+    ok: bool
+    status: int | None = None
+    error: str | None = None
+    retryable: bool = True
+    retry_after: float | None = None  # seconds, from a Retry-After header
+    response: Any = None  # the answer's body: parsed JSON, or text
+
+
+class Channel(Protocol):
+    name: str
+
+    def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult: ...
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    if value is None or not str(value).strip():
+        return None
+    text = str(value).strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def result_from_http(status: int, body: Any, headers: Mapping[str, str]) -> SendResult:
+    """Classify an HTTP answer: 2xx ok; 408/429/5xx retry (429 with its Retry-After); other 4xx give up."""
+    if 200 <= status < 300:
+        return SendResult(ok=True, status=status, response=body)
+    retry_after = parse_retry_after(_header(headers, "retry-after"))
+    text = body if isinstance(body, str) else repr(body)
+    return SendResult(ok=False, status=status, error=f"HTTP {status}: {text[:500]}",
+                      retryable=status in RETRYABLE_STATUS, retry_after=retry_after, response=body)
+
+
+def result_from_exception(exc: BaseException, timeout: float) -> SendResult:
+    """Network trouble (refused, reset, timed out) is always worth retrying."""
+    name = type(exc).__name__
+    text = str(exc) or name
+    if "timed out" in text.lower() or "timeout" in name.lower():
+        return SendResult(ok=False, error=f"timed out after {timeout:g}s ({name})")
+    return SendResult(ok=False, error=f"{name}: {text[:500]}")
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def configured_channels(settings: Any) -> list[str]:
+    """Channels that have an endpoint in the settings (CONTRACTS.md §4); the others are skipped."""
+    names = []
+    if settings.slack_webhook_url:
+        names.append("slack")
+    if settings.pagerduty_routing_key:
+        names.append("pagerduty")
+    if settings.webhook_url:
+        names.append("webhook")
+    if settings.retrain_webhook_url:
+        names.append("retrain")
+    return names
+
+
+@dataclass
+class Channels:
+    """The senders the delivery job uses; a channel left None has no endpoint."""
+
+    slack: Channel | None = None
+    pagerduty: Channel | None = None
+    webhook: Channel | None = None
+    retrain: Channel | None = None
+    extra: dict[str, Channel] = field(default_factory=dict)
+
+    def get(self, name: str) -> Channel | None:
+        return getattr(self, name, None) if name in ("slack", "pagerduty", "webhook", "retrain") else self.extra.get(name)
+
+    def enabled(self) -> list[str]:
+        return [n for n in ("slack", "pagerduty", "webhook", "retrain") if self.get(n) is not None] + list(self.extra)
+
+    @classmethod
+    def from_settings(cls, settings: Any,
+                      timeout: timedelta | float = defaults.ALERT_HTTP_TIMEOUT_SECONDS) -> "Channels":
+        from alerts.channels.pagerduty import PagerDutyChannel
+        from alerts.channels.retrain import RetrainChannel
+        from alerts.channels.slack import SlackChannel
+        from alerts.channels.webhook import WebhookChannel
+
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        return cls(
+            slack=SlackChannel(settings.slack_webhook_url, timeout=seconds) if settings.slack_webhook_url else None,
+            pagerduty=(PagerDutyChannel(settings.pagerduty_url, settings.pagerduty_routing_key, timeout=seconds)
+                       if settings.pagerduty_routing_key else None),
+            webhook=(WebhookChannel(settings.webhook_url, settings.webhook_secret, timeout=seconds)
+                     if settings.webhook_url else None),
+            retrain=(RetrainChannel(settings.retrain_webhook_url, settings.retrain_token, timeout=seconds)
+                     if settings.retrain_webhook_url else None),
+        )
+
+
+def render(channel: str, message: Mapping[str, Any], idempotency_key: str) -> dict[str, Any] | None:
+    """The body `channel` will receive for `message` (None: this channel skips this kind)."""
+    if channel == "slack":
+        from alerts.channels.slack import render_slack
+        return render_slack(message)
+    if channel == "pagerduty":
+        from alerts.channels.pagerduty import render_pagerduty
+        return render_pagerduty(message)
+    if channel == "webhook":
+        from alerts.channels.webhook import render_webhook
+        return render_webhook(message, idempotency_key)
+    raise ValueError(f"unknown alert channel {channel!r}")

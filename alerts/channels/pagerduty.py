@@ -1,0 +1,100 @@
+"""PagerDuty Events API v2: trigger and resolve with the group key as `dedup_key`.
+
+Body of a trigger (https://developer.pagerduty.com/docs/events-api-v2/trigger-events/):
+
+    {"routing_key": "...", "event_action": "trigger", "dedup_key": "<group key>",
+     "payload": {"summary": "<= 1024 chars", "source": "driftline:<model>:<version>",
+                 "severity": "critical|error|warning|info", "timestamp": "<ISO 8601>",
+                 "component": "<model>", "group": "<version>", "class": "<detector group>",
+                 "custom_details": {...}},
+     "links": [{"href": "<dashboard>", "text": "driftline dashboard"}],
+     "client": "driftline", "client_url": "<dashboard>"}
+
+A resolve is {"routing_key", "event_action": "resolve", "dedup_key"}. PagerDuty answers
+202 {"status": "success", "dedup_key": ...}, 400 for an invalid event (not retried),
+429 when throttled. Repeats are not sent: an open incident stays open, and a second
+trigger with the same dedup_key would only add a log entry. The routing key is
+added at send time and never stored in the outbox.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import httpx
+
+from driftline import defaults
+
+from alerts.channels import SendResult, result_from_exception, result_from_http
+
+SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def render_pagerduty(message: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Events API v2 event for a group message, without routing_key; None for repeats."""
+    kind = message["kind"]
+    if kind == "repeat":
+        return None
+    if kind == "resolve":
+        return {"event_action": "resolve", "dedup_key": message["group_key"]}
+    alerts = list(message["alerts"])
+    listed = alerts[: defaults.PAGERDUTY_MAX_DETAIL_ALERTS]
+    details: dict[str, Any] = {
+        "model": message["model"],
+        "version": message["version"],
+        "group": message["group"],
+        "window_start": message["window"]["start"],
+        "window_end": message["window"]["end"],
+        "alerts": [{k: a[k] for k in ("detector", "feature", "metric", "value", "threshold", "severity", "summary",
+                                      "fingerprint")} for a in listed],
+        "dashboard": message["dashboard_url"],
+    }
+    if len(alerts) > len(listed):
+        details["alerts_not_listed"] = len(alerts) - len(listed)
+    if message.get("related_features"):
+        details["drifted_features"] = list(message["related_features"])
+    return {
+        "event_action": "trigger",
+        "dedup_key": message["group_key"],
+        "payload": {
+            "summary": _cut(message["title"], defaults.PAGERDUTY_MAX_SUMMARY_CHARS),
+            "source": f"driftline:{message['model']}:{message['version']}",
+            "severity": SEVERITY.get(message["severity"], "warning"),
+            "timestamp": message["created_at"],
+            "component": message["model"],
+            "group": message["version"],
+            "class": message["group"],
+            "custom_details": details,
+        },
+        "links": [{"href": message["dashboard_url"], "text": "driftline dashboard"}],
+        "client": "driftline",
+        "client_url": message["dashboard_url"],
+    }
+
+
+class PagerDutyChannel:
+    name = "pagerduty"
+
+    def __init__(self, url: str, routing_key: str, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
+        self.url = url
+        self.routing_key = routing_key
+        self.timeout = timeout
+
+    def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
+        body = {"routing_key": self.routing_key, **payload}
+        try:
+            response = httpx.post(self.url, json=body, timeout=self.timeout,
+                                  headers={"Idempotency-Key": idempotency_key, "User-Agent": "driftline"})
+        except httpx.HTTPError as exc:
+            return result_from_exception(exc, self.timeout)
+        return result_from_http(response.status_code, _body(response), response.headers)
+
+
+def _body(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text

@@ -1,0 +1,41 @@
+"""The retraining webhook: POST the request document with a bearer token and an idempotency key.
+
+Headers: `Authorization: Bearer <settings.retrain_token>`, `Idempotency-Key: <key>`,
+`Content-Type: application/json`. The body is built by alerts.retraining (schema
+"driftline.retrain/v1"). The worker's `POST /admin/retrain` answers 202 with
+{"request_id", "idempotency_key", "status", "duplicate"}; any 2xx counts as accepted.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import httpx
+
+from driftline import defaults
+
+from alerts.channels import SendResult, result_from_exception, result_from_http
+from alerts.channels.webhook import encode
+
+
+class RetrainChannel:
+    name = "retrain"
+
+    def __init__(self, url: str, token: str | None, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
+        self.url = url
+        self.token = token
+        self.timeout = timeout
+
+    def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
+        headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key,
+                   "User-Agent": "driftline"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        try:
+            response = httpx.post(self.url, content=encode(payload), headers=headers, timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            return result_from_exception(exc, self.timeout)
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = response.text
+        return result_from_http(response.status_code, body, response.headers)

@@ -1,0 +1,142 @@
+"""Slack: a Block Kit message through an incoming webhook (slack_sdk.webhook.WebhookClient).
+
+The message shows model, version, detector(s), severity, window, one line per alert
+(feature, metric value against threshold) and a link to the dashboard, within Slack's
+limits: at most 50 blocks, section text at most 3000 characters, header at most 150,
+a field at most 2000. More alerts than `SLACK_MAX_LISTED_ALERTS`, or than fit, end
+in "and N more". Slack answers 200 "ok", or 4xx with a reason such as
+`invalid_payload`, or 429 with Retry-After.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from slack_sdk.webhook import WebhookClient
+
+from driftline import defaults
+
+from alerts.channels import SendResult, result_from_exception, result_from_http
+from alerts.messages import detector_label, format_number
+
+_EMOJI = {"trigger": ":rotating_light:", "repeat": ":repeat:", "resolve": ":white_check_mark:"}
+# One alert line is cut here, so that a single absurd feature name cannot eat a section.
+MAX_LINE_CHARS = 300
+
+
+def escape(text: str) -> str:
+    """Slack mrkdwn control characters (api.slack.com/reference/surfaces/formatting#escaping)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _line(alert: Mapping[str, Any], resolved: bool, show_detector: bool) -> str:
+    name = alert["feature"] or detector_label(alert["detector"])
+    metric = alert.get("metric") or "value"
+    text = (f"• *{escape(name)}* — {escape(str(metric))} `{format_number(alert['value'])}` "
+            f"vs threshold `{format_number(alert['threshold'])}`")
+    if alert["feature"] and show_detector:
+        text += f" ({escape(detector_label(alert['detector']))})"
+    if resolved:
+        text += " — resolved"
+    return _cut(text, MAX_LINE_CHARS)
+
+
+def _sections(lines: list[str], max_sections: int) -> tuple[list[dict[str, Any]], int]:
+    """Pack lines into sections of at most SLACK_MAX_SECTION_CHARS; returns (blocks, lines left out)."""
+    blocks: list[dict[str, Any]] = []
+    current: list[str] = []
+    size = 0
+    placed = 0
+    for line in lines:
+        extra = len(line) + (1 if current else 0)
+        if current and size + extra > defaults.SLACK_MAX_SECTION_CHARS:
+            if len(blocks) + 1 >= max_sections:
+                break
+            blocks.append(_section("\n".join(current)))
+            current, size = [], 0
+            extra = len(line)
+        current.append(line)
+        size += extra
+        placed += 1
+    if current:
+        blocks.append(_section("\n".join(current)))
+    return blocks, len(lines) - placed
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _name_list(names: list[str], limit_chars: int) -> str:
+    """Comma-separated names that fit `limit_chars`, then "and N more"."""
+    room = limit_chars - len(f" and {len(names)} more")
+    shown: list[str] = []
+    size = 0
+    for i, name in enumerate(names):
+        piece = f"`{escape(_cut(name, 200))}`"
+        if size + len(piece) + 2 > room:
+            return ", ".join(shown) + f" and {len(names) - i} more"
+        shown.append(piece)
+        size += len(piece) + 2
+    return ", ".join(shown)
+
+
+def render_slack(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The incoming-webhook body for a group message (see alerts.messages)."""
+    kind = message["kind"]
+    resolved = kind == "resolve"
+    alerts = list(message["alerts"])
+    detectors = sorted({a["detector"] for a in alerts})
+    header = _cut(f"{_EMOJI.get(kind, '')} {message['title']}".strip(), defaults.SLACK_MAX_HEADER_CHARS)
+    window = message["window"]
+    fields = [
+        ("Model", f"`{escape(message['model'])}`"),
+        ("Version", f"`{escape(message['version'])}`"),
+        ("Detector", escape(", ".join(detector_label(d) for d in detectors)) or "n/a"),
+        ("Severity", message["severity"]),
+        ("Window", f"{window['start']} → {window['end']}"),
+        ("Status", message["status"]),
+    ]
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
+        {"type": "section", "fields": [{"type": "mrkdwn",
+                                        "text": _cut(f"*{k}*\n{v}", defaults.SLACK_MAX_FIELD_CHARS)}
+                                       for k, v in fields]},
+    ]
+    related = list(message.get("related_features") or [])
+    if related:
+        prefix = f"*Drifted features ({len(related)}):* "
+        blocks.append(_section(prefix + _name_list(related, defaults.SLACK_MAX_SECTION_CHARS - len(prefix))))
+    listed = alerts[: defaults.SLACK_MAX_LISTED_ALERTS]
+    # Blocks left for alert lines: keep two for "and N more" and the dashboard link.
+    budget = defaults.SLACK_MAX_BLOCKS - len(blocks) - 2
+    line_blocks, left_out = _sections([_line(a, resolved, len(detectors) > 1) for a in listed], budget)
+    blocks.extend(line_blocks)
+    more = left_out + len(alerts) - len(listed)
+    link = message["dashboard_url"]
+    if more:
+        blocks.append({"type": "context", "elements": [
+            {"type": "mrkdwn", "text": f"…and {more} more; <{link}|see them all on the dashboard>"}]})
+    blocks.append({"type": "context", "elements": [
+        {"type": "mrkdwn", "text": f"<{link}|Open the driftline dashboard> · group `{message['group_key'][:12]}`"}]})
+    return {"text": _cut(message["title"], defaults.SLACK_MAX_SECTION_CHARS), "blocks": blocks}
+
+
+class SlackChannel:
+    """Posts rendered messages to one incoming webhook; retries are the outbox's job, not slack_sdk's."""
+
+    name = "slack"
+
+    def __init__(self, url: str, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
+        self.timeout = timeout
+        self.client = WebhookClient(url, timeout=timeout, retry_handlers=[])
+
+    def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
+        try:
+            response = self.client.send_dict(dict(payload), headers={"Idempotency-Key": idempotency_key})
+        except Exception as exc:  # urllib raises for refused connections and timeouts
+            return result_from_exception(exc, self.timeout)
+        return result_from_http(response.status_code, response.body, response.headers or {})

@@ -1,0 +1,141 @@
+"""Deliver due outbox notifications over HTTP, with retries (DB + HTTP).
+
+`deliver_due` is the scheduler's periodic job. One row at a time: claim it (a short
+transaction, see alerts.outbox), make one HTTP call through its channel, record the
+outcome (another short transaction). No transaction is open during the HTTP call.
+
+Retries: a 2xx is success. 408, 425, 429, 5xx and network errors (refused, reset,
+timed out) are retried: after Retry-After when the answer has one (429), else after
+an exponential backoff with jitter, ``d = min(backoff_max, backoff_initial * 2**(n-1))``
+and the wait drawn uniformly from ``[d/2, d]``. Other 4xx answers (PagerDuty's 400
+"invalid event", Slack's invalid_payload) are not retried: the row is failed at once.
+A row is also failed when its next attempt would fall after ``created_at + max_age``
+or it has had ``max_attempts`` attempts; failed rows stay in the table, shown by
+`driftline alerts list`, and `driftline alerts retry` sends them again with a fresh
+budget (the group's next repeat notification also re-announces a still-firing alert).
+A row is always tried at least once, however old, so a resolve is never dropped for age.
+
+Exactly once, as far as HTTP allows: a row is marked sent only after a 2xx, and only
+by the job holding its claim; it is never claimed again after that. The one ambiguous
+case is a crash after the receiver answered 2xx and before the row was marked sent:
+when the lease expires the row is sent once more. PagerDuty deduplicates that by
+`dedup_key`, webhook and retraining receivers by the `Idempotency-Key` header (the
+same on every attempt); Slack has no deduplication, so a duplicate message is possible
+there and only there.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, ContextManager
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from driftline.store.db import session_scope
+
+from alerts import outbox
+from alerts.channels import Channels, SendResult
+from alerts.rules import DeliveryPolicy
+from alerts.times import as_utc, utcnow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DeliveryReport:
+    """What one `deliver_due` run did."""
+
+    sent: list[int] = field(default_factory=list)
+    retrying: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    lost_claims: list[int] = field(default_factory=list)  # lease expired mid-send and the row was re-claimed
+    errors: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def attempted(self) -> int:
+        return len(self.sent) + len(self.retrying) + len(self.failed) + len(self.lost_claims)
+
+
+def retry_delay(attempts: int, policy: DeliveryPolicy, rng: random.Random | None = None) -> timedelta:
+    """Backoff before attempt `attempts + 1`: uniform in [d/2, d], d = min(max, initial * 2**(attempts-1))."""
+    rng = rng or random
+    ceiling = min(policy.backoff_max.total_seconds(),
+                  policy.backoff_initial.total_seconds() * 2 ** max(0, min(attempts - 1, 60)))
+    return timedelta(seconds=rng.uniform(ceiling / 2, ceiling))
+
+
+def next_attempt(result: SendResult, attempts: int, created_at: datetime, now: datetime, policy: DeliveryPolicy,
+                 rng: random.Random | None = None) -> datetime | None:
+    """When to try again after a failed attempt, or None to give up (pure)."""
+    if not result.retryable or attempts >= policy.max_attempts:
+        return None
+    delay = (timedelta(seconds=result.retry_after) if result.retry_after is not None
+             else retry_delay(attempts, policy, rng))
+    when = now + delay
+    if when > as_utc(created_at) + policy.max_age:
+        return None
+    return when
+
+
+def _session_factory(target: str | Engine | Callable[[], ContextManager[Session]]) -> Callable[[], ContextManager[Session]]:
+    if isinstance(target, (str, Engine)):
+        return lambda: session_scope(target)
+    return target
+
+
+def deliver_due(url_or_session_factory: str | Engine | Callable[[], ContextManager[Session]], *, channels: Channels,
+                now: datetime | None = None, limit: int = 100, policy: DeliveryPolicy | None = None,
+                rng: random.Random | None = None) -> DeliveryReport:
+    """Send up to `limit` due notifications; returns what happened to each.
+
+    `url_or_session_factory`: a database URL or Engine, or a callable returning a
+    context manager that yields a Session and commits on exit (like
+    `driftline.store.db.session_scope`). `now` fixes the clock (tests); by default
+    the wall clock is read at each step. Never raises for a channel's failure.
+    """
+    policy = policy or DeliveryPolicy()
+    factory = _session_factory(url_or_session_factory)
+    clock: Callable[[], datetime] = (lambda: as_utc(now)) if now is not None else utcnow
+    report = DeliveryReport()
+    seen: set[int] = set()
+    for _ in range(max(0, limit)):
+        claim = outbox.claim_next(factory, now=clock(), lease=policy.lease, exclude=seen)
+        if claim is None:
+            break
+        seen.add(claim.id)
+        channel = channels.get(claim.channel)
+        if channel is None:
+            result = SendResult(ok=False, error=f"no endpoint configured for channel {claim.channel!r}",
+                                retryable=False)
+        else:
+            try:
+                result = channel.send(claim.payload, claim.idempotency_key)
+            except Exception as exc:  # a channel bug must not stop the others
+                log.exception("channel %s raised", claim.channel)
+                result = SendResult(ok=False, error=f"{type(exc).__name__}: {exc}")
+        at = clock()
+        if result.ok:
+            recorded = outbox.record_success(factory, claim, now=at, status_code=result.status,
+                                             response=result.response)
+            (report.sent if recorded else report.lost_claims).append(claim.id)
+            continue
+        retry_at = next_attempt(result, claim.attempts, claim.created_at, at, policy, rng)
+        error = result.error or "failed"
+        if retry_at is None and result.retryable:
+            error = f"gave up after {claim.attempts} attempt(s): {error}"
+        recorded = outbox.record_failure(factory, claim, now=at, status_code=result.status, error=error,
+                                         retry_at=retry_at, response=result.response)
+        report.errors[claim.id] = error
+        if not recorded:
+            report.lost_claims.append(claim.id)
+        elif retry_at is None:
+            log.warning("notification %s (%s %s) failed for good: %s", claim.id, claim.channel, claim.kind, error)
+            report.failed.append(claim.id)
+        else:
+            report.retrying.append(claim.id)
+    return report
+
+

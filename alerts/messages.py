@@ -1,0 +1,114 @@
+"""The channel-neutral message of one group notification (pure: no I/O).
+
+Every channel renders from this document; the generic webhook sends it as is
+(schema "driftline.alert/v1", docs/alerts.md has an example).
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+from urllib.parse import urlencode
+
+from alerts.rules import severity_rank
+from alerts.times import iso, iso_from_ms
+
+SCHEMA = "driftline.alert/v1"
+
+DETECTOR_LABELS = {
+    "data_drift": "data drift",
+    "dataset_drift": "dataset drift",
+    "prediction_drift": "prediction drift",
+    "data_quality": "data quality",
+    "skew": "training-serving skew",
+    "latency": "latency SLO breach",
+    "model_quality": "model quality drop",
+}
+# Features named in a one-line title before "and N more".
+TITLE_FEATURES = 5
+
+
+def detector_label(detector: str) -> str:
+    return DETECTOR_LABELS.get(detector, detector.replace("_", " "))
+
+
+def format_number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def alert_summary(detector: str, feature: str, metric: str, value: float | None, threshold: float | None,
+                  reason: str | None = None) -> str:
+    """One line for one alert, e.g. "data drift on income: psi 0.31 vs threshold 0.2"."""
+    where = f" on {feature}" if feature else ""
+    text = f"{detector_label(detector)}{where}: {metric} {format_number(value)} vs threshold {format_number(threshold)}"
+    return f"{text} ({reason})" if reason else text
+
+
+def dashboard_link(dashboard_url: str, model: str, version: str) -> str:
+    return f"{dashboard_url.rstrip('/')}/?{urlencode({'model': model, 'version': version})}"
+
+
+def alert_line(alert: Any) -> dict[str, Any]:
+    details = alert.details or {}
+    return {
+        "fingerprint": alert.fingerprint,
+        "detector": alert.detector,
+        "feature": alert.feature,
+        "metric": details.get("metric"),
+        "value": alert.value,
+        "threshold": alert.threshold,
+        "severity": alert.severity,
+        "state": alert.state,
+        "summary": alert.summary,
+        "started_at": iso(alert.started_at),
+        "fired_at": iso(alert.fired_at),
+        "resolved_at": iso(alert.resolved_at),
+        "last_window_start": iso_from_ms(alert.last_window_start_ms),
+    }
+
+
+def _name_list(names: Sequence[str], limit: int = TITLE_FEATURES) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def title(kind: str, model: str, version: str, lines: Sequence[dict[str, Any]], related: Sequence[str]) -> str:
+    detectors = sorted({line["detector"] for line in lines})
+    features = [line["feature"] for line in lines if line["feature"]]
+    subject = f"{model} v{version}"
+    if len(detectors) == 1 and related:
+        text = f"{detector_label(detectors[0])} on {subject}: {len(related)} features drifted ({_name_list(related)})"
+    elif len(detectors) == 1 and len(lines) == 1:
+        text = f"{subject}: {lines[0]['summary']}"
+    elif len(detectors) == 1 and len(features) == len(lines):
+        noun = "feature" if len(features) == 1 else "features"
+        text = f"{detector_label(detectors[0])} on {len(features)} {noun} of {subject}: {_name_list(features)}"
+    else:
+        text = f"{len(lines)} alerts on {subject}: " + ", ".join(detector_label(d) for d in detectors)
+    prefix = {"trigger": "FIRING", "repeat": "STILL FIRING", "resolve": "RESOLVED"}[kind]
+    return f"[{prefix}] {text}"
+
+
+def group_message(kind: str, *, model: str, version: str, group: str, group_key: str, alerts: Iterable[Any],
+                  window_start_ms: int, window_end_ms: int, related_features: Sequence[str],
+                  dashboard_url: str, now: datetime) -> dict[str, Any]:
+    """The document of one group notification (`kind`: trigger | repeat | resolve)."""
+    lines = [alert_line(a) for a in alerts]
+    severity = max((line["severity"] for line in lines), key=severity_rank, default="warning")
+    related = sorted(related_features)
+    return {
+        "schema": SCHEMA,
+        "kind": kind,
+        "status": "resolved" if kind == "resolve" else "firing",
+        "title": title(kind, model, version, lines, related),
+        "model": model,
+        "version": version,
+        "group": group,
+        "group_key": group_key,
+        "severity": severity,
+        "window": {"start": iso_from_ms(window_start_ms), "end": iso_from_ms(window_end_ms),
+                   "start_ms": window_start_ms, "end_ms": window_end_ms},
+        "alerts": lines,
+        "related_features": related,
+        "dashboard_url": dashboard_link(dashboard_url, model, version),
+        "created_at": iso(now),
+    }

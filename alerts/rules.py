@@ -1,0 +1,337 @@
+"""Alert rules: what fires, how soon, how loud, who hears it; from the `[alerts]` TOML section.
+
+Semantics follow Prometheus Alertmanager, with evaluated windows as the clock:
+
+- a rule per detector family, with a severity (info < warning < error < critical);
+- ``for_windows`` K: an alert is *pending* until its (detector, feature) has breached
+  K consecutive windows, then *firing*;
+- ``resolve_after_windows`` M: a firing alert resolves only after M clean windows in
+  a row (hysteresis, so a metric hovering at its threshold does not flap);
+- ``group``: alerts of one model version with the same group name are announced
+  together (ten drifted features, one message); the default group is the detector;
+- ``repeat_interval``: a group still firing is announced again this often;
+- inhibition: while a *source* alert fires, alerts of the *target* detectors of the
+  same model version are not announced (the dataset-level alert lists their features);
+- channels: the lowest severity each configured channel receives.
+
+Everything has a documented default in `driftline.defaults`; the TOML overrides it
+globally, per detector, per model, and per model and detector (docs/alerts.md).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from driftline import defaults
+from driftline.errors import UserError
+
+from alerts.times import parse_duration
+
+DETECTORS = ("data_drift", "dataset_drift", "prediction_drift", "data_quality", "skew", "latency", "model_quality")
+NOTIFY_CHANNELS = ("slack", "pagerduty", "webhook")
+SEVERITIES = tuple(defaults.ALERT_SEVERITIES)
+
+_RULE_KEYS = {"severity", "for_windows", "resolve_after_windows", "repeat_interval", "group", "enabled"}
+_TOP_KEYS = _RULE_KEYS - {"group"} | {"detectors", "models", "channels", "inhibit", "delivery", "retrain"}
+_MODEL_KEYS = _RULE_KEYS - {"group"} | {"detectors"}
+_DELIVERY_KEYS = {"timeout", "lease", "backoff_initial", "backoff_max", "max_age", "max_attempts"}
+_RETRAIN_KEYS = {"enabled", "windows", "features", "detectors", "quality_drop", "quality_metrics", "cooldown"}
+
+
+def severity_rank(severity: str) -> int:
+    """Position in info < warning < error < critical (unknown severities rank as warning)."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else SEVERITIES.index("warning")
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    detector: str
+    severity: str = "warning"
+    for_windows: int = defaults.ALERT_FOR_WINDOWS
+    resolve_after_windows: int = defaults.ALERT_RESOLVE_AFTER_WINDOWS
+    repeat_interval: timedelta = timedelta(seconds=defaults.ALERT_REPEAT_INTERVAL_SECONDS)
+    group: str = ""  # "" means: the detector's name
+    enabled: bool = True
+
+    @property
+    def group_name(self) -> str:
+        return self.group or self.detector
+
+
+@dataclass(frozen=True)
+class InhibitRule:
+    """While an alert of `source` fires, alerts of `targets` (same model and version) stay quiet."""
+
+    source: str
+    targets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeliveryPolicy:
+    """How the outbox retries (see alerts.delivery)."""
+
+    timeout: timedelta = timedelta(seconds=defaults.ALERT_HTTP_TIMEOUT_SECONDS)
+    lease: timedelta = timedelta(seconds=defaults.ALERT_DELIVERY_LEASE_SECONDS)
+    backoff_initial: timedelta = timedelta(seconds=defaults.ALERT_BACKOFF_INITIAL_SECONDS)
+    backoff_max: timedelta = timedelta(seconds=defaults.ALERT_BACKOFF_MAX_SECONDS)
+    max_age: timedelta = timedelta(seconds=defaults.ALERT_DELIVERY_MAX_AGE_SECONDS)
+    max_attempts: int = defaults.ALERT_DELIVERY_MAX_ATTEMPTS
+
+    def __post_init__(self) -> None:
+        if self.lease <= self.timeout:
+            raise UserError(f"[alerts.delivery] lease ({self.lease}) must be longer than timeout ({self.timeout}), "
+                            "or a slow delivery would have its row claimed twice")
+        if self.max_attempts < 1:
+            raise UserError("[alerts.delivery] max_attempts must be at least 1")
+
+
+@dataclass(frozen=True)
+class RetrainPolicy:
+    """When to ask for a retrain (see alerts.retraining).
+
+    Fires when, in each of the last `windows` evaluated windows of a model version, a
+    `detectors` result breached on one of `features` (any feature when empty; the
+    model-level dataset_drift result counts only when `features` is empty), or when a
+    model-quality metric (any, or `quality_metrics`) dropped by at least `quality_drop`
+    against its reference. At most one request per model per `cooldown`.
+    """
+
+    enabled: bool = True
+    windows: int = defaults.RETRAIN_DRIFT_WINDOWS
+    features: tuple[str, ...] = ()
+    detectors: tuple[str, ...] = ("data_drift", "dataset_drift")
+    quality_drop: float | None = defaults.RETRAIN_QUALITY_DROP
+    quality_metrics: tuple[str, ...] = ()
+    cooldown: timedelta = timedelta(seconds=defaults.RETRAIN_COOLDOWN_SECONDS)
+
+    def __post_init__(self) -> None:
+        if self.windows < 1:
+            raise UserError("[alerts.retrain] windows must be at least 1")
+        if self.quality_drop is not None and self.quality_drop < 0:
+            raise UserError("[alerts.retrain] quality_drop cannot be negative")
+
+
+def _default_rules() -> dict[str, AlertRule]:
+    return {d: AlertRule(detector=d, **_rule_fields(defaults.ALERT_DETECTOR_DEFAULTS.get(d, {}), f"defaults {d}"))
+            for d in DETECTORS}
+
+
+@dataclass(frozen=True)
+class AlertRules:
+    """All alerting configuration; build it with `load_rules` or `AlertRules.from_mapping`."""
+
+    detectors: Mapping[str, AlertRule] = field(default_factory=_default_rules)
+    # model -> detector -> rule, for models with overrides.
+    models: Mapping[str, Mapping[str, AlertRule]] = field(default_factory=dict)
+    inhibit: tuple[InhibitRule, ...] = tuple(InhibitRule(r["source"], tuple(r["targets"]))
+                                             for r in defaults.ALERT_INHIBIT_RULES)
+    # Configured channel -> lowest severity it receives. A channel without an endpoint is absent.
+    channels: Mapping[str, str] = field(default_factory=lambda: dict(defaults.ALERT_CHANNEL_MIN_SEVERITY))
+    dashboard_url: str = "http://127.0.0.1:8501"
+    delivery: DeliveryPolicy = field(default_factory=DeliveryPolicy)
+    retrain: RetrainPolicy = field(default_factory=RetrainPolicy)
+
+    def rule_for(self, model: str, detector: str) -> AlertRule:
+        per_model = self.models.get(model)
+        if per_model is not None and detector in per_model:
+            return per_model[detector]
+        if detector in self.detectors:
+            return self.detectors[detector]
+        return AlertRule(detector=detector)  # a detector family this version does not know yet
+
+    def channels_for(self, severity: str) -> list[str]:
+        """Configured channels whose lowest severity is at or below `severity`, in a fixed order."""
+        return [c for c in NOTIFY_CHANNELS if c in self.channels
+                and severity_rank(severity) >= severity_rank(self.channels[c])]
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any] | None, *, channels: Iterable[str] = NOTIFY_CHANNELS,
+                     dashboard_url: str = "http://127.0.0.1:8501") -> "AlertRules":
+        """Rules from an `[alerts]` TOML table over the defaults.
+
+        `channels` are the channels that have an endpoint; others get no notifications.
+        """
+        mapping = dict(mapping or {})
+        _check_keys(mapping, _TOP_KEYS, "[alerts]")
+        general = _rule_fields({k: v for k, v in mapping.items() if k in _RULE_KEYS}, "[alerts]")
+        detector_tables = _table(mapping.get("detectors"), "[alerts.detectors]")
+        for name in detector_tables:
+            _check_detector(name, "[alerts.detectors]")
+        base = _default_rules()
+        detectors = {}
+        for name, rule in base.items():
+            overrides = _rule_fields(_table(detector_tables.get(name), f"[alerts.detectors.{name}]"),
+                                     f"[alerts.detectors.{name}]")
+            detectors[name] = dataclasses.replace(rule, **{**general, **overrides})
+
+        models: dict[str, dict[str, AlertRule]] = {}
+        for model, table in _table(mapping.get("models"), "[alerts.models]").items():
+            where = f'[alerts.models."{model}"]'
+            table = _table(table, where)
+            _check_keys(table, _MODEL_KEYS, where)
+            model_general = _rule_fields({k: v for k, v in table.items() if k in _RULE_KEYS}, where)
+            model_detectors = _table(table.get("detectors"), f"{where}.detectors")
+            rules = {}
+            for name, rule in detectors.items():
+                inner = f"{where}.detectors.{name}"
+                overrides = _rule_fields(_table(model_detectors.get(name), inner), inner)
+                rules[name] = dataclasses.replace(rule, **{**model_general, **overrides})
+            for name in model_detectors:
+                _check_detector(name, f"{where}.detectors")
+            models[model] = rules
+
+        inhibit = cls.inhibit if "inhibit" not in mapping else tuple(_inhibit_rules(mapping["inhibit"]))
+        routes = dict(defaults.ALERT_CHANNEL_MIN_SEVERITY)
+        for channel, severity in _table(mapping.get("channels"), "[alerts.channels]").items():
+            if channel not in NOTIFY_CHANNELS:
+                raise UserError(f"[alerts.channels]: unknown channel {channel!r}; expected one of "
+                                f"{', '.join(NOTIFY_CHANNELS)}")
+            if severity == "off":
+                routes.pop(channel, None)
+                continue
+            routes[channel] = _severity(severity, f"[alerts.channels] {channel}")
+        enabled = set(channels)
+        routes = {c: s for c, s in routes.items() if c in enabled}
+        return cls(detectors=detectors, models=models, inhibit=inhibit, channels=routes,
+                   dashboard_url=dashboard_url,
+                   delivery=_delivery(_table(mapping.get("delivery"), "[alerts.delivery]")),
+                   retrain=_retrain(_table(mapping.get("retrain"), "[alerts.retrain]")))
+
+
+def load_rules(settings: Any = None, config_file: str | Path | None = None) -> AlertRules:
+    """The rules of a deployment: the `[alerts]` section of `config_file` (or $DRIFTLINE_CONFIG)
+    over the defaults; channels are those with an endpoint in `settings`, and the retraining
+    policy is off when there is no retraining webhook."""
+    from driftline.config import load_settings, load_toml_section
+
+    if settings is None:
+        settings = load_settings(config_file)
+    from alerts.channels import configured_channels
+
+    enabled = configured_channels(settings)
+    rules = AlertRules.from_mapping(load_toml_section(config_file, "alerts"),
+                                    channels=[c for c in enabled if c in NOTIFY_CHANNELS],
+                                    dashboard_url=settings.dashboard_url)
+    if "retrain" not in enabled and rules.retrain.enabled:
+        rules = dataclasses.replace(rules, retrain=dataclasses.replace(rules.retrain, enabled=False))
+    return rules
+
+
+# --- parsing helpers ------------------------------------------------------------------
+
+def _check_keys(mapping: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
+        raise UserError(f"{where}: unknown key {unknown[0]!r}; expected one of {', '.join(sorted(allowed))}")
+
+
+def _check_detector(name: str, where: str) -> None:
+    if name not in DETECTORS:
+        raise UserError(f"{where}: unknown detector {name!r}; expected one of {', '.join(DETECTORS)}")
+
+
+def _table(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UserError(f"{where} must be a table, got {value!r}")
+    return dict(value)
+
+
+def _severity(value: Any, where: str) -> str:
+    if value not in SEVERITIES:
+        raise UserError(f"{where}: severity must be one of {', '.join(SEVERITIES)}, got {value!r}")
+    return value
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"{where} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _rule_fields(table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    _check_keys(table, _RULE_KEYS, where)
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "severity":
+            out[key] = _severity(value, f"{where} severity")
+        elif key in ("for_windows", "resolve_after_windows"):
+            out[key] = _positive_int(value, f"{where} {key}")
+        elif key == "repeat_interval":
+            out[key] = parse_duration(value, f"{where} repeat_interval")
+            if out[key] <= timedelta(0):
+                raise UserError(f"{where} repeat_interval must be positive")
+        elif key == "group":
+            if not isinstance(value, str) or not value:
+                raise UserError(f"{where} group must be a non-empty string")
+            out[key] = value
+        elif key == "enabled":
+            if not isinstance(value, bool):
+                raise UserError(f"{where} enabled must be true or false")
+            out[key] = value
+    return out
+
+
+def _inhibit_rules(value: Any) -> list[InhibitRule]:
+    if not isinstance(value, list):
+        raise UserError("[alerts] inhibit must be an array of tables: [[alerts.inhibit]] source = ..., targets = [...]")
+    rules = []
+    for i, item in enumerate(value):
+        where = f"[[alerts.inhibit]] #{i + 1}"
+        item = _table(item, where)
+        _check_keys(item, {"source", "targets"}, where)
+        if "source" not in item or "targets" not in item:
+            raise UserError(f"{where}: needs source and targets")
+        _check_detector(item["source"], where)
+        targets = item["targets"]
+        if not isinstance(targets, list) or not targets:
+            raise UserError(f"{where}: targets must be a non-empty list of detectors")
+        for target in targets:
+            _check_detector(target, where)
+        rules.append(InhibitRule(item["source"], tuple(targets)))
+    return rules
+
+
+def _delivery(table: dict[str, Any]) -> DeliveryPolicy:
+    _check_keys(table, _DELIVERY_KEYS, "[alerts.delivery]")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "max_attempts":
+            values[key] = _positive_int(value, "[alerts.delivery] max_attempts")
+        else:
+            values[key] = parse_duration(value, f"[alerts.delivery] {key}")
+    return DeliveryPolicy(**values)
+
+
+def _retrain(table: dict[str, Any]) -> RetrainPolicy:
+    _check_keys(table, _RETRAIN_KEYS, "[alerts.retrain]")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        where = f"[alerts.retrain] {key}"
+        if key == "enabled":
+            if not isinstance(value, bool):
+                raise UserError(f"{where} must be true or false")
+            values[key] = value
+        elif key == "windows":
+            values[key] = _positive_int(value, where)
+        elif key in ("features", "detectors", "quality_metrics"):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise UserError(f"{where} must be a list of strings")
+            if key == "detectors":
+                for name in value:
+                    _check_detector(name, where)
+            values[key] = tuple(value)
+        elif key == "quality_drop":
+            if value is False:
+                values[key] = None
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UserError(f"{where} must be a number (or false to disable the quality trigger)")
+            else:
+                values[key] = float(value)
+        elif key == "cooldown":
+            values[key] = parse_duration(value, where)
+    return RetrainPolicy(**values)

@@ -1,0 +1,121 @@
+"""Dead letters: a message that fails validation, with why and where it came from.
+
+Every invalid message goes two ways, neither of them silent:
+
+* to the Kafka topic ``driftline.inference.dlq``: the original bytes untouched, with
+  headers ``driftline.reason``, ``driftline.field``, ``driftline.topic``,
+  ``driftline.partition``, ``driftline.offset`` (so a fixed message can be replayed);
+* to the store's ``dead_letters`` table, in the same transaction as the offsets that
+  consumed it: reason, field, partition, offset, the model when it can be read, and the
+  raw bytes cut to `defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES` (``raw_size`` keeps the size).
+
+The store is exactly once. The topic is at least once: messages are produced and
+acknowledged before the transaction commits, so a crash between the two produces them
+again when the offsets are replayed.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from driftline import defaults
+from driftline.config import TOPIC_DEAD_LETTERS
+from driftline.events import EventError
+
+log = logging.getLogger(__name__)
+
+# Kafka headers are bytes; reasons can quote a bad value, so they are capped.
+_MAX_HEADER_CHARS = 1_000
+
+
+@dataclass(slots=True)
+class DeadLetterRow:
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+    field: str | None
+    model: str | None
+    raw: bytes  # the whole message; cut to the bound only when stored
+    published: bool = False  # acknowledged on the DLQ topic (not produced again on a flush retry)
+
+    @classmethod
+    def from_error(cls, topic: str, partition: int, offset: int, value: bytes | None, error: EventError,
+                   ) -> "DeadLetterRow":
+        raw = bytes(value) if value is not None else b""
+        return cls(topic, partition, offset, error.reason, error.field, _model_of(raw), raw)
+
+    def store_values(self, raw_bound: int = defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES) -> dict[str, Any]:
+        """Column values for the `dead_letters` table."""
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset,
+                "reason": self.reason, "field": self.field[:500] if self.field else None,
+                "model": self.model[:200] if self.model else None,
+                "raw": self.raw[:raw_bound], "raw_size": len(self.raw)}
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [("driftline.reason", self.reason[:_MAX_HEADER_CHARS].encode("utf-8", "replace")),
+                ("driftline.field", (self.field or "").encode("utf-8", "replace")),
+                ("driftline.topic", self.topic.encode()),
+                ("driftline.partition", str(self.partition).encode()),
+                ("driftline.offset", str(self.offset).encode())]
+
+
+def _model_of(raw: bytes) -> str | None:
+    """The message's model, when it is JSON with a string `model` (helps people triage)."""
+    if not raw or len(raw) > (1 << 20):
+        return None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    model = doc.get("model") if isinstance(doc, dict) else None
+    return model if isinstance(model, str) and model else None
+
+
+class DeadLetterPublisher:
+    """Produces dead letters to the DLQ topic; `publish` returns once Kafka acknowledged them all."""
+
+    def __init__(self, bootstrap_servers: str, topic: str = TOPIC_DEAD_LETTERS, timeout_s: float = 10.0):
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.timeout_s = timeout_s
+        self._producer: Any = None
+
+    def _connect(self) -> Any:
+        from kafka import KafkaProducer
+
+        # No idempotence: a restarted in-memory broker would fail an idempotent producer for good.
+        return KafkaProducer(bootstrap_servers=self.bootstrap_servers, client_id="driftline-collector-dlq",
+                             enable_idempotence=False, acks="all", linger_ms=5, max_block_ms=5_000,
+                             bootstrap_timeout_ms=5_000, request_timeout_ms=int(self.timeout_s * 1000),
+                             delivery_timeout_ms=int(self.timeout_s * 1000) + 1_000,
+                             max_request_size=16 << 20, reconnect_backoff_max_ms=1_000)
+
+    def publish(self, letters: list[DeadLetterRow]) -> None:
+        """Send the letters not yet acknowledged; raises (KafkaError, ...) if any is not acknowledged."""
+        todo = [letter for letter in letters if not letter.published]
+        if not todo:
+            return
+        if self._producer is None:
+            self._producer = self._connect()
+        try:
+            futures = [(letter, self._producer.send(self.topic, value=letter.raw, headers=letter.headers()))
+                       for letter in todo]
+            self._producer.flush(timeout=self.timeout_s)
+            for letter, future in futures:
+                future.get(timeout=self.timeout_s)
+                letter.published = True
+        except Exception:
+            self.close()  # a fresh producer next time: the old one may be wedged on a dead broker
+            raise
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.close(timeout=2)
+            except Exception as exc:  # closing must not raise; nothing unacknowledged is marked published
+                log.debug("closing the DLQ producer: %s", exc)

@@ -1,0 +1,202 @@
+"""The collector's SQL: offsets with a fence, window rows read-merge-write, predictions, labels.
+
+Every function takes an open `Connection` inside the caller's transaction (see
+`collector.flush`), except the few look-ups at the bottom that open their own.
+Only SQLite and PostgreSQL are supported (``INSERT ... ON CONFLICT DO NOTHING``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+from sqlalchemy import Connection, Engine, and_, bindparam, delete, func, insert, select, update
+
+from driftline.baseline import Baseline
+from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord,
+                                    WindowStateRecord, utcnow)
+from driftline.window_state import WindowState
+
+OFFSETS = ConsumerOffset.__table__
+WINDOWS = WindowStateRecord.__table__
+DEAD_LETTERS = DeadLetter.__table__
+PREDICTIONS = PredictionRecord.__table__
+LABELS = LabelRecord.__table__
+BASELINES = BaselineRecord.__table__
+
+# Ids per IN (...) list: far below SQLite's 32 766 bound variables, large enough that
+# a flush of 100 000 predictions is a few hundred index look-ups per statement.
+_IN_CHUNK = 2_000
+
+
+def _chunks(items: Sequence[Any], size: int = _IN_CHUNK) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def _insert_ignoring_duplicates(conn: Connection, table: Any):  # noqa: ANN202 - dialect-specific Insert
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    elif conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    else:
+        raise NotImplementedError(f"the collector supports SQLite and PostgreSQL, not {conn.dialect.name}")
+    return dialect_insert(table).on_conflict_do_nothing()
+
+
+# --- offsets --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StoredOffset:
+    next_offset: int
+    topic_id: str | None
+
+
+def load_offsets(engine: Engine, group_id: str, topic: str, partitions: Iterable[int]) -> dict[int, StoredOffset]:
+    partitions = list(partitions)
+    with engine.connect() as conn:
+        rows = conn.execute(select(OFFSETS.c.partition, OFFSETS.c.next_offset, OFFSETS.c.topic_id).where(
+            OFFSETS.c.group_id == group_id, OFFSETS.c.topic == topic, OFFSETS.c.partition.in_(partitions)))
+        return {int(p): StoredOffset(int(o), t) for p, o, t in rows}
+
+
+def advance_offset(conn: Connection, group_id: str, topic: str, partition: int, expected: StoredOffset | None,
+                   next_offset: int, topic_id: str | None) -> bool:
+    """Move the stored offset from `expected` to `next_offset`: False if the row is not at `expected`.
+
+    This is the fence that makes a partition's rows single-writer: a collector that lost
+    the partition (a rebalance it has not noticed yet) finds the offset moved by the new
+    owner and its transaction is rolled back. The first statement of a flush is this
+    write, so on PostgreSQL the offset row stays locked until commit and on SQLite the
+    whole flush holds the write lock.
+    """
+    now = utcnow()
+    if expected is None:
+        result = conn.execute(_insert_ignoring_duplicates(conn, OFFSETS).values(
+            group_id=group_id, topic=topic, partition=partition, next_offset=next_offset, topic_id=topic_id,
+            updated_at=now))
+        return result.rowcount == 1
+    result = conn.execute(update(OFFSETS).where(
+        OFFSETS.c.group_id == group_id, OFFSETS.c.topic == topic, OFFSETS.c.partition == partition,
+        OFFSETS.c.next_offset == expected.next_offset, OFFSETS.c.topic_id.is_not_distinct_from(expected.topic_id),
+    ).values(next_offset=next_offset, topic_id=topic_id, updated_at=now))
+    return result.rowcount == 1
+
+
+# --- window states ----------------------------------------------------------------------
+
+def merge_window_row(conn: Connection, model: str, version: str, window_start_ms: int, window_end_ms: int,
+                     partition: int, state: WindowState | None, events: int, late_events: int,
+                     baseline: Baseline | None, label_pairs: tuple[list[Any], list[Any]] | None = None) -> int:
+    """Read the row, merge `state` (and label pairs) into it, write it back; returns rejected label pairs."""
+    from collector.labels import fold_pairs
+
+    key = and_(WINDOWS.c.model == model, WINDOWS.c.version == version,
+               WINDOWS.c.window_start_ms == window_start_ms, WINDOWS.c.partition == partition)
+    row = conn.execute(select(WINDOWS.c.id, WINDOWS.c.state).where(key)).first()
+    merged = state if state is not None else WindowState.empty(baseline)
+    if row is not None:
+        merged = WindowState.from_bytes(row.state, baseline).merge(merged)
+    rejected = fold_pairs(merged, *label_pairs) if label_pairs else 0
+    blob = merged.to_bytes()
+    now = utcnow()
+    if row is None:
+        conn.execute(insert(WINDOWS).values(
+            model=model, version=version, window_start_ms=window_start_ms, window_end_ms=window_end_ms,
+            partition=partition, events=events, late_events=late_events, state=blob, updated_at=now))
+    else:
+        conn.execute(update(WINDOWS).where(WINDOWS.c.id == row.id).values(
+            events=WINDOWS.c.events + events, late_events=WINDOWS.c.late_events + late_events, state=blob,
+            updated_at=now))
+    return rejected
+
+
+# --- dead letters -----------------------------------------------------------------------
+
+def insert_dead_letters(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        now = utcnow()
+        conn.execute(insert(DEAD_LETTERS), [{**r, "received_at": now} for r in rows])
+
+
+# --- predictions and labels -------------------------------------------------------------
+
+def insert_predictions(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert prediction rows; a request id already stored (a duplicate event) keeps its first row."""
+    if rows:
+        conn.execute(_insert_ignoring_duplicates(conn, PREDICTIONS), rows)
+
+
+def unjoined_labels(conn: Connection, request_ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
+    """request id -> (model, label) of stored labels still waiting for their prediction (rows locked)."""
+    out: dict[str, tuple[str, Any]] = {}
+    for chunk in _chunks(request_ids):
+        rows = conn.execute(select(LABELS.c.request_id, LABELS.c.model, LABELS.c.label).where(
+            LABELS.c.request_id.in_(chunk), LABELS.c.joined.is_(False)).with_for_update())
+        out.update((r.request_id, (r.model, r.label)) for r in rows)
+    return out
+
+
+def unlabelled_predictions(conn: Connection, request_ids: Sequence[str]) -> dict[str, Any]:
+    """request id -> row (model, version, window_start_ms, prediction) of unlabelled predictions (locked)."""
+    out: dict[str, Any] = {}
+    for chunk in _chunks(request_ids):
+        rows = conn.execute(select(PREDICTIONS.c.request_id, PREDICTIONS.c.model, PREDICTIONS.c.version,
+                                   PREDICTIONS.c.window_start_ms, PREDICTIONS.c.prediction).where(
+            PREDICTIONS.c.request_id.in_(chunk), PREDICTIONS.c.labelled_at_ms.is_(None)).with_for_update())
+        out.update((r.request_id, r) for r in rows)
+    return out
+
+
+def unjoined_pairs(conn: Connection, limit: int) -> list[Any]:
+    """Stored label/prediction pairs that nobody joined (committed at the same moment by two collectors)."""
+    return list(conn.execute(
+        select(LABELS.c.request_id, LABELS.c.label, PREDICTIONS.c.model, PREDICTIONS.c.version,
+               PREDICTIONS.c.window_start_ms, PREDICTIONS.c.prediction)
+        .join(PREDICTIONS, and_(PREDICTIONS.c.request_id == LABELS.c.request_id,
+                                PREDICTIONS.c.model == LABELS.c.model))
+        .where(LABELS.c.joined.is_(False), PREDICTIONS.c.labelled_at_ms.is_(None))
+        .limit(limit).with_for_update()))
+
+
+def mark_predictions_labelled(conn: Connection, labels: dict[str, Any], now_ms: int) -> None:
+    if labels:
+        conn.execute(update(PREDICTIONS).where(PREDICTIONS.c.request_id == bindparam("rid"))
+                     .values(label=bindparam("new_label"), labelled_at_ms=now_ms),
+                     [{"rid": rid, "new_label": label} for rid, label in labels.items()])
+
+
+def mark_labels_joined(conn: Connection, request_ids: Sequence[str]) -> None:
+    for chunk in _chunks(list(request_ids)):
+        conn.execute(update(LABELS).where(LABELS.c.request_id.in_(chunk)).values(joined=True))
+
+
+def insert_labels(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert label rows; a request id already labelled keeps its first label."""
+    if rows:
+        now = utcnow()
+        conn.execute(_insert_ignoring_duplicates(conn, LABELS), [{**r, "received_at": now} for r in rows])
+
+
+def prune(engine: Engine, cutoff_ms: int) -> tuple[int, int]:
+    """Delete predictions and labels with an event time before `cutoff_ms`; returns the counts."""
+    with engine.begin() as conn:
+        predictions = conn.execute(delete(PREDICTIONS).where(PREDICTIONS.c.ts_ms < cutoff_ms)).rowcount
+        labels = conn.execute(delete(LABELS).where(LABELS.c.ts_ms < cutoff_ms)).rowcount
+    return int(predictions or 0), int(labels or 0)
+
+
+# --- look-ups outside the flush -----------------------------------------------------------
+
+def load_baseline(engine: Engine, model: str, version: str) -> Baseline | None:
+    with engine.connect() as conn:
+        summary = conn.execute(select(BASELINES.c.summary).where(
+            BASELINES.c.model == model, BASELINES.c.version == version)).scalar()
+    return Baseline.from_dict(summary) if summary else None
+
+
+def stored_watermark(engine: Engine, model: str, version: str) -> int | None:
+    """A lower bound of the largest event time already stored for a model version: its last window's start."""
+    with engine.connect() as conn:
+        value = conn.execute(select(func.max(WINDOWS.c.window_start_ms)).where(
+            WINDOWS.c.model == model, WINDOWS.c.version == version, WINDOWS.c.partition >= 0)).scalar()
+    return int(value) if value is not None else None

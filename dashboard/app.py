@@ -1,0 +1,45 @@
+"""The driftline dashboard (Streamlit entry script): `driftline dashboard`, or
+`streamlit run dashboard/app.py` with DRIFTLINE_DB pointing at the store.
+
+The sidebar holds the shared selectors; each page is a file in dashboard/pages/.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+try:
+    from dashboard import queries, ui
+except ModuleNotFoundError:  # run from a checkout that is not installed: the repository root is the parent
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from dashboard import queries, ui
+
+st.set_page_config(page_title="driftline", page_icon=":material/monitoring:", layout="wide")
+
+PAGES = [
+    st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("pages/model.py", title="Model", icon=":material/model_training:", url_path="model"),
+    st.Page("pages/feature.py", title="Feature drill-down", icon=":material/query_stats:", url_path="feature"),
+    st.Page("pages/alerts.py", title="Alerts", icon=":material/notifications_active:", url_path="alerts"),
+    st.Page("pages/retraining.py", title="Retraining", icon=":material/autorenew:", url_path="retraining"),
+    st.Page("pages/report.py", title="Report", icon=":material/description:", url_path="report"),
+]
+
+url = ui.db_url()
+try:
+    migrated = queries.store_is_migrated(url)
+except Exception as exc:  # noqa: BLE001 - any connection failure is shown, not raised
+    st.error(f"Cannot open the store at `{ui.redacted(url)}`: {str(exc).splitlines()[0]}. "
+             "Check `--db` / DRIFTLINE_DB and that the database server is running.")
+    st.stop()
+if not migrated:
+    st.title("driftline")
+    st.error(f"The store at `{ui.redacted(url)}` has no tables yet. Create them with `driftline db upgrade` "
+             "(or start everything with `driftline up`), then reload this page.")
+    st.stop()
+
+navigation = st.navigation(PAGES)
+ui.sidebar(url)
+navigation.run()

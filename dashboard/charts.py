@@ -1,0 +1,188 @@
+"""Altair charts of the dashboard: frames in, `alt.Chart` out (no queries, no Streamlit).
+
+Times are drawn in UTC (the store's clock); colours mean the same everywhere: green
+is fine, amber is near the threshold, red is past it; the baseline is grey-blue and the
+window orange in every distribution chart.
+"""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+BASELINE_COLOUR = "#5b7fa6"
+WINDOW_COLOUR = "#e8772e"
+SOURCE_SCALE = alt.Scale(domain=["baseline", "window"], range=[BASELINE_COLOUR, WINDOW_COLOUR])
+# 0 = far from the threshold, 1 = at it, 2 and more = twice past it.
+SCORE_SCALE = alt.Scale(domain=[0, 0.5, 1, 2], range=["#e8f5e9", "#a5d6a7", "#ffb74d", "#c62828"], clamp=True)
+STATE_SCALE = alt.Scale(domain=["firing", "pending", "resolved"], range=["#c62828", "#f9a825", "#2e7d32"])
+STATUS_SCALE = alt.Scale(domain=["sent", "pending", "sending", "failed", "succeeded", "requested", "running",
+                                 "rejected"],
+                         range=["#2e7d32", "#f9a825", "#f9a825", "#c62828", "#2e7d32", "#90a4ae", "#f9a825",
+                                "#6d4c41"])
+ACTION_SCALE = alt.Scale(domain=["promote", "retrain", "rollback"], range=["#1565c0", "#2e7d32", "#c62828"])
+TIME_AXIS = alt.Axis(format="%H:%M", labelAngle=0, title=None)
+DAY_TIME_AXIS = alt.Axis(format="%b %d %H:%M", labelAngle=0, title=None)
+
+
+def _time(field: str, span_ms: int | None = None, **kwargs) -> alt.X:
+    axis = DAY_TIME_AXIS if span_ms is not None and span_ms > 86_400_000 else TIME_AXIS
+    return alt.X(field, type="temporal", scale=alt.Scale(type="utc"), axis=axis, **kwargs)
+
+
+def score_heatmap(cells: pd.DataFrame, features: list[str], span_ms: int, height_per_row: int = 18) -> alt.Chart:
+    """Features x time buckets, coloured by the relative score (1 = at the threshold); breaches outlined.
+
+    `cells`: feature, start, end, score, metric, worst, threshold, windows, breached.
+    """
+    base = alt.Chart(cells).encode(
+        x=_time("start:T", span_ms), x2="end:T",
+        y=alt.Y("feature:N", sort=features, title=None, axis=alt.Axis(labelLimit=180)),
+        tooltip=[alt.Tooltip("feature:N"), alt.Tooltip("start:T", title="from (UTC)", format="%b %d %H:%M"),
+                 alt.Tooltip("metric:N", title="worst metric"), alt.Tooltip("worst:Q", title="value", format=".4g"),
+                 alt.Tooltip("threshold:Q", format=".4g"), alt.Tooltip("score:Q", title="score (1 = threshold)",
+                                                                       format=".2f"),
+                 alt.Tooltip("breached:Q", title="windows breached"), alt.Tooltip("windows:Q")])
+    fill = base.mark_rect().encode(color=alt.Color("score:Q", scale=SCORE_SCALE,
+                                                   legend=alt.Legend(title="value / threshold", orient="right")))
+    outline = base.transform_filter(alt.datum.breached > 0).mark_rect(fillOpacity=0, stroke="#7f0000",
+                                                                      strokeWidth=1.2)
+    return (fill + outline).properties(height=max(len(features), 1) * height_per_row + 20)
+
+
+def metric_lines(series: pd.DataFrame, title: str, span_ms: int, height: int = 150) -> alt.Chart:
+    """One metric over time (`time`, `value`, optional `threshold`, `breached`): line, threshold, breaches in red."""
+    base = alt.Chart(series).encode(x=_time("time:T", span_ms))
+    line = base.mark_line(point=alt.OverlayMarkDef(size=12), interpolate="monotone", color="#37474f").encode(
+        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+        tooltip=[alt.Tooltip("time:T", title="from (UTC)", format="%b %d %H:%M"),
+                 alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("threshold:Q", format=".4g")])
+    layers = [line]
+    if "threshold" in series and series["threshold"].notna().any():
+        layers.append(base.mark_line(strokeDash=[5, 4], color="#c62828").encode(y="threshold:Q"))
+    if "breached" in series and (series["breached"] > 0).any():
+        layers.append(base.transform_filter(alt.datum.breached > 0).mark_point(color="#c62828", filled=True, size=40)
+                      .encode(y="value:Q"))
+    return alt.layer(*layers).properties(title=title, height=height)
+
+
+def latency_chart(series: pd.DataFrame, slo: float | None, span_ms: int, height: int = 220) -> alt.Chart:
+    """p50/p95/p99 (`time`, `quantile`, `value`) against the SLO (dashed red rule)."""
+    lines = alt.Chart(series).mark_line(interpolate="monotone").encode(
+        x=_time("time:T", span_ms), y=alt.Y("value:Q", title="ms"),
+        color=alt.Color("quantile:N", scale=alt.Scale(domain=["p50", "p95", "p99"],
+                                                      range=["#90caf9", "#1e88e5", "#0d47a1"]),
+                        legend=alt.Legend(title=None, orient="top")),
+        tooltip=[alt.Tooltip("time:T", title="from (UTC)", format="%b %d %H:%M"), "quantile:N",
+                 alt.Tooltip("value:Q", title="ms", format=".1f")])
+    if slo is None:
+        return lines.properties(height=height)
+    rule = alt.Chart(pd.DataFrame({"slo": [slo], "label": [f"SLO p99 {slo:g} ms"]})).mark_rule(
+        color="#c62828", strokeDash=[6, 4]).encode(y="slo:Q")
+    text = alt.Chart(pd.DataFrame({"slo": [slo], "label": [f"SLO {slo:g} ms"]})).mark_text(
+        align="left", dx=4, dy=-6, color="#c62828").encode(y="slo:Q", text="label:N", x=alt.value(0))
+    return (lines + rule + text).properties(height=height)
+
+
+def multi_series(series: pd.DataFrame, y_title: str, span_ms: int, height: int = 160,
+                 percent: bool = False) -> alt.Chart:
+    """Several named series over time (`time`, `series`, `value`)."""
+    axis = alt.Axis(format="%") if percent else alt.Axis()
+    return alt.Chart(series).mark_line(interpolate="monotone").encode(
+        x=_time("time:T", span_ms), y=alt.Y("value:Q", title=y_title, axis=axis),
+        color=alt.Color("series:N", legend=alt.Legend(title=None, orient="top")),
+        tooltip=[alt.Tooltip("time:T", title="from (UTC)", format="%b %d %H:%M"), "series:N",
+                 alt.Tooltip("value:Q", format=".3g")]).properties(height=height)
+
+
+def batch_sizes(frame: pd.DataFrame, height: int = 160) -> alt.Chart:
+    return alt.Chart(frame).mark_bar(color="#5b7fa6").encode(
+        x=alt.X("batch_size:O", title="batch size"), y=alt.Y("requests:Q", title="requests"),
+        tooltip=["batch_size:O", "requests:Q"]).properties(height=height)
+
+
+def histogram(bins: pd.DataFrame, feature: str, height: int = 240) -> alt.Chart:
+    """Baseline and window densities on the same bins (`left`, `right`, `source`, `share`, `density`)."""
+    return alt.Chart(bins).mark_rect(opacity=0.55).encode(
+        x=alt.X("left:Q", title=feature, scale=alt.Scale(zero=False, nice=False)), x2="right:Q",
+        y=alt.Y("density:Q", title="density", stack=None), y2=alt.datum(0),
+        color=alt.Color("source:N", scale=SOURCE_SCALE, legend=alt.Legend(title=None, orient="top")),
+        tooltip=["source:N", alt.Tooltip("left:Q", format=".4g"), alt.Tooltip("right:Q", format=".4g"),
+                 alt.Tooltip("share:Q", format=".1%")]).properties(height=height)
+
+
+def ecdf(curves: pd.DataFrame, gap: dict | None, feature: str, height: int = 240) -> alt.Chart:
+    """Both cumulative distributions, with the largest vertical gap (the KS distance) marked."""
+    lines = alt.Chart(curves).mark_line(interpolate="step-after").encode(
+        x=alt.X("x:Q", title=feature, scale=alt.Scale(zero=False, nice=False)),
+        y=alt.Y("cdf:Q", title="share of values below", axis=alt.Axis(format="%")),
+        color=alt.Color("source:N", scale=SOURCE_SCALE, legend=alt.Legend(title=None, orient="top")),
+        tooltip=["source:N", alt.Tooltip("x:Q", format=".4g"), alt.Tooltip("cdf:Q", format=".1%")])
+    if not gap:
+        return lines.properties(height=height)
+    marker = pd.DataFrame({"x": [gap["x"]], "low": [min(gap["baseline"], gap["window"])],
+                           "high": [max(gap["baseline"], gap["window"])], "gap": [gap["gap"]]})
+    rule = alt.Chart(marker).mark_rule(color="#c62828", strokeWidth=2).encode(
+        x="x:Q", y="low:Q", y2="high:Q", tooltip=[alt.Tooltip("gap:Q", title="largest gap", format=".3f")])
+    return (lines + rule).properties(height=height)
+
+
+def category_bars(shares: pd.DataFrame, height: int = 240) -> alt.Chart:
+    """Category shares side by side (`category`, `source`, `share`, `unseen`); unseen categories outlined red."""
+    order = shares[shares["source"] == "window"].sort_values("share", ascending=False)["category"].tolist()
+    return alt.Chart(shares).mark_bar().encode(
+        x=alt.X("category:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30)),
+        xOffset=alt.XOffset("source:N", scale=alt.Scale(domain=["baseline", "window"])),
+        y=alt.Y("share:Q", axis=alt.Axis(format="%"), title="share"),
+        color=alt.Color("source:N", scale=SOURCE_SCALE, legend=alt.Legend(title=None, orient="top")),
+        stroke=alt.condition(alt.datum.unseen, alt.value("#c62828"), alt.value(None)),
+        tooltip=["category:N", "source:N", alt.Tooltip("share:Q", format=".1%"), "unseen:N"]).properties(height=height)
+
+
+def alias_timeline(events: pd.DataFrame, span_ms: int | None = None, height: int = 120) -> alt.Chart:
+    """Production alias moves (`at`, `model`, `version`, `action`, `reason`) as labelled points."""
+    base = alt.Chart(events).encode(x=_time("at:T", span_ms), y=alt.Y("model:N", title=None))
+    points = base.mark_point(filled=True, size=120).encode(
+        color=alt.Color("action:N", scale=ACTION_SCALE, legend=alt.Legend(title=None, orient="top")),
+        shape=alt.Shape("action:N", legend=None),
+        tooltip=[alt.Tooltip("at:T", title="at (UTC)", format="%b %d %H:%M"), "model:N", "version:N",
+                 "previous_version:N", "action:N", "reason:N"])
+    labels = base.mark_text(dy=-12, fontSize=11).encode(text=alt.Text("label:N"))
+    return (points + labels).transform_calculate(label="'v' + datum.version").properties(height=height)
+
+
+def alert_timeline(alerts: pd.DataFrame, span_ms: int | None = None) -> alt.Chart:
+    """One bar per alert from start to resolve (or now), coloured by state (`label`, `start`, `end`, `state`)."""
+    rows = max(alerts["label"].nunique(), 1)
+    return alt.Chart(alerts).mark_bar(cornerRadius=3, height=14).encode(
+        x=_time("start:T", span_ms), x2="end:T", y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=320)),
+        color=alt.Color("state:N", scale=STATE_SCALE, legend=alt.Legend(title=None, orient="top")),
+        tooltip=["label:N", "state:N", "severity:N", "summary:N",
+                 alt.Tooltip("start:T", title="started (UTC)", format="%b %d %H:%M"),
+                 alt.Tooltip("end:T", title="until (UTC)", format="%b %d %H:%M")]).properties(height=rows * 22 + 30)
+
+
+def status_counts(frame: pd.DataFrame, y: str, height: int = 160) -> alt.Chart:
+    """Stacked counts per `y` coloured by `status` (`y`, `status`, `count`)."""
+    return alt.Chart(frame).mark_bar().encode(
+        y=alt.Y(f"{y}:N", title=None), x=alt.X("count:Q", title=None),
+        color=alt.Color("status:N", scale=STATUS_SCALE, legend=alt.Legend(title=None, orient="top")),
+        tooltip=[f"{y}:N", "status:N", "count:Q"]).properties(height=height)
+
+
+def requests_timeline(requests: pd.DataFrame, span_ms: int | None = None, height: int = 120) -> alt.Chart:
+    """Retraining requests (`requested_at`, `model`, `status`, `label`) as points on a time axis."""
+    return alt.Chart(requests).mark_point(filled=True, size=140, shape="diamond").encode(
+        x=_time("requested_at:T", span_ms), y=alt.Y("model:N", title=None),
+        color=alt.Color("status:N", scale=STATUS_SCALE, legend=alt.Legend(title=None, orient="top")),
+        tooltip=[alt.Tooltip("requested_at:T", title="requested (UTC)", format="%b %d %H:%M"), "model:N",
+                 "status:N", "label:N"]).properties(height=height)
+
+
+def version_metrics(frame: pd.DataFrame, height: int = 160) -> alt.Chart:
+    """Training metrics per version (`version`, `metric`, `value`, `production`), one small chart per metric."""
+    return alt.Chart(frame).mark_bar().encode(
+        x=alt.X("version:N", title="version", sort=None), y=alt.Y("value:Q", title=None),
+        color=alt.condition(alt.datum.production, alt.value("#1565c0"), alt.value("#b0bec5")),
+        tooltip=["version:N", "metric:N", alt.Tooltip("value:Q", format=".4g"), "production:N"],
+    ).properties(height=height, width=160).facet(column=alt.Column("metric:N", title=None)).resolve_scale(
+        y="independent")

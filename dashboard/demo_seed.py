@@ -1,0 +1,482 @@
+"""A realistic store for the dashboard's tests, screenshots and demos: `seed_store(db_url)`.
+
+It writes what the other stages would have written after a few hours of traffic,
+with the real core types (a `Baseline` per version, `WindowState` blobs split over
+two collector partitions, detector results computed from those states), so every
+page has something true to show:
+
+* ``credit-default``: version 1 drifts (applicants' income and credit scores fall),
+  a retraining request produces version 2, which is promoted; version 3 comes from a
+  second request, is promoted, loses on quality and is rolled back. Version 2 then
+  breaches its latency SLO and starts receiving nulls in ``credit_score``: two
+  alerts are firing at the end, one notification failed to deliver.
+* ``fraud-score``: one healthy version, with a latency alert that fired and resolved.
+
+The detector results use the metric names of the streaming detectors (psi,
+ks_p_value, p50/p95/p99, qps, error_rate, missing_rate, accuracy, ...), computed by
+short local formulas: the dashboard only reads results, so the seed must not depend
+on the detectors stage. Run ``python -m dashboard.demo_seed --db URL`` to fill a
+store for a demo (the store must be migrated: ``driftline db upgrade``).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import special, stats
+from sqlalchemy import insert
+
+from driftline.baseline import Baseline, compute_baseline
+from driftline.store.db import session_scope
+from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
+                                    ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
+                                    WindowStateRecord)
+from driftline.window_state import EventBatch, WindowState
+
+CREDIT = "credit-default"
+FRAUD = "fraud-score"
+CREDIT_CATEGORICAL = ("region", "employment_type", "home_ownership")
+FRAUD_CATEGORICAL = ("merchant_category", "channel")
+SLO_P99_MS = 100.0
+ERROR_RATE_MAX = 0.02
+PSI_MAX = 0.2
+ALPHA = 0.05
+MISSING_RATE_DELTA = 0.05
+OUT_OF_RANGE_MAX = 0.05
+PARITY_MISMATCH_MAX = 0.01
+ACCURACY_MIN = 0.75
+# Events kept per partition state: enough for the report page, small enough to seed fast.
+SAMPLE_PER_PARTITION = 100
+
+
+@dataclass
+class SeedSummary:
+    """What was written, so tests can assert on the pages without hard-coding numbers."""
+
+    window_seconds: int
+    first_window_ms: int
+    last_window_ms: int
+    windows: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (model, version) -> starts
+    production: dict[str, str] = field(default_factory=dict)
+    firing: list[dict[str, str]] = field(default_factory=list)
+    drifted_windows: dict[tuple[str, str], dict[int, list[str]]] = field(default_factory=dict)
+
+
+# --- synthetic traffic ------------------------------------------------------------
+
+def credit_rows(rng: np.random.Generator, n: int, income_shift: float = 0.0, score_shift: float = 0.0,
+                score_nulls: float = 0.0) -> pd.DataFrame:
+    """Loan applications as model features (the names of driftline.transform.FEATURES)."""
+    age = np.clip(rng.normal(41, 12, n), 18, 90).round()
+    income = np.exp(rng.normal(np.log(52_000) + income_shift, 0.45, n)).round(-2)
+    loan = np.clip(np.exp(rng.normal(np.log(14_000), 0.65, n)), 500, 500_000).round(-2)
+    score = np.clip(rng.normal(690 + score_shift, 55, n), 300, 850).round()
+    late = rng.poisson(0.5, n).astype(float)
+    frame = pd.DataFrame({
+        "age": age, "annual_income": income, "loan_amount": loan,
+        "loan_term_months": rng.choice([12.0, 24.0, 36.0, 48.0, 60.0], n, p=[0.1, 0.2, 0.35, 0.15, 0.2]),
+        "credit_score": score, "debt_to_income": rng.beta(2, 6, n).round(4),
+        "loan_to_income": (loan / income).round(4), "credit_utilization": rng.beta(2, 3, n).round(4),
+        "num_credit_lines": (1 + rng.poisson(3 + age / 20)).astype(float), "num_late_payments": late,
+        "employment_years": np.minimum(age - 18, rng.gamma(2.0, 3.5, n)).round(1),
+        "region": rng.choice(["north", "south", "east", "west", "central"], n, p=[0.22, 0.24, 0.2, 0.2, 0.14]),
+        "employment_type": rng.choice(["salaried", "self_employed", "contract", "unemployed", "retired"], n,
+                                      p=[0.62, 0.14, 0.14, 0.06, 0.04]),
+        "home_ownership": rng.choice(["own", "mortgage", "rent"], n, p=[0.3, 0.35, 0.35]),
+    })
+    if score_nulls:
+        frame["credit_score"] = frame["credit_score"].astype(object)
+        frame.loc[rng.random(n) < score_nulls, "credit_score"] = None
+    return frame
+
+
+def credit_probability(frame: pd.DataFrame) -> np.ndarray:
+    score = pd.to_numeric(frame["credit_score"], errors="coerce").fillna(690).to_numpy(dtype=float)
+    z = (-1.4 + 3.0 * (frame["debt_to_income"].to_numpy() - 0.25) - 0.011 * (score - 690)
+         + 0.35 * frame["num_late_payments"].to_numpy() + 1.6 * (frame["credit_utilization"].to_numpy() - 0.4))
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def fraud_rows(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    return pd.DataFrame({
+        "amount": np.exp(rng.normal(3.5, 1.1, n)).round(2),
+        "hour": rng.integers(0, 24, n).astype(float),
+        "distance_km": rng.exponential(12.0, n).round(1),
+        "merchant_category": rng.choice(["grocery", "travel", "online", "fuel", "restaurant"], n,
+                                        p=[0.3, 0.1, 0.35, 0.1, 0.15]),
+        "channel": rng.choice(["card_present", "ecommerce", "wallet"], n, p=[0.5, 0.35, 0.15]),
+    })
+
+
+def fraud_probability(frame: pd.DataFrame) -> np.ndarray:
+    z = -3.0 + 0.4 * (np.log(frame["amount"].to_numpy()) - 3.5) + 0.03 * frame["distance_km"].to_numpy()
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _json_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    names = list(frame.columns)
+    columns = [[None if isinstance(v, float) and v != v else v for v in frame[name].tolist()] for name in names]
+    return [dict(zip(names, values)) for values in zip(*columns)]
+
+
+def _events(rng: np.random.Generator, model: str, version: str, frame: pd.DataFrame, probability: np.ndarray,
+            start_ms: int, window_ms: int, p99_target: float, error_rate: float) -> list[dict[str, Any]]:
+    n = len(frame)
+    ts = np.sort(rng.integers(start_ms, start_ms + window_ms, n))
+    # Log-normal latency whose 99th percentile is about p99_target.
+    total = np.exp(rng.normal(math.log(p99_target) - 2.326 * 0.5, 0.5, n))
+    queue = total * rng.uniform(0.1, 0.4, n)
+    errors = rng.random(n) < error_rate
+    cached = rng.random(n) < 0.18
+    sizes = rng.choice([1, 2, 4, 8, 16, 32], n, p=[0.15, 0.2, 0.25, 0.2, 0.12, 0.08])
+    out = []
+    for i, features in enumerate(_json_records(frame)):
+        event = {"schema": "driftline.inference/v1", "event_id": uuid.UUID(int=int(rng.integers(0, 2**63))).hex,
+                 "request_id": f"r-{model}-{version}-{int(ts[i])}-{i}", "ts": int(ts[i]), "model": model,
+                 "version": version, "features": features,
+                 "prediction": None if errors[i] else round(float(probability[i]), 5),
+                 "latency_ms": {"total": round(float(total[i]), 3), "queue": round(float(queue[i]), 3),
+                                "compute": round(float(total[i] - queue[i]), 3)},
+                 "status": "error" if errors[i] else "ok", "cache_hit": bool(cached[i]), "batch_size": int(sizes[i])}
+        if errors[i]:
+            event["error"] = "model raised ValueError"
+        out.append(event)
+    return out
+
+
+# --- detector results (short local formulas; see the module docstring) -------------
+
+def _psi(reference: np.ndarray, current: np.ndarray) -> float:
+    p = np.maximum(reference / max(reference.sum(), 1), 1e-4)
+    q = np.maximum(current / max(current.sum(), 1), 1e-4)
+    return float(np.sum((q - p) * np.log(q / p)))
+
+
+def _numeric_results(baseline: Baseline, state: WindowState, name: str) -> list[dict[str, Any]]:
+    profile, window = baseline.profiles[name], state.features.get(name)
+    rows = []
+    if window is None or window.counts is None or window.binned == 0:
+        return rows
+    cuts = np.concatenate(([0], profile.decile_index + 1, [profile.counts.size]))
+    ref_dec = np.add.reduceat(profile.counts, cuts[:-1])
+    cur_dec = np.add.reduceat(window.counts, cuts[:-1])
+    psi = _psi(ref_dec, cur_dec)
+    n, m = profile.count, window.binned
+    d = float(np.max(np.abs(np.cumsum(profile.counts) / n - np.cumsum(window.counts) / m)))
+    p_value = float(special.kolmogorov(d * math.sqrt(n * m / (n + m))))
+    drift = p_value < ALPHA and psi >= PSI_MAX
+    rows.append(dict(metric="psi", value=psi, threshold=PSI_MAX, breached=drift))
+    rows.append(dict(metric="ks_p_value", value=p_value, threshold=ALPHA, breached=drift,
+                     details={"statistic": d}))
+    return rows
+
+
+def _categorical_results(baseline: Baseline, state: WindowState, name: str) -> list[dict[str, Any]]:
+    profile, window = baseline.profiles[name], state.features.get(name)
+    if window is None or not window.categories:
+        return []
+    keys = sorted(set(profile.counts) | set(window.categories))
+    ref = np.array([profile.counts.get(k, 0) for k in keys], dtype=float)
+    cur = np.array([window.categories.get(k, 0) for k in keys], dtype=float)
+    psi = _psi(ref, cur)
+    expected = np.maximum(ref / ref.sum() * cur.sum(), 1e-9)
+    p_value = float(stats.chi2.sf(np.sum((cur - expected) ** 2 / expected), len(keys) - 1))
+    drift = p_value < ALPHA and psi >= PSI_MAX
+    return [dict(metric="psi", value=psi, threshold=PSI_MAX, breached=drift),
+            dict(metric="chi2_p_value", value=p_value, threshold=ALPHA, breached=drift)]
+
+
+def detector_results(baseline: Baseline, state: WindowState, window_seconds: int,
+                     labels: tuple[np.ndarray, np.ndarray] | None, parity_bug: bool) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def add(detector: str, feature: str, rows: list[dict[str, Any]]) -> None:
+        out.extend({"detector": detector, "feature": feature, "details": {}, **r} for r in rows)
+
+    drifted = 0
+    for name, profile in baseline.profiles.items():
+        rows = (_numeric_results if profile.kind == "numeric" else _categorical_results)(baseline, state, name)
+        add("data_drift", name, rows)
+        drifted += any(r["breached"] for r in rows)
+        window = state.features.get(name)
+        if window is None:
+            continue
+        missing = window.nulls / state.events if state.events else 0.0
+        add("data_quality", name, [dict(metric="missing_rate", value=missing,
+                                        threshold=profile.null_rate + MISSING_RATE_DELTA,
+                                        breached=missing > profile.null_rate + MISSING_RATE_DELTA,
+                                        details={"baseline": profile.null_rate})])
+        if profile.kind == "numeric":
+            share = (window.below_min + window.above_max) / state.events if state.events else 0.0
+            add("data_quality", name, [dict(metric="out_of_range_share", value=share, threshold=OUT_OF_RANGE_MAX,
+                                            breached=share > OUT_OF_RANGE_MAX)])
+        else:
+            unseen = sum(c for k, c in window.categories.items() if k not in profile.counts)
+            share = unseen / state.events if state.events else 0.0
+            add("data_quality", name, [dict(metric="unseen_share", value=share, threshold=OUT_OF_RANGE_MAX,
+                                            breached=share > OUT_OF_RANGE_MAX)])
+        mismatch = 0.04 if parity_bug and name == "debt_to_income" else 0.0
+        add("skew", name, [dict(metric="parity_mismatch_rate", value=mismatch, threshold=PARITY_MISMATCH_MAX,
+                                breached=mismatch > PARITY_MISMATCH_MAX)])
+    share = drifted / len(baseline.profiles)
+    add("dataset_drift", "", [dict(metric="drifted_share", value=share, threshold=0.5, breached=share >= 0.5,
+                                   details={"drifted": drifted, "features": len(baseline.profiles)})])
+
+    prediction = state.prediction
+    if prediction is not None and prediction.counts is not None and prediction.binned:
+        profile = baseline.prediction
+        cuts = np.concatenate(([0], profile.decile_index + 1, [profile.counts.size]))
+        psi = _psi(np.add.reduceat(profile.counts, cuts[:-1]), np.add.reduceat(prediction.counts, cuts[:-1]))
+        add("prediction_drift", "", [dict(metric="psi", value=psi, threshold=PSI_MAX, breached=psi >= PSI_MAX),
+                                     dict(metric="mean", value=prediction.mean, threshold=None, breached=False)])
+
+    latency = state.latency["total"]
+    qps = state.events / window_seconds
+    p99 = latency.quantile(0.99)
+    error_rate = state.errors / state.events if state.events else 0.0
+    add("latency", "", [
+        dict(metric="p50", value=latency.quantile(0.5), threshold=None, breached=False),
+        dict(metric="p95", value=latency.quantile(0.95), threshold=None, breached=False),
+        dict(metric="p99", value=p99, threshold=SLO_P99_MS, breached=p99 > SLO_P99_MS),
+        dict(metric="qps", value=qps, threshold=None, breached=False),
+        dict(metric="concurrency", value=qps * (latency.mean or 0.0) / 1000.0, threshold=None, breached=False),
+        dict(metric="error_rate", value=error_rate, threshold=ERROR_RATE_MAX, breached=error_rate > ERROR_RATE_MAX),
+    ])
+    if labels is not None:
+        scores, truth = labels
+        accuracy = float(np.mean((scores >= 0.5) == (truth == 1)))
+        positives = int(truth.sum())
+        negatives = truth.size - positives
+        # ROC AUC as the Mann-Whitney U of the positives' score ranks over n_pos * n_neg.
+        auc = (float((stats.rankdata(scores)[truth == 1].sum() - positives * (positives + 1) / 2)
+                     / (positives * negatives)) if positives and negatives else None)
+        clipped = np.clip(scores, 1e-15, 1 - 1e-15)
+        log_loss = float(-np.mean(truth * np.log(clipped) + (1 - truth) * np.log(1 - clipped)))
+        add("model_quality", "", [
+            dict(metric="accuracy", value=accuracy, threshold=ACCURACY_MIN, breached=accuracy < ACCURACY_MIN,
+                 details={"labelled": int(truth.size)}),
+            dict(metric="roc_auc", value=auc, threshold=None, breached=False),
+            dict(metric="log_loss", value=log_loss, threshold=None, breached=False),
+        ])
+    return out
+
+
+# --- the scenario ---------------------------------------------------------------------
+
+def _dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+
+
+def _baseline(rng: np.random.Generator, model: str, rows: int = 4000) -> Baseline:
+    if model == CREDIT:
+        frame = credit_rows(rng, rows)
+        probability, categorical = credit_probability(frame), CREDIT_CATEGORICAL
+    else:
+        frame = fraud_rows(rng, rows)
+        probability, categorical = fraud_probability(frame), FRAUD_CATEGORICAL
+    labels = (rng.random(rows) < probability).astype(np.int64)
+    return compute_baseline(frame, categorical=categorical, predictions=probability, labels=labels,
+                            sample_size=500, seed=int(rng.integers(0, 2**31)))
+
+
+def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, window_seconds: int = 60,
+               events_per_window: int = 240, seed: int = 7) -> SeedSummary:
+    """Fill a migrated, empty store with the scenario of the module docstring; returns what was written.
+
+    `windows` windows of `window_seconds` end at the last whole window before `now_ms`.
+    """
+    if windows < 60:
+        raise ValueError("the scenario needs at least 60 windows")
+    rng = np.random.default_rng(seed)
+    window_ms = window_seconds * 1000
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    end = now_ms // window_ms * window_ms
+    first = end - windows * window_ms
+    starts = [first + i * window_ms for i in range(windows)]
+    at = lambda share: starts[min(int(share * windows), windows - 1)]  # noqa: E731 - a point on the timeline
+    # Timeline (shares of the run): v1 serves until 1/3, drifting from 0.2; v2 from 1/3;
+    # v3 between 0.62 and 0.68, then rolled back; v2's latency and nulls from 0.8.
+    v2_from, v3_from, v3_to, trouble_from = at(1 / 3), at(0.62), at(0.68), at(0.8)
+    summary = SeedSummary(window_seconds=window_seconds, first_window_ms=first, last_window_ms=starts[-1])
+
+    baselines = {(CREDIT, v): _baseline(rng, CREDIT) for v in ("1", "2", "3")}
+    baselines[(FRAUD, "1")] = _baseline(rng, FRAUD)
+
+    def serving(model: str, start: int) -> str:
+        if model == FRAUD:
+            return "1"
+        if start < v2_from:
+            return "1"
+        return "3" if v3_from <= start < v3_to else "2"
+
+    with session_scope(db_url) as session:
+        created = {"1": at(0) - 86_400_000, "2": v2_from - 300_000, "3": v3_from - 300_000}
+        for (model, version), baseline in baselines.items():
+            made = created[version] if model == CREDIT else at(0) - 2 * 86_400_000
+            quality = {"1": (0.79, 0.44), "2": (0.81, 0.42), "3": (0.78, 0.47)}[version]
+            session.add(ModelVersion(
+                model=model, version=version, artifact_path=f"/models/{model}/{version}/model.pt",
+                metrics={"auc": quality[0], "log_loss": quality[1], "accuracy": quality[0] + 0.02,
+                         "rows": baseline.rows},
+                feature_schema=[{"name": n, "kind": p.kind} for n, p in baseline.profiles.items()],
+                stage="production" if (model, version) in ((CREDIT, "2"), (FRAUD, "1")) else "registered",
+                description="bundled credit-default MLP" if model == CREDIT else "fraud scorer served elsewhere",
+                created_at=_dt(made)))
+            session.add(BaselineRecord(model=model, version=version, rows=baseline.rows,
+                                       summary=baseline.to_dict(), source="train", created_at=_dt(made)))
+        session.add(ModelAlias(model=CREDIT, alias="production", version="2", updated_at=_dt(v3_to)))
+        session.add(ModelAlias(model=FRAUD, alias="production", version="1", updated_at=_dt(at(0) - 86_400_000)))
+        for model, version, previous, action, reason, when in (
+                (FRAUD, "1", None, "promote", "first version", at(0) - 86_400_000),
+                (CREDIT, "1", None, "promote", "first version", created["1"] + 60_000),
+                (CREDIT, "2", "1", "retrain", "retrain request 1: drift in annual_income, credit_score", v2_from),
+                (CREDIT, "3", "2", "retrain", "retrain request 2: scheduled retrain", v3_from),
+                (CREDIT, "2", "3", "rollback", "log loss 0.47 worse than 0.42 on live labels", v3_to)):
+            session.add(AliasEvent(model=model, alias="production", version=version, previous_version=previous,
+                                   action=action, reason=reason, at=_dt(when)))
+        summary.production = {CREDIT: "2", FRAUD: "1"}
+
+        result_rows: list[dict[str, Any]] = []
+        for index, start in enumerate(starts):
+            for model in (CREDIT, FRAUD):
+                version = serving(model, start)
+                baseline = baselines[(model, version)]
+                drifting = model == CREDIT and version == "1" and start >= at(0.2)
+                trouble = model == CREDIT and version == "2" and start >= trouble_from
+                n = int(events_per_window * (1.0 if model == CREDIT else 0.5) * rng.uniform(0.85, 1.15))
+                if model == CREDIT:
+                    ramp = min((start - at(0.2)) / max(v2_from - at(0.2), 1), 1.0) if drifting else 0.0
+                    frame = credit_rows(rng, n, income_shift=-0.45 * ramp, score_shift=-40 * ramp,
+                                        score_nulls=0.15 if trouble and start >= at(0.86) else 0.0)
+                    probability = credit_probability(frame)
+                else:
+                    frame = fraud_rows(rng, n)
+                    probability = fraud_probability(frame)
+                p99 = 160.0 if trouble else (35.0 if model == CREDIT else 20.0)
+                if model == FRAUD and at(0.4) <= start < at(0.45):
+                    p99 = 140.0
+                events = _events(rng, model, version, frame, probability, start, window_ms, p99,
+                                 0.035 if trouble else 0.004)
+                labels = (rng.random(n) < probability * (1.25 if version == "3" else 1.0)).astype(np.int64)
+                merged = None
+                partitions = ((0, events[::2]), (1, events[1::2])) if model == CREDIT else ((0, events),)
+                for partition, part in partitions:
+                    state = WindowState.empty(baseline, sample_size=SAMPLE_PER_PARTITION).add_batch(
+                        EventBatch.from_events(part))
+                    session.add(WindowStateRecord(model=model, version=version, window_start_ms=start,
+                                                  window_end_ms=start + window_ms, partition=partition,
+                                                  events=len(part), state=state.to_bytes(),
+                                                  updated_at=_dt(start + window_ms + 2_000)))
+                    merged = state if merged is None else merged.merge(state)
+                labelled = index < windows - 10  # the newest windows wait for their labels
+                ok = np.array([e["status"] == "ok" for e in events])
+                results = detector_results(baseline, merged, window_seconds,
+                                           (probability[ok], labels[ok]) if labelled else None,
+                                           parity_bug=model == CREDIT and version == "3")
+                session.add(WindowEvaluation(model=model, version=version, window_start_ms=start,
+                                             window_end_ms=start + window_ms, events=len(events),
+                                             partitions=len(partitions), status="ok",
+                                             summary={"drifted_features": sorted(
+                                                 {r["feature"] for r in results
+                                                  if r["detector"] == "data_drift" and r["breached"]})},
+                                             evaluated_at=_dt(start + window_ms + 31_000)))
+                result_rows.extend({"model": model, "version": version, "window_start_ms": start,
+                                    "window_end_ms": start + window_ms,
+                                    "evaluated_at": _dt(start + window_ms + 31_000), **r} for r in results)
+                summary.windows.setdefault((model, version), []).append(start)
+                drifted = sorted({r["feature"] for r in results if r["detector"] == "data_drift" and r["breached"]})
+                if drifted:
+                    summary.drifted_windows.setdefault((model, version), {})[start] = drifted
+        session.flush()
+        session.execute(insert(DetectorResult), result_rows)
+        _alerts(session, summary, at, v2_from, v3_from, v3_to, trouble_from, window_ms)
+    return summary
+
+
+def _alerts(session, summary: SeedSummary, at, v2_from: int, v3_from: int, v3_to: int,  # noqa: ANN001
+            trouble_from: int, window_ms: int) -> None:
+    def alert(model, version, detector, feature, severity, state, value, threshold, text, start, fired, resolved):
+        fingerprint = uuid.uuid5(uuid.NAMESPACE_URL, f"{model}/{version}/{detector}/{feature}").hex
+        session.add(Alert(fingerprint=fingerprint, model=model, version=version, detector=detector, feature=feature,
+                          severity=severity, state=state, value=value, threshold=threshold, summary=text,
+                          started_at=_dt(start), fired_at=None if fired is None else _dt(fired),
+                          resolved_at=None if resolved is None else _dt(resolved),
+                          last_window_start_ms=summary.last_window_ms, updated_at=_dt(resolved or fired or start)))
+        if state == "firing":
+            summary.firing.append({"model": model, "version": version, "detector": detector, "feature": feature})
+        return fingerprint
+
+    drift_fp = alert(CREDIT, "1", "data_drift", "annual_income", "warning", "resolved", 0.41, 0.2,
+                     "annual_income drifted: psi 0.41 over 0.2", at(0.24), at(0.26), v2_from + 3 * window_ms)
+    latency_fp = alert(CREDIT, "2", "latency", "", "critical", "firing", 161.0, 100.0,
+                       "p99 latency 161 ms over the 100 ms SLO", trouble_from, trouble_from + 3 * window_ms, None)
+    quality_fp = alert(CREDIT, "2", "data_quality", "credit_score", "warning", "firing", 0.15, 0.05,
+                       "credit_score missing rate 15% (baseline 0%)", at(0.86), at(0.86) + 3 * window_ms, None)
+    alert(CREDIT, "2", "data_drift", "credit_utilization", "warning", "pending", 0.22, 0.2,
+          "credit_utilization psi 0.22 over 0.2", at(0.98), None, None)
+    fraud_fp = alert(FRAUD, "1", "latency", "", "critical", "resolved", 140.0, 100.0,
+                     "p99 latency 140 ms over the 100 ms SLO", at(0.4), at(0.4) + 3 * window_ms, at(0.45) + 5 * window_ms)
+    rows = [
+        (drift_fp, "slack", "trigger", "sent", 1, None, 200, at(0.26)),
+        (drift_fp, "webhook", "trigger", "sent", 2, "HTTP 500 from webhook", 200, at(0.26) + 60_000),
+        (drift_fp, "slack", "resolve", "sent", 1, None, 200, v2_from + 3 * window_ms),
+        (latency_fp, "slack", "trigger", "sent", 1, None, 200, trouble_from + 3 * window_ms),
+        (latency_fp, "pagerduty", "trigger", "failed", 8, "HTTP 503 from events.pagerduty.com after 8 attempts",
+         503, None),
+        (quality_fp, "slack", "trigger", "sent", 1, None, 200, at(0.86) + 3 * window_ms),
+        (quality_fp, "webhook", "trigger", "pending", 1, "timed out after 10 s", None, None),
+        (fraud_fp, "pagerduty", "trigger", "sent", 3, "429 Too Many Requests (Retry-After 2)", 202,
+         at(0.4) + 3 * window_ms),
+        (fraud_fp, "pagerduty", "resolve", "sent", 1, None, 202, at(0.45) + 5 * window_ms),
+        (None, "retrain", "retrain", "sent", 1, None, 200, at(0.3)),
+    ]
+    for i, (fp, channel, kind, status, attempts, error, code, sent) in enumerate(rows):
+        created = sent or summary.last_window_ms
+        session.add(Notification(idempotency_key=f"seed-{i}", alert_fingerprint=fp, channel=channel, kind=kind,
+                                 payload={"seed": True}, status=status, attempts=attempts, last_error=error,
+                                 response_status=code, created_at=_dt(created - 30_000),
+                                 next_attempt_at=_dt(created), sent_at=None if status != "sent" else _dt(sent)))
+    session.add(Silence(model=FRAUD, detector="prediction_drift", feature=None, comment="known seasonal shift",
+                        created_by="ana", starts_at=_dt(at(0.5)), expires_at=_dt(at(0.5) + 7 * 86_400_000)))
+    session.add(Silence(model=CREDIT, detector="skew", feature="debt_to_income", comment="parity fix deploying",
+                        created_by="sam", starts_at=_dt(v3_from), expires_at=_dt(v3_to)))
+    for key, version, reason, status, new, promoted, requested, completed, response in (
+            ("seed-r1", "1", {"trigger": "drift", "features": ["annual_income", "credit_score"], "windows": 5},
+             "succeeded", "2", True, at(0.3), v2_from, {"log_loss": 0.42, "previous_log_loss": 0.44}),
+            ("seed-r2", "2", {"trigger": "schedule"}, "succeeded", "3", True, v3_from - 600_000, v3_from,
+             {"log_loss": 0.43}),
+            ("seed-r3", "2", {"trigger": "quality", "metric": "accuracy", "drop": 0.06}, "failed", None, False,
+             at(0.9), at(0.9) + 120_000, {"error": "only 640 labelled rows; at least 1000 needed"}),
+            ("seed-r4", "2", {"trigger": "drift", "features": ["credit_score"], "windows": 5}, "requested", None,
+             False, summary.last_window_ms, None, None)):
+        session.add(RetrainRequest(idempotency_key=key, model=CREDIT, version=version, reason=reason, status=status,
+                                   new_version=new, promoted=promoted, response=response, requested_at=_dt(requested),
+                                   completed_at=None if completed is None else _dt(completed)))
+    for i, reason in enumerate(("missing required field 'event_id'", "features.age: expected a number, got 'forty'",
+                                "invalid JSON: Expecting value at line 1 column 1")):
+        session.add(DeadLetter(topic="driftline.inference", partition=i % 2, offset=100 + i, reason=reason,
+                               field="event_id" if i == 0 else None, model=CREDIT, raw=b"{...}", raw_size=5,
+                               received_at=_dt(at(0.5 + 0.1 * i))))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Fill a migrated driftline store with demo data.")
+    parser.add_argument("--db", required=True, help="store URL, e.g. sqlite:///demo.db (run `driftline db upgrade` first)")
+    parser.add_argument("--windows", type=int, default=240)
+    parser.add_argument("--window-seconds", type=int, default=60)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    summary = seed_store(args.db, windows=args.windows, window_seconds=args.window_seconds)
+    count = sum(len(v) for v in summary.windows.values())
+    print(f"seeded {count} windows in {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

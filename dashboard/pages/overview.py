@@ -1,0 +1,141 @@
+"""Overview: every model version's health at a glance, or how to get started."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, derive, queries, ui
+
+GET_STARTED = """\
+# everything at once: broker, store, a trained model, worker, collector, scheduler, this dashboard, demo traffic
+driftline up --scenario covariate_shift
+
+# or step by step, each in its own terminal
+driftline db upgrade                                   # create the store
+driftline train                                        # train a model version and register its baseline
+driftline broker                                       # the embedded Kafka-compatible broker
+driftline worker                                       # serve the model; every request is logged to Kafka
+driftline collector                                    # fold the logged events into windows
+driftline scheduler                                    # evaluate closed windows, raise alerts
+driftline replay --scenario covariate_shift --rate 50  # send traffic
+
+# a model served elsewhere: register its baseline from the training data
+driftline baseline --model my-model --version 1 --data train.parquet
+"""
+
+
+def get_started() -> None:
+    with st.container(border=True):
+        st.subheader("Get started")
+        st.markdown("The store holds no models yet. Train one and send it traffic, and this page fills in: "
+                    "health per model version, drift per feature, latency against its SLO, alerts and "
+                    "retraining.")
+        st.code(GET_STARTED, language="bash")
+
+
+def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, latest: pd.DataFrame,
+                 alerts: pd.DataFrame) -> None:
+    head = derive.headline(latest)
+    own = alerts[(alerts["model"] == row["model"]) & (alerts["version"] == row["version"])]
+    firing, pending = int((own["state"] == "firing").sum()), int((own["state"] == "pending").sum())
+    has_windows = activity is not None and int(activity["windows"]) > 0
+    label, colour = derive.health(firing, pending, head, has_windows)
+    with st.container(border=True):
+        title, badge = st.columns([3, 2], vertical_alignment="center")
+        title.markdown(f"#### {row['model']} · v{row['version']}"
+                       + (" · :blue[production]" if row["production"] else ""))
+        badge.badge(label, color=colour)
+        cols = st.columns(6)
+        if head.p99 is not None:
+            delta = None if head.p99_threshold is None else head.p99 - head.p99_threshold
+            cols[0].metric("p99 latency", f"{head.p99:.1f} ms",
+                           delta=None if delta is None else f"{delta:+.1f} ms vs SLO {head.p99_threshold:g}",
+                           delta_color="inverse")
+        else:
+            cols[0].metric("p99 latency", "—")
+        cols[1].metric("QPS", derive.fmt(head.qps))
+        cols[2].metric("Error rate", "—" if head.error_rate is None else f"{head.error_rate:.2%}")
+        drifted = head.drifted_features
+        cols[3].metric("Drifted features", len(drifted) if head.window_start_ms is not None else "—",
+                       help="in the newest evaluated window: " + (", ".join(drifted) or "none"))
+        cols[4].metric("Firing alerts", firing)
+        last = activity["last_update"] if activity is not None else None
+        cols[5].metric("Last event", derive.fmt_ago(last, ctx.now_ms),
+                       help=f"{int(activity['events']) if activity is not None else 0:,} events in "
+                            f"{ctx.range_label.lower()}")
+        if drifted:
+            st.markdown("Drifting now: " + ", ".join(f"`{f}`" for f in drifted))
+        st.page_link("pages/model.py", label=f"Open {row['model']} v{row['version']}", icon=":material/arrow_forward:",
+                     query_params={"model": row["model"], "version": row["version"], "range": ctx.range_key})
+
+
+def fleet_charts(ctx: ui.Context) -> None:
+    bucket = derive.bucket_size_ms(ctx.start_ms, ctx.end_ms, queries.window_length_ms(ctx.db_url))
+    latency = queries.detector_buckets(ctx.db_url, None, None, ctx.start_ms, ctx.end_ms, bucket,
+                                       detectors=("latency",), metrics=derive.HEADLINE_METRICS["p99"])
+    drift = queries.detector_buckets(ctx.db_url, None, None, ctx.start_ms, ctx.end_ms, bucket,
+                                     detectors=("data_drift",))
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**p99 latency by version** (dashed: its SLO)")
+        if latency.empty:
+            st.caption("No latency results in this range.")
+        else:
+            series = pd.DataFrame({"time": ui.time_col(latency),
+                                   "series": latency["model"] + " v" + latency["version"],
+                                   "value": latency["max_value"], "threshold": latency["threshold"]})
+            chart = charts.multi_series(series, "ms", ctx.span_ms)
+            slo = series.dropna(subset=["threshold"])
+            if not slo.empty:
+                chart = chart + charts.alt.Chart(slo).mark_line(strokeDash=[5, 4], opacity=0.6).encode(
+                    x=charts._time("time:T", ctx.span_ms), y="threshold:Q", color="series:N")
+            st.altair_chart(chart, width="stretch")
+    with right:
+        st.markdown("**Drifted features per window**")
+        if drift.empty:
+            st.caption("No drift results in this range.")
+        else:
+            counts = (drift[drift["breached"] > 0].groupby(["model", "version", "bucket_ms"])["feature"].nunique()
+                      .rename("value").reset_index())
+            every = drift[["model", "version", "bucket_ms"]].drop_duplicates()
+            counts = every.merge(counts, how="left").fillna({"value": 0})
+            series = pd.DataFrame({"time": ui.time_col(counts), "series": counts["model"] + " v" + counts["version"],
+                                   "value": counts["value"]})
+            st.altair_chart(charts.multi_series(series, "features", ctx.span_ms), width="stretch")
+
+
+def body(ctx: ui.Context) -> None:
+    st.title("Overview")
+    versions = queries.model_versions(ctx.db_url, ctx.start_ms, ctx.end_ms)
+    if versions.empty:
+        get_started()
+        return
+    activity = queries.version_activity(ctx.db_url, ctx.start_ms, ctx.end_ms)
+    latest = queries.latest_results(ctx.db_url, ctx.start_ms, ctx.end_ms)
+    alerts = queries.alerts(ctx.db_url, ctx.start_ms)
+    active_alerts = alerts[alerts["state"].isin(("firing", "pending"))]
+
+    metrics = st.columns(5)
+    metrics[0].metric("Models", versions["model"].nunique())
+    metrics[1].metric("Versions with traffic", int((activity["windows"] > 0).sum()) if not activity.empty else 0)
+    metrics[2].metric("Firing alerts", int((alerts["state"] == "firing").sum()))
+    metrics[3].metric(f"Events ({ctx.range_key})", f"{int(activity['events'].sum()) if not activity.empty else 0:,}")
+    metrics[4].metric(f"Dead letters ({ctx.range_key})", queries.dead_letter_count(ctx.db_url, ctx.start_ms))
+
+    active = set(zip(activity["model"], activity["version"])) | set(zip(active_alerts["model"],
+                                                                         active_alerts["version"]))
+    shown = versions[[p or (m, v) in active for m, v, p in
+                      zip(versions["model"], versions["version"], versions["production"])]]
+    shown = shown.sort_values(["model", "production"], ascending=[True, False])
+    for _, row in shown.iterrows():
+        match = activity[(activity["model"] == row["model"]) & (activity["version"] == row["version"])]
+        own_latest = latest[(latest["model"] == row["model"]) & (latest["version"] == row["version"])]
+        version_card(ctx, row, match.iloc[0] if not match.empty else None, own_latest, alerts)
+    idle = versions.drop(shown.index)
+    if not idle.empty:
+        st.caption("Registered, no traffic in this range: "
+                   + ", ".join(f"{m} v{v}" for m, v in zip(idle["model"], idle["version"])))
+    fleet_charts(ctx)
+
+
+ui.page(body)

@@ -1,0 +1,373 @@
+"""Read-only store queries for the dashboard, each bounded by a time range and cached.
+
+Every function takes the store URL first and returns plain data (pandas frames,
+dicts, bytes): what `st.cache_data` can copy safely. They only read; nothing here
+computes statistics (dashboard/derive.py does, from what these return).
+
+Time filters use the indexed columns: window starts (epoch ms) for evaluations,
+results and states; wall-clock datetimes for alerts, notifications, retraining.
+Long ranges are folded into time buckets in SQL (`detector_buckets`), so a month
+of one-minute windows returns a few thousand rows, not millions.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+from sqlalchemy import and_, case, func, inspect, or_, select
+
+from driftline import defaults
+from driftline.store.db import get_engine, session_scope
+from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
+                                    ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
+                                    WindowStateRecord)
+
+PRODUCTION = "production"
+TTL = defaults.DASHBOARD_CACHE_TTL_SECONDS
+# Rows a listing returns at most (newest first): a page shows what a person reads.
+LIST_LIMIT = 500
+
+cached = st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
+
+
+def _dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+
+
+def _utc(column: pd.Series) -> pd.Series:
+    # SQLite hands back naive datetimes (stored as UTC), PostgreSQL aware ones.
+    return pd.to_datetime(column, utc=True)
+
+
+def _frame(rows: list[Any], columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame([tuple(r) for r in rows], columns=columns)
+
+
+@cached
+def store_is_migrated(db_url: str) -> bool:
+    """False when the store has no tables yet (the page then says how to create them)."""
+    return inspect(get_engine(db_url)).has_table("alembic_version")
+
+
+@cached
+def model_versions(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
+    """Registered versions plus any version with windows in the range.
+
+    Columns: model, version, registered, production, stage, created_at, description, metrics.
+    """
+    with session_scope(db_url) as session:
+        registered = session.execute(
+            select(ModelVersion.model, ModelVersion.version, ModelVersion.stage, ModelVersion.created_at,
+                   ModelVersion.description, ModelVersion.metrics)).all()
+        active = session.execute(
+            select(WindowEvaluation.model, WindowEvaluation.version).distinct()
+            .where(WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms)).all()
+        unevaluated = session.execute(
+            select(WindowStateRecord.model, WindowStateRecord.version).distinct()
+            .where(WindowStateRecord.window_start_ms >= start_ms, WindowStateRecord.window_start_ms < end_ms)).all()
+        production = {m: v for m, v in session.execute(
+            select(ModelAlias.model, ModelAlias.version).where(ModelAlias.alias == PRODUCTION))}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for model, version, stage, created, description, metrics in registered:
+        rows[(model, version)] = {"model": model, "version": version, "registered": True, "stage": stage,
+                                  "created_at": created, "description": description or "",
+                                  "metrics": dict(metrics or {})}
+    for model, version in list(active) + list(unevaluated):
+        rows.setdefault((model, version), {"model": model, "version": version, "registered": False,
+                                           "stage": "unregistered", "created_at": None, "description": "",
+                                           "metrics": {}})
+    frame = pd.DataFrame(list(rows.values()), columns=["model", "version", "registered", "stage", "created_at",
+                                                       "description", "metrics"])
+    frame["production"] = [production.get(m) == v for m, v in zip(frame["model"], frame["version"])]
+    frame["created_at"] = _utc(frame["created_at"])
+    return frame.sort_values(["model", "version"], key=lambda c: c.map(_version_key) if c.name == "version" else c,
+                             ignore_index=True)
+
+
+def _version_key(version: str) -> tuple[int, Any]:
+    return (0, int(version)) if str(version).isdigit() else (1, str(version))
+
+
+@cached
+def version_activity(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
+    """Per model version in the range: windows, events, last window, last write.
+
+    Columns: model, version, windows, events, evaluated_windows, last_window_start_ms,
+    last_window_end_ms, last_evaluated_start_ms, last_update.
+    """
+    with session_scope(db_url) as session:
+        states = session.execute(
+            select(WindowStateRecord.model, WindowStateRecord.version,
+                   func.count(func.distinct(WindowStateRecord.window_start_ms)), func.sum(WindowStateRecord.events),
+                   func.max(WindowStateRecord.window_start_ms), func.max(WindowStateRecord.window_end_ms),
+                   func.max(WindowStateRecord.updated_at))
+            .where(WindowStateRecord.window_start_ms >= start_ms, WindowStateRecord.window_start_ms < end_ms)
+            .group_by(WindowStateRecord.model, WindowStateRecord.version)).all()
+        evaluations = session.execute(
+            select(WindowEvaluation.model, WindowEvaluation.version, func.count(),
+                   func.max(WindowEvaluation.window_start_ms))
+            .where(WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms)
+            .group_by(WindowEvaluation.model, WindowEvaluation.version)).all()
+    frame = _frame(states, ["model", "version", "windows", "events", "last_window_start_ms", "last_window_end_ms",
+                            "last_update"])
+    evaluated = _frame(evaluations, ["model", "version", "evaluated_windows", "last_evaluated_start_ms"])
+    frame = frame.merge(evaluated, on=["model", "version"], how="outer")
+    frame["last_update"] = _utc(frame["last_update"])
+    for column in ("windows", "events", "evaluated_windows"):
+        frame[column] = frame[column].fillna(0).astype("int64")
+    return frame
+
+
+@cached
+def window_results(db_url: str, model: str, version: str, window_start_ms: int) -> pd.DataFrame:
+    """Every detector result of one window (the statistics and decisions).
+
+    Columns: detector, feature, metric, value, threshold, breached, details.
+    """
+    with session_scope(db_url) as session:
+        rows = session.execute(
+            select(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric, DetectorResult.value,
+                   DetectorResult.threshold, DetectorResult.breached, DetectorResult.details)
+            .where(DetectorResult.model == model, DetectorResult.version == version,
+                   DetectorResult.window_start_ms == window_start_ms)
+            .order_by(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric)).all()
+    frame = _frame(rows, ["detector", "feature", "metric", "value", "threshold", "breached", "details"])
+    frame["breached"] = frame["breached"].astype(bool)
+    return frame
+
+
+@cached
+def latest_results(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
+    """The results of each version's newest evaluated window in the range (the overview's "now").
+
+    Columns: model, version, window_start_ms, detector, feature, metric, value, threshold, breached.
+    """
+    with session_scope(db_url) as session:
+        newest = session.execute(
+            select(WindowEvaluation.model, WindowEvaluation.version, func.max(WindowEvaluation.window_start_ms))
+            .where(WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms)
+            .group_by(WindowEvaluation.model, WindowEvaluation.version)).all()
+        rows: list[tuple] = []
+        for model, version, start in newest:
+            rows += [(model, version, start, *r) for r in session.execute(
+                select(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric, DetectorResult.value,
+                       DetectorResult.threshold, DetectorResult.breached)
+                .where(DetectorResult.model == model, DetectorResult.version == version,
+                       DetectorResult.window_start_ms == start))]
+    frame = _frame(rows, ["model", "version", "window_start_ms", "detector", "feature", "metric", "value",
+                          "threshold", "breached"])
+    frame["breached"] = frame["breached"].astype(bool)
+    return frame
+
+
+@cached
+def detector_buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int,
+                     bucket_ms: int, detectors: tuple[str, ...] | None = None,
+                     metrics: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Detector results folded into time buckets of `bucket_ms` (one bucket per window when equal).
+
+    Per (model, version, detector, feature, metric, bucket): min/max/mean value, the
+    largest threshold, how many windows, how many breached, and on which side of the
+    threshold the breached and clean values lay (derive.worse_direction reads those).
+    `model`/`version` None means all.
+    """
+    r = DetectorResult
+    bucket = (start_ms + ((r.window_start_ms - start_ms) // bucket_ms) * bucket_ms).label("bucket_ms")
+    one = lambda condition: func.sum(case((condition, 1), else_=0))  # noqa: E731 - a conditional count
+    has_both = and_(r.value.is_not(None), r.threshold.is_not(None))
+    query = (select(r.model, r.version, r.detector, r.feature, r.metric, bucket, func.min(r.value), func.max(r.value),
+                    func.avg(r.value), func.max(r.threshold), func.count(), one(r.breached),
+                    one(and_(has_both, r.breached, r.value > r.threshold)),
+                    one(and_(has_both, r.breached, r.value < r.threshold)),
+                    one(and_(has_both, ~r.breached, r.value > r.threshold)),
+                    one(and_(has_both, ~r.breached, r.value < r.threshold)))
+             .where(r.window_start_ms >= start_ms, r.window_start_ms < end_ms)
+             .group_by(r.model, r.version, r.detector, r.feature, r.metric, bucket))
+    if model is not None:
+        query = query.where(r.model == model)
+    if version is not None:
+        query = query.where(r.version == version)
+    if detectors:
+        query = query.where(r.detector.in_(detectors))
+    if metrics:
+        query = query.where(r.metric.in_(metrics))
+    with session_scope(db_url) as session:
+        rows = session.execute(query).all()
+    frame = _frame(rows, ["model", "version", "detector", "feature", "metric", "bucket_ms", "min_value", "max_value",
+                          "mean_value", "threshold", "windows", "breached", "breached_above", "breached_below",
+                          "clean_above", "clean_below"])
+    for column in ("bucket_ms", "windows", "breached", "breached_above", "breached_below", "clean_above",
+                   "clean_below"):
+        frame[column] = frame[column].fillna(0).astype("int64")
+    for column in ("min_value", "max_value", "mean_value", "threshold"):
+        frame[column] = frame[column].astype("float64")
+    return frame
+
+
+@cached
+def windows(db_url: str, model: str, version: str, start_ms: int, end_ms: int) -> pd.DataFrame:
+    """Evaluated windows of a version in the range, newest first (at most LIST_LIMIT).
+
+    Columns: window_start_ms, window_end_ms, events, partitions, status, summary.
+    """
+    with session_scope(db_url) as session:
+        rows = session.execute(
+            select(WindowEvaluation.window_start_ms, WindowEvaluation.window_end_ms, WindowEvaluation.events,
+                   WindowEvaluation.partitions, WindowEvaluation.status, WindowEvaluation.summary)
+            .where(WindowEvaluation.model == model, WindowEvaluation.version == version,
+                   WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms)
+            .order_by(WindowEvaluation.window_start_ms.desc()).limit(LIST_LIMIT)).all()
+    return _frame(rows, ["window_start_ms", "window_end_ms", "events", "partitions", "status", "summary"])
+
+
+@cached
+def window_state_blobs(db_url: str, model: str, version: str, window_start_ms: int) -> list[bytes]:
+    """The partial states of one window (one per collector partition), to be merged."""
+    with session_scope(db_url) as session:
+        return [bytes(b) for b in session.scalars(
+            select(WindowStateRecord.state)
+            .where(WindowStateRecord.model == model, WindowStateRecord.version == version,
+                   WindowStateRecord.window_start_ms == window_start_ms)
+            .order_by(WindowStateRecord.partition))]
+
+
+@cached
+def sampled_state_blobs(db_url: str, model: str, version: str, start_ms: int, end_ms: int,
+                        max_windows: int) -> list[tuple[int, int, bytes]]:
+    """(window_start_ms, window_end_ms, blob) of at most `max_windows` evenly spaced windows of the range."""
+    with session_scope(db_url) as session:
+        starts = list(session.scalars(
+            select(WindowStateRecord.window_start_ms).distinct()
+            .where(WindowStateRecord.model == model, WindowStateRecord.version == version,
+                   WindowStateRecord.window_start_ms >= start_ms, WindowStateRecord.window_start_ms < end_ms)
+            .order_by(WindowStateRecord.window_start_ms)))
+        if len(starts) > max_windows:
+            step = len(starts) / max_windows
+            starts = [starts[int(i * step)] for i in range(max_windows)]
+        if not starts:
+            return []
+        rows = session.execute(
+            select(WindowStateRecord.window_start_ms, WindowStateRecord.window_end_ms, WindowStateRecord.state)
+            .where(WindowStateRecord.model == model, WindowStateRecord.version == version,
+                   WindowStateRecord.window_start_ms.in_(starts))).all()
+    return [(int(s), int(e), bytes(b)) for s, e, b in rows]
+
+
+@cached
+def baseline_summary(db_url: str, model: str, version: str) -> dict[str, Any] | None:
+    """The version's `Baseline.to_dict()` as stored, or None."""
+    with session_scope(db_url) as session:
+        return session.scalar(select(BaselineRecord.summary).where(BaselineRecord.model == model,
+                                                                    BaselineRecord.version == version))
+
+
+@cached
+def alerts(db_url: str, start_ms: int, model: str | None = None) -> pd.DataFrame:
+    """Alerts active now, or started, fired or resolved since `start_ms` (newest first)."""
+    since = _dt(start_ms)
+    query = (select(Alert.fingerprint, Alert.model, Alert.version, Alert.detector, Alert.feature, Alert.severity,
+                    Alert.state, Alert.value, Alert.threshold, Alert.summary, Alert.started_at, Alert.fired_at,
+                    Alert.resolved_at, Alert.last_notified_at, Alert.consecutive_breaches)
+             .where(or_(Alert.state.in_(("firing", "pending")), Alert.started_at >= since,
+                        Alert.resolved_at >= since))
+             .order_by(Alert.started_at.desc()).limit(LIST_LIMIT))
+    if model is not None:
+        query = query.where(Alert.model == model)
+    with session_scope(db_url) as session:
+        rows = session.execute(query).all()
+    frame = _frame(rows, ["fingerprint", "model", "version", "detector", "feature", "severity", "state", "value",
+                          "threshold", "summary", "started_at", "fired_at", "resolved_at", "last_notified_at",
+                          "consecutive_breaches"])
+    for column in ("started_at", "fired_at", "resolved_at", "last_notified_at"):
+        frame[column] = _utc(frame[column])
+    return frame
+
+
+@cached
+def notifications(db_url: str, start_ms: int, fingerprints: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Outbox rows created since `start_ms`, or belonging to the given alerts, or not delivered yet."""
+    since = _dt(start_ms)
+    condition = or_(Notification.created_at >= since, Notification.status.in_(("pending", "sending")))
+    if fingerprints:
+        condition = or_(condition, Notification.alert_fingerprint.in_(fingerprints))
+    with session_scope(db_url) as session:
+        rows = session.execute(
+            select(Notification.id, Notification.alert_fingerprint, Notification.channel, Notification.kind,
+                   Notification.status, Notification.attempts, Notification.last_error, Notification.response_status,
+                   Notification.created_at, Notification.next_attempt_at, Notification.sent_at)
+            .where(condition).order_by(Notification.created_at.desc()).limit(LIST_LIMIT)).all()
+    frame = _frame(rows, ["id", "alert_fingerprint", "channel", "kind", "status", "attempts", "last_error",
+                          "response_status", "created_at", "next_attempt_at", "sent_at"])
+    for column in ("created_at", "next_attempt_at", "sent_at"):
+        frame[column] = _utc(frame[column])
+    return frame
+
+
+@cached
+def silences(db_url: str, start_ms: int) -> pd.DataFrame:
+    """Silences that were in force at some point since `start_ms`."""
+    with session_scope(db_url) as session:
+        rows = session.execute(
+            select(Silence.id, Silence.model, Silence.detector, Silence.feature, Silence.comment, Silence.created_by,
+                   Silence.starts_at, Silence.expires_at)
+            .where(Silence.expires_at >= _dt(start_ms)).order_by(Silence.expires_at.desc()).limit(LIST_LIMIT)).all()
+    frame = _frame(rows, ["id", "model", "detector", "feature", "comment", "created_by", "starts_at", "expires_at"])
+    for column in ("starts_at", "expires_at"):
+        frame[column] = _utc(frame[column])
+    return frame
+
+
+@cached
+def retrain_requests(db_url: str, start_ms: int, model: str | None = None) -> pd.DataFrame:
+    """Retraining requests made since `start_ms`, or still open."""
+    query = (select(RetrainRequest.id, RetrainRequest.model, RetrainRequest.version, RetrainRequest.reason,
+                    RetrainRequest.status, RetrainRequest.new_version, RetrainRequest.promoted,
+                    RetrainRequest.response, RetrainRequest.requested_at, RetrainRequest.completed_at)
+             .where(or_(RetrainRequest.requested_at >= _dt(start_ms),
+                        RetrainRequest.status.in_(("requested", "running"))))
+             .order_by(RetrainRequest.requested_at.desc()).limit(LIST_LIMIT))
+    if model is not None:
+        query = query.where(RetrainRequest.model == model)
+    with session_scope(db_url) as session:
+        rows = session.execute(query).all()
+    frame = _frame(rows, ["id", "model", "version", "reason", "status", "new_version", "promoted", "response",
+                          "requested_at", "completed_at"])
+    for column in ("requested_at", "completed_at"):
+        frame[column] = _utc(frame[column])
+    return frame
+
+
+@cached
+def alias_events(db_url: str, model: str | None = None) -> pd.DataFrame:
+    """The production alias's history (newest first, at most LIST_LIMIT moves)."""
+    query = (select(AliasEvent.model, AliasEvent.alias, AliasEvent.version, AliasEvent.previous_version,
+                    AliasEvent.action, AliasEvent.reason, AliasEvent.at)
+             .where(AliasEvent.alias == PRODUCTION).order_by(AliasEvent.at.desc(), AliasEvent.id.desc())
+             .limit(LIST_LIMIT))
+    if model is not None:
+        query = query.where(AliasEvent.model == model)
+    with session_scope(db_url) as session:
+        rows = session.execute(query).all()
+    frame = _frame(rows, ["model", "alias", "version", "previous_version", "action", "reason", "at"])
+    frame["at"] = _utc(frame["at"])
+    return frame
+
+
+@cached
+def dead_letter_count(db_url: str, start_ms: int) -> int:
+    with session_scope(db_url) as session:
+        return int(session.scalar(select(func.count()).select_from(DeadLetter)
+                                  .where(DeadLetter.received_at >= _dt(start_ms))) or 0)
+
+
+@cached
+def window_length_ms(db_url: str, model: str | None = None) -> int | None:
+    """The length of the newest evaluated window (all windows of a deployment share it)."""
+    query = select(WindowEvaluation.window_end_ms - WindowEvaluation.window_start_ms)
+    if model is not None:
+        query = query.where(WindowEvaluation.model == model)
+    with session_scope(db_url) as session:
+        value = session.scalar(query.order_by(WindowEvaluation.window_start_ms.desc()).limit(1))
+    return int(value) if value else None

@@ -1,0 +1,86 @@
+"""`driftline baseline`: register a model version and its training baseline from a file.
+
+For models served elsewhere (their server logs events with driftline.client.InferenceLogger):
+the collector windows their events and the detectors compare them with this baseline.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import click
+
+from driftline.commands.detect import _split_names, read_table
+from driftline.config import common_options
+from driftline.errors import UserError
+from driftline.store import db as store_db
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@click.command()
+@click.option("--model", required=True, help="Model name, as your events' `model` field.")
+@click.option("--version", "version", required=True, help="Model version, as your events' `version` field.")
+@click.option("--file", "path", required=True, type=click.Path(dir_okay=False),
+              help="Training (reference) data: CSV or Parquet, one column per feature.")
+@click.option("--categorical", default=None, help="Comma-separated categorical columns (default: non-numeric ones).")
+@click.option("--prediction", default=None, help="Column holding the model's prediction on each row.")
+@click.option("--label", default=None, help="Column holding the true label (training quality metrics).")
+@click.option("--ignore", default=None, help="Comma-separated columns that are not features (ids, timestamps).")
+@click.option("--promote/--no-promote", default=True, show_default=True,
+              help="Point the model's production alias at this version.")
+@common_options
+def baseline(model: str, version: str, path: str, categorical: str | None, prediction: str | None,
+             label: str | None, ignore: str | None, promote: bool, settings) -> None:  # noqa: ANN001
+    """Register a baseline from a CSV/Parquet file, for a model served elsewhere."""
+    from sqlalchemy import select
+
+    from driftline.baseline import compute_baseline
+    from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
+
+    frame = read_table(path, "training")
+    special = {c for c in (prediction, label) if c}
+    for column in [*special, *_split_names(ignore), *_split_names(categorical)]:
+        if column not in frame.columns:
+            raise UserError(f"column {column!r} is not in {path} (columns: {', '.join(frame.columns)})")
+    features = frame.drop(columns=[*special, *_split_names(ignore)])
+    if features.shape[1] == 0:
+        raise UserError(f"{path} has no feature columns left after --prediction/--label/--ignore")
+    click.echo(f"computing the baseline of {len(frame):,} rows x {features.shape[1]} features ...", err=True)
+    summary = compute_baseline(features, categorical=_split_names(categorical),
+                               predictions=frame[prediction] if prediction else None,
+                               labels=frame[label] if label else None)
+    store_db.require_migrated(settings.db_url)
+    with store_db.session_scope(settings.db_url) as session:
+        if session.scalar(select(BaselineRecord).where(BaselineRecord.model == model,
+                                                       BaselineRecord.version == version)) is not None:
+            raise UserError(f"{model} version {version} already has a baseline (baselines are immutable); "
+                            "register the new training data as a new version")
+        row = session.scalar(select(ModelVersion).where(ModelVersion.model == model, ModelVersion.version == version))
+        if row is None:
+            session.add(ModelVersion(
+                model=model, version=version, training_data_sha256=_sha256(path), metrics={},
+                feature_schema=[{"name": name, "kind": summary.kind(name)} for name in summary.feature_names],
+                description=f"baseline registered from {Path(path).name}"))
+        session.add(BaselineRecord(model=model, version=version, rows=summary.rows, summary=summary.to_dict(),
+                                   source=str(Path(path).resolve())))
+        if promote:
+            alias = session.get(ModelAlias, (model, "production"))
+            previous = alias.version if alias else None
+            if alias is None:
+                session.add(ModelAlias(model=model, alias="production", version=version))
+            else:
+                alias.version = version
+            session.add(AliasEvent(model=model, alias="production", version=version, previous_version=previous,
+                                   action="promote", reason="driftline baseline"))
+    kinds = [summary.kind(n) for n in summary.feature_names]
+    click.echo(f"registered {model} version {version}: baseline of {summary.rows:,} rows, "
+               f"{kinds.count('numeric')} numeric and {kinds.count('categorical')} categorical features"
+               + (", prediction" if prediction else "") + (", labels" if label else "")
+               + ("; production alias set" if promote else ""))

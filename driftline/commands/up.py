@@ -1,0 +1,154 @@
+"""`driftline up`: the whole local stack on embedded defaults, supervised.
+
+broker (in this process) -> store migrations -> a trained model (first run only) ->
+worker, collector, scheduler, dashboard and replay traffic as child processes with
+prefixed logs. Ctrl-C or the end of --duration stops everything, leaving nothing behind.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+import urllib.request
+
+import click
+
+from driftline.broker import EmbeddedBroker, port_is_free, wait_for_port
+from driftline.config import EMBEDDED_BROKER_PORT, Settings, common_options
+from driftline.errors import UserError
+from driftline.store import db as store_db
+from driftline.supervisor import Component, Supervisor
+
+SCENARIOS = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality")
+DEFAULT_MODEL = "credit-default"
+# Short windows so that a demo shows closed, evaluated windows within a minute or two.
+UP_WINDOW_SECONDS = 15
+READY_TIMEOUT_S = 180.0
+
+
+def _driftline(*args: str) -> list[str]:
+    return [sys.executable, "-m", "driftline.cli", *args]
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _has_production_model(settings: Settings, model: str) -> bool:
+    from driftline.store.models import ModelAlias
+
+    with store_db.session_scope(settings.db_url) as session:
+        return session.get(ModelAlias, (model, "production")) is not None
+
+
+def _train_first_model(settings: Settings, env: dict[str, str], model: str, out: Supervisor) -> None:
+    out.log("up", f"no production version of {model} yet: training one on the bundled data set ...")
+    trainer = out.add(Component("train", _driftline("train", "--model", model), env=env, restart=False))
+    out.start(trainer)
+    code = trainer.process.wait()
+    out.components.remove(trainer)
+    if code != 0:
+        raise UserError(f"`driftline train` failed with exit code {code}; see the train| lines above")
+
+
+@click.command()
+@click.option("--scenario", type=click.Choice(SCENARIOS), default="covariate_shift", show_default=True,
+              help="Demo traffic: what the replayed requests do to the model.")
+@click.option("--duration", type=click.FloatRange(min=1), default=None,
+              help="Stop cleanly after this many seconds (default: run until Ctrl-C).")
+@click.option("--window-seconds", type=click.IntRange(min=1), default=UP_WINDOW_SECONDS, show_default=True,
+              help="Event-time window length.")
+@click.option("--no-dashboard", is_flag=True, help="Do not start the Streamlit dashboard.")
+@click.option("--rate", type=click.FloatRange(min=0.1), default=40.0, show_default=True,
+              help="Replay requests per second.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model name.")
+@common_options
+def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard: bool, rate: float, model: str,
+       settings: Settings) -> None:
+    """Run the whole local stack: broker, store, model, worker, collector, scheduler, dashboard, traffic."""
+    supervisor = Supervisor()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    embedded = None
+    default_bootstrap = Settings.model_fields["bootstrap_servers"].default
+    if settings.bootstrap_servers == default_bootstrap:
+        if not port_is_free("127.0.0.1", EMBEDDED_BROKER_PORT):
+            raise UserError(f"port {EMBEDDED_BROKER_PORT} is in use (is another `driftline up` running?); stop it, "
+                            "or pass --bootstrap-servers to use a running Kafka")
+        log_file = open(settings.home / "broker.log", "ab")
+        embedded = EmbeddedBroker(EMBEDDED_BROKER_PORT, partitions=settings.topic_partitions, log=log_file).start()
+        supervisor.log("broker", f"embedded broker on {embedded.bootstrap_servers} (memory storage; log: "
+                                 f"{settings.home / 'broker.log'})")
+    try:
+        store_db.upgrade(settings.db_url)
+        supervisor.log("store", f"store ready at {store_db._describe(settings.db_url)}")
+        worker_url = f"http://127.0.0.1:{settings.worker_port}"
+        env = {
+            "DRIFTLINE_DB": settings.db_url,
+            "DRIFTLINE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+            "DRIFTLINE_HOME": str(settings.home.resolve()),
+            "DRIFTLINE_WINDOW_SECONDS": str(window_seconds),
+            "DRIFTLINE_ALLOWED_LATENESS_SECONDS": str(min(settings.allowed_lateness_seconds, max(2, window_seconds // 3))),
+            "DRIFTLINE_DASHBOARD_URL": f"http://127.0.0.1:{settings.dashboard_port}",
+            # Closes the loop: persistent drift asks the bundled worker to retrain.
+            "DRIFTLINE_RETRAIN_WEBHOOK_URL": settings.retrain_webhook_url or f"{worker_url}/admin/retrain",
+            "DRIFTLINE_RETRAIN_TOKEN": settings.retrain_token,
+        }
+        if not _has_production_model(settings, model):
+            _train_first_model(settings, env, model, supervisor)
+            if stop.is_set():
+                return
+        supervisor.add(Component("collector", _driftline("collector"), env=env))
+        supervisor.add(Component("scheduler", _driftline("scheduler"), env=env))
+        supervisor.add(Component("worker", _driftline("worker", "--port", str(settings.worker_port),
+                                                      "--model", model), env=env))
+        if not no_dashboard:
+            supervisor.add(Component("dashboard", _driftline("dashboard", "--port", str(settings.dashboard_port)),
+                                     env=env))
+        supervisor.start_all()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not _http_ok(f"{worker_url}/healthz"):
+            if stop.wait(0.5) or time.monotonic() > deadline:
+                if not stop.is_set():
+                    raise UserError(f"the worker did not become ready at {worker_url} within {READY_TIMEOUT_S:.0f}s")
+                return
+            supervisor.poll()
+        replay_args = ["replay", "--scenario", scenario, "--rate", str(rate), "--worker-url", worker_url]
+        if duration is not None:
+            replay_args += ["--duration", str(duration)]
+        supervisor.add(Component("replay", _driftline(*replay_args), env=env, restart=False))
+        supervisor.start_all()
+        if not no_dashboard:
+            wait_for_port("127.0.0.1", settings.dashboard_port, 60)
+        _print_ready(supervisor, settings, worker_url, no_dashboard, scenario, duration, embedded)
+        supervisor.run(stop, deadline=None if duration is None else time.monotonic() + duration)
+    finally:
+        supervisor.stop_all()
+        if embedded is not None:
+            embedded.stop()
+            supervisor.log("broker", "stopped")
+
+
+def _print_ready(supervisor: Supervisor, settings: Settings, worker_url: str, no_dashboard: bool, scenario: str,
+                 duration: float | None, embedded: EmbeddedBroker | None) -> None:
+    lines = [
+        "driftline is up:",
+        f"  worker      {worker_url}  (POST /predict, GET /model, GET /metrics)",
+        f"  collector   metrics at http://127.0.0.1:{settings.collector_metrics_port}/metrics",
+        f"  kafka       {settings.bootstrap_servers}" + (" (embedded, memory storage)" if embedded else ""),
+        f"  store       {store_db._describe(settings.db_url)}",
+    ]
+    if not no_dashboard:
+        lines.append(f"  dashboard   http://127.0.0.1:{settings.dashboard_port}")
+    lines.append(f"  traffic     scenario {scenario!r}" + (f" for {duration:.0f}s" if duration else " until Ctrl-C"))
+    lines.append("  status      driftline status   (in another terminal)")
+    for line in lines:
+        supervisor.log("up", line)

@@ -1,0 +1,159 @@
+"""Window evaluation: the I/O around the pure detectors (detectors.window.evaluate_window).
+
+Finds closed windows (event-time end + allowed lateness before now) that have no
+evaluation yet, or whose partial states changed since (late events, labels), merges
+the partial states every collector wrote, runs the detectors against the version's
+training baseline, and replaces that window's results in one transaction. Then the
+alert lifecycle and the retraining policy see the new results (driftline.scheduling).
+Evaluating a window twice gives the same rows: the job is idempotent.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
+                                    WindowStateRecord)
+
+# Windows older than this are not re-examined for changes (labels may arrive days late,
+# and the collector keeps predictions for the label join for 7 days by default).
+REEVALUATION_HORIZON_MS = 7 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class WindowKey:
+    model: str
+    version: str
+    window_start_ms: int
+    window_end_ms: int
+
+
+def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 500) -> list[WindowKey]:
+    """Closed windows never evaluated, or changed since their evaluation, oldest first."""
+    states = (
+        select(WindowStateRecord.model, WindowStateRecord.version, WindowStateRecord.window_start_ms,
+               func.max(WindowStateRecord.window_end_ms).label("end_ms"),
+               func.max(WindowStateRecord.updated_at).label("updated_at"))
+        .where(WindowStateRecord.window_end_ms + lateness_ms <= now_ms,
+               WindowStateRecord.window_end_ms >= now_ms - REEVALUATION_HORIZON_MS)
+        .group_by(WindowStateRecord.model, WindowStateRecord.version, WindowStateRecord.window_start_ms)
+        .subquery())
+    rows = session.execute(
+        select(states.c.model, states.c.version, states.c.window_start_ms, states.c.end_ms)
+        .outerjoin(WindowEvaluation, (WindowEvaluation.model == states.c.model)
+                   & (WindowEvaluation.version == states.c.version)
+                   & (WindowEvaluation.window_start_ms == states.c.window_start_ms))
+        .where((WindowEvaluation.id.is_(None)) | (WindowEvaluation.evaluated_at < states.c.updated_at))
+        .order_by(states.c.window_start_ms)
+        .limit(limit))
+    return [WindowKey(m, v, int(s), int(e)) for m, v, s, e in rows]
+
+
+class BaselineCache:
+    """Baselines and transforms per model version (immutable once registered, so cached for good)."""
+
+    def __init__(self) -> None:
+        self._baselines: dict[tuple[str, str], Any] = {}
+        self._transforms: dict[tuple[str, str], Callable | None] = {}
+
+    def baseline(self, session: Session, model: str, version: str) -> Any:
+        from driftline.baseline import Baseline
+
+        key = (model, version)
+        if key not in self._baselines:
+            record = session.scalar(select(BaselineRecord).where(BaselineRecord.model == model,
+                                                                 BaselineRecord.version == version))
+            if record is None:
+                return None  # not registered yet: look again next time
+            self._baselines[key] = Baseline.from_dict(record.summary)
+        return self._baselines[key]
+
+    def transform(self, session: Session, model: str, version: str) -> Callable | None:
+        key = (model, version)
+        if key not in self._transforms:
+            spec = session.scalar(select(ModelVersion.transform).where(ModelVersion.model == model,
+                                                                       ModelVersion.version == version))
+            if spec:
+                from driftline.transform import FeatureTransform
+
+                self._transforms[key] = FeatureTransform.from_dict(spec).apply
+            else:
+                self._transforms[key] = None
+        return self._transforms[key]
+
+
+def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: "EvaluationConfig") -> WindowEvaluation:
+    """Merge the window's partial states, run the detectors, replace the window's stored results."""
+    from detectors.window import evaluate_window
+    from driftline.window_state import WindowState
+
+    baseline = cache.baseline(session, key.model, key.version)
+    records = session.scalars(select(WindowStateRecord).where(
+        WindowStateRecord.model == key.model, WindowStateRecord.version == key.version,
+        WindowStateRecord.window_start_ms == key.window_start_ms)).all()
+    state = WindowState.merge_all([WindowState.from_bytes(r.state, baseline) for r in records], baseline)
+    events = sum(r.events for r in records)
+    if baseline is None:
+        status, results = "no_baseline", []
+    else:
+        results = evaluate_window(baseline, state, thresholds=config.thresholds_for(key.model),
+                                  slo=config.slo_for(key.model), window_seconds=config.window_seconds,
+                                  transform=cache.transform(session, key.model, key.version))
+        status = "insufficient_data" if any(r.details.get("insufficient_data") for r in results
+                                             if r.detector == "data_drift") else "ok"
+    session.execute(delete(DetectorResult).where(
+        DetectorResult.model == key.model, DetectorResult.version == key.version,
+        DetectorResult.window_start_ms == key.window_start_ms))
+    evaluation = session.scalar(select(WindowEvaluation).where(
+        WindowEvaluation.model == key.model, WindowEvaluation.version == key.version,
+        WindowEvaluation.window_start_ms == key.window_start_ms))
+    if evaluation is None:
+        evaluation = WindowEvaluation(model=key.model, version=key.version, window_start_ms=key.window_start_ms)
+        session.add(evaluation)
+    evaluation.window_end_ms = key.window_end_ms
+    evaluation.events = events
+    evaluation.partitions = len(records)
+    evaluation.status = status
+    evaluation.summary = {"breached": sorted({f"{r.detector}:{r.feature}" if r.feature else r.detector
+                                              for r in results if r.breached})}
+    from driftline.store.models import utcnow
+
+    evaluation.evaluated_at = utcnow()
+    session.add_all(DetectorResult(
+        model=key.model, version=key.version, window_start_ms=key.window_start_ms, window_end_ms=key.window_end_ms,
+        detector=r.detector, feature=r.feature or "", metric=r.metric, value=_finite(r.value),
+        threshold=_finite(r.threshold), breached=bool(r.breached), details=r.details or {}) for r in results)
+    return evaluation
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if value == value and abs(value) != float("inf") else None
+
+
+@dataclass
+class EvaluationConfig:
+    window_seconds: int
+    lateness_seconds: int
+    drift_section: dict[str, Any]
+    slo_section: dict[str, Any]
+
+    def thresholds_for(self, model: str) -> Any:
+        from detectors.decision import DriftThresholds
+
+        return DriftThresholds.from_mapping(self.drift_section, model=model)
+
+    def slo_for(self, model: str) -> Any:
+        from detectors.window import LatencySLO
+
+        return LatencySLO.from_mapping(self.slo_section, model=model)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

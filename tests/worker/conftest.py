@@ -1,0 +1,126 @@
+"""Fixtures for the worker tests: tiny trained models and `kit`, the helpers (a real uvicorn
+server in a thread, a registry with versions, a Kafka reader, bounded polling).
+
+The tests run with --import-mode=importlib, where test modules cannot import each
+other, so the helpers travel as a fixture.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from driftline.broker import free_port
+from driftline.config import Settings, load_settings
+from driftline.store import db as store_db
+from worker.dataset import generate
+from worker.publish import publish
+from worker.registry import Registry
+from worker.training import TrainConfig, TrainResult, train_model
+
+MODEL = "credit-default"
+
+
+def make_settings(tmp_path: Path, bootstrap_servers: str, db_url: str | None = None) -> Settings:
+    url = db_url or f"sqlite:///{tmp_path / 'driftline.db'}"
+    if db_url is None:
+        store_db.upgrade(url)
+    return load_settings(home=str(tmp_path / "home"), db=url, bootstrap_servers=bootstrap_servers)
+
+
+def registry_with_versions(settings: Settings, results: list[TrainResult]) -> Registry:
+    """Versions 1..n registered; version 1 is production."""
+    registry = Registry(settings.db_url, settings.artifacts_dir)
+    for result in results:
+        publish(registry, MODEL, result)
+    return registry
+
+
+@contextlib.contextmanager
+def serving(worker: Any) -> Iterator[str]:
+    """Run `worker` (a worker.server.Worker) under uvicorn on 127.0.0.1 in a thread; yields its base URL."""
+    import uvicorn
+
+    from worker.server import create_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(worker), host="127.0.0.1", port=port, log_level="warning",
+                                           access_log=False, lifespan="on"))
+    thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the worker did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+
+
+def read_topic(bootstrap_servers: str, topic: str, want: set[str], key: str = "request_id",
+               timeout_s: float = 30.0) -> dict[str, bytes]:
+    """Raw messages of `topic` whose JSON `key` is in `want`, read from the start (no consumer group)."""
+    import orjson
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        found: dict[str, bytes] = {}
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not want <= set(found):
+            for records in consumer.poll(timeout_ms=200, max_records=5_000).values():
+                for record in records:
+                    value = orjson.loads(record.value).get(key)
+                    if value in want:
+                        found.setdefault(value, record.value)
+        return found
+    finally:
+        consumer.close()
+
+
+def wait_for(predicate: Any, timeout_s: float = 20.0, interval_s: float = 0.05) -> Any:
+    """Poll `predicate` until it returns something truthy (bounded); returns that value or the last one."""
+    deadline = time.monotonic() + timeout_s
+    value = predicate()
+    while not value and time.monotonic() < deadline:
+        time.sleep(interval_s)
+        value = predicate()
+    return value
+
+
+@pytest.fixture(scope="session")
+def tiny_results() -> list[TrainResult]:
+    """Two differently seeded tiny models (for promote/rollback)."""
+    results = []
+    for seed in (3, 4):
+        inputs, labels = generate(1_500, seed)
+        results.append(train_model(inputs, labels, TrainConfig(size="test", epochs=2, seed=seed)))
+    return results
+
+
+def metric(url: str, name: str) -> float:
+    """One sample of the worker's /metrics."""
+    text = httpx.get(f"{url}/metrics").text
+    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+    assert match, f"{name} not in /metrics"
+    return float(match.group(1))
+
+
+@pytest.fixture(scope="session")
+def kit() -> SimpleNamespace:
+    return SimpleNamespace(MODEL=MODEL, make_settings=make_settings, registry_with_versions=registry_with_versions,
+                           serving=serving, read_topic=read_topic, wait_for=wait_for, metric=metric)

@@ -1,0 +1,238 @@
+"""The worker end to end: a real uvicorn server, a real embedded broker, a real store."""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import httpx
+import orjson
+import pytest
+
+from driftline.config import TOPIC_INFERENCE
+from driftline.events import parse_inference
+from driftline.transform import FeatureTransform
+from worker.dataset import generate_inputs
+from worker.server import Worker, WorkerConfig
+
+TOKEN = "test-token"
+
+
+MODEL = "credit-default"
+
+
+@pytest.fixture(scope="module")
+def served(broker, tiny_results, tmp_path_factory, kit):
+    """A worker serving version 1 of two registered versions, logging to the test broker."""
+    settings = kit.make_settings(tmp_path_factory.mktemp("served"), broker).model_copy(update={"retrain_token": TOKEN})
+    kit.registry_with_versions(settings, tiny_results)
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", max_batch_size=32, max_wait_ms=5.0,
+                                           listen_for_labels=False, alias_poll_s=0))
+    with kit.serving(worker) as url:
+        yield url, worker
+
+
+def rows(n: int, seed: int) -> list[dict]:
+    return generate_inputs(n, seed).to_dict("records")
+
+
+async def _post_all(url: str, bodies: list[dict]) -> list[httpx.Response]:
+    limits = httpx.Limits(max_connections=len(bodies), max_keepalive_connections=len(bodies))
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+        return await asyncio.gather(*(client.post("/predict", json=body) for body in bodies))
+
+
+def test_400_concurrent_requests_give_400_contract_events(kit, served, broker):
+    url, _worker = served
+    inputs = rows(400, seed=11)
+    bodies = [{"features": row, "request_id": f"concurrent-{i}"} for i, row in enumerate(inputs)]
+    responses = asyncio.run(_post_all(url, bodies))
+    assert [r.status_code for r in responses] == [200] * 400
+    answers = {r.json()["request_id"]: r.json() for r in responses}
+
+    raw = kit.read_topic(broker, TOPIC_INFERENCE, set(answers))
+    assert len(raw) == 400
+    batch_sizes = []
+    for i, row in enumerate(inputs):
+        event = parse_inference(raw[f"concurrent-{i}"])  # the contract's own validator
+        doc = event.raw
+        assert doc["schema"] == "driftline.inference/v1"
+        assert event.model == MODEL and event.version == "1"
+        assert doc["inputs"] == row
+        assert doc["features"] == FeatureTransform().apply([row])[0]
+        assert event.prediction == answers[f"concurrent-{i}"]["prediction"]
+        assert 0.0 < event.prediction < 1.0
+        assert set(event.latency_ms) == {"total", "queue", "compute"}
+        assert event.latency_ms["total"] >= event.latency_ms["compute"]
+        assert doc["cache_hit"] is False and doc["device"] == "cpu" and doc["status"] == "ok"
+        batch_sizes.append(doc["batch_size"])
+    assert len({parse_inference(v).event_id for v in raw.values()}) == 400
+    assert max(batch_sizes) > 1
+    assert all(1 <= size <= 32 for size in batch_sizes)
+    assert kit.metric(url, "driftline_worker_batch_size_count") < 400  # fewer forward passes than requests
+
+
+def test_a_repeated_request_is_a_cache_hit(kit, served):
+    url, _worker = served
+    body = {"features": rows(1, seed=12)[0]}
+    hits_before = kit.metric(url, "driftline_worker_cache_hits_total")
+    first = httpx.post(f"{url}/predict", json=body).json()
+    second = httpx.post(f"{url}/predict", json=body).json()
+    assert first["cached"] is False and second["cached"] is True
+    assert second["prediction"] == first["prediction"] and second["version"] == first["version"]
+    assert second["latency_ms"]["compute"] == 0.0
+    assert kit.metric(url, "driftline_worker_cache_hits_total") == hits_before + 1
+
+
+def _body_with(**changes):
+    row = rows(1, seed=13)[0]
+    row.update(changes)
+    return {"features": row}
+
+
+@pytest.mark.parametrize("content, field", [
+    (json.dumps(_body_with(age="forty")), "features.age"),
+    (json.dumps(_body_with(age=True)), "features.age"),
+    (json.dumps(_body_with(region=3)), "features.region"),
+    (json.dumps(_body_with(shoe_size=42)), "features.shoe_size"),
+    (json.dumps({"features": {k: v for k, v in rows(1, 13)[0].items() if k != "credit_score"}}), "features.credit_score"),
+    (json.dumps(_body_with(annual_income=math.nan)), "features.annual_income"),   # NaN token
+    (json.dumps(_body_with(credit_limit=math.inf)), "features.credit_limit"),     # Infinity token
+    ('{"features": ' + json.dumps(rows(1, 13)[0])[:-1] + ', "loan_amount": 1e999}}', "features.loan_amount"),
+    (json.dumps({"features": [1, 2, 3]}), "features"),
+    (json.dumps({"rows": []}), "rows"),
+    (json.dumps({"features": rows(1, 13)[0], "request_id": 7}), "request_id"),
+    ("{not json", None),
+    ("[]", None),
+])
+def test_bad_input_gets_422_naming_the_field(served, content, field):
+    url, _worker = served
+    response = httpx.post(f"{url}/predict", content=content, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == field
+    if field:
+        assert field in response.json()["detail"]
+
+
+def test_oversized_body_gets_413_and_the_worker_stays_healthy(served):
+    url, worker = served
+    huge = json.dumps(_body_with(region="x" * (worker.config.max_body_bytes + 10)))
+    assert httpx.post(f"{url}/predict", content=huge).status_code == 413
+
+    def chunks():  # no Content-Length: the limit holds while streaming
+        for _ in range(20):
+            yield b" " * 8192
+    assert httpx.post(f"{url}/predict", content=chunks()).status_code == 413
+    assert httpx.get(f"{url}/healthz").json() == {"status": "ok", "model": MODEL, "version": "1", "device": "cpu",
+                                                  "kafka_connected": True}
+    assert httpx.post(f"{url}/predict", json=_body_with()).status_code == 200
+
+
+def test_nulls_out_of_range_and_unseen_categories_reach_the_model(kit, served, broker):
+    url, _worker = served
+    body = _body_with(annual_income=None, age=150, region="atlantis")
+    body["request_id"] = "dirty-1"
+    answer = httpx.post(f"{url}/predict", json=body)
+    assert answer.status_code == 200
+    event = orjson.loads(kit.read_topic(broker, TOPIC_INFERENCE, {"dirty-1"})["dirty-1"])
+    assert event["features"]["annual_income"] is None and event["features"]["debt_to_income"] is None
+    assert event["features"]["age"] == 150.0 and event["features"]["region"] == "atlantis"
+
+
+def test_model_and_metrics_endpoints(served):
+    url, _worker = served
+    model = httpx.get(f"{url}/model").json()
+    assert model["name"] == MODEL and model["version"] == "1"
+    assert [f["name"] for f in model["features"]] == list(model["example"])
+    assert httpx.post(f"{url}/predict", json={"features": model["example"]}).status_code == 200
+    text = httpx.get(f"{url}/metrics").text
+    for name in ("driftline_worker_latency_seconds_bucket", "driftline_worker_batch_size_bucket",
+                 "driftline_worker_cache_hits_total", "driftline_worker_queue_depth", "driftline_worker_events_sent_total",
+                 "driftline_worker_events_dropped_total", "driftline_worker_events_buffered"):
+        assert name in text
+
+
+def test_faults_need_the_token_and_skew_changes_served_features(kit, served, broker):
+    url, _worker = served
+    assert httpx.post(f"{url}/admin/faults", json={"skew": True}).status_code == 401
+    assert httpx.post(f"{url}/admin/faults", json={"skew": True},
+                      headers={"Authorization": "Bearer wrong"}).status_code == 401
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert httpx.post(f"{url}/admin/faults", json={"skew": "yes"}, headers=auth).status_code == 422
+    assert httpx.post(f"{url}/admin/faults", json={"warp": 1}, headers=auth).status_code == 422
+    row = rows(1, seed=14)[0]
+    try:
+        assert httpx.post(f"{url}/admin/faults", json={"skew": True}, headers=auth).json()["skew"] is True
+        skewed = httpx.post(f"{url}/predict", json={"features": row, "request_id": "skew-1"}).json()
+    finally:
+        assert httpx.delete(f"{url}/admin/faults", headers=auth).json()["skew"] is False
+    clean = httpx.post(f"{url}/predict", json={"features": row, "request_id": "skew-2"}).json()
+    assert clean["cached"] is False  # different served features: a different cache entry
+    events = {k: orjson.loads(v) for k, v in kit.read_topic(broker, TOPIC_INFERENCE, {"skew-1", "skew-2"}).items()}
+    training_features = FeatureTransform().apply([events["skew-1"]["inputs"]])[0]
+    served_dti, training_dti = events["skew-1"]["features"]["debt_to_income"], training_features["debt_to_income"]
+    assert served_dti == pytest.approx(training_dti / 12)
+    assert events["skew-2"]["features"] == training_features
+    assert skewed["prediction"] != clean["prediction"]
+
+
+def test_latency_fault_adds_compute_time(served):
+    url, _worker = served
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        httpx.post(f"{url}/admin/faults", json={"latency_ms": 150, "latency_fraction": 1.0}, headers=auth)
+        answer = httpx.post(f"{url}/predict", json=_body_with(age=33)).json()
+    finally:
+        httpx.delete(f"{url}/admin/faults", headers=auth)
+    assert answer["latency_ms"]["compute"] >= 150.0
+    assert answer["latency_ms"]["total"] >= answer["latency_ms"]["compute"]
+    assert httpx.post(f"{url}/predict", json=_body_with(age=34)).json()["latency_ms"]["compute"] < 150.0
+
+
+def test_rollback_switches_the_served_version(kit, broker, tiny_results, tmp_path, sqlite_url):
+    settings = kit.make_settings(tmp_path, broker, sqlite_url)
+    registry = kit.registry_with_versions(settings, tiny_results)
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", alias_poll_s=0.1, listen_for_labels=False,
+                                           log_events=False))
+    body = {"features": rows(1, seed=15)[0]}
+    with kit.serving(worker) as url:
+        assert httpx.post(f"{url}/predict", json=body).json()["version"] == "1"
+        registry.promote(MODEL, "2")
+        assert kit.wait_for(lambda: httpx.get(f"{url}/healthz").json()["version"] == "2")
+        on_two = httpx.post(f"{url}/predict", json=body).json()
+        assert on_two["version"] == "2" and on_two["cached"] is False  # the cache key holds the version
+        assert registry.rollback(MODEL) == ("2", "1")
+        assert kit.wait_for(lambda: httpx.get(f"{url}/healthz").json()["version"] == "1")
+        on_one = httpx.post(f"{url}/predict", json=body).json()
+        assert on_one["version"] == "1" and on_one["prediction"] != on_two["prediction"]
+        assert kit.metric(url, "driftline_worker_model_swaps_total") == 2
+
+
+def test_kafka_down_serving_continues_and_drops_are_counted(kit, tiny_results, tmp_path, sqlite_url,
+                                                            embedded_broker_factory):
+    from driftline.broker import free_port
+
+    port = free_port()  # nothing listens here yet: Kafka is down at start
+    settings = kit.make_settings(tmp_path, f"127.0.0.1:{port}", sqlite_url)
+    kit.registry_with_versions(settings, tiny_results[:1])
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", event_buffer=50, listen_for_labels=False,
+                                           alias_poll_s=0, cache_size=0, shutdown_flush_s=0.5))
+    with kit.serving(worker) as url:
+        bodies = [{"features": row, "request_id": f"down-{i}"} for i, row in enumerate(rows(120, seed=16))]
+        responses = asyncio.run(_post_all(url, bodies))
+        assert [r.status_code for r in responses] == [200] * 120
+        assert kit.metric(url, "driftline_worker_events_buffered") == 50
+        assert kit.metric(url, "driftline_worker_events_dropped_total") == 70
+        assert kit.metric(url, "driftline_worker_kafka_connected") == 0
+
+        broker = embedded_broker_factory(port=port)  # Kafka comes back: the buffer drains
+        assert kit.wait_for(lambda: kit.metric(url, "driftline_worker_events_sent_total") == 50, timeout_s=30)
+        assert kit.metric(url, "driftline_worker_events_buffered") == 0
+        delivered = kit.read_topic(broker.bootstrap_servers, TOPIC_INFERENCE, {f"down-{i}" for i in range(120)},
+                               timeout_s=1)
+        assert len(delivered) == 50
+
+        broker.stop(timeout_s=0.5)  # and goes away again mid-run (Tansu may ignore SIGTERM: then killed)
+        more = asyncio.run(_post_all(url, [{"features": row} for row in rows(30, seed=17)]))
+        assert [r.status_code for r in more] == [200] * 30
+        assert httpx.get(f"{url}/healthz").json()["status"] == "ok"

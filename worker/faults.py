@@ -1,0 +1,66 @@
+"""Faults an operator can switch on in a running worker, so the monitor has real failures to find.
+
+- `skew`: a serving-path bug. The worker stops calling the shared transform for
+  `debt_to_income` and uses an inline copy that divides the monthly debt by the
+  *annual* income instead of the monthly income, a units slip that makes the served
+  feature 12 times smaller than the training transform's for the same raw input.
+  The logged `inputs` are untouched, so re-running the shared transform on them
+  (the parity-skew check) exposes the difference.
+- `latency_ms` / `latency_fraction`: each request, with probability `latency_fraction`,
+  spends `latency_ms` more in compute (a slow dependency, a throttled device), which
+  pushes p99 latency over its SLO while the model's outputs stay correct.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from driftline.transform import transform_row
+
+
+@dataclass
+class Faults:
+    skew: bool = False
+    latency_ms: float = 0.0
+    latency_fraction: float = 0.0
+
+    def update(self, changes: Mapping[str, Any]) -> None:
+        """Apply a partial update from the admin endpoint; raises ValueError naming the bad field."""
+        unknown = set(changes) - {"skew", "latency_ms", "latency_fraction"}
+        if unknown:
+            raise ValueError(f"unknown fault {sorted(unknown)[0]!r}; known: skew, latency_ms, latency_fraction")
+        new = asdict(self)
+        if "skew" in changes:
+            if not isinstance(changes["skew"], bool):
+                raise ValueError("skew: expected true or false")
+            new["skew"] = changes["skew"]
+        for name, upper in (("latency_ms", 60_000.0), ("latency_fraction", 1.0)):
+            if name in changes:
+                value = changes[name]
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= upper:
+                    raise ValueError(f"{name}: expected a number from 0 to {upper:g}")
+                new[name] = float(value)
+        self.skew, self.latency_ms, self.latency_fraction = new["skew"], new["latency_ms"], new["latency_fraction"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def extra_latency_s(self) -> float:
+        if self.latency_ms > 0 and random.random() < self.latency_fraction:
+            return self.latency_ms / 1000.0
+        return 0.0
+
+    def serving_features(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The features the serving path computes: the shared transform, unless `skew` is on."""
+        features = transform_row(inputs)
+        if self.skew:
+            features["debt_to_income"] = _buggy_debt_to_income(inputs)
+        return features
+
+
+def _buggy_debt_to_income(inputs: Mapping[str, Any]) -> float | None:
+    debt, income = inputs.get("monthly_debt"), inputs.get("annual_income")
+    if debt is None or income is None or income <= 0:
+        return None
+    return float(debt) / float(income)  # the bug: annual income where the monthly figure belongs

@@ -1,0 +1,68 @@
+"""The worker's Prometheus metrics, on a registry of its own (so several workers can share a process in tests)."""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from driftline.client import SenderStats
+
+# Seconds; dense below 10 ms where the worker lives, sparse up to the 10 s the latency fault can reach.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1,
+                   0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+class _EventSenderCollector(Collector):
+    """Reads the event sender's counters at scrape time (the sender itself stays metric-free)."""
+
+    def __init__(self, stats: Callable[[], SenderStats | None]):
+        self.stats = stats
+
+    def collect(self) -> Iterator:
+        stats = self.stats()
+        if stats is None:
+            return
+        for name, value, doc in (("sent", stats.sent, "Inference events acknowledged by Kafka."),
+                                 ("dropped", stats.dropped, "Events dropped because the buffer was full."),
+                                 ("failed", stats.failed, "Events accepted but not delivered in time.")):
+            yield CounterMetricFamily(f"driftline_worker_events_{name}", doc, value=value)
+        yield GaugeMetricFamily("driftline_worker_events_buffered", "Events waiting for Kafka.", value=stats.buffered)
+        yield GaugeMetricFamily("driftline_worker_kafka_connected", "1 when the event producer is connected.",
+                                value=1 if stats.connected else 0)
+
+
+class WorkerMetrics:
+    def __init__(self, sender_stats: Callable[[], SenderStats | None], queue_depth: Callable[[], int]):
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.latency = Histogram("driftline_worker_latency_seconds", "Request latency by stage (queue, compute, total).",
+                                 ["stage"], buckets=LATENCY_BUCKETS, registry=r)
+        self.latency_total = self.latency.labels("total")
+        self.latency_queue = self.latency.labels("queue")
+        self.latency_compute = self.latency.labels("compute")
+        self.batch_size = Histogram("driftline_worker_batch_size", "Requests per forward pass.",
+                                    buckets=BATCH_BUCKETS, registry=r)
+        self.batch_seconds = Histogram("driftline_worker_batch_seconds", "Forward pass time per batch.",
+                                       buckets=LATENCY_BUCKETS, registry=r)
+        self.requests = Counter("driftline_worker_requests", "POST /predict answers by HTTP status.", ["code"],
+                                registry=r)
+        self.cache_hits = Counter("driftline_worker_cache_hits", "Predictions answered from the cache.", registry=r)
+        self.cache_misses = Counter("driftline_worker_cache_misses", "Predictions computed by the model.", registry=r)
+        self.model_swaps = Counter("driftline_worker_model_swaps", "Hot swaps to another production version.",
+                                   registry=r)
+        self.queue_depth = Gauge("driftline_worker_queue_depth", "Requests waiting for a batch.", registry=r)
+        self.queue_depth.set_function(queue_depth)
+        self.model_info = Gauge("driftline_worker_model_info", "The version being served (value 1).",
+                                ["model", "version", "device"], registry=r)
+        r.register(_EventSenderCollector(sender_stats))
+
+    def observe_batch(self, size: int, seconds: float) -> None:
+        self.batch_size.observe(size)
+        self.batch_seconds.observe(seconds)
+
+    def set_model(self, model: str, version: str, device: str) -> None:
+        self.model_info.clear()
+        self.model_info.labels(model, version, device).set(1)

@@ -1,0 +1,56 @@
+"""Train -> baseline -> register -> (maybe) promote: the one path every new version takes.
+
+Used by `driftline train` (the bundled data set) and by the worker's retraining
+endpoint (recent labelled traffic), so both produce the same kind of version.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from driftline import defaults
+from driftline.transform import FeatureTransform
+from worker.registry import Registry
+from worker.training import TrainConfig, TrainResult, train_model
+
+
+@dataclass(frozen=True)
+class Published:
+    version: str
+    promoted: bool
+    previous_production: str | None
+    metrics: dict[str, Any]
+
+
+def training_baseline(result: TrainResult, seed: int = 0) -> dict[str, Any]:
+    """The version's baseline (driftline.baseline) over all its training rows' features and predictions."""
+    from driftline.baseline import compute_baseline
+
+    frame = pd.DataFrame(result.features, columns=[entry["name"] for entry in FeatureTransform.feature_schema()])
+    for name in FeatureTransform.numeric_features:
+        frame[name] = frame[name].astype(np.float64)  # all-null columns would otherwise be object
+    baseline = compute_baseline(frame, categorical=FeatureTransform.categorical_features,
+                                predictions=result.predictions, labels=result.labels,
+                                sample_size=defaults.BASELINE_SAMPLE_SIZE, seed=seed)
+    return baseline.to_dict()
+
+
+def publish(registry: Registry, model: str, result: TrainResult, *, promote: bool | None = None,
+            description: str | None = None, action: str = "promote", reason: str | None = None) -> Published:
+    """Register `result` as a new version; promote it when `promote` is True, or None and no production exists."""
+    baseline = training_baseline(result, seed=int(result.metrics.get("seed", 0)))
+    version = registry.register(model, result.model, result.transform, result.metrics, result.data_sha256,
+                                baseline, baseline_rows=len(result.features), description=description)
+    current = registry.alias(model)
+    should_promote = promote if promote is not None else current is None
+    if should_promote:
+        registry.promote(model, version, action=action, reason=reason)
+    return Published(version, bool(should_promote), current, result.metrics)
+
+
+def train_and_publish(registry: Registry, model: str, inputs: pd.DataFrame, labels: np.ndarray,
+                      config: TrainConfig, **kwargs: Any) -> Published:
+    return publish(registry, model, train_model(inputs, labels, config), **kwargs)

@@ -1,0 +1,201 @@
+"""`driftline replay`: scenario traffic against a running worker, bounded in time, rate and concurrency.
+
+Requests are sent open-loop at `rate` per second for `duration` seconds (after an
+optional warm-up of `none` traffic), with at most `concurrency` in flight; when the
+worker cannot keep up, the replay falls behind schedule rather than piling up
+requests. Each answered request's ground-truth label (drawn from the scenario's
+risk model on the clean inputs) is sent to `driftline.labels` `label_delay` seconds
+later. A scenario's worker fault (skew, latency) is switched on through
+POST /admin/faults for the scenario's part of the run and always switched off after.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+
+from driftline import defaults
+from driftline.client import InferenceLogger
+from driftline.errors import UserError
+from worker.dataset import default_probability, generate_inputs, sample_labels
+from worker.scenarios import SCENARIOS, Scenario, corrupt
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReplayConfig:
+    worker_url: str
+    scenario: str = "none"
+    rate: float = 50.0
+    duration_s: float = 60.0
+    warmup_s: float = 0.0
+    concurrency: int = defaults.REPLAY_MAX_CONCURRENCY
+    seed: int = 1
+    label_delay_s: float = defaults.REPLAY_LABEL_DELAY_SECONDS
+    bootstrap_servers: str | None = None  # None: send no labels
+    token: str = ""
+    timeout_s: float = 10.0
+
+
+@dataclass
+class ReplayReport:
+    scenario: str
+    requests: int = 0
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list, repr=False)
+    labels_sent: int = 0
+    labels_dropped: int = 0
+    request_ids: list[str] = field(default_factory=list, repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.asarray([np.nan])
+        return {"scenario": self.scenario, "requests": self.requests, "ok": self.ok, "errors": self.errors,
+                "achieved_rps": round(self.requests / self.elapsed_s, 1) if self.elapsed_s else 0.0,
+                "p50_ms": _round(np.percentile(lat, 50)), "p99_ms": _round(np.percentile(lat, 99)),
+                "labels_sent": self.labels_sent, "labels_dropped": self.labels_dropped}
+
+
+def _round(value: float) -> float | None:
+    return None if math.isnan(value) else round(float(value), 2)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The rows to send, their labels, and where the scenario part starts."""
+
+    records: list[dict[str, Any]]
+    labels: np.ndarray
+    scenario_start: int
+
+
+def build_traffic(scenario: Scenario, warmup_rows: int, scenario_rows: int, seed: int) -> Traffic:
+    """Warm-up rows from the `none` scenario, then the scenario's rows (inputs, corruptions, labels)."""
+    parts_records, parts_labels = [], []
+    for part, (spec, rows) in enumerate(((SCENARIOS["none"], warmup_rows), (scenario, scenario_rows))):
+        if rows <= 0:
+            continue
+        inputs = generate_inputs(rows, seed + 1000 * part, spec.population)
+        labels = sample_labels(default_probability(inputs, spec.risk), seed + 1000 * part + 1)
+        records = inputs.to_dict("records")
+        if spec.corrupt_inputs:
+            corrupt(records, seed + 1000 * part + 2)
+        parts_records.append(records)
+        parts_labels.append(labels)
+    return Traffic([r for part in parts_records for r in part],
+                   np.concatenate(parts_labels) if parts_labels else np.empty(0, dtype=np.int64),
+                   max(0, warmup_rows))
+
+
+async def _set_faults(client: httpx.AsyncClient, token: str, faults: dict[str, Any] | None) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    if faults:
+        response = await client.post("/admin/faults", json=faults, headers=headers)
+    else:
+        response = await client.delete("/admin/faults", headers=headers)
+    if response.status_code == 401:
+        raise UserError("the worker refused the fault switch (401): pass the worker's retrain token "
+                        "(DRIFTLINE_RETRAIN_TOKEN) to replay")
+    response.raise_for_status()
+
+
+async def run_replay(config: ReplayConfig) -> ReplayReport:
+    if config.scenario not in SCENARIOS:
+        raise UserError(f"unknown scenario {config.scenario!r}; expected one of {', '.join(SCENARIOS)}")
+    if config.rate <= 0 or config.duration_s <= 0 or config.concurrency < 1:
+        raise UserError("--rate and --duration must be positive and --concurrency at least 1")
+    scenario = SCENARIOS[config.scenario]
+    limits = httpx.Limits(max_connections=config.concurrency, max_keepalive_connections=config.concurrency)
+    async with httpx.AsyncClient(base_url=config.worker_url, limits=limits, timeout=config.timeout_s) as client:
+        try:
+            model = (await client.get("/model")).raise_for_status().json()
+        except httpx.HTTPError as exc:
+            raise UserError(f"cannot reach the worker at {config.worker_url} ({exc}); start it with "
+                            "`driftline worker` or pass --worker-url") from None
+        warmup_rows = int(math.ceil(config.rate * config.warmup_s))
+        traffic = build_traffic(scenario, warmup_rows, int(math.ceil(config.rate * config.duration_s)), config.seed)
+        labeller = (InferenceLogger(config.bootstrap_servers, model["name"], model["version"])
+                    if config.bootstrap_servers else None)
+        report = ReplayReport(scenario.name)
+        try:
+            await _drive(client, config, scenario, traffic, labeller, report)
+        finally:
+            if scenario.faults:
+                await _set_faults(client, config.token, None)
+            if labeller is not None:
+                stats = await asyncio.to_thread(labeller.close, 10.0)
+                report.labels_sent, report.labels_dropped = stats.sent, stats.dropped + stats.failed
+    return report
+
+
+async def _drive(client: httpx.AsyncClient, config: ReplayConfig, scenario: Scenario, traffic: Traffic,
+                 labeller: InferenceLogger | None, report: ReplayReport) -> None:
+    slots = asyncio.Semaphore(config.concurrency)
+    pending_labels: collections.deque[tuple[float, str, int]] = collections.deque()
+    tasks: set[asyncio.Task] = set()
+
+    async def send(index: int) -> None:
+        request_id = uuid.uuid4().hex
+        sent_at = time.perf_counter()
+        try:
+            response = await client.post("/predict", json={"features": traffic.records[index], "request_id": request_id})
+            status = str(response.status_code)
+        except httpx.HTTPError as exc:
+            status = type(exc).__name__
+        finally:
+            slots.release()
+        report.requests += 1
+        if status == "200":
+            report.ok += 1
+            report.latencies_ms.append((time.perf_counter() - sent_at) * 1000.0)
+            report.request_ids.append(request_id)
+            if labeller is not None:
+                pending_labels.append((time.monotonic() + config.label_delay_s, request_id,
+                                       int(traffic.labels[index])))
+        else:
+            report.errors[status] = report.errors.get(status, 0) + 1
+
+    def emit_due_labels(now: float) -> None:
+        while pending_labels and pending_labels[0][0] <= now:
+            _, request_id, label = pending_labels.popleft()
+            labeller.log_label(request_id, label)
+
+    started = time.monotonic()
+    interval = 1.0 / config.rate
+    end = started + config.warmup_s + config.duration_s
+    faults_on = False
+    for index in range(len(traffic.records)):
+        now = time.monotonic()
+        if now >= end:
+            break
+        if index == traffic.scenario_start and scenario.faults and not faults_on:
+            await _set_faults(client, config.token, scenario.faults)
+            faults_on = True
+        due = started + index * interval
+        if due > now:
+            await asyncio.sleep(due - now)
+        emit_due_labels(time.monotonic())
+        await slots.acquire()
+        task = asyncio.create_task(send(index))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    if tasks:
+        await asyncio.wait(tasks, timeout=config.timeout_s + 1)
+    report.elapsed_s = time.monotonic() - started
+    if pending_labels:  # the last labels are due at most label_delay after the last answer
+        await asyncio.sleep(max(0.0, pending_labels[-1][0] - time.monotonic()))
+        emit_due_labels(math.inf)
+
+
+def replay(config: ReplayConfig) -> ReplayReport:
+    return asyncio.run(run_replay(config))

@@ -1,0 +1,374 @@
+"""The inference server (CONTRACTS.md §3): FastAPI on uvicorn, one model, hot-swapped on alias moves.
+
+Request path of POST /predict, all on the event loop except the forward pass:
+read the body (413 above the limit) -> validate against the version's input schema
+(422 naming the field) -> serving features (the shared transform, or the skew fault's
+bug) -> cache look-up keyed by (model, version, features) -> dynamic batcher (forward
+pass on its worker thread) -> answer -> one event to the non-blocking logger.
+
+The production alias is read every `alias_poll_s` seconds on a background task; a
+different version is loaded on a thread and swapped in atomically (a reference
+assignment), so a promotion or rollback takes effect within that interval plus the
+load time, without dropping a request. In-flight batches finish on the old version
+and answer with its number.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Sequence
+
+import orjson
+import torch
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from driftline import defaults
+from driftline.client import InferenceLogger
+from driftline.config import Settings
+from driftline.errors import UserError
+from driftline.transform import FeatureTransform
+from worker.batcher import DynamicBatcher
+from worker.cache import PredictionCache, cache_key
+from worker.dataset import generate_inputs
+from worker.faults import Faults
+from worker.metrics import WorkerMetrics
+from worker.model import CreditMLP, load_model, resolve_device
+from worker.registry import Registry, VersionInfo
+from worker.retrain import LabelListener, RecentTraffic, RetrainManager
+from worker.validation import InputError, parse_predict
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "credit-default"
+
+
+@dataclass
+class WorkerConfig:
+    model: str = DEFAULT_MODEL
+    device: str = "auto"
+    max_batch_size: int = defaults.WORKER_MAX_BATCH_SIZE
+    max_wait_ms: float = defaults.WORKER_MAX_WAIT_MS
+    cache_size: int = defaults.WORKER_CACHE_SIZE
+    cache_ttl_s: float = defaults.WORKER_CACHE_TTL_SECONDS
+    log_events: bool = True
+    event_buffer: int = defaults.WORKER_EVENT_BUFFER
+    alias_poll_s: float = defaults.WORKER_ALIAS_POLL_SECONDS
+    max_body_bytes: int = defaults.WORKER_MAX_BODY_BYTES
+    retrain_buffer_rows: int = defaults.WORKER_RETRAIN_BUFFER_ROWS
+    retrain_min_rows: int = defaults.WORKER_RETRAIN_MIN_ROWS
+    retrain_epochs: int = 4
+    listen_for_labels: bool = True
+    # At shut-down, how long to wait for buffered events to reach Kafka.
+    shutdown_flush_s: float = 5.0
+
+
+@dataclass
+class LoadedVersion:
+    """One registered version, ready to serve."""
+
+    info: VersionInfo
+    net: CreditMLP
+    transform: FeatureTransform
+    device: str
+    schema: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def model(self) -> str:
+        return self.info.model
+
+    @property
+    def version(self) -> str:
+        return self.info.version
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.info.metrics
+
+    def predict(self, feature_records: Sequence[dict[str, Any]]) -> list[float]:
+        matrix = self.transform.encode(feature_records)
+        with torch.inference_mode():
+            scores = torch.sigmoid(self.net(torch.from_numpy(matrix).to(self.device)))
+            return scores.cpu().tolist()
+
+
+def load_version(registry: Registry, model: str, version: str, device: str) -> LoadedVersion:
+    info = registry.get(model, version)
+    net = load_model(info.artifact_path, info.artifact_sha256, device)
+    loaded = LoadedVersion(info, net, FeatureTransform.from_dict(info.transform), device,
+                           info.feature_schema or FeatureTransform.input_schema())
+    loaded.predict(FeatureTransform().apply(generate_inputs(4, seed=0).to_dict("records")))  # warm-up
+    return loaded
+
+
+class Worker:
+    """The serving state shared by the endpoints; `create_app` wires it into FastAPI."""
+
+    def __init__(self, settings: Settings, config: WorkerConfig):
+        self.settings = settings
+        self.config = config
+        self.registry = Registry(settings.db_url, settings.artifacts_dir)
+        self.device = resolve_device(config.device)
+        self.current: LoadedVersion | None = None
+        self.faults = Faults()
+        self.cache = PredictionCache(config.cache_size, config.cache_ttl_s)
+        self.batcher = DynamicBatcher(self._run_batch, config.max_batch_size, config.max_wait_ms)
+        self.logger: InferenceLogger | None = None
+        self.metrics = WorkerMetrics(lambda: self.logger.stats() if self.logger else None,
+                                     lambda: self.batcher.queue_depth)
+        self.batcher.on_batch = self.metrics.observe_batch
+        self.traffic = RecentTraffic(config.retrain_buffer_rows)
+        self.label_listener: LabelListener | None = None
+        self.retrainer = RetrainManager(self.registry, config.model, self.traffic, config.retrain_min_rows,
+                                        lambda: self.current, epochs=config.retrain_epochs)
+        self._failed_versions: set[str] = set()
+        self._poll_task: asyncio.Task | None = None
+        self.example: dict[str, Any] = generate_inputs(1, seed=0).to_dict("records")[0]
+
+    # --- start-up and shut-down --------------------------------------------------------
+    def load(self) -> None:
+        """Load the production version (before serving: errors here are the user's to fix)."""
+        version = self.registry.alias(self.config.model)
+        if version is None:
+            known = self.registry.versions(self.config.model)
+            if not known:
+                raise UserError(f"model {self.config.model!r} has no registered versions; run `driftline train` first")
+            raise UserError(f"model {self.config.model!r} has no production version; "
+                            f"run `driftline promote {known[-1].version} --model {self.config.model}`")
+        self._swap(load_version(self.registry, self.config.model, version, self.device))
+
+    def _swap(self, loaded: LoadedVersion) -> None:
+        self.current = loaded
+        self.metrics.set_model(loaded.model, loaded.version, loaded.device)
+
+    async def start(self) -> None:
+        if self.current is None:
+            await asyncio.to_thread(self.load)
+        await self.batcher.start()
+        if self.config.log_events:
+            self.logger = InferenceLogger(self.settings.bootstrap_servers, self.config.model, self.current.version,
+                                          max_buffered=self.config.event_buffer, device=self.device)
+        if self.config.listen_for_labels:
+            self.label_listener = LabelListener(self.settings.bootstrap_servers, self.config.model,
+                                                self.traffic).start()
+        if self.config.alias_poll_s > 0:
+            self._poll_task = asyncio.create_task(self._poll_alias(), name="driftline-alias-poll")
+
+    async def stop(self) -> None:
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poll_task
+        await self.batcher.stop()
+        self.retrainer.shutdown()
+        if self.label_listener is not None:
+            await asyncio.to_thread(self.label_listener.stop)
+        if self.logger is not None:
+            await asyncio.to_thread(self.logger.close, self.config.shutdown_flush_s)
+
+    async def _poll_alias(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.alias_poll_s)
+            try:
+                await self.check_alias()
+            except Exception as exc:  # the store may be briefly unavailable; keep serving
+                log.warning("cannot check the production alias: %s", exc)
+
+    async def check_alias(self) -> bool:
+        """Swap to the version the production alias points at, if it moved; True when swapped."""
+        version = await asyncio.to_thread(self.registry.alias, self.config.model)
+        if version is None or self.current is None or version == self.current.version:
+            return False
+        if version in self._failed_versions:
+            return False
+        try:
+            loaded = await asyncio.to_thread(load_version, self.registry, self.config.model, version, self.device)
+        except Exception as exc:
+            self._failed_versions.add(version)  # do not retry a broken artifact every second
+            log.error("cannot load %s version %s, still serving %s: %s", self.config.model, version,
+                      self.current.version, exc)
+            return False
+        previous = self.current.version
+        self._swap(loaded)
+        self.metrics.model_swaps.inc()
+        log.info("now serving %s version %s (was %s)", loaded.model, loaded.version, previous)
+        return True
+
+    # --- serving ---------------------------------------------------------------------
+    def _run_batch(self, feature_records: Sequence[dict[str, Any]]) -> tuple[list[float], LoadedVersion]:
+        loaded = self.current  # one version per batch, even if a swap lands meanwhile
+        return loaded.predict(feature_records), loaded
+
+    async def predict(self, request: Request) -> dict[str, Any]:
+        started = time.perf_counter()
+        with self.batcher.arriving():  # lets the batcher wait for this request rather than leave without it
+            body = await _read_body(request, self.config.max_body_bytes)
+            loaded = self.current
+            parsed = parse_predict(body, loaded.schema)
+            features = self.faults.serving_features(parsed.inputs)
+            cached = self.cache.get(cache_key(loaded.model, loaded.version, features))
+        request_id = parsed.request_id or uuid.uuid4().hex
+        if cached is not None:
+            self.metrics.cache_hits.inc()
+            prediction, version, queue_ms, compute_ms, batch_size = cached, loaded.version, 0.0, 0.0, None
+        else:
+            self.metrics.cache_misses.inc()
+            result = await self.batcher.submit(features)
+            prediction, version = result.value, result.tag.version
+            queue_ms, compute_ms, batch_size = result.queue_ms, result.compute_ms, result.batch_size
+            self.cache.put(cache_key(loaded.model, version, features), prediction)
+        extra = self.faults.extra_latency_s()
+        if extra:
+            slept_from = time.perf_counter()
+            await asyncio.sleep(extra)
+            compute_ms += (time.perf_counter() - slept_from) * 1000.0
+        total_ms = (time.perf_counter() - started) * 1000.0
+        latency = {"total": round(total_ms, 3), "queue": round(queue_ms, 3), "compute": round(compute_ms, 3)}
+        self.metrics.latency_total.observe(total_ms / 1000.0)
+        self.metrics.latency_queue.observe(queue_ms / 1000.0)
+        self.metrics.latency_compute.observe(compute_ms / 1000.0)
+        if self.logger is not None:
+            self.logger.log(features, prediction, latency, request_id=request_id, inputs=parsed.inputs,
+                            entity_id=parsed.entity_id, version=version, batch_size=batch_size,
+                            cache_hit=cached is not None)
+        if self.config.listen_for_labels:
+            self.traffic.add_request(request_id, parsed.inputs)
+        return {"request_id": request_id, "model": loaded.model, "version": version, "prediction": prediction,
+                "cached": cached is not None, "latency_ms": latency}
+
+
+def _json(document: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(document), status_code=status, media_type="application/json")
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise InputError("invalid Content-Length header", status=400)
+        if int(declared) > limit:
+            raise InputError(f"the body is {declared} bytes, above the limit of {limit}", status=413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise InputError(f"the body is above the limit of {limit} bytes", status=413)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(worker: Worker) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await worker.start()
+        try:
+            yield
+        finally:
+            await worker.stop()
+
+    app = FastAPI(title="driftline worker", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.worker = worker
+    token = worker.settings.retrain_token
+
+    def authorised(request: Request) -> bool:
+        header = request.headers.get("authorization", "")
+        return header.startswith("Bearer ") and hmac.compare_digest(header[7:].encode(), token.encode())
+
+    def unauthorised() -> Response:
+        return _json({"detail": "missing or wrong bearer token (settings.retrain_token, env DRIFTLINE_RETRAIN_TOKEN)"},
+                     401)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        current = worker.current
+        stats = worker.logger.stats() if worker.logger else None
+        return _json({"status": "ok", "model": current.model, "version": current.version, "device": worker.device,
+                      "kafka_connected": None if stats is None else stats.connected})
+
+    @app.get("/model")
+    async def model_info() -> Response:
+        current = worker.current
+        return _json({"name": current.model, "version": current.version, "features": current.schema,
+                      "example": worker.example, "metrics": current.metrics,
+                      "batching": {"max_batch_size": worker.config.max_batch_size,
+                                   "max_wait_ms": worker.config.max_wait_ms}})
+
+    @app.post("/predict")
+    async def predict(request: Request) -> Response:
+        try:
+            answer = await worker.predict(request)
+        except InputError as exc:
+            worker.metrics.requests.labels(str(exc.status)).inc()
+            return _json(exc.body(), exc.status)
+        except Exception as exc:  # the model failed: say so, keep serving
+            log.exception("prediction failed")
+            worker.metrics.requests.labels("500").inc()
+            return _json({"detail": f"prediction failed: {exc}"}, 500)
+        worker.metrics.requests.labels("200").inc()
+        return _json(answer)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(worker.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/admin/faults")
+    async def get_faults(request: Request) -> Response:
+        if not authorised(request):
+            return unauthorised()
+        return _json(worker.faults.as_dict())
+
+    @app.post("/admin/faults")
+    async def set_faults(request: Request) -> Response:
+        if not authorised(request):
+            return unauthorised()
+        try:
+            changes = orjson.loads(await _read_body(request, 4096) or b"{}")
+            if not isinstance(changes, dict):
+                raise ValueError("expected a JSON object such as {\"skew\": true}")
+            worker.faults.update(changes)
+        except (ValueError, InputError) as exc:
+            return _json({"detail": str(exc)}, 422)
+        log.warning("faults now %s", worker.faults.as_dict())
+        return _json(worker.faults.as_dict())
+
+    @app.delete("/admin/faults")
+    async def clear_faults(request: Request) -> Response:
+        if not authorised(request):
+            return unauthorised()
+        worker.faults.update({"skew": False, "latency_ms": 0, "latency_fraction": 0})
+        return _json(worker.faults.as_dict())
+
+    @app.post("/admin/retrain")
+    async def retrain(request: Request) -> Response:
+        if not authorised(request):
+            return unauthorised()
+        try:
+            raw = await _read_body(request, 65_536)
+            reason = orjson.loads(raw) if raw.strip() else {}
+        except (orjson.JSONDecodeError, InputError) as exc:
+            return _json({"detail": f"the body must be a JSON object (the reason): {exc}"}, 422)
+        if not isinstance(reason, dict):
+            return _json({"detail": "the body must be a JSON object (the reason)"}, 422)
+        key = request.headers.get("idempotency-key") or uuid.uuid4().hex
+        if len(key) > 128:
+            return _json({"detail": "Idempotency-Key: longer than 128 characters"}, 422)
+        ticket = await asyncio.to_thread(worker.retrainer.submit, key, reason)
+        return _json({"request_id": str(ticket.id), "idempotency_key": ticket.idempotency_key,
+                      "status": ticket.status, "duplicate": not ticket.created}, 202)
+
+    @app.get("/admin/retrain/{request_id}")
+    async def retrain_status(request_id: str, request: Request) -> Response:
+        if not authorised(request):
+            return unauthorised()
+        document = await asyncio.to_thread(worker.retrainer.get, int(request_id)) if request_id.isdigit() else None
+        if document is None:
+            return _json({"detail": f"no retrain request {request_id}"}, 404)
+        return _json(document)
+
+    return app

@@ -1,0 +1,122 @@
+"""Checking a POST /predict body against the model's input schema, with messages that name the field.
+
+Rules: the body is a JSON object with a "features" object holding exactly the schema's
+fields (a missing or unknown field is an error); a numeric field takes a finite number
+or null; a categorical field takes a string or null. Null is accepted on purpose: a
+value the caller knows is missing reaches the model (the transform imputes it) and the
+monitor, which counts it as a data-quality problem, while a missing *key* is a client
+bug. Out-of-range numbers and unseen categories are accepted for the same reason.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import orjson
+
+MAX_ID_CHARS = 256
+MAX_CATEGORY_CHARS = 200
+
+
+class InputError(Exception):
+    """A request the client must fix: `status` (413 or 422), `message`, `field` (JSON path or None)."""
+
+    def __init__(self, message: str, field: str | None = None, status: int = 422):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.status = status
+
+    def body(self) -> dict[str, Any]:
+        detail = f"{self.field}: {self.message}" if self.field else self.message
+        return {"detail": detail, "field": self.field}
+
+
+@dataclass(frozen=True, slots=True)
+class PredictRequest:
+    inputs: dict[str, Any]
+    request_id: str | None
+    entity_id: str | None
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    # orjson refuses NaN and Infinity; the standard parser reads them, so the
+    # check below can name the field instead of reporting a syntax error.
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"the body is not valid JSON ({exc})") from None
+
+
+def parse_predict(body: bytes, schema: Sequence[dict[str, Any]]) -> PredictRequest:
+    doc = _decode(body)
+    if not isinstance(doc, dict):
+        raise InputError(f'expected a JSON object like {{"features": {{...}}}}, got {_type_name(doc)}')
+    unknown_top = set(doc) - {"features", "request_id", "entity_id"}
+    if unknown_top:
+        raise InputError("unknown field; expected features, request_id, entity_id", sorted(unknown_top)[0])
+    features = doc.get("features")
+    if features is None:
+        raise InputError("required field is missing", "features")
+    if not isinstance(features, dict):
+        raise InputError(f"expected an object of feature values, got {_type_name(features)}", "features")
+    known = {entry["name"]: entry["kind"] for entry in schema}
+    for name in features:
+        if name not in known:
+            raise InputError(f"unknown feature; this model takes {', '.join(known)}", f"features.{name}")
+    inputs: dict[str, Any] = {}
+    for name, kind in known.items():
+        if name not in features:
+            raise InputError("required feature is missing (send null for a value that is not known)",
+                             f"features.{name}")
+        inputs[name] = _check_value(features[name], kind, f"features.{name}")
+    return PredictRequest(inputs, _optional_id(doc, "request_id"), _optional_id(doc, "entity_id"))
+
+
+def _check_value(value: Any, kind: str, field: str) -> Any:
+    if value is None:
+        return None
+    if kind == "numeric":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"expected a number or null, got {_type_name(value)}", field)
+        try:
+            as_float = float(value)
+        except OverflowError:
+            raise InputError("the number is too large", field) from None
+        if not math.isfinite(as_float):
+            raise InputError(f"must be a finite number, got {value}", field)
+        return value
+    if not isinstance(value, str):
+        raise InputError(f"expected a string or null, got {_type_name(value)}", field)
+    if len(value) > MAX_CATEGORY_CHARS:
+        raise InputError(f"longer than {MAX_CATEGORY_CHARS} characters", field)
+    return value
+
+
+def _optional_id(doc: dict[str, Any], field: str) -> str | None:
+    value = doc.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InputError(f"expected a non-empty string, got {_type_name(value)}", field)
+    if len(value) > MAX_ID_CHARS:
+        raise InputError(f"longer than {MAX_ID_CHARS} characters", field)
+    return value
