@@ -29,7 +29,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, ContextManager
+from typing import Callable, ContextManager
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -80,13 +80,16 @@ def next_attempt(result: SendResult, attempts: int, created_at: datetime, now: d
     return when
 
 
-def _session_factory(target: str | Engine | Callable[[], ContextManager[Session]]) -> Callable[[], ContextManager[Session]]:
+SessionFactory = Callable[[], ContextManager[Session]]
+
+
+def _session_factory(target: str | Engine | SessionFactory) -> SessionFactory:
     if isinstance(target, (str, Engine)):
         return lambda: session_scope(target)
     return target
 
 
-def deliver_due(url_or_session_factory: str | Engine | Callable[[], ContextManager[Session]], *, channels: Channels,
+def deliver_due(url_or_session_factory: str | Engine | SessionFactory, *, channels: Channels,
                 now: datetime | None = None, limit: int = 100, policy: DeliveryPolicy | None = None,
                 rng: random.Random | None = None) -> DeliveryReport:
     """Send up to `limit` due notifications; returns what happened to each.

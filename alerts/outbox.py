@@ -30,8 +30,9 @@ from alerts.times import as_utc
 
 SessionFactory = Callable[[], ContextManager[Session]]
 # A retraining notification's RetrainRequest row: its key is this prefix + the notification's key.
-# (The HTTP Idempotency-Key is the bare key; a receiver that stores requests in the same
-# store, like the worker's /admin/retrain, keys its own row by it.)
+# The HTTP Idempotency-Key is the bare key: a receiver that stores requests in the same store
+# (the worker's /admin/retrain) keys its own row by it, and must not find ours under that key,
+# or it would take the request for a duplicate and never run it.
 RETRAIN_ROW_PREFIX = "policy:"
 
 
@@ -116,7 +117,7 @@ def record_success(session_factory: SessionFactory, claim: Claim, *, now: dateti
     with session_factory() as session:
         done = _finish(session, claim, status="sent", sent_at=now, response_status=status_code, last_error=None)
         if done and claim.channel == "retrain":
-            _retrain_outcome(session, claim, "accepted", response, now)
+            _retrain_outcome(session, claim, "running", response, now)
         return done
 
 
@@ -138,13 +139,24 @@ def record_failure(session_factory: SessionFactory, claim: Claim, *, now: dateti
 
 
 def _retrain_outcome(session: Session, claim: Claim, status: str, response: Any, now: datetime) -> None:
+    """Record the receiver's answer on the policy's RetrainRequest row.
+
+    Accepted ("running": the receiver owns the rest). If the receiver keeps its own row
+    in this store under the same key (the worker's POST /admin/retrain does), that row
+    becomes the one record of the request and the policy's row is removed, so a request
+    is never counted twice.
+    """
     row = session.scalar(select(RetrainRequest).where(
         RetrainRequest.idempotency_key == RETRAIN_ROW_PREFIX + claim.idempotency_key))
     if row is None:
         return
+    if status == "running" and session.scalar(select(RetrainRequest.id).where(
+            RetrainRequest.idempotency_key == claim.idempotency_key)) is not None:
+        session.delete(row)
+        return
     row.status = status
     row.response = response if isinstance(response, dict) else {"body": response}
-    row.completed_at = now if status != "accepted" else None
+    row.completed_at = None if status == "running" else now
 
 
 def requeue_failed(session: Session, *, now: datetime, ids: Iterable[int] | None = None,

@@ -4,15 +4,18 @@
 policy (alerts.rules.RetrainPolicy) fires and the model is out of its cooldown, it
 writes, in the caller's transaction, a `RetrainRequest` row (status "requested") and
 an outbox row for the "retrain" channel; `deliver_due` then POSTs it to the
-retraining webhook and records the outcome on the RetrainRequest: "accepted" (2xx,
-the receiver's answer in `response`), "rejected" (a 4xx), or "failed" (retry budget
-spent; `driftline alerts retry` sends it again).
+retraining webhook and records the outcome on the RetrainRequest: "running" (2xx:
+accepted, the receiver's answer in `response`, the receiver owns the rest), "rejected"
+(a 4xx), or "failed" (retry budget spent; `driftline alerts retry` sends it again). When
+the receiver records the request in the same store under the Idempotency-Key (the
+worker's POST /admin/retrain does, and tracks running -> succeeded there), its row
+replaces the policy's row, so each request is one row.
 
 Triggers:
-- **drift**: each of the last `windows` evaluated windows (status ok) of this model
-  version, this one included, has a breached result of one of `detectors` on one of
-  `features` (any feature when the list is empty; the model-level dataset_drift
-  result counts only then);
+- **drift**: each of the last `windows` windows of this model version (this one
+  included, adjacent in event time, evaluated with status ok) has a breached result
+  of one of `detectors` on one of `features` (any feature when the list is empty;
+  the model-level dataset_drift result counts only then);
 - **quality**: a model_quality result of this window (any metric, or one of
   `quality_metrics`) dropped by at least `quality_drop` against its reference:
   ``details["drop"]`` when the detector gives it, else ``reference - value`` for
@@ -110,6 +113,9 @@ def _window_doc(w: WindowEvaluation) -> dict[str, Any]:
 def _drift_reason(session: Session, model: str, version: str, windows: list[WindowEvaluation],
                   policy: RetrainPolicy) -> dict[str, Any] | None:
     if len(windows) < policy.windows:
+        return None
+    # Consecutive in event time: each window starts where the previous one ended (a gap restarts the count).
+    if any(newer.window_start_ms != older.window_end_ms for newer, older in zip(windows, windows[1:], strict=False)):
         return None
     starts = [w.window_start_ms for w in windows]
     rows = session.scalars(select(DetectorResult).where(

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
-from sqlalchemy import Connection, Engine, and_, bindparam, delete, func, insert, select, update
+import orjson
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
 
 from driftline.baseline import Baseline
 from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord,
@@ -73,13 +74,15 @@ def advance_offset(conn: Connection, group_id: str, topic: str, partition: int, 
     if expected is None:
         result = conn.execute(_insert_ignoring_duplicates(conn, OFFSETS).values(
             group_id=group_id, topic=topic, partition=partition, next_offset=next_offset, topic_id=topic_id,
-            updated_at=now))
-        return result.rowcount == 1
-    result = conn.execute(update(OFFSETS).where(
-        OFFSETS.c.group_id == group_id, OFFSETS.c.topic == topic, OFFSETS.c.partition == partition,
-        OFFSETS.c.next_offset == expected.next_offset, OFFSETS.c.topic_id.is_not_distinct_from(expected.topic_id),
-    ).values(next_offset=next_offset, topic_id=topic_id, updated_at=now))
-    return result.rowcount == 1
+            updated_at=now).returning(OFFSETS.c.partition))
+    else:
+        result = conn.execute(update(OFFSETS).where(
+            OFFSETS.c.group_id == group_id, OFFSETS.c.topic == topic, OFFSETS.c.partition == partition,
+            OFFSETS.c.next_offset == expected.next_offset,
+            OFFSETS.c.topic_id.is_not_distinct_from(expected.topic_id),
+        ).values(next_offset=next_offset, topic_id=topic_id, updated_at=now).returning(OFFSETS.c.partition))
+    # RETURNING rather than rowcount: psycopg reports -1 for INSERT ... ON CONFLICT through SQLAlchemy.
+    return len(result.all()) == 1
 
 
 # --- window states ----------------------------------------------------------------------
@@ -119,32 +122,76 @@ def insert_dead_letters(conn: Connection, rows: list[dict[str, Any]]) -> None:
 
 
 # --- predictions and labels -------------------------------------------------------------
+# A flush can carry 100 000 predictions: these statements go straight to the driver (one
+# statement with arrays on PostgreSQL, C-level executemany on SQLite) instead of through
+# SQLAlchemy's per-row parameter processing, which cost more than the database itself.
+# JSON columns are written as JSON text (what SQLAlchemy's JSON type reads back).
 
-def insert_predictions(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Insert prediction rows; a request id already stored (a duplicate event) keeps its first row."""
-    if rows:
-        conn.execute(_insert_ignoring_duplicates(conn, PREDICTIONS), rows)
+def _json(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _loads(value: Any) -> Any:
+    if value is None or not isinstance(value, (str, bytes)):
+        return value
+    return orjson.loads(value)
+
+
+def _select_by_ids(conn: Connection, sql: str, ids: Sequence[str], lock: bool) -> list[tuple[Any, ...]]:
+    """Run ``sql`` (ending in ``WHERE ... AND request_id``) for `ids`."""
+    if conn.dialect.name == "postgresql":
+        return list(conn.exec_driver_sql(sql + " = ANY(%s)" + (" FOR UPDATE" if lock else ""), (list(ids),)))
+    rows: list[tuple[Any, ...]] = []
+    for chunk in _chunks(ids):
+        rows.extend(conn.exec_driver_sql(f"{sql} IN ({','.join('?' * len(chunk))})", tuple(chunk)))
+    return rows
+
+
+def insert_predictions(conn: Connection, rows: list[tuple[str, str, str, int, int, Any, Any, int | None]]) -> None:
+    """Insert (request_id, model, version, ts_ms, window_start_ms, prediction, label, labelled_at_ms) rows.
+
+    A request id already stored (a duplicate event) keeps its first row.
+    """
+    if not rows:
+        return
+    columns = "request_id, model, version, ts_ms, window_start_ms, prediction, label, labelled_at_ms"
+    if conn.dialect.name == "postgresql":
+        ids, models, versions, ts, starts, predictions, labels, labelled = zip(*rows)
+        conn.exec_driver_sql(
+            f"INSERT INTO predictions ({columns}) SELECT * FROM unnest(%s::varchar[], %s::varchar[], "
+            "%s::varchar[], %s::bigint[], %s::bigint[], %s::text[]::json[], %s::text[]::json[], %s::bigint[]) "
+            "ON CONFLICT DO NOTHING",
+            (list(ids), list(models), list(versions), list(ts), list(starts), [_json(p) for p in predictions],
+             [_json(v) for v in labels], list(labelled)))
+    else:
+        conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                             "ON CONFLICT DO NOTHING",
+                             [(r[0], r[1], r[2], r[3], r[4], _json(r[5]), _json(r[6]), r[7]) for r in rows])
 
 
 def unjoined_labels(conn: Connection, request_ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
     """request id -> (model, label) of stored labels still waiting for their prediction (rows locked)."""
-    out: dict[str, tuple[str, Any]] = {}
-    for chunk in _chunks(request_ids):
-        rows = conn.execute(select(LABELS.c.request_id, LABELS.c.model, LABELS.c.label).where(
-            LABELS.c.request_id.in_(chunk), LABELS.c.joined.is_(False)).with_for_update())
-        out.update((r.request_id, (r.model, r.label)) for r in rows)
-    return out
+    cast = "::text" if conn.dialect.name == "postgresql" else ""
+    rows = _select_by_ids(conn, f"SELECT request_id, model, label{cast} FROM labels "
+                                f"WHERE joined = {_false(conn)} AND request_id", request_ids, lock=True)
+    return {rid: (model, _loads(label)) for rid, model, label in rows}
 
 
-def unlabelled_predictions(conn: Connection, request_ids: Sequence[str]) -> dict[str, Any]:
-    """request id -> row (model, version, window_start_ms, prediction) of unlabelled predictions (locked)."""
-    out: dict[str, Any] = {}
-    for chunk in _chunks(request_ids):
-        rows = conn.execute(select(PREDICTIONS.c.request_id, PREDICTIONS.c.model, PREDICTIONS.c.version,
-                                   PREDICTIONS.c.window_start_ms, PREDICTIONS.c.prediction).where(
-            PREDICTIONS.c.request_id.in_(chunk), PREDICTIONS.c.labelled_at_ms.is_(None)).with_for_update())
-        out.update((r.request_id, r) for r in rows)
-    return out
+@dataclass(frozen=True)
+class StoredPrediction:
+    model: str
+    version: str
+    window_start_ms: int
+    prediction: Any
+
+
+def unlabelled_predictions(conn: Connection, request_ids: Sequence[str]) -> dict[str, StoredPrediction]:
+    """request id -> the stored prediction not labelled yet (rows locked)."""
+    cast = "::text" if conn.dialect.name == "postgresql" else ""
+    rows = _select_by_ids(conn, f"SELECT request_id, model, version, window_start_ms, prediction{cast} "
+                                "FROM predictions WHERE labelled_at_ms IS NULL AND request_id", request_ids,
+                          lock=True)
+    return {r[0]: StoredPrediction(r[1], r[2], int(r[3]), _loads(r[4])) for r in rows}
 
 
 def unjoined_pairs(conn: Connection, limit: int) -> list[Any]:
@@ -159,22 +206,49 @@ def unjoined_pairs(conn: Connection, limit: int) -> list[Any]:
 
 
 def mark_predictions_labelled(conn: Connection, labels: dict[str, Any], now_ms: int) -> None:
-    if labels:
-        conn.execute(update(PREDICTIONS).where(PREDICTIONS.c.request_id == bindparam("rid"))
-                     .values(label=bindparam("new_label"), labelled_at_ms=now_ms),
-                     [{"rid": rid, "new_label": label} for rid, label in labels.items()])
+    if not labels:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(
+            "UPDATE predictions AS p SET label = v.label, labelled_at_ms = %s "
+            "FROM unnest(%s::varchar[], %s::text[]::json[]) AS v(request_id, label) WHERE p.request_id = v.request_id",
+            (now_ms, list(labels), [_json(v) for v in labels.values()]))
+    else:
+        conn.exec_driver_sql("UPDATE predictions SET label = ?, labelled_at_ms = ? WHERE request_id = ?",
+                             [(_json(label), now_ms, rid) for rid, label in labels.items()])
 
 
 def mark_labels_joined(conn: Connection, request_ids: Sequence[str]) -> None:
-    for chunk in _chunks(list(request_ids)):
-        conn.execute(update(LABELS).where(LABELS.c.request_id.in_(chunk)).values(joined=True))
+    if not request_ids:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("UPDATE labels SET joined = true WHERE request_id = ANY(%s)", (list(request_ids),))
+    else:
+        for chunk in _chunks(list(request_ids)):
+            conn.exec_driver_sql(f"UPDATE labels SET joined = 1 WHERE request_id IN ({','.join('?' * len(chunk))})",
+                                 tuple(chunk))
 
 
-def insert_labels(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Insert label rows; a request id already labelled keeps its first label."""
-    if rows:
-        now = utcnow()
-        conn.execute(_insert_ignoring_duplicates(conn, LABELS), [{**r, "received_at": now} for r in rows])
+def insert_labels(conn: Connection, rows: list[tuple[str, str, Any, int, bool]]) -> None:
+    """Insert (request_id, model, label, ts_ms, joined) rows; a request id already labelled keeps its first label."""
+    if not rows:
+        return
+    now = utcnow()
+    columns = "request_id, model, label, ts_ms, joined, received_at"
+    if conn.dialect.name == "postgresql":
+        ids, models, labels, ts, joined = zip(*rows)
+        conn.exec_driver_sql(
+            f"INSERT INTO labels ({columns}) SELECT r.*, %s FROM unnest(%s::varchar[], %s::varchar[], "
+            "%s::text[]::json[], %s::bigint[], %s::boolean[]) AS r ON CONFLICT DO NOTHING",
+            (now, list(ids), list(models), [_json(v) for v in labels], list(ts), list(joined)))
+    else:
+        stamp = now.strftime("%Y-%m-%d %H:%M:%S.%f")  # SQLAlchemy's SQLite DateTime format
+        conn.exec_driver_sql(f"INSERT INTO labels ({columns}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                             [(r[0], r[1], _json(r[2]), r[3], int(r[4]), stamp) for r in rows])
+
+
+def _false(conn: Connection) -> str:
+    return "false" if conn.dialect.name == "postgresql" else "0"
 
 
 def prune(engine: Engine, cutoff_ms: int) -> tuple[int, int]:
@@ -194,9 +268,10 @@ def load_baseline(engine: Engine, model: str, version: str) -> Baseline | None:
     return Baseline.from_dict(summary) if summary else None
 
 
-def stored_watermark(engine: Engine, model: str, version: str) -> int | None:
-    """A lower bound of the largest event time already stored for a model version: its last window's start."""
+def stored_watermark(engine: Engine, model: str, version: str, partition: int) -> int | None:
+    """The largest event time stored for a model version on one partition (its latest window's state)."""
     with engine.connect() as conn:
-        value = conn.execute(select(func.max(WINDOWS.c.window_start_ms)).where(
-            WINDOWS.c.model == model, WINDOWS.c.version == version, WINDOWS.c.partition >= 0)).scalar()
-    return int(value) if value is not None else None
+        blob = conn.execute(select(WINDOWS.c.state).where(
+            WINDOWS.c.model == model, WINDOWS.c.version == version, WINDOWS.c.partition == partition)
+            .order_by(WINDOWS.c.window_start_ms.desc()).limit(1)).scalar()
+    return WindowState.from_bytes(blob).max_event_ms if blob is not None else None

@@ -2,12 +2,15 @@
 
 A window is ``[start, start + window_ms)`` with ``start = ts_ms - ts_ms mod window_ms``
 (epoch milliseconds, so windows line up across collectors and restarts). The
-*watermark* of a model version is the largest event time seen so far; a window is
-**closed** once ``end + allowed_lateness <= watermark``. An event of a closed window
-is *late*: it is still folded into its own window (states are mergeable, so nothing
-is lost) and counted in ``late_events``, which tells the scheduler to evaluate that
-window again. Lateness is judged against the events that arrived *before* it, in
-partition order, so a batch is classified exactly as the same events one by one.
+*watermark* of a model version on a Kafka partition is the largest event time seen
+so far on that partition; a window is **closed** for the partition once
+``end + allowed_lateness <= watermark``. An event of a closed window is *late*: it is
+still folded into its own window (states are mergeable, so nothing is lost) and
+counted in ``late_events``, which tells the scheduler to evaluate that window again.
+Lateness is judged against the events that arrived *before* it, in partition order,
+so a batch is classified exactly as the same events one by one. Watermarks are per
+partition because partitions are read at different speeds (a backlog, a rebalance):
+one partition running ahead must not make another's punctual events late.
 
 Everything here is vectorised per (model, version) group of a poll batch: numpy
 assigns windows and lateness, `EventBatch` turns each window's events into columns

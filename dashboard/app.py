@@ -19,12 +19,12 @@ except ModuleNotFoundError:  # run from a checkout that is not installed: the re
 st.set_page_config(page_title="driftline", page_icon=":material/monitoring:", layout="wide")
 
 PAGES = [
-    st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page("pages/model.py", title="Model", icon=":material/model_training:", url_path="model"),
-    st.Page("pages/feature.py", title="Feature drill-down", icon=":material/query_stats:", url_path="feature"),
-    st.Page("pages/alerts.py", title="Alerts", icon=":material/notifications_active:", url_path="alerts"),
-    st.Page("pages/retraining.py", title="Retraining", icon=":material/autorenew:", url_path="retraining"),
-    st.Page("pages/report.py", title="Report", icon=":material/description:", url_path="report"),
+    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("views/model.py", title="Model", icon=":material/model_training:", url_path="model"),
+    st.Page("views/feature.py", title="Feature drill-down", icon=":material/query_stats:", url_path="feature"),
+    st.Page("views/alerts.py", title="Alerts", icon=":material/notifications_active:", url_path="alerts"),
+    st.Page("views/retraining.py", title="Retraining", icon=":material/autorenew:", url_path="retraining"),
+    st.Page("views/report.py", title="Report", icon=":material/description:", url_path="report"),
 ]
 
 url = ui.db_url()

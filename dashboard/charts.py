@@ -29,14 +29,14 @@ def _time(field: str, span_ms: int | None = None, **kwargs) -> alt.X:
     return alt.X(field, type="temporal", scale=alt.Scale(type="utc"), axis=axis, **kwargs)
 
 
-def score_heatmap(cells: pd.DataFrame, features: list[str], span_ms: int, height_per_row: int = 18) -> alt.Chart:
+def score_heatmap(cells: pd.DataFrame, features: list[str], span_ms: int, height_per_row: int = 22) -> alt.Chart:
     """Features x time buckets, coloured by the relative score (1 = at the threshold); breaches outlined.
 
     `cells`: feature, start, end, score, metric, worst, threshold, windows, breached.
     """
     base = alt.Chart(cells).encode(
         x=_time("start:T", span_ms), x2="end:T",
-        y=alt.Y("feature:N", sort=features, title=None, axis=alt.Axis(labelLimit=180)),
+        y=alt.Y("feature:N", sort=features, title=None, axis=alt.Axis(labelLimit=180, labelOverlap=False)),
         tooltip=[alt.Tooltip("feature:N"), alt.Tooltip("start:T", title="from (UTC)", format="%b %d %H:%M"),
                  alt.Tooltip("metric:N", title="worst metric"), alt.Tooltip("worst:Q", title="value", format=".4g"),
                  alt.Tooltip("threshold:Q", format=".4g"), alt.Tooltip("score:Q", title="score (1 = threshold)",
@@ -178,11 +178,13 @@ def requests_timeline(requests: pd.DataFrame, span_ms: int | None = None, height
                  "status:N", "label:N"]).properties(height=height)
 
 
-def version_metrics(frame: pd.DataFrame, height: int = 160) -> alt.Chart:
-    """Training metrics per version (`version`, `metric`, `value`, `production`), one small chart per metric."""
+def version_metrics(frame: pd.DataFrame, height: int = 200) -> alt.Chart:
+    """Training metrics side by side per version (`version`, `metric`, `value`, `production`)."""
     return alt.Chart(frame).mark_bar().encode(
-        x=alt.X("version:N", title="version", sort=None), y=alt.Y("value:Q", title=None),
-        color=alt.condition(alt.datum.production, alt.value("#1565c0"), alt.value("#b0bec5")),
+        x=alt.X("metric:N", title=None, axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("version:N", sort=None),
+        y=alt.Y("value:Q", title=None),
+        color=alt.Color("version:N", sort=None, legend=alt.Legend(title="version", orient="top")),
+        opacity=alt.condition(alt.datum.production, alt.value(1.0), alt.value(0.45)),
         tooltip=["version:N", "metric:N", alt.Tooltip("value:Q", format=".4g"), "production:N"],
-    ).properties(height=height, width=160).facet(column=alt.Column("metric:N", title=None)).resolve_scale(
-        y="independent")
+    ).properties(height=height)

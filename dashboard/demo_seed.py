@@ -8,8 +8,9 @@ page has something true to show:
 * ``credit-default``: version 1 drifts (applicants' income and credit scores fall),
   a retraining request produces version 2, which is promoted; version 3 comes from a
   second request, is promoted, loses on quality and is rolled back. Version 2 then
-  breaches its latency SLO and starts receiving nulls in ``credit_score``: two
-  alerts are firing at the end, one notification failed to deliver.
+  breaches its latency SLO, starts receiving nulls in ``credit_score`` and finally
+  sees credit utilisation drift: two alerts are firing and one pending at the end,
+  one notification failed to deliver.
 * ``fraud-score``: one healthy version, with a latency alert that fired and resolved.
 
 The detector results use the metric names of the streaming detectors (psi,
@@ -72,7 +73,7 @@ class SeedSummary:
 # --- synthetic traffic ------------------------------------------------------------
 
 def credit_rows(rng: np.random.Generator, n: int, income_shift: float = 0.0, score_shift: float = 0.0,
-                score_nulls: float = 0.0) -> pd.DataFrame:
+                score_nulls: float = 0.0, utilization_shift: float = 0.0) -> pd.DataFrame:
     """Loan applications as model features (the names of driftline.transform.FEATURES)."""
     age = np.clip(rng.normal(41, 12, n), 18, 90).round()
     income = np.exp(rng.normal(np.log(52_000) + income_shift, 0.45, n)).round(-2)
@@ -83,7 +84,8 @@ def credit_rows(rng: np.random.Generator, n: int, income_shift: float = 0.0, sco
         "age": age, "annual_income": income, "loan_amount": loan,
         "loan_term_months": rng.choice([12.0, 24.0, 36.0, 48.0, 60.0], n, p=[0.1, 0.2, 0.35, 0.15, 0.2]),
         "credit_score": score, "debt_to_income": rng.beta(2, 6, n).round(4),
-        "loan_to_income": (loan / income).round(4), "credit_utilization": rng.beta(2, 3, n).round(4),
+        "loan_to_income": (loan / income).round(4),
+        "credit_utilization": rng.beta(2 + 2 * utilization_shift, 3 - 1.5 * utilization_shift, n).round(4),
         "num_credit_lines": (1 + rng.poisson(3 + age / 20)).astype(float), "num_late_payments": late,
         "employment_years": np.minimum(age - 18, rng.gamma(2.0, 3.5, n)).round(1),
         "region": rng.choice(["north", "south", "east", "west", "central"], n, p=[0.22, 0.24, 0.2, 0.2, 0.14]),
@@ -302,7 +304,8 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
     starts = [first + i * window_ms for i in range(windows)]
     at = lambda share: starts[min(int(share * windows), windows - 1)]  # noqa: E731 - a point on the timeline
     # Timeline (shares of the run): v1 serves until 1/3, drifting from 0.2; v2 from 1/3;
-    # v3 between 0.62 and 0.68, then rolled back; v2's latency and nulls from 0.8.
+    # v3 between 0.62 and 0.68, then rolled back; v2's latency from 0.8, nulls in credit_score
+    # from 0.86, and its applicants' credit utilisation shifts from 0.93.
     v2_from, v3_from, v3_to, trouble_from = at(1 / 3), at(0.62), at(0.68), at(0.8)
     summary = SeedSummary(window_seconds=window_seconds, first_window_ms=first, last_window_ms=starts[-1])
 
@@ -354,7 +357,8 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
                 if model == CREDIT:
                     ramp = min((start - at(0.2)) / max(v2_from - at(0.2), 1), 1.0) if drifting else 0.0
                     frame = credit_rows(rng, n, income_shift=-0.45 * ramp, score_shift=-40 * ramp,
-                                        score_nulls=0.15 if trouble and start >= at(0.86) else 0.0)
+                                        score_nulls=0.15 if trouble and start >= at(0.86) else 0.0,
+                                        utilization_shift=0.6 if trouble and start >= at(0.93) else 0.0)
                     probability = credit_probability(frame)
                 else:
                     frame = fraud_rows(rng, n)
@@ -419,8 +423,8 @@ def _alerts(session, summary: SeedSummary, at, v2_from: int, v3_from: int, v3_to
                        "p99 latency 161 ms over the 100 ms SLO", trouble_from, trouble_from + 3 * window_ms, None)
     quality_fp = alert(CREDIT, "2", "data_quality", "credit_score", "warning", "firing", 0.15, 0.05,
                        "credit_score missing rate 15% (baseline 0%)", at(0.86), at(0.86) + 3 * window_ms, None)
-    alert(CREDIT, "2", "data_drift", "credit_utilization", "warning", "pending", 0.22, 0.2,
-          "credit_utilization psi 0.22 over 0.2", at(0.98), None, None)
+    alert(CREDIT, "2", "data_drift", "credit_utilization", "warning", "pending", None, 0.2,
+          "credit_utilization drifting (psi over 0.2), waiting for a third window", at(0.97), None, None)
     fraud_fp = alert(FRAUD, "1", "latency", "", "critical", "resolved", 140.0, 100.0,
                      "p99 latency 140 ms over the 100 ms SLO", at(0.4), at(0.4) + 3 * window_ms, at(0.45) + 5 * window_ms)
     rows = [

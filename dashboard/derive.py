@@ -161,8 +161,15 @@ def with_bucket_times(frame: pd.DataFrame, bucket_ms: int) -> pd.DataFrame:
     return frame
 
 
+# Highest score a heatmap cell without a breach is drawn at, over all metrics (feature_heatmap).
+NOT_BREACHED_MAX = 0.99
+
+
 def feature_heatmap(scored_buckets: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """One cell per (feature, bucket): the worst score over the metrics (or over `metric` only).
+
+    Over all metrics, a cell with no breached result is capped at NOT_BREACHED_MAX: one
+    metric past its own threshold is not a verdict when the rule needs several.
 
     Columns: feature, bucket_ms, score, metric (the one that gave the score), worst, threshold,
     windows, breached (windows of the bucket with any breached metric of the feature, at most).
@@ -177,7 +184,12 @@ def feature_heatmap(scored_buckets: pd.DataFrame, metric: str | None = None) -> 
     best = ranked.drop_duplicates(["feature", "bucket_ms"])[["feature", "bucket_ms", "score", "metric", "worst",
                                                              "threshold", "windows"]]
     breached = frame.groupby(["feature", "bucket_ms"])["breached"].max().rename("breached")
-    return best.merge(breached, on=["feature", "bucket_ms"]).reset_index(drop=True)[columns]
+    cells = best.merge(breached, on=["feature", "bucket_ms"]).reset_index(drop=True)[columns]
+    if metric is None:
+        # The verdict combines metrics (e.g. significant AND large enough): a cell whose
+        # detectors did not fire is drawn just under the threshold, never past it.
+        cells["score"] = cells["score"].where(cells["breached"] > 0, cells["score"].clip(upper=NOT_BREACHED_MAX))
+    return cells
 
 
 def feature_order(heatmap: pd.DataFrame) -> list[str]:
@@ -374,17 +386,25 @@ def merge_states(blobs: Sequence[bytes], baseline: Any) -> tuple[Any, list[str]]
 
 
 def serving_frames(states: Sequence[tuple[int, int, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """From (start, end, merged state) per window: (per-window cache-hit rate and events, batch-size counts)."""
-    rows, sizes = [], {}
+    """From (start, end, state) per partition state: per-window cache-hit rate and events, and batch-size counts.
+
+    Partitions of one window are summed (cache and batch counts add up; no full merge needed).
+    """
+    windows: dict[int, dict[str, Any]] = {}
+    sizes: dict[int, int] = {}
     for start, end, state in states:
-        lookups = state.cache_hits + state.cache_misses
-        rows.append({"start": start, "end": end, "events": state.events,
-                     "cache_hit_rate": state.cache_hits / lookups if lookups else math.nan})
+        row = windows.setdefault(start, {"start": start, "end": end, "events": 0, "hits": 0, "lookups": 0})
+        row["events"] += state.events
+        row["hits"] += state.cache_hits
+        row["lookups"] += state.cache_hits + state.cache_misses
         for size, count in state.batch_sizes.items():
             sizes[int(size)] = sizes.get(int(size), 0) + int(count)
-    per_window = pd.DataFrame(rows, columns=["start", "end", "events", "cache_hit_rate"]).sort_values("start")
+    rows = [{"start": r["start"], "end": r["end"], "events": r["events"],
+             "cache_hit_rate": r["hits"] / r["lookups"] if r["lookups"] else math.nan}
+            for r in sorted(windows.values(), key=lambda r: r["start"])]
+    per_window = pd.DataFrame(rows, columns=["start", "end", "events", "cache_hit_rate"])
     batch = pd.DataFrame(sorted(sizes.items()), columns=["batch_size", "requests"])
-    return per_window.reset_index(drop=True), batch
+    return per_window, batch
 
 
 def sample_frames(baseline_summary: Mapping[str, Any], window_sample: Sequence[Mapping[str, Any]]
@@ -399,12 +419,14 @@ def sample_frames(baseline_summary: Mapping[str, Any], window_sample: Sequence[M
     categorical = [n for n, k in kinds.items() if k != "numeric"]
 
     def frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-        data = {name: [(r.get("features") or {}).get(name) for r in records] for name in kinds}
-        out = pd.DataFrame(data, columns=list(kinds))
-        for name in numeric:
-            out[name] = pd.to_numeric(out[name], errors="coerce").astype("float64")
-        for name in categorical:
-            out[name] = out[name].map(lambda v: None if v is None else str(v)).astype(object)
+        out = pd.DataFrame(index=range(len(records)))
+        for name, kind in kinds.items():
+            values = [(r.get("features") or {}).get(name) for r in records]
+            if kind == "numeric":
+                out[name] = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype("float64")
+            else:
+                # object dtype keeps None as None (pandas 3 would make a str column with NaN)
+                out[name] = pd.Series([None if v is None else str(v) for v in values], dtype=object)
         out["prediction"] = pd.to_numeric(pd.Series([_score(r.get("prediction")) for r in records], dtype=object),
                                           errors="coerce").astype("float64")
         return out

@@ -121,6 +121,20 @@ def version_activity(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
 
 
 @cached
+def first_window_ms(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int) -> int | None:
+    """The earliest evaluated window start in the range (charts start there, not at the range's start)."""
+    query = select(func.min(WindowEvaluation.window_start_ms)).where(WindowEvaluation.window_start_ms >= start_ms,
+                                                                      WindowEvaluation.window_start_ms < end_ms)
+    if model is not None:
+        query = query.where(WindowEvaluation.model == model)
+    if version is not None:
+        query = query.where(WindowEvaluation.version == version)
+    with session_scope(db_url) as session:
+        value = session.scalar(query)
+    return int(value) if value is not None else None
+
+
+@cached
 def window_results(db_url: str, model: str, version: str, window_start_ms: int) -> pd.DataFrame:
     """Every detector result of one window (the statistics and decisions).
 

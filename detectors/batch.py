@@ -34,9 +34,11 @@ __all__ = [
     "SCHEMA_VERSION",
     "ReferenceProfile",
     "Window",
+    "default_workers",
     "detect",
     "detect_window",
     "feature_kinds",
+    "iter_features",
     "split_windows",
 ]
 
@@ -68,6 +70,13 @@ def _family(series: pd.Series) -> str:
     if inferred in ("datetime", "datetime64", "date", "timedelta"):
         return "datetime"
     return "text"
+
+
+def _categorical_dtype(series: pd.Series) -> bool:
+    """object, string, category and bool columns are categorical unless told otherwise."""
+    dtype = series.dtype
+    return (isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(dtype)
+            or pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype))
 
 
 def _check_names(names: Sequence[str], columns: pd.Index, option: str, where: str) -> None:
@@ -113,7 +122,8 @@ def feature_kinds(reference: pd.DataFrame, current: pd.DataFrame, *, categorical
         current_family = _family(current[column])
         if reference_family == "datetime":
             raise UserError(f"column {column} holds dates/times; pass it to --ignore (or to --timestamp for chunking)")
-        kind = CATEGORICAL if (column in categorical or reference_family in ("text", "boolean")) else NUMERIC
+        kind = CATEGORICAL if (column in categorical or _categorical_dtype(reference[column])
+                               or reference_family in ("text", "boolean")) else NUMERIC
         compatible = (current_family == "empty" or reference_family == "empty"
                       or current_family == reference_family)
         if not compatible:

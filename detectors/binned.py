@@ -80,7 +80,7 @@ def psi_binned(profile: NumericProfile, window: FeatureWindow) -> float:
 def ks_binned(profile: NumericProfile, window: FeatureWindow) -> tuple[float, float]:
     r"""Two-sample KS ``(statistic, p_value)`` from the fine bins (module docstring).
 
-    .. math::  D = \max_j |F(e_j^-) - G(e_j^-)|, \quad F(e_j^-) = \sum_{i \le j} a_i / n
+    .. math::  D = \max\big(\max_j |F(e_j^-) - G(e_j^-)|,\; 1 - G(\max_{ref})\big), \quad F(e_j^-) = \sum_{i < j} a_i / n
 
     within ~1/1000 of the exact statistic; p-value by `detectors.stats.ks_p_value`.
     An empty side gives ``(0.0, 1.0)``.
@@ -91,6 +91,10 @@ def ks_binned(profile: NumericProfile, window: FeatureWindow) -> tuple[float, fl
         return 0.0, 1.0
     difference = np.cumsum(profile.counts) / n - np.cumsum(counts) / m
     statistic = float(np.abs(difference).max())
+    # At the training max F reaches 1 while G still misses the values above it;
+    # the window counts those, so this point of the supremum is exact too.
+    above = min(window.above_max, int(counts[-1]))
+    statistic = max(statistic, above / m)
     return statistic, stats.ks_p_value(statistic, n, m)
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import special as _scipy_special
 from scipy import stats as _scipy_stats
 from scipy.spatial import distance as _scipy_distance
 
@@ -119,8 +120,14 @@ def bin_counts(values: Any, edges: np.ndarray) -> np.ndarray:
 
 
 def _bin_counts_sorted(values_sorted: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """`bin_counts` for sorted values: O(len(edges) log n) instead of O(n log len(edges))."""
-    cuts = np.searchsorted(values_sorted, edges, side="right")
+    """`bin_counts` for sorted values: O(len(edges) log n) instead of O(n log len(edges)).
+
+    Same bins as `bin_counts`, ``[e_i, e_{i+1})``: a value equal to an edge is in the
+    upper bin, as in ``numpy.histogram`` (which Evidently 0.7 bins PSI with), the
+    baseline's fine bins and the window summaries. So bin *j* starts at the first
+    value ``>= e_{j-1}``: the cut is ``searchsorted(..., side="left")``.
+    """
+    cuts = np.searchsorted(values_sorted, edges, side="left")
     bounds = np.concatenate(([0], cuts, [values_sorted.size]))
     return np.diff(bounds).astype(np.int64)
 
@@ -131,8 +138,8 @@ def sturges_edges_sorted(reference_sorted: np.ndarray, current_sorted: np.ndarra
     This is how Evidently 0.7 bins a numeric feature for Jensen-Shannon and PSI.
     """
     both = np.concatenate((reference_sorted[:1], reference_sorted[-1:], current_sorted[:1], current_sorted[-1:]))
-    # Sturges' rule depends on the number of values and the range only; numpy
-    # needs the data for n, so give it the range plus the right count cheaply.
+    # Sturges' rule needs only the combined size and range, so the samples are
+    # not concatenated; the arithmetic below is numpy's, step for step.
     n_total = reference_sorted.size + current_sorted.size
     low, high = float(both.min()), float(both.max())
     if low == high:
@@ -231,7 +238,10 @@ def psi_numeric(reference: Any, current: Any, n_bins: int = defaults.PSI_NUMERIC
     """PSI of a numeric feature on ten bins at the reference's deciles (CONTRACTS.md §4).
 
     Bins are `decile_edges(reference)` with open outer bins, so each holds about
-    a tenth of the reference; `psi` then applies. NaN/inf dropped; an empty side
+    a tenth of the reference; `psi` then applies. Bins are ``[e_i, e_{i+1})``: a
+    value on an edge counts in the upper bin, as ``numpy.histogram`` (Evidently
+    0.7's PSI binning) and the window summaries (`detectors.binned.psi_binned`)
+    count it, so raw and binned PSI agree on tied data. NaN/inf dropped; an empty side
     gives 0.0; a constant reference gives two bins (below the constant, and at
     or above it).
     """
@@ -259,7 +269,7 @@ def ks_p_value(statistic: float, n_reference: int, n_current: int) -> float:
     .. math::  p = Q_{KS}\big((\sqrt{n_e} + 0.12 + 0.11/\sqrt{n_e})\,D\big), \quad
                n_e = \frac{n m}{n + m}, \quad Q_{KS}(x) = 2\sum_{k\ge1} (-1)^{k-1} e^{-2k^2x^2}
 
-    (``scipy.stats.kstwobign.sf``). Above 10 000 rows per sample, where scipy's
+    (``scipy.stats.kstwobign.sf``, computed by ``scipy.special.kolmogorov``). Above 10 000 rows per sample, where scipy's
     ``ks_2samp`` switches from the exact distribution to ``kstwo.sf(D,
     round(n_e))``, this stays within 0.2 % (relative) of scipy's value at the
     usual significance levels and within 1 % down to p = 1e-8, but costs
@@ -272,7 +282,8 @@ def ks_p_value(statistic: float, n_reference: int, n_current: int) -> float:
         return 1.0
     effective_n = n_reference * n_current / (n_reference + n_current)
     root = math.sqrt(effective_n)
-    return float(np.clip(_scipy_stats.kstwobign.sf((root + 0.12 + 0.11 / root) * statistic), 0.0, 1.0))
+    # scipy.special.kolmogorov is kstwobign.sf without the distribution-object overhead.
+    return float(np.clip(_scipy_special.kolmogorov((root + 0.12 + 0.11 / root) * statistic), 0.0, 1.0))
 
 
 def _ecdf_gaps_sorted(reference_sorted: np.ndarray, current_sorted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

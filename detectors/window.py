@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
+from scipy import optimize as _scipy_optimize
 
 from detectors import binned, stats
 from detectors.decision import (
@@ -47,10 +48,8 @@ from detectors.decision import (
 from driftline import defaults
 from driftline.baseline import (
     BINARY,
-    MULTICLASS,
     REGRESSION,
     Baseline,
-    CategoricalProfile,
     LabelSummary,
     NumericProfile,
     Profile,
@@ -75,6 +74,9 @@ SKEW = "skew"
 LATENCY = "latency"
 MODEL_QUALITY = "model_quality"
 FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY)
+# What model quality is compared with (`WindowThresholds.quality_reference`).
+QUALITY_VS_CALIBRATION = "calibration"
+QUALITY_VS_TRAINING = "training"
 
 
 @dataclass
@@ -166,8 +168,18 @@ class WindowThresholds:
     parity_mismatch_rate: float = defaults.SKEW_PARITY_MISMATCH_RATE
     parity_min_sample: int = defaults.SKEW_PARITY_MIN_SAMPLE
     quality_min_labels: int = defaults.QUALITY_MIN_LABELS
+    quality_min_class_count: int = defaults.QUALITY_MIN_CLASS_COUNT
+    quality_z: float = defaults.QUALITY_Z
+    quality_reference: str = defaults.QUALITY_REFERENCE
     quality_max_drop: float = defaults.QUALITY_MAX_DROP
     quality_max_error_increase: float = defaults.QUALITY_MAX_ERROR_INCREASE
+
+    def __post_init__(self) -> None:
+        if self.quality_reference not in (QUALITY_VS_CALIBRATION, QUALITY_VS_TRAINING):
+            raise UserError(f"quality_reference must be {QUALITY_VS_CALIBRATION!r} or {QUALITY_VS_TRAINING!r}, "
+                            f"got {self.quality_reference!r}")
+        if self.quality_z < 0 or self.quality_min_class_count < 0 or self.quality_min_labels < 0:
+            raise UserError("quality_z, quality_min_class_count and quality_min_labels must not be negative")
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "WindowThresholds":
@@ -581,35 +593,374 @@ def quality_metrics(summary: LabelSummary | None) -> dict[str, float | None]:
 # Higher is better for these; the rest are errors (lower is better).
 _SCORES = frozenset(("accuracy", "precision", "recall", "f1", "roc_auc", "macro_f1"))
 _ERRORS = frozenset(("log_loss", "mae", "rmse"))
+# Metrics that are a proportion of, or a mean over, all labelled rows; the others rest on
+# one class's rows (or the rarer class's) and also need `quality_min_class_count` of them.
+_ROW_METRICS = frozenset(("accuracy", "log_loss", "mae", "rmse"))
+_SUPPORT_NAMES = {"accuracy": "labels", "log_loss": "labels", "mae": "labels", "rmse": "labels",
+                  "precision": "predicted positives", "recall": "actual positives",
+                  "f1": "predicted or actual positives (the fewer)", "roc_auc": "rows of the rarer class",
+                  "macro_f1": "rows of the rarest label"}
+
+
+def _binary_counts(summary: LabelSummary) -> dict[str, float]:
+    pos, neg = summary.positives.astype(np.float64), summary.negatives.astype(np.float64)
+    cut = summary.bins // 2
+    tp, fp = float(pos[cut:].sum()), float(neg[cut:].sum())
+    fn, tn = float(pos[:cut].sum()), float(neg[:cut].sum())
+    return {"n": float(summary.n), "predicted": tp + fp, "actual": tp + fn, "positives": tp + fn,
+            "negatives": fp + tn}
+
+
+def _multiclass_counts(summary: LabelSummary) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """``(true positives, predicted, actual)`` per label."""
+    tp: dict[str, int] = {}
+    predicted: dict[str, int] = {}
+    actual: dict[str, int] = {}
+    for (label, guess), count in summary.confusion.items():
+        actual[label] = actual.get(label, 0) + count
+        predicted[guess] = predicted.get(guess, 0) + count
+        if label == guess:
+            tp[label] = tp.get(label, 0) + count
+    return tp, predicted, actual
+
+
+def quality_supports(summary: LabelSummary | None) -> dict[str, int]:
+    """The number of rows behind each quality metric (the n of its proportion or mean).
+
+    Binary: accuracy and log loss all labelled rows, precision the predicted
+    positives, recall the actual positives, F1 the fewer of those two, ROC AUC
+    the rarer class. Regression: all rows. Multiclass: accuracy all rows,
+    macro F1 the rarest label's rows.
+    """
+    if summary is None or summary.task is None or summary.n == 0:
+        return {}
+    n = int(summary.n)
+    if summary.task == BINARY:
+        c = _binary_counts(summary)
+        return {"accuracy": n, "precision": int(c["predicted"]), "recall": int(c["actual"]),
+                "f1": int(min(c["predicted"], c["actual"])), "roc_auc": int(min(c["positives"], c["negatives"])),
+                "log_loss": n}
+    if summary.task == REGRESSION:
+        return {"mae": n, "rmse": n}
+    _, _, actual = _multiclass_counts(summary)
+    return {"accuracy": n, "macro_f1": min(actual.values()) if actual else 0}
+
+
+def _proportion_variance(p: float | None) -> float | None:
+    return None if p is None else max(0.0, p * (1.0 - p))
+
+
+def _per_row(variance: float | None, count: float) -> float | None:
+    """The variance of a mean (or proportion) of `count` rows with per-row `variance`; None if no rows."""
+    if variance is None or count <= 0:
+        return None
+    return variance / count
+
+
+def _root_sum(*variances: float | None) -> float | None:
+    if any(v is None for v in variances):
+        return None
+    return math.sqrt(sum(variances))
+
+
+def hanley_mcneil_variance(auc: float, positives: float, negatives: float) -> float | None:
+    r"""Variance of an empirical ROC AUC (Hanley & McNeil, Radiology 143, 1982).
+
+    .. math::  \mathrm{Var}(A) = \frac{A(1-A) + (n_p - 1)(Q_1 - A^2) + (n_n - 1)(Q_2 - A^2)}{n_p\, n_n},
+               \quad Q_1 = \frac{A}{2 - A}, \quad Q_2 = \frac{2A^2}{1 + A}
+
+    (Q1, Q2 under their exponential-scores approximation). None without both classes.
+    """
+    if positives <= 0 or negatives <= 0:
+        return None
+    q1 = auc / (2.0 - auc)
+    q2 = 2.0 * auc * auc / (1.0 + auc)
+    variance = (auc * (1.0 - auc) + (positives - 1.0) * (q1 - auc * auc)
+                + (negatives - 1.0) * (q2 - auc * auc)) / (positives * negatives)
+    return max(0.0, float(variance))
+
+
+def _bin_losses(bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(midpoint score, loss if label 1, loss if label 0)`` per score bin (scores clipped as the log loss clips)."""
+    mid = np.clip((np.arange(bins) + 0.5) / bins, defaults.LOG_LOSS_EPSILON, 1.0 - defaults.LOG_LOSS_EPSILON)
+    return mid, -np.log(mid), -np.log1p(-mid)
+
+
+def _binned_log_loss_variance(summary: LabelSummary) -> float | None:
+    """Sample variance (ddof=1) of the per-row log loss, each row's score at its bin's midpoint."""
+    _, loss_pos, loss_neg = _bin_losses(summary.bins)
+    pos, neg = summary.positives.astype(np.float64), summary.negatives.astype(np.float64)
+    n = float(pos.sum() + neg.sum())
+    if n < 2:
+        return None
+    mean = float((pos @ loss_pos + neg @ loss_neg) / n)
+    second = float((pos @ (loss_pos * loss_pos) + neg @ (loss_neg * loss_neg)) / n)
+    return max(0.0, second - mean * mean) * n / (n - 1.0)
+
+
+def _null_variances(reference: LabelSummary, current: LabelSummary) -> dict[str, tuple[float | None, float | None]]:
+    """Per metric ``(window variance, training variance)`` if the model performs as in training
+    (`quality_standard_errors` has the maths)."""
+    ref_metrics = quality_metrics(reference)
+    if current.task == BINARY:
+        r, c = _binary_counts(reference), _binary_counts(current)
+        out: dict[str, tuple[float | None, float | None]] = {}
+        for metric, support in (("accuracy", "n"), ("precision", "predicted"), ("recall", "actual")):
+            variance = _proportion_variance(ref_metrics[metric])
+            out[metric] = (_per_row(variance, c[support]), _per_row(variance, r[support]))
+        log_loss = _binned_log_loss_variance(reference)
+        out["log_loss"] = (_per_row(log_loss, c["n"]), _per_row(log_loss, r["n"]))
+        (wp, rp), (wr, rr) = out["precision"], out["recall"]
+        out["f1"] = (None if wp is None or wr is None else max(wp, wr),
+                     None if rp is None or rr is None else max(rp, rr))
+        auc = ref_metrics["roc_auc"]
+        out["roc_auc"] = (None, None) if auc is None else (
+            hanley_mcneil_variance(auc, c["positives"], c["negatives"]),
+            hanley_mcneil_variance(auc, r["positives"], r["negatives"]))
+        return out
+    if current.task == REGRESSION:
+        n_ref = float(reference.n)
+        mean_abs, mean_sq = reference.sum_abs_error / n_ref, reference.sum_sq_error / n_ref
+        mu = reference.sum_error / n_ref
+        sigma2 = max(0.0, mean_sq - mu * mu)
+        abs_variance = max(0.0, mean_sq - mean_abs * mean_abs)
+        rmse = math.sqrt(mean_sq)
+        # Delta method: Var(RMSE) = Var(MSE) / (2 RMSE)^2, Var(e^2) as for normal errors.
+        square_variance = (2.0 * sigma2 * sigma2 + 4.0 * mu * mu * sigma2) / (4.0 * mean_sq) if rmse > 0 else 0.0
+        return {"mae": (_per_row(abs_variance, current.n), _per_row(abs_variance, n_ref)),
+                "rmse": (_per_row(square_variance, current.n), _per_row(square_variance, n_ref))}
+    r_tp, r_predicted, r_actual = _multiclass_counts(reference)
+    _, c_predicted, c_actual = _multiclass_counts(current)
+    window_se, training_se = [], []
+    for label in sorted(c_actual):
+        precision = r_tp.get(label, 0) / r_predicted[label] if r_predicted.get(label) else 0.5
+        recall = r_tp.get(label, 0) / r_actual[label] if r_actual.get(label) else 0.5
+        vp, vr = _proportion_variance(precision), _proportion_variance(recall)
+        window_se.append(math.sqrt(max(vp / max(c_predicted.get(label, 0), 1), vr / c_actual[label])))
+        training_se.append(math.sqrt(max(vp / max(r_predicted.get(label, 0), 1), vr / max(r_actual.get(label, 0), 1))))
+    accuracy = _proportion_variance(ref_metrics["accuracy"])
+    return {"accuracy": (_per_row(accuracy, current.n), _per_row(accuracy, reference.n)),
+            "macro_f1": (float(np.mean(window_se)) ** 2 if window_se else None,
+                         float(np.mean(training_se)) ** 2 if training_se else None)}
+
+
+def quality_standard_errors(reference: LabelSummary | None, current: LabelSummary | None) -> dict[str, float | None]:
+    r"""Standard error of *window metric − training metric* if the model performs as in training.
+
+    Under that null hypothesis every dispersion is the training one (its metric
+    value, its per-row spread) and only the counts come from each side, so the
+    standard error of the difference is :math:`\sqrt{V (1/m + 1/M)}` with *m* the
+    window's and *M* the training's support (`quality_supports`):
+
+    * accuracy, precision, recall: binomial, :math:`V = p_0 (1 - p_0)` with
+      :math:`p_0` the training value; the support is all rows, the predicted
+      positives and the actual positives respectively.
+    * F1: the larger of the precision and recall standard errors. F1 is their
+      harmonic mean, so its first-order (delta-method) error is a weighted mix of
+      theirs with weights summing to at most 1: the larger one bounds it.
+    * ROC AUC: Hanley & McNeil (1982) at the training AUC, with the window's and
+      the training's class counts (`hanley_mcneil_variance`), variances added.
+    * log loss: :math:`V` is the sample variance of the training per-row loss,
+      taken with each row's score at its score bin's midpoint (the summary keeps
+      counts per bin, not rows; 1000 bins are exact to a few per cent except for
+      scores in the outermost bins, where the loss is underestimated).
+    * MAE: :math:`V = \overline{e^2} - \overline{|e|}^2` of the training errors (exact).
+    * RMSE: delta method on the MSE, :math:`SE_{RMSE} = SE_{MSE} / (2\,RMSE)`, with
+      :math:`\mathrm{Var}(e^2) = 2\sigma^4 + 4\mu^2\sigma^2` as for normal errors
+      of mean :math:`\mu` and variance :math:`\sigma^2` (the summary has no fourth
+      moment); heavier-tailed errors make this an underestimate.
+    * multiclass: accuracy binomial; macro F1 the mean over the window's labels of
+      each label's F1 error (as binary F1, one-vs-rest; a label training never
+      had gets :math:`p_0 = 0.5`, the largest variance).
+
+    None where a side has no rows behind the metric; {} without comparable summaries.
+    """
+    if reference is None or current is None or reference.task != current.task or not reference.n or not current.n:
+        return {}
+    return {metric: _root_sum(window, training)
+            for metric, (window, training) in _null_variances(reference, current).items()}
+
+
+def training_calibration(reference: LabelSummary) -> np.ndarray | None:
+    """P(label = 1 | score bin) in training: the reliability curve the model is held to.
+
+    The per-bin positive rate, fitted by isotonic regression (pool adjacent
+    violators, ``scipy.optimize.isotonic_regression``, weighted by the bin's rows)
+    so that a thousand sparse bins give a smooth, monotone curve without a
+    bandwidth to choose; bins training never filled take the nearest filled bins'
+    values (linear in between, flat beyond). None without binary training labels.
+    """
+    if reference is None or reference.task != BINARY or reference.positives is None:
+        return None
+    rows = (reference.positives + reference.negatives).astype(np.float64)
+    filled = rows > 0
+    if not filled.any():
+        return None
+    rate = reference.positives[filled] / rows[filled]
+    fitted = _scipy_optimize.isotonic_regression(rate, weights=rows[filled]).x
+    centres = np.arange(reference.bins, dtype=np.float64)
+    return np.interp(centres, centres[filled], fitted)
+
+
+def expected_binary_quality(calibration: np.ndarray, current: LabelSummary) -> dict[str, tuple[float | None, float | None]]:
+    r"""Binary metrics expected for the window's own scores if labels follow `calibration`: ``{metric: (value, SE)}``.
+
+    With :math:`m_b` window rows in score bin *b* and :math:`c_b` the training
+    calibration, labels are independent Bernoulli(:math:`c_b`) under the null
+    hypothesis "the relation between inputs and labels is the training one", so
+    with *cut* the bin of score 0.5, :math:`PP = \sum_{b \ge cut} m_b`:
+
+    .. math::
+        E[TP] = \sum_{b \ge cut} m_b c_b, \quad E[FN] = \sum_{b < cut} m_b c_b, \quad
+        V_{TP} = \sum_{b \ge cut} m_b c_b (1 - c_b), \quad V_{FN} = \sum_{b < cut} m_b c_b (1 - c_b)
+
+    accuracy :math:`(E[TP] + N_{<cut} - E[FN]) / n`, variance :math:`(V_{TP} + V_{FN}) / n^2`;
+    precision :math:`E[TP] / PP`, variance :math:`V_{TP} / PP^2`; recall
+    :math:`R = E[TP] / A`, :math:`A = E[TP] + E[FN]`, variance by the delta method
+    :math:`((1 - R)^2 V_{TP} + R^2 V_{FN}) / A^2`; F1 :math:`2E[TP] / (PP + A)`,
+    delta method likewise; log loss :math:`\frac1n \sum_b m_b (c_b \ell^1_b + (1 - c_b) \ell^0_b)`
+    with the bin midpoint's losses, variance
+    :math:`\frac1{n^2} \sum_b m_b c_b (1 - c_b)(\ell^1_b - \ell^0_b)^2`; ROC AUC from
+    the expected class counts per bin, Hanley-McNeil variance at that value.
+    A covariate shift moves the scores, so these expectations move with it; only
+    labels that stop following the training calibration (concept drift) open a gap.
+    """
+    pos, neg = current.positives.astype(np.float64), current.negatives.astype(np.float64)
+    rows = pos + neg
+    n = float(rows.sum())
+    cut = current.bins // 2
+    c = np.clip(np.asarray(calibration, dtype=np.float64), 0.0, 1.0)
+    spread = rows * c * (1.0 - c)
+    above, below = slice(cut, None), slice(None, cut)
+    tp, fn = float(rows[above] @ c[above]), float(rows[below] @ c[below])
+    v_tp, v_fn = float(spread[above].sum()), float(spread[below].sum())
+    predicted, below_rows = float(rows[above].sum()), float(rows[below].sum())
+    actual = tp + fn
+    out: dict[str, tuple[float | None, float | None]] = {}
+    out["accuracy"] = ((tp + below_rows - fn) / n, math.sqrt(v_tp + v_fn) / n) if n else (None, None)
+    out["precision"] = (tp / predicted, math.sqrt(v_tp) / predicted) if predicted else (None, None)
+    if actual > 0:
+        recall = tp / actual
+        out["recall"] = (recall, math.sqrt((1 - recall) ** 2 * v_tp + recall ** 2 * v_fn) / actual)
+        total = predicted + actual
+        d_tp, d_fn = 2.0 * (total - tp) / total ** 2, -2.0 * tp / total ** 2
+        out["f1"] = (2.0 * tp / total, math.sqrt(d_tp ** 2 * v_tp + d_fn ** 2 * v_fn))
+    else:
+        out["recall"] = out["f1"] = (None, None)
+    expected_pos, expected_neg = rows * c, rows * (1.0 - c)
+    if actual > 0 and n - actual > 0:
+        below_neg = np.concatenate(([0.0], np.cumsum(expected_neg)[:-1]))
+        auc = float((expected_pos * (below_neg + 0.5 * expected_neg)).sum() / (actual * (n - actual)))
+        variance = hanley_mcneil_variance(auc, actual, n - actual)
+        out["roc_auc"] = (auc, None if variance is None else math.sqrt(variance))
+    else:
+        out["roc_auc"] = (None, None)
+    _, loss_pos, loss_neg = _bin_losses(current.bins)
+    if n:
+        log_loss = float(rows @ (c * loss_pos + (1.0 - c) * loss_neg)) / n
+        out["log_loss"] = (log_loss, math.sqrt(float(spread @ (loss_pos - loss_neg) ** 2)) / n)
+    else:
+        out["log_loss"] = (None, None)
+    return out
+
+
+def _references(reference: LabelSummary | None, current: LabelSummary,
+                compare_with: str) -> tuple[dict[str, float | None], dict[str, float | None], dict[str, float | None]]:
+    """``(reference value, its standard error, expected-under-calibration value)`` per metric."""
+    training = quality_metrics(reference)
+    if reference is None or reference.task != current.task or not reference.n:
+        return training, {}, {}
+    variances = _null_variances(reference, current)
+    errors = {metric: _root_sum(window, ref) for metric, (window, ref) in variances.items()}
+    if compare_with != QUALITY_VS_CALIBRATION or current.task != BINARY:
+        return training, errors, {}
+    calibration = training_calibration(reference)
+    if calibration is None or calibration.size != current.bins:
+        return training, errors, {}
+    expected = expected_binary_quality(calibration, current)
+    values, calibrated_errors = {}, {}
+    for metric, (value, window_se) in expected.items():
+        values[metric] = value
+        # The training side's own error (finite training labels behind the curve),
+        # approximated by the training metric's sampling variance.
+        training_variance = variances.get(metric, (None, None))[1]
+        calibrated_errors[metric] = None if window_se is None or training_variance is None else \
+            math.sqrt(window_se ** 2 + training_variance)
+    return values, calibrated_errors, values
 
 
 def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThresholds) -> list[DetectorResult]:
-    """Quality metrics of the window's joined labels against the training metrics."""
+    r"""Quality metrics of the window's joined labels against the model's reference, sample-size aware.
+
+    The reference (``quality_reference``): ``"calibration"`` (default, binary
+    tasks) is the value each metric would have on *this window's scores* if the
+    labels followed the training calibration (`expected_binary_quality`), so a
+    covariate shift, which moves the scores but not the relation, does not read as a
+    quality drop; ``"training"`` (and regression, multiclass) is the training metric.
+
+    A score (higher is better) breaches when it falls below
+    ``reference - margin``, an error (lower is better) when it rises above
+    ``reference + margin``, with
+
+    .. math::  \text{margin} = \max(\text{floor},\; z \cdot SE)
+
+    where *SE* is the standard error of the difference under the null hypothesis
+    (`expected_binary_quality`, `quality_standard_errors`), *z* is ``quality_z``
+    (one-sided) and the floor is ``quality_max_drop`` (scores, absolute) or
+    ``quality_max_error_increase`` × reference (errors, relative): the floor
+    keeps huge windows from flagging trivial drops, the z-term keeps small
+    windows from flagging noise. A metric with fewer than ``quality_min_labels``
+    labels, or (precision, recall, F1, ROC AUC, macro F1) fewer than
+    ``quality_min_class_count`` rows behind it (`quality_supports`), is
+    insufficient data. Details carry ``training``, ``expected`` (calibration
+    reference), ``compared_with``, ``support``, ``standard_error``, ``z``,
+    ``margin`` and ``minimum_margin``.
+    """
     summary = state.labels
     if summary.task is None or summary.n == 0:
         return []
     current = quality_metrics(summary)
-    reference = quality_metrics(baseline.quality) if baseline.quality is not None and \
-        baseline.quality.task == summary.task else {}
+    reference_summary = baseline.quality if baseline.quality is not None and \
+        baseline.quality.task == summary.task else None
+    training = quality_metrics(reference_summary)
+    reference, errors, expected = _references(reference_summary, summary, thresholds.quality_reference)
+    compared_with = QUALITY_VS_CALIBRATION if expected else QUALITY_VS_TRAINING
+    supports = quality_supports(summary)
+    z = thresholds.quality_z
     results = []
     for metric, value in current.items():
         if metric not in _SCORES and metric not in _ERRORS:
             details: dict[str, Any] = {"task": summary.task, "labels": summary.n}
             results.append(DetectorResult(MODEL_QUALITY, None, metric, value, None, False, details))
             continue
-        training = reference.get(metric)
-        details = {"task": summary.task, "labels": summary.n, "training": training}
+        support = supports.get(metric, summary.n)
+        details = {"task": summary.task, "labels": summary.n, "training": training.get(metric),
+                   "compared_with": compared_with, "support": support,
+                   "support_of": _SUPPORT_NAMES.get(metric, "labels")}
+        if expected:
+            details["expected"] = expected.get(metric)
+        if summary.dropped:
+            details["dropped_labels"] = summary.dropped
+        target = reference.get(metric)
         threshold = None
         breached = False
-        if training is not None and value is not None:
+        if target is not None and value is not None:
+            standard_error = errors.get(metric)
+            floor = thresholds.quality_max_drop if metric in _SCORES else target * thresholds.quality_max_error_increase
+            margin = floor if standard_error is None else max(floor, z * standard_error)
+            details.update(standard_error=standard_error, z=z, margin=margin, minimum_margin=floor)
             if metric in _SCORES:
-                threshold = training - thresholds.quality_max_drop
+                threshold = target - margin
                 breached = value < threshold
             else:
-                threshold = training * (1.0 + thresholds.quality_max_error_increase)
+                threshold = target + margin
                 breached = value > threshold
         if summary.n < thresholds.quality_min_labels:
             _insufficient(details, f"{INSUFFICIENT_DATA}: {summary.n} labels < {thresholds.quality_min_labels}")
+            breached = False
+        elif metric not in _ROW_METRICS and support < thresholds.quality_min_class_count:
+            _insufficient(details, f"{INSUFFICIENT_DATA}: {support} {details['support_of']} "
+                                   f"< {thresholds.quality_min_class_count}")
             breached = False
         results.append(DetectorResult(MODEL_QUALITY, None, metric, value, threshold, bool(breached), details))
     return results

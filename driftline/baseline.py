@@ -373,6 +373,7 @@ class LabelSummary:
     sum_label: float = 0.0
     sum_sq_label: float = 0.0
     confusion: dict[tuple[str, str], int] = field(default_factory=dict)  # multiclass
+    dropped: int = 0  # pairs lost merging summaries whose tasks disagreed
 
     @staticmethod
     def infer_task(predictions: Any, labels: Any) -> str:
@@ -459,8 +460,15 @@ class LabelSummary:
         if self.task is None or (self.n == 0 and self.task != other.task):
             return other.copy()
         if self.task != other.task:
-            raise ValueError(f"cannot merge label summaries of tasks {self.task} and {other.task}")
+            # Two collectors guessed different tasks from their first labels (no
+            # baseline labels to decide): keep the larger side, count the other as
+            # dropped rather than fail a flush.
+            kept, lost = (self, other) if self.n >= other.n else (other, self)
+            out = kept.copy()
+            out.dropped += lost.n + lost.dropped
+            return out
         out = self.copy()
+        out.dropped += other.dropped
         out.n += other.n
         if other.positives is not None:
             out.positives = other.positives.copy() if out.positives is None else out.positives + other.positives
@@ -481,10 +489,11 @@ class LabelSummary:
                             negatives=None if self.negatives is None else self.negatives.copy(),
                             log_loss_sum=self.log_loss_sum, n=self.n, sum_error=self.sum_error,
                             sum_abs_error=self.sum_abs_error, sum_sq_error=self.sum_sq_error,
-                            sum_label=self.sum_label, sum_sq_label=self.sum_sq_label, confusion=dict(self.confusion))
+                            sum_label=self.sum_label, sum_sq_label=self.sum_sq_label, confusion=dict(self.confusion),
+                            dropped=self.dropped)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"task": self.task, "bins": self.bins, "n": self.n}
+        data: dict[str, Any] = {"task": self.task, "bins": self.bins, "n": self.n, "dropped": self.dropped}
         if self.task == BINARY and self.positives is not None:
             data.update(positives=self.positives.tolist(), negatives=self.negatives.tolist(),
                         log_loss_sum=self.log_loss_sum)
@@ -497,7 +506,8 @@ class LabelSummary:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LabelSummary":
-        out = cls(task=data.get("task"), bins=int(data.get("bins", defaults.QUALITY_SCORE_BINS)), n=int(data.get("n", 0)))
+        out = cls(task=data.get("task"), bins=int(data.get("bins", defaults.QUALITY_SCORE_BINS)), n=int(data.get("n", 0)),
+                  dropped=int(data.get("dropped", 0)))
         if "positives" in data:
             out.positives = np.asarray(data["positives"], dtype=np.int64)
             out.negatives = np.asarray(data["negatives"], dtype=np.int64)

@@ -18,11 +18,11 @@ consumers de-duplicate on `event_id`.
 """
 from __future__ import annotations
 
+import collections
 import logging
-import queue
+import random
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -40,9 +40,26 @@ PRODUCER_BATCH_BYTES = 262_144
 # How long an accepted event may wait for Kafka before it counts as failed.
 DELIVERY_TIMEOUT_MS = 60_000
 _RECONNECT_BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
+# The sender thread wakes this often and sends everything waiting in one burst. Waking
+# it per event instead would hand the GIL back and forth with the serving thread on every
+# request. Measured on the 2-core development machine at 1 000 events/s: 50 ms costs
+# 79 us of CPU per event in all, 10 ms 120 us, a wake-up per event more still; 50 ms
+# of extra delay is nothing next to one-minute monitoring windows.
+_DRAIN_INTERVAL_S = 0.05
 # Longest the sender thread needs to notice `close`: a bootstrap attempt (2 s), a blocked
 # send (1 s) and the producer's close (2 s), with margin.
 _THREAD_STOP_S = 8.0
+
+
+# uuid4() reads os.urandom on every call, a system call that costs tens of microseconds
+# in some sandboxes; ids only need to be unique, so draw them from a PRNG seeded once
+# from the OS (128 bits: collisions are out of reach).
+_ids = random.Random()
+
+
+def new_id() -> str:
+    """A random 32-hex-digit id (event ids, request ids)."""
+    return "%032x" % _ids.getrandbits(128)
 
 
 @dataclass(frozen=True)
@@ -65,7 +82,8 @@ class EventSender:
         self.max_buffered = max_buffered
         self.client_id = client_id
         self.producer_config = dict(producer_config or {})
-        self._queue: queue.SimpleQueue[tuple[str, bytes | None, dict[str, Any]] | None] = queue.SimpleQueue()
+        # deque.append/popleft are atomic: the serving thread appends, the sender thread pops.
+        self._waiting: collections.deque[tuple[str, bytes | None, dict[str, Any]]] = collections.deque()
         self._lock = threading.Lock()
         self._buffered = 0
         self._sent = 0
@@ -84,7 +102,7 @@ class EventSender:
                 self._dropped += 1
                 return False
             self._buffered += 1
-        self._queue.put((topic, key.encode() if key else None, event))
+        self._waiting.append((topic, key.encode() if key else None, event))
         return True
 
     def stats(self) -> SenderStats:
@@ -108,7 +126,6 @@ class EventSender:
         """
         self.flush(timeout_s)
         self._closing.set()
-        self._queue.put(None)
         self._thread.join(timeout=_THREAD_STOP_S)
         return self.stats()
 
@@ -153,10 +170,12 @@ class EventSender:
                     self._producer = producer
                 attempt = 0
             if pending is None:
-                item = self._queue.get()
-                if item is None:
-                    break
-                pending = item
+                if not self._waiting:
+                    if self._closing.is_set():
+                        break
+                    self._closing.wait(_DRAIN_INTERVAL_S)
+                    continue
+                pending = self._waiting.popleft()
             topic, key, event = pending
             try:
                 future = self._producer.send(topic, key=key, value=encode_event(event))
@@ -184,13 +203,8 @@ class EventSender:
                 if sender is not None:
                     sender.force_close()
                 producer._closed = True
-        leftover = 1 if pending is not None else 0
-        while True:
-            try:
-                if self._queue.get_nowait() is not None:
-                    leftover += 1
-            except queue.Empty:
-                break
+        leftover = (1 if pending is not None else 0) + len(self._waiting)
+        self._waiting.clear()
         with self._lock:
             self._failed += leftover
             self._buffered -= leftover
@@ -235,7 +249,7 @@ class InferenceLogger:
         (the worker also sends "queue" and "compute"). `version` overrides the
         logger's version for this event (a server that hot-swaps models).
         """
-        event_id = event_id or uuid.uuid4().hex
+        event_id = event_id or new_id()
         event: dict[str, Any] = {
             "schema": INFERENCE_SCHEMA,
             "event_id": event_id,
@@ -264,14 +278,16 @@ class InferenceLogger:
         merged_tags = {**(self.tags or {}), **(tags or {})}
         if merged_tags:
             event["tags"] = merged_tags
-        self.sender.submit(self.inference_topic, event["request_id"], event)
+        # No message key: nothing downstream needs per-key order (labels join on request_id
+        # in the store), and keyed partitioning costs a pure-Python murmur2 per event.
+        self.sender.submit(self.inference_topic, None, event)
         return event_id
 
     def log_label(self, request_id: str, label: Any, ts: str | int | None = None) -> None:
         """Queue the ground-truth label of an earlier request (joined on request_id)."""
         event = {"schema": LABEL_SCHEMA, "request_id": request_id, "ts": ts if ts is not None else rfc3339(),
                  "model": self.model, "label": label}
-        self.sender.submit(self.labels_topic, request_id, event)
+        self.sender.submit(self.labels_topic, None, event)
 
     def stats(self) -> SenderStats:
         return self.sender.stats()

@@ -328,12 +328,42 @@ ERROR_RATE_MAX = 0.01
 LATENCY_MIN_EVENTS = 100
 
 # --- Model quality (detectors/window.py) -------------------------------------------
+# What a binary classifier's window metrics are compared with. "calibration": the value
+# each metric would have on the window's own scores if labels followed the training
+# reliability curve (P(label | score bin), isotonic fit). A covariate shift moves the
+# scores (riskier applicants: accuracy down, log loss up for a model that is still
+# right), so comparing with the training metric pages on every covariate shift; this
+# reference only moves when labels stop following the training relation (concept
+# drift). "training": the training metric itself (regression and multiclass always).
+QUALITY_REFERENCE = "calibration"
+# A window's metric is compared with the training metric; it breaches only when it is
+# worse by more than max(floor, QUALITY_Z x standard error of the difference), the
+# standard error computed from the window's own label counts (binomial for accuracy,
+# precision, recall; Hanley-McNeil for ROC AUC; per-row spread for log loss, MAE,
+# RMSE; see detectors.window.quality_standard_errors). A flat floor alone flagged
+# normal traffic: recall from 40 actual positives has a standard error of ~0.06.
+#
 # Labelled predictions needed in a window before quality is judged: accuracy from
-# 100 labels has a standard error of about 5 points, the size of the drop below.
+# 100 labels has a standard error of about 4-5 points; fewer and every margin is wide.
 QUALITY_MIN_LABELS = 100
-# A score in [0, 1] where higher is better (accuracy, precision, recall, F1, ROC AUC)
-# is breached when it falls this much (absolute) below the training value.
+# Metrics that rest on one class (precision: predicted positives; recall: actual
+# positives; F1: the fewer of the two; ROC AUC: the rarer class; macro F1: the rarest
+# label) need this many rows of it: below ~30 the normal approximation behind the
+# standard error fails and the margin is wider than the metric's range anyway.
+QUALITY_MIN_CLASS_COUNT = 30
+# One-sided z of the noise margin: 3 standard errors, a false-alarm chance of ~0.13 %
+# per metric and window under the normal approximation, so at most ~0.8 % of windows
+# (six binary metrics, union bound; they are correlated, so fewer) raise a false
+# model-quality alarm. Model quality alerts fire on one window (ALERT_DETECTOR_DEFAULTS),
+# so this z is the whole false-page budget.
+QUALITY_Z = 3.0
+# The floor of the margin for a score in [0, 1] where higher is better (accuracy,
+# precision, recall, F1, ROC AUC, macro F1): five points absolute. With many labels
+# the noise margin shrinks below it, and a drop smaller than this is not worth a page.
 QUALITY_MAX_DROP = 0.05
-# An error where lower is better (log loss, MAE, RMSE) is breached when it grows by
-# this share (relative) over the training value.
+# The floor of the margin for an error where lower is better (log loss, MAE, RMSE):
+# this share (relative) of the training value.
 QUALITY_MAX_ERROR_INCREASE = 0.2
+# Documented false-alarm level checked by tests/detectors/test_calibration.py: share of
+# windows (~200 labels, drawn from the training relation) with any model-quality breach.
+QUALITY_FALSE_ALARM_RATE_MAX = 0.01

@@ -97,14 +97,16 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: "Ev
         WindowStateRecord.window_start_ms == key.window_start_ms)).all()
     state = WindowState.merge_all([WindowState.from_bytes(r.state, baseline) for r in records], baseline)
     events = sum(r.events for r in records)
+    # Without a baseline (a version not registered yet) only latency can be judged.
+    results = evaluate_window(baseline, state, thresholds=config.thresholds_for(key.model),
+                              slo=config.slo_for(key.model), window_seconds=config.window_seconds,
+                              transform=cache.transform(session, key.model, key.version) if baseline else None)
     if baseline is None:
-        status, results = "no_baseline", []
+        status = "no_baseline"
+    elif any(r.insufficient_data for r in results if r.detector == "data_drift"):
+        status = "insufficient_data"
     else:
-        results = evaluate_window(baseline, state, thresholds=config.thresholds_for(key.model),
-                                  slo=config.slo_for(key.model), window_seconds=config.window_seconds,
-                                  transform=cache.transform(session, key.model, key.version))
-        status = "insufficient_data" if any(r.details.get("insufficient_data") for r in results
-                                             if r.detector == "data_drift") else "ok"
+        status = "ok"
     session.execute(delete(DetectorResult).where(
         DetectorResult.model == key.model, DetectorResult.version == key.version,
         DetectorResult.window_start_ms == key.window_start_ms))
@@ -139,20 +141,29 @@ def _finite(value: Any) -> float | None:
 
 @dataclass
 class EvaluationConfig:
+    """Thresholds from the --config TOML: [drift], [data_quality], [skew], [model_quality], [latency]."""
+
     window_seconds: int
-    lateness_seconds: int
-    drift_section: dict[str, Any]
-    slo_section: dict[str, Any]
+    sections: dict[str, dict[str, Any]]
 
-    def thresholds_for(self, model: str) -> Any:
-        from detectors.decision import DriftThresholds
+    @classmethod
+    def from_settings(cls, settings: Any) -> "EvaluationConfig":
+        names = ("drift", "data_quality", "skew", "model_quality", "latency")
+        config = cls(settings.window_seconds, {name: settings.section(name) for name in names})
+        config.thresholds_for(None)  # a bad key fails at start-up, not at the first window
+        config.slo_for(None)
+        return config
 
-        return DriftThresholds.from_mapping(self.drift_section, model=model)
+    def thresholds_for(self, model: str | None) -> Any:
+        from detectors.window import WindowThresholds
 
-    def slo_for(self, model: str) -> Any:
+        mapping = {name: self.sections.get(name, {}) for name in ("drift", "data_quality", "skew", "model_quality")}
+        return WindowThresholds.from_mapping(mapping, model=model)
+
+    def slo_for(self, model: str | None) -> Any:
         from detectors.window import LatencySLO
 
-        return LatencySLO.from_mapping(self.slo_section, model=model)
+        return LatencySLO.from_mapping(self.sections.get("latency", {}), model=model)
 
 
 def now_ms() -> int:

@@ -52,13 +52,11 @@ from driftline.baseline import (
     CLASS,
     NUMERIC,
     Baseline,
-    CategoricalProfile,
     LabelSummary,
     NumericProfile,
     Profile,
     category_key,
     count_categories,
-    json_type,
     prediction_values,
 )
 

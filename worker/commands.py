@@ -147,6 +147,9 @@ def worker(settings: Settings, model: str, host: str, port: int | None, device: 
     from worker.server import Worker, WorkerConfig, create_app
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # kafka-python logs every failed reconnect; the worker reports Kafka trouble once itself
+    # (and in /metrics: driftline_worker_kafka_connected, events buffered/dropped).
+    logging.getLogger("kafka").setLevel(logging.DEBUG if log_level == "debug" else logging.CRITICAL)
     if threads:
         torch.set_num_threads(threads)
     _registry(settings)

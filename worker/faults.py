@@ -6,14 +6,14 @@
   feature 12 times smaller than the training transform's for the same raw input.
   The logged `inputs` are untouched, so re-running the shared transform on them
   (the parity-skew check) exposes the difference.
-- `latency_ms` / `latency_fraction`: each request, with probability `latency_fraction`,
-  spends `latency_ms` more in compute (a slow dependency, a throttled device), which
-  pushes p99 latency over its SLO while the model's outputs stay correct.
+- `latency_ms` / `latency_fraction`: a `latency_fraction` share of requests (spread
+  evenly: with 0.05, every twentieth) spends `latency_ms` more in compute (a slow
+  dependency, a throttled device), which pushes p99 latency over its SLO while the
+  model's outputs stay correct.
 """
 from __future__ import annotations
 
-import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from driftline.transform import transform_row
@@ -24,13 +24,15 @@ class Faults:
     skew: bool = False
     latency_ms: float = 0.0
     latency_fraction: float = 0.0
+    # Accumulates latency_fraction per request; a request is slowed each time it passes 1.
+    _slow_credit: float = field(default=0.0, repr=False, compare=False)
 
     def update(self, changes: Mapping[str, Any]) -> None:
         """Apply a partial update from the admin endpoint; raises ValueError naming the bad field."""
         unknown = set(changes) - {"skew", "latency_ms", "latency_fraction"}
         if unknown:
             raise ValueError(f"unknown fault {sorted(unknown)[0]!r}; known: skew, latency_ms, latency_fraction")
-        new = asdict(self)
+        new = self.as_dict()
         if "skew" in changes:
             if not isinstance(changes["skew"], bool):
                 raise ValueError("skew: expected true or false")
@@ -44,10 +46,14 @@ class Faults:
         self.skew, self.latency_ms, self.latency_fraction = new["skew"], new["latency_ms"], new["latency_fraction"]
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"skew": self.skew, "latency_ms": self.latency_ms, "latency_fraction": self.latency_fraction}
 
     def extra_latency_s(self) -> float:
-        if self.latency_ms > 0 and random.random() < self.latency_fraction:
+        if self.latency_ms <= 0 or self.latency_fraction <= 0:
+            return 0.0
+        self._slow_credit += self.latency_fraction
+        if self._slow_credit >= 1.0 - 1e-9:
+            self._slow_credit -= 1.0
             return self.latency_ms / 1000.0
         return 0.0
 

@@ -15,7 +15,6 @@ import collections
 import logging
 import math
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +22,7 @@ import httpx
 import numpy as np
 
 from driftline import defaults
-from driftline.client import InferenceLogger
+from driftline.client import InferenceLogger, new_id
 from driftline.errors import UserError
 from worker.dataset import default_probability, generate_inputs, sample_labels
 from worker.scenarios import SCENARIOS, Scenario, corrupt
@@ -145,7 +144,7 @@ async def _drive(client: httpx.AsyncClient, config: ReplayConfig, scenario: Scen
     tasks: set[asyncio.Task] = set()
 
     async def send(index: int) -> None:
-        request_id = uuid.uuid4().hex
+        request_id = new_id()
         sent_at = time.perf_counter()
         try:
             response = await client.post("/predict", json={"features": traffic.records[index], "request_id": request_id})

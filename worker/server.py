@@ -19,7 +19,6 @@ import contextlib
 import hmac
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Sequence
 
@@ -30,7 +29,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from driftline import defaults
-from driftline.client import InferenceLogger
+from driftline.client import InferenceLogger, new_id
 from driftline.config import Settings
 from driftline.errors import UserError
 from driftline.transform import FeatureTransform
@@ -213,7 +212,7 @@ class Worker:
             parsed = parse_predict(body, loaded.schema)
             features = self.faults.serving_features(parsed.inputs)
             cached = self.cache.get(cache_key(loaded.model, loaded.version, features))
-        request_id = parsed.request_id or uuid.uuid4().hex
+        request_id = parsed.request_id or new_id()
         if cached is not None:
             self.metrics.cache_hits.inc()
             prediction, version, queue_ms, compute_ms, batch_size = cached, loaded.version, 0.0, 0.0, None
@@ -355,7 +354,7 @@ def create_app(worker: Worker) -> FastAPI:
             return _json({"detail": f"the body must be a JSON object (the reason): {exc}"}, 422)
         if not isinstance(reason, dict):
             return _json({"detail": "the body must be a JSON object (the reason)"}, 422)
-        key = request.headers.get("idempotency-key") or uuid.uuid4().hex
+        key = request.headers.get("idempotency-key") or new_id()
         if len(key) > 128:
             return _json({"detail": "Idempotency-Key: longer than 128 characters"}, 422)
         ticket = await asyncio.to_thread(worker.retrainer.submit, key, reason)

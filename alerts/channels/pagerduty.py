@@ -18,13 +18,12 @@ added at send time and never stored in the outbox.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
-
-import httpx
 
 from driftline import defaults
 
-from alerts.channels import SendResult, result_from_exception, result_from_http
+from alerts.channels import HttpPoster, SendResult
 
 SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
 
@@ -81,20 +80,10 @@ class PagerDutyChannel:
     def __init__(self, url: str, routing_key: str, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url
         self.routing_key = routing_key
-        self.timeout = timeout
+        self.http = HttpPoster(timeout)
 
     def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
         body = {"routing_key": self.routing_key, **payload}
-        try:
-            response = httpx.post(self.url, json=body, timeout=self.timeout,
-                                  headers={"Idempotency-Key": idempotency_key, "User-Agent": "driftline"})
-        except httpx.HTTPError as exc:
-            return result_from_exception(exc, self.timeout)
-        return result_from_http(response.status_code, _body(response), response.headers)
-
-
-def _body(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return response.text
+        return self.http.post(self.url, content=json.dumps(body).encode(),
+                              headers={"Content-Type": "application/json", "Idempotency-Key": idempotency_key,
+                                       "User-Agent": "driftline"})

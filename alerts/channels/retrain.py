@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import httpx
-
 from driftline import defaults
 
-from alerts.channels import SendResult, result_from_exception, result_from_http
+from alerts.channels import HttpPoster, SendResult
 from alerts.channels.webhook import encode
 
 
@@ -23,19 +21,11 @@ class RetrainChannel:
     def __init__(self, url: str, token: str | None, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url
         self.token = token
-        self.timeout = timeout
+        self.http = HttpPoster(timeout)
 
     def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
         headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key,
                    "User-Agent": "driftline"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        try:
-            response = httpx.post(self.url, content=encode(payload), headers=headers, timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            return result_from_exception(exc, self.timeout)
-        try:
-            body: Any = response.json()
-        except ValueError:
-            body = response.text
-        return result_from_http(response.status_code, body, response.headers)
+        return self.http.post(self.url, content=encode(payload), headers=headers)

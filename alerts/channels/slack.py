@@ -116,7 +116,7 @@ def render_slack(message: Mapping[str, Any]) -> dict[str, Any]:
     line_blocks, left_out = _sections([_line(a, resolved, len(detectors) > 1) for a in listed], budget)
     blocks.extend(line_blocks)
     more = left_out + len(alerts) - len(listed)
-    link = message["dashboard_url"]
+    link = escape(message["dashboard_url"])  # Slack reads "&" in a link as the start of an entity
     if more:
         blocks.append({"type": "context", "elements": [
             {"type": "mrkdwn", "text": f"…and {more} more; <{link}|see them all on the dashboard>"}]})

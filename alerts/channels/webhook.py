@@ -22,11 +22,9 @@ import json
 import time
 from typing import Any, Mapping
 
-import httpx
-
 from driftline import defaults
 
-from alerts.channels import SendResult, result_from_exception, result_from_http
+from alerts.channels import HttpPoster, SendResult
 
 TIMESTAMP_HEADER = "X-Driftline-Timestamp"
 SIGNATURE_HEADER = "X-Driftline-Signature"
@@ -61,7 +59,7 @@ class WebhookChannel:
     def __init__(self, url: str, secret: str | None, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url
         self.secret = secret
-        self.timeout = timeout
+        self.http = HttpPoster(timeout)
 
     def headers(self, body: bytes, idempotency_key: str) -> dict[str, str]:
         timestamp = str(int(time.time()))
@@ -73,16 +71,4 @@ class WebhookChannel:
 
     def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
         body = encode(payload)
-        try:
-            response = httpx.post(self.url, content=body, headers=self.headers(body, idempotency_key),
-                                  timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            return result_from_exception(exc, self.timeout)
-        return result_from_http(response.status_code, _body(response), response.headers)
-
-
-def _body(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return response.text
+        return self.http.post(self.url, content=body, headers=self.headers(body, idempotency_key))

@@ -21,16 +21,13 @@ class SchedulerJobs:
     """The scheduler's jobs, also callable one by one (tests, `--once`)."""
 
     def __init__(self, settings: Settings):
-        from alerts import AlertRules, Channels, RetrainPolicy
+        from alerts import Channels, load_rules
         from driftline.evaluation import BaselineCache, EvaluationConfig
 
         self.settings = settings
-        self.config = EvaluationConfig(
-            window_seconds=settings.window_seconds, lateness_seconds=settings.allowed_lateness_seconds,
-            drift_section=settings.section("drift"), slo_section=settings.section("slo"))
-        self.rules = AlertRules.from_mapping(settings.section("alerts"))
-        self.retrain_policy = RetrainPolicy.from_mapping(settings.section("retrain"))
-        self.channels = Channels.from_settings(settings)
+        self.config = EvaluationConfig.from_settings(settings)
+        self.rules = load_rules(settings, settings.config_path)
+        self.channels = Channels.from_settings(settings, timeout=self.rules.delivery.timeout)
         self.cache = BaselineCache()
 
     def evaluate_due_windows(self, now_ms: int | None = None) -> int:
@@ -51,14 +48,14 @@ class SchedulerJobs:
                     now = utcnow()
                     process_window(session, key.model, key.version, key.window_start_ms, rules=self.rules, now=now)
                     apply_retrain_policy(session, key.model, key.version, key.window_start_ms,
-                                         policy=self.retrain_policy, now=now)
+                                         policy=self.rules.retrain, now=now)
             log.info("evaluated %s v%s window %s: %s", key.model, key.version, key.window_start_ms, evaluation.status)
         return len(keys)
 
     def deliver_notifications(self) -> None:
         from alerts import deliver_due
 
-        deliver_due(self.settings.db_url, channels=self.channels)
+        deliver_due(self.settings.db_url, channels=self.channels, policy=self.rules.delivery)
 
 
 @click.command()

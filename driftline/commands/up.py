@@ -66,10 +66,14 @@ def _train_first_model(settings: Settings, env: dict[str, str], model: str, out:
 @click.option("--no-dashboard", is_flag=True, help="Do not start the Streamlit dashboard.")
 @click.option("--rate", type=click.FloatRange(min=0.1), default=40.0, show_default=True,
               help="Replay requests per second.")
+@click.option("--warmup", type=click.FloatRange(min=0), default=None,
+              help="Seconds of normal traffic before the scenario starts (default: two windows).")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model name.")
+@click.option("--broker-port", type=click.IntRange(1, 65535), default=EMBEDDED_BROKER_PORT, show_default=True,
+              help="Port of the embedded broker (ignored with --bootstrap-servers).")
 @common_options
-def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard: bool, rate: float, model: str,
-       settings: Settings) -> None:
+def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard: bool, rate: float,
+       warmup: float | None, model: str, broker_port: int, settings: Settings) -> None:
     """Run the whole local stack: broker, store, model, worker, collector, scheduler, dashboard, traffic."""
     supervisor = Supervisor()
     stop = threading.Event()
@@ -80,11 +84,12 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
     embedded = None
     default_bootstrap = Settings.model_fields["bootstrap_servers"].default
     if settings.bootstrap_servers == default_bootstrap:
-        if not port_is_free("127.0.0.1", EMBEDDED_BROKER_PORT):
-            raise UserError(f"port {EMBEDDED_BROKER_PORT} is in use (is another `driftline up` running?); stop it, "
+        if not port_is_free("127.0.0.1", broker_port):
+            raise UserError(f"port {broker_port} is in use (is another `driftline up` running?); stop it, "
                             "or pass --bootstrap-servers to use a running Kafka")
         log_file = open(settings.home / "broker.log", "ab")
-        embedded = EmbeddedBroker(EMBEDDED_BROKER_PORT, partitions=settings.topic_partitions, log=log_file).start()
+        embedded = EmbeddedBroker(broker_port, partitions=settings.topic_partitions, log=log_file).start()
+        settings = settings.model_copy(update={"bootstrap_servers": embedded.bootstrap_servers})
         supervisor.log("broker", f"embedded broker on {embedded.bootstrap_servers} (memory storage; log: "
                                  f"{settings.home / 'broker.log'})")
     try:
@@ -102,6 +107,8 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
             "DRIFTLINE_RETRAIN_WEBHOOK_URL": settings.retrain_webhook_url or f"{worker_url}/admin/retrain",
             "DRIFTLINE_RETRAIN_TOKEN": settings.retrain_token,
         }
+        if settings.config_path is not None:
+            env["DRIFTLINE_CONFIG"] = str(settings.config_path.resolve())
         if not _has_production_model(settings, model):
             _train_first_model(settings, env, model, supervisor)
             if stop.is_set():
@@ -121,9 +128,9 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
                     raise UserError(f"the worker did not become ready at {worker_url} within {READY_TIMEOUT_S:.0f}s")
                 return
             supervisor.poll()
-        replay_args = ["replay", "--scenario", scenario, "--rate", str(rate), "--worker-url", worker_url]
-        if duration is not None:
-            replay_args += ["--duration", str(duration)]
+        warmup = 2 * window_seconds if warmup is None else warmup
+        replay_args = ["replay", "--scenario", scenario, "--rate", str(rate), "--worker-url", worker_url,
+                       "--warmup", str(warmup), "--duration", str(duration or 86_400)]
         supervisor.add(Component("replay", _driftline(*replay_args), env=env, restart=False))
         supervisor.start_all()
         if not no_dashboard:

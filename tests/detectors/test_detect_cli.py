@@ -223,3 +223,19 @@ def test_console_script_exit_codes(files):
                          cwd=REPO, timeout=120)
     assert bad.returncode == 1 and bad.stdout == b""
     assert bad.stderr.decode().count("\n") == 1 and b"Traceback" not in bad.stderr
+
+
+def test_kinds_are_inferred_from_dtypes():
+    from detectors.batch import feature_kinds
+
+    data = pd.DataFrame({
+        "amount": [1.5, 2.5, None],
+        "count": [1, 2, 3],
+        "grade": pd.Series([1, 2, 1], dtype="category"),
+        "code": pd.Series([10, 20, 10], dtype=object),
+        "flag": [True, False, True],
+        "name": ["a", "b", None],
+    })
+    assert feature_kinds(data, data) == {"amount": "numeric", "count": "numeric", "grade": "categorical",
+                                         "code": "categorical", "flag": "categorical", "name": "categorical"}
+    assert feature_kinds(data, data, categorical=["count"])["count"] == "categorical"

@@ -348,3 +348,28 @@ def test_take_splits_a_batch_like_separate_batches(baseline):
     part = batch.take(odd)
     assert part.absent == {"score": 1} and part.feature_types["income"] == {"string": 1, "number": 299}
     assert batch.take(even).absent == {}
+
+
+def test_label_summaries_of_different_guessed_tasks_merge_without_failing():
+    a = WindowState.empty(None).add_labels(np.array([0.2, 0.9, 0.4]), np.array([0, 1, 1]))  # binary
+    b = WindowState.empty(None).add_labels(np.array([3.5]), np.array([7.25]))  # regression
+    merged = a.merge(b)
+    assert merged.labels.task == "binary" and merged.labels.n == 3 and merged.labels.dropped == 1
+    assert b.merge(a).labels.dropped == 1
+
+
+def test_from_events_on_sparse_or_bad_input():
+    sparse = [{"event_id": "a", "ts": T0, "features": None, "latency_ms": None},
+              {"event_id": "b", "ts": T0 + 1, "features": {"x": 1.0}, "prediction": [0.3, 0.7],
+               "latency_ms": {"total": 3.0, "gpu": 1.0}}]
+    batch = EventBatch.from_events(sparse)
+    assert batch.absent == {"x": 1} and np.isnan(batch.features["x"][0])
+    assert np.isnan(batch.latency_ms["total"][0]) and batch.latency_ms["gpu"][1] == 1.0
+    assert batch.prediction_source == "probability" and batch.prediction[1] == pytest.approx(0.7)
+    state = WindowState.empty(None).add_batch(batch)
+    assert state.latency["total"].count == 1 and state.latency["gpu"].count == 1
+    assert EventBatch.from_events([]).n == 0 and WindowState.empty(None).add_batch(EventBatch.from_events([])).events == 0
+    with pytest.raises(ValueError, match="epoch milliseconds or RFC 3339"):
+        EventBatch.from_events([{"event_id": "c", "ts": "yesterday", "features": {}, "latency_ms": {"total": 1.0}}])
+    with pytest.raises(ValueError, match="1-D"):
+        batch.take(np.zeros((1, 1), dtype=int))

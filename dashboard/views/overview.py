@@ -45,7 +45,7 @@ def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, la
         title.markdown(f"#### {row['model']} · v{row['version']}"
                        + (" · :blue[production]" if row["production"] else ""))
         badge.badge(label, color=colour)
-        cols = st.columns(6)
+        cols = st.columns(5)
         if head.p99 is not None:
             delta = None if head.p99_threshold is None else head.p99 - head.p99_threshold
             cols[0].metric("p99 latency", f"{head.p99:.1f} ms",
@@ -58,23 +58,22 @@ def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, la
         drifted = head.drifted_features
         cols[3].metric("Drifted features", len(drifted) if head.window_start_ms is not None else "—",
                        help="in the newest evaluated window: " + (", ".join(drifted) or "none"))
-        cols[4].metric("Firing alerts", firing)
         last = activity["last_update"] if activity is not None else None
-        cols[5].metric("Last event", derive.fmt_ago(last, ctx.now_ms),
+        cols[4].metric("Last event", derive.fmt_ago(last, ctx.now_ms),
                        help=f"{int(activity['events']) if activity is not None else 0:,} events in "
                             f"{ctx.range_label.lower()}")
         if drifted:
             st.markdown("Drifting now: " + ", ".join(f"`{f}`" for f in drifted))
-        st.page_link("pages/model.py", label=f"Open {row['model']} v{row['version']}", icon=":material/arrow_forward:",
+        st.page_link("views/model.py", label=f"Open {row['model']} v{row['version']}", icon=":material/arrow_forward:",
                      query_params={"model": row["model"], "version": row["version"], "range": ctx.range_key})
 
 
 def fleet_charts(ctx: ui.Context) -> None:
-    bucket = derive.bucket_size_ms(ctx.start_ms, ctx.end_ms, queries.window_length_ms(ctx.db_url))
-    latency = queries.detector_buckets(ctx.db_url, None, None, ctx.start_ms, ctx.end_ms, bucket,
+    first = queries.first_window_ms(ctx.db_url, None, None, ctx.start_ms, ctx.end_ms) or ctx.start_ms
+    bucket = derive.bucket_size_ms(first, ctx.end_ms, queries.window_length_ms(ctx.db_url))
+    latency = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket,
                                        detectors=("latency",), metrics=derive.HEADLINE_METRICS["p99"])
-    drift = queries.detector_buckets(ctx.db_url, None, None, ctx.start_ms, ctx.end_ms, bucket,
-                                     detectors=("data_drift",))
+    drift = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket, detectors=("data_drift",))
     left, right = st.columns(2)
     with left:
         st.markdown("**p99 latency by version** (dashed: its SLO)")
@@ -122,6 +121,7 @@ def body(ctx: ui.Context) -> None:
     metrics[3].metric(f"Events ({ctx.range_key})", f"{int(activity['events'].sum()) if not activity.empty else 0:,}")
     metrics[4].metric(f"Dead letters ({ctx.range_key})", queries.dead_letter_count(ctx.db_url, ctx.start_ms))
 
+    fleet_charts(ctx)
     active = set(zip(activity["model"], activity["version"])) | set(zip(active_alerts["model"],
                                                                          active_alerts["version"]))
     shown = versions[[p or (m, v) in active for m, v, p in
@@ -135,7 +135,6 @@ def body(ctx: ui.Context) -> None:
     if not idle.empty:
         st.caption("Registered, no traffic in this range: "
                    + ", ".join(f"{m} v{v}" for m, v in zip(idle["model"], idle["version"])))
-    fleet_charts(ctx)
 
 
 ui.page(body)

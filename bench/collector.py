@@ -1,0 +1,192 @@
+"""End-to-end collector rate (broker -> window states in the store) beside raw kafka-python consumption.
+
+Run by hand: `.venv/bin/python bench/collector.py [--events 300000] [--db URL]`. Prints figures,
+asserts nothing. Starts its own embedded broker and (by default) a fresh SQLite store.
+
+* raw: a kafka-python group consumer polling the same topic, nothing else (the peer);
+* raw + orjson.loads: the same, decoding every value;
+* collector: `collector.consumer.Collector` in this process: decode, validate, window,
+  fold, store predictions for the label join, flush every second with the offsets.
+
+Events carry 20 features (17 numeric, 3 categorical) and a request id; event times advance
+so that windows open and close during the run (memory must stay flat: RSS is printed
+over time). Aims (issue 4): >= 60 % of the raw rate and >= 80 000 events/s per process.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+# Run as a script, this file's folder comes first on sys.path and its name would shadow
+# the `collector` package; the repository root goes there instead.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [os.path.dirname(_HERE)] + [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+
+import numpy as np  # noqa: E402
+import orjson  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from driftline.baseline import compute_baseline
+from driftline.broker import EmbeddedBroker, free_port
+from driftline.config import TOPIC_INFERENCE
+from driftline.events import INFERENCE_SCHEMA, rfc3339
+from driftline.store import db as store_db
+from driftline.store.models import BaselineRecord, WindowStateRecord
+
+MODEL, VERSION = "bench-model", "1"
+NUMERIC = [f"num_{k}" for k in range(17)]
+CATEGORICAL = {"region": ["north", "south", "east", "west"], "segment": ["a", "b", "c"], "channel": ["web", "app"]}
+TIME_LIMIT_S = 120.0
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def make_events(n: int, events_per_window: int, seed: int = 0) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    start = int(time.time() * 1000) - 86_400_000
+    numbers = rng.normal(0, 1, (n, len(NUMERIC))) + np.arange(len(NUMERIC))
+    step_ms = max(60_000 // events_per_window, 1)
+    out = []
+    for i in range(n):
+        features = dict(zip(NUMERIC, numbers[i].round(4).tolist()))
+        for name, values in CATEGORICAL.items():
+            features[name] = values[i % len(values)]
+        out.append(orjson.dumps({
+            "schema": INFERENCE_SCHEMA, "event_id": uuid.uuid4().hex, "request_id": uuid.uuid4().hex,
+            "ts": rfc3339(start + i * step_ms), "model": MODEL, "version": VERSION, "features": features,
+            "prediction": float(numbers[i, 0] % 1.0), "latency_ms": {"total": 12.3, "queue": 4.1, "compute": 7.9},
+            "status": "ok", "batch_size": 8, "cache_hit": False}))
+    return out
+
+
+def produce(bootstrap: str, messages: list[bytes]) -> float:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, acks=1, linger_ms=20,
+                             batch_size=262_144, max_request_size=8 << 20)
+    started = time.perf_counter()
+    for i, value in enumerate(messages):
+        producer.send(TOPIC_INFERENCE, key=str(i).encode(), value=value)
+    producer.flush()
+    elapsed = time.perf_counter() - started
+    producer.close()
+    return len(messages) / elapsed
+
+
+def raw_consume(bootstrap: str, n: int, decode: bool) -> float:
+    """Events/s of a bare group consumer, timed from its first record (the group join excluded)."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=f"bench-raw-{uuid.uuid4().hex[:8]}",
+                             enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=2000,
+                             heartbeat_interval_ms=500, max_poll_records=5000, max_partition_fetch_bytes=8 << 20,
+                             fetch_max_bytes=64 << 20)
+    consumer.subscribe([TOPIC_INFERENCE])
+    seen, first, deadline = 0, None, time.monotonic() + TIME_LIMIT_S
+    loads = orjson.loads
+    while seen < n and time.monotonic() < deadline:
+        batches = consumer.poll(timeout_ms=200, max_records=5000)
+        for records in batches.values():
+            if first is None:
+                first = time.perf_counter()
+            if decode:
+                for r in records:
+                    loads(r.value)
+            seen += len(records)
+    elapsed = time.perf_counter() - (first or time.perf_counter())
+    consumer.close(autocommit=False)
+    return seen / elapsed if elapsed > 0 else 0.0
+
+
+def register_baseline(url: str) -> None:
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({name: rng.normal(k, 1, 5000) for k, name in enumerate(NUMERIC)})
+    for name, values in CATEGORICAL.items():
+        frame[name] = rng.choice(values, 5000)
+    baseline = compute_baseline(frame, categorical=list(CATEGORICAL), predictions=rng.random(5000))
+    with store_db.session_scope(url) as session:
+        session.add(BaselineRecord(model=MODEL, version=VERSION, rows=5000, summary=baseline.to_dict(), source="bench"))
+
+
+def run_collector(bootstrap: str, url: str, n: int) -> tuple[float, list[tuple[float, int, float]]]:
+    from collector.consumer import Collector, CollectorConfig
+
+    config = CollectorConfig(bootstrap_servers=bootstrap, db_url=url, group_id=f"bench-{uuid.uuid4().hex[:8]}",
+                             session_timeout_ms=2000, heartbeat_interval_ms=500, max_messages=n,
+                             idle_exit_s=TIME_LIMIT_S)
+    collector = Collector(config)
+    samples: list[tuple[float, int, float]] = []
+    started = time.perf_counter()
+    first: list[float] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if collector.consumed and not first:
+                first.append(time.perf_counter())
+            samples.append((time.perf_counter() - started, collector.consumed, rss_mb()))
+            done.wait(0.05 if not first else 1.0)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    timer = threading.Timer(TIME_LIMIT_S, collector.stop)
+    timer.start()
+    stored = collector.run()
+    ended = time.perf_counter()
+    timer.cancel()
+    done.set()
+    watcher.join()
+    samples.append((ended - started, collector.consumed, rss_mb()))
+    # The group join happens before the first record; like the raw peer, time from the first record.
+    begin = first[0] if first else started
+    return stored / (ended - begin), samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--events-per-window", type=int, default=20_000)
+    parser.add_argument("--db", default=None, help="store URL (default: a fresh SQLite file); migrated here")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(port=free_port(), partitions=4) as broker:
+        url = args.db or f"sqlite:///{tmp}/bench.db"
+        store_db.upgrade(url)
+        register_baseline(url)
+        messages = make_events(args.events, args.events_per_window)
+        print(f"{len(messages)} events of ~{sum(map(len, messages[:100])) // 100} bytes, 20 features, "
+              f"{args.events_per_window} per 60 s window ({args.events // args.events_per_window} windows), "
+              f"store {url.split(':')[0]}")
+        produced = produce(broker.bootstrap_servers, messages)
+        del messages
+        print(f"produce (kafka-python)          {produced:>10,.0f} events/s")
+        raw = raw_consume(broker.bootstrap_servers, args.events, decode=False)
+        print(f"raw consume (kafka-python)      {raw:>10,.0f} events/s")
+        decoded = raw_consume(broker.bootstrap_servers, args.events, decode=True)
+        print(f"raw consume + orjson.loads      {decoded:>10,.0f} events/s  ({decoded / raw:.0%} of raw)")
+        rate, samples = run_collector(broker.bootstrap_servers, url, args.events)
+        print(f"collector, end to end           {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw)")
+        with store_db.session_scope(url) as session:
+            from sqlalchemy import func, select
+            stored, windows = session.execute(select(func.sum(WindowStateRecord.events),
+                                                     func.count(func.distinct(WindowStateRecord.window_start_ms)))
+                                              ).one()
+        print(f"stored: {stored} events in {windows} windows (expected {args.events})")
+        print("RSS over the collector run (s, messages consumed, MB):")
+        step = max(len(samples) // 12, 1)
+        for t, consumed, mb in samples[::step] + ([samples[-1]] if (len(samples) - 1) % step else []):
+            print(f"  {t:6.1f} s  {consumed:>9,}  {mb:7.1f} MB")
+        print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,722 @@
+"""The collector: a kafka-python consumer group member that folds events into window states.
+
+Loop: ``poll`` a batch (up to `poll_max_records`) -> per partition, decode and validate
+each message (`driftline.events`), dead-letter the invalid ones, group the valid ones by
+model version and fold them vectorised into partial window states (`collector.windows`)
+-> every `flush_interval_s` (or `flush_max_events` messages) write everything and the
+offsets in one transaction (`collector.flush`).
+
+Offsets live in the store, not in Kafka (``enable_auto_commit=False``, nothing is
+committed to the broker): on assignment a partition is sought to its stored
+``next_offset``; on revocation its pending state is flushed first. Records below the
+offset a partition has reached are skipped, so a re-delivered record is never counted
+twice.
+
+A broker that restarts with empty memory storage (the embedded broker) or a topic that
+is recreated starts a new log under a new *topic id*, and its offsets restart at 0. The
+collector notices because kafka-python opens a new connection: records of the poll
+during which that happened are dropped, all partitions pause, and once a fresh metadata
+response has arrived the topic ids are compared with those of the offsets in hand: the
+same log -> seek back to where processing stopped; a new log -> flush what was read from
+the old one, then read the new one from its beginning. Stored offsets carry their topic
+id, so a collector that was down while the log was replaced starts the new log from
+its beginning too.
+
+Threads: kafka-python runs heartbeats and the rebalance callbacks on its IO thread; the
+callbacks and the main loop share one lock, and the main loop never holds it while it
+is inside ``poll``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from collector import store
+from collector.dead_letters import DeadLetterPublisher, DeadLetterRow
+from collector.flush import Fenced, PartitionFlush, flush
+from collector.labels import LabelRow, PredictionRow, label_row_partition
+from collector.metrics import CollectorMetrics
+from collector.store import StoredOffset
+from collector.windows import PartitionWindows
+from driftline import defaults
+from driftline.baseline import Baseline
+from driftline.config import TOPIC_DEAD_LETTERS, TOPIC_INFERENCE, TOPIC_LABELS, Settings
+from driftline.events import EventError, InferenceEvent, LabelEvent, parse_inference, parse_label
+from driftline.store.db import get_engine
+
+log = logging.getLogger(__name__)
+
+# Column widths of the store (driftline/store/models.py): a longer value is dead-lettered
+# rather than failing every flush on PostgreSQL.
+_MAX_MODEL_CHARS = 200
+_MAX_VERSION_CHARS = 100
+_MAX_REQUEST_ID_CHARS = 256
+_POLL_TIMEOUT_MS = 200
+_RECONNECT_DELAY_S = 1.0
+
+
+@dataclass
+class CollectorConfig:
+    bootstrap_servers: str
+    db_url: str
+    group_id: str = defaults.COLLECTOR_GROUP_ID
+    window_seconds: int = defaults.WINDOW_SECONDS
+    allowed_lateness_seconds: int = defaults.ALLOWED_LATENESS_SECONDS
+    flush_interval_s: float = defaults.COLLECTOR_FLUSH_INTERVAL_SECONDS
+    flush_max_events: int = defaults.COLLECTOR_FLUSH_MAX_EVENTS
+    poll_max_records: int = defaults.COLLECTOR_POLL_MAX_RECORDS
+    session_timeout_ms: int = defaults.COLLECTOR_SESSION_TIMEOUT_MS
+    heartbeat_interval_ms: int = defaults.COLLECTOR_HEARTBEAT_INTERVAL_MS
+    prediction_retention_days: float = defaults.COLLECTOR_PREDICTION_RETENTION_DAYS
+    prune_interval_s: float = defaults.COLLECTOR_PRUNE_INTERVAL_SECONDS
+    label_sweep_s: float = defaults.COLLECTOR_LABEL_SWEEP_SECONDS
+    baseline_recheck_s: float = defaults.COLLECTOR_BASELINE_RECHECK_SECONDS
+    dead_letter_raw_bytes: int = defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES
+    dedup_event_ids: int = defaults.COLLECTOR_DEDUP_EVENT_IDS
+    retry_min_s: float = defaults.COLLECTOR_FLUSH_RETRY_MIN_SECONDS
+    retry_max_s: float = defaults.COLLECTOR_FLUSH_RETRY_MAX_SECONDS
+    shutdown_flush_s: float = defaults.COLLECTOR_SHUTDOWN_FLUSH_SECONDS
+    metrics_port: int = 0  # 0: no /metrics server
+    max_messages: int | None = None  # stop once this many messages are consumed and flushed
+    idle_exit_s: float | None = None  # stop after this long without a message (everything flushed)
+    inference_topic: str = TOPIC_INFERENCE
+    labels_topic: str = TOPIC_LABELS
+    dead_letter_topic: str = TOPIC_DEAD_LETTERS
+    client_id: str = "driftline-collector"
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> "CollectorConfig":
+        values = {"bootstrap_servers": settings.bootstrap_servers, "db_url": settings.db_url,
+                  "window_seconds": settings.window_seconds,
+                  "allowed_lateness_seconds": settings.allowed_lateness_seconds,
+                  "metrics_port": settings.collector_metrics_port}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+@dataclass
+class PartitionBuffer:
+    """One owned partition: where it stands and what it consumed since the last flush."""
+
+    topic: str
+    partition: int
+    row_partition: int
+    window_ms: int
+    lateness_ms: int
+    ready: bool = False  # offsets loaded, log verified, sought: its records are processed
+    expected: StoredOffset | None = None  # the stored offset (the fence)
+    next_offset: int = 0  # the next offset to process
+    topic_id: str | None = None  # the log that next_offset refers to
+    windows: PartitionWindows = field(init=False)
+    dead_letters: list[DeadLetterRow] = field(default_factory=list)
+    predictions: dict[str, PredictionRow] = field(default_factory=dict)
+    labels: dict[str, LabelRow] = field(default_factory=dict)
+    messages: int = 0  # consumed since the last flush
+    recent_ids: set[int] = field(default_factory=set)  # hashed event ids, newest generation
+    older_ids: set[int] = field(default_factory=set)
+    # (model, version) -> largest event time seen on this partition: now, and as of the last flush
+    watermarks: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    committed_watermarks: dict[tuple[str, str], int | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
+
+    def to_flush(self) -> PartitionFlush:
+        return PartitionFlush(self.topic, self.partition, self.row_partition, self.expected, self.next_offset,
+                              self.topic_id, self.windows.windows, self.dead_letters, self.predictions, self.labels)
+
+    def committed(self) -> None:
+        self.expected = StoredOffset(self.next_offset, self.topic_id)
+        self.committed_watermarks = dict(self.watermarks)
+        self._clear()
+
+    def discard(self) -> None:
+        """Forget what was consumed since the last flush (it will be read again from the stored offset)."""
+        self._clear()
+        self.recent_ids, self.older_ids = set(), set()
+        self.watermarks = dict(self.committed_watermarks)
+
+    def _clear(self) -> None:
+        self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
+        self.dead_letters, self.predictions, self.labels = [], {}, {}
+        self.messages = 0
+
+
+def _check_store_limits(model: str, version: str | None, request_id: str | None) -> None:
+    """Values the store cannot hold (PostgreSQL refuses NUL and over-long strings)."""
+    if len(model) > _MAX_MODEL_CHARS or "\x00" in model:
+        raise EventError(f"must be at most {_MAX_MODEL_CHARS} characters without NUL (the store's limit)", "model")
+    if version is not None and (len(version) > _MAX_VERSION_CHARS or "\x00" in version):
+        raise EventError(f"must be at most {_MAX_VERSION_CHARS} characters without NUL (the store's limit)",
+                         "version")
+    if request_id is not None and (len(request_id) > _MAX_REQUEST_ID_CHARS or "\x00" in request_id):
+        raise EventError(f"must be at most {_MAX_REQUEST_ID_CHARS} characters without NUL (the store's limit)",
+                         "request_id")
+
+
+class Collector:
+    """Consume, window, flush; `run()` until `stop()` (or the max-messages / idle-exit limits)."""
+
+    def __init__(self, config: CollectorConfig, engine: Engine | None = None):
+        self.config = config
+        self.engine = engine if engine is not None else get_engine(config.db_url)
+        self.metrics = CollectorMetrics()
+        self.metrics_port: int | None = None
+        self.window_ms = int(config.window_seconds * 1000)
+        self.lateness_ms = int(config.allowed_lateness_seconds * 1000)
+        self.publisher = DeadLetterPublisher(config.bootstrap_servers, config.dead_letter_topic)
+        self.consumed = 0  # messages processed (valid or not), over the collector's life
+        self.flushed = 0  # of them, those flushed
+        self._stop = threading.Event()
+        self._lock = threading.RLock()
+        self._consumer: Any = None
+        self._buffers: dict[Any, PartitionBuffer] = {}
+        self._topic_ids: dict[str, str | None] = {}
+        self._baselines: dict[tuple[str, str], tuple[Baseline | None, float]] = {}
+        self._conn_snapshot: tuple[Any, ...] = ()
+        self._verify_future: Any = None
+        self._needs_verify = False
+        self._next_flush = 0.0
+        self._retry_at = 0.0
+        self._retry_delay = config.retry_min_s
+        self._flush_failing = False
+        self._next_prune = 0.0
+        self._next_sweep = 0.0
+        self._last_message = time.monotonic()
+
+    # --- public ------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask the loop to flush and exit (safe from a signal handler or another thread)."""
+        self._stop.set()
+
+    def run(self) -> int:
+        """Consume until stopped; returns the number of messages consumed and flushed."""
+        if self.config.metrics_port:
+            self.metrics_port = self.metrics.serve(self.config.metrics_port)
+            log.info("collector metrics at http://127.0.0.1:%d/metrics", self.metrics_port)
+        self._next_flush = time.monotonic() + self.config.flush_interval_s
+        self._next_prune = time.monotonic()
+        self._next_sweep = time.monotonic() + self.config.label_sweep_s
+        try:
+            while not self._stop.is_set() and not self._done():
+                if self._consumer is None and not self._connect():
+                    continue
+                try:
+                    records = self._consumer.poll(timeout_ms=_POLL_TIMEOUT_MS,
+                                                  max_records=self.config.poll_max_records)
+                except Exception as exc:  # kafka-python surfaces broker trouble here; it reconnects itself
+                    log.warning("poll failed (%s); retrying", exc)
+                    self._stop.wait(0.5)
+                    continue
+                with self._lock:
+                    self._handle(records)
+                    self._maintain()
+        finally:
+            self._shutdown()
+        return self.flushed
+
+    # --- connecting --------------------------------------------------------------------------------
+    def _connect(self) -> bool:
+        from kafka import KafkaConsumer
+
+        cfg = self.config
+        try:
+            consumer = KafkaConsumer(
+                bootstrap_servers=cfg.bootstrap_servers, group_id=cfg.group_id, client_id=cfg.client_id,
+                enable_auto_commit=False, auto_offset_reset="earliest",
+                session_timeout_ms=cfg.session_timeout_ms, heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+                max_poll_records=cfg.poll_max_records, max_partition_fetch_bytes=8 << 20,
+                fetch_max_bytes=64 << 20, bootstrap_timeout_ms=5_000, reconnect_backoff_max_ms=1_000,
+                request_timeout_ms=max(30_000, cfg.session_timeout_ms + 5_000))
+        except Exception as exc:  # broker down at start: keep trying until stopped
+            log.warning("cannot reach Kafka at %s (%s); retrying", cfg.bootstrap_servers, exc)
+            self._stop.wait(_RECONNECT_DELAY_S)
+            return False
+        consumer.subscribe([cfg.inference_topic, cfg.labels_topic], listener=_RebalanceListener(self))
+        self._consumer = consumer
+        log.info("collector joined group %s at %s", cfg.group_id, cfg.bootstrap_servers)
+        return True
+
+    # --- rebalance callbacks (kafka-python's IO thread) ------------------------------------------
+    def _on_assigned(self, partitions: Iterable[Any]) -> None:
+        try:
+            self._assign(partitions)
+        except Exception:  # an exception would abort kafka-python's rebalance; verification re-places them
+            log.exception("handling the assignment of %s failed", _names(partitions))
+            self._needs_verify = True
+
+    def _on_revoked(self, partitions: Iterable[Any]) -> None:
+        try:
+            self._revoke(partitions)
+        except Exception:
+            log.exception("handling the revocation of %s failed", _names(partitions))
+
+    def _assign(self, partitions: Iterable[Any]) -> None:
+        with self._lock:
+            for tp in partitions:
+                if tp in self._buffers:
+                    continue
+                row = tp.partition if tp.topic == self.config.inference_topic else label_row_partition(tp.partition)
+                self._buffers[tp] = PartitionBuffer(tp.topic, tp.partition, row, self.window_ms, self.lateness_ms)
+            new = [tp for tp, buf in self._buffers.items() if not buf.ready]
+            if new:
+                # Nothing is read before the stored offset is known and the log verified.
+                self._consumer.pause(*new)
+                self._needs_verify = True
+            log.info("assigned %s", _names(partitions))
+
+    def _revoke(self, partitions: Iterable[Any]) -> None:
+        with self._lock:
+            gone = [tp for tp in partitions if tp in self._buffers]
+            ready = [self._buffers[tp] for tp in gone if self._buffers[tp].ready]
+            if ready and any(b.messages or b.to_flush().moves for b in ready):
+                self._flush(ready)  # one attempt, best effort: what is not flushed is re-read by the next owner
+            for tp in gone:
+                self._buffers.pop(tp).discard()
+                try:
+                    self.metrics.lag.remove(tp.topic, str(tp.partition))
+                except KeyError:  # never measured
+                    pass
+            self._update_assigned()
+            if gone:
+                log.info("revoked %s", _names(gone))
+
+    # --- processing ---------------------------------------------------------------------------------
+    def _handle(self, records: dict[Any, list[Any]]) -> None:
+        snapshot = _connections(self._consumer)
+        if not _same(snapshot, self._conn_snapshot):
+            # A connection was (re)made: the broker may be a new one with a new log behind the
+            # same partition numbers. Nothing fetched in this poll is trusted until verified.
+            self._conn_snapshot = snapshot
+            if records:
+                log.info("connection to Kafka changed; re-reading %d records after verifying the log",
+                         sum(len(r) for r in records.values()))
+            self._needs_verify = True
+            self._begin_verify()
+            return
+        if self._verify_future is not None:
+            return
+        for tp, batch in records.items():
+            buf = self._buffers.get(tp)
+            if buf is None or not buf.ready or not batch:
+                continue
+            if batch[-1].offset < buf.next_offset:
+                continue
+            if batch[0].offset < buf.next_offset:  # re-delivered: already counted
+                batch = [r for r in batch if r.offset >= buf.next_offset]
+            if tp.topic == self.config.inference_topic:
+                self._process_inference(buf, batch)
+            else:
+                self._process_labels(buf, batch)
+            buf.next_offset = batch[-1].offset + 1
+            buf.messages += len(batch)
+            self.consumed += len(batch)
+            self.metrics.consumed.labels(tp.topic).inc(len(batch))
+            self._last_message = time.monotonic()
+
+    def _process_inference(self, buf: PartitionBuffer, records: list[Any]) -> None:
+        groups: dict[tuple[str, str], list[InferenceEvent]] = {}
+        letters = buf.dead_letters
+        recent, older = buf.recent_ids, buf.older_ids
+        dedup_limit = self.config.dedup_event_ids
+        duplicates = 0
+        for record in records:
+            try:
+                event = parse_inference(record.value)
+                _check_store_limits(event.model, event.version, event.request_id)
+            except EventError as error:
+                letters.append(DeadLetterRow.from_error(buf.topic, buf.partition, record.offset, record.value, error))
+                continue
+            key = hash(event.event_id)
+            if key in recent or key in older:
+                duplicates += 1
+                continue
+            recent.add(key)
+            if len(recent) >= dedup_limit:
+                older = buf.older_ids = recent
+                recent = buf.recent_ids = set()
+            group = groups.get((event.model, event.version))
+            if group is None:
+                group = groups[(event.model, event.version)] = []
+            group.append(event)
+
+        window_ms = self.window_ms
+        predictions = buf.predictions
+        valid = late = 0
+        for (model, version), events in groups.items():
+            folded = buf.windows.fold(model, version, events, self._baseline(model, version),
+                                      self._watermark(buf, model, version))
+            buf.watermarks[(model, version)] = folded.watermark_ms
+            valid += folded.events
+            late += folded.late_events
+            for event in events:
+                rid = event.request_id
+                if rid is not None and event.prediction is not None and rid not in predictions:
+                    ts = event.ts_ms
+                    predictions[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, event.prediction)
+        self.metrics.valid.inc(valid)
+        if late:
+            self.metrics.late.inc(late)
+        if duplicates:
+            self.metrics.duplicates.inc(duplicates)
+            log.debug("%d duplicate events on %s[%d]", duplicates, buf.topic, buf.partition)
+
+    def _process_labels(self, buf: PartitionBuffer, records: list[Any]) -> None:
+        labels = buf.labels
+        count = 0
+        for record in records:
+            try:
+                label: LabelEvent = parse_label(record.value)
+                _check_store_limits(label.model, None, label.request_id)
+            except EventError as error:
+                buf.dead_letters.append(DeadLetterRow.from_error(buf.topic, buf.partition, record.offset,
+                                                                 record.value, error))
+                continue
+            count += 1
+            if label.request_id not in labels:
+                labels[label.request_id] = LabelRow(label.request_id, label.model, label.label, label.ts_ms)
+        self.metrics.labels.inc(count)
+
+    def _baseline(self, model: str, version: str) -> Baseline | None:
+        now = time.monotonic()
+        cached = self._baselines.get((model, version))
+        if cached is not None and (cached[0] is not None or now - cached[1] < self.config.baseline_recheck_s):
+            return cached[0]
+        try:
+            baseline = store.load_baseline(self.engine, model, version)
+        except (SQLAlchemyError, ValueError, KeyError, TypeError) as exc:
+            # Counting goes on without it (numeric values stay unbinned); looked up again later.
+            log.warning("cannot read the baseline of %s v%s (%s)", model, version, exc)
+            baseline = None
+        self._baselines[(model, version)] = (baseline, now)
+        return baseline
+
+    def _watermark(self, buf: PartitionBuffer, model: str, version: str) -> int | None:
+        """The partition's largest event time for a model version; from its stored rows the first time.
+
+        Per partition, not per collector: partitions are read at different speeds (a backlog,
+        a rebalance), so one partition running ahead must not make another's events late.
+        """
+        key = (model, version)
+        if key not in buf.watermarks:
+            try:
+                buf.watermarks[key] = buf.committed_watermarks[key] = store.stored_watermark(
+                    self.engine, model, version, buf.row_partition)
+            except (SQLAlchemyError, ValueError) as exc:
+                log.warning("cannot read the stored windows of %s v%s (%s)", model, version, exc)
+                return None
+        return buf.watermarks[key]
+
+    # --- verification, flushing, housekeeping ----------------------------------------------------
+    def _maintain(self) -> None:
+        now = time.monotonic()
+        if self._needs_verify and self._verify_future is None and now >= self._retry_at:
+            self._begin_verify()
+        if self._verify_future is not None and self._verify_future.is_done:
+            if self._verify_future.failed():
+                self._verify_future = None
+                self._begin_verify()
+            else:
+                self._finish_verify()
+        pending = self._pending()
+        self.metrics.pending.set(pending)
+        if pending or any(b.ready and b.to_flush().moves for b in self._buffers.values()):
+            due = now >= self._next_flush or pending >= self.config.flush_max_events
+            if due and now >= self._retry_at:
+                self._flush([b for b in self._buffers.values() if b.ready])
+                self._next_flush = time.monotonic() + self.config.flush_interval_s
+        else:
+            self._next_flush = now + self.config.flush_interval_s
+        self._apply_pauses()
+        if now >= self._next_prune and not self._flush_failing:
+            self._prune()
+        self._update_lag()
+
+    def _pending(self) -> int:
+        return sum(b.messages for b in self._buffers.values())
+
+    def _begin_verify(self) -> None:
+        cluster = _cluster(self._consumer)
+        if cluster is None:  # no way to verify on this client: trust it
+            self._needs_verify = False
+            self._finish_verify()
+            return
+        if self._verify_future is None:
+            self._verify_future = cluster.request_update()
+        self._apply_pauses()
+
+    def _finish_verify(self) -> None:
+        """Fresh metadata arrived: compare topic ids, place every owned partition, resume."""
+        self._verify_future = None
+        self._needs_verify = False
+        current = {topic: _topic_id(self._consumer, topic)
+                   for topic in (self.config.inference_topic, self.config.labels_topic)}
+        replaced = [topic for topic, tid in current.items()
+                    if tid is not None and self._topic_ids.get(topic) not in (None, tid)]
+        if replaced:
+            ready = [b for b in self._buffers.values() if b.ready and b.topic in replaced]
+            # What was read from the old log can never be read again: store it before moving on.
+            if ready and not self._flush(ready):
+                self._needs_verify = True  # retried after the flush succeeds
+                return
+            for buf in ready:
+                log.warning("%s[%d]: the topic was replaced (new topic id %s; broker restart?); "
+                            "reading the new log from its beginning", buf.topic, buf.partition, current[buf.topic])
+                buf.next_offset = 0
+                buf.topic_id = current[buf.topic]
+                buf.recent_ids, buf.older_ids = set(), set()
+                self._seek(_tp(buf), None)
+            for topic in replaced:
+                self.metrics.log_resets.labels(topic).inc()
+        self._topic_ids.update({t: tid for t, tid in current.items() if tid is not None})
+        for tp, buf in self._buffers.items():
+            if buf.ready and buf.topic not in replaced:
+                self._seek(tp, buf.next_offset)
+        self._place_new_partitions(current)
+        self._apply_pauses()
+
+    def _place_new_partitions(self, current: dict[str, str | None]) -> None:
+        new = [(tp, buf) for tp, buf in self._buffers.items() if not buf.ready]
+        if not new:
+            return
+        try:
+            stored: dict[tuple[str, int], StoredOffset] = {}
+            for topic in {buf.topic for _, buf in new}:
+                for partition, offset in store.load_offsets(self.engine, self.config.group_id, topic,
+                                                            [b.partition for _, b in new if b.topic == topic]).items():
+                    stored[(topic, partition)] = offset
+        except SQLAlchemyError as exc:
+            log.warning("cannot read the stored offsets (%s); retrying", exc)
+            self._needs_verify = True
+            self._retry_at = time.monotonic() + self._retry_delay
+            return
+        for tp, buf in new:
+            offset = stored.get((buf.topic, buf.partition))
+            tid = current.get(buf.topic)
+            buf.expected = offset
+            buf.topic_id = tid
+            if offset is None:
+                buf.next_offset = 0
+                self._seek(tp, None)
+            elif offset.topic_id is not None and tid is not None and offset.topic_id != tid:
+                log.warning("%s[%d]: stored offset %d belongs to an earlier log of this topic; "
+                            "reading the current log from its beginning", buf.topic, buf.partition, offset.next_offset)
+                buf.next_offset = 0
+                self._seek(tp, None)
+                self.metrics.log_resets.labels(buf.topic).inc()
+            else:
+                buf.next_offset = offset.next_offset
+                if tid is None:
+                    buf.topic_id = offset.topic_id
+                self._seek(tp, offset.next_offset)
+            buf.ready = True
+        self._update_assigned()
+
+    def _seek(self, tp: Any, offset: int | None) -> None:
+        """Seek to `offset` (None: the log's beginning); a partition revoked meanwhile is skipped."""
+        try:
+            if offset is None:
+                self._consumer.seek_to_beginning(tp)
+            else:
+                self._consumer.seek(tp, offset)
+        except Exception as exc:  # IllegalStateError: no longer assigned
+            log.debug("seek %s to %s: %s", tp, offset, exc)
+
+    def _apply_pauses(self) -> None:
+        consumer = self._consumer
+        if consumer is None:
+            return
+        assigned = set(consumer.assignment())
+        hold_all = self._verify_future is not None or self._needs_verify or (
+            self._flush_failing and self._pending() >= self.config.flush_max_events) or (
+            self._pending() >= 2 * self.config.flush_max_events)
+        want = assigned if hold_all else {tp for tp in assigned
+                                          if tp not in self._buffers or not self._buffers[tp].ready}
+        paused = set(consumer.paused())
+        if want - paused:
+            consumer.pause(*(want - paused))
+        if (paused & assigned) - want:
+            consumer.resume(*((paused & assigned) - want))
+
+    def _flush(self, buffers: list[PartitionBuffer]) -> bool:
+        """Flush `buffers` in one transaction; True when it committed (or there was nothing to do)."""
+        parts = [b.to_flush() for b in buffers]
+        if not any(p.moves for p in parts):
+            for b in buffers:
+                b.committed()
+            return True
+        started = time.perf_counter()
+        sweep = self.engine.dialect.name == "postgresql" and time.monotonic() >= self._next_sweep
+        try:
+            self.publisher.publish([letter for p in parts for letter in p.dead_letters])
+            result = flush(self.engine, self.config.group_id, parts, window_ms=self.window_ms,
+                           baseline_for=self._baseline, now_ms=int(time.time() * 1000), sweep=sweep,
+                           raw_bound=self.config.dead_letter_raw_bytes)
+        except Fenced as fenced:
+            self.metrics.flushes.labels("fenced").inc()
+            lost = set(fenced.partitions)
+            log.warning("another collector moved the offsets of %s; dropping what this one read", sorted(lost))
+            for b in buffers:
+                if (b.topic, b.partition) in lost:
+                    b.discard()
+                    b.ready = False  # re-placed from the stored offset
+            self._needs_verify = True
+            return False
+        except Exception as exc:  # database or DLQ topic unavailable: retry with backoff, commit nothing
+            self.metrics.flushes.labels("error").inc()
+            self._flush_failing = True
+            self._retry_at = time.monotonic() + self._retry_delay
+            log.warning("flush failed (%s: %s); retrying in %.1f s", type(exc).__name__,
+                        str(exc).splitlines()[0] if str(exc) else "", self._retry_delay)
+            if not isinstance(exc, (SQLAlchemyError, OSError)) and "Kafka" not in type(exc).__name__:
+                log.exception("unexpected flush error")
+            self._retry_delay = min(self._retry_delay * 2, self.config.retry_max_s)
+            return False
+        flushed = sum(b.messages for b in buffers)
+        for b in buffers:
+            b.committed()
+        self.flushed += flushed
+        if sweep:
+            self._next_sweep = time.monotonic() + self.config.label_sweep_s
+        self._flush_failing = False
+        self._retry_delay = self.config.retry_min_s
+        self._retry_at = 0.0
+        self.metrics.flushes.labels("ok").inc()
+        self.metrics.flush_seconds.observe(time.perf_counter() - started)
+        self.metrics.dead_letters.labels(self.config.inference_topic).inc(
+            sum(1 for p in parts for d in p.dead_letters if d.topic == self.config.inference_topic))
+        self.metrics.dead_letters.labels(self.config.labels_topic).inc(
+            sum(1 for p in parts for d in p.dead_letters if d.topic == self.config.labels_topic))
+        if result.labels_joined:
+            self.metrics.labels_joined.inc(result.labels_joined)
+        if result.labels_rejected:
+            self.metrics.labels_rejected.inc(result.labels_rejected)
+        log.debug("flushed %d messages: %s", flushed, result)
+        return True
+
+    def _prune(self) -> None:
+        self._next_prune = time.monotonic() + self.config.prune_interval_s
+        cutoff = int(time.time() * 1000 - self.config.prediction_retention_days * 86_400_000)
+        try:
+            predictions, labels = store.prune(self.engine, cutoff)
+        except SQLAlchemyError as exc:
+            log.warning("pruning old predictions failed (%s); retrying later", exc)
+            return
+        if predictions or labels:
+            log.info("pruned %d predictions and %d labels older than %s days", predictions, labels,
+                     self.config.prediction_retention_days)
+
+    def _update_lag(self) -> None:
+        for tp, buf in self._buffers.items():
+            if buf.ready:
+                try:
+                    highwater = self._consumer.highwater(tp)
+                except Exception:  # not assigned any more (a rebalance is under way)
+                    continue
+                if highwater is not None:
+                    self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(highwater - buf.next_offset, 0))
+
+    def _update_assigned(self) -> None:
+        for topic in (self.config.inference_topic, self.config.labels_topic):
+            self.metrics.assigned.labels(topic).set(sum(1 for b in self._buffers.values() if b.topic == topic))
+
+    def _done(self) -> bool:
+        cfg = self.config
+        if self._pending():
+            return False
+        if cfg.max_messages is not None and self.flushed >= cfg.max_messages:
+            log.info("consumed and stored %d messages (--max-events); stopping", self.flushed)
+            return True
+        if cfg.idle_exit_s is not None and time.monotonic() - self._last_message >= cfg.idle_exit_s:
+            log.info("no message for %.1f s (--idle-exit); stopping", cfg.idle_exit_s)
+            return True
+        return False
+
+    def _shutdown(self) -> None:
+        deadline = time.monotonic() + self.config.shutdown_flush_s
+        with self._lock:
+            while self._consumer is not None and time.monotonic() < deadline:
+                ready = [b for b in self._buffers.values() if b.ready]
+                if not ready or self._flush(ready):
+                    break
+                time.sleep(min(self._retry_delay, max(deadline - time.monotonic(), 0)))
+            pending = self._pending()
+            if pending:
+                log.warning("stopping with %d messages not stored; the next collector reads them again", pending)
+            for buf in self._buffers.values():
+                buf.discard()
+                buf.ready = False  # the revocation callback in close() has nothing left to flush
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close(autocommit=False, timeout_ms=5_000)
+            except Exception as exc:  # leaving the group is a courtesy; the session timeout covers it
+                log.debug("closing the consumer: %s", exc)
+        self.publisher.close()
+        self.metrics.stop()
+
+
+class _RebalanceListener:
+    """kafka-python's ConsumerRebalanceListener, forwarding to the collector."""
+
+    def __init__(self, collector: Collector):
+        self.collector = collector
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.collector._on_revoked(revoked)
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        # Flushing is still safe: the offset fence rejects it if the new owner already wrote.
+        self.collector._on_revoked(lost)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.collector._on_assigned(assigned)
+
+
+def _register_listener() -> None:
+    from kafka import ConsumerRebalanceListener
+
+    ConsumerRebalanceListener.register(_RebalanceListener)
+
+
+_register_listener()
+
+
+# --- kafka-python internals, in one place (kafka-python is pinned to 3.0.x) ---------------------------
+
+def _connections(consumer: Any) -> tuple[Any, ...]:
+    """The consumer's live connection objects (a new object means a new TCP connection)."""
+    manager = getattr(consumer, "_manager", None)
+    conns = getattr(manager, "_conns", None)
+    return tuple(conns.values()) if isinstance(conns, dict) else ()
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def _cluster(consumer: Any) -> Any:
+    return getattr(consumer, "_cluster", None)
+
+
+def _topic_id(consumer: Any, topic: str) -> str | None:
+    cluster = _cluster(consumer)
+    topic_id = cluster.topic_id(topic) if cluster is not None and hasattr(cluster, "topic_id") else None
+    return str(topic_id) if topic_id is not None else None
+
+
+def _tp(buf: PartitionBuffer) -> Any:
+    from kafka import TopicPartition
+
+    return TopicPartition(buf.topic, buf.partition)
+
+
+def _names(partitions: Iterable[Any]) -> str:
+    return ", ".join(sorted(f"{tp.topic}[{tp.partition}]" for tp in partitions)) or "nothing"
+

@@ -1,0 +1,203 @@
+"""One flush: everything a set of partitions consumed since the last flush, in ONE transaction.
+
+The transaction, in this order:
+
+1. **offsets** of every partition that moved, from the offset the collector expects to
+   the next one (`store.advance_offset`). A partition whose stored offset is not where
+   this collector left it belongs to another collector now: the whole transaction is
+   rolled back and `Fenced` names the partitions (their pending data is dropped, the
+   new owner reads it again from the stored offsets);
+2. **predictions** (for the label join), and the labels that waited for them;
+3. **labels**, joined with stored predictions, or stored to wait for them;
+4. the **label sweep** when due (`collector.labels`);
+5. **dead letters** (already acknowledged on the DLQ topic before the transaction);
+6. **window states**: each (model, version, window, partition) row is read, merged
+   with the partial state and any label pairs, and written back, with its event and
+   late-event counts.
+
+So a crash (SIGKILL) before the commit leaves no trace and the events are read again
+from the stored offsets; after it, everything is there and the offsets are past it.
+Nothing is ever counted twice, nothing is lost.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sqlalchemy import Engine
+
+from collector import store
+from collector.dead_letters import DeadLetterRow
+from collector.labels import LabelPairs, LabelRow, PredictionRow, RowKey
+from collector.store import StoredOffset
+from collector.windows import PartialWindow, WindowKey
+from driftline import defaults
+from driftline.baseline import Baseline
+
+# Pairs joined by one sweep at most: the sweep runs inside a flush and must stay short.
+SWEEP_LIMIT = 10_000
+
+
+class Fenced(Exception):
+    """The stored offsets of these (topic, partition)s moved under us: another collector owns them."""
+
+    def __init__(self, partitions: list[tuple[str, int]]):
+        super().__init__(f"partitions owned by another collector now: {partitions}")
+        self.partitions = partitions
+
+
+@dataclass
+class PartitionFlush:
+    """What one partition brings to a flush."""
+
+    topic: str
+    partition: int
+    row_partition: int  # its window-state rows (collector.labels.label_row_partition for labels)
+    expected: StoredOffset | None  # the stored offset as this collector last saw it
+    next_offset: int
+    topic_id: str | None
+    windows: dict[WindowKey, PartialWindow] = field(default_factory=dict)
+    dead_letters: list[DeadLetterRow] = field(default_factory=list)
+    predictions: dict[str, PredictionRow] = field(default_factory=dict)
+    labels: dict[str, LabelRow] = field(default_factory=dict)
+
+    @property
+    def moves(self) -> bool:
+        return self.expected is None or self.expected != StoredOffset(self.next_offset, self.topic_id)
+
+
+@dataclass
+class FlushResult:
+    partitions: int = 0
+    rows: int = 0
+    events: int = 0
+    late_events: int = 0
+    dead_letters: int = 0
+    predictions: int = 0
+    labels: int = 0
+    labels_joined: int = 0
+    labels_rejected: int = 0
+
+
+def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_ms: int,
+          baseline_for: Callable[[str, str], Baseline | None], now_ms: int, sweep: bool = False,
+          raw_bound: int = defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES) -> FlushResult:
+    """Write `parts` in one transaction (module docstring). Raises `Fenced`, or the database's error."""
+    result = FlushResult()
+    parts = [p for p in parts if p.moves]
+    if not parts:
+        return result
+    with engine.begin() as conn:
+        fenced = [(p.topic, p.partition) for p in parts
+                  if not store.advance_offset(conn, group_id, p.topic, p.partition, p.expected, p.next_offset,
+                                              p.topic_id)]
+        if fenced:
+            raise Fenced(fenced)
+        pairs = LabelPairs()
+        _predictions(conn, parts, pairs, now_ms, result)
+        _labels(conn, parts, pairs, now_ms, result)
+        if sweep:
+            _sweep(conn, parts, pairs, now_ms, result)
+
+        letters = [letter.store_values(raw_bound) for p in parts for letter in p.dead_letters]
+        store.insert_dead_letters(conn, letters)
+        result.dead_letters = len(letters)
+
+        # Rows in a fixed order, so two collectors never lock rows in opposite orders.
+        rows: dict[RowKey, PartialWindow | None] = {}
+        for p in parts:
+            for (model, version, start), partial in p.windows.items():
+                rows[(model, version, start, p.row_partition)] = partial
+        for key in pairs.pairs:
+            rows.setdefault(key, None)
+        for key in sorted(rows):
+            model, version, start, row_partition = key
+            partial = rows[key]
+            result.labels_rejected += store.merge_window_row(
+                conn, model, version, start, start + window_ms, row_partition,
+                partial.state if partial else None, partial.events if partial else 0,
+                partial.late_events if partial else 0, baseline_for(model, version), pairs.pairs.get(key))
+            if partial:
+                result.events += partial.events
+                result.late_events += partial.late_events
+        result.rows = len(rows)
+        result.partitions = len(parts)
+    return result
+
+
+def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int,
+                 result: FlushResult) -> None:
+    owner: dict[str, int] = {}
+    predictions: dict[str, PredictionRow] = {}
+    for p in parts:
+        for rid, row in p.predictions.items():
+            if rid not in predictions:
+                predictions[rid] = row
+                owner[rid] = p.row_partition
+    if not predictions:
+        return
+    ids = sorted(predictions)
+    waiting = store.unjoined_labels(conn, ids)
+    rows, joined = [], {}
+    for rid in ids:
+        row = predictions[rid]
+        found = waiting.get(rid)
+        if found is not None and found[0] == row.model:
+            joined[rid] = found[1]
+            rows.append((rid, row.model, row.version, row.ts_ms, row.window_start_ms, row.prediction, found[1],
+                         now_ms))
+            pairs.add((row.model, row.version, row.window_start_ms, owner[rid]), row.prediction, found[1])
+        else:
+            rows.append((rid, row.model, row.version, row.ts_ms, row.window_start_ms, row.prediction, None, None))
+    store.insert_predictions(conn, rows)
+    if joined:
+        # The prediction may have been stored before (a duplicate event): label that row too.
+        store.mark_predictions_labelled(conn, joined, now_ms)
+        store.mark_labels_joined(conn, sorted(joined))
+    result.predictions = len(predictions)
+    result.labels_joined += len(joined)
+
+
+def _labels(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int, result: FlushResult) -> None:
+    owner: dict[str, int] = {}
+    labels: dict[str, LabelRow] = {}
+    for p in parts:
+        for rid, row in p.labels.items():
+            if rid not in labels:
+                labels[rid] = row
+                owner[rid] = p.row_partition
+    if not labels:
+        return
+    ids = sorted(labels)
+    found = store.unlabelled_predictions(conn, ids)
+    joined: dict[str, Any] = {}
+    rows = []
+    for rid in ids:
+        label = labels[rid]
+        prediction = found.get(rid)
+        match = prediction is not None and prediction.model == label.model
+        if match:
+            joined[rid] = label.label
+            pairs.add((prediction.model, prediction.version, prediction.window_start_ms, owner[rid]),
+                      prediction.prediction, label.label)
+        rows.append((rid, label.model, label.label, label.ts_ms, match))
+    store.insert_labels(conn, rows)
+    if joined:
+        store.mark_predictions_labelled(conn, joined, now_ms)
+        # A label stored earlier for the same request id (a re-sent label) is joined now too.
+        store.mark_labels_joined(conn, sorted(joined))
+    result.labels = len(labels)
+    result.labels_joined += len(joined)
+
+
+def _sweep(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int, result: FlushResult) -> None:
+    # The pairs go to a row this flush owns (its offset is fenced in this transaction).
+    row_partition = min(p.row_partition for p in parts)
+    found = store.unjoined_pairs(conn, SWEEP_LIMIT)
+    if not found:
+        return
+    for r in found:
+        pairs.add((r.model, r.version, r.window_start_ms, row_partition), r.prediction, r.label)
+    store.mark_predictions_labelled(conn, {r.request_id: r.label for r in found}, now_ms)
+    store.mark_labels_joined(conn, sorted(r.request_id for r in found))
+    result.labels_joined += len(found)

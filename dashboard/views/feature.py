@@ -1,0 +1,218 @@
+"""Feature drill-down: one feature in one window against the training baseline: histogram and ECDF
+(or category shares), missing and out-of-range counts, every statistic with its threshold and the
+decision, and the feature's history over the range."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, derive, queries, ui
+
+PREDICTION = "__prediction__"
+
+
+def feature_label(name: str) -> str:
+    return "model prediction" if name == PREDICTION else name
+
+
+@st.cache_data(ttl=queries.TTL, show_spinner=False, max_entries=64)
+def distributions(db_url: str, model: str, version: str, window_start_ms: int, feature: str) -> dict[str, Any]:
+    """Everything the charts need about one feature in one window (merged over partitions)."""
+    from driftline.baseline import Baseline, NumericProfile
+
+    out: dict[str, Any] = {"problems": [], "kind": None}
+    summary = queries.baseline_summary(db_url, model, version)
+    if summary is None:
+        out["problems"].append(f"v{version} has no baseline: register one with `driftline baseline` or "
+                               "`driftline train`.")
+        return out
+    try:
+        baseline = Baseline.from_dict(summary)
+    except Exception as exc:  # noqa: BLE001 - a malformed stored baseline is reported, not raised
+        out["problems"].append(f"the stored baseline cannot be read: {exc}")
+        return out
+    state, problems = derive.merge_states(queries.window_state_blobs(db_url, model, version, window_start_ms),
+                                          baseline)
+    out["problems"] += problems
+    if state is None:
+        out["problems"].append("no readable window state for this window")
+        return out
+    profile = baseline.prediction if feature == PREDICTION else baseline.profiles.get(feature)
+    window = state.prediction if feature == PREDICTION else state.features.get(feature)
+    if profile is None or window is None:
+        out["problems"].append(f"{feature_label(feature)} is not in both the baseline and the window")
+        return out
+    rows = state.events
+    out.update(kind=profile.kind, rows=rows, nulls=window.nulls, missing_rate=window.nulls / rows if rows else None,
+               baseline_missing_rate=profile.null_rate, value_types=dict(window.value_types),
+               baseline_rows=profile.rows)
+    if isinstance(profile, NumericProfile):
+        out.update(below_min=window.below_min, above_max=window.above_max, mean=window.mean, std=window.std,
+                   baseline_mean=profile.mean, baseline_std=profile.std, baseline_min=profile.min,
+                   baseline_max=profile.max)
+        if window.counts is None or window.binned == 0:
+            out["problems"].append("the window's values were not binned on this baseline (counted before the "
+                                   "baseline existed), so there is no distribution to draw")
+            return out
+        low = min(v for v in (profile.min, window.min) if v is not None and math.isfinite(v))
+        high = max(v for v in (profile.max, window.max) if v is not None and math.isfinite(v))
+        out["histogram"] = derive.numeric_histogram(profile.edges, profile.counts, window.counts, low, high)
+        out["ecdf"], out["gap"] = derive.numeric_ecdf(profile.edges, profile.counts, window.counts)
+    else:
+        out["shares"] = derive.category_shares(profile.counts, window.categories)
+        unseen = sum(c for k, c in window.categories.items() if k not in profile.counts)
+        out["unseen"] = unseen
+    return out
+
+
+def window_options(ctx: ui.Context, windows: pd.DataFrame, drift: pd.DataFrame) -> dict[int, str]:
+    drifted = drift[drift["breached"] > 0].groupby("bucket_ms")["feature"].apply(lambda f: sorted(set(f)))
+    labels = {}
+    for start, end, events in zip(windows["window_start_ms"], windows["window_end_ms"], windows["events"]):
+        names = drifted.get(start, [])
+        tail = f" · drift: {', '.join(names[:3])}{'…' if len(names) > 3 else ''}" if names else ""
+        labels[int(start)] = f"{ui.window_label(start, end)} · {events:,} events{tail}"
+    return labels
+
+
+def decision(results: pd.DataFrame, label: str) -> None:
+    breached = results[results["breached"]]
+    if results.empty:
+        st.info(f"No detector results for {label} in this window.")
+    elif breached.empty:
+        st.success(f"**No drift or breach** for {label} in this window: every statistic is on the safe side "
+                   "of its threshold.")
+    else:
+        reasons = "; ".join(f"{r.detector} {r.metric} = {derive.fmt(r.value)} (threshold {derive.fmt(r.threshold)})"
+                            for r in breached.itertuples())
+        st.error(f"**Breached** for {label}: {reasons}")
+
+
+def statistics_table(results: pd.DataFrame, directions: dict) -> None:
+    table = results.copy()
+    table["side"] = [("≤ is bad" if directions.get((d, m)) == derive.LOWER else "≥ is bad")
+                     if pd.notna(t) else "" for d, m, t in zip(table["detector"], table["metric"], table["threshold"])]
+    table["score"] = [derive.relative_score(v, t, directions.get((d, m), derive.HIGHER), m)
+                      for d, m, v, t in zip(table["detector"], table["metric"], table["value"], table["threshold"])]
+    table["details"] = table["details"].map(lambda d: ", ".join(f"{k}: {derive.fmt(v) if isinstance(v, float) else v}"
+                                                                for k, v in (d or {}).items()))
+    st.dataframe(table[["detector", "metric", "value", "threshold", "side", "score", "breached", "details"]],
+                 hide_index=True, width="stretch",
+                 column_config={"value": st.column_config.NumberColumn(format="%.4g"),
+                                "threshold": st.column_config.NumberColumn(format="%.4g"),
+                                "score": st.column_config.ProgressColumn(
+                                    "value / threshold", min_value=0, max_value=2, format="%.2f",
+                                    help="1 = at the threshold; past 1 is on the bad side")})
+
+
+def distribution_charts(data: dict[str, Any], label: str) -> None:
+    for problem in data["problems"]:
+        st.warning(problem)
+    if data["kind"] is None:
+        return
+    cols = st.columns(4)
+    cols[0].metric("Rows in window", f"{data['rows']:,}")
+    cols[1].metric("Missing", f"{data['missing_rate']:.1%}" if data["missing_rate"] is not None else "—",
+                   delta=None if data["missing_rate"] is None else
+                   f"{data['missing_rate'] - data['baseline_missing_rate']:+.1%} vs baseline", delta_color="inverse")
+    if data["kind"] == "numeric":
+        cols[2].metric("Mean (baseline)", derive.fmt(data["mean"]), help=f"baseline {derive.fmt(data['baseline_mean'])}",
+                       delta=f"baseline {derive.fmt(data['baseline_mean'])}", delta_color="off")
+        out = data["below_min"] + data["above_max"]
+        cols[3].metric("Outside training range", f"{out:,}",
+                       help=f"below {derive.fmt(data['baseline_min'])}: {data['below_min']}, "
+                            f"above {derive.fmt(data['baseline_max'])}: {data['above_max']}")
+        if "histogram" in data:
+            left, right = st.columns(2)
+            with left:
+                st.markdown("**Histogram**: baseline vs window (density on the baseline's quantile bins)")
+                st.altair_chart(charts.histogram(data["histogram"], label), width="stretch")
+            with right:
+                st.markdown("**ECDF**: the red bar is the largest gap (the KS distance)")
+                st.altair_chart(charts.ecdf(data["ecdf"], data["gap"], label), width="stretch")
+    else:
+        cols[2].metric("Categories in window", int((data["shares"]["source"] == "window").sum()))
+        cols[3].metric("Unseen in training", f"{data['unseen']:,}")
+        st.markdown("**Category shares**: baseline vs window (outlined red: never seen in training)")
+        st.altair_chart(charts.category_bars(data["shares"]), width="stretch")
+    types = data["value_types"]
+    if len(types) > 1:
+        st.caption("Value types received: " + ", ".join(f"{k} {v:,}" for k, v in types.items()))
+
+
+def history(ctx: ui.Context, scored: pd.DataFrame, detector_feature: pd.DataFrame, label: str) -> None:
+    st.subheader(f"{label} over {ctx.range_label.lower()}")
+    rows = detector_feature.dropna(subset=["score"])
+    if rows.empty:
+        st.caption("No thresholded results for this feature in the range.")
+        return
+    series = pd.DataFrame({"time": rows["start"], "series": rows["detector"] + " · " + rows["metric"],
+                           "value": rows["score"]})
+    chart = charts.multi_series(series, "value / threshold", ctx.span_ms, height=200)
+    rule = charts.alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="#c62828", strokeDash=[5, 4]).encode(y="y:Q")
+    st.altair_chart(chart + rule, width="stretch")
+
+
+def body(ctx: ui.Context) -> None:
+    if ui.needs_model(ctx):
+        return
+    st.title(f"Feature drill-down · {ctx.model} v{ctx.version}")
+    windows = queries.windows(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
+    if windows.empty:
+        st.info(f"No evaluated windows for v{ctx.version} in {ctx.range_label.lower()}.")
+        return
+    window_ms = queries.window_length_ms(ctx.db_url, ctx.model)
+    first = queries.first_window_ms(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms) or ctx.start_ms
+    bucket_ms = derive.bucket_size_ms(first, ctx.end_ms, window_ms)
+    buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first, ctx.end_ms, bucket_ms)
+    scored = derive.with_bucket_times(derive.scored(buckets), bucket_ms)
+    per_window = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms,
+                                          window_ms or bucket_ms, detectors=("data_drift",))
+    labels = window_options(ctx, windows, per_window)
+    starts = list(labels)
+    if st.session_state.get("window") is not None and int(st.session_state["window"]) not in labels:
+        st.session_state.pop("window")
+    pick_window, pick_feature = st.columns([3, 2])
+    window = pick_window.selectbox("Window", starts, format_func=labels.get, key="window", bind="query-params")
+
+    results = queries.window_results(ctx.db_url, ctx.model, ctx.version, int(window))
+    summary = queries.baseline_summary(ctx.db_url, ctx.model, ctx.version) or {}
+    names = [f["name"] for f in summary.get("features", [])]
+    names += sorted(set(results.loc[results["feature"] != "", "feature"]) - set(names))
+    if summary.get("prediction") is not None:
+        names.append(PREDICTION)
+    directions = derive.worse_direction(buckets)
+    worst = {}
+    for row in results.itertuples():
+        key = PREDICTION if row.detector == "prediction_drift" and row.feature == "" else row.feature
+        score = derive.relative_score(row.value, row.threshold, directions.get((row.detector, row.metric),
+                                                                               derive.HIGHER), row.metric)
+        if key and not math.isnan(score):
+            worst[key] = max(worst.get(key, 0.0), score + (10.0 if row.breached else 0.0))
+    names.sort(key=lambda n: -worst.get(n, -1.0))
+    if not names:
+        st.info("This version has no baseline features and no per-feature results.")
+        return
+    if st.session_state.get("feature") not in names:
+        st.session_state.pop("feature", None)
+    feature = pick_feature.selectbox("Feature (most breached first)", names, key="feature", bind="query-params",
+                                     format_func=lambda n: feature_label(n) + ("  ⚠" if worst.get(n, 0) >= 10 else ""))
+    label = feature_label(feature)
+    own = (results[(results["detector"] == "prediction_drift") & (results["feature"] == "")]
+           if feature == PREDICTION else results[results["feature"] == feature])
+    decision(own, label)
+    distribution_charts(distributions(ctx.db_url, ctx.model, ctx.version, int(window), feature), label)
+    st.subheader("Statistics and decision")
+    if own.empty:
+        st.caption("No detector results for this feature in this window.")
+    else:
+        statistics_table(own, directions)
+    mine = (scored[(scored["detector"] == "prediction_drift") & (scored["feature"] == "")]
+            if feature == PREDICTION else scored[scored["feature"] == feature])
+    history(ctx, scored, mine, label)
+
+
+ui.page(body)

@@ -1,0 +1,212 @@
+"""Model page: serving (latency against the SLO, traffic, errors, cache, batches), every detector
+family over time (features x windows heatmaps, model-level metrics against thresholds), and the
+production version's history."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, derive, queries, ui
+from driftline import defaults
+
+WORST = "worst of all metrics"
+
+
+@st.cache_data(ttl=queries.TTL, show_spinner=False, max_entries=64)
+def serving_from_states(db_url: str, model: str, version: str, start_ms: int, end_ms: int
+                        ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Cache-hit rate per window and batch sizes, from up to DASHBOARD_MAX_STATE_WINDOWS window states."""
+    from driftline.window_state import WindowState
+
+    states, problems = [], []
+    for start, end, blob in queries.sampled_state_blobs(db_url, model, version, start_ms, end_ms,
+                                                        defaults.DASHBOARD_MAX_STATE_WINDOWS):
+        try:
+            states.append((start, end, WindowState.from_bytes(blob)))
+        except ValueError as exc:
+            problems.append(f"window {ui.window_label(start, end)}: {exc}")
+    per_window, batch = derive.serving_frames(states)
+    return per_window, batch, problems
+
+
+def header(ctx: ui.Context, scored: pd.DataFrame, versions: pd.DataFrame) -> None:
+    row = versions[(versions["model"] == ctx.model) & (versions["version"] == ctx.version)]
+    production = versions[(versions["model"] == ctx.model) & versions["production"]]["version"].tolist()
+    st.title(f"{ctx.model} · v{ctx.version}")
+    facts = []
+    if production:
+        facts.append(f"production: **v{production[0]}**" + (" (this version)" if production[0] == ctx.version else ""))
+    if not row.empty and row.iloc[0]["description"]:
+        facts.append(row.iloc[0]["description"])
+    if not row.empty and pd.notna(row.iloc[0]["created_at"]):
+        facts.append(f"registered {row.iloc[0]['created_at']:%Y-%m-%d %H:%M} UTC")
+    st.markdown(" · ".join(facts) or "not registered (windows only)")
+
+    windows = queries.windows(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
+    breached = scored[scored["breached"] > 0]
+    cols = st.columns(5)
+    cols[0].metric(f"Windows ({ctx.range_key})", len(windows))
+    cols[1].metric(f"Events ({ctx.range_key})", f"{int(windows['events'].sum()):,}")
+    cols[2].metric("Features drifting (any window)",
+                   breached.loc[breached["detector"] == "data_drift", "feature"].nunique())
+    cols[3].metric("Detector families breached", breached["detector"].nunique(),
+                   help=", ".join(derive.ordered_detectors(set(breached["detector"]))) or "none")
+    alerts = queries.alerts(ctx.db_url, ctx.start_ms, ctx.model)
+    cols[4].metric("Firing alerts", int(((alerts["version"] == ctx.version) & (alerts["state"] == "firing")).sum()))
+
+
+def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
+    st.header("Serving", divider="gray")
+    model_level = latency[latency["feature"] == ""]
+    names = set(model_level["metric"])
+    quantiles = {q: derive.pick_metric(names, derive.HEADLINE_METRICS[q]) for q in derive.LATENCY_QUANTILES}
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Latency** (worst window per point) against the p99 SLO")
+        rows = model_level[model_level["metric"].isin([m for m in quantiles.values() if m])]
+        if rows.empty:
+            st.caption("No latency results in this range.")
+        else:
+            rename = {m: q for q, m in quantiles.items() if m}
+            series = pd.DataFrame({"time": rows["start"], "quantile": rows["metric"].map(rename),
+                                   "value": rows["max_value"]})
+            p99 = rows[rows["metric"] == quantiles["p99"]]["threshold"].dropna()
+            st.altair_chart(charts.latency_chart(series, float(p99.max()) if not p99.empty else None, ctx.span_ms),
+                            width="stretch")
+    with right:
+        traffic = [m for key in ("qps", "concurrency") if (m := derive.pick_metric(names, derive.HEADLINE_METRICS[key]))]
+        rows = model_level[model_level["metric"].isin(traffic)]
+        st.markdown("**Traffic**: requests per second and requests in flight")
+        if rows.empty:
+            st.caption("No traffic results in this range.")
+        else:
+            series = pd.DataFrame({"time": rows["start"], "series": rows["metric"], "value": rows["mean_value"]})
+            st.altair_chart(charts.multi_series(series, None, ctx.span_ms, height=220), width="stretch")
+
+    per_window, batch, problems = serving_from_states(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
+    for problem in problems:
+        st.warning(f"Skipped an unreadable window state: {problem}")
+    cols = st.columns(3)
+    with cols[0]:
+        error = derive.pick_metric(names, derive.HEADLINE_METRICS["error_rate"])
+        rows = model_level[model_level["metric"] == error] if error else model_level.iloc[0:0]
+        if rows.empty:
+            st.caption("No error-rate results in this range.")
+        else:
+            st.altair_chart(charts.metric_lines(_series(rows), "error rate", ctx.span_ms), width="stretch")
+    with cols[1]:
+        hits = per_window.dropna(subset=["cache_hit_rate"])
+        if hits.empty:
+            st.caption("No cache lookups recorded in this range.")
+        else:
+            series = pd.DataFrame({"time": derive.to_time(hits["start"]), "value": hits["cache_hit_rate"]})
+            st.altair_chart(charts.metric_lines(series, "cache-hit rate", ctx.span_ms), width="stretch")
+    with cols[2]:
+        if batch.empty:
+            st.caption("No batch sizes recorded in this range.")
+        else:
+            st.markdown("**Batch sizes** (requests served per forward pass)")
+            st.altair_chart(charts.batch_sizes(batch, height=130), width="stretch")
+    shown = set(quantiles.values()) | set(traffic) | {error}
+    others = sorted(names - shown)
+    if others:
+        metric_grid(ctx, model_level[model_level["metric"].isin(others)], others)
+
+
+def _series(rows: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"time": rows["start"], "value": rows["worst"], "threshold": rows["threshold"],
+                         "breached": rows["breached"], "metric": rows["metric"]}).sort_values("time")
+
+
+def metric_grid(ctx: ui.Context, rows: pd.DataFrame, metrics: list[str], per_row: int = 3) -> None:
+    """One small chart per model-level metric: the worst value per bucket, its threshold, breaches in red."""
+    for offset in range(0, len(metrics), per_row):
+        cols = st.columns(per_row)
+        for col, metric in zip(cols, metrics[offset:offset + per_row]):
+            with col:
+                st.altair_chart(charts.metric_lines(_series(rows[rows["metric"] == metric]), metric, ctx.span_ms),
+                                width="stretch")
+
+
+def detector_section(ctx: ui.Context, detector: str, rows: pd.DataFrame) -> None:
+    st.header(derive.detector_title(detector), divider="gray")
+    per_feature = rows[rows["feature"] != ""]
+    if not per_feature.empty:
+        metrics = sorted(per_feature["metric"].unique())
+        choice = st.segmented_control("Colour by", [WORST] + metrics, default=WORST, key=f"colour_{detector}",
+                                      label_visibility="collapsed") if len(metrics) > 1 else WORST
+        cells = derive.feature_heatmap(per_feature, None if choice in (None, WORST) else choice)
+        order = derive.feature_order(cells)
+        bucket_ms = int(rows["end"].iloc[0].timestamp() * 1000 - rows["start"].iloc[0].timestamp() * 1000)
+        cells = derive.with_bucket_times(cells, bucket_ms)
+        st.altair_chart(charts.score_heatmap(cells, order, ctx.span_ms), width="stretch")
+        troubled = [f for f in order if cells.loc[cells["feature"] == f, "breached"].max() > 0]
+        if troubled:
+            st.markdown(f"Breached in this range: " + ", ".join(f"`{f}`" for f in troubled))
+            st.page_link("views/feature.py", label=f"Drill into {troubled[0]}", icon=":material/query_stats:",
+                         query_params={"model": ctx.model, "version": ctx.version, "range": ctx.range_key,
+                                       "feature": troubled[0]})
+        else:
+            st.caption("Nothing breached its threshold in this range.")
+    model_level = rows[rows["feature"] == ""]
+    if not model_level.empty:
+        metric_grid(ctx, model_level, sorted(model_level["metric"].unique()))
+
+
+def versions_section(ctx: ui.Context, versions: pd.DataFrame) -> None:
+    st.header("Versions", divider="gray")
+    events = queries.alias_events(ctx.db_url, ctx.model)
+    own = versions[versions["model"] == ctx.model]
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Production version history** (promote, retrain, rollback)")
+        if events.empty:
+            st.caption("The production alias has never been set for this model.")
+        else:
+            span = int((events["at"].max() - events["at"].min()).total_seconds() * 1000)
+            st.altair_chart(charts.alias_timeline(events, span), width="stretch")
+            st.dataframe(events[["at", "action", "version", "previous_version", "reason"]], hide_index=True,
+                         column_config={"at": st.column_config.DatetimeColumn("at (UTC)", format="YYYY-MM-DD HH:mm")})
+    with right:
+        st.markdown("**Training metrics by version** (solid: production)")
+        metrics = [{"version": v, "metric": k, "value": float(x), "production": bool(p)}
+                   for v, p, m in zip(own["version"], own["production"], own["metrics"])
+                   for k, x in (m or {}).items() if isinstance(x, (int, float)) and not isinstance(x, bool)
+                   and k not in ("rows", "seed", "epochs", "train_rows", "holdout_rows", "train_seconds")]
+        if metrics:
+            frame = pd.DataFrame(metrics)
+            keep = frame.groupby("metric")["version"].nunique().sort_values(ascending=False).index[:3]
+            st.altair_chart(charts.version_metrics(frame[frame["metric"].isin(keep)]), width="stretch")
+        else:
+            st.caption("No training metrics recorded.")
+
+
+def body(ctx: ui.Context) -> None:
+    if ui.needs_model(ctx):
+        return
+    versions = queries.model_versions(ctx.db_url, ctx.start_ms, ctx.end_ms)
+    window_ms = queries.window_length_ms(ctx.db_url, ctx.model)
+    first = queries.first_window_ms(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
+    bucket_ms = derive.bucket_size_ms(first or ctx.start_ms, ctx.end_ms, window_ms)
+    buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first or ctx.start_ms, ctx.end_ms,
+                                       bucket_ms)
+    scored = derive.with_bucket_times(derive.scored(buckets), bucket_ms)
+    header(ctx, scored, versions)
+    if scored.empty:
+        st.info(f"No evaluated windows for v{ctx.version} in {ctx.range_label.lower()}. Pick a longer range, "
+                "or check that the collector and the scheduler are running.")
+    else:
+        if window_ms and bucket_ms > window_ms:
+            st.caption(f"Each point and cell covers {bucket_ms // window_ms} windows of {window_ms // 1000} s "
+                       "and shows the worst of them.")
+        serving(ctx, scored[scored["detector"] == "latency"])
+        for detector in derive.ordered_detectors(set(scored["detector"]) - {"latency"}):
+            detector_section(ctx, detector, scored[scored["detector"] == detector])
+        if "model_quality" not in set(scored["detector"]):
+            st.header(derive.detector_title("model_quality"), divider="gray")
+            st.caption("No labels joined in this range yet: model quality appears once labels arrive on the "
+                       "`driftline.labels` topic.")
+    versions_section(ctx, versions)
+
+
+ui.page(body)

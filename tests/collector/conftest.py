@@ -1,0 +1,326 @@
+"""Helpers for the collector tests, handed out as the `ckit` fixture (with --import-mode=importlib
+test modules cannot import each other).
+
+Events: `ckit.event(model, i, ts_ms=...)` builds a valid inference event (dict) whose numeric
+feature `x` is `i`; `ckit.produce(bootstrap, values, keys=None)` sends bytes with kafka-python and
+returns each message's (partition, offset); `ckit.kcat(bootstrap, lines)` sends lines with kcat.
+Collectors: `ckit.collector_thread(config)` runs one in this process (a context manager that
+stops it and re-raises its errors); `ckit.spawn(args)` starts `.venv/bin/driftline collector`.
+Reading the store: `ckit.events(url, model)`, `ckit.merged(url, model)`, `ckit.wait_for(fn)`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
+
+import pytest
+from sqlalchemy import func, select
+
+from driftline.config import TOPIC_INFERENCE
+from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, encode_event
+from driftline.store import db as store_db
+from driftline.store.models import WindowStateRecord
+from driftline.window_state import WindowState
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIFTLINE = ROOT / ".venv" / "bin" / "driftline"
+# Fixed event-time origin (a minute boundary) so tests know each event's window.
+T0_MS = 1_800_000_000_000 - (1_800_000_000_000 % 60_000)
+
+
+def event(model: str, i: int, ts_ms: int | None = None, version: str = "1", request_id: str | None = None,
+          **extra: Any) -> dict[str, Any]:
+    doc = {"schema": INFERENCE_SCHEMA, "event_id": uuid.uuid4().hex, "ts": T0_MS + i if ts_ms is None else ts_ms,
+           "model": model, "version": version, "features": {"x": float(i), "color": "red" if i % 2 else "blue"},
+           "prediction": (i % 100) / 100.0, "latency_ms": {"total": 1.0 + i % 7}, "status": "ok"}
+    if request_id is not None:
+        doc["request_id"] = request_id
+    doc.update(extra)
+    return doc
+
+
+def label(model: str, request_id: str, value: Any, ts_ms: int = T0_MS) -> dict[str, Any]:
+    return {"schema": LABEL_SCHEMA, "request_id": request_id, "ts": ts_ms, "model": model, "label": value}
+
+
+def produce(bootstrap: str, values: list[bytes | None], keys: list[bytes | None] | None = None,
+            topic: str = TOPIC_INFERENCE) -> list[tuple[int, int]]:
+    """Send with kafka-python; returns (partition, offset) per message, in order."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, acks=1, linger_ms=5,
+                             max_request_size=4 << 20)
+    try:
+        # A null value (a tombstone) needs a key.
+        futures = [producer.send(topic, value=v, key=keys[i] if keys else (b"tombstone" if v is None else None))
+                   for i, v in enumerate(values)]
+        producer.flush(timeout=30)
+        metadata = [f.get(timeout=30) for f in futures]
+    finally:
+        producer.close(timeout=5)
+    return [(m.partition, m.offset) for m in metadata]
+
+
+def kcat(bootstrap: str, lines: list[bytes], topic: str = TOPIC_INFERENCE) -> None:
+    """Send one message per line with kcat (librdkafka), the independent client."""
+    subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic], input=b"\n".join(lines) + b"\n",
+                   check=True, timeout=60, capture_output=True)
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0, interval_s: float = 0.05,
+             what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def events(url: str, model: str) -> int:
+    """Valid events stored for `model` (the status report's count)."""
+    with store_db.session_scope(url) as session:
+        return int(session.scalar(select(func.coalesce(func.sum(WindowStateRecord.events), 0))
+                                  .where(WindowStateRecord.model == model)))
+
+
+def rows(url: str, model: str) -> list[WindowStateRecord]:
+    with store_db.session_scope(url) as session:
+        return list(session.scalars(select(WindowStateRecord).where(WindowStateRecord.model == model)
+                                    .order_by(WindowStateRecord.window_start_ms, WindowStateRecord.partition)))
+
+
+def merged(url: str, model: str) -> dict[int, WindowState]:
+    """window start -> the merge of all its partial states (what the detectors see)."""
+    out: dict[int, list[WindowState]] = {}
+    for row in rows(url, model):
+        out.setdefault(row.window_start_ms, []).append(WindowState.from_bytes(row.state))
+    return {start: WindowState.merge_all(states) for start, states in out.items()}
+
+
+@contextlib.contextmanager
+def collector_thread(config: Any) -> Iterator[Any]:
+    """Run a `Collector` in a thread; on exit stop it, join it, re-raise what it raised."""
+    from collector.consumer import Collector
+
+    runner = Collector(config)
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            runner.run()
+        except BaseException as exc:  # surfaced in the test below
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="collector", daemon=True)
+    thread.start()
+    try:
+        yield runner
+    finally:
+        runner.stop()
+        thread.join(60)
+        assert not thread.is_alive(), "collector did not stop within 60 s"
+    if errors:
+        raise errors[0]
+
+
+def config(bootstrap: str, url: str, **overrides: Any) -> Any:
+    from collector.consumer import CollectorConfig
+
+    values = dict(bootstrap_servers=bootstrap, db_url=url, group_id=f"test-{uuid.uuid4().hex[:10]}",
+                  session_timeout_ms=2000, heartbeat_interval_ms=500, flush_interval_s=0.2, metrics_port=0)
+    values.update(overrides)
+    return CollectorConfig(**values)
+
+
+class Spawned:
+    """A `driftline collector` subprocess; its stderr goes to a file for the assertions."""
+
+    def __init__(self, args: list[str], log_path: Path):
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen([str(DRIFTLINE), "collector", *args], stdout=self._log,
+                                        stderr=subprocess.STDOUT, env=env, cwd=str(ROOT), start_new_session=True)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self, timeout_s: float = 40.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.wait(timeout_s)
+
+    def wait(self, timeout_s: float = 60.0) -> int:
+        try:
+            return self.process.wait(timeout_s)
+        finally:
+            self._log.close()
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def cleanup(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self._log.close()
+
+
+# --- kcat ------------------------------------------------------------------------------------
+# kcat 1.7.1 (librdkafka 2.0.2, the Debian package) cannot talk to the embedded broker directly:
+# Tansu writes every tagged field of its ApiVersions v3 response, default values included, and
+# librdkafka 2.0.2 misreads that section ("Read underflow ... ApiVersion v3 at 274/279") and drops
+# the connection. Real Kafka omits tags at their defaults. `KafkaProxy` sits between the clients and
+# a broker that advertises the proxy's address, and removes only that trailing tag section of
+# ApiVersions responses; every other byte (produce requests, record batches, fetches) passes through.
+
+API_VERSIONS = 18
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _skip_tags(buf: bytes, pos: int) -> int:
+    count, pos = _uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = _uvarint(buf, pos)
+        size, pos = _uvarint(buf, pos)
+        pos += size
+    return pos
+
+
+def strip_api_versions_tags(payload: bytes) -> bytes:
+    """An ApiVersions v3+ response (correlation id first) with an empty top-level tag section."""
+    pos = 4 + 2  # correlation id, error code
+    entries, pos = _uvarint(payload, pos)  # compact array: length + 1
+    for _ in range(max(entries - 1, 0)):
+        pos = _skip_tags(payload, pos + 6)  # api key, min, max version, then the entry's tags
+    pos += 4  # throttle_time_ms
+    return payload[:pos] + b"\x00"
+
+
+class KafkaProxy:
+    """Forwards Kafka frames both ways, normalising ApiVersions responses (see above)."""
+
+    def __init__(self, listen_port: int, target_port: int, host: str = "127.0.0.1"):
+        self.host, self.target_port = host, target_port
+        self.server = socket.create_server((host, listen_port))
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.server.accept()
+            except OSError:  # closed
+                return
+            try:
+                upstream = socket.create_connection((self.host, self.target_port), timeout=5)
+            except OSError:  # broker down: the client sees a closed connection and retries
+                client.close()
+                continue
+            upstream.settimeout(None)
+            asked: set[int] = set()  # correlation ids of ApiVersions v3+ requests in flight
+            threading.Thread(target=self._pump, args=(client, upstream, asked, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, asked, False), daemon=True).start()
+
+    @staticmethod
+    def _read(sock: socket.socket, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return bytes(data)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, asked: set[int], requests: bool) -> None:
+        try:
+            while True:
+                payload = self._read(src, struct.unpack(">i", self._read(src, 4))[0])
+                if requests:
+                    key, version, corr = struct.unpack(">hhi", payload[:8])
+                    if key == API_VERSIONS and version >= 3:
+                        asked.add(corr)
+                else:
+                    corr = struct.unpack(">i", payload[:4])[0]
+                    if corr in asked:
+                        asked.discard(corr)
+                        payload = strip_api_versions_tags(payload)
+                dst.sendall(struct.pack(">i", len(payload)) + payload)
+        except (OSError, ConnectionError, struct.error):
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self.server.close()
+
+
+@pytest.fixture
+def kcat_broker() -> Iterator[str]:
+    """A fresh embedded broker that kcat can talk to (through `KafkaProxy`); yields its bootstrap address."""
+    from driftline.broker import create_topics, free_port, tansu_binary, wait_for_port
+
+    broker_port, proxy_port = free_port(), free_port()
+    process = subprocess.Popen(
+        [str(tansu_binary()), "broker", "--listener-url", f"tcp://127.0.0.1:{broker_port}",
+         "--advertised-listener-url", f"tcp://127.0.0.1:{proxy_port}", "--storage-engine", "memory://tansu/"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proxy = None
+    try:
+        assert wait_for_port("127.0.0.1", broker_port, 15, process), "the embedded broker did not start"
+        proxy = KafkaProxy(proxy_port, broker_port)
+        create_topics(f"127.0.0.1:{proxy_port}", 4)
+        yield f"127.0.0.1:{proxy_port}"
+    finally:
+        if proxy is not None:
+            proxy.close()
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture
+def ckit(tmp_path: Path) -> Iterator[SimpleNamespace]:
+    spawned: list[Spawned] = []
+
+    def spawn(bootstrap: str, url: str, group_id: str, *extra: str, name: str = "collector") -> Spawned:
+        args = ["--bootstrap-servers", bootstrap, "--db", url, "--group-id", group_id, "--metrics-port", "0",
+                "--session-timeout-ms", "2000", "--heartbeat-interval-ms", "500", *extra]
+        proc = Spawned(args, tmp_path / f"{name}-{len(spawned)}.log")
+        spawned.append(proc)
+        return proc
+
+    yield SimpleNamespace(event=event, label=label, encode=encode_event, produce=produce, kcat=kcat,
+                          wait_for=wait_for, events=events, rows=rows, merged=merged,
+                          collector_thread=collector_thread, config=config, spawn=spawn, T0_MS=T0_MS,
+                          python=sys.executable)
+    for proc in spawned:
+        proc.cleanup()

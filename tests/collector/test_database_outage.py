@@ -1,0 +1,52 @@
+"""The database goes away for a few seconds: flushes fail and are retried; nothing is committed
+without its data, nothing is lost, nothing is counted twice."""
+from __future__ import annotations
+
+import time
+
+import psycopg
+from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
+
+from driftline.store import db as store_db
+from driftline.store.models import PredictionRecord
+
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _set_connections(database: str, allowed: bool) -> None:
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {str(allowed).lower()}')
+        if not allowed:  # and cut every open session, mid-transaction or not
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = %s AND pid <> pg_backend_pid()", (database,))
+
+
+def test_flushes_retry_through_a_database_outage(broker, postgres_url, ckit, unique_id):
+    model = f"outage-{unique_id}"
+    database = make_url(postgres_url).database
+    ckit.produce(broker, [ckit.encode(ckit.event(model, i, request_id=f"{unique_id}-{i}")) for i in range(300)])
+    cfg = ckit.config(broker, postgres_url, flush_interval_s=0.1, retry_min_s=0.2, retry_max_s=0.5)
+    with ckit.collector_thread(cfg) as collector:
+        ckit.wait_for(lambda: ckit.events(postgres_url, model) == 300, what="the first 300 events")
+        errors_before = collector.metrics.flushes.labels("error")._value.get()
+        try:
+            _set_connections(database, False)
+            # events keep coming while the store is unreachable
+            ckit.produce(broker, [ckit.encode(ckit.event(model, i, request_id=f"{unique_id}-{i}"))
+                                  for i in range(300, 1_000)])
+            ckit.wait_for(lambda: collector.metrics.flushes.labels("error")._value.get() >= errors_before + 3,
+                          what="failed flush attempts while the database is down")
+            assert collector.consumed - collector.flushed >= 700  # read, held, not committed
+        finally:
+            _set_connections(database, True)
+        ckit.wait_for(lambda: ckit.events(postgres_url, model) == 1_000, timeout_s=30, what="all 1 000 events")
+        ckit.wait_for(lambda: not collector._pending(), what="the last flush")
+        time.sleep(0.5)
+    assert ckit.events(postgres_url, model) == 1_000
+    merged = ckit.merged(postgres_url, model)
+    assert sum(s.features["x"].total for s in merged.values()) == sum(range(1_000))
+    with store_db.session_scope(postgres_url) as session:
+        predictions = session.scalar(select(func.count()).select_from(PredictionRecord)
+                                     .where(PredictionRecord.model == model))
+    assert predictions == 1_000

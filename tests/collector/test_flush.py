@@ -1,0 +1,170 @@
+"""The flush transaction on SQLite and PostgreSQL: offsets fence, atomicity, label joins."""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select, update
+
+from collector.dead_letters import DeadLetterRow
+from collector.flush import Fenced, PartitionFlush, flush
+from collector.labels import LabelRow, PredictionRow, label_row_partition
+from collector.store import StoredOffset
+from collector.windows import PartitionWindows
+from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
+from driftline.events import EventError, parse_inference
+from driftline.store import db as store_db
+from driftline.store.models import ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord, WindowStateRecord
+from driftline.window_state import WindowState
+
+W = 60_000
+BASE = 1_800_000_000_000
+
+
+def _event(i: int, ts: int, model: str = "m") -> object:
+    return parse_inference(
+        b'{"schema":"driftline.inference/v1","event_id":"e%d","request_id":"r%d","ts":%d,"model":"%s",'
+        b'"version":"1","features":{"x":%d},"prediction":%s,"latency_ms":{"total":2.0}}'
+        % (i, i, ts, model.encode(), i, b"0.9" if i % 2 else b"0.1"))
+
+
+def _part(partition: int, expected: StoredOffset | None, next_offset: int, events: list = (), topic=TOPIC_INFERENCE,
+          letters: list = (), predictions: dict | None = None, labels: dict | None = None) -> PartitionFlush:
+    windows = PartitionWindows(W, 30_000)
+    if events:
+        windows.fold("m", "1", list(events), None, None)
+    row = partition if topic == TOPIC_INFERENCE else label_row_partition(partition)
+    return PartitionFlush(topic, partition, row, expected, next_offset, "tid-1", windows.windows, list(letters),
+                          predictions or {}, labels or {})
+
+
+def _flush(url: str, parts: list[PartitionFlush], group: str = "g", sweep: bool = False):
+    return flush(store_db.get_engine(url), group, parts, window_ms=W, baseline_for=lambda m, v: None,
+                 now_ms=BASE + 999, sweep=sweep)
+
+
+def _count(url: str, model) -> int:
+    with store_db.session_scope(url) as session:
+        return int(session.scalar(select(func.count()).select_from(model)))
+
+
+def _letter(offset: int) -> DeadLetterRow:
+    return DeadLetterRow.from_error(TOPIC_INFERENCE, 0, offset, b"{nope", EventError("not valid UTF-8 JSON"))
+
+
+def test_a_collector_that_lost_its_partition_is_fenced_and_writes_nothing(db_url):
+    first = _part(0, None, 10, [_event(i, BASE + i) for i in range(10)], letters=[_letter(3)])
+    assert _flush(db_url, [first]).events == 10
+    # A second collector that also believes it starts from scratch (a stale assignment):
+    stale = _part(0, None, 12, [_event(i, BASE + i) for i in range(12)], letters=[_letter(4)])
+    with pytest.raises(Fenced) as info:
+        _flush(db_url, [stale])
+    assert info.value.partitions == [(TOPIC_INFERENCE, 0)]
+    # ... and one that resumed from an offset the owner has moved since:
+    owner_moves = _part(0, StoredOffset(10, "tid-1"), 20, [_event(i, BASE + i) for i in range(10, 20)])
+    _flush(db_url, [owner_moves])
+    late = _part(0, StoredOffset(10, "tid-1"), 15, [_event(i, BASE + i) for i in range(10, 15)])
+    with pytest.raises(Fenced):
+        _flush(db_url, [late])
+    with store_db.session_scope(db_url) as session:
+        assert session.scalar(select(func.sum(WindowStateRecord.events))) == 20
+        assert session.scalar(select(ConsumerOffset.next_offset)) == 20
+    assert _count(db_url, DeadLetter) == 1
+
+
+def test_the_fence_also_checks_which_log_the_offset_belongs_to(db_url):
+    _flush(db_url, [_part(0, None, 5, [_event(i, BASE + i) for i in range(5)])])
+    other_log = StoredOffset(5, "tid-0")  # same number, another incarnation of the topic
+    with pytest.raises(Fenced):
+        _flush(db_url, [_part(0, other_log, 9, [_event(i, BASE + i) for i in range(4)])])
+    with store_db.session_scope(db_url) as session:
+        assert session.scalar(select(func.sum(WindowStateRecord.events))) == 5
+
+
+def test_offsets_and_data_commit_together_or_not_at_all(db_url):
+    _flush(db_url, [_part(0, None, 3, [_event(i, BASE + i) for i in range(3)])])
+    # A real failure in the middle of the transaction: the row's stored blob is corrupt,
+    # so merging into it raises after the offsets and dead letters were already written.
+    with store_db.session_scope(db_url) as session:
+        session.execute(update(WindowStateRecord).values(state=b"not a window state"))
+    part = _part(0, StoredOffset(3, "tid-1"), 6, [_event(i, BASE + i) for i in range(3, 6)], letters=[_letter(5)])
+    with pytest.raises(ValueError):
+        _flush(db_url, [part])
+    with store_db.session_scope(db_url) as session:
+        assert session.scalar(select(ConsumerOffset.next_offset)) == 3
+        assert session.scalar(select(WindowStateRecord.events)) == 3
+    assert _count(db_url, DeadLetter) == 0
+
+
+def test_window_rows_merge_across_flushes_and_partitions(db_url):
+    _flush(db_url, [_part(0, None, 2, [_event(0, BASE), _event(1, BASE + W)]),
+                    _part(1, None, 1, [_event(2, BASE + 1)])])
+    _flush(db_url, [_part(0, StoredOffset(2, "tid-1"), 3, [_event(3, BASE + 2)])])
+    with store_db.session_scope(db_url) as session:
+        got = {(r.window_start_ms, r.partition): (r.events, WindowState.from_bytes(r.state).features["x"].total)
+               for r in session.scalars(select(WindowStateRecord))}
+    assert got == {(BASE, 0): (2, 0 + 3), (BASE, 1): (1, 2), (BASE + W, 0): (1, 1)}
+
+
+def _pred(i: int, model: str = "m") -> PredictionRow:
+    return PredictionRow(f"r{i}", model, "1", BASE + i, BASE, 0.9 if i % 2 else 0.1)
+
+
+def _label(i: int, value: int, model: str = "m") -> LabelRow:
+    return LabelRow(f"r{i}", model, value, BASE + 10_000)
+
+
+def _label_counts(url: str) -> dict[int, tuple[int, int]]:
+    with store_db.session_scope(url) as session:
+        return {r.partition: (r.events, WindowState.from_bytes(r.state).labels.n)
+                for r in session.scalars(select(WindowStateRecord))}
+
+
+def test_labels_join_whichever_arrives_first_and_count_once(db_url):
+    # r0, r1: predictions first; r2: label first; r3: both in one flush; r4: a label for another model
+    _flush(db_url, [_part(0, None, 4, predictions={f"r{i}": _pred(i) for i in (0, 1)}),
+                    _part(1, None, 2, topic=TOPIC_LABELS, labels={"r2": _label(2, 0), "r4": _label(4, 1, "other")})])
+    _flush(db_url, [_part(0, StoredOffset(4, "tid-1"), 8, predictions={f"r{i}": _pred(i) for i in (2, 3, 4)}),
+                    _part(1, StoredOffset(2, "tid-1"), 6, topic=TOPIC_LABELS,
+                          labels={"r0": _label(0, 0), "r1": _label(1, 1), "r3": _label(3, 1)})])
+    # a re-sent label and a duplicate prediction change nothing
+    _flush(db_url, [_part(0, StoredOffset(8, "tid-1"), 9, predictions={"r0": _pred(0)}),
+                    _part(1, StoredOffset(6, "tid-1"), 7, topic=TOPIC_LABELS, labels={"r1": _label(1, 0)})])
+    with store_db.session_scope(db_url) as session:
+        labelled = {p.request_id: p.label for p in session.scalars(select(PredictionRecord))}
+        joined = {lab.request_id: lab.joined for lab in session.scalars(select(LabelRecord))}
+    assert labelled == {"r0": 0, "r1": 1, "r2": 0, "r3": 1, "r4": None}
+    assert joined == {"r0": True, "r1": True, "r2": True, "r3": True, "r4": False}
+    counts = _label_counts(db_url)
+    # r2 joined by the prediction's partition (0); r0, r1, r3 by the labels' partition (row -2)
+    assert counts[0][1] == 1 and counts[label_row_partition(1)] == (0, 3)
+    merged = WindowState.merge_all(
+        WindowState.from_bytes(r.state) for r in _rows(db_url) if r.window_start_ms == BASE)
+    assert merged.labels.n == 4 and merged.labels.task == "binary"
+    # binary counts: labels 1 for scores 0.9 (r1, r3), label 0 for 0.1 (r0, r2)
+    assert int(merged.labels.positives.sum()) == 2 and int(merged.labels.negatives.sum()) == 2
+
+
+def _rows(url: str) -> list[WindowStateRecord]:
+    with store_db.session_scope(url) as session:
+        return list(session.scalars(select(WindowStateRecord)))
+
+
+def test_the_sweep_joins_pairs_committed_without_seeing_each_other(db_url):
+    # Simulate the race: a prediction and its label both stored unjoined.
+    _flush(db_url, [_part(0, None, 1, predictions={"r7": _pred(7)})])
+    with store_db.session_scope(db_url) as session:
+        session.add(LabelRecord(request_id="r7", model="m", label=1, ts_ms=BASE, joined=False))
+    result = _flush(db_url, [_part(0, StoredOffset(1, "tid-1"), 2, [_event(8, BASE + 8)])], sweep=True)
+    assert result.labels_joined == 1
+    assert _label_counts(db_url)[0] == (1, 1)
+    # and never again
+    assert _flush(db_url, [_part(0, StoredOffset(2, "tid-1"), 3, [_event(9, BASE + 9)])], sweep=True).labels_joined == 0
+
+
+def test_dead_letter_rows_keep_a_bounded_prefix_and_the_full_size(db_url):
+    huge = b"x" * 200_000
+    letter = DeadLetterRow.from_error(TOPIC_INFERENCE, 2, 41, huge, EventError("too big"))
+    flush(store_db.get_engine(db_url), "g", [_part(2, None, 42, letters=[letter])], window_ms=W,
+          baseline_for=lambda m, v: None, now_ms=BASE, raw_bound=1000)
+    with store_db.session_scope(db_url) as session:
+        row = session.scalars(select(DeadLetter)).one()
+    assert (row.partition, row.offset, row.reason, row.raw_size, len(row.raw)) == (2, 41, "too big", 200_000, 1000)

@@ -1,0 +1,68 @@
+"""Labels from driftline.labels joined with predictions and counted in the prediction's window."""
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from driftline.config import TOPIC_LABELS
+from driftline.store import db as store_db
+from driftline.store.models import LabelRecord, PredictionRecord, WindowStateRecord
+from driftline.window_state import WindowState
+
+
+def _labelled(url: str, model: str) -> int:
+    with store_db.session_scope(url) as session:
+        return int(session.scalar(select(func.count()).select_from(PredictionRecord).where(
+            PredictionRecord.model == model, PredictionRecord.labelled_at_ms.is_not(None))))
+
+
+def test_labels_are_joined_whenever_they_arrive_and_counted_once(broker, db_url, ckit, unique_id):
+    model = f"labels-{unique_id}"
+    rid = [f"{unique_id}-{i}" for i in range(120)]
+    t0 = ckit.T0_MS
+
+    def predictions(ids: range) -> list[bytes]:
+        # scores 0.9 / 0.1 alternate; window = t0 .. t0 + 1 min
+        return [ckit.encode(ckit.event(model, i, ts_ms=t0 + i, request_id=rid[i], prediction=0.9 if i % 2 else 0.1))
+                for i in ids]
+
+    def labels(ids: list[int], value=lambda i: i % 2) -> None:
+        # keyed by request id, as driftline.client does: a re-sent label follows the first one
+        ckit.produce(broker, [ckit.encode(ckit.label(model, rid[i], value(i))) for i in ids],
+                     keys=[rid[i].encode() for i in ids], topic=TOPIC_LABELS)
+
+    # labels that arrive before their predictions, and labels whose prediction never comes
+    labels(list(range(100, 110)))
+    ckit.produce(broker, [ckit.encode(ckit.label(model, f"{unique_id}-ghost", 1))], topic=TOPIC_LABELS)
+    ckit.produce(broker, predictions(range(0, 100)))
+    with ckit.collector_thread(ckit.config(broker, db_url)) as collector:
+        ckit.wait_for(lambda: ckit.events(db_url, model) == 100, what="the first predictions")
+        # labels after their predictions: 0..49 right (label = i % 2), 50..59 wrong; a re-sent label for 0
+        labels(list(range(50)))
+        labels(list(range(50, 60)), lambda i: 1 - i % 2)
+        labels([0], lambda i: 1)
+        ckit.produce(broker, predictions(range(100, 120)))
+        ckit.wait_for(lambda: _labelled(db_url, model) == 70, what="70 labelled predictions")
+        ckit.wait_for(lambda: not collector._pending(), what="the last flush")
+
+    with store_db.session_scope(db_url) as session:
+        rows = session.scalars(select(WindowStateRecord).where(WindowStateRecord.model == model)).all()
+        unjoined = session.scalars(select(LabelRecord.request_id).where(LabelRecord.model == model,
+                                                                        LabelRecord.joined.is_(False))).all()
+        label_of_0 = session.scalar(select(PredictionRecord.label).where(PredictionRecord.request_id == rid[0]))
+    assert unjoined == [f"{unique_id}-ghost"]
+    assert label_of_0 == 0  # the first label wins; the re-sent one is not counted again
+    merged = WindowState.merge_all(WindowState.from_bytes(r.state) for r in rows)
+    assert merged.events == 120 and merged.labels.n == 70 and merged.labels.task == "binary"
+    # right: 0..49 and 100..109 (60 pairs), wrong: 50..59 (10 pairs); positives are odd i
+    positives, negatives = merged.labels.positives, merged.labels.negatives
+    high = slice(len(positives) // 2, None)  # score bins above 0.5
+    assert int(positives[high].sum()) == 25 + 5 and int(negatives[high].sum()) == 5
+    assert int(positives.sum()) + int(negatives.sum()) == 70
+    by_partition = {}
+    for r in rows:
+        by_partition[r.partition] = by_partition.get(r.partition, 0) + WindowState.from_bytes(r.state).labels.n
+    # labels after their predictions are counted in label rows (negative partitions, no events) ...
+    assert sum(n for p, n in by_partition.items() if p < 0) == 60
+    assert all(r.events == 0 for r in rows if r.partition < 0)
+    # ... labels that waited for their prediction, in the prediction's partition row
+    assert sum(n for p, n in by_partition.items() if p >= 0) == 10

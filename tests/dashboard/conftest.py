@@ -1,0 +1,49 @@
+"""Dashboard fixtures: one seeded store per test session, copied fresh for each test.
+
+Seeding (dashboard/demo_seed.py) takes a few seconds, so it runs once into a
+template file; each test gets its own copy, as `sqlite_url` does for empty stores.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import streamlit as st
+
+from dashboard.demo_seed import SeedSummary, seed_store
+from driftline.store import db as store_db
+
+# 120 windows of a minute per model: a few hundred windows in all, two hours of history.
+SEED_WINDOWS = 120
+
+
+@pytest.fixture(scope="session")
+def _seeded_template(tmp_path_factory) -> tuple[Path, SeedSummary]:
+    path = tmp_path_factory.mktemp("dashboard-seed") / "seeded.db"
+    url = f"sqlite:///{path}"
+    store_db.upgrade(url)
+    summary = seed_store(url, windows=SEED_WINDOWS)
+    store_db.get_engine(url).dispose()
+    store_db._engines.pop(url, None)
+    return path, summary
+
+
+@pytest.fixture
+def seeded(_seeded_template, tmp_path, monkeypatch) -> tuple[str, SeedSummary]:
+    """(URL, what was written) of a fresh copy of the seeded store; DRIFTLINE_DB points at it."""
+    template, summary = _seeded_template
+    path = tmp_path / "seeded.db"
+    shutil.copyfile(template, path)
+    url = f"sqlite:///{path}"
+    monkeypatch.setenv("DRIFTLINE_DB", url)
+    return url, summary
+
+
+@pytest.fixture(autouse=True)
+def _fresh_streamlit_caches(monkeypatch):
+    """Each test starts with empty Streamlit caches and refresh off (AppTest runs a fragment once anyway)."""
+    st.cache_data.clear()
+    monkeypatch.setenv("DRIFTLINE_DASHBOARD_REFRESH_SECONDS", "0")
+    yield
+    st.cache_data.clear()

@@ -1,0 +1,230 @@
+"""Every page with Streamlit's AppTest, on a seeded store, an empty store and a store that is not there.
+
+The sidebar selectors live in the entry script; AppTest only shows them on the first
+page it runs, so after `switch_page` they are driven through `session_state` (as a
+click on them would set it) and page-level selectors are clicked directly.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import update
+from streamlit.testing.v1 import AppTest
+
+from driftline.store.db import session_scope
+from driftline.store.models import BaselineRecord, WindowStateRecord
+from dashboard.demo_seed import CREDIT, FRAUD
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+
+TIMEOUT = 90  # seconds per script run: generous on a shared two-core machine
+
+
+def open_app(page: str | None = None, **state) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert_clean(at)
+    if page:
+        at.switch_page(f"views/{page}.py")
+        for key, value in state.items():
+            at.session_state[key] = value
+        at.run()
+        assert_clean(at)
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    """No exception, and no error box other than a detector's breach (the drill-down's red verdict)."""
+    assert not at.exception, [e.message for e in at.exception]
+    problems = [e.value for e in at.error if not e.value.startswith("**Breached**")]
+    assert not problems, problems
+
+
+def charts(at: AppTest) -> int:
+    return len(at.get("vega_lite_chart"))
+
+
+def metric(at: AppTest, label: str) -> str:
+    values = [m.value for m in at.metric if m.label == label]
+    assert values, f"no metric {label!r} in {[m.label for m in at.metric]}"
+    return values[0]
+
+
+# --- empty and missing stores --------------------------------------------------------------
+
+def test_empty_store_overview_says_how_to_get_started(sqlite_url, monkeypatch):
+    monkeypatch.setenv("DRIFTLINE_DB", sqlite_url)
+    at = open_app()
+    text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.code)
+    assert "Get started" in [s.value for s in at.subheader]
+    for command in ("driftline up", "driftline train", "driftline worker", "driftline replay"):
+        assert command in text
+    assert not at.selectbox(key="range").value is None
+    assert [s.label for s in at.selectbox] == ["Time range", "Auto-refresh"]  # no model to choose
+
+
+@pytest.mark.parametrize("page", ["model", "feature", "alerts", "retraining", "report"])
+def test_empty_store_every_page_renders(sqlite_url, monkeypatch, page):
+    monkeypatch.setenv("DRIFTLINE_DB", sqlite_url)
+    at = open_app(page)
+    if page in ("model", "feature", "report"):
+        assert "No models in the store yet" in at.info[0].value
+    else:
+        assert at.title[0].value.lower() == page
+
+
+def test_a_store_without_tables_says_to_run_the_migrations(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRIFTLINE_DB", f"sqlite:///{tmp_path / 'new.db'}")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert "driftline db upgrade" in at.error[0].value
+
+
+# --- the seeded store ------------------------------------------------------------------------
+
+def test_overview_shows_every_version_and_reacts_to_the_selectors(seeded):
+    url, summary = seeded
+    at = open_app()
+    assert at.title[0].value == "Overview"
+    assert metric(at, "Firing alerts") == str(len(summary.firing))
+    headers = [m.value for m in at.markdown if m.value.startswith("#### ")]
+    for model, version in summary.windows:
+        assert any(f"{model} · v{version}" in h for h in headers), headers
+    production = [h for h in headers if "production" in h]
+    assert len(production) == len(summary.production)
+    assert charts(at) == 2
+    # v1 drifted in its last windows: the card lists the features drifting now.
+    last_v1 = summary.windows[(CREDIT, "1")][-1]
+    drifting = summary.drifted_windows[(CREDIT, "1")].get(last_v1, [])
+    if drifting:
+        assert any(all(f"`{f}`" in m.value for f in drifting) for m in at.markdown)
+    # The time range selector re-runs the page with the new range.
+    at.selectbox(key="range").set_value("1h").run()
+    assert_clean(at)
+    assert any(m.label == "Events (1h)" for m in at.metric)
+    assert int(metric(at, "Events (1h)").replace(",", "")) < int(metric(at, "Models")) * 10**6
+    at.selectbox(key="model").set_value(FRAUD).run()
+    assert_clean(at)
+    assert at.selectbox(key="version").value == summary.production[FRAUD]
+
+
+def test_model_page_draws_every_detector_family(seeded):
+    url, summary = seeded
+    at = open_app("model", model=CREDIT, version="2")
+    assert at.title[0].value == f"{CREDIT} · v2"
+    headers = [h.value for h in at.header]
+    for section in ("Serving", "Feature drift", "Prediction drift", "Data quality", "Training-serving skew",
+                    "Model quality", "Versions"):
+        assert section in headers
+    assert metric(at, "Windows (24h)") == str(len(summary.windows[(CREDIT, "2")]))
+    assert charts(at) >= 10
+    assert metric(at, "Firing alerts") == str(sum(a["version"] == "2" for a in summary.firing))
+    # The data-quality heatmap points at the feature with nulls.
+    assert any("`credit_score`" in m.value for m in at.markdown if m.value.startswith("Breached"))
+    # Colour the drift heatmap by one metric only.
+    control = at.button_group(key="colour_data_drift")
+    control.set_value("psi").run()
+    assert_clean(at)
+    # Version 1 drifted: the page says so.
+    at.session_state["version"] = "1"
+    at.run()
+    assert_clean(at)
+    assert at.title[0].value == f"{CREDIT} · v1"
+    assert int(metric(at, "Features drifting (any window)")) == len(
+        {f for fs in summary.drifted_windows[(CREDIT, "1")].values() for f in fs})
+
+
+def test_model_page_for_a_range_without_windows(seeded):
+    at = open_app("model", model=CREDIT, version="1", range="1h")
+    assert "No evaluated windows" in at.info[0].value
+
+
+def test_feature_drill_down_shows_distributions_statistics_and_decision(seeded):
+    url, summary = seeded
+    drifted = summary.drifted_windows[(CREDIT, "1")]
+    window, features = max(drifted.items())
+    at = open_app("feature", model=CREDIT, version="1")
+    windows = at.selectbox(key="window")
+    assert len(windows.options) == len(summary.windows[(CREDIT, "1")])
+    windows.set_value(window).run()
+    assert_clean(at)
+    feature = at.selectbox(key="feature")
+    assert feature.value in features  # the most breached feature comes first
+    verdict = at.error[0].value
+    assert verdict.startswith("**Breached** for " + feature.value) and "threshold" in verdict
+    assert charts(at) >= 3  # histogram, ECDF, history
+    table = at.dataframe[0].value
+    assert {"psi", "ks_p_value"} <= set(table["metric"]) and table["breached"].any()
+    # A categorical feature draws category shares; the prediction has its own view.
+    feature.set_value("region").run()
+    assert_clean(at)
+    assert any(m.label == "Unseen in training" for m in at.metric)
+    at.selectbox(key="feature").set_value("__prediction__").run()
+    assert_clean(at)
+    assert any(m.label == "Rows in window" for m in at.metric)
+
+
+def test_alerts_page_lists_alerts_notifications_and_silences(seeded):
+    url, summary = seeded
+    at = open_app("alerts")
+    assert metric(at, "Firing") == str(len(summary.firing))
+    assert metric(at, "Failed notifications") == "1"
+    assert any("failed after 8 attempts" in w.value for w in at.warning)
+    assert charts(at) == 2  # timeline and delivery status
+    at.button_group(key="alert_filter").set_value("resolved").run()
+    assert_clean(at)
+    assert set(at.dataframe[0].value["state"]) == {"resolved"}
+    picker = at.selectbox(key="alert_pick")
+    picker.set_value(next(o for o in picker.options if "latency" in o and CREDIT in o)).run()
+    assert_clean(at)
+    notes = at.dataframe[1].value
+    assert len(notes) == 2 and set(notes["channel"]) == {"slack", "pagerduty"}
+    silences = at.dataframe[-1].value
+    assert "active" in set(silences["status"])
+
+
+def test_retraining_page_shows_requests_and_rollbacks(seeded):
+    at = open_app("retraining")
+    assert metric(at, "Requests (24h)") == "4"
+    assert metric(at, "Rollbacks") == "1"
+    requests = at.dataframe[0].value
+    assert set(requests["status"]) == {"succeeded", "failed", "requested"}
+    assert "promoted v2" in set(requests["outcome"])
+    at.button_group(key="retrain_scope").set_value("selected model").run()
+    assert_clean(at)
+
+
+def test_report_page_builds_an_evidently_report(seeded):
+    url, summary = seeded
+    at = open_app("report", model=CREDIT, version="2")
+    frames = at.get("iframe")
+    assert len(frames) == 1
+    html = frames[0].proto.srcdoc
+    # Evidently's drift summary over the baseline's columns (14 features and the prediction).
+    assert '{"value": "15", "label": "Columns"}' in html
+    assert "Dataset Drift" in html and "annual_income" in html
+    assert len(at.download_button) == 1
+    assert len(at.selectbox(key="report_window").options) == len(summary.windows[(CREDIT, "2")])
+
+
+# --- bad data in the store ----------------------------------------------------------------------
+
+def test_a_corrupt_window_state_is_reported_not_raised(seeded):
+    url, summary = seeded
+    window = summary.windows[(CREDIT, "2")][-1]
+    with session_scope(url) as session:
+        session.execute(update(WindowStateRecord).where(WindowStateRecord.window_start_ms == window,
+                                                        WindowStateRecord.partition == 1)
+                        .values(state=b"garbage"))
+    at = open_app("feature", model=CREDIT, version="2", window=window)
+    assert any("partition state 1" in w.value for w in at.warning)
+    assert any(m.label == "Rows in window" for m in at.metric)  # the other partition still shows
+
+
+def test_a_malformed_baseline_is_reported_not_raised(seeded):
+    url, _ = seeded
+    with session_scope(url) as session:
+        session.execute(update(BaselineRecord).where(BaselineRecord.model == CREDIT, BaselineRecord.version == "2")
+                        .values(summary={"format": 99}))
+    at = open_app("feature", model=CREDIT, version="2")
+    assert any("baseline" in w.value for w in at.warning)

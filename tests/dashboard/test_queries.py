@@ -1,0 +1,133 @@
+"""The dashboard's store queries: bounded by time, bucketed in SQL, the same on SQLite and PostgreSQL."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from sqlalchemy import func, insert, select
+
+from dashboard import derive, queries
+from driftline.store.db import session_scope
+from driftline.store.models import (Alert, AliasEvent, DetectorResult, ModelAlias, ModelVersion, Notification,
+                                    WindowEvaluation)
+
+MINUTE = 60_000
+
+
+def _results(url: str, start_ms: int, windows: int, seed: int = 0) -> np.ndarray:
+    """PSI for one feature over `windows` one-minute windows; breached when >= 0.2. Returns the values."""
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(0.0, 0.4, windows)
+    rows = [{"model": "m", "version": "1", "window_start_ms": start_ms + i * MINUTE,
+             "window_end_ms": start_ms + (i + 1) * MINUTE, "detector": "data_drift", "feature": "age",
+             "metric": "psi", "value": float(v), "threshold": 0.2, "breached": bool(v >= 0.2), "details": {}}
+            for i, v in enumerate(values)]
+    with session_scope(url) as session:
+        session.execute(insert(DetectorResult), rows)
+        session.add_all(WindowEvaluation(model="m", version="1", window_start_ms=start_ms + i * MINUTE,
+                                         window_end_ms=start_ms + (i + 1) * MINUTE, events=10, status="ok")
+                        for i in range(windows))
+    return values
+
+
+def test_detector_buckets_fold_windows_in_sql(db_url):
+    start = 1_700_000_000_000 // MINUTE * MINUTE
+    values = _results(db_url, start, 30)
+    # Buckets of five windows, and a range that leaves out the first two and the last three windows.
+    frame = queries.detector_buckets(db_url, "m", "1", start + 2 * MINUTE, start + 27 * MINUTE, 5 * MINUTE)
+    frame = frame.sort_values("bucket_ms")
+    assert frame["windows"].tolist() == [5] * 5
+    for bucket, row in zip(range(5), frame.itertuples()):
+        part = values[2 + 5 * bucket: 7 + 5 * bucket]
+        assert row.bucket_ms == start + (2 + 5 * bucket) * MINUTE
+        assert row.max_value == pytest.approx(part.max())
+        assert row.min_value == pytest.approx(part.min())
+        assert row.mean_value == pytest.approx(part.mean())
+        assert row.breached == int((part >= 0.2).sum())
+        assert row.breached_above == int((part > 0.2).sum())
+        assert row.clean_below == int((part < 0.2).sum())
+    # Evidence from the rows says PSI is bad when high.
+    assert derive.worse_direction(frame)[("data_drift", "psi")] == derive.HIGHER
+    assert queries.first_window_ms(db_url, "m", "1", start + 2 * MINUTE, start + 27 * MINUTE) == start + 2 * MINUTE
+
+
+def test_latest_results_and_activity_use_the_newest_window_in_range(db_url):
+    start = 1_700_000_000_000 // MINUTE * MINUTE
+    values = _results(db_url, start, 10, seed=1)
+    latest = queries.latest_results(db_url, start, start + 6 * MINUTE)
+    assert latest["window_start_ms"].unique().tolist() == [start + 5 * MINUTE]
+    assert latest["value"].tolist() == pytest.approx([values[5]])
+    assert queries.windows(db_url, "m", "1", start, start + 6 * MINUTE)["window_start_ms"].tolist() == \
+        [start + i * MINUTE for i in range(5, -1, -1)]
+    assert queries.window_length_ms(db_url, "m") == MINUTE
+
+
+def test_alerts_notifications_and_versions_are_bounded_by_time(db_url):
+    now = datetime.now(timezone.utc)
+    old = now - timedelta(days=3)
+    since_ms = int((now - timedelta(hours=1)).timestamp() * 1000)
+    with session_scope(db_url) as session:
+        session.add_all([
+            Alert(fingerprint="a-firing-old", model="m", version="1", detector="latency", state="firing",
+                  started_at=old, fired_at=old),
+            Alert(fingerprint="a-resolved-old", model="m", version="1", detector="skew", state="resolved",
+                  started_at=old, resolved_at=old),
+            Alert(fingerprint="a-resolved-new", model="m", version="1", detector="data_drift", feature="age",
+                  state="resolved", started_at=old, resolved_at=now),
+            Notification(idempotency_key="n-old-sent", alert_fingerprint="a-resolved-old", channel="slack",
+                         kind="trigger", payload={}, status="sent", created_at=old),
+            Notification(idempotency_key="n-old-pending", alert_fingerprint=None, channel="webhook",
+                         kind="trigger", payload={}, status="pending", created_at=old),
+            ModelVersion(model="m", version="1"), ModelVersion(model="m", version="2"),
+            ModelAlias(model="m", alias="production", version="2"),
+            AliasEvent(model="m", alias="production", version="2", previous_version="1", action="promote", at=now),
+        ])
+    alerts = queries.alerts(db_url, since_ms)
+    # Still firing (however old) and resolved inside the range; not the old resolved one.
+    assert set(alerts["fingerprint"]) == {"a-firing-old", "a-resolved-new"}
+    assert str(alerts["resolved_at"].dt.tz) == "UTC"
+    notes = queries.notifications(db_url, since_ms, ())
+    assert set(notes["status"]) == {"pending"}  # undelivered stays visible however old
+    assert len(queries.notifications(db_url, since_ms, ("a-resolved-old",))) == 2
+    versions = queries.model_versions(db_url, since_ms, since_ms + 3_600_000)
+    assert versions[["version", "production"]].values.tolist() == [["1", False], ["2", True]]
+    assert queries.alias_events(db_url, "m")["action"].tolist() == ["promote"]
+
+
+def test_the_seeded_store_has_what_the_pages_show(seeded):
+    url, summary = seeded
+    start, end = summary.first_window_ms, summary.last_window_ms + summary.window_seconds * 1000
+    activity = queries.version_activity(url, start, end).set_index(["model", "version"])
+    for key, starts in summary.windows.items():
+        assert activity.loc[key, "windows"] == len(starts) == activity.loc[key, "evaluated_windows"]
+    with session_scope(url) as session:
+        drift_rows = session.scalar(select(func.count()).select_from(DetectorResult).where(
+            DetectorResult.detector == "data_drift", DetectorResult.breached))
+    assert drift_rows > 0  # the scenario really drifts
+    firing = queries.alerts(url, start)
+    assert sorted(firing.loc[firing["state"] == "firing", "detector"]) == sorted(a["detector"] for a in summary.firing)
+    blobs = queries.window_state_blobs(url, "credit-default", "2", summary.windows[("credit-default", "2")][-1])
+    assert len(blobs) == 2  # two collector partitions, merged by the pages
+    sampled = queries.sampled_state_blobs(url, "credit-default", "2", start, end, 10)
+    assert len({s for s, _, _ in sampled}) == 10
+
+
+def test_queries_never_write(seeded):
+    """Reading every query leaves the store's rows exactly as they were."""
+    url, summary = seeded
+
+    def fingerprint():
+        with session_scope(url) as session:
+            return [session.scalar(select(func.count()).select_from(t)) for t in
+                    (DetectorResult, WindowEvaluation, Alert, Notification)] + [
+                session.scalar(select(func.sum(DetectorResult.value)))]
+
+    before = fingerprint()
+    start, end = summary.first_window_ms, summary.last_window_ms + 60_000
+    queries.model_versions(url, start, end)
+    queries.detector_buckets(url, None, None, start, end, 10 * MINUTE)
+    queries.latest_results(url, start, end)
+    queries.alerts(url, start)
+    queries.retrain_requests(url, start)
+    assert before[0] > 0 and fingerprint() == before
