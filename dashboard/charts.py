@@ -15,10 +15,14 @@ SOURCE_SCALE = alt.Scale(domain=["baseline", "window"], range=[BASELINE_COLOUR, 
 # 0 = far from the threshold, 1 = at it, 2 and more = twice past it.
 SCORE_SCALE = alt.Scale(domain=[0, 0.5, 1, 2], range=["#e8f5e9", "#a5d6a7", "#ffb74d", "#c62828"], clamp=True)
 STATE_SCALE = alt.Scale(domain=["firing", "pending", "resolved"], range=["#c62828", "#f9a825", "#2e7d32"])
-STATUS_SCALE = alt.Scale(domain=["sent", "pending", "sending", "failed", "succeeded", "requested", "running",
-                                 "rejected"],
-                         range=["#2e7d32", "#f9a825", "#f9a825", "#c62828", "#2e7d32", "#90a4ae", "#f9a825",
-                                "#6d4c41"])
+STATUS_COLOURS = {"sent": "#2e7d32", "succeeded": "#2e7d32", "pending": "#f9a825", "sending": "#fb8c00",
+                  "running": "#fb8c00", "requested": "#90a4ae", "failed": "#c62828", "rejected": "#6d4c41"}
+
+
+def _status_scale(values) -> alt.Scale:
+    """Colours for the statuses present (a legend of only what is drawn); unknown ones grey."""
+    domain = sorted(set(values), key=lambda v: (list(STATUS_COLOURS).index(v) if v in STATUS_COLOURS else 99, v))
+    return alt.Scale(domain=domain, range=[STATUS_COLOURS.get(v, "#9e9e9e") for v in domain])
 ACTION_SCALE = alt.Scale(domain=["promote", "retrain", "rollback"], range=["#1565c0", "#2e7d32", "#c62828"])
 TIME_AXIS = alt.Axis(format="%H:%M", labelAngle=0, title=None)
 DAY_TIME_AXIS = alt.Axis(format="%b %d %H:%M", labelAngle=0, title=None)
@@ -46,7 +50,7 @@ def score_heatmap(cells: pd.DataFrame, features: list[str], span_ms: int, height
                                                    legend=alt.Legend(title="value / threshold", orient="right")))
     outline = base.transform_filter(alt.datum.breached > 0).mark_rect(fillOpacity=0, stroke="#7f0000",
                                                                       strokeWidth=1.2)
-    return (fill + outline).properties(height=max(len(features), 1) * height_per_row + 20)
+    return (fill + outline).properties(height=max(len(features), 1) * height_per_row + 40)
 
 
 def metric_lines(series: pd.DataFrame, title: str, span_ms: int, height: int = 150) -> alt.Chart:
@@ -83,7 +87,7 @@ def latency_chart(series: pd.DataFrame, slo: float | None, span_ms: int, height:
     return (lines + rule + text).properties(height=height)
 
 
-def multi_series(series: pd.DataFrame, y_title: str, span_ms: int, height: int = 160,
+def multi_series(series: pd.DataFrame, y_title: str | None, span_ms: int, height: int = 190,
                  percent: bool = False) -> alt.Chart:
     """Several named series over time (`time`, `series`, `value`)."""
     axis = alt.Axis(format="%") if percent else alt.Axis()
@@ -140,7 +144,8 @@ def category_bars(shares: pd.DataFrame, height: int = 240) -> alt.Chart:
 
 def alias_timeline(events: pd.DataFrame, span_ms: int | None = None, height: int = 120) -> alt.Chart:
     """Production alias moves (`at`, `model`, `version`, `action`, `reason`) as labelled points."""
-    base = alt.Chart(events).encode(x=_time("at:T", span_ms), y=alt.Y("model:N", title=None))
+    base = alt.Chart(events).encode(x=_time("at:T", span_ms),
+                                    y=alt.Y("model:N", title=None, axis=alt.Axis(labelOverlap=False)))
     points = base.mark_point(filled=True, size=120).encode(
         color=alt.Color("action:N", scale=ACTION_SCALE, legend=alt.Legend(title=None, orient="top")),
         shape=alt.Shape("action:N", legend=None),
@@ -154,28 +159,44 @@ def alert_timeline(alerts: pd.DataFrame, span_ms: int | None = None) -> alt.Char
     """One bar per alert from start to resolve (or now), coloured by state (`label`, `start`, `end`, `state`)."""
     rows = max(alerts["label"].nunique(), 1)
     return alt.Chart(alerts).mark_bar(cornerRadius=3, height=14).encode(
-        x=_time("start:T", span_ms), x2="end:T", y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=320)),
+        x=_time("start:T", span_ms), x2="end:T",
+        y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=320, labelOverlap=False)),
         color=alt.Color("state:N", scale=STATE_SCALE, legend=alt.Legend(title=None, orient="top")),
         tooltip=["label:N", "state:N", "severity:N", "summary:N",
                  alt.Tooltip("start:T", title="started (UTC)", format="%b %d %H:%M"),
-                 alt.Tooltip("end:T", title="until (UTC)", format="%b %d %H:%M")]).properties(height=rows * 22 + 30)
+                 alt.Tooltip("end:T", title="until (UTC)", format="%b %d %H:%M")]).properties(height=rows * 28 + 90)
 
 
 def status_counts(frame: pd.DataFrame, y: str, height: int = 160) -> alt.Chart:
     """Stacked counts per `y` coloured by `status` (`y`, `status`, `count`)."""
     return alt.Chart(frame).mark_bar().encode(
-        y=alt.Y(f"{y}:N", title=None), x=alt.X("count:Q", title=None),
-        color=alt.Color("status:N", scale=STATUS_SCALE, legend=alt.Legend(title=None, orient="top")),
-        tooltip=[f"{y}:N", "status:N", "count:Q"]).properties(height=height)
+        y=alt.Y(f"{y}:N", title=None, axis=alt.Axis(labelOverlap=False)),
+        x=alt.X("count:Q", title=None, axis=alt.Axis(tickMinStep=1)),
+        color=alt.Color("status:N", scale=_status_scale(frame["status"]), legend=alt.Legend(title=None, orient="top")),
+        tooltip=[f"{y}:N", "status:N", "count:Q"]).properties(height=max(height, 30 * frame[y].nunique() + 90))
 
 
-def requests_timeline(requests: pd.DataFrame, span_ms: int | None = None, height: int = 120) -> alt.Chart:
-    """Retraining requests (`requested_at`, `model`, `status`, `label`) as points on a time axis."""
-    return alt.Chart(requests).mark_point(filled=True, size=140, shape="diamond").encode(
-        x=_time("requested_at:T", span_ms), y=alt.Y("model:N", title=None),
-        color=alt.Color("status:N", scale=STATUS_SCALE, legend=alt.Legend(title=None, orient="top")),
-        tooltip=[alt.Tooltip("requested_at:T", title="requested (UTC)", format="%b %d %H:%M"), "model:N",
-                 "status:N", "label:N"]).properties(height=height)
+def retraining_timeline(events: pd.DataFrame, span_ms: int | None = None) -> alt.Chart:
+    """Retraining requests and production moves on one time axis.
+
+    `events`: at, lane ("retraining request" or "production"), kind (a request status or an
+    alias action), label (text above the mark), detail (tooltip).
+    """
+    colours = {**STATUS_COLOURS, "promote": "#1565c0", "retrain": "#2e7d32", "rollback": "#c62828"}
+    kinds = sorted(set(events["kind"]))
+    scale = alt.Scale(domain=kinds, range=[colours.get(k, "#9e9e9e") for k in kinds])
+    base = alt.Chart(events).encode(
+        x=_time("at:T", span_ms),
+        y=alt.Y("lane:N", title=None, sort=["retraining request", "production"],
+                axis=alt.Axis(labelOverlap=False, labelLimit=200)))
+    marks = base.mark_point(filled=True, size=150).encode(
+        color=alt.Color("kind:N", scale=scale, legend=alt.Legend(title=None, orient="top")),
+        shape=alt.Shape("lane:N", scale=alt.Scale(domain=["retraining request", "production"],
+                                                  range=["diamond", "circle"]), legend=None),
+        tooltip=[alt.Tooltip("at:T", title="at (UTC)", format="%b %d %H:%M"), "lane:N", "kind:N", "label:N",
+                 "detail:N"])
+    labels = base.mark_text(dy=-14, fontSize=11).encode(text="label:N")
+    return (marks + labels).properties(height=150)
 
 
 def version_metrics(frame: pd.DataFrame, height: int = 200) -> alt.Chart:

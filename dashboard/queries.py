@@ -221,6 +221,19 @@ def detector_buckets(db_url: str, model: str | None, version: str | None, start_
 
 
 @cached
+def breached_features(db_url: str, model: str, version: str, start_ms: int, end_ms: int,
+                      detector: str = "data_drift") -> pd.DataFrame:
+    """(window_start_ms, feature) of every feature with a breached `detector` result in the range."""
+    with session_scope(db_url) as session:
+        rows = session.execute(
+            select(DetectorResult.window_start_ms, DetectorResult.feature).distinct()
+            .where(DetectorResult.model == model, DetectorResult.version == version,
+                   DetectorResult.window_start_ms >= start_ms, DetectorResult.window_start_ms < end_ms,
+                   DetectorResult.detector == detector, DetectorResult.breached, DetectorResult.feature != "")).all()
+    return _frame(rows, ["window_start_ms", "feature"])
+
+
+@cached
 def windows(db_url: str, model: str, version: str, start_ms: int, end_ms: int) -> pd.DataFrame:
     """Evaluated windows of a version in the range, newest first (at most LIST_LIMIT).
 

@@ -266,6 +266,13 @@ def default_workers() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+def _map(function: Callable[[str], Any], names: list[str], workers: int) -> list[Any]:
+    if workers <= 1 or len(names) <= 1:
+        return [function(name) for name in names]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(function, names))
+
+
 class ReferenceProfile:
     """Everything a window needs from the reference, computed once: per column sorted values or category data."""
 
@@ -273,9 +280,8 @@ class ReferenceProfile:
         self.rows = len(reference)
         self.kinds = dict(kinds)
         names = list(kinds)
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            profiles = pool.map(lambda name: _profile_column(reference[name], kinds[name]), names)
-            self.columns: dict[str, _NumericReference | _CategoricalReference] = dict(zip(names, profiles))
+        profiles = _map(lambda name: _profile_column(reference[name], kinds[name]), names, workers)
+        self.columns: dict[str, _NumericReference | _CategoricalReference] = dict(zip(names, profiles))
 
 
 def _feature_tests(reference: _NumericReference | _CategoricalReference, series: pd.Series,
@@ -336,9 +342,8 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
     """
     rows = min(len(window.frame), profile.rows)
     names = [c for c in profile.kinds if c != prediction]
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        measured = dict(zip(names, pool.map(
-            lambda name: _feature_tests(profile.columns[name], window.frame[name], profile.kinds[name]), names)))
+    measured = dict(zip(names, _map(
+        lambda name: _feature_tests(profile.columns[name], window.frame[name], profile.kinds[name]), names, workers)))
 
     if names:
         main_p = [measured[n][0][significance_test(profile.kinds[n])]["p_value"] for n in names]

@@ -243,7 +243,8 @@ def psi_numeric(reference: Any, current: Any, n_bins: int = defaults.PSI_NUMERIC
     0.7's PSI binning) and the window summaries (`detectors.binned.psi_binned`)
     count it, so raw and binned PSI agree on tied data. NaN/inf dropped; an empty side
     gives 0.0; a constant reference gives two bins (below the constant, and at
-    or above it).
+    or above it), so PSI sees a move below the constant but not above it (KS
+    and Wasserstein see both).
     """
     return psi_numeric_sorted(np.sort(clean_numeric(reference)), np.sort(clean_numeric(current)), n_bins)
 

@@ -48,6 +48,7 @@ from detectors.decision import (
 from driftline import defaults
 from driftline.baseline import (
     BINARY,
+    MULTICLASS,
     REGRESSION,
     Baseline,
     LabelSummary,
@@ -55,6 +56,7 @@ from driftline.baseline import (
     Profile,
     category_key,
     is_null,
+    json_type,
 )
 from driftline.errors import UserError
 from driftline.window_state import FeatureWindow, WindowState
@@ -236,14 +238,19 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
     families = set(families)
     results: list[DetectorResult] = []
     if baseline is not None:
+        # Skew first: a feature with parity skew has its drift and data-quality findings
+        # attributed to skew (`explain_drift_by_skew`, `explain_quality_by_skew`).
+        skew_results, parity = (skew_with_parity(baseline, state, thresholds, transform) if SKEW in families
+                                else ([], ParityCheck()))
+        drift_results: list[DetectorResult] = []
         if DATA_DRIFT in families:
-            results += data_drift(baseline, state, thresholds.drift)
+            drift_results += data_drift(baseline, state, thresholds.drift)
         if PREDICTION_DRIFT in families:
-            results += prediction_drift(baseline, state, thresholds.drift)
+            drift_results += prediction_drift(baseline, state, thresholds.drift)
+        results += explain_drift_by_skew(drift_results, parity, thresholds.drift)
         if DATA_QUALITY in families:
-            results += data_quality(baseline, state, thresholds)
-        if SKEW in families:
-            results += skew(baseline, state, thresholds, transform)
+            results += explain_quality_by_skew(data_quality(baseline, state, thresholds), baseline, parity)
+        results += skew_results
         if MODEL_QUALITY in families:
             results += model_quality(baseline, state, thresholds)
     if LATENCY in families:
@@ -422,9 +429,47 @@ def _finite(value: float) -> float | None:
 
 # --- skew -------------------------------------------------------------------------------------
 
+@dataclass
+class ParityCheck:
+    """What the parity check found, for attributing other families' findings to skew.
+
+    ``judged``: features whose parity could be judged (a transform, enough sampled
+    events with raw inputs, the transform ran); ``skewed``: those whose mismatch
+    rate breached. ``served`` / ``recomputed``: the sampled feature records and
+    the training transform's output for the same raw inputs, pairwise.
+    """
+
+    judged: set[str] = field(default_factory=set)
+    skewed: set[str] = field(default_factory=set)
+    served: list[Mapping[str, Any]] = field(default_factory=list)
+    recomputed: list[Mapping[str, Any]] = field(default_factory=list)
+
+
 def skew(baseline: Baseline, state: WindowState, thresholds: WindowThresholds,
          transform: Any | None) -> list[DetectorResult]:
-    """Distribution skew per feature (effect size vs training) and parity skew on the sample."""
+    """Distribution skew per feature and parity skew on the sample (`skew_with_parity`)."""
+    return skew_with_parity(baseline, state, thresholds, transform)[0]
+
+
+def skew_with_parity(baseline: Baseline, state: WindowState, thresholds: WindowThresholds,
+                     transform: Any | None) -> tuple[list[DetectorResult], ParityCheck]:
+    """Skew results and the `ParityCheck` behind them.
+
+    **Parity skew** (`parity_skew`) is the evidence of training-serving skew: the
+    training transform re-run on the logged raw inputs must reproduce the
+    served features. **Distribution skew** (serving vs the training baseline,
+    PSI on the reference deciles) is always reported, but the same comparison
+    is data drift's, so it cannot tell a serving bug from a world that changed:
+    it is ``breached`` only for a feature whose parity could not be checked (no
+    transform, too few sampled events with raw ``inputs``, or the transform
+    failed), where it is the only skew evidence there is. Where parity was
+    checked, a distribution difference with matching parity is drift, and
+    ``details["parity_checked"]`` says which case applies.
+    """
+    parity_results: list[DetectorResult] = []
+    parity = ParityCheck()
+    if transform is not None:
+        parity_results, parity = _parity_check(baseline, state, thresholds, transform)
     results = []
     for name, profile in baseline.profiles.items():
         window = state.features.get(name)
@@ -434,17 +479,23 @@ def skew(baseline: Baseline, state: WindowState, thresholds: WindowThresholds,
         else:
             rows = min(profile.count, sum(window.categories.values())) if window is not None else 0
             value = stats.psi(*binned.category_counts(profile, window)[1:]) if rows else None
-        details: dict[str, Any] = {"kind": profile.kind, "rows": rows}
+        checked = name in parity.judged
+        details: dict[str, Any] = {"kind": profile.kind, "rows": rows, "parity_checked": checked}
         min_rows = thresholds.drift.for_feature(name).min_rows
-        breached = value is not None and value >= thresholds.skew_distribution_psi
+        large = value is not None and value >= thresholds.skew_distribution_psi
+        breached = large and not checked
         if rows < min_rows:
             _insufficient(details, f"{INSUFFICIENT_DATA}: {rows} rows < {min_rows}")
             breached = False
+        elif checked:
+            details["reason"] = ("parity skew: see parity_mismatch_rate" if name in parity.skewed else
+                                 "parity holds: serving computes this feature as training does, so a "
+                                 "distribution difference is drift (data_drift), not skew")
+        elif large:
+            details["reason"] = "no parity check possible for this feature: distribution skew is the only evidence"
         results.append(DetectorResult(SKEW, name, "distribution_psi", value, thresholds.skew_distribution_psi,
                                       bool(breached), details))
-    if transform is not None:
-        results += parity_skew(baseline, state, thresholds, transform)
-    return results
+    return results + parity_results, parity
 
 
 def _apply(transform: Any, inputs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -470,13 +521,18 @@ def parity_skew(baseline: Baseline, state: WindowState, thresholds: WindowThresh
     `transform` and compare feature by feature with the served ones (numbers within
     a relative tolerance, categories by `category_key`, null only matches null).
     """
+    return _parity_check(baseline, state, thresholds, transform)[0]
+
+
+def _parity_check(baseline: Baseline, state: WindowState, thresholds: WindowThresholds,
+                  transform: Any) -> tuple[list[DetectorResult], ParityCheck]:
     records = [r for r in state.sample if isinstance(r.get("inputs"), Mapping) and isinstance(r.get("features"), Mapping)]
     details: dict[str, Any] = {"sampled": len(records)}
     if len(records) < thresholds.parity_min_sample:
         _insufficient(details, f"{INSUFFICIENT_DATA}: {len(records)} sampled events with inputs "
                                f"< {thresholds.parity_min_sample}")
         return [DetectorResult(SKEW, None, "parity_mismatch_rate", None, thresholds.parity_mismatch_rate, False,
-                               details)]
+                               details)], ParityCheck()
     try:
         recomputed = _apply(transform, [r["inputs"] for r in records])
         if len(recomputed) != len(records):
@@ -484,7 +540,8 @@ def parity_skew(baseline: Baseline, state: WindowState, thresholds: WindowThresh
     except Exception as exc:  # a transform that cannot process served inputs is itself skew
         details["error"] = f"{type(exc).__name__}: {exc}"
         return [DetectorResult(SKEW, None, "parity_mismatch_rate", 1.0, thresholds.parity_mismatch_rate, True,
-                               details)]
+                               details)], ParityCheck()
+    parity = ParityCheck(served=[r["features"] for r in records], recomputed=recomputed)
     results = []
     tolerance = thresholds.parity_relative_tolerance
     for name in baseline.profiles:
@@ -504,8 +561,111 @@ def parity_skew(baseline: Baseline, state: WindowState, thresholds: WindowThresh
         if compared < thresholds.parity_min_sample:
             _insufficient(feature_details, f"{INSUFFICIENT_DATA}: {compared} compared < {thresholds.parity_min_sample}")
             breached = False
+        else:
+            parity.judged.add(name)
+            if breached:
+                parity.skewed.add(name)
         results.append(DetectorResult(SKEW, name, "parity_mismatch_rate", rate, thresholds.parity_mismatch_rate,
                                       bool(breached), _json_safe(feature_details)))
+    return results, parity
+
+
+# --- attribution: findings that parity skew explains -------------------------------------------
+
+def _explained(result: DetectorResult, **details: Any) -> None:
+    """Mark `result` as explained by skew: not breached, the verdict it would have had kept."""
+    result.details["explained_by"] = SKEW
+    result.details["breached_without_skew"] = bool(result.breached)
+    result.details.update(details)
+    result.breached = False
+
+
+def explain_drift_by_skew(results: list[DetectorResult], parity: ParityCheck,
+                          thresholds: DriftThresholds) -> list[DetectorResult]:
+    """Drift results of features with parity skew: explained by skew (in place; also returned).
+
+    While serving computes a feature differently from training, its distribution
+    against the training baseline measures the bug, not the world: the
+    feature's ``data_drift`` result gets ``breached=False`` and
+    ``details["explained_by"] = "skew"`` (the feature is still alerted, as skew),
+    and it leaves the dataset-level share (numerator and denominator: its drift
+    could not be judged). ``prediction_drift`` is explained the same way when any
+    feature has parity skew, since the model was fed the skewed values.
+    """
+    if not parity.skewed:
+        return results
+    skewed = sorted(parity.skewed)
+    for result in results:
+        if result.detector == DATA_DRIFT and result.feature in parity.skewed:
+            _explained(result)
+        elif result.detector == PREDICTION_DRIFT:
+            _explained(result, skewed_features=skewed)
+    for result in results:
+        if result.detector != DATA_DRIFT or result.feature is not None:
+            continue
+        judged = [r for r in results if r.detector == DATA_DRIFT and r.feature is not None
+                  and not r.insufficient_data and r.feature not in parity.skewed]
+        drifted = [r.feature for r in judged if r.breached]
+        result.value = len(drifted) / len(judged) if judged else 0.0
+        result.breached = decide_dataset(len(drifted), len(judged), thresholds)
+        result.details.update(drifted_features=drifted, features=len(judged), explained_by_skew=skewed)
+    return results
+
+
+def _recomputed_share(metric: str, profile: Profile, values: list[Any], absent: int) -> float | None:
+    """`metric` of data quality measured on the training transform's output for the sample."""
+    rows = len(values) + absent
+    present = [v for v in values if not is_null(v)]
+    if metric == "missing_rate":
+        return (rows - len(present)) / rows if rows else None
+    if metric == "missing_feature_share":
+        return absent / rows if rows else None
+    if not present:
+        return 0.0
+    if metric == "type_change_share":
+        expected = _expected_types(profile)
+        return sum(json_type(v) not in expected for v in present) / len(present)
+    if metric == "out_of_range_share" and isinstance(profile, NumericProfile):
+        numbers = [float(v) for v in present if json_type(v) == "number"]
+        if not numbers or profile.min is None:
+            return 0.0
+        array = np.asarray(numbers)
+        return float(np.mean((array < profile.min) | (array > profile.max)))
+    if metric == "unseen_category_share" and not isinstance(profile, NumericProfile):
+        return sum(category_key(v) not in profile.counts for v in present) / len(present)
+    return None
+
+
+def explain_quality_by_skew(results: list[DetectorResult], baseline: Baseline,
+                            parity: ParityCheck) -> list[DetectorResult]:
+    """Data-quality breaches that the serving path causes: explained by skew (in place; also returned).
+
+    A breached data-quality result of a feature with parity skew is explained
+    by skew when the same check, run on the training transform's output for the
+    sampled raw inputs, passes: the nulls, out-of-range values, unseen
+    categories, wrong types or absent keys come from the serving computation,
+    not from the inputs. When the recomputed features fail the check too (the
+    raw inputs themselves are bad), the result stays breached: that is a
+    data-quality problem of its own. ``details["recomputed_value"]`` holds the
+    check's value on the recomputed sample either way.
+    """
+    if not parity.skewed:
+        return results
+    for result in results:
+        name = result.feature
+        if result.detector != DATA_QUALITY or not result.breached or name not in parity.skewed:
+            continue
+        profile = baseline.profiles.get(name)
+        if profile is None:
+            continue
+        values = [features[name] for features in parity.recomputed if name in features]
+        absent = len(parity.recomputed) - len(values)
+        recomputed = _recomputed_share(result.metric, profile, values, absent)
+        if recomputed is None:
+            continue
+        result.details["recomputed_value"] = recomputed
+        if result.threshold is None or recomputed <= result.threshold:
+            _explained(result)
     return results
 
 
@@ -686,16 +846,19 @@ def _bin_losses(bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return mid, -np.log(mid), -np.log1p(-mid)
 
 
-def _binned_log_loss_variance(summary: LabelSummary) -> float | None:
-    """Sample variance (ddof=1) of the per-row log loss, each row's score at its bin's midpoint."""
+def _binned_log_loss_moments(summary: LabelSummary) -> tuple[float | None, float | None]:
+    """Sample variance (ddof=1) and third central moment of the per-row log loss, each row's
+    score at its bin's midpoint."""
     _, loss_pos, loss_neg = _bin_losses(summary.bins)
     pos, neg = summary.positives.astype(np.float64), summary.negatives.astype(np.float64)
     n = float(pos.sum() + neg.sum())
     if n < 2:
-        return None
+        return None, None
     mean = float((pos @ loss_pos + neg @ loss_neg) / n)
-    second = float((pos @ (loss_pos * loss_pos) + neg @ (loss_neg * loss_neg)) / n)
-    return max(0.0, second - mean * mean) * n / (n - 1.0)
+    dev_pos, dev_neg = loss_pos - mean, loss_neg - mean
+    variance = float((pos @ dev_pos ** 2 + neg @ dev_neg ** 2) / (n - 1.0))
+    third = float((pos @ dev_pos ** 3 + neg @ dev_neg ** 3) / n)
+    return max(0.0, variance), third
 
 
 def _null_variances(reference: LabelSummary, current: LabelSummary) -> dict[str, tuple[float | None, float | None]]:
@@ -708,7 +871,7 @@ def _null_variances(reference: LabelSummary, current: LabelSummary) -> dict[str,
         for metric, support in (("accuracy", "n"), ("precision", "predicted"), ("recall", "actual")):
             variance = _proportion_variance(ref_metrics[metric])
             out[metric] = (_per_row(variance, c[support]), _per_row(variance, r[support]))
-        log_loss = _binned_log_loss_variance(reference)
+        log_loss, _ = _binned_log_loss_moments(reference)
         out["log_loss"] = (_per_row(log_loss, c["n"]), _per_row(log_loss, r["n"]))
         (wp, rp), (wr, rr) = out["precision"], out["recall"]
         out["f1"] = (None if wp is None or wr is None else max(wp, wr),
@@ -742,6 +905,49 @@ def _null_variances(reference: LabelSummary, current: LabelSummary) -> dict[str,
     return {"accuracy": (_per_row(accuracy, current.n), _per_row(accuracy, reference.n)),
             "macro_f1": (float(np.mean(window_se)) ** 2 if window_se else None,
                          float(np.mean(training_se)) ** 2 if training_se else None)}
+
+
+def _binomial_third_cumulant(p: float | None, count: float) -> float:
+    """Third cumulant of a proportion of `count` Bernoulli(p) rows: p(1-p)(1-2p)/count^2."""
+    if p is None or count <= 0:
+        return 0.0
+    return p * (1.0 - p) * (1.0 - 2.0 * p) / (count * count)
+
+
+def _null_third_cumulants(reference: LabelSummary, current: LabelSummary) -> dict[str, float]:
+    """Per metric, the third cumulant of the window's metric in the direction of a breach
+    (minus the metric for scores) under the training null; 0 where not modelled."""
+    ref_metrics = quality_metrics(reference)
+    if current.task == BINARY:
+        c = _binary_counts(current)
+        out = {metric: -_binomial_third_cumulant(ref_metrics[metric], c[support])
+               for metric, support in (("accuracy", "n"), ("precision", "predicted"), ("recall", "actual"))}
+        _, third = _binned_log_loss_moments(reference)
+        out["log_loss"] = (third or 0.0) / (c["n"] * c["n"]) if c["n"] else 0.0
+        return out
+    if current.task == MULTICLASS:
+        return {"accuracy": -_binomial_third_cumulant(ref_metrics["accuracy"], current.n)}
+    return {}
+
+
+def _skew_corrected_margin(standard_error: float | None, third_cumulant: float, z: float) -> tuple[float | None, float]:
+    r"""``(z-quantile of the difference, skewness)`` by Cornish-Fisher's first term.
+
+    A mean of a few hundred skewed rows (log loss: mostly small losses, a few
+    large ones) has a heavier tail on one side than the normal curve, so
+    :math:`z \cdot SE` alone breaches more often than its nominal rate there. With
+    :math:`\gamma = \kappa_3 / SE^3` the skewness in the direction of a breach,
+
+    .. math::  	ext{quantile} pprox SE \cdot ig(z + (z^2 - 1)\,\gamma / 6ig)
+
+    and :math:`\gamma` is floored at 0 (the margin never gets narrower than z·SE).
+    """
+    if standard_error is None:
+        return None, 0.0
+    if standard_error <= 0:
+        return 0.0, 0.0
+    gamma = max(0.0, third_cumulant / standard_error ** 3)
+    return standard_error * (z + (z * z - 1.0) * gamma / 6.0), gamma
 
 
 def quality_standard_errors(reference: LabelSummary | None, current: LabelSummary | None) -> dict[str, float | None]:
@@ -802,8 +1008,13 @@ def training_calibration(reference: LabelSummary) -> np.ndarray | None:
     return np.interp(centres, centres[filled], fitted)
 
 
-def expected_binary_quality(calibration: np.ndarray, current: LabelSummary) -> dict[str, tuple[float | None, float | None]]:
-    r"""Binary metrics expected for the window's own scores if labels follow `calibration`: ``{metric: (value, SE)}``.
+def expected_binary_quality(calibration: np.ndarray,
+                            current: LabelSummary) -> dict[str, tuple[float | None, float | None, float]]:
+    r"""Binary metrics expected for the window's own scores if labels follow `calibration`.
+
+    Returns ``{metric: (expected value, standard error, third cumulant)}``, the
+    last in the direction of a breach (of minus the metric for scores), for the
+    skewness correction; 0 where not modelled (recall, F1, ROC AUC).
 
     With :math:`m_b` window rows in score bin *b* and :math:`c_b` the training
     calibration, labels are independent Bernoulli(:math:`c_b`) under the null
@@ -822,6 +1033,10 @@ def expected_binary_quality(calibration: np.ndarray, current: LabelSummary) -> d
     with the bin midpoint's losses, variance
     :math:`\frac1{n^2} \sum_b m_b c_b (1 - c_b)(\ell^1_b - \ell^0_b)^2`; ROC AUC from
     the expected class counts per bin, Hanley-McNeil variance at that value.
+    Third cumulants: :math:`\sum m_b q_b (1 - q_b)(1 - 2 q_b)` over the rows' chance
+    :math:`q_b` of being right (accuracy: :math:`c_b` above the cut, :math:`1 - c_b`
+    below; precision: :math:`c_b` above) over :math:`n^3` (:math:`PP^3`), and
+    :math:`\sum m_b c_b (1 - c_b)(1 - 2c_b)(\ell^1_b - \ell^0_b)^3 / n^3` for log loss.
     A covariate shift moves the scores, so these expectations move with it; only
     labels that stop following the training calibration (concept drift) open a gap.
     """
@@ -831,62 +1046,68 @@ def expected_binary_quality(calibration: np.ndarray, current: LabelSummary) -> d
     cut = current.bins // 2
     c = np.clip(np.asarray(calibration, dtype=np.float64), 0.0, 1.0)
     spread = rows * c * (1.0 - c)
+    skew = spread * (1.0 - 2.0 * c)  # third cumulant of each bin's positive count
     above, below = slice(cut, None), slice(None, cut)
     tp, fn = float(rows[above] @ c[above]), float(rows[below] @ c[below])
     v_tp, v_fn = float(spread[above].sum()), float(spread[below].sum())
+    # A row below the cut is right when its label is 0: its correctness has the opposite skew.
+    k_correct = float(skew[above].sum() - skew[below].sum())
     predicted, below_rows = float(rows[above].sum()), float(rows[below].sum())
     actual = tp + fn
-    out: dict[str, tuple[float | None, float | None]] = {}
-    out["accuracy"] = ((tp + below_rows - fn) / n, math.sqrt(v_tp + v_fn) / n) if n else (None, None)
-    out["precision"] = (tp / predicted, math.sqrt(v_tp) / predicted) if predicted else (None, None)
+    none = (None, None, 0.0)
+    out: dict[str, tuple[float | None, float | None, float]] = {}
+    out["accuracy"] = ((tp + below_rows - fn) / n, math.sqrt(v_tp + v_fn) / n, -k_correct / n ** 3) if n else none
+    out["precision"] = ((tp / predicted, math.sqrt(v_tp) / predicted, -float(skew[above].sum()) / predicted ** 3)
+                        if predicted else none)
     if actual > 0:
         recall = tp / actual
-        out["recall"] = (recall, math.sqrt((1 - recall) ** 2 * v_tp + recall ** 2 * v_fn) / actual)
+        out["recall"] = (recall, math.sqrt((1 - recall) ** 2 * v_tp + recall ** 2 * v_fn) / actual, 0.0)
         total = predicted + actual
         d_tp, d_fn = 2.0 * (total - tp) / total ** 2, -2.0 * tp / total ** 2
-        out["f1"] = (2.0 * tp / total, math.sqrt(d_tp ** 2 * v_tp + d_fn ** 2 * v_fn))
+        out["f1"] = (2.0 * tp / total, math.sqrt(d_tp ** 2 * v_tp + d_fn ** 2 * v_fn), 0.0)
     else:
-        out["recall"] = out["f1"] = (None, None)
+        out["recall"] = out["f1"] = none
     expected_pos, expected_neg = rows * c, rows * (1.0 - c)
     if actual > 0 and n - actual > 0:
         below_neg = np.concatenate(([0.0], np.cumsum(expected_neg)[:-1]))
         auc = float((expected_pos * (below_neg + 0.5 * expected_neg)).sum() / (actual * (n - actual)))
         variance = hanley_mcneil_variance(auc, actual, n - actual)
-        out["roc_auc"] = (auc, None if variance is None else math.sqrt(variance))
+        out["roc_auc"] = (auc, None if variance is None else math.sqrt(variance), 0.0)
     else:
-        out["roc_auc"] = (None, None)
+        out["roc_auc"] = none
     _, loss_pos, loss_neg = _bin_losses(current.bins)
     if n:
+        gap = loss_pos - loss_neg
         log_loss = float(rows @ (c * loss_pos + (1.0 - c) * loss_neg)) / n
-        out["log_loss"] = (log_loss, math.sqrt(float(spread @ (loss_pos - loss_neg) ** 2)) / n)
+        out["log_loss"] = (log_loss, math.sqrt(float(spread @ gap ** 2)) / n, float(skew @ gap ** 3) / n ** 3)
     else:
-        out["log_loss"] = (None, None)
+        out["log_loss"] = none
     return out
 
 
-def _references(reference: LabelSummary | None, current: LabelSummary,
-                compare_with: str) -> tuple[dict[str, float | None], dict[str, float | None], dict[str, float | None]]:
-    """``(reference value, its standard error, expected-under-calibration value)`` per metric."""
+def _references(reference: LabelSummary | None, current: LabelSummary, compare_with: str
+                ) -> tuple[dict[str, float | None], dict[str, float | None], dict[str, float], bool]:
+    """``(reference value, standard error of the difference, its third cumulant, calibrated?)`` per metric."""
     training = quality_metrics(reference)
     if reference is None or reference.task != current.task or not reference.n:
-        return training, {}, {}
+        return training, {}, {}, False
     variances = _null_variances(reference, current)
     errors = {metric: _root_sum(window, ref) for metric, (window, ref) in variances.items()}
     if compare_with != QUALITY_VS_CALIBRATION or current.task != BINARY:
-        return training, errors, {}
+        return training, errors, _null_third_cumulants(reference, current), False
     calibration = training_calibration(reference)
     if calibration is None or calibration.size != current.bins:
-        return training, errors, {}
-    expected = expected_binary_quality(calibration, current)
-    values, calibrated_errors = {}, {}
-    for metric, (value, window_se) in expected.items():
+        return training, errors, _null_third_cumulants(reference, current), False
+    values, calibrated_errors, cumulants = {}, {}, {}
+    for metric, (value, window_se, third) in expected_binary_quality(calibration, current).items():
         values[metric] = value
-        # The training side's own error (finite training labels behind the curve),
+        cumulants[metric] = third
+        # The reference's own error (finite training labels behind the curve),
         # approximated by the training metric's sampling variance.
         training_variance = variances.get(metric, (None, None))[1]
         calibrated_errors[metric] = None if window_se is None or training_variance is None else \
             math.sqrt(window_se ** 2 + training_variance)
-    return values, calibrated_errors, values
+    return values, calibrated_errors, cumulants, True
 
 
 def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThresholds) -> list[DetectorResult]:
@@ -923,8 +1144,8 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
     reference_summary = baseline.quality if baseline.quality is not None and \
         baseline.quality.task == summary.task else None
     training = quality_metrics(reference_summary)
-    reference, errors, expected = _references(reference_summary, summary, thresholds.quality_reference)
-    compared_with = QUALITY_VS_CALIBRATION if expected else QUALITY_VS_TRAINING
+    reference, errors, cumulants, calibrated = _references(reference_summary, summary, thresholds.quality_reference)
+    compared_with = QUALITY_VS_CALIBRATION if calibrated else QUALITY_VS_TRAINING
     supports = quality_supports(summary)
     z = thresholds.quality_z
     results = []
@@ -937,8 +1158,8 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
         details = {"task": summary.task, "labels": summary.n, "training": training.get(metric),
                    "compared_with": compared_with, "support": support,
                    "support_of": _SUPPORT_NAMES.get(metric, "labels")}
-        if expected:
-            details["expected"] = expected.get(metric)
+        if calibrated:
+            details["expected"] = reference.get(metric)
         if summary.dropped:
             details["dropped_labels"] = summary.dropped
         target = reference.get(metric)
@@ -946,9 +1167,11 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
         breached = False
         if target is not None and value is not None:
             standard_error = errors.get(metric)
+            noise, skewness = _skew_corrected_margin(standard_error, cumulants.get(metric, 0.0), z)
             floor = thresholds.quality_max_drop if metric in _SCORES else target * thresholds.quality_max_error_increase
-            margin = floor if standard_error is None else max(floor, z * standard_error)
-            details.update(standard_error=standard_error, z=z, margin=margin, minimum_margin=floor)
+            margin = floor if noise is None else max(floor, noise)
+            details.update(standard_error=standard_error, z=z, skewness=skewness, margin=margin,
+                           minimum_margin=floor)
             if metric in _SCORES:
                 threshold = target - margin
                 breached = value < threshold

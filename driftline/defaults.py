@@ -336,9 +336,9 @@ LATENCY_MIN_EVENTS = 100
 # reference only moves when labels stop following the training relation (concept
 # drift). "training": the training metric itself (regression and multiclass always).
 QUALITY_REFERENCE = "calibration"
-# A window's metric is compared with the training metric; it breaches only when it is
-# worse by more than max(floor, QUALITY_Z x standard error of the difference), the
-# standard error computed from the window's own label counts (binomial for accuracy,
+# A window's metric breaches only when it is worse than that reference by more than
+# max(floor, QUALITY_Z x standard error of the difference), the standard error
+# computed from the window's own label counts (binomial for accuracy,
 # precision, recall; Hanley-McNeil for ROC AUC; per-row spread for log loss, MAE,
 # RMSE; see detectors.window.quality_standard_errors). A flat floor alone flagged
 # normal traffic: recall from 40 actual positives has a standard error of ~0.06.
@@ -351,12 +351,15 @@ QUALITY_MIN_LABELS = 100
 # label) need this many rows of it: below ~30 the normal approximation behind the
 # standard error fails and the margin is wider than the metric's range anyway.
 QUALITY_MIN_CLASS_COUNT = 30
-# One-sided z of the noise margin: 3 standard errors, a false-alarm chance of ~0.13 %
-# per metric and window under the normal approximation, so at most ~0.8 % of windows
-# (six binary metrics, union bound; they are correlated, so fewer) raise a false
-# model-quality alarm. Model quality alerts fire on one window (ALERT_DETECTOR_DEFAULTS),
-# so this z is the whole false-page budget.
-QUALITY_Z = 3.0
+# One-sided z of the noise margin, on the skewness-corrected (Cornish-Fisher) quantile:
+# 3.5 standard errors, ~2e-4 per metric and window, so under ~0.14 % of windows (six
+# binary metrics, union bound) raise a false model-quality alarm. Model-quality alerts
+# fire on a single window (ALERT_DETECTOR_DEFAULTS), so this is the whole false-page
+# budget: measured on the credit data at 200 labels per window, z = 3 gave 0.6 % of
+# windows (about nine false pages a day at one-minute windows), z = 3.5 gave 0.07 %,
+# while still catching the concept_drift scenario in ~30 % of 200-label windows (in
+# nearly every window of 1000 labels).
+QUALITY_Z = 3.5
 # The floor of the margin for a score in [0, 1] where higher is better (accuracy,
 # precision, recall, F1, ROC AUC, macro F1): five points absolute. With many labels
 # the noise margin shrinks below it, and a drop smaller than this is not worth a page.
@@ -366,4 +369,5 @@ QUALITY_MAX_DROP = 0.05
 QUALITY_MAX_ERROR_INCREASE = 0.2
 # Documented false-alarm level checked by tests/detectors/test_calibration.py: share of
 # windows (~200 labels, drawn from the training relation) with any model-quality breach.
-QUALITY_FALSE_ALARM_RATE_MAX = 0.01
+# Five times the measured 0.07 %, so the check is about the rule, not one seed's luck.
+QUALITY_FALSE_ALARM_RATE_MAX = 0.005

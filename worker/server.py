@@ -271,7 +271,13 @@ def create_app(worker: Worker) -> FastAPI:
         finally:
             await worker.stop()
 
-    app = FastAPI(title="driftline worker", lifespan=lifespan, docs_url=None, redoc_url=None)
+    options: dict[str, Any] = {"title": "driftline worker", "lifespan": lifespan, "docs_url": None, "redoc_url": None}
+    try:
+        # The worker exports its own Prometheus metrics; FastAPI's built-in OpenTelemetry
+        # hooks (newer releases) would otherwise look up providers on every request.
+        app = FastAPI(**options, telemetry={"tracing": False, "metrics": False, "logs": False})
+    except TypeError:  # a FastAPI without built-in telemetry
+        app = FastAPI(**options)
     app.state.worker = worker
     token = worker.settings.retrain_token
 

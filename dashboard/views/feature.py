@@ -68,8 +68,8 @@ def distributions(db_url: str, model: str, version: str, window_start_ms: int, f
     return out
 
 
-def window_options(ctx: ui.Context, windows: pd.DataFrame, drift: pd.DataFrame) -> dict[int, str]:
-    drifted = drift[drift["breached"] > 0].groupby("bucket_ms")["feature"].apply(lambda f: sorted(set(f)))
+def window_options(windows: pd.DataFrame, drift: pd.DataFrame) -> dict[int, str]:
+    drifted = drift.groupby("window_start_ms")["feature"].apply(lambda f: sorted(set(f)))
     labels = {}
     for start, end, events in zip(windows["window_start_ms"], windows["window_end_ms"], windows["events"]):
         names = drifted.get(start, [])
@@ -115,12 +115,13 @@ def distribution_charts(data: dict[str, Any], label: str) -> None:
         return
     cols = st.columns(4)
     cols[0].metric("Rows in window", f"{data['rows']:,}")
+    change = None if data["missing_rate"] is None else data["missing_rate"] - data["baseline_missing_rate"]
     cols[1].metric("Missing", f"{data['missing_rate']:.1%}" if data["missing_rate"] is not None else "—",
-                   delta=None if data["missing_rate"] is None else
-                   f"{data['missing_rate'] - data['baseline_missing_rate']:+.1%} vs baseline", delta_color="inverse")
+                   delta=None if change is None or abs(change) < 0.0005 else f"{change:+.1%} vs training",
+                   delta_color="inverse")
     if data["kind"] == "numeric":
-        cols[2].metric("Mean (baseline)", derive.fmt(data["mean"]), help=f"baseline {derive.fmt(data['baseline_mean'])}",
-                       delta=f"baseline {derive.fmt(data['baseline_mean'])}", delta_color="off")
+        cols[2].metric("Mean", derive.fmt(data["mean"]), delta=f"{derive.fmt(data['baseline_mean'])} in training",
+                       delta_color="off", delta_arrow="off")
         out = data["below_min"] + data["above_max"]
         cols[3].metric("Outside training range", f"{out:,}",
                        help=f"below {derive.fmt(data['baseline_min'])}: {data['below_min']}, "
@@ -169,9 +170,8 @@ def body(ctx: ui.Context) -> None:
     bucket_ms = derive.bucket_size_ms(first, ctx.end_ms, window_ms)
     buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first, ctx.end_ms, bucket_ms)
     scored = derive.with_bucket_times(derive.scored(buckets), bucket_ms)
-    per_window = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms,
-                                          window_ms or bucket_ms, detectors=("data_drift",))
-    labels = window_options(ctx, windows, per_window)
+    drift = queries.breached_features(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
+    labels = window_options(windows, drift)
     starts = list(labels)
     if st.session_state.get("window") is not None and int(st.session_state["window"]) not in labels:
         st.session_state.pop("window")

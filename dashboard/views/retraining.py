@@ -15,6 +15,12 @@ def _reason(reason: object) -> str:
     return "" if reason is None else json.dumps(reason)
 
 
+def _outcome(new_version: object, promoted: object) -> str:
+    if new_version is None or pd.isna(new_version):
+        return ""
+    return f"promoted v{new_version}" if bool(promoted) else f"v{new_version} not promoted"
+
+
 def body(ctx: ui.Context) -> None:
     st.title("Retraining")
     scope = st.segmented_control("Models", ["all models", "selected model"], default="all models",
@@ -36,13 +42,16 @@ def body(ctx: ui.Context) -> None:
     if requests.empty and recent_moves.empty:
         st.caption(f"No retraining requests and no production moves in {ctx.range_label.lower()}.")
     else:
-        if not requests.empty:
-            points = requests.assign(label=[f"from v{v or '?'}" + (f" → v{n}" if n else "") for v, n in
-                                            zip(requests["version"], requests["new_version"])])
-            st.altair_chart(charts.requests_timeline(points[["requested_at", "model", "status", "label"]],
-                                                     ctx.span_ms), width="stretch")
-        if not recent_moves.empty:
-            st.altair_chart(charts.alias_timeline(recent_moves, ctx.span_ms), width="stretch")
+        events = pd.concat([
+            pd.DataFrame({"at": requests["requested_at"], "lane": "retraining request", "kind": requests["status"],
+                          "label": [_outcome(n, p) or f"from v{v}" for v, n, p in
+                                    zip(requests["version"], requests["new_version"], requests["promoted"])],
+                          "detail": requests["model"] + ": " + requests["reason"].map(_reason)}),
+            pd.DataFrame({"at": recent_moves["at"], "lane": "production", "kind": recent_moves["action"],
+                          "label": "v" + recent_moves["version"],
+                          "detail": recent_moves["model"] + ": " + recent_moves["reason"].fillna("")}),
+        ], ignore_index=True)
+        st.altair_chart(charts.retraining_timeline(events, ctx.span_ms), width="stretch")
 
     st.header("Requests", divider="gray")
     if requests.empty:
@@ -51,8 +60,7 @@ def body(ctx: ui.Context) -> None:
     else:
         table = requests.assign(reason=requests["reason"].map(_reason),
                                 response=requests["response"].map(lambda r: _reason(r) if r else ""),
-                                outcome=[("promoted v" + str(n)) if p else (f"v{n} not promoted" if n else "")
-                                         for n, p in zip(requests["new_version"], requests["promoted"])])
+                                outcome=[_outcome(n, p) for n, p in zip(requests["new_version"], requests["promoted"])])
         st.dataframe(table[["requested_at", "model", "version", "reason", "status", "outcome", "response",
                             "completed_at"]], hide_index=True, width="stretch",
                      column_config={"requested_at": st.column_config.DatetimeColumn("requested (UTC)",

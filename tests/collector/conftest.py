@@ -16,7 +16,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -172,7 +171,6 @@ class Spawned:
             self._log.close()
 
     def output(self) -> str:
-        self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def cleanup(self) -> None:
@@ -321,6 +319,6 @@ def ckit(tmp_path: Path) -> Iterator[SimpleNamespace]:
     yield SimpleNamespace(event=event, label=label, encode=encode_event, produce=produce, kcat=kcat,
                           wait_for=wait_for, events=events, rows=rows, merged=merged,
                           collector_thread=collector_thread, config=config, spawn=spawn, T0_MS=T0_MS,
-                          python=sys.executable)
+                          driftline=str(DRIFTLINE))
     for proc in spawned:
         proc.cleanup()

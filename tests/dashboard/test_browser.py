@@ -91,7 +91,7 @@ def test_dashboard_in_a_real_browser(server):
             for section in ("Serving", "Feature drift", "Data quality"):
                 expect(page.get_by_role("heading", name=section, exact=True)).to_be_visible()
             expect(page.get_by_text("SLO 100 ms")).to_be_visible()
-            page.mouse.move(0, 0)  # no hover toolbar in the picture
+            page.mouse.move(1430, 40)  # nothing hovered in the picture
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SCREENSHOT))
 

@@ -159,7 +159,11 @@ def test_constant_reference_has_defined_finite_results():
     # Divided by the documented 0.001 floor: 0.01 / 0.001.
     assert stats.wasserstein_normed(reference, moved) == pytest.approx(0.01 / defaults.WASSERSTEIN_MIN_STD)
     assert stats.psi_numeric(reference, same) == 0.0
-    assert stats.psi_numeric(reference, moved) > 1.0
+    # Two bins, below the constant and at-or-above it: PSI sees a move down, not
+    # up (documented); KS and Wasserstein see both.
+    assert stats.psi_numeric(reference, np.full(100, 4.99)) > 1.0
+    assert stats.psi_numeric(reference, moved) == 0.0
+    assert stats.ks_2samp(reference, moved) == (1.0, pytest.approx(0.0, abs=1e-12))
     for value in (stats.jensenshannon_numeric(reference, moved), *stats.ks_2samp(reference, moved)):
         assert math.isfinite(value)
 

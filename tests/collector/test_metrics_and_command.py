@@ -1,0 +1,87 @@
+"""Prometheus /metrics, duplicate events, and the `driftline collector` command."""
+from __future__ import annotations
+
+import subprocess
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from driftline.broker import free_port
+from driftline.config import TOPIC_LABELS
+
+
+def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_metrics_count_what_the_collector_did(embedded_broker_factory, sqlite_url, ckit, unique_id):
+    broker = embedded_broker_factory()  # its own topics: the counters are exact
+    model = f"metrics-{unique_id}"
+    valid = [ckit.event(model, i, request_id=f"{unique_id}-{i}") for i in range(200)]
+    duplicate = valid[7]  # a producer retry: the same event on the same partition
+    values = [ckit.encode(e) for e in valid] + [b"not json", b"{}", ckit.encode(duplicate)]
+    ckit.produce(broker.bootstrap_servers, values, keys=[b"one-partition"] * len(values))
+    ckit.produce(broker.bootstrap_servers, [ckit.encode(ckit.label(model, f"{unique_id}-1", 1))], topic=TOPIC_LABELS)
+    port = free_port()
+    with ckit.collector_thread(ckit.config(broker.bootstrap_servers, sqlite_url, metrics_port=port)) as collector:
+        ckit.wait_for(lambda: collector.flushed == 204, what="204 messages stored")
+        ckit.wait_for(lambda: _samples(port).get(("driftline_collector_lag_messages",
+                                                  (("partition", "0"), ("topic", "driftline.inference")))) is not None,
+                      what="the lag gauge")
+        samples = _samples(port)
+    assert ckit.events(sqlite_url, model) == 200  # the duplicate is not counted again
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, tuple(sorted(labels.items())))]
+
+    assert value("driftline_collector_messages_consumed_total", topic="driftline.inference") == 203
+    assert value("driftline_collector_messages_consumed_total", topic="driftline.labels") == 1
+    assert value("driftline_collector_events_valid_total") == 200
+    assert value("driftline_collector_events_duplicate_total") == 1
+    assert value("driftline_collector_dead_letters_total", topic="driftline.inference") == 2
+    assert value("driftline_collector_labels_total") == 1
+    assert value("driftline_collector_labels_joined_total") == 1
+    assert value("driftline_collector_events_late_total") == 0
+    assert value("driftline_collector_flushes_total", outcome="ok") >= 1
+    assert value("driftline_collector_flush_duration_seconds_count") >= 1
+    assert value("driftline_collector_assigned_partitions", topic="driftline.inference") == 4
+    lags = {k[1]: v for k, v in samples.items() if k[0] == "driftline_collector_lag_messages"}
+    assert len(lags) == 8 and all(v == 0 for v in lags.values())
+    assert value("driftline_collector_pending_messages") == 0
+
+
+def test_command_help_and_bad_options(ckit, tmp_path):
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([ckit.driftline, "collector", *args], capture_output=True, text=True, timeout=60)
+
+    help_text = run("--help")
+    assert help_text.returncode == 0
+    for option in ("--group-id", "--metrics-port", "--flush-interval", "--max-events", "--idle-exit"):
+        assert option in help_text.stdout
+    bad = run("--session-timeout-ms", "2000", "--heartbeat-interval-ms", "5000")
+    assert bad.returncode == 2 and "--heartbeat-interval-ms" in bad.stderr
+    empty = run("--db", f"sqlite:///{tmp_path / 'empty.db'}", "--metrics-port", "0")
+    assert empty.returncode == 1 and "driftline db upgrade" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_sigterm_flushes_and_exits_cleanly(embedded_broker_factory, sqlite_url, ckit, unique_id):
+    broker = embedded_broker_factory().bootstrap_servers  # its own topics: pending counts only ours
+    model = f"term-{unique_id}"
+    port = free_port()
+    # A 30 s flush interval: the events can only be stored by the flush that SIGTERM triggers.
+    proc = ckit.spawn(broker, sqlite_url, f"term-{unique_id}", "--flush-interval", "30", "--metrics-port", str(port))
+    ckit.produce(broker, [ckit.encode(ckit.event(model, i)) for i in range(50)])
+
+    def pending() -> float:
+        try:
+            return _samples(port).get(("driftline_collector_pending_messages", ()), 0)
+        except httpx.HTTPError:
+            return 0
+
+    ckit.wait_for(lambda: pending() >= 50, timeout_s=40, what="the collector to hold the 50 events")
+    assert ckit.events(sqlite_url, model) == 0
+    assert proc.terminate() == 0, proc.output()
+    assert ckit.events(sqlite_url, model) == 50
+    assert "SIGTERM: flushing and stopping" in proc.output()

@@ -1,0 +1,141 @@
+"""The scheduled evaluation: closed windows are found, their partial states merged, the detectors run,
+results replaced (idempotent), re-evaluated when late data changes a window, and alerts advanced."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlalchemy import func, select
+
+from driftline.baseline import compute_baseline
+from driftline.commands.scheduler import SchedulerJobs
+from driftline.config import load_settings
+from driftline.evaluation import due_windows
+from driftline.store.db import session_scope
+from driftline.store.models import (Alert, BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
+                                    WindowStateRecord)
+from driftline.window_state import EventBatch, WindowState
+
+WINDOW_MS = 10_000
+T0 = 1_796_040_000_000  # a window boundary
+
+
+def training_frame(rng, n):
+    return pd.DataFrame({"income": rng.normal(50, 10, n), "age": rng.normal(40, 8, n),
+                         "region": rng.choice(["north", "south"], n, p=[0.6, 0.4])})
+
+
+def events(rng, n, start_ms, income_shift=0.0):
+    frame = training_frame(rng, n)
+    frame["income"] += income_shift
+    return [{"event_id": f"e{start_ms}-{i}-{rng.integers(1 << 30)}", "ts_ms": start_ms + int(i * WINDOW_MS / n),
+             "model": "m", "version": "1", "features": row, "prediction": float(rng.uniform()),
+             "latency_ms": {"total": float(rng.uniform(5, 20))}, "status": "ok"}
+            for i, row in enumerate(frame.to_dict(orient="records"))]
+
+
+@pytest.fixture
+def seeded(db_url):
+    rng = np.random.default_rng(5)
+    train = training_frame(rng, 5000)
+    baseline = compute_baseline(train, predictions=rng.uniform(size=5000))
+    with session_scope(db_url) as s:
+        s.add(ModelVersion(model="m", version="1"))
+        s.add(BaselineRecord(model="m", version="1", rows=5000, summary=baseline.to_dict()))
+    return db_url, baseline, rng
+
+
+def write_window(db_url, baseline, window_start, partition, batch_events):
+    state = WindowState.empty(baseline).add_batch(EventBatch.from_events(batch_events))
+    with session_scope(db_url) as s:
+        row = s.scalar(select(WindowStateRecord).where(WindowStateRecord.window_start_ms == window_start,
+                                                       WindowStateRecord.partition == partition))
+        if row is None:
+            s.add(WindowStateRecord(model="m", version="1", window_start_ms=window_start,
+                                    window_end_ms=window_start + WINDOW_MS, partition=partition,
+                                    events=len(batch_events), state=state.to_bytes()))
+        else:
+            merged = WindowState.from_bytes(row.state, baseline).merge(state)
+            row.state, row.events = merged.to_bytes(), row.events + len(batch_events)
+
+
+def jobs_for(db_url):
+    settings = load_settings(db=db_url, window_seconds=10, allowed_lateness_seconds=2)
+    return SchedulerJobs(settings)
+
+
+def test_closed_windows_are_evaluated_once_and_partitions_merged(seeded):
+    db_url, baseline, rng = seeded
+    for w in range(4):  # windows 0-2 clean, window 3 shifted; each split over two partitions
+        shift = 25.0 if w == 3 else 0.0
+        evs = events(rng, 600, T0 + w * WINDOW_MS, income_shift=shift)
+        write_window(db_url, baseline, T0 + w * WINDOW_MS, 0, evs[:250])
+        write_window(db_url, baseline, T0 + w * WINDOW_MS, 1, evs[250:])
+    jobs = jobs_for(db_url)
+    now = T0 + 4 * WINDOW_MS + 2_000  # window 3 ended 2 s ago: exactly at its lateness
+    assert jobs.evaluate_due_windows(now_ms=now - 1) == 3  # window 3 is not closed yet
+    assert jobs.evaluate_due_windows(now_ms=now) == 1
+    assert jobs.evaluate_due_windows(now_ms=now) == 0  # nothing changed: nothing to do
+    with session_scope(db_url) as s:
+        evaluations = s.scalars(select(WindowEvaluation).order_by(WindowEvaluation.window_start_ms)).all()
+        assert [(e.events, e.partitions, e.status) for e in evaluations] == [(600, 2, "ok")] * 4
+        drift = {(r.window_start_ms - T0) // WINDOW_MS: r.breached for r in s.scalars(
+            select(DetectorResult).where(DetectorResult.detector == "data_drift",
+                                         DetectorResult.feature == "income", DetectorResult.metric == "psi"))}
+        assert drift == {0: False, 1: False, 2: False, 3: True}
+        age_breaches = s.scalar(select(func.count()).select_from(DetectorResult).where(
+            DetectorResult.feature == "age", DetectorResult.detector == "data_drift", DetectorResult.breached))
+        assert age_breaches == 0
+        latency = s.scalars(select(DetectorResult).where(DetectorResult.detector == "latency",
+                                                         DetectorResult.metric == "p99_ms")).all()
+        assert len(latency) == 4 and all(5 <= r.value <= 20.5 for r in latency)
+
+
+def test_late_data_triggers_re_evaluation_that_replaces_results(seeded):
+    db_url, baseline, rng = seeded
+    write_window(db_url, baseline, T0, 0, events(rng, 400, T0))
+    jobs = jobs_for(db_url)
+    now = T0 + WINDOW_MS + 5_000
+    assert jobs.evaluate_due_windows(now_ms=now) == 1
+    with session_scope(db_url) as s:
+        first = s.scalar(select(func.count()).select_from(DetectorResult))
+    write_window(db_url, baseline, T0, 1, events(rng, 300, T0, income_shift=40.0))  # late, shifted
+    with session_scope(db_url) as s:
+        assert len(due_windows(s, now, 2_000)) == 1
+    assert jobs.evaluate_due_windows(now_ms=now) == 1
+    with session_scope(db_url) as s:
+        assert s.scalar(select(func.count()).select_from(DetectorResult)) == first  # replaced, not appended
+        evaluation = s.scalars(select(WindowEvaluation)).one()
+        assert (evaluation.events, evaluation.partitions) == (700, 2)
+        income = s.scalar(select(DetectorResult).where(DetectorResult.feature == "income",
+                                                       DetectorResult.detector == "data_drift",
+                                                       DetectorResult.metric == "psi"))
+        assert income.breached
+
+
+def test_persistent_drift_fires_an_alert_after_k_windows(seeded):
+    db_url, baseline, rng = seeded
+    jobs = jobs_for(db_url)
+    for w in range(5):
+        write_window(db_url, baseline, T0 + w * WINDOW_MS, 0, events(rng, 500, T0 + w * WINDOW_MS, income_shift=30.0))
+        jobs.evaluate_due_windows(now_ms=T0 + (w + 1) * WINDOW_MS + 3_000)
+        with session_scope(db_url) as s:
+            alert = s.scalar(select(Alert).where(Alert.detector == "data_drift", Alert.feature == "income"))
+            state = alert.state if alert else None
+        assert state == ("firing" if w >= 2 else "pending"), (w, state)
+
+
+def test_window_without_baseline_is_evaluated_for_latency_only(db_url):
+    rng = np.random.default_rng(1)
+    evs = events(rng, 300, T0)
+    for e in evs:
+        e["model"] = "unregistered"
+    state = WindowState.empty(None).add_batch(EventBatch.from_events(evs))
+    with session_scope(db_url) as s:
+        s.add(WindowStateRecord(model="unregistered", version="1", window_start_ms=T0, window_end_ms=T0 + WINDOW_MS,
+                                partition=0, events=300, state=state.to_bytes()))
+    assert jobs_for(db_url).evaluate_due_windows(now_ms=T0 + 60_000) == 1
+    with session_scope(db_url) as s:
+        evaluation = s.scalars(select(WindowEvaluation)).one()
+        detectors = set(s.scalars(select(DetectorResult.detector)))
+    assert evaluation.status == "no_baseline" and detectors == {"latency"}
