@@ -5,8 +5,9 @@ asserts nothing. Starts its own embedded broker and (by default) a fresh SQLite 
 
 * raw: a kafka-python group consumer polling the same topic, nothing else (the peer);
 * raw + orjson.loads: the same, decoding every value;
-* collector: `collector.consumer.Collector` in this process: decode, validate, window,
-  fold, store predictions for the label join, flush every second with the offsets.
+* collector: `driftline collector --max-events N` in its own process (so its memory is its
+  own): decode, validate, window, fold, store predictions for the label join, flush every
+  second with the offsets. Extra collector options go after `--`.
 
 Events carry 20 features (17 numeric, 3 categorical) and a request id; event times advance
 so that windows open and close during the run (memory must stay flat: RSS is printed
@@ -16,10 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 
@@ -43,11 +43,6 @@ MODEL, VERSION = "bench-model", "1"
 NUMERIC = [f"num_{k}" for k in range(17)]
 CATEGORICAL = {"region": ["north", "south", "east", "west"], "segment": ["a", "b", "c"], "channel": ["web", "app"]}
 TIME_LIMIT_S = 120.0
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def make_events(n: int, events_per_window: int, seed: int = 0) -> list[bytes]:
@@ -117,38 +112,48 @@ def register_baseline(url: str) -> None:
         session.add(BaselineRecord(model=MODEL, version=VERSION, rows=5000, summary=baseline.to_dict(), source="bench"))
 
 
-def run_collector(bootstrap: str, url: str, n: int) -> tuple[float, list[tuple[float, int, float]]]:
-    from collector.consumer import Collector, CollectorConfig
+def _metric(port: int, name: str) -> float:
+    import urllib.request
 
-    config = CollectorConfig(bootstrap_servers=bootstrap, db_url=url, group_id=f"bench-{uuid.uuid4().hex[:8]}",
-                             session_timeout_ms=2000, heartbeat_interval_ms=500, max_messages=n,
-                             idle_exit_s=TIME_LIMIT_S)
-    collector = Collector(config)
-    samples: list[tuple[float, int, float]] = []
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    except OSError:
+        return 0.0
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+def run_collector(bootstrap: str, url: str, n: int, extra: list[str]) -> tuple[float, list[tuple[float, int, float]]]:
+    """`driftline collector --max-events n` in its own process; its rate from the first message, its RSS."""
+    port = free_port()
+    command = [os.path.join(os.path.dirname(sys.executable), "driftline"), "collector", "--bootstrap-servers",
+               bootstrap, "--db", url, "--group-id", f"bench-{uuid.uuid4().hex[:8]}", "--metrics-port", str(port),
+               "--session-timeout-ms", "2000", "--heartbeat-interval-ms", "500", "--max-events", str(n),
+               "--log-level", "warning", *extra]
     started = time.perf_counter()
-    first: list[float] = []
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            if collector.consumed and not first:
-                first.append(time.perf_counter())
-            samples.append((time.perf_counter() - started, collector.consumed, rss_mb()))
-            done.wait(0.05 if not first else 1.0)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    timer = threading.Timer(TIME_LIMIT_S, collector.stop)
-    timer.start()
-    stored = collector.run()
+    process = subprocess.Popen(command)
+    samples: list[tuple[float, int, float]] = []
+    first = None
+    try:
+        while process.poll() is None and time.perf_counter() - started < TIME_LIMIT_S:
+            consumed = int(_metric(port, "driftline_collector_messages_consumed_total"))
+            if first is not None and not consumed:  # the metrics server stopped: the run is over
+                break
+            if consumed and first is None:
+                first = time.perf_counter()
+            try:
+                with open(f"/proc/{process.pid}/statm") as fh:
+                    mb = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+            except OSError:
+                break
+            samples.append((time.perf_counter() - started, consumed, mb))
+            time.sleep(0.05 if first is None else 0.5)
+        process.wait(TIME_LIMIT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
     ended = time.perf_counter()
-    timer.cancel()
-    done.set()
-    watcher.join()
-    samples.append((ended - started, collector.consumed, rss_mb()))
     # The group join happens before the first record; like the raw peer, time from the first record.
-    begin = first[0] if first else started
-    return stored / (ended - begin), samples
+    return n / (ended - (first or started)), samples
 
 
 def main() -> None:
@@ -156,6 +161,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--events-per-window", type=int, default=20_000)
     parser.add_argument("--db", default=None, help="store URL (default: a fresh SQLite file); migrated here")
+    parser.add_argument("collector_options", nargs="*", help="extra `driftline collector` options (after --)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(port=free_port(), partitions=4) as broker:
@@ -173,7 +179,7 @@ def main() -> None:
         print(f"raw consume (kafka-python)      {raw:>10,.0f} events/s")
         decoded = raw_consume(broker.bootstrap_servers, args.events, decode=True)
         print(f"raw consume + orjson.loads      {decoded:>10,.0f} events/s  ({decoded / raw:.0%} of raw)")
-        rate, samples = run_collector(broker.bootstrap_servers, url, args.events)
+        rate, samples = run_collector(broker.bootstrap_servers, url, args.events, args.collector_options)
         print(f"collector, end to end           {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw)")
         with store_db.session_scope(url) as session:
             from sqlalchemy import func, select
@@ -181,11 +187,10 @@ def main() -> None:
                                                      func.count(func.distinct(WindowStateRecord.window_start_ms)))
                                               ).one()
         print(f"stored: {stored} events in {windows} windows (expected {args.events})")
-        print("RSS over the collector run (s, messages consumed, MB):")
+        print("collector process RSS over its run (s, messages consumed, MB):")
         step = max(len(samples) // 12, 1)
         for t, consumed, mb in samples[::step] + ([samples[-1]] if (len(samples) - 1) % step else []):
             print(f"  {t:6.1f} s  {consumed:>9,}  {mb:7.1f} MB")
-        print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ WARMUP_S = 0.5  # per round: connections opened, batches at steady size
 
 
 @contextlib.contextmanager
-def worker_process(env: dict[str, str], flags: list[str], device: str) -> Iterator[int]:
+def worker_process(env: dict[str, str], flags: list[str], device: str) -> Iterator[tuple[int, int]]:
     port = free_port()
     process = subprocess.Popen([DRIFTLINE, "worker", "--port", str(port), "--device", device, "--cache-size", "0",
                                 "--no-labels", "--log-level", "warning", *flags], env=env,
@@ -61,7 +61,7 @@ def worker_process(env: dict[str, str], flags: list[str], device: str) -> Iterat
     try:
         if not wait_for_port("127.0.0.1", port, 120, process):
             raise SystemExit(f"worker did not start: {process.stderr.read().decode()[-2000:]}")
-        yield port
+        yield port, process.pid
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -71,19 +71,29 @@ def worker_process(env: dict[str, str], flags: list[str], device: str) -> Iterat
             process.wait(timeout=5)
 
 
-async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[bytes]) -> tuple[list[float], int]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads), from /proc; 0 where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[bytes]) -> tuple[list[float], int, int]:
     """`concurrency` keep-alive connections sending back to back for `seconds` after a warm-up.
 
-    Returns the latencies (s) of the requests sent after the warm-up, and how many were not 200.
+    Returns the latencies (s) of the requests sent after the warm-up, how many of those
+    were not 200, and how many requests were answered in all (warm-up included).
     """
     head = b"POST /predict HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
     start = time.perf_counter()
     measure_from, stop_at = start + WARMUP_S, start + WARMUP_S + seconds
     latencies: list[float] = []
-    errors = 0
+    errors = answered = 0
 
     async def connection(offset: int) -> None:
-        nonlocal errors
+        nonlocal errors, answered
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         k = offset
         try:
@@ -100,6 +110,7 @@ async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[
                     if line[:15].lower() == b"content-length:":
                         length = int(line[15:])
                 await reader.readexactly(length)
+                answered += 1
                 if sent >= measure_from:
                     latencies.append(time.perf_counter() - sent)
                     errors += not status.startswith(b"HTTP/1.1 200")
@@ -107,24 +118,34 @@ async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[
             writer.close()
 
     await asyncio.gather(*(connection(i) for i in range(concurrency)))
-    return latencies, errors
+    return latencies, errors, answered
 
 
-def measure(ports: dict[str, int], level: int, seconds: float, rounds: int,
+def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rounds: int,
             bodies: list[bytes]) -> dict[str, dict[str, float]]:
-    """Each configuration in turn, `rounds` times, so slow drifts in background load hit all alike."""
-    latencies: dict[str, list[float]] = {name: [] for name in ports}
-    errors = dict.fromkeys(ports, 0)
+    """Each configuration in turn, `rounds` times, so slow drifts in background load hit all alike.
+
+    Besides requests/s and latency, the worker process's CPU time per answered request:
+    a cost measure that background load on a shared machine disturbs far less than throughput.
+    """
+    latencies: dict[str, list[float]] = {name: [] for name in workers}
+    errors = dict.fromkeys(workers, 0)
+    answered = dict.fromkeys(workers, 0)
+    cpu = dict.fromkeys(workers, 0.0)
     for _ in range(rounds):
-        for name, port in ports.items():
-            lat, err = asyncio.run(closed_loop(port, level, seconds / rounds, bodies))
+        for name, (port, pid) in workers.items():
+            before = cpu_seconds(pid)
+            lat, err, done = asyncio.run(closed_loop(port, level, seconds / rounds, bodies))
+            cpu[name] += cpu_seconds(pid) - before
             latencies[name] += lat
             errors[name] += err
+            answered[name] += done
     out = {}
     for name, lat in latencies.items():
         ms = np.asarray(lat) * 1000.0
         out[name] = {"rps": len(lat) / seconds, "p50_ms": float(np.percentile(ms, 50)),
-                     "p99_ms": float(np.percentile(ms, 99)), "requests": len(lat), "errors": errors[name]}
+                     "p99_ms": float(np.percentile(ms, 99)), "requests": len(lat), "errors": errors[name],
+                     "cpu_ms_per_request": 1000.0 * cpu[name] / max(1, answered[name])}
     return out
 
 
@@ -162,28 +183,33 @@ def main() -> None:
                        env=env, check=True, stdout=subprocess.DEVNULL)
         results: dict[str, dict[int, dict[str, float]]] = {name: {} for name in CONFIGS}
         with contextlib.ExitStack() as stack:
-            ports = {name: stack.enter_context(worker_process(env, flags, args.device))
-                     for name, flags in CONFIGS.items()}
+            workers = {name: stack.enter_context(worker_process(env, flags, args.device))
+                       for name, flags in CONFIGS.items()}
             for level in levels:
-                for name, figures in measure(ports, level, args.seconds, args.rounds, bodies).items():
+                for name, figures in measure(workers, level, args.seconds, args.rounds, bodies).items():
                     results[name][level] = figures
-            logging_events = events_line(ports["batching + logging"])
+            logging_events = events_line(workers["batching + logging"][0])
 
     print(f"worker benchmark: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"device {args.device}, {args.seconds:g} s per point in {args.rounds} rounds, cache off, "
           f"load average before {load_before}")
-    print(f"{'configuration':<20}" + "".join(f"{'c=' + str(c):>26}" for c in levels))
-    print(f"{'':<20}" + "".join(f"{'req/s   p50 ms   p99 ms':>26}" for _ in levels))
+    print(f"{'configuration':<20}" + "".join(f"{'c=' + str(c):>33}" for c in levels))
+    print(f"{'':<20}" + "".join(f"{'req/s  p50 ms  p99 ms  cpu ms':>33}" for _ in levels))
     for name, by_level in results.items():
-        cells = "".join(f"{r['rps']:>10.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}" for r in by_level.values())
+        cells = "".join(f"{r['rps']:>9.0f} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.1f} {r['cpu_ms_per_request']:>7.3f}"
+                        for r in by_level.values())
         print(f"{name:<20}{cells}")
+    print("(cpu ms: the worker process's CPU time per answered request)")
     ratios = {}
     for level in levels:
-        batching, single = results["batching"][level]["rps"], results["batch size 1"][level]["rps"]
-        logged = results["batching + logging"][level]["rps"]
-        ratios[level] = {"batching_vs_batch1": batching / single, "logging_cost": 1 - logged / batching}
+        batching, single = results["batching"][level], results["batch size 1"][level]
+        logged = results["batching + logging"][level]
+        ratios[level] = {"batching_vs_batch1": batching["rps"] / single["rps"],
+                         "logging_cost_rps": 1 - logged["rps"] / batching["rps"],
+                         "logging_cost_cpu": logged["cpu_ms_per_request"] / batching["cpu_ms_per_request"] - 1}
         print(f"c={level:<4} batching / batch size 1 = {ratios[level]['batching_vs_batch1']:.2f}x   "
-              f"logging cost = {100 * ratios[level]['logging_cost']:+.1f}% of requests/s")
+              f"logging cost: {100 * ratios[level]['logging_cost_rps']:+.1f}% of requests/s, "
+              f"{100 * ratios[level]['logging_cost_cpu']:+.1f}% CPU per request")
     print(f"events with logging on: {logging_events}")
     errors = sum(r["errors"] for by_level in results.values() for r in by_level.values())
     print(f"non-200 answers: {errors}")

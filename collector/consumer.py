@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -223,8 +224,6 @@ class Collector:
 
     # --- connecting --------------------------------------------------------------------------------
     def _connect(self) -> bool:
-        from kafka import KafkaConsumer
-
         cfg = self.config
         try:
             consumer = KafkaConsumer(
@@ -300,8 +299,8 @@ class Collector:
             self._needs_verify = True
             self._begin_verify()
             return
-        if self._verify_future is not None:
-            return
+        if self._verify_future is not None or self._needs_verify:
+            return  # dropped: every partition is sought back to where it stood once verified
         for tp, batch in records.items():
             buf = self._buffers.get(tp)
             if buf is None or not buf.ready or not batch:
@@ -425,7 +424,6 @@ class Collector:
             else:
                 self._finish_verify()
         pending = self._pending()
-        self.metrics.pending.set(pending)
         if pending or any(b.ready and b.to_flush().moves for b in self._buffers.values()):
             due = now >= self._next_flush or pending >= self.config.flush_max_events
             if due and now >= self._retry_at:
@@ -437,6 +435,7 @@ class Collector:
         if now >= self._next_prune and not self._flush_failing:
             self._prune()
         self._update_lag()
+        self.metrics.pending.set(self._pending())
 
     def _pending(self) -> int:
         return sum(b.messages for b in self._buffers.values())
@@ -516,6 +515,7 @@ class Collector:
                     buf.topic_id = offset.topic_id
                 self._seek(tp, offset.next_offset)
             buf.ready = True
+        self._last_message = time.monotonic()  # --idle-exit counts from the first placed partitions
         self._update_assigned()
 
     def _seek(self, tp: Any, offset: int | None) -> None:
@@ -662,8 +662,8 @@ class Collector:
         self.metrics.stop()
 
 
-class _RebalanceListener:
-    """kafka-python's ConsumerRebalanceListener, forwarding to the collector."""
+class _RebalanceListener(ConsumerRebalanceListener):
+    """Forwards kafka-python's rebalance callbacks to the collector."""
 
     def __init__(self, collector: Collector):
         self.collector = collector
@@ -678,14 +678,6 @@ class _RebalanceListener:
     def on_partitions_assigned(self, assigned: Any) -> None:
         self.collector._on_assigned(assigned)
 
-
-def _register_listener() -> None:
-    from kafka import ConsumerRebalanceListener
-
-    ConsumerRebalanceListener.register(_RebalanceListener)
-
-
-_register_listener()
 
 
 # --- kafka-python internals, in one place (kafka-python is pinned to 3.0.x) ---------------------------
@@ -711,9 +703,7 @@ def _topic_id(consumer: Any, topic: str) -> str | None:
     return str(topic_id) if topic_id is not None else None
 
 
-def _tp(buf: PartitionBuffer) -> Any:
-    from kafka import TopicPartition
-
+def _tp(buf: PartitionBuffer) -> TopicPartition:
     return TopicPartition(buf.topic, buf.partition)
 
 

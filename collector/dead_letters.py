@@ -49,10 +49,10 @@ class DeadLetterRow:
         return cls(topic, partition, offset, error.reason, error.field, _model_of(raw), raw)
 
     def store_values(self, raw_bound: int = defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES) -> dict[str, Any]:
-        """Column values for the `dead_letters` table."""
+        """Column values for the `dead_letters` table (text made storable: PostgreSQL refuses NUL)."""
         return {"topic": self.topic, "partition": self.partition, "offset": self.offset,
-                "reason": self.reason, "field": self.field[:500] if self.field else None,
-                "model": self.model[:200] if self.model else None,
+                "reason": _text(self.reason), "field": _text(self.field)[:500] if self.field else None,
+                "model": _text(self.model)[:200] if self.model else None,
                 "raw": self.raw[:raw_bound], "raw_size": len(self.raw)}
 
     def headers(self) -> list[tuple[str, bytes]]:
@@ -61,6 +61,11 @@ class DeadLetterRow:
                 ("driftline.topic", self.topic.encode()),
                 ("driftline.partition", str(self.partition).encode()),
                 ("driftline.offset", str(self.offset).encode())]
+
+
+def _text(value: str | None) -> str | None:
+    """A bad message's own text (a field name, a model) can hold NUL; it is shown escaped."""
+    return value.replace("\x00", "\\x00") if value else value
 
 
 def _model_of(raw: bytes) -> str | None:

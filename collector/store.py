@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
-from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, and_, delete, insert, select, update
 
+from collector.labels import fold_pairs
 from driftline.baseline import Baseline
 from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord,
                                     WindowStateRecord, utcnow)
@@ -91,8 +92,6 @@ def merge_window_row(conn: Connection, model: str, version: str, window_start_ms
                      partition: int, state: WindowState | None, events: int, late_events: int,
                      baseline: Baseline | None, label_pairs: tuple[list[Any], list[Any]] | None = None) -> int:
     """Read the row, merge `state` (and label pairs) into it, write it back; returns rejected label pairs."""
-    from collector.labels import fold_pairs
-
     key = and_(WINDOWS.c.model == model, WINDOWS.c.version == version,
                WINDOWS.c.window_start_ms == window_start_ms, WINDOWS.c.partition == partition)
     row = conn.execute(select(WINDOWS.c.id, WINDOWS.c.state).where(key)).first()

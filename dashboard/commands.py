@@ -56,8 +56,9 @@ def dashboard(port: int | None, refresh_seconds: int, settings: Settings) -> Non
     check_store(settings.db_url)
     port = port or settings.dashboard_port
     argv = streamlit_argv(port)
-    click.echo(f"driftline dashboard: http://127.0.0.1:{port} (store {store_db._describe(settings.db_url)})",
-               err=True)
+    from dashboard.ui import redacted
+
+    click.echo(f"driftline dashboard: http://127.0.0.1:{port} (store {redacted(settings.db_url)})", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
     # Replace this process: Ctrl-C and SIGTERM reach Streamlit directly and no parent is left behind.

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy import special, stats
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 
 from driftline.baseline import Baseline, compute_baseline
 from driftline.store.db import session_scope
@@ -45,7 +45,7 @@ CREDIT = "credit-default"
 FRAUD = "fraud-score"
 CREDIT_CATEGORICAL = ("region", "employment_type", "home_ownership")
 FRAUD_CATEGORICAL = ("merchant_category", "channel")
-SLO_P99_MS = 100.0
+SLO_P99_MS = 250.0
 ERROR_RATE_MAX = 0.02
 PSI_MAX = 0.2
 ALPHA = 0.05
@@ -289,11 +289,17 @@ def _baseline(rng: np.random.Generator, model: str, rows: int = 4000) -> Baselin
 
 
 def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, window_seconds: int = 60,
-               events_per_window: int = 240, seed: int = 7) -> SeedSummary:
+               events_per_window: int = 240, seed: int = 7, evaluator: str = "detectors") -> SeedSummary:
     """Fill a migrated, empty store with the scenario of the module docstring; returns what was written.
 
     `windows` windows of `window_seconds` end at the last whole window before `now_ms`.
+    `evaluator`: "detectors" evaluates every window with the scheduler's own job
+    (`driftline.evaluation.evaluate`, the real detectors and their metric names);
+    "local" writes results from this module's short formulas (other metric names:
+    the dashboard must not depend on them).
     """
+    if evaluator not in ("detectors", "local"):
+        raise ValueError(f"evaluator must be 'detectors' or 'local', got {evaluator!r}")
     if windows < 60:
         raise ValueError("the scenario needs at least 60 windows")
     rng = np.random.default_rng(seed)
@@ -363,45 +369,64 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
                 else:
                     frame = fraud_rows(rng, n)
                     probability = fraud_probability(frame)
-                p99 = 160.0 if trouble else (35.0 if model == CREDIT else 20.0)
+                p99 = 400.0 if trouble else (35.0 if model == CREDIT else 20.0)
                 if model == FRAUD and at(0.4) <= start < at(0.45):
-                    p99 = 140.0
+                    p99 = 320.0
                 events = _events(rng, model, version, frame, probability, start, window_ms, p99,
                                  0.035 if trouble else 0.004)
                 labels = (rng.random(n) < probability * (1.25 if version == "3" else 1.0)).astype(np.int64)
+                labelled = index < windows - 10  # the newest windows wait for their labels
+                ok = np.array([e["status"] == "ok" for e in events])
                 merged = None
                 partitions = ((0, events[::2]), (1, events[1::2])) if model == CREDIT else ((0, events),)
                 for partition, part in partitions:
                     state = WindowState.empty(baseline, sample_size=SAMPLE_PER_PARTITION).add_batch(
                         EventBatch.from_events(part))
+                    if labelled and partition == 0:  # the label join: one collector folds the labels in
+                        state.add_labels(probability[ok], labels[ok])
                     session.add(WindowStateRecord(model=model, version=version, window_start_ms=start,
                                                   window_end_ms=start + window_ms, partition=partition,
                                                   events=len(part), state=state.to_bytes(),
                                                   updated_at=_dt(start + window_ms + 2_000)))
                     merged = state if merged is None else merged.merge(state)
-                labelled = index < windows - 10  # the newest windows wait for their labels
-                ok = np.array([e["status"] == "ok" for e in events])
-                results = detector_results(baseline, merged, window_seconds,
-                                           (probability[ok], labels[ok]) if labelled else None,
-                                           parity_bug=model == CREDIT and version == "3")
-                session.add(WindowEvaluation(model=model, version=version, window_start_ms=start,
-                                             window_end_ms=start + window_ms, events=len(events),
-                                             partitions=len(partitions), status="ok",
-                                             summary={"drifted_features": sorted(
-                                                 {r["feature"] for r in results
-                                                  if r["detector"] == "data_drift" and r["breached"]})},
-                                             evaluated_at=_dt(start + window_ms + 31_000)))
-                result_rows.extend({"model": model, "version": version, "window_start_ms": start,
-                                    "window_end_ms": start + window_ms,
-                                    "evaluated_at": _dt(start + window_ms + 31_000), **r} for r in results)
                 summary.windows.setdefault((model, version), []).append(start)
-                drifted = sorted({r["feature"] for r in results if r["detector"] == "data_drift" and r["breached"]})
-                if drifted:
-                    summary.drifted_windows.setdefault((model, version), {})[start] = drifted
+                if evaluator == "local":
+                    results = detector_results(baseline, merged, window_seconds,
+                                               (probability[ok], labels[ok]) if labelled else None,
+                                               parity_bug=model == CREDIT and version == "3")
+                    session.add(WindowEvaluation(
+                        model=model, version=version, window_start_ms=start, window_end_ms=start + window_ms,
+                        events=len(events), partitions=len(partitions), status="ok",
+                        summary={"breached": sorted({f"{r['detector']}:{r['feature']}" for r in results
+                                                     if r["breached"]})},
+                        evaluated_at=_dt(start + window_ms + 31_000)))
+                    result_rows.extend({"model": model, "version": version, "window_start_ms": start,
+                                        "window_end_ms": start + window_ms,
+                                        "evaluated_at": _dt(start + window_ms + 31_000), **r} for r in results)
         session.flush()
-        session.execute(insert(DetectorResult), result_rows)
+        if evaluator == "local":
+            session.execute(insert(DetectorResult), result_rows)
+        else:
+            _evaluate_with_detectors(session, summary, window_seconds)
+        session.flush()
+        for model, version, start, feature in session.execute(
+                select(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms,
+                       DetectorResult.feature)
+                .where(DetectorResult.detector == "data_drift", DetectorResult.breached, DetectorResult.feature != "")
+                .order_by(DetectorResult.feature)):
+            summary.drifted_windows.setdefault((model, version), {}).setdefault(int(start), []).append(feature)
         _alerts(session, summary, at, v2_from, v3_from, v3_to, trouble_from, window_ms)
     return summary
+
+
+def _evaluate_with_detectors(session, summary: SeedSummary, window_seconds: int) -> None:
+    """Every window through the scheduler's evaluation job, as `driftline scheduler` would."""
+    from driftline.evaluation import BaselineCache, EvaluationConfig, WindowKey, evaluate
+
+    cache, config = BaselineCache(), EvaluationConfig(window_seconds, {})
+    for (model, version), starts in summary.windows.items():
+        for start in starts:
+            evaluate(session, WindowKey(model, version, start, start + window_seconds * 1000), cache, config)
 
 
 def _alerts(session, summary: SeedSummary, at, v2_from: int, v3_from: int, v3_to: int,  # noqa: ANN001
@@ -419,14 +444,14 @@ def _alerts(session, summary: SeedSummary, at, v2_from: int, v3_from: int, v3_to
 
     drift_fp = alert(CREDIT, "1", "data_drift", "annual_income", "warning", "resolved", 0.41, 0.2,
                      "annual_income drifted: psi 0.41 over 0.2", at(0.24), at(0.26), v2_from + 3 * window_ms)
-    latency_fp = alert(CREDIT, "2", "latency", "", "critical", "firing", 161.0, 100.0,
-                       "p99 latency 161 ms over the 100 ms SLO", trouble_from, trouble_from + 3 * window_ms, None)
+    latency_fp = alert(CREDIT, "2", "latency", "total", "critical", "firing", 402.0, 250.0,
+                       "p99 latency 402 ms over the 250 ms SLO", trouble_from, trouble_from + 3 * window_ms, None)
     quality_fp = alert(CREDIT, "2", "data_quality", "credit_score", "warning", "firing", 0.15, 0.05,
                        "credit_score missing rate 15% (baseline 0%)", at(0.86), at(0.86) + 3 * window_ms, None)
     alert(CREDIT, "2", "data_drift", "credit_utilization", "warning", "pending", None, 0.2,
           "credit_utilization drifting (psi over 0.2), waiting for a third window", at(0.97), None, None)
-    fraud_fp = alert(FRAUD, "1", "latency", "", "critical", "resolved", 140.0, 100.0,
-                     "p99 latency 140 ms over the 100 ms SLO", at(0.4), at(0.4) + 3 * window_ms, at(0.45) + 5 * window_ms)
+    fraud_fp = alert(FRAUD, "1", "latency", "total", "critical", "resolved", 321.0, 250.0,
+                     "p99 latency 321 ms over the 250 ms SLO", at(0.4), at(0.4) + 3 * window_ms, at(0.45) + 5 * window_ms)
     rows = [
         (drift_fp, "slack", "trigger", "sent", 1, None, 200, at(0.26)),
         (drift_fp, "webhook", "trigger", "sent", 2, "HTTP 500 from webhook", 200, at(0.26) + 60_000),
@@ -475,9 +500,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db", required=True, help="store URL, e.g. sqlite:///demo.db (run `driftline db upgrade` first)")
     parser.add_argument("--windows", type=int, default=240)
     parser.add_argument("--window-seconds", type=int, default=60)
+    parser.add_argument("--evaluator", choices=("detectors", "local"), default="detectors",
+                        help="detectors: the scheduler's evaluation job; local: this module's short formulas")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    summary = seed_store(args.db, windows=args.windows, window_seconds=args.window_seconds)
+    summary = seed_store(args.db, windows=args.windows, window_seconds=args.window_seconds,
+                         evaluator=args.evaluator)
     count = sum(len(v) for v in summary.windows.values())
     print(f"seeded {count} windows in {time.perf_counter() - started:.1f} s")
 

@@ -43,6 +43,9 @@ HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
     "concurrency": ("concurrency", "in_flight"),
 }
 LATENCY_QUANTILES = ("p50", "p95", "p99")
+# Latency results of the whole request: model-level ("") or the "total" latency part
+# (the detectors report p50/p95/p99 per part: total, queue, compute).
+LATENCY_TOTAL = ("", "total")
 
 # Order of the detector families on the model page; families not listed follow, by name.
 DETECTOR_ORDER = ("data_drift", "dataset_drift", "prediction_drift", "data_quality", "skew", "latency",
@@ -229,9 +232,8 @@ def headline(latest: pd.DataFrame) -> Headline:
     if latest.empty:
         return out
     out.window_start_ms = int(latest["window_start_ms"].iloc[0])
-    latency = latest[latest["feature"] == ""]
-    rows = {m: r for m, r in zip(latency["metric"], latency.itertuples(index=False))
-            if r.detector == "latency"} or {m: r for m, r in zip(latency["metric"], latency.itertuples(index=False))}
+    latency = latest[(latest["detector"] == "latency") & latest["feature"].isin(LATENCY_TOTAL)]
+    rows = {m: r for m, r in zip(latency["metric"], latency.itertuples(index=False))}
     name = pick_metric(rows, HEADLINE_METRICS["p99"])
     if name:
         out.p99, out.p99_threshold, out.p99_breached = _num(rows[name].value), _num(rows[name].threshold), bool(
@@ -356,6 +358,58 @@ def category_shares(baseline_counts: Mapping[str, int], window_counts: Mapping[s
             rows.append({"category": "(other)", "source": source,
                          "share": sum(counts.get(k, 0) for k in rest) / total, "unseen": False})
     return pd.DataFrame(rows, columns=["category", "source", "share", "unseen"])
+
+
+# --- the drill-down's statistics table -------------------------------------------------------
+
+# Detector families whose `feature` is not a model feature (latency parts, the prediction).
+NOT_FEATURES = ("latency", "prediction_drift")
+
+
+def statistics_rows(results: pd.DataFrame, directions: Mapping[tuple[str, str], str]) -> pd.DataFrame:
+    """One row per stored result, followed by the tests its details hold (``details["tests"]``).
+
+    Columns: detector, statistic, value, p_value, threshold, flagged, score, note. A result's
+    `flagged` is its verdict (``breached``); a test's is its own flag (``drift``), which
+    explains the verdict without being it. The note carries the detector's reason, or why
+    there was not enough data.
+    """
+    rows = []
+    for r in results.itertuples(index=False):
+        details = r.details if isinstance(r.details, Mapping) else {}
+        note = str(details.get("reason") or "")
+        if details.get("insufficient_data") and not note:
+            note = "insufficient data"
+        tests = details.get("tests") if isinstance(details.get("tests"), Mapping) else {}
+        if not note:
+            note = ", ".join(f"{k}: {fmt(v) if isinstance(v, float) else v}" for k, v in details.items()
+                             if not isinstance(v, (dict, list)))
+        rows.append({"detector": r.detector, "statistic": r.metric, "value": _num(r.value), "p_value": None,
+                     "threshold": _num(r.threshold), "flagged": bool(r.breached),
+                     "score": relative_score(_num(r.value), _num(r.threshold),
+                                             directions.get((r.detector, r.metric), HIGHER), r.metric),
+                     "note": note})
+        for name, test in tests.items():
+            if not isinstance(test, Mapping):
+                continue
+            p_value = _num(test.get("p_value_adjusted", test.get("p_value")))
+            value = _num(test.get("value", test.get("statistic")))
+            threshold = _num(test.get("threshold"))
+            if name == "missing" and value is not None and _num(test.get("reference")) is not None:
+                score = relative_score(abs(value - test["reference"]), threshold, HIGHER)
+                test_note = f"training {fmt(test['reference'])}; flagged when the change is significant too"
+            elif p_value is not None and "statistic" in test:
+                score = relative_score(p_value, threshold, LOWER, "p_value")
+                test_note = "p-value corrected across features (Benjamini-Hochberg)" \
+                    if "p_value_adjusted" in test else ""
+            else:
+                score = relative_score(value, threshold, HIGHER)
+                test_note = ""
+            rows.append({"detector": "", "statistic": f"↳ {name}", "value": value, "p_value": p_value,
+                         "threshold": threshold, "flagged": bool(test.get("drift", False)), "score": score,
+                         "note": test_note})
+    return pd.DataFrame(rows, columns=["detector", "statistic", "value", "p_value", "threshold", "flagged", "score",
+                                       "note"])
 
 
 # --- window states -------------------------------------------------------------------------

@@ -176,7 +176,6 @@ def latest_results(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
     return frame
 
 
-@cached
 def detector_buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int,
                      bucket_ms: int, detectors: tuple[str, ...] | None = None,
                      metrics: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -186,7 +185,22 @@ def detector_buckets(db_url: str, model: str | None, version: str | None, start_
     largest threshold, how many windows, how many breached, and on which side of the
     threshold the breached and clean values lay (derive.worse_direction reads those).
     `model`/`version` None means all.
+
+    Buckets are aligned to multiples of `bucket_ms` since the epoch (the first one may
+    begin a little before `start_ms`), so the completed buckets are one query whose
+    cache key changes only when a bucket completes (cached DASHBOARD_HISTORY_CACHE_TTL_SECONDS),
+    and only the bucket in progress is read again at every refresh.
     """
+    aligned = start_ms // bucket_ms * bucket_ms
+    cut = max(end_ms // bucket_ms * bucket_ms, aligned)
+    parts = [_completed_buckets(db_url, model, version, aligned, cut, bucket_ms, detectors, metrics)]
+    if cut < end_ms:
+        parts.append(_recent_buckets(db_url, model, version, cut, end_ms, bucket_ms, detectors, metrics))
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def _buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int, bucket_ms: int,
+             detectors: tuple[str, ...] | None, metrics: tuple[str, ...] | None) -> pd.DataFrame:
     r = DetectorResult
     bucket = (start_ms + ((r.window_start_ms - start_ms) // bucket_ms) * bucket_ms).label("bucket_ms")
     one = lambda condition: func.sum(case((condition, 1), else_=0))  # noqa: E731 - a conditional count
@@ -208,7 +222,7 @@ def detector_buckets(db_url: str, model: str | None, version: str | None, start_
     if metrics:
         query = query.where(r.metric.in_(metrics))
     with session_scope(db_url) as session:
-        rows = session.execute(query).all()
+        rows = session.execute(query).all() if end_ms > start_ms else []
     frame = _frame(rows, ["model", "version", "detector", "feature", "metric", "bucket_ms", "min_value", "max_value",
                           "mean_value", "threshold", "windows", "breached", "breached_above", "breached_below",
                           "clean_above", "clean_below"])
@@ -218,6 +232,20 @@ def detector_buckets(db_url: str, model: str | None, version: str | None, start_
     for column in ("min_value", "max_value", "mean_value", "threshold"):
         frame[column] = frame[column].astype("float64")
     return frame
+
+
+# Two functions, not two caches of one: Streamlit keys a cache by the function's code.
+@st.cache_data(ttl=defaults.DASHBOARD_HISTORY_CACHE_TTL_SECONDS, show_spinner=False, max_entries=64)
+def _completed_buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int,
+                       bucket_ms: int, detectors: tuple[str, ...] | None,
+                       metrics: tuple[str, ...] | None) -> pd.DataFrame:
+    return _buckets(db_url, model, version, start_ms, end_ms, bucket_ms, detectors, metrics)
+
+
+@cached
+def _recent_buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int,
+                    bucket_ms: int, detectors: tuple[str, ...] | None, metrics: tuple[str, ...] | None) -> pd.DataFrame:
+    return _buckets(db_url, model, version, start_ms, end_ms, bucket_ms, detectors, metrics)
 
 
 @cached

@@ -12,15 +12,22 @@ threshold, breached, details) for these families:
 * ``data_quality``: missing rate against the training null rate, out-of-range
   share, unseen-category share, type changes, baseline features missing from
   events, features the baseline does not know.
-* ``skew``: distribution skew (serving vs the training baseline, effect size only)
-  and parity skew (the training transform re-run on the sample's raw ``inputs``
-  must reproduce the served features: mismatch rate per feature).
+* ``skew``: parity skew (the training transform re-run on the sample's raw
+  ``inputs`` must reproduce the served features: mismatch rate per feature) and
+  distribution skew (serving vs the training baseline, effect size only; it is
+  data drift's comparison, so it breaches only for a feature whose parity could
+  not be checked). A feature with parity skew has its ``data_drift`` result (and
+  ``prediction_drift``, and the data-quality breaches the training transform's
+  output does not show) reported unbreached with ``details["explained_by"] =
+  "skew"``: skew is reported as skew, not as drift.
 * ``latency``: p50/p95/p99 per latency part against the model's SLO (`LatencySLO`),
   error rate, QPS = events / window seconds, and in-flight concurrency by Little's
   law :math:`L = \\lambda W` (arrival rate times mean time in the system).
 * ``model_quality``: from joined labels (`quality_metrics`): accuracy, precision,
   recall, F1, ROC AUC, log loss (binary); MAE, RMSE (regression); accuracy and
-  macro F1 (multiclass); compared with the training metrics in the baseline.
+  macro F1 (multiclass); compared with what the training relation predicts for
+  the window's scores (binary, `expected_binary_quality`) or with the training
+  metrics, breaching only beyond max(floor, z x standard error) (`model_quality`).
 
 Sample-size awareness: a result with too little data behind it has
 ``breached=False`` and ``details["insufficient_data"] = True``. Every threshold
@@ -64,9 +71,18 @@ from driftline.window_state import FeatureWindow, WindowState
 __all__ = [
     "DetectorResult",
     "LatencySLO",
+    "ParityCheck",
     "WindowThresholds",
     "evaluate_window",
+    "expected_binary_quality",
+    "explain_drift_by_skew",
+    "explain_quality_by_skew",
+    "hanley_mcneil_variance",
     "quality_metrics",
+    "quality_standard_errors",
+    "quality_supports",
+    "skew_with_parity",
+    "training_calibration",
 ]
 
 DATA_DRIFT = "data_drift"
@@ -225,8 +241,9 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
     `thresholds`: a `WindowThresholds`, or just `DriftThresholds` (the rest default).
     `transform`: the training feature transform, a callable (or an object with
     ``apply``) from raw input records to feature records; without it there is no
-    parity-skew result. `window_seconds` (default `defaults.WINDOW_SECONDS`) turns
-    the event count into QPS.
+    parity-skew result (and distribution skew is the only skew evidence).
+    Attribution to skew needs the ``skew`` family in `families`.
+    `window_seconds` (default `defaults.WINDOW_SECONDS`) turns the event count into QPS.
     """
     if isinstance(thresholds, DriftThresholds):
         thresholds = WindowThresholds(drift=thresholds)
@@ -252,7 +269,12 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
             results += explain_quality_by_skew(data_quality(baseline, state, thresholds), baseline, parity)
         results += skew_results
         if MODEL_QUALITY in families:
-            results += model_quality(baseline, state, thresholds)
+            quality = model_quality(baseline, state, thresholds)
+            for result in quality if parity.skewed else ():
+                # The drop is real (the model was fed skewed values) and stays breached;
+                # this says where to look first.
+                result.details["skewed_features"] = sorted(parity.skewed)
+            results += quality
     if LATENCY in families:
         results += latency(state, slo, window_seconds or defaults.WINDOW_SECONDS)
     return results
@@ -609,6 +631,8 @@ def explain_drift_by_skew(results: list[DetectorResult], parity: ParityCheck,
         result.value = len(drifted) / len(judged) if judged else 0.0
         result.breached = decide_dataset(len(drifted), len(judged), thresholds)
         result.details.update(drifted_features=drifted, features=len(judged), explained_by_skew=skewed)
+        if not judged and not result.insufficient_data:
+            _insufficient(result.details, f"{INSUFFICIENT_DATA}: no feature without skew had enough rows")
     return results
 
 

@@ -32,7 +32,7 @@ def _registry(settings: Settings, migrate: bool = False) -> Any:
 @model_option
 @click.option("--rows", default=20_000, show_default=True, type=click.IntRange(100), help="Rows of the bundled data set.")
 @click.option("--seed", default=7, show_default=True, type=int, help="Seed of the data set and of training.")
-@click.option("--epochs", default=3, show_default=True, type=click.IntRange(1), help="Passes over the training rows.")
+@click.option("--epochs", default=2, show_default=True, type=click.IntRange(1), help="Passes over the training rows.")
 @click.option("--size", type=click.Choice(["default", "small", "test"]), default="default", show_default=True,
               help="MLP size: default (~3.2 M weights, ~1 ms per single-row forward pass), small, test (tiny, for tests).")
 @click.option("--promote/--no-promote", default=None,

@@ -140,7 +140,11 @@ class Worker:
                 raise UserError(f"model {self.config.model!r} has no registered versions; run `driftline train` first")
             raise UserError(f"model {self.config.model!r} has no production version; "
                             f"run `driftline promote {known[-1].version} --model {self.config.model}`")
-        self._swap(load_version(self.registry, self.config.model, version, self.device))
+        try:
+            loaded = load_version(self.registry, self.config.model, version, self.device)
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            raise UserError(f"cannot load {self.config.model} version {version}: {exc}") from None
+        self._swap(loaded)
 
     def _swap(self, loaded: LoadedVersion) -> None:
         self.current = loaded
@@ -218,7 +222,15 @@ class Worker:
             prediction, version, queue_ms, compute_ms, batch_size = cached, loaded.version, 0.0, 0.0, None
         else:
             self.metrics.cache_misses.inc()
-            result = await self.batcher.submit(features)
+            try:
+                result = await self.batcher.submit(features)
+            except Exception as exc:  # the monitor counts failed requests too
+                if self.logger is not None:
+                    total_ms = round((time.perf_counter() - started) * 1000.0, 3)
+                    self.logger.log(features, None, {"total": total_ms}, request_id=request_id, inputs=parsed.inputs,
+                                    entity_id=parsed.entity_id, version=loaded.version, cache_hit=False,
+                                    status="error", error=f"{type(exc).__name__}: {exc}")
+                raise
             prediction, version = result.value, result.tag.version
             queue_ms, compute_ms, batch_size = result.queue_ms, result.compute_ms, result.batch_size
             self.cache.put(cache_key(loaded.model, version, features), prediction)

@@ -20,14 +20,18 @@ from worker.model import ARCHITECTURES, CreditMLP
 @dataclass
 class TrainConfig:
     size: str = "default"
-    epochs: int = 4
-    batch_size: int = 256
+    epochs: int = 2
+    # None: 512 rows (GEMMs big enough to run efficiently on CPU), or fewer when the
+    # training set is small, so that an epoch still takes at least MIN_STEPS_PER_EPOCH steps.
+    batch_size: int | None = None
     learning_rate: float | None = None  # None: the size's own (LEARNING_RATES)
     holdout_fraction: float = 0.2
     seed: int = 7
     device: str = "cpu"
 
 
+DEFAULT_BATCH_SIZE = 512
+MIN_STEPS_PER_EPOCH = 20
 # Adam step sizes per architecture: the small nets need larger steps to converge in a few epochs.
 LEARNING_RATES = {"default": 1e-3, "small": 3e-3, "test": 1e-2}
 
@@ -110,11 +114,12 @@ def train_model(inputs: pd.DataFrame, labels: np.ndarray, config: TrainConfig = 
     x_train = torch.from_numpy(matrix[train_index]).to(config.device)
     y_train = torch.from_numpy(labels[train_index].astype(np.float32)).to(config.device)
     generator = torch.Generator().manual_seed(config.seed)
+    batch_size = config.batch_size or max(8, min(DEFAULT_BATCH_SIZE, len(x_train) // MIN_STEPS_PER_EPOCH))
     for _ in range(config.epochs):
         model.train()
         permutation = torch.randperm(len(x_train), generator=generator).to(config.device)
-        for start in range(0, len(x_train), config.batch_size):
-            batch = permutation[start:start + config.batch_size]
+        for start in range(0, len(x_train), batch_size):
+            batch = permutation[start:start + batch_size]
             optimiser.zero_grad(set_to_none=True)
             loss = loss_fn(model(x_train[batch]), y_train[batch])
             loss.backward()
@@ -128,6 +133,7 @@ def train_model(inputs: pd.DataFrame, labels: np.ndarray, config: TrainConfig = 
         "holdout_rows": int(holdout_rows),
         "train_auc": classification_metrics(predictions[train_index], labels[train_index])["auc"],
         "epochs": config.epochs,
+        "batch_size": batch_size,
         "size": config.size,
         "seed": config.seed,
         "train_seconds": round(time.perf_counter() - started, 2),

@@ -80,31 +80,32 @@ def window_options(windows: pd.DataFrame, drift: pd.DataFrame) -> dict[int, str]
 
 def decision(results: pd.DataFrame, label: str) -> None:
     breached = results[results["breached"]]
+    insufficient = [d for d in results["details"] if isinstance(d, dict) and d.get("insufficient_data")]
     if results.empty:
         st.info(f"No detector results for {label} in this window.")
+    elif breached.empty and len(insufficient) == len(results):
+        st.info(f"**Not enough data** to judge {label} in this window: {insufficient[0].get('reason', '')}")
     elif breached.empty:
-        st.success(f"**No drift or breach** for {label} in this window: every statistic is on the safe side "
+        st.success(f"**No drift or breach** for {label} in this window: every verdict is on the safe side "
                    "of its threshold.")
     else:
-        reasons = "; ".join(f"{r.detector} {r.metric} = {derive.fmt(r.value)} (threshold {derive.fmt(r.threshold)})"
-                            for r in breached.itertuples())
+        reasons = "; ".join(
+            f"{r.detector} {r.metric} = {derive.fmt(r.value)} (threshold {derive.fmt(r.threshold)})"
+            + (f": {r.details['reason']}" if isinstance(r.details, dict) and r.details.get("reason") else "")
+            for r in breached.itertuples())
         st.error(f"**Breached** for {label}: {reasons}")
 
 
 def statistics_table(results: pd.DataFrame, directions: dict) -> None:
-    table = results.copy()
-    table["side"] = [("≤ is bad" if directions.get((d, m)) == derive.LOWER else "≥ is bad")
-                     if pd.notna(t) else "" for d, m, t in zip(table["detector"], table["metric"], table["threshold"])]
-    table["score"] = [derive.relative_score(v, t, directions.get((d, m), derive.HIGHER), m)
-                      for d, m, v, t in zip(table["detector"], table["metric"], table["value"], table["threshold"])]
-    table["details"] = table["details"].map(lambda d: ", ".join(f"{k}: {derive.fmt(v) if isinstance(v, float) else v}"
-                                                                for k, v in (d or {}).items()))
-    st.dataframe(table[["detector", "metric", "value", "threshold", "side", "score", "breached", "details"]],
-                 hide_index=True, width="stretch",
+    table = derive.statistics_rows(results, directions)
+    st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"value": st.column_config.NumberColumn(format="%.4g"),
+                                "p_value": st.column_config.NumberColumn("p-value", format="%.3g"),
                                 "threshold": st.column_config.NumberColumn(format="%.4g"),
+                                "flagged": st.column_config.CheckboxColumn(
+                                    "breached / flagged", help="a result's verdict; a test's own flag"),
                                 "score": st.column_config.ProgressColumn(
-                                    "value / threshold", min_value=0, max_value=2, format="%.2f",
+                                    "against threshold", min_value=0, max_value=2, format="%.2f",
                                     help="1 = at the threshold; past 1 is on the bad side")})
 
 
@@ -181,13 +182,16 @@ def body(ctx: ui.Context) -> None:
     results = queries.window_results(ctx.db_url, ctx.model, ctx.version, int(window))
     summary = queries.baseline_summary(ctx.db_url, ctx.model, ctx.version) or {}
     names = [f["name"] for f in summary.get("features", [])]
-    names += sorted(set(results.loc[results["feature"] != "", "feature"]) - set(names))
+    features = results[(results["feature"] != "") & ~results["detector"].isin(derive.NOT_FEATURES)]
+    names += sorted(set(features["feature"]) - set(names))
     if summary.get("prediction") is not None:
         names.append(PREDICTION)
     directions = derive.worse_direction(buckets)
     worst = {}
     for row in results.itertuples():
-        key = PREDICTION if row.detector == "prediction_drift" and row.feature == "" else row.feature
+        if row.detector == "latency":
+            continue
+        key = PREDICTION if row.detector == "prediction_drift" else row.feature
         score = derive.relative_score(row.value, row.threshold, directions.get((row.detector, row.metric),
                                                                                derive.HIGHER), row.metric)
         if key and not math.isnan(score):
@@ -201,8 +205,8 @@ def body(ctx: ui.Context) -> None:
     feature = pick_feature.selectbox("Feature (most breached first)", names, key="feature", bind="query-params",
                                      format_func=lambda n: feature_label(n) + ("  ⚠" if worst.get(n, 0) >= 10 else ""))
     label = feature_label(feature)
-    own = (results[(results["detector"] == "prediction_drift") & (results["feature"] == "")]
-           if feature == PREDICTION else results[results["feature"] == feature])
+    own = (results[results["detector"] == "prediction_drift"] if feature == PREDICTION
+           else results[(results["feature"] == feature) & ~results["detector"].isin(derive.NOT_FEATURES)])
     decision(own, label)
     distribution_charts(distributions(ctx.db_url, ctx.model, ctx.version, int(window), feature), label)
     st.subheader("Statistics and decision")
@@ -210,8 +214,8 @@ def body(ctx: ui.Context) -> None:
         st.caption("No detector results for this feature in this window.")
     else:
         statistics_table(own, directions)
-    mine = (scored[(scored["detector"] == "prediction_drift") & (scored["feature"] == "")]
-            if feature == PREDICTION else scored[scored["feature"] == feature])
+    mine = (scored[scored["detector"] == "prediction_drift"] if feature == PREDICTION
+            else scored[(scored["feature"] == feature) & ~scored["detector"].isin(derive.NOT_FEATURES)])
     history(ctx, scored, mine, label)
 
 

@@ -48,7 +48,7 @@ def header(ctx: ui.Context, scored: pd.DataFrame, versions: pd.DataFrame) -> Non
     cols[0].metric(f"Windows ({ctx.range_key})", len(windows))
     cols[1].metric(f"Events ({ctx.range_key})", f"{int(windows['events'].sum()):,}")
     cols[2].metric("Features drifting (any window)",
-                   breached.loc[breached["detector"] == "data_drift", "feature"].nunique())
+                   breached.loc[(breached["detector"] == "data_drift") & (breached["feature"] != ""), "feature"].nunique())
     cols[3].metric("Detector families breached", breached["detector"].nunique(),
                    help=", ".join(derive.ordered_detectors(set(breached["detector"]))) or "none")
     alerts = queries.alerts(ctx.db_url, ctx.start_ms, ctx.model)
@@ -57,7 +57,8 @@ def header(ctx: ui.Context, scored: pd.DataFrame, versions: pd.DataFrame) -> Non
 
 def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
     st.header("Serving", divider="gray")
-    model_level = latency[latency["feature"] == ""]
+    model_level = latency[latency["feature"].isin(derive.LATENCY_TOTAL)]
+    parts = latency[~latency["feature"].isin(derive.LATENCY_TOTAL)]
     names = set(model_level["metric"])
     quantiles = {q: derive.pick_metric(names, derive.HEADLINE_METRICS[q]) for q in derive.LATENCY_QUANTILES}
     left, right = st.columns([3, 2])
@@ -107,6 +108,12 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
         else:
             st.markdown("**Batch sizes** (requests served per forward pass)")
             st.altair_chart(charts.batch_sizes(batch, height=130), width="stretch")
+    p99 = derive.pick_metric(set(parts["metric"]), derive.HEADLINE_METRICS["p99"])
+    if p99:
+        rows = parts[parts["metric"] == p99]
+        st.markdown("**p99 latency by part** of the request (worst window per point)")
+        series = pd.DataFrame({"time": rows["start"], "series": rows["feature"], "value": rows["max_value"]})
+        st.altair_chart(charts.multi_series(series, "ms", ctx.span_ms, height=170), width="stretch")
     shown = set(quantiles.values()) | set(traffic) | {error}
     others = sorted(names - shown)
     if others:
@@ -131,6 +138,13 @@ def metric_grid(ctx: ui.Context, rows: pd.DataFrame, metrics: list[str], per_row
 def detector_section(ctx: ui.Context, detector: str, rows: pd.DataFrame) -> None:
     st.header(derive.detector_title(detector), divider="gray")
     per_feature = rows[rows["feature"] != ""]
+    if per_feature["feature"].nunique() == 1:
+        # One subject only (the prediction, say): lines say more than a one-row heatmap.
+        subject = per_feature["feature"].iloc[0]
+        rows = rows.assign(metric=[m if f == "" else f"{f} · {m}" for f, m in zip(rows["feature"], rows["metric"])],
+                           feature="")
+        per_feature = rows.iloc[0:0]
+        st.caption(f"Results for `{subject}`.")
     if not per_feature.empty:
         metrics = sorted(per_feature["metric"].unique())
         choice = st.segmented_control("Colour by", [WORST] + metrics, default=WORST, key=f"colour_{detector}",

@@ -77,6 +77,7 @@ def fleet_charts(ctx: ui.Context) -> None:
     left, right = st.columns(2)
     with left:
         st.markdown("**p99 latency by version** (dashed: its SLO)")
+        latency = latency[latency["feature"].isin(derive.LATENCY_TOTAL)]
         if latency.empty:
             st.caption("No latency results in this range.")
         else:
@@ -94,7 +95,7 @@ def fleet_charts(ctx: ui.Context) -> None:
         if drift.empty:
             st.caption("No drift results in this range.")
         else:
-            counts = (drift[drift["breached"] > 0].groupby(["model", "version", "bucket_ms"])["feature"].nunique()
+            counts = (drift[(drift["breached"] > 0) & (drift["feature"] != "")].groupby(["model", "version", "bucket_ms"])["feature"].nunique()
                       .rename("value").reset_index())
             every = drift[["model", "version", "bucket_ms"]].drop_duplicates()
             counts = every.merge(counts, how="left").fillna({"value": 0})

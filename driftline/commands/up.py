@@ -136,12 +136,27 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         if not no_dashboard:
             wait_for_port("127.0.0.1", settings.dashboard_port, 60)
         _print_ready(supervisor, settings, worker_url, no_dashboard, scenario, duration, embedded)
-        supervisor.run(stop, deadline=None if duration is None else time.monotonic() + duration)
+        supervisor.run(stop, deadline=None if duration is None else time.monotonic() + duration,
+                       on_tick=lambda: _restart_broker_if_dead(embedded, supervisor))
     finally:
         supervisor.stop_all()
         if embedded is not None:
             embedded.stop()
             supervisor.log("broker", "stopped")
+
+
+def _restart_broker_if_dead(embedded: EmbeddedBroker | None, supervisor: Supervisor) -> None:
+    """The embedded broker is supervised too; its memory storage is lost when it dies (README)."""
+    if embedded is None or embedded.is_running():
+        return
+    code = embedded.process.poll() if embedded.process is not None else None
+    supervisor.log("broker", f"broker exited (code {code}); its memory storage is lost. Restarting it ...")
+    embedded.process = None
+    try:
+        embedded.start()
+        supervisor.log("broker", f"broker restarted on {embedded.bootstrap_servers}")
+    except UserError as exc:
+        supervisor.log("broker", f"restart failed: {exc}; retrying")
 
 
 def _print_ready(supervisor: Supervisor, settings: Settings, worker_url: str, no_dashboard: bool, scenario: str,

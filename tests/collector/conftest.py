@@ -301,7 +301,7 @@ def kcat_broker() -> Iterator[str]:
     finally:
         if proxy is not None:
             proxy.close()
-        process.terminate()
+        process.kill()  # memory storage: nothing to shut down gracefully
         process.wait(10)
 
 

@@ -1,4 +1,6 @@
-"""Malformed messages: every one is in the dead-letter store and on the DLQ topic, with its reason."""
+"""Malformed messages: every one is in the dead-letter store and on the DLQ topic, with its reason.
+
+On SQLite and PostgreSQL: PostgreSQL refuses NUL in text, which a bad message may well contain."""
 from __future__ import annotations
 
 import uuid
@@ -56,13 +58,14 @@ def _malformed(model: str, good: dict) -> list[tuple[str, bytes | None, str, str
         ("huge payload", doc(inputs={"blob": "y" * (1 << 20)}), "above the limit", None),
         ("model name beyond the store's column", doc(model="m" * 230), "store's limit", "model"),
         ("NUL in the model name", doc(model=model + "\x00evil"), "store's limit", "model"),
+        ("NUL in a bad feature's name", doc(features={"a\x00b": [1]}), "number, string", "features.a\\x00b"),
     ]
 
 
 _DROP = object()
 
 
-def test_every_malformed_message_is_dead_lettered_with_its_reason(broker, sqlite_url, ckit, unique_id):
+def test_every_malformed_message_is_dead_lettered_with_its_reason(broker, db_url, ckit, unique_id):
     model = f"dlq-{unique_id}"
     good = ckit.event(model, 1)
     cases = _malformed(model, good)
@@ -78,12 +81,12 @@ def test_every_malformed_message_is_dead_lettered_with_its_reason(broker, sqlite
     bad_at = {sent[len(valid_before) + i]: case for i, case in enumerate(cases)}
     bad_at.update({(TOPIC_LABELS,) + where: case for where, case in zip(label_sent, bad_labels)})
 
-    with ckit.collector_thread(ckit.config(broker, sqlite_url)) as collector:
-        ckit.wait_for(lambda: ckit.events(sqlite_url, model) == 5, what="the valid events around the bad ones")
+    with ckit.collector_thread(ckit.config(broker, db_url)) as collector:
+        ckit.wait_for(lambda: ckit.events(db_url, model) == 5, what="the valid events around the bad ones")
         ckit.wait_for(lambda: collector.consumed >= len(sent) + len(label_sent) and not collector._pending(),
                       what="everything flushed")
 
-    with store_db.session_scope(sqlite_url) as session:
+    with store_db.session_scope(db_url) as session:
         letters = {(d.topic, d.partition, d.offset): d for d in session.scalars(select(DeadLetter))}
     for where, case in bad_at.items():
         key = where if len(where) == 3 else (TOPIC_INFERENCE,) + where

@@ -32,15 +32,16 @@ def _results(url: str, start_ms: int, windows: int, seed: int = 0) -> np.ndarray
 
 
 def test_detector_buckets_fold_windows_in_sql(db_url):
-    start = 1_700_000_000_000 // MINUTE * MINUTE
+    start = 1_700_000_000_000 // (5 * MINUTE) * (5 * MINUTE)
     values = _results(db_url, start, 30)
-    # Buckets of five windows, and a range that leaves out the first two and the last three windows.
+    # Buckets of five windows, aligned to the epoch; the range starts two windows into the
+    # first bucket (which is read whole) and ends two windows into the bucket in progress.
     frame = queries.detector_buckets(db_url, "m", "1", start + 2 * MINUTE, start + 27 * MINUTE, 5 * MINUTE)
     frame = frame.sort_values("bucket_ms")
-    assert frame["windows"].tolist() == [5] * 5
-    for bucket, row in zip(range(5), frame.itertuples()):
-        part = values[2 + 5 * bucket: 7 + 5 * bucket]
-        assert row.bucket_ms == start + (2 + 5 * bucket) * MINUTE
+    assert frame["bucket_ms"].tolist() == [start + b * 5 * MINUTE for b in range(6)]
+    assert frame["windows"].tolist() == [5, 5, 5, 5, 5, 2]
+    for bucket, row in zip(range(6), frame.itertuples()):
+        part = values[5 * bucket: min(5 * bucket + 5, 27)]
         assert row.max_value == pytest.approx(part.max())
         assert row.min_value == pytest.approx(part.min())
         assert row.mean_value == pytest.approx(part.mean())
@@ -50,6 +51,9 @@ def test_detector_buckets_fold_windows_in_sql(db_url):
     # Evidence from the rows says PSI is bad when high.
     assert derive.worse_direction(frame)[("data_drift", "psi")] == derive.HIGHER
     assert queries.first_window_ms(db_url, "m", "1", start + 2 * MINUTE, start + 27 * MINUTE) == start + 2 * MINUTE
+    # One window per bucket: every window on its own.
+    single = queries.detector_buckets(db_url, "m", "1", start, start + 30 * MINUTE, MINUTE).sort_values("bucket_ms")
+    assert single["max_value"].tolist() == pytest.approx(values.tolist())
 
 
 def test_latest_results_and_activity_use_the_newest_window_in_range(db_url):

@@ -51,7 +51,7 @@ def baseline():
 
 
 def window(baseline, seed, n=2000, *, nulls=0.0, out_of_range=0.0, unseen=0.0, latency_ms=20.0, errors=0.0,
-           parity_bug=0.0, label_flip=0.0, **shape):
+           parity_bug=0.0, label_flip=0.0, bad_debt=0.0, **shape):
     """A window of `n` events; each keyword injects one kind of trouble."""
     rng = np.random.default_rng(seed)
     income, age, debt, region, score = draw(rng, n, **shape)
@@ -60,6 +60,8 @@ def window(baseline, seed, n=2000, *, nulls=0.0, out_of_range=0.0, unseen=0.0, l
     for i in range(n):
         inputs = {"income": float(income[i]), "age": float(age[i]), "debt": float(debt[i]),
                   "region": " " + str(region[i]).upper()}
+        if bad_debt and rng.random() < bad_debt:
+            inputs["debt"] = 5 * inputs["income"]  # bad raw input: the training transform gives it too
         features = transform([inputs])[0]
         if rng.random() < parity_bug:
             features["debt_ratio"] = inputs["debt"] / (inputs["income"] / 12)  # monthly vs annual: a serving bug
@@ -205,6 +207,67 @@ def test_parity_skew_finds_the_broken_feature(baseline):
 def test_distribution_skew_on_a_large_shift(baseline):
     results = evaluate_window(baseline, window(baseline, 11, income_shift=0.6))
     assert ("skew", "income", "distribution_psi") in breached(results)
+
+
+def by_key(results):
+    return {(r.detector, r.feature, r.metric): r for r in results}
+
+
+def test_covariate_shift_is_drift_not_skew_when_parity_holds(baseline):
+    state = window(baseline, 11, income_shift=0.6)
+    results = by_key(evaluate_window(baseline, state, transform=transform))
+    assert breached(results.values(), "skew") == set()
+    income_skew = results[("skew", "income", "distribution_psi")]
+    # Still reported, with the value that would have fired it, but parity says serving is right.
+    assert income_skew.value >= income_skew.threshold and income_skew.details["parity_checked"]
+    assert "drift" in income_skew.details["reason"]
+    assert results[("data_drift", "income", "psi")].breached
+    assert "explained_by" not in results[("data_drift", "income", "psi")].details
+    # Without raw inputs in the sample parity cannot be checked: distribution skew is the only evidence.
+    for record in state.sample:
+        record["inputs"] = None
+    blind = by_key(evaluate_window(baseline, state, transform=transform))
+    assert blind[("skew", "income", "distribution_psi")].breached
+    assert not blind[("skew", "income", "distribution_psi")].details["parity_checked"]
+    assert blind[("skew", None, "parity_mismatch_rate")].insufficient_data
+
+
+def test_a_serving_bug_is_skew_not_drift(baseline):
+    state = window(baseline, 15, parity_bug=1.0)  # every served debt_ratio is 12x the training transform's
+    results = by_key(evaluate_window(baseline, state, transform=transform))
+    assert breached(results.values(), "skew") == {("skew", "debt_ratio", "parity_mismatch_rate")}
+    drift = results[("data_drift", "debt_ratio", "psi")]
+    assert not drift.breached and drift.details["explained_by"] == "skew"
+    assert drift.details["breached_without_skew"] and drift.value >= drift.threshold
+    assert breached(results.values(), "data_drift") == set()
+    dataset = results[("data_drift", None, "drifted_share")]
+    assert dataset.details["explained_by_skew"] == ["debt_ratio"] and dataset.details["features"] == 3
+    # 12x ratios leave the training range; the training transform's output for the same inputs does not.
+    out_of_range = results[("data_quality", "debt_ratio", "out_of_range_share")]
+    assert out_of_range.value > out_of_range.threshold
+    assert not out_of_range.breached and out_of_range.details["explained_by"] == "skew"
+    assert out_of_range.details["recomputed_value"] <= out_of_range.threshold
+    distribution = results[("skew", "debt_ratio", "distribution_psi")]
+    assert distribution.value >= distribution.threshold and not distribution.breached
+    assert results[("prediction_drift", "prediction", "psi")].details["explained_by"] == "skew"
+    assert results[("model_quality", None, "accuracy")].details["skewed_features"] == ["debt_ratio"]
+    assert breached(results.values()) == {("skew", "debt_ratio", "parity_mismatch_rate")}
+    # The same window without a transform: nothing can tell skew from drift, so drift it is.
+    plain = by_key(evaluate_window(baseline, state))
+    assert plain[("data_drift", "debt_ratio", "psi")].breached
+    assert "explained_by" not in plain[("data_drift", "debt_ratio", "psi")].details
+    assert plain[("skew", "debt_ratio", "distribution_psi")].breached
+
+
+def test_bad_inputs_stay_data_quality_even_with_skew(baseline):
+    # A serving bug on debt_ratio and, separately, raw debts far out of range: the training
+    # transform reproduces the out-of-range ratios, so they are a data-quality finding of their own.
+    state = window(baseline, 16, parity_bug=0.5, bad_debt=0.05)
+    results = by_key(evaluate_window(baseline, state, transform=transform))
+    assert results[("skew", "debt_ratio", "parity_mismatch_rate")].breached
+    out_of_range = results[("data_quality", "debt_ratio", "out_of_range_share")]
+    assert out_of_range.breached and "explained_by" not in out_of_range.details
+    assert out_of_range.details["recomputed_value"] > out_of_range.threshold
 
 
 def test_prediction_drift(baseline):

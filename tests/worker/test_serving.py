@@ -236,3 +236,22 @@ def test_kafka_down_serving_continues_and_drops_are_counted(kit, tiny_results, t
         more = asyncio.run(_post_all(url, [{"features": row} for row in rows(30, seed=17)]))
         assert [r.status_code for r in more] == [200] * 30
         assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
+
+
+def test_a_failing_model_answers_500_logs_an_error_event_and_the_worker_recovers(kit, served, broker):
+    url, worker = served
+    loaded = worker.current
+
+    def broken(_records):
+        raise RuntimeError("device lost")
+
+    loaded.predict = broken  # an instance attribute shadows the method for this test only
+    try:
+        answer = httpx.post(f"{url}/predict", json={**_body_with(age=55), "request_id": "broken-1"})
+    finally:
+        del loaded.predict
+    assert answer.status_code == 500 and "device lost" in answer.json()["detail"]
+    event = parse_inference(kit.read_topic(broker, TOPIC_INFERENCE, {"broken-1"})["broken-1"])
+    assert event.status == "error" and "device lost" in event.raw["error"] and event.prediction is None
+    assert event.features == FeatureTransform().apply([event.raw["inputs"]])[0]
+    assert httpx.post(f"{url}/predict", json=_body_with(age=55)).status_code == 200
