@@ -32,6 +32,8 @@ bench: install
 	$(BIN)/python bench/detectors.py
 	$(BIN)/python bench/worker.py
 	$(BIN)/python bench/collector.py
+	$(BIN)/python bench/window_state.py
+	$(BIN)/python bench/dashboard.py
 
 clean:
 	rm -rf $(VENV) .driftline .pytest_cache

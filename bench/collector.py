@@ -5,9 +5,10 @@ asserts nothing. Starts its own embedded broker and (by default) a fresh SQLite 
 
 * raw: a kafka-python group consumer polling the same topic, nothing else (the peer);
 * raw + orjson.loads: the same, decoding every value;
-* collector: `driftline collector --max-events N` in its own process (so its memory is its
-  own): decode, validate, window, fold, store predictions for the label join, flush every
-  second with the offsets. Extra collector options go after `--`.
+* collector: `driftline collector` in its own process (so its memory is its own): decode,
+  validate, window, fold, store predictions for the label join, flush every second with
+  the offsets; then two of them in one group (the partitions split between them). Each
+  run uses a fresh group, so each reads all N events. Extra collector options go after `--`.
 
 Events carry 20 features (17 numeric, 3 categorical) and a request id; event times advance
 so that windows open and close during the run (memory must stay flat: RSS is printed
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -122,44 +124,64 @@ def _metric(port: int, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
 
 
-def run_collector(bootstrap: str, url: str, n: int, extra: list[str]) -> tuple[float, list[tuple[float, int, float]]]:
-    """`driftline collector --max-events n` in its own process; its rate from the first message, its RSS."""
-    port = free_port()
-    command = [os.path.join(os.path.dirname(sys.executable), "driftline"), "collector", "--bootstrap-servers",
-               bootstrap, "--db", url, "--group-id", f"bench-{uuid.uuid4().hex[:8]}", "--metrics-port", str(port),
-               "--session-timeout-ms", "2000", "--heartbeat-interval-ms", "500", "--max-events", str(n),
-               "--log-level", "warning", *extra]
+def run_collectors(bootstrap: str, url: str, n: int, processes: int, extra: list[str],
+                   ) -> tuple[float, list[tuple[float, int, float]]]:
+    """`processes` x `driftline collector` in one group, each in its own process.
+
+    Returns the aggregate rate (timed from the first record consumed to the moment all N are
+    stored, i.e. consumed with nothing pending) and samples (s, consumed, RSS MB of the largest).
+    """
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    ports = [free_port() for _ in range(processes)]
+    executable = os.path.join(os.path.dirname(sys.executable), "driftline")
     started = time.perf_counter()
-    process = subprocess.Popen(command)
+    procs = [subprocess.Popen([executable, "collector", "--bootstrap-servers", bootstrap, "--db", url, "--group-id",
+                               group, "--metrics-port", str(port), "--session-timeout-ms", "2000",
+                               "--heartbeat-interval-ms", "500", "--log-level", "warning", *extra])
+             for port in ports]
     samples: list[tuple[float, int, float]] = []
-    first = None
+    first = done = None
     try:
-        while process.poll() is None and time.perf_counter() - started < TIME_LIMIT_S:
-            consumed = int(_metric(port, "driftline_collector_messages_consumed_total"))
-            if first is not None and not consumed:  # the metrics server stopped: the run is over
-                break
+        while time.perf_counter() - started < TIME_LIMIT_S and all(p.poll() is None for p in procs):
+            consumed = sum(int(_metric(port, "driftline_collector_messages_consumed_total")) for port in ports)
+            pending = sum(int(_metric(port, "driftline_collector_pending_messages")) for port in ports)
+            now = time.perf_counter()
             if consumed and first is None:
-                first = time.perf_counter()
-            try:
-                with open(f"/proc/{process.pid}/statm") as fh:
-                    mb = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-            except OSError:
+                first = now
+            rss = max(_rss_mb(p.pid) for p in procs)
+            samples.append((now - started, consumed, rss))
+            if consumed >= n and pending == 0:
+                done = now
                 break
-            samples.append((time.perf_counter() - started, consumed, mb))
-            time.sleep(0.05 if first is None else 0.5)
-        process.wait(TIME_LIMIT_S)
+            time.sleep(0.05 if first is None else 0.25)
     finally:
-        if process.poll() is None:
-            process.kill()
-    ended = time.perf_counter()
-    # The group join happens before the first record; like the raw peer, time from the first record.
-    return n / (ended - (first or started)), samples
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    if done is None or first is None:
+        return 0.0, samples
+    return n / (done - first), samples
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return 0.0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--events-per-window", type=int, default=20_000)
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2],
+                        help="collector process counts to measure (one group each run)")
     parser.add_argument("--db", default=None, help="store URL (default: a fresh SQLite file); migrated here")
     parser.add_argument("collector_options", nargs="*", help="extra `driftline collector` options (after --)")
     args = parser.parse_args()
@@ -171,7 +193,7 @@ def main() -> None:
         messages = make_events(args.events, args.events_per_window)
         print(f"{len(messages)} events of ~{sum(map(len, messages[:100])) // 100} bytes, 20 features, "
               f"{args.events_per_window} per 60 s window ({args.events // args.events_per_window} windows), "
-              f"store {url.split(':')[0]}")
+              f"store {url.split(':')[0]}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
         produced = produce(broker.bootstrap_servers, messages)
         del messages
         print(f"produce (kafka-python)          {produced:>10,.0f} events/s")
@@ -179,18 +201,21 @@ def main() -> None:
         print(f"raw consume (kafka-python)      {raw:>10,.0f} events/s")
         decoded = raw_consume(broker.bootstrap_servers, args.events, decode=True)
         print(f"raw consume + orjson.loads      {decoded:>10,.0f} events/s  ({decoded / raw:.0%} of raw)")
-        rate, samples = run_collector(broker.bootstrap_servers, url, args.events, args.collector_options)
-        print(f"collector, end to end           {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw)")
+        for count in args.processes:
+            rate, samples = run_collectors(broker.bootstrap_servers, url, args.events, count, args.collector_options)
+            label = f"collector x{count}, end to end"
+            print(f"{label:<31} {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw)")
+            if count == args.processes[0]:
+                print("  RSS over the run (s, messages consumed, MB of the largest process):")
+                step = max(len(samples) // 12, 1)
+                for t, consumed, mb in samples[::step] + ([samples[-1]] if (len(samples) - 1) % step else []):
+                    print(f"    {t:6.1f} s  {consumed:>9,}  {mb:7.1f} MB")
         with store_db.session_scope(url) as session:
             from sqlalchemy import func, select
             stored, windows = session.execute(select(func.sum(WindowStateRecord.events),
                                                      func.count(func.distinct(WindowStateRecord.window_start_ms)))
                                               ).one()
-        print(f"stored: {stored} events in {windows} windows (expected {args.events})")
-        print("collector process RSS over its run (s, messages consumed, MB):")
-        step = max(len(samples) // 12, 1)
-        for t, consumed, mb in samples[::step] + ([samples[-1]] if (len(samples) - 1) % step else []):
-            print(f"  {t:6.1f} s  {consumed:>9,}  {mb:7.1f} MB")
+        print(f"stored: {stored} events in {windows} windows (expected {args.events} x {len(args.processes)} runs)")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -408,8 +409,9 @@ class Collector:
                 buf.watermarks[key] = buf.committed_watermarks[key] = store.stored_watermark(
                     self.engine, model, version, buf.row_partition)
             except (SQLAlchemyError, ValueError) as exc:
+                # Judged from this partition's events only, until the next discard asks the store again.
                 log.warning("cannot read the stored windows of %s v%s (%s)", model, version, exc)
-                return None
+                buf.watermarks[key] = None
         return buf.watermarks[key]
 
     # --- verification, flushing, housekeeping ----------------------------------------------------
@@ -574,8 +576,8 @@ class Collector:
             self._retry_at = time.monotonic() + self._retry_delay
             log.warning("flush failed (%s: %s); retrying in %.1f s", type(exc).__name__,
                         str(exc).splitlines()[0] if str(exc) else "", self._retry_delay)
-            if not isinstance(exc, (SQLAlchemyError, OSError)) and "Kafka" not in type(exc).__name__:
-                log.exception("unexpected flush error")
+            if not isinstance(exc, (SQLAlchemyError, KafkaError, OSError)):
+                log.exception("unexpected flush error")  # a bug, not an outage: show where
             self._retry_delay = min(self._retry_delay * 2, self.config.retry_max_s)
             return False
         flushed = sum(b.messages for b in buffers)

@@ -171,8 +171,9 @@ NOT_BREACHED_MAX = 0.99
 def feature_heatmap(scored_buckets: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """One cell per (feature, bucket): the worst score over the metrics (or over `metric` only).
 
-    Over all metrics, a cell with no breached result is capped at NOT_BREACHED_MAX: one
-    metric past its own threshold is not a verdict when the rule needs several.
+    Over all metrics, a cell with no breached result is capped at NOT_BREACHED_MAX (one
+    metric past its own threshold is not a verdict when the rule needs several) and a
+    cell with a breached result is drawn at 1 at least (the verdict fired).
 
     Columns: feature, bucket_ms, score, metric (the one that gave the score), worst, threshold,
     windows, breached (windows of the bucket with any breached metric of the feature, at most).
@@ -189,9 +190,11 @@ def feature_heatmap(scored_buckets: pd.DataFrame, metric: str | None = None) -> 
     breached = frame.groupby(["feature", "bucket_ms"])["breached"].max().rename("breached")
     cells = best.merge(breached, on=["feature", "bucket_ms"]).reset_index(drop=True)[columns]
     if metric is None:
-        # The verdict combines metrics (e.g. significant AND large enough): a cell whose
-        # detectors did not fire is drawn just under the threshold, never past it.
+        # The verdict combines metrics (significant AND large enough, or a missing-rate
+        # change): a cell whose detectors did not fire is drawn under the threshold, and
+        # one where they did at or past it, whatever the single metric shown says.
         cells["score"] = cells["score"].where(cells["breached"] > 0, cells["score"].clip(upper=NOT_BREACHED_MAX))
+        cells["score"] = cells["score"].where(cells["breached"] == 0, cells["score"].fillna(1.0).clip(lower=1.0))
     return cells
 
 

@@ -87,7 +87,8 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
     per_window, batch, problems = serving_from_states(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
     for problem in problems:
         st.warning(f"Skipped an unreadable window state: {problem}")
-    cols = st.columns(3)
+    p99 = derive.pick_metric(set(parts["metric"]), derive.HEADLINE_METRICS["p99"])
+    cols = st.columns(4 if p99 else 3)
     with cols[0]:
         error = derive.pick_metric(names, derive.HEADLINE_METRICS["error_rate"])
         rows = model_level[model_level["metric"] == error] if error else model_level.iloc[0:0]
@@ -102,18 +103,18 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
         else:
             series = pd.DataFrame({"time": derive.to_time(hits["start"]), "value": hits["cache_hit_rate"]})
             st.altair_chart(charts.metric_lines(series, "cache-hit rate", ctx.span_ms), width="stretch")
-    with cols[2]:
+    if p99:
+        with cols[2]:
+            rows = parts[parts["metric"] == p99]
+            series = pd.DataFrame({"time": rows["start"], "series": rows["feature"], "value": rows["max_value"]})
+            st.markdown("**p99 by part** of the request")
+            st.altair_chart(charts.multi_series(series, "ms", ctx.span_ms, height=170), width="stretch")
+    with cols[-1]:
         if batch.empty:
             st.caption("No batch sizes recorded in this range.")
         else:
-            st.markdown("**Batch sizes** (requests served per forward pass)")
+            st.markdown("**Batch sizes** (per forward pass)")
             st.altair_chart(charts.batch_sizes(batch, height=130), width="stretch")
-    p99 = derive.pick_metric(set(parts["metric"]), derive.HEADLINE_METRICS["p99"])
-    if p99:
-        rows = parts[parts["metric"] == p99]
-        st.markdown("**p99 latency by part** of the request (worst window per point)")
-        series = pd.DataFrame({"time": rows["start"], "series": rows["feature"], "value": rows["max_value"]})
-        st.altair_chart(charts.multi_series(series, "ms", ctx.span_ms, height=170), width="stretch")
     shown = set(quantiles.values()) | set(traffic) | {error}
     others = sorted(names - shown)
     if others:

@@ -168,3 +168,16 @@ def test_dead_letter_rows_keep_a_bounded_prefix_and_the_full_size(db_url):
     with store_db.session_scope(db_url) as session:
         row = session.scalars(select(DeadLetter)).one()
     assert (row.partition, row.offset, row.reason, row.raw_size, len(row.raw)) == (2, 41, "too big", 200_000, 1000)
+
+
+def test_prune_drops_predictions_and_labels_past_the_retention(db_url):
+    from collector.store import prune
+
+    _flush(db_url, [_part(0, None, 3, predictions={"old": PredictionRow("old", "m", "1", BASE - 10, BASE - 60_000, 0.1),
+                                                   "new": PredictionRow("new", "m", "1", BASE + 10, BASE, 0.2)}),
+                    _part(0, None, 2, topic=TOPIC_LABELS, labels={"x": LabelRow("x", "m", 1, BASE - 5),
+                                                                  "y": LabelRow("y", "m", 0, BASE + 5)})])
+    assert prune(store_db.get_engine(db_url), cutoff_ms=BASE) == (1, 1)
+    with store_db.session_scope(db_url) as session:
+        assert session.scalars(select(PredictionRecord.request_id)).all() == ["new"]
+        assert session.scalars(select(LabelRecord.request_id)).all() == ["y"]

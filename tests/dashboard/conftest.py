@@ -20,6 +20,7 @@ SEED_WINDOWS = 120
 
 @pytest.fixture(scope="session")
 def _seeded_template(tmp_path_factory) -> tuple[Path, SeedSummary]:
+    """Results written by the scheduler's own evaluation job (the real detectors)."""
     path = tmp_path_factory.mktemp("dashboard-seed") / "seeded.db"
     url = f"sqlite:///{path}"
     store_db.upgrade(url)
@@ -27,6 +28,28 @@ def _seeded_template(tmp_path_factory) -> tuple[Path, SeedSummary]:
     store_db.get_engine(url).dispose()
     store_db._engines.pop(url, None)
     return path, summary
+
+
+@pytest.fixture(scope="session")
+def _local_template(tmp_path_factory) -> tuple[Path, SeedSummary]:
+    path = tmp_path_factory.mktemp("dashboard-seed-local") / "local.db"
+    url = f"sqlite:///{path}"
+    store_db.upgrade(url)
+    summary = seed_store(url, windows=60, evaluator="local")
+    store_db.get_engine(url).dispose()
+    store_db._engines.pop(url, None)
+    return path, summary
+
+
+@pytest.fixture
+def seeded_local(_local_template, tmp_path, monkeypatch) -> tuple[str, SeedSummary]:
+    """Like `seeded`, with results under other metric names (the seed's local formulas)."""
+    template, summary = _local_template
+    path = tmp_path / "local.db"
+    shutil.copyfile(template, path)
+    url = f"sqlite:///{path}"
+    monkeypatch.setenv("DRIFTLINE_DB", url)
+    return url, summary
 
 
 @pytest.fixture

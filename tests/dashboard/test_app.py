@@ -121,9 +121,10 @@ def test_model_page_draws_every_detector_family(seeded):
     assert metric(at, "Firing alerts") == str(sum(a["version"] == "2" for a in summary.firing))
     # The data-quality heatmap points at the feature with nulls.
     assert any("`credit_score`" in m.value for m in at.markdown if m.value.startswith("Breached"))
-    # Colour the drift heatmap by one metric only.
-    control = at.button_group(key="colour_data_drift")
-    control.set_value("psi").run()
+    # Colour the data-quality heatmap by one of its metrics only.
+    control = at.button_group(key="colour_data_quality")
+    assert "missing_rate" in control.options
+    control.set_value("missing_rate").run()
     assert_clean(at)
     # Version 1 drifted: the page says so.
     at.session_state["version"] = "1"
@@ -153,8 +154,11 @@ def test_feature_drill_down_shows_distributions_statistics_and_decision(seeded):
     verdict = at.error[0].value
     assert verdict.startswith("**Breached** for " + feature.value) and "threshold" in verdict
     assert charts(at) >= 3  # histogram, ECDF, history
+    # The verdict's row, then the tests behind it (with the p-value corrected across features).
     table = at.dataframe[0].value
-    assert {"psi", "ks_p_value"} <= set(table["metric"]) and table["breached"].any()
+    assert table["statistic"].iloc[0] == "psi" and table["flagged"].iloc[0]
+    assert {"↳ psi", "↳ ks", "↳ wasserstein", "↳ missing"} <= set(table["statistic"])
+    assert table.loc[table["statistic"] == "↳ ks", "p_value"].iloc[0] < 0.05
     # A categorical feature draws category shares; the prediction has its own view.
     feature.set_value("region").run()
     assert_clean(at)
@@ -205,6 +209,20 @@ def test_report_page_builds_an_evidently_report(seeded):
     assert "Dataset Drift" in html and "annual_income" in html
     assert len(at.download_button) == 1
     assert len(at.selectbox(key="report_window").options) == len(summary.windows[(CREDIT, "2")])
+
+
+def test_pages_follow_whatever_metric_names_the_results_use(seeded_local):
+    """The same pages on results named differently (p99 not p99_ms, ks_p_value rows, dataset_drift family)."""
+    url, summary = seeded_local
+    at = open_app()
+    assert metric(at, "Firing alerts") == str(len(summary.firing))
+    assert any(m.label == "p99 latency" and m.value.endswith("ms") for m in at.metric)
+    at.switch_page("views/model.py").run()
+    assert_clean(at)
+    assert "Dataset drift" in [h.value for h in at.header] and charts(at) >= 10
+    at.switch_page("views/feature.py").run()
+    assert_clean(at)
+    assert {"psi", "ks_p_value"} & set(at.dataframe[0].value["statistic"])
 
 
 # --- bad data in the store ----------------------------------------------------------------------

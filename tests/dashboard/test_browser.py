@@ -25,7 +25,10 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 DRIFTLINE = str(Path(sys.executable).with_name("driftline"))
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "dashboard.png"
+# The README's picture is refreshed only on request (DRIFTLINE_UPDATE_SCREENSHOT=1), so a test run
+# leaves the checkout clean; otherwise the screenshot goes to the test's temporary folder.
+README_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "dashboard.png"
+UPDATE_README_SCREENSHOT = os.environ.get("DRIFTLINE_UPDATE_SCREENSHOT") == "1"
 WAIT_MS = 60_000  # a shared two-core machine can be slow to start Streamlit and draw
 REFRESH_SECONDS = 4
 
@@ -61,7 +64,8 @@ def wait_until_drawn(page: Page, min_charts: int) -> None:
     expect(page.locator('[data-testid="stException"]')).to_have_count(0)
 
 
-def test_dashboard_in_a_real_browser(server):
+def test_dashboard_in_a_real_browser(server, tmp_path):
+    screenshot = README_SCREENSHOT if UPDATE_README_SCREENSHOT else tmp_path / "dashboard.png"
     base, summary = server
     assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), \
         "Debian's chromium is needed for this test: scripts/install-system-deps.sh installs it"
@@ -90,10 +94,11 @@ def test_dashboard_in_a_real_browser(server):
             expect(page.get_by_role("heading", name=f"{CREDIT} · v2")).to_be_visible()
             for section in ("Serving", "Feature drift", "Data quality"):
                 expect(page.get_by_role("heading", name=section, exact=True)).to_be_visible()
-            expect(page.get_by_text("SLO 100 ms")).to_be_visible()
+            expect(page.get_by_text(re.compile(r"^SLO \d+ ms$"))).to_be_visible()  # the SLO line is drawn
             page.mouse.move(1430, 40)  # nothing hovered in the picture
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT))
+            page.wait_for_selector('[data-test-script-state="notRunning"]', timeout=WAIT_MS)
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot))
 
             # The sidebar's page navigation reaches the alerts page.
             page.get_by_role("link", name="Alerts").click()
@@ -102,4 +107,4 @@ def test_dashboard_in_a_real_browser(server):
             expect(page.get_by_text("failed after 8 attempts")).to_be_visible()
         finally:
             browser.close()
-    assert SCREENSHOT.stat().st_size > 50_000
+    assert screenshot.stat().st_size > 50_000

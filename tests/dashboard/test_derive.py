@@ -76,6 +76,10 @@ def test_heatmap_keeps_the_worst_metric_and_caps_cells_without_a_breach():
     assert cells.loc["age", "score"] == pytest.approx(math.log(1e-6) / math.log(0.05))
     # region: psi 0.3 is past its threshold alone, but nothing breached: drawn just under 1.
     assert cells.loc["region", "score"] == derive.NOT_BREACHED_MAX
+    # A breach decided by another rule (say the missing rate) is drawn at the threshold at least.
+    # (Two clean windows below the threshold tell that PSI is bad when high.)
+    low_psi = derive.scored(_buckets([("data_drift", "x", "psi", 0, 0.01, 0.02, 0.015, 0.2, 3, 1, 0, 1, 0, 2)]))
+    assert derive.feature_heatmap(low_psi)["score"].tolist() == [1.0]
     only_psi = derive.feature_heatmap(scored, "psi").set_index("feature")
     assert only_psi.loc["region", "score"] == pytest.approx(1.5)
     assert derive.feature_order(derive.feature_heatmap(scored)) == ["age", "region"]

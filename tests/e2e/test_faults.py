@@ -30,7 +30,7 @@ pytestmark = pytest.mark.timeout(600)
 
 def children(pid: int) -> dict[str, int]:
     """Component name -> pid of `driftline up`'s child processes."""
-    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
     found = {}
     for line in out.splitlines():
         child_pid, _, args = line.strip().partition(" ")

@@ -1,4 +1,4 @@
-"""How the dashboard's queries scale with months of windows: `python -m dashboard.bench [--days 30]`.
+"""How the dashboard's queries scale with months of windows: `python bench/dashboard.py [--days 30]`.
 
 Writes a SQLite store with one model version evaluated every minute for `--days` days
 (14 per-feature drift results and 6 latency results per window, as the detectors

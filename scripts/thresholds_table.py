@@ -1,0 +1,73 @@
+"""Write the README's "Default thresholds" table from driftline/defaults.py (the one place they live).
+
+Usage: `.venv/bin/python scripts/thresholds_table.py` rewrites the README between its markers;
+`--check` exits 1 when the README is out of date (tests/core/test_readme.py runs it).
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULTS = ROOT / "driftline" / "defaults.py"
+README = ROOT / "README.md"
+START, END = "<!-- thresholds:start -->", "<!-- thresholds:end -->"
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def rows() -> list[tuple[str, str, str, str]]:
+    """(section, NAME, value, why) for every upper-case constant, the why from the comments above it."""
+    source = DEFAULTS.read_text()
+    lines = source.splitlines()
+    out = []
+    section = ""
+    section_at = {i: line.strip("# -").strip() for i, line in enumerate(lines, 1)
+                  if line.startswith("# ---")}
+    for node in ast.parse(source).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else (
+            node.target if isinstance(node, ast.AnnAssign) else None)
+        if not isinstance(target, ast.Name) or not target.id.isupper() or target.id.startswith("_"):
+            continue
+        for line_no in sorted(section_at):
+            if line_no < node.lineno:
+                section = section_at[line_no]
+        comment = []
+        i = node.lineno - 2
+        while i >= 0 and lines[i].lstrip().startswith("#") and not lines[i].startswith("# ---"):
+            comment.insert(0, lines[i].lstrip()[1:].strip())
+            i -= 1
+        value = ast.get_source_segment(source, node.value) or ""
+        out.append((section, target.id, _clean(value), _clean(" ".join(comment))))
+    return out
+
+
+def table() -> str:
+    parts = [START, "", "| section | name | default | why |", "|---|---|---|---|"]
+    parts += [f"| {s} | `{n}` | `{v}` | {w or '(same reason as the row above)'} |" for s, n, v, w in rows()]
+    parts += ["", END]
+    return "\n".join(parts)
+
+
+def main() -> int:
+    text = README.read_text()
+    if START not in text or END not in text:
+        print(f"README.md has no {START} ... {END} markers", file=sys.stderr)
+        return 1
+    before, rest = text.split(START, 1)
+    after = rest.split(END, 1)[1]
+    updated = before + table() + after
+    if "--check" in sys.argv:
+        if updated != text:
+            print("README.md's default thresholds are out of date: run scripts/thresholds_table.py", file=sys.stderr)
+            return 1
+        return 0
+    README.write_text(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
