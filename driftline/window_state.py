@@ -985,7 +985,7 @@ def _pack(doc: Any) -> bytes:
         offset += array.nbytes
     header_bytes = orjson.dumps({"doc": header, "arrays": layout}, option=orjson.OPT_SERIALIZE_NUMPY)
     body = b"".join([struct.pack("<I", len(header_bytes)), header_bytes] + [a.tobytes() for a in arrays])
-    return _MAGIC + zlib.compress(body, 6)
+    return _MAGIC + zlib.compress(body, 1)  # level 1: ~5x faster than 6 on the flush path, blobs barely larger
 
 
 def _unpack(data: bytes) -> Any:
