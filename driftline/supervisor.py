@@ -37,6 +37,7 @@ class Component:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     restart: bool = True  # restart when it exits for any reason (services); False for one-shot jobs
+    repeat: bool = False  # a job that runs in rounds: a clean exit starts the next round at once
     stop_timeout_s: float = 10.0
     process: subprocess.Popen | None = None
     restarts: int = 0
@@ -102,6 +103,10 @@ class Supervisor:
                 if not c.restart:
                     c.finished = True
                     self.log(c.name, f"finished (exit code {code})")
+                    continue
+                if code == 0 and c.repeat:
+                    c.next_start_at = now + 1.0
+                    self.log(c.name, "finished; starting the next round")
                     continue
                 if ran_for > HEALTHY_AFTER_S:
                     c.restarts = 0

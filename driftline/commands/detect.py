@@ -80,12 +80,12 @@ def write_evidently_html(reference: Any, current: Any, kinds: dict[str, str], pa
 def _write_json(result: dict[str, Any], path: str | None) -> None:
     import orjson
 
-    payload = orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    payload = orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
     if path is None:
-        click.get_binary_stream("stdout").write(payload)
+        click.echo(payload.decode())  # echo, not print: CliRunner captures it too
         return
     try:
-        Path(path).write_bytes(payload)
+        Path(path).write_bytes(payload + b"\n")
     except OSError as exc:
         raise UserError(f"cannot write --json {path}: {exc.strerror or exc}") from None
 

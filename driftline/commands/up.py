@@ -25,6 +25,7 @@ DEFAULT_MODEL = "credit-default"
 # Short windows so that a demo shows closed, evaluated windows within a minute or two.
 UP_WINDOW_SECONDS = 15
 READY_TIMEOUT_S = 180.0
+REPLAY_ROUND_SECONDS = 600
 
 
 def _driftline(*args: str) -> list[str]:
@@ -129,9 +130,12 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
                 return
             supervisor.poll()
         warmup = 2 * window_seconds if warmup is None else warmup
+        # Without --duration the traffic runs in rounds (normal warm-up, then the scenario), so that replay
+        # never holds more than one round of requests in memory and the story repeats until Ctrl-C.
         replay_args = ["replay", "--scenario", scenario, "--rate", str(rate), "--worker-url", worker_url,
-                       "--warmup", str(warmup), "--duration", str(duration or 86_400)]
-        supervisor.add(Component("replay", _driftline(*replay_args), env=env, restart=False))
+                       "--warmup", str(warmup), "--duration", str(duration or REPLAY_ROUND_SECONDS)]
+        supervisor.add(Component("replay", _driftline(*replay_args), env=env, restart=duration is None,
+                                 repeat=duration is None))
         supervisor.start_all()
         if not no_dashboard:
             wait_for_port("127.0.0.1", settings.dashboard_port, 60)
