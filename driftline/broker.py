@@ -17,6 +17,7 @@ from typing import IO
 
 from driftline.config import ALL_TOPICS
 from driftline.errors import UserError
+from driftline.supervisor import die_with_parent
 
 READY_TIMEOUT_S = 15.0
 
@@ -123,7 +124,9 @@ class EmbeddedBroker:
             [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],
             stdout=self.log, stderr=subprocess.STDOUT if self.log is not None else None,
-            start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop it in order
+            # Own session: Ctrl-C in a terminal reaches us, and we stop it in order. Parent-death
+            # signal: if we are killed outright (SIGKILL), the broker does not outlive us.
+            preexec_fn=die_with_parent,
         )
         if not wait_for_port(self.host, self.port, READY_TIMEOUT_S, self.process):
             code = self.process.poll()

@@ -147,9 +147,10 @@ LOG_LOSS_EPSILON = 1e-15
 # per-row cost stops falling beyond about 64 rows, and 64 rows of features are far
 # below any GPU's appetite, so a larger batch only adds queueing.
 WORKER_MAX_BATCH_SIZE = 64
-# A request waits at most this long for others to join its batch. 2 ms is about two
-# single-row forward passes: under load batches fill from the queue that builds while
-# the previous batch computes, so the wait only matters at low load, where it is cheap.
+# A request waits at most this long for others to join its batch, and only while other
+# requests are already being read (a lone request never waits). 2 ms is about two
+# single-row forward passes in the worker: under load batches fill from the queue that
+# builds while the previous batch computes, so the wait only matters at moderate load.
 WORKER_MAX_WAIT_MS = 2.0
 # Prediction cache: 10 000 entries of ~1 KB, and five minutes, long enough to absorb
 # retries and duplicate submissions; entries are keyed by model version so a promotion
@@ -157,7 +158,8 @@ WORKER_MAX_WAIT_MS = 2.0
 WORKER_CACHE_SIZE = 10_000
 WORKER_CACHE_TTL_SECONDS = 300.0
 # Events held in memory while Kafka is slow or down (about 3 KB each as Python
-# objects, so ~60 MB); at 300 requests/s that rides out a minute of outage.
+# objects, so ~60 MB); at 300 requests/s that rides out a minute of outage. Beyond
+# it events are dropped and counted (driftline_worker_events_dropped_total).
 WORKER_EVENT_BUFFER = 20_000
 # POST /predict bodies above this are refused with 413: a 14-field request is ~500 bytes.
 WORKER_MAX_BODY_BYTES = 65_536

@@ -23,7 +23,8 @@ RESTART_BACKOFF_MAX_S = 30.0
 HEALTHY_AFTER_S = 60.0
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:
+    """For Popen(preexec_fn=...): the child gets SIGTERM when its parent dies, in a session of its own."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
@@ -79,7 +80,7 @@ class Supervisor:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **component.env}
         component.process = subprocess.Popen(
             component.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True, bufsize=1, preexec_fn=_die_with_parent)
+            text=True, bufsize=1, preexec_fn=die_with_parent)
         component.started_at = time.monotonic()
         component.next_start_at = None
         threading.Thread(target=self._pump, args=(component, component.process.stdout), daemon=True,
