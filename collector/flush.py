@@ -125,15 +125,22 @@ def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_
     return result
 
 
+def _first_per_request(parts: list[PartitionFlush], attr: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """The first row per request id across the flushed partitions (`attr`: "predictions" or "labels"),
+    and the window-row partition that owns each (the partition that brought it)."""
+    rows: dict[str, Any] = {}
+    owner: dict[str, int] = {}
+    for p in parts:
+        for rid, row in getattr(p, attr).items():
+            if rid not in rows:
+                rows[rid] = row
+                owner[rid] = p.row_partition
+    return rows, owner
+
+
 def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int,
                  result: FlushResult) -> None:
-    owner: dict[str, int] = {}
-    predictions: dict[str, PredictionRow] = {}
-    for p in parts:
-        for rid, row in p.predictions.items():
-            if rid not in predictions:
-                predictions[rid] = row
-                owner[rid] = p.row_partition
+    predictions, owner = _first_per_request(parts, "predictions")
     if not predictions:
         return
     ids = sorted(predictions)
@@ -159,13 +166,7 @@ def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_
 
 
 def _labels(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int, result: FlushResult) -> None:
-    owner: dict[str, int] = {}
-    labels: dict[str, LabelRow] = {}
-    for p in parts:
-        for rid, row in p.labels.items():
-            if rid not in labels:
-                labels[rid] = row
-                owner[rid] = p.row_partition
+    labels, owner = _first_per_request(parts, "labels")
     if not labels:
         return
     ids = sorted(labels)

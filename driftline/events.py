@@ -85,7 +85,7 @@ def _required_str(doc: dict[str, Any], field: str) -> str:
     if value is None:
         raise EventError("required field is missing", field)
     if not isinstance(value, str):
-        raise EventError(f"expected a string, got {_type_name(value)}", field)
+        raise EventError(f"expected a string, got {json_type_name(value)}", field)
     if not value:
         raise EventError("must not be empty", field)
     if len(value) > MAX_ID_CHARS:
@@ -98,11 +98,11 @@ def _optional_str(doc: dict[str, Any], field: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise EventError(f"expected a string, got {_type_name(value)}", field)
+        raise EventError(f"expected a string, got {json_type_name(value)}", field)
     return value
 
 
-def _type_name(value: Any) -> str:
+def json_type_name(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -166,7 +166,7 @@ def parse_timestamp(value: Any, field: str = "ts") -> int:
             raise EventError("RFC 3339 timestamp needs a time zone offset or Z", field)
         ts_ms = int(parsed.timestamp() * 1000)
     else:
-        raise EventError(f"expected an RFC 3339 string or epoch milliseconds, got {_type_name(value)}", field)
+        raise EventError(f"expected an RFC 3339 string or epoch milliseconds, got {json_type_name(value)}", field)
     if not _MIN_TS_MS <= ts_ms < _MAX_TS_MS:
         raise EventError(f"{value!r} is outside 2000-2100 (epoch seconds instead of milliseconds?)", field)
     return ts_ms
@@ -191,7 +191,7 @@ def _check_features(features: Any, field: str, decoded: bool = False) -> dict[st
     if type(features) is not dict:
         if features is None:
             raise EventError("required field is missing", field)
-        raise EventError(f"expected an object of feature values, got {_type_name(features)}", field)
+        raise EventError(f"expected an object of feature values, got {json_type_name(features)}", field)
     # This runs once per event on the hot path: type check in C (set of types), the loop only on failure.
     if _SCALAR_TYPES.issuperset(map(type, features.values())) and (
             decoded or all(math.isfinite(v) for v in features.values() if type(v) is float)):
@@ -203,7 +203,7 @@ def _check_features(features: Any, field: str, decoded: bool = False) -> dict[st
             if not math.isfinite(value):
                 raise EventError("must be a finite number", f"{field}.{name}")
             continue
-        raise EventError(f"expected a number, string, boolean or null, got {_type_name(value)}", f"{field}.{name}")
+        raise EventError(f"expected a number, string, boolean or null, got {json_type_name(value)}", f"{field}.{name}")
     return features
 
 
@@ -222,9 +222,9 @@ def _check_prediction(value: Any) -> Any:
             raise EventError("class probabilities must not be empty", "prediction")
         for i, p in enumerate(value):
             if not _is_number(p) or not math.isfinite(p):
-                raise EventError(f"class probabilities must be finite numbers, got {_type_name(p)}", f"prediction[{i}]")
+                raise EventError(f"class probabilities must be finite numbers, got {json_type_name(p)}", f"prediction[{i}]")
         return value
-    raise EventError(f"expected a number, class label or list of probabilities, got {_type_name(value)}", "prediction")
+    raise EventError(f"expected a number, class label or list of probabilities, got {json_type_name(value)}", "prediction")
 
 
 _NUMBER_TYPES = frozenset((float, int))
@@ -234,14 +234,14 @@ def _check_latency(value: Any) -> dict[str, float]:
     if type(value) is not dict:
         if value is None:
             raise EventError("required field is missing", "latency_ms")
-        raise EventError(f"expected an object with at least \"total\", got {_type_name(value)}", "latency_ms")
+        raise EventError(f"expected an object with at least \"total\", got {json_type_name(value)}", "latency_ms")
     if "total" not in value:
         raise EventError("required field is missing", "latency_ms.total")
     if _NUMBER_TYPES.issuperset(map(type, value.values())) and 0 <= min(value.values()) and max(value.values()) < math.inf:
         return value
     for part, ms in value.items():
         if not _is_number(ms):
-            raise EventError(f"expected a number of milliseconds, got {_type_name(ms)}", f"latency_ms.{part}")
+            raise EventError(f"expected a number of milliseconds, got {json_type_name(ms)}", f"latency_ms.{part}")
         if not (0 <= ms < math.inf):
             raise EventError("must be a finite, non-negative number", f"latency_ms.{part}")
     return value
@@ -263,14 +263,14 @@ def _check_optional(doc: dict[str, Any], decoded: bool) -> None:
         raise EventError("expected a positive integer", "batch_size")
     cache_hit = doc.get("cache_hit")
     if cache_hit is not None and type(cache_hit) is not bool:
-        raise EventError(f"expected a boolean, got {_type_name(cache_hit)}", "cache_hit")
+        raise EventError(f"expected a boolean, got {json_type_name(cache_hit)}", "cache_hit")
     tags = doc.get("tags")
     if tags is not None:
         if type(tags) is not dict:
-            raise EventError(f"expected an object of strings, got {_type_name(tags)}", "tags")
+            raise EventError(f"expected an object of strings, got {json_type_name(tags)}", "tags")
         for key, val in tags.items():
             if type(val) is not str:
-                raise EventError(f"expected a string, got {_type_name(val)}", f"tags.{key}")
+                raise EventError(f"expected a string, got {json_type_name(val)}", f"tags.{key}")
 
 
 def validate_inference(doc: dict[str, Any], decoded: bool = False) -> InferenceEvent:
@@ -370,7 +370,7 @@ def parse_label(raw: bytes | bytearray | memoryview | str) -> LabelEvent:
         raise EventError("required field is missing", "label")
     label = doc["label"]
     if not (isinstance(label, (str, bool)) or (_is_number(label) and math.isfinite(label))):
-        raise EventError(f"expected a number, boolean or class label string, got {_type_name(label)}", "label")
+        raise EventError(f"expected a number, boolean or class label string, got {json_type_name(label)}", "label")
     return LabelEvent(request_id, ts_ms, model, label, doc)
 
 

@@ -16,6 +16,8 @@ from typing import Any, Sequence
 
 import orjson
 
+from driftline.events import json_type_name
+
 MAX_ID_CHARS = 256
 MAX_CATEGORY_CHARS = 200
 
@@ -41,18 +43,6 @@ class PredictRequest:
     entity_id: str | None
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 def _decode(body: bytes) -> Any:
     try:
         return orjson.loads(body)
@@ -69,7 +59,7 @@ def _decode(body: bytes) -> Any:
 def parse_predict(body: bytes, schema: Sequence[dict[str, Any]]) -> PredictRequest:
     doc = _decode(body)
     if not isinstance(doc, dict):
-        raise InputError(f'expected a JSON object like {{"features": {{...}}}}, got {_type_name(doc)}')
+        raise InputError(f'expected a JSON object like {{"features": {{...}}}}, got {json_type_name(doc)}')
     unknown_top = set(doc) - {"features", "request_id", "entity_id"}
     if unknown_top:
         raise InputError("unknown field; expected features, request_id, entity_id", sorted(unknown_top)[0])
@@ -77,7 +67,7 @@ def parse_predict(body: bytes, schema: Sequence[dict[str, Any]]) -> PredictReque
     if features is None:
         raise InputError("required field is missing", "features")
     if not isinstance(features, dict):
-        raise InputError(f"expected an object of feature values, got {_type_name(features)}", "features")
+        raise InputError(f"expected an object of feature values, got {json_type_name(features)}", "features")
     known = {entry["name"]: entry["kind"] for entry in schema}
     for name in features:
         if name not in known:
@@ -96,7 +86,7 @@ def _check_value(value: Any, kind: str, field: str) -> Any:
         return None
     if kind == "numeric":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError(f"expected a number or null, got {_type_name(value)}", field)
+            raise InputError(f"expected a number or null, got {json_type_name(value)}", field)
         try:
             as_float = float(value)
         except OverflowError:
@@ -105,7 +95,7 @@ def _check_value(value: Any, kind: str, field: str) -> Any:
             raise InputError(f"must be a finite number, got {value}", field)
         return value
     if not isinstance(value, str):
-        raise InputError(f"expected a string or null, got {_type_name(value)}", field)
+        raise InputError(f"expected a string or null, got {json_type_name(value)}", field)
     if len(value) > MAX_CATEGORY_CHARS:
         raise InputError(f"longer than {MAX_CATEGORY_CHARS} characters", field)
     return value
@@ -116,7 +106,7 @@ def _optional_id(doc: dict[str, Any], field: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise InputError(f"expected a non-empty string, got {_type_name(value)}", field)
+        raise InputError(f"expected a non-empty string, got {json_type_name(value)}", field)
     if len(value) > MAX_ID_CHARS:
         raise InputError(f"longer than {MAX_ID_CHARS} characters", field)
     return value

@@ -46,9 +46,17 @@ class SchedulerJobs:
                 session.flush()
                 if evaluation.status != "no_baseline":
                     now = utcnow()
-                    process_window(session, key.model, key.version, key.window_start_ms, rules=self.rules, now=now)
-                    apply_retrain_policy(session, key.model, key.version, key.window_start_ms,
-                                         policy=self.rules.retrain, now=now)
+                    changed = process_window(session, key.model, key.version, key.window_start_ms,
+                                             rules=self.rules, now=now)
+                    for alert in changed:
+                        if now in (alert.fired_at, alert.resolved_at):  # a transition in this window
+                            log.info("alert %s: %s v%s %s%s: %s", alert.state, alert.model, alert.version,
+                                     alert.detector, f" {alert.feature}" if alert.feature else "", alert.summary)
+                    request = apply_retrain_policy(session, key.model, key.version, key.window_start_ms,
+                                                   policy=self.rules.retrain, now=now)
+                    if request is not None:
+                        log.info("retraining requested for %s v%s: %s", key.model, key.version,
+                                 (request.reason or {}).get("reason", ""))
             log.info("evaluated %s v%s window %s: %s", key.model, key.version, key.window_start_ms, evaluation.status)
         return len(keys)
 

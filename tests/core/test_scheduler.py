@@ -113,7 +113,8 @@ def test_late_data_triggers_re_evaluation_that_replaces_results(seeded):
         assert income.breached
 
 
-def test_persistent_drift_fires_an_alert_after_k_windows(seeded):
+def test_persistent_drift_fires_an_alert_after_k_windows(seeded, caplog):
+    caplog.set_level("INFO", logger="driftline.scheduler")
     db_url, baseline, rng = seeded
     jobs = jobs_for(db_url)
     for w in range(5):
@@ -123,6 +124,7 @@ def test_persistent_drift_fires_an_alert_after_k_windows(seeded):
             alert = s.scalar(select(Alert).where(Alert.detector == "data_drift", Alert.feature == "income"))
             state = alert.state if alert else None
         assert state == ("firing" if w >= 2 else "pending"), (w, state)
+    assert "alert firing: m v1 data_drift income" in caplog.text
 
 
 def test_window_without_baseline_is_evaluated_for_latency_only(db_url):
