@@ -191,6 +191,9 @@ class Collector:
         self._next_prune = 0.0
         self._next_sweep = 0.0
         self._last_message = time.monotonic()
+        # --idle-exit waits for a first partition assignment: joining a group whose previous member was
+        # killed takes a session timeout or more, and quitting before it would leave the log unread.
+        self._placed_once = False
 
     # --- public ------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -518,6 +521,7 @@ class Collector:
                 self._seek(tp, offset.next_offset)
             buf.ready = True
         self._last_message = time.monotonic()  # --idle-exit counts from the first placed partitions
+        self._placed_once = True
         self._update_assigned()
 
     def _seek(self, tp: Any, offset: int | None) -> None:
@@ -636,8 +640,14 @@ class Collector:
             log.info("consumed and stored %d messages (--max-events); stopping", self.flushed)
             return True
         if cfg.idle_exit_s is not None and time.monotonic() - self._last_message >= cfg.idle_exit_s:
-            log.info("no message for %.1f s (--idle-exit); stopping", cfg.idle_exit_s)
-            return True
+            if self._placed_once:
+                log.info("no message for %.1f s (--idle-exit); stopping", cfg.idle_exit_s)
+                return True
+            if time.monotonic() - self._last_message >= max(60.0, cfg.idle_exit_s):
+                log.warning("no partition was assigned within %.0f s (--idle-exit); stopping",
+                            time.monotonic() - self._last_message)
+                return True
+        return False
         return False
 
     def _shutdown(self) -> None:

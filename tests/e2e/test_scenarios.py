@@ -45,7 +45,7 @@ def test_none_raises_no_alert_over_many_windows(home, sink, run_up):
     run = run_up(home, "none", duration=70, sink=sink)
     assert_clean_exit(run)
     assert evaluated_windows(run) >= 10
-    assert alerts(run, "firing") == []
+    assert alerts(run) == []  # nothing fired at any point, not merely nothing firing at the end
     assert sink.requests == []
 
 
@@ -75,8 +75,8 @@ def test_covariate_shift_alerts_on_shifted_features_pages_and_retrains(home, sin
 def test_latency_breaches_the_p99_slo(home, sink, run_up):
     run = run_up(home, "latency", duration=60, sink=sink)
     assert_clean_exit(run)
-    assert ("latency", "", "firing") in alerts(run, "firing") or any(
-        d == "latency" and s == "firing" for d, f, s in alerts(run, "firing")), alerts(run)
+    # Alerts that fired during the run; a retrained version promoted meanwhile resolves the old version's.
+    assert any(d == "latency" for d, f, s in alerts(run)), alerts(run)
     with session_scope(run.db_url) as s:
         p99 = s.scalars(select(DetectorResult).where(DetectorResult.detector == "latency",
                                                      DetectorResult.metric == "p99_ms",
@@ -88,16 +88,16 @@ def test_latency_breaches_the_p99_slo(home, sink, run_up):
 def test_data_quality_raises_data_quality_alerts(home, sink, run_up):
     run = run_up(home, "data_quality", duration=60, sink=sink)
     assert_clean_exit(run)
-    quality = [a for a in alerts(run, "firing") if a[0] == "data_quality"]
+    quality = [a for a in alerts(run) if a[0] == "data_quality"]
     assert quality, alerts(run)
 
 
 def test_skew_is_reported_as_skew_not_drift(home, sink, run_up):
     run = run_up(home, "skew", duration=60, sink=sink)
     assert_clean_exit(run)
-    firing = alerts(run, "firing")
-    assert ("skew", "debt_to_income", "firing") in firing, firing
-    assert not [a for a in firing if a[0] == "data_drift" and a[1] == "debt_to_income"], firing
+    fired = alerts(run)
+    assert [a for a in fired if a[:2] == ("skew", "debt_to_income")], fired
+    assert not [a for a in fired if a[0] == "data_drift" and a[1] == "debt_to_income"], fired
     with session_scope(run.db_url) as s:
         parity = s.scalars(select(DetectorResult).where(DetectorResult.detector == "skew",
                                                         DetectorResult.feature == "debt_to_income",
