@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 
 from driftline.broker import free_port
 from driftline.store.db import session_scope
-from driftline.store.models import WindowStateRecord
+from driftline.store.models import DetectorResult, WindowStateRecord
 
 DRIFTLINE = str(Path(sys.executable).with_name("driftline"))
 COMPONENTS = ("worker", "collector", "scheduler", "replay")
@@ -56,7 +56,7 @@ def collector_lag(port: int) -> int | None:
     except OSError:
         return None
     values = [float(m.group(1)) for m in re.finditer(
-        r'^driftline_collector_lag_messages\{topic="driftline.inference".*\} ([0-9.e+]+)$', text, re.M)]
+        r'^driftline_collector_lag_messages\{[^}]*topic="driftline.inference"[^}]*\} ([0-9.e+]+)$', text, re.M)]
     return int(sum(values)) if values else None
 
 
@@ -104,8 +104,15 @@ def main() -> None:
         print(f"{time.monotonic() - started:>6.0f} {stored:>9} {lag if lag is not None else '-':>7} "
               + " ".join(f"{samples[n][-1] if samples[n] else float('nan'):>13.0f}" for n in COMPONENTS), flush=True)
     proc.wait(120)
-    summary = next((l for l in reversed(lines) if "p99_ms=" in l), "")
-    print("\nreplay:", summary.split("|", 1)[-1].strip())
+    with session_scope(db_url) as s:
+        stored = int(s.scalar(select(func.coalesce(func.sum(WindowStateRecord.events), 0))))
+        p99 = sorted(v for (v,) in s.execute(select(DetectorResult.value).where(
+            DetectorResult.detector == "latency", DetectorResult.metric == "p99_ms")) if v is not None)
+    print(f"\nrequested {args.rate:.0f} req/s; stored {stored} events, {stored / args.duration:.0f} events/s "
+          f"over the {args.duration:.0f} s of traffic")
+    if p99:
+        print(f"worker p99 latency per window (server side, ms): median {p99[len(p99) // 2]:.1f}, "
+              f"max {p99[-1]:.1f} over {len(p99)} windows")
     print(f"collector lag: max {max(lags) if lags else '-'} messages, last {lags[-1] if lags else '-'}")
     for name in COMPONENTS:
         values = samples[name]
