@@ -157,7 +157,7 @@ def detector_section(ctx: ui.Context, detector: str, rows: pd.DataFrame) -> None
         st.altair_chart(charts.score_heatmap(cells, order, ctx.span_ms), width="stretch")
         troubled = [f for f in order if cells.loc[cells["feature"] == f, "breached"].max() > 0]
         if troubled:
-            st.markdown(f"Breached in this range: " + ", ".join(f"`{f}`" for f in troubled))
+            st.markdown("Breached in this range: " + ", ".join(f"`{f}`" for f in troubled))
             st.page_link("views/feature.py", label=f"Drill into {troubled[0]}", icon=":material/query_stats:",
                          query_params={"model": ctx.model, "version": ctx.version, "range": ctx.range_key,
                                        "feature": troubled[0]})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from driftline.commands.detect import _split_names, read_table
+from driftline.tables import read_table, split_names
 from driftline.config import common_options
 from driftline.errors import UserError
 from driftline.store import db as store_db
@@ -46,14 +46,14 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
 
     frame = read_table(path, "training")
     special = {c for c in (prediction, label) if c}
-    for column in [*special, *_split_names(ignore), *_split_names(categorical)]:
+    for column in [*special, *split_names(ignore), *split_names(categorical)]:
         if column not in frame.columns:
             raise UserError(f"column {column!r} is not in {path} (columns: {', '.join(frame.columns)})")
-    features = frame.drop(columns=[*special, *_split_names(ignore)])
+    features = frame.drop(columns=[*special, *split_names(ignore)])
     if features.shape[1] == 0:
         raise UserError(f"{path} has no feature columns left after --prediction/--label/--ignore")
     click.echo(f"computing the baseline of {len(frame):,} rows x {features.shape[1]} features ...", err=True)
-    summary = compute_baseline(features, categorical=_split_names(categorical),
+    summary = compute_baseline(features, categorical=split_names(categorical),
                                predictions=frame[prediction] if prediction else None,
                                labels=frame[label] if label else None)
     store_db.require_migrated(settings.db_url)

@@ -12,48 +12,7 @@ from typing import Any, Sequence
 import click
 
 from driftline.errors import UserError
-
-CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zip", ".csv.xz", ".tsv")
-PARQUET_SUFFIXES = (".parquet", ".pq")
-
-
-def _split_names(value: str | None) -> list[str]:
-    if not value:
-        return []
-    return [name.strip() for name in value.split(",") if name.strip()]
-
-
-def read_table(path: str, role: str) -> "Any":
-    """A CSV or Parquet file as a DataFrame; `UserError` (naming `role` and the file) for anything unreadable."""
-    import pandas as pd
-
-    file = Path(path)
-    if not file.exists():
-        raise UserError(f"{role} file {path} does not exist")
-    if not file.is_file():
-        raise UserError(f"{role} file {path} is not a file")
-    name = file.name.lower()
-    try:
-        if name.endswith(PARQUET_SUFFIXES):
-            frame = pd.read_parquet(file)
-        elif name.endswith(CSV_SUFFIXES):
-            frame = pd.read_csv(file, sep="\t" if name.endswith(".tsv") else ",", low_memory=False)
-        else:
-            raise UserError(f"{role} file {path}: unsupported type; use .csv or .parquet")
-    except UserError:
-        raise
-    except pd.errors.EmptyDataError:
-        raise UserError(f"{role} file {path} is empty") from None
-    except Exception as exc:  # parser, encoding, Arrow and OS errors all mean "cannot read this file"
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"cannot read {role} file {path}: {detail}") from None
-    if frame.shape[1] == 0 or len(frame) == 0:
-        raise UserError(f"{role} file {path} has no rows")
-    duplicated = frame.columns[frame.columns.duplicated()].tolist()
-    if duplicated:
-        raise UserError(f"{role} file {path} has duplicate column(s) {', '.join(map(str, duplicated))}")
-    frame.columns = [str(c) for c in frame.columns]
-    return frame
+from driftline.tables import read_table, split_names
 
 
 def write_evidently_html(reference: Any, current: Any, kinds: dict[str, str], path: str) -> None:
@@ -144,7 +103,7 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
             click.echo(f"driftline detect: window {done}/{total} ({rows} rows)", err=True)
 
     options: dict[str, Sequence[str] | str | None] = dict(
-        categorical=_split_names(categorical), prediction=prediction, ignore=_split_names(ignore))
+        categorical=split_names(categorical), prediction=prediction, ignore=split_names(ignore))
     result = detect_drift(reference, current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp,
                           thresholds=thresholds, on_window=progress, **options)  # type: ignore[arg-type]
     _write_json(result, json_path)
