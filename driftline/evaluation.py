@@ -157,7 +157,15 @@ class EvaluationConfig:
     def thresholds_for(self, model: str | None) -> Any:
         from detectors.window import WindowThresholds
 
-        mapping = {name: self.sections.get(name, {}) for name in ("drift", "data_quality", "skew", "model_quality")}
+        # Per-model overrides are written inside each section ([skew.models."credit-default"]);
+        # WindowThresholds takes them as one top-level `models` table of sections.
+        mapping: dict[str, Any] = {"models": {}}
+        for name in ("drift", "data_quality", "skew", "model_quality"):
+            section = dict(self.sections.get(name, {}))
+            if name != "drift":  # DriftThresholds reads its own [drift.models.*]
+                for model_name, overrides in (section.pop("models", {}) or {}).items():
+                    mapping["models"].setdefault(model_name, {})[name] = dict(overrides)
+            mapping[name] = section
         return WindowThresholds.from_mapping(mapping, model=model)
 
     def slo_for(self, model: str | None) -> Any:

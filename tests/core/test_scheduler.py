@@ -141,3 +141,21 @@ def test_window_without_baseline_is_evaluated_for_latency_only(db_url):
         evaluation = s.scalars(select(WindowEvaluation)).one()
         detectors = set(s.scalars(select(DetectorResult.detector)))
     assert evaluation.status == "no_baseline" and detectors == {"latency"}
+
+
+def test_thresholds_and_slos_come_from_the_config_file_with_per_model_overrides(tmp_path):
+    from driftline.errors import UserError
+    from driftline.evaluation import EvaluationConfig
+
+    toml = tmp_path / "driftline.toml"
+    toml.write_text('[drift]\npsi = 0.3\n[drift.models.m]\npsi = 0.4\n'
+                    '[skew]\nparity_mismatch_rate = 0.1\n[skew.models.m]\nparity_mismatch_rate = 0.2\n'
+                    '[latency]\np99_ms = 150\n[latency.models.m]\np99_ms = 300\n')
+    config = EvaluationConfig.from_settings(load_settings(toml))
+    mine, other = config.thresholds_for("m"), config.thresholds_for("other")
+    assert (mine.drift.psi, mine.parity_mismatch_rate) == (0.4, 0.2)
+    assert (other.drift.psi, other.parity_mismatch_rate) == (0.3, 0.1)
+    assert (config.slo_for("m").p99_ms, config.slo_for("other").p99_ms) == (300, 150)
+    toml.write_text("[skew]\nno_such_threshold = 1\n")
+    with pytest.raises(UserError, match="no_such_threshold"):
+        EvaluationConfig.from_settings(load_settings(toml))
