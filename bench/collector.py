@@ -7,8 +7,10 @@ asserts nothing. Starts its own embedded broker and (by default) a fresh SQLite 
 * raw + orjson.loads: the same, decoding every value;
 * collector: `driftline collector` in its own process (so its memory is its own): decode,
   validate, window, fold, store predictions for the label join, flush every second with
-  the offsets; then two of them in one group (the partitions split between them). Each
-  run uses a fresh group, so each reads all N events. Extra collector options go after `--`.
+  the offsets - once with everything in that process (`--decoders 0`) and once with decoding
+  and folding in decoder processes (`--decoders auto`); then two collectors in one group (the
+  partitions split between them). Each run uses a fresh group, so each reads all N events.
+  Extra collector options go after `--`.
 
 Events carry 20 features (17 numeric, 3 categorical) and a request id; event times advance
 so that windows open and close during the run (memory must stay flat: RSS is printed
@@ -180,8 +182,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--events-per-window", type=int, default=20_000)
-    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2],
-                        help="collector process counts to measure (one group each run)")
+    parser.add_argument("--runs", nargs="+", default=["1:0", "1:auto", "2:auto"],
+                        help="collector runs as PROCESSES:DECODERS (one group each run)")
     parser.add_argument("--db", default=None, help="store URL (default: a fresh SQLite file); migrated here")
     parser.add_argument("collector_options", nargs="*", help="extra `driftline collector` options (after --)")
     args = parser.parse_args()
@@ -201,11 +203,13 @@ def main() -> None:
         print(f"raw consume (kafka-python)      {raw:>10,.0f} events/s")
         decoded = raw_consume(broker.bootstrap_servers, args.events, decode=True)
         print(f"raw consume + orjson.loads      {decoded:>10,.0f} events/s  ({decoded / raw:.0%} of raw)")
-        for count in args.processes:
-            rate, samples = run_collectors(broker.bootstrap_servers, url, args.events, count, args.collector_options)
-            label = f"collector x{count}, end to end"
+        for run in args.runs:
+            count, decoders = int(run.split(":")[0]), run.split(":")[1]
+            rate, samples = run_collectors(broker.bootstrap_servers, url, args.events, count,
+                                           ["--decoders", decoders, *args.collector_options])
+            label = f"collector x{count}, decoders {decoders}"
             print(f"{label:<31} {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw)")
-            if count == args.processes[0]:
+            if run == "1:auto":
                 print("  RSS over the run (s, messages consumed, MB of the largest process):")
                 step = max(len(samples) // 12, 1)
                 for t, consumed, mb in samples[::step] + ([samples[-1]] if (len(samples) - 1) % step else []):
@@ -215,7 +219,7 @@ def main() -> None:
             stored, windows = session.execute(select(func.sum(WindowStateRecord.events),
                                                      func.count(func.distinct(WindowStateRecord.window_start_ms)))
                                               ).one()
-        print(f"stored: {stored} events in {windows} windows (expected {args.events} x {len(args.processes)} runs)")
+        print(f"stored: {stored} events in {windows} windows (expected {args.events} x {len(args.runs)} runs)")
 
 
 if __name__ == "__main__":

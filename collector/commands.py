@@ -12,6 +12,18 @@ from driftline import defaults
 from driftline.config import common_options
 
 
+def _decoders(_ctx: Any, _param: Any, value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        count = -1
+    if not 0 <= count <= 64:
+        raise click.BadParameter(f"expected 'auto' or a number of processes from 0 to 64, got {value!r}")
+    return count
+
+
 @click.command()
 @click.option("--group-id", default=defaults.COLLECTOR_GROUP_ID, show_default=True,
               help="Kafka consumer group; every collector of one store uses the same group.")
@@ -37,6 +49,9 @@ from driftline.config import common_options
 @click.option("--heartbeat-interval-ms", type=click.IntRange(min=100),
               default=defaults.COLLECTOR_HEARTBEAT_INTERVAL_MS, show_default=True,
               help="Kafka group heartbeat interval.")
+@click.option("--decoders", default=str(defaults.COLLECTOR_DECODERS), show_default=True, callback=_decoders,
+              help="Decoder processes that decode and fold events beside the collector process "
+                   "(0: all in one process; auto: up to two, leaving a core to the collector).")
 @click.option("--max-events", type=click.IntRange(min=1), default=None,
               help="Stop once this many messages (both topics, valid or not) are consumed and stored "
                    "(tests, benchmarks).")
@@ -48,7 +63,8 @@ from driftline.config import common_options
 def collector(group_id: str, metrics_port: int | None, flush_interval: float, flush_max_events: int,
               poll_max_records: int, window_seconds: int | None, allowed_lateness_seconds: int | None,
               prediction_retention_days: float, session_timeout_ms: int, heartbeat_interval_ms: int,
-              max_events: int | None, idle_exit: float | None, log_level: str, settings: Any) -> None:
+              decoders: int | str, max_events: int | None, idle_exit: float | None, log_level: str,
+              settings: Any) -> None:
     """Consume inference events and labels from Kafka into event-time window states.
 
     Exactly once into the store: window states, dead letters, predictions and labels
@@ -69,7 +85,7 @@ def collector(group_id: str, metrics_port: int | None, flush_interval: float, fl
         flush_max_events=flush_max_events, poll_max_records=poll_max_records, window_seconds=window_seconds,
         allowed_lateness_seconds=allowed_lateness_seconds, prediction_retention_days=prediction_retention_days,
         session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-        max_messages=max_events, idle_exit_s=idle_exit)
+        max_messages=max_events, idle_exit_s=idle_exit, decoders=decoders)
     runner = Collector(config)
 
     def stop(signum: int, _frame: Any) -> None:

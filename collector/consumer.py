@@ -22,6 +22,10 @@ the old one, then read the new one from its beginning. Stored offsets carry thei
 id, so a collector that was down while the log was replaced starts the new log from
 its beginning too.
 
+Decoding and folding (`collector.folding`) run in this process, or with `decoders`
+> 0 in decoder processes (`collector.decoders`) that hand their partial states back
+before each flush; either way the flush, the offsets and everything above stay here.
+
 Threads: kafka-python runs heartbeats and the rebalance callbacks on its IO thread; the
 callbacks and the main loop share one lock, and the main loop never holds it while it
 is inside ``poll``.
@@ -40,8 +44,11 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from collector import store
+from collector.baselines import BaselineCache, stored_watermark_or_none
 from collector.dead_letters import DeadLetterPublisher, DeadLetterRow
+from collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
 from collector.flush import Fenced, PartitionFlush, flush
+from collector.folding import FoldDelta, InferenceFolder, Watermarks, check_store_limits, merge_delta
 from collector.labels import LabelRow, PredictionRow, label_row_partition
 from collector.metrics import CollectorMetrics
 from collector.store import StoredOffset
@@ -49,16 +56,11 @@ from collector.windows import PartitionWindows
 from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.config import TOPIC_DEAD_LETTERS, TOPIC_INFERENCE, TOPIC_LABELS, Settings
-from driftline.events import EventError, InferenceEvent, LabelEvent, parse_inference, parse_label
+from driftline.events import EventError, LabelEvent, parse_label
 from driftline.store.db import get_engine
 
 log = logging.getLogger(__name__)
 
-# Column widths of the store (driftline/store/models.py): a longer value is dead-lettered
-# rather than failing every flush on PostgreSQL.
-_MAX_MODEL_CHARS = 200
-_MAX_VERSION_CHARS = 100
-_MAX_REQUEST_ID_CHARS = 256
 _POLL_TIMEOUT_MS = 200
 _RECONNECT_DELAY_S = 1.0
 
@@ -84,6 +86,7 @@ class CollectorConfig:
     retry_min_s: float = defaults.COLLECTOR_FLUSH_RETRY_MIN_SECONDS
     retry_max_s: float = defaults.COLLECTOR_FLUSH_RETRY_MAX_SECONDS
     shutdown_flush_s: float = defaults.COLLECTOR_SHUTDOWN_FLUSH_SECONDS
+    decoders: int | str = defaults.COLLECTOR_DECODERS  # decoder processes, or "auto" (collector.decoders)
     metrics_port: int = 0  # 0: no /metrics server
     max_messages: int | None = None  # stop once this many messages are consumed and flushed
     idle_exit_s: float | None = None  # stop after this long without a message (everything flushed)
@@ -120,46 +123,46 @@ class PartitionBuffer:
     predictions: dict[str, PredictionRow] = field(default_factory=dict)
     labels: dict[str, LabelRow] = field(default_factory=dict)
     messages: int = 0  # consumed since the last flush
-    recent_ids: set[int] = field(default_factory=set)  # hashed event ids, newest generation
-    older_ids: set[int] = field(default_factory=set)
-    # (model, version) -> largest event time seen on this partition: now, and as of the last flush
-    watermarks: dict[tuple[str, str], int | None] = field(default_factory=dict)
-    committed_watermarks: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    # the inference partition's folder when folding runs in this process (None: in a decoder, or labels)
+    folder: InferenceFolder | None = None
+    # (model, version) -> largest event time on this partition: as of the last gather, and the last flush
+    gathered_watermarks: Watermarks = field(default_factory=dict)
+    committed_watermarks: Watermarks = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.partition
 
     def to_flush(self) -> PartitionFlush:
         return PartitionFlush(self.topic, self.partition, self.row_partition, self.expected, self.next_offset,
                               self.topic_id, self.windows.windows, self.dead_letters, self.predictions, self.labels)
 
+    def add(self, delta: FoldDelta) -> None:
+        merge_delta(self.windows.windows, self.dead_letters, self.predictions, delta)
+        self.gathered_watermarks = delta.watermarks
+
     def committed(self) -> None:
         self.expected = StoredOffset(self.next_offset, self.topic_id)
-        self.committed_watermarks = dict(self.watermarks)
+        self.committed_watermarks = dict(self.gathered_watermarks)
         self._clear()
 
     def discard(self) -> None:
-        """Forget what was consumed since the last flush (it will be read again from the stored offset)."""
+        """Forget what was consumed since the last flush (it will be read again from the stored offset).
+
+        The folder (here or in a decoder) is reset by the collector.
+        """
         self._clear()
-        self.recent_ids, self.older_ids = set(), set()
-        self.watermarks = dict(self.committed_watermarks)
+        self.gathered_watermarks = dict(self.committed_watermarks)
+        if self.folder is not None:
+            self.folder.reset(self.committed_watermarks)
 
     def _clear(self) -> None:
         self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
         self.dead_letters, self.predictions, self.labels = [], {}, {}
         self.messages = 0
-
-
-def _check_store_limits(model: str, version: str | None, request_id: str | None) -> None:
-    """Values the store cannot hold (PostgreSQL refuses NUL and over-long strings)."""
-    if len(model) > _MAX_MODEL_CHARS or "\x00" in model:
-        raise EventError(f"must be at most {_MAX_MODEL_CHARS} characters without NUL (the store's limit)", "model")
-    if version is not None and (len(version) > _MAX_VERSION_CHARS or "\x00" in version):
-        raise EventError(f"must be at most {_MAX_VERSION_CHARS} characters without NUL (the store's limit)",
-                         "version")
-    if request_id is not None and (len(request_id) > _MAX_REQUEST_ID_CHARS or "\x00" in request_id):
-        raise EventError(f"must be at most {_MAX_REQUEST_ID_CHARS} characters without NUL (the store's limit)",
-                         "request_id")
 
 
 class Collector:
@@ -180,7 +183,9 @@ class Collector:
         self._consumer: Any = None
         self._buffers: dict[Any, PartitionBuffer] = {}
         self._topic_ids: dict[str, str | None] = {}
-        self._baselines: dict[tuple[str, str], tuple[Baseline | None, float]] = {}
+        self._baselines = BaselineCache(self.engine, config.baseline_recheck_s)
+        self._decoders: DecoderPool | None = None
+        self._decoders_failed = False
         self._conn_snapshot: tuple[Any, ...] = ()
         self._verify_future: Any = None
         self._needs_verify = False
@@ -208,6 +213,7 @@ class Collector:
         self._next_flush = time.monotonic() + self.config.flush_interval_s
         self._next_prune = time.monotonic()
         self._next_sweep = time.monotonic() + self.config.label_sweep_s
+        self._start_decoders()
         try:
             while not self._stop.is_set() and not self._done():
                 if self._consumer is None and not self._connect():
@@ -222,9 +228,21 @@ class Collector:
                 with self._lock:
                     self._handle(records)
                     self._maintain()
+        except DecoderFailed:
+            self._decoders_failed = True  # nothing gathered from them can be trusted: no final flush
+            raise
         finally:
             self._shutdown()
         return self.flushed
+
+    def _start_decoders(self) -> None:
+        cfg = self.config
+        count = decoder_count(cfg.decoders)
+        if count and self._decoders is None:
+            self._decoders = DecoderPool(count, DecoderConfig(
+                cfg.db_url, self.window_ms, self.lateness_ms, cfg.dedup_event_ids, cfg.baseline_recheck_s,
+                log_level=logging.getLogger().getEffectiveLevel()))
+            log.info("decoding in %d decoder process%s", count, "" if count == 1 else "es")
 
     # --- connecting --------------------------------------------------------------------------------
     def _connect(self) -> bool:
@@ -265,8 +283,12 @@ class Collector:
             for tp in partitions:
                 if tp in self._buffers:
                     continue
-                row = tp.partition if tp.topic == self.config.inference_topic else label_row_partition(tp.partition)
-                self._buffers[tp] = PartitionBuffer(tp.topic, tp.partition, row, self.window_ms, self.lateness_ms)
+                inference = tp.topic == self.config.inference_topic
+                row = tp.partition if inference else label_row_partition(tp.partition)
+                buf = self._buffers[tp] = PartitionBuffer(tp.topic, tp.partition, row, self.window_ms,
+                                                          self.lateness_ms)
+                if inference and self._decoders is None:
+                    buf.folder = self._new_folder(tp.topic, tp.partition)
             new = [tp for tp, buf in self._buffers.items() if not buf.ready]
             if new:
                 # Nothing is read before the stored offset is known and the log verified.
@@ -281,7 +303,10 @@ class Collector:
             if ready and any(b.messages or b.to_flush().moves for b in ready):
                 self._flush(ready)  # one attempt, best effort: what is not flushed is re-read by the next owner
             for tp in gone:
-                self._buffers.pop(tp).discard()
+                buf = self._buffers.pop(tp)
+                buf.discard()
+                if buf.topic == self.config.inference_topic and self._decoders_usable():
+                    self._decoders.drop(buf.key)
                 try:
                     self.metrics.lag.remove(tp.topic, str(tp.partition))
                 except KeyError:  # never measured
@@ -324,51 +349,50 @@ class Collector:
             self._last_message = time.monotonic()
 
     def _process_inference(self, buf: PartitionBuffer, records: list[Any]) -> None:
-        groups: dict[tuple[str, str], list[InferenceEvent]] = {}
-        letters = buf.dead_letters
-        recent, older = buf.recent_ids, buf.older_ids
-        dedup_limit = self.config.dedup_event_ids
-        duplicates = 0
-        for record in records:
-            try:
-                event = parse_inference(record.value)
-                _check_store_limits(event.model, event.version, event.request_id)
-            except EventError as error:
-                letters.append(DeadLetterRow.from_error(buf.topic, buf.partition, record.offset, record.value, error))
-                continue
-            key = hash(event.event_id)
-            if key in recent or key in older:
-                duplicates += 1
-                continue
-            recent.add(key)
-            if len(recent) >= dedup_limit:
-                older = buf.older_ids = recent
-                recent = buf.recent_ids = set()
-            group = groups.get((event.model, event.version))
-            if group is None:
-                group = groups[(event.model, event.version)] = []
-            group.append(event)
+        offsets = [r.offset for r in records]
+        values = [r.value for r in records]
+        if buf.folder is not None:
+            buf.folder.process(offsets, values)
+        else:
+            self._decoders.process(buf.key, offsets, values)
 
-        window_ms = self.window_ms
-        predictions = buf.predictions
-        valid = late = 0
-        for (model, version), events in groups.items():
-            folded = buf.windows.fold(model, version, events, self._baseline(model, version),
-                                      self._watermark(buf, model, version))
-            buf.watermarks[(model, version)] = folded.watermark_ms
-            valid += folded.events
-            late += folded.late_events
-            for event in events:
-                rid = event.request_id
-                if rid is not None and event.prediction is not None and rid not in predictions:
-                    ts = event.ts_ms
-                    predictions[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, event.prediction)
-        self.metrics.valid.inc(valid)
+    def _new_folder(self, topic: str, partition: int) -> InferenceFolder:
+        return InferenceFolder(topic, partition, self.window_ms, self.lateness_ms, self.config.dedup_event_ids,
+                               self._baseline,
+                               lambda model, version: stored_watermark_or_none(self.engine, model, version, partition))
+
+    def _gather(self, buffers: list[PartitionBuffer]) -> None:
+        """Bring what the folders (here or in decoders) accumulated into the buffers to flush."""
+        inference = [b for b in buffers if b.topic == self.config.inference_topic]
+        deltas: dict[tuple[str, int], FoldDelta] = {}
+        for buf in inference:
+            if buf.folder is not None:
+                deltas[buf.key] = buf.folder.take()
+        remote = [b.key for b in inference if b.folder is None]
+        if remote and self._decoders is not None:
+            deltas.update(self._decoders.take(remote, self._baseline))
+        valid = late = duplicates = 0
+        for buf in inference:
+            delta = deltas.get(buf.key)
+            if delta is None:
+                continue
+            buf.add(delta)
+            valid, late, duplicates = valid + delta.valid, late + delta.late, duplicates + delta.duplicates
+        if valid:
+            self.metrics.valid.inc(valid)
         if late:
             self.metrics.late.inc(late)
         if duplicates:
             self.metrics.duplicates.inc(duplicates)
-            log.debug("%d duplicate events on %s[%d]", duplicates, buf.topic, buf.partition)
+            log.debug("%d duplicate events dropped", duplicates)
+
+    def _discard(self, buf: PartitionBuffer) -> None:
+        buf.discard()
+        if buf.folder is None and buf.topic == self.config.inference_topic and self._decoders_usable():
+            self._decoders.reset(buf.key, buf.committed_watermarks)
+
+    def _decoders_usable(self) -> bool:
+        return self._decoders is not None and not self._decoders_failed
 
     def _process_labels(self, buf: PartitionBuffer, records: list[Any]) -> None:
         labels = buf.labels
@@ -376,7 +400,7 @@ class Collector:
         for record in records:
             try:
                 label: LabelEvent = parse_label(record.value)
-                _check_store_limits(label.model, None, label.request_id)
+                check_store_limits(label.model, None, label.request_id)
             except EventError as error:
                 buf.dead_letters.append(DeadLetterRow.from_error(buf.topic, buf.partition, record.offset,
                                                                  record.value, error))
@@ -387,35 +411,7 @@ class Collector:
         self.metrics.labels.inc(count)
 
     def _baseline(self, model: str, version: str) -> Baseline | None:
-        now = time.monotonic()
-        cached = self._baselines.get((model, version))
-        if cached is not None and (cached[0] is not None or now - cached[1] < self.config.baseline_recheck_s):
-            return cached[0]
-        try:
-            baseline = store.load_baseline(self.engine, model, version)
-        except (SQLAlchemyError, ValueError, KeyError, TypeError) as exc:
-            # Counting goes on without it (numeric values stay unbinned); looked up again later.
-            log.warning("cannot read the baseline of %s v%s (%s)", model, version, exc)
-            baseline = None
-        self._baselines[(model, version)] = (baseline, now)
-        return baseline
-
-    def _watermark(self, buf: PartitionBuffer, model: str, version: str) -> int | None:
-        """The partition's largest event time for a model version; from its stored rows the first time.
-
-        Per partition, not per collector: partitions are read at different speeds (a backlog,
-        a rebalance), so one partition running ahead must not make another's events late.
-        """
-        key = (model, version)
-        if key not in buf.watermarks:
-            try:
-                buf.watermarks[key] = buf.committed_watermarks[key] = store.stored_watermark(
-                    self.engine, model, version, buf.row_partition)
-            except (SQLAlchemyError, ValueError) as exc:
-                # Judged from this partition's events only, until the next discard asks the store again.
-                log.warning("cannot read the stored windows of %s v%s (%s)", model, version, exc)
-                buf.watermarks[key] = None
-        return buf.watermarks[key]
+        return self._baselines.get(model, version)
 
     # --- verification, flushing, housekeeping ----------------------------------------------------
     def _maintain(self) -> None:
@@ -474,7 +470,10 @@ class Collector:
                             "reading the new log from its beginning", buf.topic, buf.partition, current[buf.topic])
                 buf.next_offset = 0
                 buf.topic_id = current[buf.topic]
-                buf.recent_ids, buf.older_ids = set(), set()
+                if buf.folder is not None:
+                    buf.folder.forget_ids()
+                elif buf.topic == self.config.inference_topic and self._decoders_usable():
+                    self._decoders.forget_ids(buf.key)
                 self._seek(_tp(buf), None)
             for topic in replaced:
                 self.metrics.log_resets.labels(topic).inc()
@@ -552,6 +551,7 @@ class Collector:
 
     def _flush(self, buffers: list[PartitionBuffer]) -> bool:
         """Flush `buffers` in one transaction; True when it committed (or there was nothing to do)."""
+        self._gather(buffers)
         parts = [b.to_flush() for b in buffers]
         if not any(p.moves for p in parts):
             for b in buffers:
@@ -570,7 +570,7 @@ class Collector:
             log.warning("another collector moved the offsets of %s; dropping what this one read", sorted(lost))
             for b in buffers:
                 if (b.topic, b.partition) in lost:
-                    b.discard()
+                    self._discard(b)
                     b.ready = False  # re-placed from the stored offset
             self._needs_verify = True
             return False
@@ -653,7 +653,7 @@ class Collector:
     def _shutdown(self) -> None:
         deadline = time.monotonic() + self.config.shutdown_flush_s
         with self._lock:
-            while self._consumer is not None and time.monotonic() < deadline:
+            while self._consumer is not None and not self._decoders_failed and time.monotonic() < deadline:
                 ready = [b for b in self._buffers.values() if b.ready]
                 if not ready or self._flush(ready):
                     break
@@ -671,6 +671,9 @@ class Collector:
             except Exception as exc:  # leaving the group is a courtesy; the session timeout covers it
                 log.debug("closing the consumer: %s", exc)
         self.publisher.close()
+        if self._decoders is not None:
+            self._decoders.close()
+            self._decoders = None
         self.metrics.stop()
 
 

@@ -59,6 +59,11 @@ COLLECTOR_DEDUP_EVENT_IDS = 50_000
 # SIGTERM / Ctrl-C: the final flush may retry for this long before giving up (the
 # events are then re-read from the stored offsets by the next collector).
 COLLECTOR_SHUTDOWN_FLUSH_SECONDS = 30.0
+# Decoder processes per collector ("auto": one core for the collector's own Kafka and
+# store work, up to two more for decoding and folding; 0: everything in one process).
+# Decoding and folding are about half of a collector's CPU, and the GIL keeps threads
+# from overlapping them with kafka-python's record unpacking (collector/decoders.py).
+COLLECTOR_DECODERS = "auto"
 
 # --- Drift detection (detectors/) -----------------------------------------------
 # A feature drifts only when (1) the window and the reference both hold at least

@@ -23,12 +23,17 @@ RESTART_BACKOFF_MAX_S = 30.0
 HEALTHY_AFTER_S = 60.0
 
 
-def die_with_parent() -> None:
-    """For Popen(preexec_fn=...): the child gets SIGTERM when its parent dies, in a session of its own."""
+def set_parent_death_signal(signum: int = signal.SIGTERM) -> None:
+    """Linux: this process gets `signum` when the thread that started it ends (elsewhere: nothing)."""
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
     except OSError:
         pass
+
+
+def die_with_parent() -> None:
+    """For Popen(preexec_fn=...): the child gets SIGTERM when its parent dies, in a session of its own."""
+    set_parent_death_signal(signal.SIGTERM)
     os.setsid()
 
 

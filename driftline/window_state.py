@@ -963,6 +963,12 @@ def _binned_quantile(edges: np.ndarray, window: FeatureWindow, q: float) -> floa
 
 # --- blob encoding ----------------------------------------------------------------------
 
+# Top-level entries of a state document that hold plain JSON only (the sample: one small dict
+# per event): packed and restored as they are, not walked value by value looking for arrays
+# (that walk was most of the cost of `to_bytes`/`from_bytes` on the collector's flush path).
+_PLAIN_ENTRIES = frozenset(("sample", "sample_keys"))
+
+
 def _pack(doc: Any) -> bytes:
     """orjson header with numpy arrays replaced by references into a raw byte section."""
     arrays: list[np.ndarray] = []
@@ -977,7 +983,8 @@ def _pack(doc: Any) -> bytes:
             return [strip(v) for v in value] if any(isinstance(v, (dict, list, np.ndarray)) for v in value) else value
         return value
 
-    header = strip(doc)
+    header = ({str(k): (v if k in _PLAIN_ENTRIES and not isinstance(v, np.ndarray) else strip(v))
+               for k, v in doc.items()} if isinstance(doc, dict) else strip(doc))
     layout = []
     offset = 0
     for array in arrays:
@@ -1015,4 +1022,7 @@ def _unpack(data: bytes) -> Any:
             return [restore(v) for v in value]
         return value
 
-    return restore(meta["doc"])
+    doc = meta["doc"]
+    if isinstance(doc, dict):
+        return {k: (v if k in _PLAIN_ENTRIES and not isinstance(v, dict) else restore(v)) for k, v in doc.items()}
+    return restore(doc)

@@ -1,0 +1,251 @@
+"""Decoder processes: the collector's decode-validate-fold work on other CPU cores.
+
+One collector process spends about as much CPU inside kafka-python (fetching and
+unpacking records) and the store (the flush) as it does decoding JSON and folding
+events; with the GIL, threads cannot overlap the two. With `--decoders N` the
+collector process keeps Kafka, the offsets and the flush, and ships each poll's raw
+record values to N decoder processes, which run `collector.folding.InferenceFolder`
+for the partitions they are given (partition number modulo N, so one partition's
+records are always folded in order by one process).
+
+Protocol, over one socket pair per decoder (the collector only ever waits for an
+answer to a question it asked, so neither side can block the other for good):
+
+* ``("process", key, offsets, values)`` - fold records; no answer. A full pipe
+  blocks the collector, which is the backpressure: it stops polling while its
+  decoders are behind.
+* ``("take", keys)`` -> ``{key: delta}`` - what each partition accumulated since the
+  last take, window states as `WindowState.to_bytes` blobs (the collector binds them
+  to its own baseline objects).
+* ``("reset", key, watermarks)``, ``("forget_ids", key)``, ``("drop", key)``, ``("stop",)``.
+
+A decoder that dies (killed, out of memory, a bug) makes the collector raise
+`DecoderFailed` and exit; nothing it folded was committed, so the restarted
+collector reads those records again from the stored offsets. Decoders die with the
+collector (``PR_SET_PDEATHSIG``) and ignore Ctrl-C (the collector flushes first).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import traceback
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Sequence
+
+from collector.folding import FoldDelta, InferenceFolder, Watermarks
+from collector.labels import PredictionRow
+from collector.windows import PartialWindow
+from driftline.baseline import Baseline
+from driftline.window_state import WindowState
+
+log = logging.getLogger(__name__)
+
+PartitionKey = tuple[str, int]  # (topic, partition)
+_STOP_TIMEOUT_S = 5.0
+
+
+class DecoderFailed(RuntimeError):
+    """A decoder process died or failed; the collector stops (nothing it folded was committed)."""
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    db_url: str
+    window_ms: int
+    lateness_ms: int
+    dedup_limit: int
+    baseline_recheck_s: float
+    log_level: int = logging.WARNING
+
+
+def decoder_count(setting: int | str, cpus: int | None = None) -> int:
+    """`--decoders`: a number, or "auto" (a core for the collector itself, the rest up to two for decoding).
+
+    More than two rarely helps: with two decoders the collector's own share (Kafka and
+    the flush) is the limit.
+    """
+    if setting != "auto":
+        return int(setting)
+    cpus = cpus or os.cpu_count() or 1
+    return max(0, min(cpus - 1, 2))
+
+
+class DecoderPool:
+    """N decoder processes; partition `p` of a topic is folded by decoder ``p % N``."""
+
+    def __init__(self, count: int, config: DecoderConfig):
+        if count < 1:
+            raise ValueError("a decoder pool needs at least one decoder")
+        self._conns: list[Connection] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
+        for index in range(count):
+            # A fresh interpreter (not fork: this process runs Kafka threads; not multiprocessing's
+            # spawn: it would re-run the caller's __main__), joined by a socket pair.
+            ours, theirs = socket.socketpair()
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from collector.decoders import decoder_main; decoder_main()",
+                 str(index), str(theirs.fileno()), json.dumps(asdict(config))],
+                pass_fds=(theirs.fileno(),), preexec_fn=_child_setup)
+            theirs.close()
+            self._conns.append(Connection(ours.detach()))
+            self._procs.append(proc)
+
+    @property
+    def size(self) -> int:
+        return len(self._conns)
+
+    def _conn(self, key: PartitionKey) -> Connection:
+        return self._conns[key[1] % len(self._conns)]
+
+    def _send(self, conn: Connection, message: tuple[Any, ...]) -> None:
+        try:
+            conn.send(message)
+        except (OSError, EOFError, ValueError) as exc:
+            raise DecoderFailed(f"a decoder process is gone ({self._exit_codes()}): {exc}") from None
+
+    def process(self, key: PartitionKey, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
+        self._send(self._conn(key), ("process", key, list(offsets), list(values)))
+
+    def take(self, keys: Sequence[PartitionKey],
+             baseline_for: Callable[[str, str], Baseline | None]) -> dict[PartitionKey, FoldDelta]:
+        """Every key's delta since its last take (waits until its decoder has folded all it was sent)."""
+        by_conn: dict[int, list[PartitionKey]] = {}
+        for key in keys:
+            by_conn.setdefault(key[1] % len(self._conns), []).append(key)
+        for index, mine in by_conn.items():
+            self._send(self._conns[index], ("take", mine))
+        out: dict[PartitionKey, FoldDelta] = {}
+        for index in by_conn:
+            try:
+                answer = self._conns[index].recv()
+            except (OSError, EOFError) as exc:
+                raise DecoderFailed(f"decoder {index} is gone ({self._exit_codes()}): {exc!r}") from None
+            if isinstance(answer, tuple) and answer and answer[0] == "error":
+                raise DecoderFailed(f"decoder {index} failed:\n{answer[1]}")
+            for key, packed in answer.items():
+                out[key] = _unpack_delta(packed, baseline_for)
+        return out
+
+    def reset(self, key: PartitionKey, watermarks: Watermarks) -> None:
+        self._send(self._conn(key), ("reset", key, dict(watermarks)))
+
+    def forget_ids(self, key: PartitionKey) -> None:
+        self._send(self._conn(key), ("forget_ids", key))
+
+    def drop(self, key: PartitionKey) -> None:
+        self._send(self._conn(key), ("drop", key))
+
+    def close(self) -> None:
+        for conn in self._conns:
+            try:
+                conn.send(("stop",))
+            except (OSError, EOFError, ValueError):
+                pass
+        for proc in self._procs:
+            try:
+                proc.wait(_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(_STOP_TIMEOUT_S)
+        for conn in self._conns:
+            conn.close()
+
+    def _exit_codes(self) -> str:
+        return ", ".join(f"decoder {i}: {'running' if p.poll() is None else f'exit {p.returncode}'}"
+                         for i, p in enumerate(self._procs))
+
+
+# --- wire format of a delta (window states as blobs: a Baseline object is large to pickle) ---------
+
+def _pack_delta(delta: FoldDelta) -> tuple[Any, ...]:
+    windows = [(key, p.state.to_bytes(), p.window_end_ms, p.events, p.late_events) for key, p in delta.windows.items()]
+    predictions = [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, r.prediction)
+                   for r in delta.predictions.values()]
+    return windows, delta.dead_letters, predictions, delta.watermarks, delta.valid, delta.late, delta.duplicates
+
+
+def _unpack_delta(packed: tuple[Any, ...], baseline_for: Callable[[str, str], Baseline | None]) -> FoldDelta:
+    windows, letters, predictions, watermarks, valid, late, duplicates = packed
+    delta = FoldDelta(dead_letters=letters, watermarks=watermarks, valid=valid, late=late, duplicates=duplicates)
+    for key, blob, end_ms, events, late_events in windows:
+        baseline = baseline_for(key[0], key[1])
+        try:
+            state = WindowState.from_bytes(blob, baseline)
+        except ValueError:
+            # Binned on a baseline this process does not hold (it changed meanwhile): kept as
+            # binned, without the baseline object; the flush merges it with the stored row.
+            state = WindowState.from_bytes(blob, None)
+        delta.windows[key] = PartialWindow(state, end_ms, events, late_events)
+    delta.predictions = {row[0]: PredictionRow(*row) for row in predictions}
+    return delta
+
+
+# --- the decoder process ------------------------------------------------------------------------------
+
+def _child_setup() -> None:
+    from driftline.supervisor import set_parent_death_signal
+
+    set_parent_death_signal(signal.SIGKILL)  # a SIGKILLed collector leaves no decoder behind
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the collector decides
+
+
+def decoder_main() -> None:
+    """Entry point of a decoder process: argv = index, socket fd, DecoderConfig as JSON."""
+    index, fd, config = int(sys.argv[1]), int(sys.argv[2]), DecoderConfig(**json.loads(sys.argv[3]))
+    conn = Connection(fd)
+    logging.basicConfig(level=config.log_level,
+                        format=f"%(asctime)s %(levelname)s decoder-{index} %(name)s: %(message)s")
+    try:
+        _serve(conn, config)
+    except (EOFError, OSError, KeyboardInterrupt):
+        pass  # the collector is gone: nothing to hand over
+    except BaseException:
+        text = traceback.format_exc()
+        log.error("decoder %d failed:\n%s", index, text)
+        try:
+            conn.send(("error", text))
+        except (OSError, EOFError, ValueError):
+            pass
+        raise SystemExit(1) from None
+
+
+def _serve(conn: Connection, config: DecoderConfig) -> None:
+    from collector.baselines import BaselineCache, stored_watermark_or_none
+    from driftline.store.db import get_engine
+
+    engine = get_engine(config.db_url)
+    baselines = BaselineCache(engine, config.baseline_recheck_s)
+    folders: dict[PartitionKey, InferenceFolder] = {}
+
+    def folder(key: PartitionKey) -> InferenceFolder:
+        found = folders.get(key)
+        if found is None:
+            topic, partition = key
+            found = folders[key] = InferenceFolder(
+                topic, partition, config.window_ms, config.lateness_ms, config.dedup_limit, baselines.get,
+                lambda model, version: stored_watermark_or_none(engine, model, version, partition))
+        return found
+
+    while True:
+        message = conn.recv()
+        kind = message[0]
+        if kind == "process":
+            folder(message[1]).process(message[2], message[3])
+        elif kind == "take":
+            conn.send({key: _pack_delta(folder(key).take()) for key in message[1]})
+        elif kind == "reset":
+            folder(message[1]).reset(message[2])
+        elif kind == "forget_ids":
+            folder(message[1]).forget_ids()
+        elif kind == "drop":
+            folders.pop(message[1], None)
+        elif kind == "stop":
+            return
+        else:
+            raise ValueError(f"unknown decoder message {kind!r}")

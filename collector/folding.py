@@ -1,0 +1,178 @@
+"""One inference partition's records -> validated, de-duplicated events folded into window states.
+
+`InferenceFolder` is the CPU-heavy part of the collector (decode, validate, window,
+fold), kept apart from Kafka and from the store so that it can run in the collector's
+process or in a decoder process (`collector.decoders`) with the same code. What it
+accumulates since the last `take()` is a `FoldDelta`; the collector merges deltas
+into its partition buffers and flushes those with the offsets.
+
+The folder keeps the state that must follow a partition's records in order: the
+recently seen event ids (duplicates from a producer's retry are dropped) and the
+per-model-version watermarks that decide lateness (`collector.windows`). After a
+failed flush the collector rolls both back with `reset`, because the records are
+read again from the stored offset.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from collector.dead_letters import DeadLetterRow
+from collector.labels import PredictionRow
+from collector.windows import PartialWindow, PartitionWindows, WindowKey
+from driftline.baseline import Baseline
+from driftline.events import EventError, InferenceEvent, parse_inference
+
+# Column widths of the store (driftline/store/models.py): a longer value is dead-lettered
+# rather than failing every flush on PostgreSQL.
+MAX_MODEL_CHARS = 200
+MAX_VERSION_CHARS = 100
+MAX_REQUEST_ID_CHARS = 256
+
+Watermarks = dict[tuple[str, str], "int | None"]
+
+
+def check_store_limits(model: str, version: str | None, request_id: str | None) -> None:
+    """Values the store cannot hold (PostgreSQL refuses NUL and over-long strings)."""
+    if len(model) > MAX_MODEL_CHARS or "\x00" in model:
+        raise EventError(f"must be at most {MAX_MODEL_CHARS} characters without NUL (the store's limit)", "model")
+    if version is not None and (len(version) > MAX_VERSION_CHARS or "\x00" in version):
+        raise EventError(f"must be at most {MAX_VERSION_CHARS} characters without NUL (the store's limit)",
+                         "version")
+    if request_id is not None and (len(request_id) > MAX_REQUEST_ID_CHARS or "\x00" in request_id):
+        raise EventError(f"must be at most {MAX_REQUEST_ID_CHARS} characters without NUL (the store's limit)",
+                         "request_id")
+
+
+@dataclass
+class FoldDelta:
+    """What a partition's folder accumulated since its last `take()`."""
+
+    windows: dict[WindowKey, PartialWindow] = field(default_factory=dict)
+    dead_letters: list[DeadLetterRow] = field(default_factory=list)
+    predictions: dict[str, PredictionRow] = field(default_factory=dict)
+    watermarks: Watermarks = field(default_factory=dict)  # the partition's watermarks now (all of them)
+    valid: int = 0
+    late: int = 0
+    duplicates: int = 0
+
+
+class InferenceFolder:
+    """Decode, validate, de-duplicate and fold one inference partition's records.
+
+    `baseline_for(model, version)` bins numeric features (None: counted unbinned);
+    `stored_watermark(model, version)` is asked once per model version for the
+    partition's watermark as of the stored window rows (None: nothing stored).
+    """
+
+    def __init__(self, topic: str, partition: int, window_ms: int, lateness_ms: int, dedup_limit: int,
+                 baseline_for: Callable[[str, str], Baseline | None],
+                 stored_watermark: Callable[[str, str], int | None]):
+        self.topic = topic
+        self.partition = partition
+        self.window_ms = window_ms
+        self.dedup_limit = dedup_limit
+        self.baseline_for = baseline_for
+        self.stored_watermark = stored_watermark
+        self.windows = PartitionWindows(window_ms, lateness_ms)
+        self.dead_letters: list[DeadLetterRow] = []
+        self.predictions: dict[str, PredictionRow] = {}
+        # Hashed event ids in two generations: a full `recent` becomes `older`, so
+        # between dedup_limit and 2 x dedup_limit of the latest ids are remembered.
+        self.recent_ids: set[int] = set()
+        self.older_ids: set[int] = set()
+        self.watermarks: Watermarks = {}
+        self.valid = self.late = self.duplicates = 0
+
+    def process(self, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
+        """Fold records (in partition order); invalid ones become dead letters."""
+        groups: dict[tuple[str, str], list[InferenceEvent]] = {}
+        letters = self.dead_letters
+        recent, older = self.recent_ids, self.older_ids
+        dedup_limit = self.dedup_limit
+        duplicates = 0
+        for offset, value in zip(offsets, values):
+            try:
+                event = parse_inference(value)
+                check_store_limits(event.model, event.version, event.request_id)
+            except EventError as error:
+                letters.append(DeadLetterRow.from_error(self.topic, self.partition, offset, value, error))
+                continue
+            key = hash(event.event_id)
+            if key in recent or key in older:
+                duplicates += 1
+                continue
+            recent.add(key)
+            if len(recent) >= dedup_limit:
+                older = self.older_ids = recent
+                recent = self.recent_ids = set()
+            group = groups.get((event.model, event.version))
+            if group is None:
+                group = groups[(event.model, event.version)] = []
+            group.append(event)
+
+        window_ms = self.window_ms
+        predictions = self.predictions
+        for (model, version), events in groups.items():
+            folded = self.windows.fold(model, version, events, self.baseline_for(model, version),
+                                       self._watermark(model, version))
+            self.watermarks[(model, version)] = folded.watermark_ms
+            self.valid += folded.events
+            self.late += folded.late_events
+            for event in events:
+                rid = event.request_id
+                if rid is not None and event.prediction is not None and rid not in predictions:
+                    ts = event.ts_ms
+                    predictions[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, event.prediction)
+        self.duplicates += duplicates
+
+    def take(self) -> FoldDelta:
+        """Hand over what accumulated since the last take (the folder keeps ids and watermarks)."""
+        delta = FoldDelta(self.windows.windows, self.dead_letters, self.predictions, dict(self.watermarks),
+                          self.valid, self.late, self.duplicates)
+        self.windows = PartitionWindows(self.window_ms, self.windows.lateness_ms)
+        self.dead_letters, self.predictions = [], {}
+        self.valid = self.late = self.duplicates = 0
+        return delta
+
+    def reset(self, watermarks: Watermarks) -> None:
+        """Forget everything since the last committed flush: the records are read again."""
+        self.take()
+        self.forget_ids()
+        self.watermarks = dict(watermarks)
+
+    def forget_ids(self) -> None:
+        """A new log (the topic was replaced): event ids seen in the old one say nothing."""
+        self.recent_ids, self.older_ids = set(), set()
+
+    def _watermark(self, model: str, version: str) -> int | None:
+        """The partition's largest event time for a model version; from the stored rows the first time.
+
+        Per partition, not per collector: partitions are read at different speeds (a backlog,
+        a rebalance), so one partition running ahead must not make another's events late.
+        """
+        key = (model, version)
+        if key not in self.watermarks:
+            self.watermarks[key] = self.stored_watermark(model, version)
+        return self.watermarks[key]
+
+
+def merge_windows(into: dict[WindowKey, PartialWindow], delta: dict[WindowKey, PartialWindow]) -> None:
+    """Add a delta's partial windows to those already pending (a flush that failed keeps them)."""
+    for key, partial in delta.items():
+        mine = into.get(key)
+        if mine is None:
+            into[key] = partial
+        else:
+            mine.state = mine.state.merge(partial.state)
+            mine.events += partial.events
+            mine.late_events += partial.late_events
+
+
+def merge_delta(windows: dict[WindowKey, PartialWindow], dead_letters: list[DeadLetterRow],
+                predictions: dict[str, PredictionRow], delta: FoldDelta) -> None:
+    merge_windows(windows, delta.windows)
+    dead_letters.extend(delta.dead_letters)
+    for rid, row in delta.predictions.items():
+        predictions.setdefault(rid, row)
+

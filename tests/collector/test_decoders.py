@@ -1,0 +1,152 @@
+"""Decoder processes (`--decoders`): the same store as folding in one process; failures stop the collector.
+
+The other collector tests run with the default (`auto`: one decoder on two cores); these compare
+the in-process path with two decoders, and cover a decoder that dies and a collector killed with
+its decoders running.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections import Counter
+
+import orjson
+import pytest
+from sqlalchemy import select
+
+from driftline.store import db as store_db
+from driftline.store.models import DeadLetter
+
+WINDOW_MS = 60_000
+
+
+def _stream(ckit, model: str, unique_id: str) -> tuple[list[bytes], list[bytes], list[dict], int]:
+    """Valid events over three windows, each fifth one sent twice (a producer retry, so to the same
+    partition), and malformed messages; returns values, keys, the valid events and the malformed count."""
+    docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + i * 60, request_id=f"{unique_id}-{i}") for i in range(3_000)]
+    values, keys = [], []
+    for i, doc in enumerate(docs):
+        key = doc["request_id"].encode()
+        values.append(ckit.encode(doc))
+        keys.append(key)
+        if i % 5 == 0:
+            values.append(ckit.encode(doc))  # same event_id: dropped as a duplicate
+            keys.append(key)
+        if i % 250 == 0:
+            values.append(orjson.dumps({**doc, "event_id": uuid.uuid4().hex, "features": [1, 2]}))
+            values.append(b'{"model": "' + model.encode() + b'", broken')
+            keys += [key, key]
+    bad = sum(2 for i in range(len(docs)) if i % 250 == 0)
+    return values, keys, docs, bad
+
+
+def _dead_letters(url: str, model: str) -> Counter:
+    """Reasons of the dead letters whose raw bytes name `model` (the shared topic holds other tests' too)."""
+    with store_db.session_scope(url) as session:
+        rows = session.execute(select(DeadLetter.reason, DeadLetter.raw)).all()
+    return Counter(reason for reason, raw in rows if model.encode() in bytes(raw))
+
+
+def _store(ckit, url: str, model: str) -> dict:
+    states = ckit.merged(url, model)
+    return {start: (s.events, s.features["x"].total, dict(s.features["color"].categories), s.latency["total"].count)
+            for start, s in states.items()}
+
+
+def test_in_process_and_two_decoders_store_the_same(broker, tmp_path, _sqlite_template, ckit, unique_id):
+    model = f"dec-{unique_id}"
+    values, keys, docs, bad = _stream(ckit, model, unique_id)
+    ckit.produce(broker, values, keys=keys)
+
+    stored = {}
+    for decoders in (0, 2):
+        url = f"sqlite:///{tmp_path}/decoders-{decoders}.db"
+        shutil.copyfile(_sqlite_template, url.removeprefix("sqlite:///"))
+        with ckit.collector_thread(ckit.config(broker, url, decoders=decoders)) as runner:
+            ckit.wait_for(lambda: ckit.events(url, model) >= len(docs) and sum(_dead_letters(url, model).values())
+                          >= bad, timeout_s=90, what=f"all events stored with decoders={decoders}")
+            time.sleep(0.5)  # a later flush must not add anything
+            assert runner.metrics.duplicates._value.get() >= 600
+        stored[decoders] = (_store(ckit, url, model), _dead_letters(url, model))
+
+    expected = Counter(d["ts"] - d["ts"] % WINDOW_MS for d in docs)
+    windows, letters = stored[0]
+    assert {start: v[0] for start, v in windows.items()} == dict(expected)
+    assert sum(letters.values()) == bad
+    assert stored[2] == stored[0]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_decoder_stops_the_collector_and_a_restart_stores_everything_once(broker, sqlite_url, ckit,
+                                                                                   unique_id):
+    model = f"deckill-{unique_id}"
+    group = f"deckill-{unique_id}"
+    docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + i * 20) for i in range(6_000)]
+    ckit.produce(broker, [ckit.encode(d) for d in docs[:3_000]])
+
+    first = ckit.spawn(broker, sqlite_url, group, "--decoders", "2", "--flush-interval", "0.05",
+                       "--poll-max-records", "200", name="first")
+    ckit.wait_for(lambda: ckit.events(sqlite_url, model) >= 500, timeout_s=60, what="the first collector to store")
+    decoders = ckit.wait_for(lambda: _children(first.process.pid), what="the decoder processes")
+    assert len(decoders) == 2
+    os.kill(decoders[0], signal.SIGKILL)
+    code = first.wait(60)
+    assert code != 0
+    assert "decoder" in first.output() and "gone" in first.output()
+    assert ckit.events(sqlite_url, model) <= 3_000
+    assert not _alive(decoders[1]), "the other decoder must not outlive its collector"
+
+    ckit.produce(broker, [ckit.encode(d) for d in docs[3_000:]])
+    last = ckit.spawn(broker, sqlite_url, group, "--decoders", "2", "--idle-exit", "3", name="last")
+    assert last.wait(120) == 0, last.output()
+    assert ckit.events(sqlite_url, model) == len(docs)
+
+
+def test_sigkill_of_the_collector_leaves_no_decoder_behind(broker, sqlite_url, ckit, unique_id):
+    collector = ckit.spawn(broker, sqlite_url, f"orphans-{unique_id}", "--decoders", "2", name="killed")
+    decoders = ckit.wait_for(lambda: len(_children(collector.process.pid)) == 2 and _children(collector.process.pid),
+                             what="two decoder processes")
+    collector.kill()
+    ckit.wait_for(lambda: not any(_alive(pid) for pid in decoders), timeout_s=10,
+                  what="the decoders to exit with their collector")
+
+
+@pytest.mark.parametrize("value", ["-1", "many", "65"])
+def test_a_bad_decoders_value_is_one_line(value, ckit):
+    result = subprocess.run([ckit.driftline, "collector", "--decoders", value], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert "--decoders" in result.stderr and "auto" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_auto_leaves_a_core_to_the_collector():
+    from collector.decoders import decoder_count
+
+    assert [decoder_count("auto", cpus) for cpus in (1, 2, 3, 8)] == [0, 1, 2, 2]
+    assert decoder_count(3, 2) == 3
