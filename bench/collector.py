@@ -171,11 +171,28 @@ def run_collectors(bootstrap: str, url: str, n: int, processes: int, extra: list
 
 
 def _rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return 0.0
+    """Resident memory of a collector with its decoder processes (its children)."""
+    total = 0.0
+    for proc in [pid] + _children(pid):
+        try:
+            with open(f"/proc/{proc}/statm") as fh:
+                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        except OSError:
+            pass
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
 
 
 def main() -> None:
@@ -210,7 +227,7 @@ def main() -> None:
             label = f"collector x{count}, decoders {decoders}"
             print(f"{label:<31} {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw)")
             if run == "1:auto":
-                print("  RSS over the run (s, messages consumed, MB of the largest process):")
+                print("  RSS over the run (s, messages consumed, MB of the largest collector with its decoders):")
                 step = max(len(samples) // 12, 1)
                 for t, consumed, mb in samples[::step] + ([samples[-1]] if (len(samples) - 1) % step else []):
                     print(f"    {t:6.1f} s  {consumed:>9,}  {mb:7.1f} MB")

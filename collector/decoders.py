@@ -22,7 +22,8 @@ answer to a question it asked, so neither side can block the other for good):
 A decoder that dies (killed, out of memory, a bug) makes the collector raise
 `DecoderFailed` and exit; nothing it folded was committed, so the restarted
 collector reads those records again from the stored offsets. Decoders die with the
-collector (``PR_SET_PDEATHSIG``) and ignore Ctrl-C (the collector flushes first).
+collector (``PR_SET_PDEATHSIG``) and ignore Ctrl-C and SIGTERM sent to the process group
+(the collector gathers from them for its final flush, then closes them).
 """
 from __future__ import annotations
 
@@ -192,7 +193,10 @@ def _child_setup() -> None:
     from driftline.supervisor import set_parent_death_signal
 
     set_parent_death_signal(signal.SIGKILL)  # a SIGKILLed collector leaves no decoder behind
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the collector decides
+    # Ctrl-C in a terminal and `driftline up`'s SIGTERM reach the whole process group; the
+    # collector must still gather from its decoders for its final flush, and then closes them.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def decoder_main() -> None:

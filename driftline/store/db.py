@@ -26,6 +26,11 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    # 64 MiB of page cache instead of 2: the collector inserts predictions under random
+    # request ids, and once their primary-key index outgrows the cache each insert reads
+    # pages back (measured: 12 -> 29 us per row over the first 600k rows with the default,
+    # 9 -> 14 us with this). Only pages actually touched take memory.
+    cursor.execute("PRAGMA cache_size=-65536")
     cursor.close()
 
 

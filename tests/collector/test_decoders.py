@@ -150,3 +150,24 @@ def test_auto_leaves_a_core_to_the_collector():
 
     assert [decoder_count("auto", cpus) for cpus in (1, 2, 3, 8)] == [0, 1, 2, 2]
     assert decoder_count(3, 2) == 3
+
+
+def test_sigterm_to_the_process_group_still_flushes_what_the_decoders_hold(broker, sqlite_url, ckit, unique_id):
+    """`driftline up` and a terminal signal the whole group: the decoders outlive the collector's final flush."""
+    model = f"decterm-{unique_id}"
+    group = f"decterm-{unique_id}"
+    docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + i) for i in range(2_000)]
+    ckit.produce(broker, [ckit.encode(d) for d in docs])
+    # Flushes far apart: what is folded when the signal comes is still in the decoders.
+    collector = ckit.spawn(broker, sqlite_url, group, "--decoders", "2", "--flush-interval", "600",
+                           "--flush-max-events", "1000000", name="term")
+    ckit.wait_for(lambda: "assigned" in collector.output(), timeout_s=60, what="the collector to join")
+    time.sleep(3)  # reading the backlog; nothing is flushed for ten minutes
+    assert ckit.events(sqlite_url, model) == 0
+    os.killpg(collector.process.pid, signal.SIGTERM)
+    assert collector.wait(60) == 0, collector.output()
+    assert ckit.events(sqlite_url, model) > 0, "the final flush must store what the decoders folded"
+
+    rest = ckit.spawn(broker, sqlite_url, group, "--idle-exit", "3", name="rest")
+    assert rest.wait(90) == 0, rest.output()
+    assert ckit.events(sqlite_url, model) == len(docs)
