@@ -191,6 +191,9 @@ class WindowThresholds:
     quality_reference: str = defaults.QUALITY_REFERENCE
     quality_max_drop: float = defaults.QUALITY_MAX_DROP
     quality_max_error_increase: float = defaults.QUALITY_MAX_ERROR_INCREASE
+    # read by the evaluation (driftline.evaluation), which pools labels before calling model_quality
+    quality_pool_min_labels: int = defaults.QUALITY_POOL_MIN_LABELS
+    quality_pool_max_windows: int = defaults.QUALITY_POOL_MAX_WINDOWS
 
     def __post_init__(self) -> None:
         if self.quality_reference not in (QUALITY_VS_CALIBRATION, QUALITY_VS_TRAINING):
@@ -198,6 +201,8 @@ class WindowThresholds:
                             f"got {self.quality_reference!r}")
         if self.quality_z < 0 or self.quality_min_class_count < 0 or self.quality_min_labels < 0:
             raise UserError("quality_z, quality_min_class_count and quality_min_labels must not be negative")
+        if self.quality_pool_min_labels < 0 or self.quality_pool_max_windows < 0:
+            raise UserError("quality_pool_min_labels and quality_pool_max_windows must not be negative")
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "WindowThresholds":

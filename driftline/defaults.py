@@ -384,6 +384,14 @@ QUALITY_MAX_DROP = 0.05
 # The floor of the margin for an error where lower is better (log loss, MAE, RMSE):
 # this share (relative) of the training value.
 QUALITY_MAX_ERROR_INCREASE = 0.2
+# A window with fewer labels than this is judged on its labels pooled with those of
+# the windows just before it (the same model version), at most QUALITY_POOL_MAX_WINDOWS
+# back: labels are sparse, and a 200-label window catches a real concept drift about
+# one time in five (QUALITY_Z above) where 1 000 labels catch it nearly always. The
+# price is a little lag: a drift is judged on a mix of before and after until the pool
+# is all "after". 0 turns pooling off.
+QUALITY_POOL_MIN_LABELS = 1_000
+QUALITY_POOL_MAX_WINDOWS = 10
 # Documented false-alarm level checked by tests/detectors/test_calibration.py: share of
 # windows (~200 labels, drawn from the training relation) with any model-quality breach.
 # Above the measured 0.03-0.2 %, so the check is about the rule, not one seed's luck.

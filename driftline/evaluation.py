@@ -10,6 +10,7 @@ Evaluating a window twice gives the same rows: the job is idempotent.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -22,6 +23,8 @@ from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion
 # Windows older than this are not re-examined for changes (labels may arrive days late,
 # and the collector keeps predictions for the label join for 7 days by default).
 REEVALUATION_HORIZON_MS = 7 * 24 * 3600 * 1000
+# Decoded label summaries of stored partial states kept for pooling (a few KB each).
+_LABEL_CACHE_ENTRIES = 4_096
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,23 @@ class BaselineCache:
     def __init__(self) -> None:
         self._baselines: dict[tuple[str, str], Any] = {}
         self._transforms: dict[tuple[str, str], Callable | None] = {}
+        # (row id, updated_at) -> the row's LabelSummary: earlier windows are read again for
+        # every later window that pools their labels
+        self._labels: OrderedDict[tuple[Any, Any], Any] = OrderedDict()
+
+    def labels(self, record: WindowStateRecord) -> Any:
+        """The label summary of one stored partial state (decoded once per version of the row)."""
+        from driftline.window_state import WindowState
+
+        key = (record.id, record.updated_at)
+        found = self._labels.get(key)
+        if found is None:
+            found = self._labels[key] = WindowState.from_bytes(record.state).labels
+            if len(self._labels) > _LABEL_CACHE_ENTRIES:
+                self._labels.popitem(last=False)
+        else:
+            self._labels.move_to_end(key)
+        return found
 
     def baseline(self, session: Session, model: str, version: str) -> Any:
         from driftline.baseline import Baseline
@@ -97,10 +117,21 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: "Ev
         WindowStateRecord.window_start_ms == key.window_start_ms)).all()
     state = WindowState.merge_all([WindowState.from_bytes(r.state, baseline) for r in records], baseline)
     events = sum(r.events for r in records)
+    thresholds = config.thresholds_for(key.model)
+    window_labels = state.labels.n
+    pooled_windows = 0
+    if baseline is not None and 0 < window_labels < thresholds.quality_pool_min_labels:
+        state.labels, pooled_windows = pool_labels(session, key, cache, state.labels, thresholds.quality_pool_min_labels,
+                                                   thresholds.quality_pool_max_windows)
     # Without a baseline (a version not registered yet) only latency can be judged.
-    results = evaluate_window(baseline, state, thresholds=config.thresholds_for(key.model),
+    results = evaluate_window(baseline, state, thresholds=thresholds,
                               slo=config.slo_for(key.model), window_seconds=config.window_seconds,
                               transform=cache.transform(session, key.model, key.version) if baseline else None)
+    if pooled_windows:
+        for r in results:
+            if r.detector == "model_quality":
+                r.details.update(window_labels=window_labels, pooled_windows=pooled_windows,
+                                 pooled_labels=state.labels.n)
     if baseline is None:
         status = "no_baseline"
     elif any(r.insufficient_data for r in results if r.detector == "data_drift"):
@@ -130,6 +161,31 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: "Ev
         detector=r.detector, feature=r.feature or "", metric=r.metric, value=_finite(r.value),
         threshold=_finite(r.threshold), breached=bool(r.breached), details=r.details or {}) for r in results)
     return evaluation
+
+
+def pool_labels(session: Session, key: WindowKey, cache: BaselineCache, labels: Any, min_labels: int,
+                max_windows: int) -> tuple[Any, int]:
+    """`labels` merged with the labels of the windows just before `key` (same model version), newest
+    first, until at least `min_labels` or `max_windows` windows back; returns (labels, windows added)."""
+    window_ms = key.window_end_ms - key.window_start_ms
+    if max_windows <= 0 or window_ms <= 0:
+        return labels, 0
+    records = session.scalars(select(WindowStateRecord).where(
+        WindowStateRecord.model == key.model, WindowStateRecord.version == key.version,
+        WindowStateRecord.window_start_ms >= key.window_start_ms - max_windows * window_ms,
+        WindowStateRecord.window_start_ms < key.window_start_ms)
+        .order_by(WindowStateRecord.window_start_ms.desc())).all()
+    pooled, windows, seen = labels.copy(), 0, set()
+    for record in records:
+        if pooled.n >= min_labels and record.window_start_ms not in seen:
+            break
+        part = cache.labels(record)
+        if part.n and part.task == pooled.task:
+            pooled = pooled.merge(part)
+            if record.window_start_ms not in seen:
+                seen.add(record.window_start_ms)
+                windows += 1
+    return pooled, windows
 
 
 def _finite(value: Any) -> float | None:

@@ -159,3 +159,75 @@ def test_thresholds_and_slos_come_from_the_config_file_with_per_model_overrides(
     toml.write_text("[skew]\nno_such_threshold = 1\n")
     with pytest.raises(UserError, match="no_such_threshold"):
         EvaluationConfig.from_settings(load_settings(toml))
+
+
+# --- model quality on pooled labels --------------------------------------------------------------
+
+def _labelled_window(db_url, baseline, rng, w, n_labels, relation):
+    """Window `w` (600 events) whose first `n_labels` predictions got labels drawn by `relation(scores)`."""
+    evs = events(rng, 600, T0 + w * WINDOW_MS)
+    state = WindowState.empty(baseline).add_batch(EventBatch.from_events(evs))
+    scores = np.array([e["prediction"] for e in evs[:n_labels]])
+    state.add_labels(scores.tolist(), relation(scores).tolist())
+    with session_scope(db_url) as s:
+        s.add(WindowStateRecord(model="m", version="1", window_start_ms=T0 + w * WINDOW_MS,
+                                window_end_ms=T0 + (w + 1) * WINDOW_MS, partition=w % 2, events=len(evs),
+                                state=state.to_bytes()))
+
+
+def _quality(db_url, w):
+    with session_scope(db_url) as s:
+        return s.scalars(select(DetectorResult).where(DetectorResult.detector == "model_quality",
+                                                      DetectorResult.window_start_ms == T0 + w * WINDOW_MS)).all()
+
+
+def _labelled_baseline(db_url, rng):
+    """A baseline whose training labels follow the scores (P(label=1 | score) = score)."""
+    train = training_frame(rng, 5000)
+    scores = rng.uniform(size=5000)
+    baseline = compute_baseline(train, predictions=scores, labels=(rng.uniform(size=5000) < scores).astype(int))
+    with session_scope(db_url) as s:
+        s.add(ModelVersion(model="m", version="1"))
+        s.add(BaselineRecord(model="m", version="1", rows=5000, summary=baseline.to_dict()))
+    return baseline
+
+
+def test_sparse_labels_are_pooled_with_earlier_windows_up_to_the_configured_bounds(db_url, tmp_path):
+    rng = np.random.default_rng(11)
+    baseline = _labelled_baseline(db_url, rng)
+    # The relation broke: the label is a coin flip whatever the score (concept drift).
+    coin = lambda scores: (rng.uniform(size=scores.size) < 0.5).astype(int)  # noqa: E731
+    for w in range(9):
+        _labelled_window(db_url, baseline, rng, w, 150, coin)
+    jobs = jobs_for(db_url)
+    assert jobs.evaluate_due_windows(now_ms=T0 + 9 * WINDOW_MS + 5_000) == 9
+    last = _quality(db_url, 8)
+    assert last and all(r.details["window_labels"] == 150 for r in last)
+    # 150 labels a window: six earlier windows bring the pool to 1 050, the first above 1 000.
+    assert {(r.details["pooled_windows"], r.details["pooled_labels"]) for r in last} == {(6, 1_050)}
+    assert any(r.breached for r in last), [(r.metric, r.value, r.threshold) for r in last]
+    first = _quality(db_url, 0)  # nothing before it to pool
+    assert first and all("pooled_windows" not in r.details for r in first)
+
+    config = tmp_path / "pool.toml"
+    config.write_text("[model_quality]\nquality_pool_max_windows = 2\n")
+    bounded = SchedulerJobs(load_settings(config_file=config, db=db_url, window_seconds=10,
+                                          allowed_lateness_seconds=2))
+    _labelled_window(db_url, baseline, rng, 9, 150, coin)
+    assert bounded.evaluate_due_windows(now_ms=T0 + 10 * WINDOW_MS + 5_000) == 1
+    assert {(r.details["pooled_windows"], r.details["pooled_labels"]) for r in _quality(db_url, 9)} == {(2, 450)}
+
+
+def test_pooling_off_judges_each_window_on_its_own_labels(db_url, tmp_path):
+    rng = np.random.default_rng(12)
+    baseline = _labelled_baseline(db_url, rng)
+    follows = lambda scores: (rng.uniform(size=scores.size) < scores).astype(int)  # noqa: E731
+    for w in range(3):
+        _labelled_window(db_url, baseline, rng, w, 150, follows)
+    config = tmp_path / "off.toml"
+    config.write_text("[model_quality]\nquality_pool_min_labels = 0\n")
+    jobs = SchedulerJobs(load_settings(config_file=config, db=db_url, window_seconds=10, allowed_lateness_seconds=2))
+    assert jobs.evaluate_due_windows(now_ms=T0 + 3 * WINDOW_MS + 5_000) == 3
+    results = _quality(db_url, 2)
+    assert results and all("pooled_windows" not in r.details for r in results)
+    assert not any(r.breached for r in results)  # labels that follow the training relation
