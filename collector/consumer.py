@@ -122,6 +122,7 @@ class PartitionBuffer:
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
     predictions: dict[str, PredictionRow] = field(default_factory=dict)
     labels: dict[str, LabelRow] = field(default_factory=dict)
+    stored_predictions: set[str] = field(default_factory=set)  # request ids a decoder stored already
     messages: int = 0  # consumed since the last flush
     # the inference partition's folder when folding runs in this process (None: in a decoder, or labels)
     folder: InferenceFolder | None = None
@@ -138,10 +139,12 @@ class PartitionBuffer:
 
     def to_flush(self) -> PartitionFlush:
         return PartitionFlush(self.topic, self.partition, self.row_partition, self.expected, self.next_offset,
-                              self.topic_id, self.windows.windows, self.dead_letters, self.predictions, self.labels)
+                              self.topic_id, self.windows.windows, self.dead_letters, self.predictions, self.labels,
+                              self.stored_predictions)
 
     def add(self, delta: FoldDelta) -> None:
         merge_delta(self.windows.windows, self.dead_letters, self.predictions, delta)
+        self.stored_predictions.update(delta.stored_predictions)
         self.gathered_watermarks = delta.watermarks
 
     def committed(self) -> None:
@@ -162,6 +165,7 @@ class PartitionBuffer:
     def _clear(self) -> None:
         self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
         self.dead_letters, self.predictions, self.labels = [], {}, {}
+        self.stored_predictions = set()
         self.messages = 0
 
 

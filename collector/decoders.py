@@ -16,7 +16,9 @@ answer to a question it asked, so neither side can block the other for good):
   decoders are behind.
 * ``("take", keys)`` -> ``{key: delta}`` - what each partition accumulated since the
   last take, window states as `WindowState.to_bytes` blobs (the collector binds them
-  to its own baseline objects).
+  to its own baseline objects). Decoders store the predictions for the label join
+  themselves (idempotent inserts, `collector.folding`), so a delta names only their
+  request ids and the collector's flush keeps the cheap part.
 * ``("reset", key, watermarks)``, ``("forget_ids", key)``, ``("drop", key)``, ``("stop",)``.
 
 A decoder that dies (killed, out of memory, a bug) makes the collector raise
@@ -168,12 +170,14 @@ def _pack_delta(delta: FoldDelta) -> tuple[Any, ...]:
     windows = [(key, p.state.to_bytes(), p.window_end_ms, p.events, p.late_events) for key, p in delta.windows.items()]
     predictions = [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, r.prediction)
                    for r in delta.predictions.values()]
-    return windows, delta.dead_letters, predictions, delta.watermarks, delta.valid, delta.late, delta.duplicates
+    return (windows, delta.dead_letters, predictions, delta.watermarks, delta.valid, delta.late, delta.duplicates,
+            list(delta.stored_predictions))
 
 
 def _unpack_delta(packed: tuple[Any, ...], baseline_for: Callable[[str, str], Baseline | None]) -> FoldDelta:
-    windows, letters, predictions, watermarks, valid, late, duplicates = packed
-    delta = FoldDelta(dead_letters=letters, watermarks=watermarks, valid=valid, late=late, duplicates=duplicates)
+    windows, letters, predictions, watermarks, valid, late, duplicates, stored = packed
+    delta = FoldDelta(dead_letters=letters, watermarks=watermarks, valid=valid, late=late, duplicates=duplicates,
+                      stored_predictions=set(stored))
     for key, blob, end_ms, events, late_events in windows:
         baseline = baseline_for(key[0], key[1])
         try:
@@ -220,6 +224,7 @@ def decoder_main() -> None:
 
 
 def _serve(conn: Connection, config: DecoderConfig) -> None:
+    from collector import store
     from collector.baselines import BaselineCache, stored_watermark_or_none
     from driftline.store.db import get_engine
 
@@ -227,13 +232,19 @@ def _serve(conn: Connection, config: DecoderConfig) -> None:
     baselines = BaselineCache(engine, config.baseline_recheck_s)
     folders: dict[PartitionKey, InferenceFolder] = {}
 
+    def store_predictions(rows: list[PredictionRow]) -> None:
+        with engine.begin() as conn:
+            store.insert_predictions(conn, [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms,
+                                             r.prediction, None, None) for r in rows])
+
     def folder(key: PartitionKey) -> InferenceFolder:
         found = folders.get(key)
         if found is None:
             topic, partition = key
             found = folders[key] = InferenceFolder(
                 topic, partition, config.window_ms, config.lateness_ms, config.dedup_limit, baselines.get,
-                lambda model, version: stored_watermark_or_none(engine, model, version, partition))
+                lambda model, version: stored_watermark_or_none(engine, model, version, partition),
+                store_predictions)
         return found
 
     while True:

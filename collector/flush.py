@@ -7,7 +7,9 @@ The transaction, in this order:
    this collector left it belongs to another collector now: the whole transaction is
    rolled back and `Fenced` names the partitions (their pending data is dropped, the
    new owner reads it again from the stored offsets);
-2. **predictions** (for the label join), and the labels that waited for them;
+2. **predictions** (for the label join), and the labels that waited for them; predictions a
+   decoder process already stored (`stored_predictions`, idempotent inserts ahead of the
+   flush, see `collector.folding`) are only checked for waiting labels;
 3. **labels**, joined with stored predictions, or stored to wait for them;
 4. the **label sweep** when due (`collector.labels`);
 5. **dead letters** (already acknowledged on the DLQ topic before the transaction);
@@ -60,6 +62,7 @@ class PartitionFlush:
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
     predictions: dict[str, PredictionRow] = field(default_factory=dict)
     labels: dict[str, LabelRow] = field(default_factory=dict)
+    stored_predictions: set[str] = field(default_factory=set)  # request ids a decoder stored already
 
     @property
     def moves(self) -> bool:
@@ -141,12 +144,16 @@ def _first_per_request(parts: list[PartitionFlush], attr: str) -> tuple[dict[str
 def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int,
                  result: FlushResult) -> None:
     predictions, owner = _first_per_request(parts, "predictions")
-    if not predictions:
+    stored: dict[str, int] = {}  # stored by a decoder already -> the row partition that owns it
+    for p in parts:
+        for rid in p.stored_predictions:
+            if rid not in predictions and rid not in stored:
+                stored[rid] = p.row_partition
+    if not predictions and not stored:
         return
-    ids = sorted(predictions)
-    waiting = store.unjoined_labels(conn, ids)
+    waiting = store.unjoined_labels(conn, sorted(set(predictions) | set(stored)))
     rows, joined = [], {}
-    for rid in ids:
+    for rid in sorted(predictions):
         row = predictions[rid]
         found = waiting.get(rid)
         if found is not None and found[0] == row.model:
@@ -157,11 +164,20 @@ def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_
         else:
             rows.append((rid, row.model, row.version, row.ts_ms, row.window_start_ms, row.prediction, None, None))
     store.insert_predictions(conn, rows)
+    stored_waiting = sorted(rid for rid in stored if rid in waiting)
+    if stored_waiting:
+        found = store.unlabelled_predictions(conn, stored_waiting)
+        for rid in stored_waiting:
+            prediction, (label_model, label) = found.get(rid), waiting[rid]
+            if prediction is not None and prediction.model == label_model:
+                joined[rid] = label
+                pairs.add((prediction.model, prediction.version, prediction.window_start_ms, stored[rid]),
+                          prediction.prediction, label)
     if joined:
         # The prediction may have been stored before (a duplicate event): label that row too.
         store.mark_predictions_labelled(conn, joined, now_ms)
         store.mark_labels_joined(conn, sorted(joined))
-    result.predictions = len(predictions)
+    result.predictions = len(predictions) + len(stored)
     result.labels_joined += len(joined)
 
 

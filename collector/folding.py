@@ -6,6 +6,13 @@ process or in a decoder process (`collector.decoders`) with the same code. What 
 accumulates since the last `take()` is a `FoldDelta`; the collector merges deltas
 into its partition buffers and flushes those with the offsets.
 
+With a `store_predictions` writer (decoder processes) the folder also inserts the
+predictions for the label join itself, in batches, ahead of the collector's flush: those
+inserts are idempotent (a request id keeps its first row), so a crash before the flush
+only means the same rows are offered again, and the flush is left with the cheap part
+(looking for labels that waited for them). Rows it could not write (the store is down)
+go to the flush as before.
+
 The folder keeps the state that must follow a partition's records in order: the
 recently seen event ids (duplicates from a producer's retry are dropped) and the
 per-model-version watermarks that decide lateness (`collector.windows`). After a
@@ -14,6 +21,7 @@ read again from the stored offset.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -28,6 +36,12 @@ from driftline.events import EventError, InferenceEvent, parse_inference
 MAX_MODEL_CHARS = 200
 MAX_VERSION_CHARS = 100
 MAX_REQUEST_ID_CHARS = 256
+# Predictions a folder with a writer inserts at a time: large enough that a transaction's
+# fixed cost vanishes per row, small enough to hold a decoder's memory and the store's
+# write lock for a few milliseconds only.
+PREDICTION_WRITE_BATCH = 2_000
+
+log = logging.getLogger(__name__)
 
 Watermarks = dict[tuple[str, str], "int | None"]
 
@@ -50,8 +64,9 @@ class FoldDelta:
 
     windows: dict[WindowKey, PartialWindow] = field(default_factory=dict)
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
-    predictions: dict[str, PredictionRow] = field(default_factory=dict)
+    predictions: dict[str, PredictionRow] = field(default_factory=dict)  # for the flush to insert
     watermarks: Watermarks = field(default_factory=dict)  # the partition's watermarks now (all of them)
+    stored_predictions: set[str] = field(default_factory=set)  # request ids inserted by the folder
     valid: int = 0
     late: int = 0
     duplicates: int = 0
@@ -62,18 +77,23 @@ class InferenceFolder:
 
     `baseline_for(model, version)` bins numeric features (None: counted unbinned);
     `stored_watermark(model, version)` is asked once per model version for the
-    partition's watermark as of the stored window rows (None: nothing stored).
+    partition's watermark as of the stored window rows (None: nothing stored);
+    `store_predictions(rows)`, when given, inserts prediction rows (idempotently).
     """
 
     def __init__(self, topic: str, partition: int, window_ms: int, lateness_ms: int, dedup_limit: int,
                  baseline_for: Callable[[str, str], Baseline | None],
-                 stored_watermark: Callable[[str, str], int | None]):
+                 stored_watermark: Callable[[str, str], int | None],
+                 store_predictions: Callable[[list[PredictionRow]], None] | None = None):
         self.topic = topic
         self.partition = partition
         self.window_ms = window_ms
         self.dedup_limit = dedup_limit
         self.baseline_for = baseline_for
         self.stored_watermark = stored_watermark
+        self.store_predictions = store_predictions
+        self.stored_ids: set[str] = set()
+        self._write_failing = False
         self.windows = PartitionWindows(window_ms, lateness_ms)
         self.dead_letters: list[DeadLetterRow] = []
         self.predictions: dict[str, PredictionRow] = {}
@@ -125,19 +145,45 @@ class InferenceFolder:
                     ts = event.ts_ms
                     predictions[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, event.prediction)
         self.duplicates += duplicates
+        if self.store_predictions is not None and len(predictions) >= PREDICTION_WRITE_BATCH:
+            self._write_predictions()
+
+    def _write_predictions(self) -> None:
+        rows = [row for rid, row in self.predictions.items() if rid not in self.stored_ids]
+        if not rows:
+            self.predictions = {}
+            return
+        try:
+            self.store_predictions(rows)
+        except Exception as exc:  # the store is down: the flush inserts them (and retries) instead
+            if not self._write_failing:
+                log.warning("cannot store predictions ahead of the flush (%s: %s); the flush will",
+                            type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+            self._write_failing = True
+            return
+        self._write_failing = False
+        self.stored_ids.update(row.request_id for row in rows)
+        self.predictions = {}
 
     def take(self) -> FoldDelta:
         """Hand over what accumulated since the last take (the folder keeps ids and watermarks)."""
-        delta = FoldDelta(self.windows.windows, self.dead_letters, self.predictions, dict(self.watermarks),
-                          self.valid, self.late, self.duplicates)
+        if self.store_predictions is not None and self.predictions:
+            self._write_predictions()
+        delta = FoldDelta(windows=self.windows.windows, dead_letters=self.dead_letters, predictions=self.predictions,
+                          watermarks=dict(self.watermarks), stored_predictions=self.stored_ids, valid=self.valid,
+                          late=self.late, duplicates=self.duplicates)
         self.windows = PartitionWindows(self.window_ms, self.windows.lateness_ms)
-        self.dead_letters, self.predictions = [], {}
+        self.dead_letters, self.predictions, self.stored_ids = [], {}, set()
         self.valid = self.late = self.duplicates = 0
         return delta
 
     def reset(self, watermarks: Watermarks) -> None:
-        """Forget everything since the last committed flush: the records are read again."""
-        self.take()
+        """Forget everything since the last committed flush: the records are read again.
+
+        (Predictions already inserted stay: they are real events, and inserting them again is a no-op.)"""
+        self.windows = PartitionWindows(self.window_ms, self.windows.lateness_ms)
+        self.dead_letters, self.predictions, self.stored_ids = [], {}, set()
+        self.valid = self.late = self.duplicates = 0
         self.forget_ids()
         self.watermarks = dict(watermarks)
 
