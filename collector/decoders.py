@@ -39,6 +39,7 @@ import sys
 import traceback
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from collector.folding import FoldDelta, InferenceFolder, Watermarks
@@ -94,7 +95,7 @@ class DecoderPool:
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from collector.decoders import decoder_main; decoder_main()",
                  str(index), str(theirs.fileno()), json.dumps(asdict(config))],
-                pass_fds=(theirs.fileno(),), preexec_fn=_child_setup)
+                pass_fds=(theirs.fileno(),), preexec_fn=_child_setup, env=_child_env(), stdin=subprocess.DEVNULL)
             theirs.close()
             self._conns.append(Connection(ours.detach()))
             self._procs.append(proc)
@@ -192,6 +193,12 @@ def _unpack_delta(packed: tuple[Any, ...], baseline_for: Callable[[str, str], Ba
 
 
 # --- the decoder process ------------------------------------------------------------------------------
+
+def _child_env() -> dict[str, str]:
+    """This process's environment, with the code this process runs first on the child's path."""
+    root = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+
 
 def _child_setup() -> None:
     from driftline.supervisor import set_parent_death_signal
