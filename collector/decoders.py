@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 
 PartitionKey = tuple[str, int]  # (topic, partition)
 _STOP_TIMEOUT_S = 5.0
+# An idle decoder stores pending predictions once a partition has this many (fewer: the
+# fixed cost of a transaction would dominate).
+_IDLE_WRITE_MIN_ROWS = 1_000
 
 
 class DecoderFailed(RuntimeError):
@@ -255,6 +258,10 @@ def _serve(conn: Connection, config: DecoderConfig) -> None:
         return found
 
     while True:
+        if not conn.poll(0):
+            # Nothing waiting: store predictions now rather than while the collector waits in `take`.
+            for found in folders.values():
+                found.write_predictions(_IDLE_WRITE_MIN_ROWS)
         message = conn.recv()
         kind = message[0]
         if kind == "process":

@@ -31,6 +31,11 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API
     # pages back (measured: 12 -> 29 us per row over the first 600k rows with the default,
     # 9 -> 14 us with this). Only pages actually touched take memory.
     cursor.execute("PRAGMA cache_size=-65536")
+    # Checkpoint the WAL every ~40 MB instead of ~4 MB: a page the collector's inserts touch
+    # over and over is copied back once per checkpoint, and each checkpoint syncs. Measured
+    # on prediction inserts (600k rows, 10k per commit): 18 -> 15 us CPU and 24 -> 17 us
+    # wall per row.
+    cursor.execute("PRAGMA wal_autocheckpoint=10000")
     cursor.close()
 
 
