@@ -1,22 +1,29 @@
 """Benchmark of the inference worker: requests/s and latency with and without dynamic batching and event logging.
 
     .venv/bin/python bench/worker.py [--device auto|cpu|cuda] [--seconds 5] [--concurrency 1,8,32,128]
-                                     [--json results.json]
+                                     [--configs NAME,NAME] [--json results.json]
 
-Three real `driftline worker` processes run side by side on one trained model, all with
-the prediction cache off (every request reaches the model):
+Real `driftline worker` processes run side by side on one trained model, all with the
+prediction cache off (every request reaches the model):
 
 - batching:            --max-batch-size 64 --max-wait-ms 2, no event logging
 - batch size 1:        --max-batch-size 1, no event logging
-- batching + logging:  as "batching", with events sent to an embedded Kafka broker
+- batching + logging:  as "batching", with events sent to an embedded Kafka broker by a
+                       producer in a child process (the worker's default)
+- logging in-thread:   as "batching + logging", the producer on a thread in the worker
 
-For each concurrency level the three are measured in turn, in several interleaved rounds
-(so a change in background load hits all three alike), by a closed-loop client: `concurrency`
+`--configs` picks some of them (e.g. `--configs "batching,batching + logging,logging in-thread"`
+for the logging cost alone). For each concurrency level they are measured in turn, in several
+interleaved rounds (so a change in background load hits all alike; the logging cost is also
+given as the median of per-round ratios), by a closed-loop client: `concurrency`
 keep-alive connections, each sending the next request as soon as the previous answer
 arrives. The client is a minimal HTTP/1.1 writer/reader on asyncio streams rather than
 httpx, because on a small machine the client shares the CPU with the worker and httpx's
 per-request cost (~0.3 ms of Python) would be measured as the worker's.
 Figures are printed, not asserted. Whole run: about 2 minutes at the defaults.
+
+`--logger-cost` instead measures `InferenceLogger` alone: CPU per event in this process and
+in its children, producer on a thread vs in a child process (about 2 minutes).
 """
 from __future__ import annotations
 
@@ -47,7 +54,8 @@ DRIFTLINE = str(Path(sys.executable).with_name("driftline"))
 CONFIGS = {
     "batching": ["--max-batch-size", "64", "--max-wait-ms", "2", "--no-events"],
     "batch size 1": ["--max-batch-size", "1", "--no-events"],
-    "batching + logging": ["--max-batch-size", "64", "--max-wait-ms", "2", "--events"],
+    "batching + logging": ["--max-batch-size", "64", "--max-wait-ms", "2", "--events", "--event-producer", "process"],
+    "logging in-thread": ["--max-batch-size", "64", "--max-wait-ms", "2", "--events", "--event-producer", "thread"],
 }
 WARMUP_S = 0.5  # per round: connections opened, batches at steady size
 
@@ -72,12 +80,20 @@ def worker_process(env: dict[str, str], flags: list[str], device: str) -> Iterat
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads), from /proc; 0 where there is none."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of a process (all its threads) and of its live children, from /proc.
+
+    The children count because the event producer can run in one: its CPU is the
+    logging's cost as much as a thread's would be.
+    """
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[bytes]) -> tuple[list[float], int, int]:
@@ -125,28 +141,74 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
             bodies: list[bytes]) -> dict[str, dict[str, float]]:
     """Each configuration in turn, `rounds` times, so slow drifts in background load hit all alike.
 
+    The order within a round alternates, so no configuration always follows the same one.
     Besides requests/s and latency, the worker process's CPU time per answered request:
     a cost measure that background load on a shared machine disturbs far less than throughput.
+    `rps_rounds` keeps each round's requests/s, for ratios taken round by round.
     """
     latencies: dict[str, list[float]] = {name: [] for name in workers}
+    rps_rounds: dict[str, list[float]] = {name: [] for name in workers}
     errors = dict.fromkeys(workers, 0)
     answered = dict.fromkeys(workers, 0)
     cpu = dict.fromkeys(workers, 0.0)
-    for _ in range(rounds):
-        for name, (port, pid) in workers.items():
+    for round_ in range(rounds):
+        order = list(workers.items())
+        for name, (port, pid) in order if round_ % 2 == 0 else reversed(order):
             before = cpu_seconds(pid)
             lat, err, done = asyncio.run(closed_loop(port, level, seconds / rounds, bodies))
             cpu[name] += cpu_seconds(pid) - before
             latencies[name] += lat
+            rps_rounds[name].append(len(lat) / (seconds / rounds))
             errors[name] += err
             answered[name] += done
     out = {}
     for name, lat in latencies.items():
         ms = np.asarray(lat) * 1000.0
-        out[name] = {"rps": len(lat) / seconds, "p50_ms": float(np.percentile(ms, 50)),
+        out[name] = {"rps": len(lat) / seconds, "rps_rounds": rps_rounds[name], "p50_ms": float(np.percentile(ms, 50)),
                      "p99_ms": float(np.percentile(ms, 99)), "requests": len(lat), "errors": errors[name],
                      "cpu_ms_per_request": 1000.0 * cpu[name] / max(1, answered[name])}
     return out
+
+
+def logger_cost(bootstrap_servers: str, events: int, rate: float, rounds: int) -> None:
+    """CPU per event of `InferenceLogger` here (the serving process) and in children: producer on a thread vs a child.
+
+    Events are logged at `rate` per second from a paced loop; the same loop without
+    logging, measured in the same rounds, is subtracted. Rounds alternate the three.
+    """
+    from driftline.client import InferenceLogger
+
+    row = generate_inputs(1, seed=5).to_dict("records")[0]
+    latency = {"total": 4.2, "queue": 1.1, "compute": 2.0}
+    loggers = {"none": None,
+               "thread": InferenceLogger(bootstrap_servers, "bench", "1", device="cpu"),
+               "process": InferenceLogger(bootstrap_servers, "bench", "1", device="cpu", producer_process=True)}
+    time.sleep(3)  # producers connected, the child started
+    own = dict.fromkeys(loggers, 0.0)
+    children = dict.fromkeys(loggers, 0.0)
+    per_round = events // rounds
+    for _ in range(rounds):
+        for name, logger in loggers.items():
+            own_before, children_before = time.process_time(), cpu_seconds(os.getpid()) - time.process_time()
+            started = time.perf_counter()
+            for i in range(per_round):
+                if logger is not None:
+                    logger.log(row, 0.37, latency, inputs=row, version="1", batch_size=32, cache_hit=False)
+                delay = started + (i + 1) / rate - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+            if logger is not None:
+                logger.flush(30)
+            own[name] += time.process_time() - own_before
+            children[name] += cpu_seconds(os.getpid()) - time.process_time() - children_before
+    total = per_round * rounds
+    print(f"logger CPU per event at {rate:g} events/s ({total} events each, {rounds} rounds), "
+          "the paced loop's own cost subtracted:")
+    for name in ("thread", "process"):
+        stats = loggers[name].close()
+        print(f"  producer {name:<8}: serving process {1e6 * (own[name] - own['none']) / total:6.1f} us, "
+              f"child process {1e6 * (children[name] - children['none']) / total:6.1f} us "
+              f"(sent {stats.sent}, failed {stats.failed}, dropped {stats.dropped})")
 
 
 def events_line(port: int) -> str:
@@ -168,11 +230,19 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="measured seconds per configuration and level")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds the seconds are split into")
     parser.add_argument("--concurrency", default="1,8,32,128")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configurations to run")
     parser.add_argument("--train-rows", type=int, default=2_000,
                         help="rows to train the benchmark model on (speed does not depend on its quality)")
     parser.add_argument("--json", dest="json_out", default=None, help="write the figures here too")
+    parser.add_argument("--logger-cost", action="store_true",
+                        help="instead: CPU per event of InferenceLogger, producer on a thread vs in a child process")
     args = parser.parse_args()
+    if args.logger_cost:
+        with EmbeddedBroker(port=free_port()) as broker:
+            logger_cost(broker.bootstrap_servers, events=60_000, rate=2_000, rounds=6)
+        return
     levels = [int(c) for c in args.concurrency.split(",")]
+    configs = {name: CONFIGS[name] for name in args.configs.split(",")}
     load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
     bodies = [orjson.dumps({"features": row}) for row in generate_inputs(5_000, seed=99).to_dict("records")]
 
@@ -181,14 +251,14 @@ def main() -> None:
                "DRIFTLINE_BOOTSTRAP_SERVERS": broker.bootstrap_servers}
         subprocess.run([DRIFTLINE, "train", "--size", "default", "--rows", str(args.train_rows), "--epochs", "1"],
                        env=env, check=True, stdout=subprocess.DEVNULL)
-        results: dict[str, dict[int, dict[str, float]]] = {name: {} for name in CONFIGS}
+        results: dict[str, dict[int, dict[str, float]]] = {name: {} for name in configs}
         with contextlib.ExitStack() as stack:
             workers = {name: stack.enter_context(worker_process(env, flags, args.device))
-                       for name, flags in CONFIGS.items()}
+                       for name, flags in configs.items()}
             for level in levels:
                 for name, figures in measure(workers, level, args.seconds, args.rounds, bodies).items():
                     results[name][level] = figures
-            logging_events = events_line(workers["batching + logging"][0])
+            logging_events = {name: events_line(workers[name][0]) for name in configs if "logging" in name}
 
     print(f"worker benchmark: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"device {args.device}, {args.seconds:g} s per point in {args.rounds} rounds, cache off, "
@@ -199,18 +269,30 @@ def main() -> None:
         cells = "".join(f"{r['rps']:>9.0f} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.1f} {r['cpu_ms_per_request']:>7.3f}"
                         for r in by_level.values())
         print(f"{name:<20}{cells}")
-    print("(cpu ms: the worker process's CPU time per answered request)")
-    ratios = {}
+    print("(cpu ms: CPU time of the worker process and its children per answered request)")
+    ratios: dict[int, dict[str, float]] = {}
     for level in levels:
-        batching, single = results["batching"][level], results["batch size 1"][level]
-        logged = results["batching + logging"][level]
-        ratios[level] = {"batching_vs_batch1": batching["rps"] / single["rps"],
-                         "logging_cost_rps": 1 - logged["rps"] / batching["rps"],
-                         "logging_cost_cpu": logged["cpu_ms_per_request"] / batching["cpu_ms_per_request"] - 1}
-        print(f"c={level:<4} batching / batch size 1 = {ratios[level]['batching_vs_batch1']:.2f}x   "
-              f"logging cost: {100 * ratios[level]['logging_cost_rps']:+.1f}% of requests/s, "
-              f"{100 * ratios[level]['logging_cost_cpu']:+.1f}% CPU per request")
-    print(f"events with logging on: {logging_events}")
+        ratios[level] = {}
+        line = f"c={level:<4}"
+        batching = results.get("batching", {}).get(level)
+        single = results.get("batch size 1", {}).get(level)
+        if batching and single:
+            ratios[level]["batching_vs_batch1"] = batching["rps"] / single["rps"]
+            line += f" batching / batch size 1 = {ratios[level]['batching_vs_batch1']:.2f}x"
+        for name in (n for n in configs if "logging" in n and batching):
+            logged = results[name][level]
+            rps_cost = ratios[level][f"{name}: cost_rps"] = 1 - logged["rps"] / batching["rps"]
+            # Round by round (each pair measured seconds apart), the median: robust to a burst
+            # of background load that hits one configuration's turn in a few rounds.
+            round_costs = [1 - a / b for a, b in zip(logged["rps_rounds"], batching["rps_rounds"])]
+            median_cost = ratios[level][f"{name}: cost_rps_median_round"] = float(np.median(round_costs))
+            cpu_cost = logged["cpu_ms_per_request"] / batching["cpu_ms_per_request"] - 1
+            ratios[level][f"{name}: cost_cpu"] = cpu_cost
+            line += (f"\n  cost of {name}: {100 * rps_cost:+.1f}% of requests/s (median of rounds "
+                     f"{100 * median_cost:+.1f}%), {100 * cpu_cost:+.1f}% CPU per request")
+        print(line)
+    for name, events in logging_events.items():
+        print(f"events, {name}: {events}")
     errors = sum(r["errors"] for by_level in results.values() for r in by_level.values())
     print(f"non-200 answers: {errors}")
     if args.json_out:

@@ -43,6 +43,8 @@ class Settings(BaseSettings):
 
     # Ports of the local services.
     worker_port: int = 8000
+    # A Redis shared by the workers' prediction caches (`driftline worker --cache-url`); None: in-process only.
+    worker_cache_url: str | None = None
     collector_metrics_port: int = 9108
     dashboard_port: int = 8501
     dashboard_url: str = "http://127.0.0.1:8501"

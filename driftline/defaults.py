@@ -396,3 +396,27 @@ QUALITY_POOL_MAX_WINDOWS = 10
 # windows (~200 labels, drawn from the training relation) with any model-quality breach.
 # Above the measured 0.03-0.2 %, so the check is about the rule, not one seed's luck.
 QUALITY_FALSE_ALARM_RATE_MAX = 0.005
+
+# --- Worker: shared Redis cache and the retraining process (worker/) ---------------
+# The optional Redis tier of the prediction cache (`driftline worker --cache-url`).
+# A Redis on the same host or LAN answers a GET in 0.1-1 ms; a round trip that takes
+# longer than 20 ms is treated as a miss, so a sick Redis adds at most this much to a
+# request, a fifth of the p99 latency SLO.
+WORKER_REDIS_TIMEOUT_SECONDS = 0.02
+# After a failed round trip the worker stops asking Redis for this long, then tries
+# again: during an outage at most one request per second pays the timeout.
+WORKER_REDIS_RETRY_SECONDS = 1.0
+# Predictions waiting to be written to Redis while a write is in flight (~200 bytes
+# each); beyond this they are not cached remotely, which only costs a later miss.
+WORKER_REDIS_MAX_PENDING_WRITES = 10_000
+# Every key starts with this, so the worker's keys are easy to find, count or delete
+# (`redis-cli --scan --pattern 'driftline:pred:*'`) in a Redis shared with other uses.
+WORKER_REDIS_KEY_PREFIX = "driftline:pred:"
+# A retrain runs in a child process with one torch thread at this nice value: on a
+# 2-core machine the serving process keeps its core and the kernel prefers it for the
+# other: p99 latency during a retrain was 14-43 ms against 260-3 000 ms with training
+# on a thread of the worker (docs/worker.md).
+WORKER_RETRAIN_TORCH_THREADS = 1
+WORKER_RETRAIN_NICENESS = 10
+# At shut-down a running retrain gets SIGTERM, then SIGKILL after this many seconds.
+WORKER_RETRAIN_STOP_GRACE_SECONDS = 3.0

@@ -2,14 +2,16 @@
 # System packages the tests and the demo use, from Debian's archive:
 #   chromium  - the dashboard's browser test (Playwright drives /usr/bin/chromium)
 #   kcat      - an independent Kafka client used by the collector's exactly-once test
+#   redis-server - the worker's shared prediction cache tests start one on loopback
 # Installed only when missing; needs root (as on the development machines and CI).
 set -u
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
-  echo "note: ${missing[*]} not installed and not root; install them with apt-get for the browser and kcat tests" >&2
+  echo "note: ${missing[*]} not installed and not root; install them with apt-get for the browser, kcat and Redis tests" >&2
   exit 0
 fi
 echo "installing system packages: ${missing[*]} ..."

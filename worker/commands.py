@@ -124,7 +124,12 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
               help="Prediction cache entries (0: no cache).")
 @click.option("--cache-ttl", type=click.FloatRange(0), default=defaults.WORKER_CACHE_TTL_SECONDS, show_default=True,
               help="Seconds a cached prediction stays valid.")
+@click.option("--cache-url", default=None,
+              help="Redis URL (redis://HOST:PORT/DB) of a prediction cache shared by workers, asked after a local "
+                   "miss (env DRIFTLINE_WORKER_CACHE_URL; default: in-process cache only).")
 @click.option("--events/--no-events", default=True, show_default=True, help="Log one event per request to Kafka.")
+@click.option("--event-producer", type=click.Choice(["process", "thread"]), default="process", show_default=True,
+              help="Where the Kafka producer runs: a child process (off the serving GIL) or a thread in the worker.")
 @click.option("--event-buffer", type=click.IntRange(1), default=defaults.WORKER_EVENT_BUFFER, show_default=True,
               help="Events held while Kafka is slow or down; beyond it they are dropped and counted.")
 @click.option("--alias-poll", type=click.FloatRange(0), default=defaults.WORKER_ALIAS_POLL_SECONDS, show_default=True,
@@ -136,8 +141,8 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
 @common_options
 def worker(settings: Settings, model: str, host: str, port: int | None, device: str, max_batch_size: int,
-           max_wait_ms: float, cache_size: int, cache_ttl: float, events: bool, event_buffer: int, alias_poll: float,
-           labels: bool, threads: int | None, log_level: str) -> None:
+           max_wait_ms: float, cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
+           event_buffer: int, alias_poll: float, labels: bool, threads: int | None, log_level: str) -> None:
     """Run the inference server (GET /healthz, GET /model, POST /predict, GET /metrics)."""
     import logging
     import os
@@ -157,11 +162,12 @@ def worker(settings: Settings, model: str, host: str, port: int | None, device: 
     torch.set_num_threads(threads or max(1, (os.cpu_count() or 2) - 1))
     _registry(settings)
     config = WorkerConfig(model=model, device=device, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
-                          cache_size=cache_size, cache_ttl_s=cache_ttl, log_events=events, event_buffer=event_buffer,
+                          cache_size=cache_size, cache_ttl_s=cache_ttl, cache_url=cache_url or settings.worker_cache_url,
+                          log_events=events, event_producer=event_producer, event_buffer=event_buffer,
                           alias_poll_s=alias_poll, listen_for_labels=labels)
     try:
         serving = Worker(settings, config)
-    except RuntimeError as exc:  # --device cuda without a GPU
+    except (RuntimeError, ValueError) as exc:  # --device cuda without a GPU; a malformed --cache-url
         raise UserError(str(exc)) from None
     serving.load()
     port = port or settings.worker_port

@@ -51,6 +51,12 @@ class WorkerMetrics:
                                 registry=r)
         self.cache_hits = Counter("driftline_worker_cache_hits", "Predictions answered from the cache.", registry=r)
         self.cache_misses = Counter("driftline_worker_cache_misses", "Predictions computed by the model.", registry=r)
+        self.cache_remote_hits = Counter("driftline_worker_cache_remote_hits",
+                                         "Cache hits answered by the shared Redis tier (part of cache_hits).",
+                                         registry=r)
+        self.cache_remote_errors = Counter("driftline_worker_cache_remote_errors",
+                                           "Failed or timed-out Redis round trips (each answered as a miss).",
+                                           registry=r)
         self.model_swaps = Counter("driftline_worker_model_swaps", "Hot swaps to another production version.",
                                    registry=r)
         self.queue_depth = Gauge("driftline_worker_queue_depth", "Requests waiting for a batch.", registry=r)

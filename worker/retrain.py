@@ -9,32 +9,53 @@ needs only Kafka; the price is that a restarted worker starts with an empty buff
 
 A request is idempotent per key: the first POST with an Idempotency-Key inserts a
 `RetrainRequest` row (unique key) and starts one background job; any later POST with
-that key answers the same row. Jobs run one at a time on a single thread. The new
-version is trained with the production version's architecture, evaluated next to the
-production version on the same holdout of recent traffic, registered with its
-baseline, and promoted only when its log loss is lower (`training.is_better`).
+that key answers the same row. Jobs run one at a time. The new version is trained with
+the production version's architecture, evaluated next to the production version on the
+same holdout of recent traffic, registered with its baseline, and promoted only when its
+log loss is lower (`training.is_better`).
+
+Where the work runs: a job's thread in the worker only collects the labelled rows and
+records the request's status; training, evaluation, the baseline and registration run
+in a child process, a fresh interpreter (`run_retrain_job`), with one torch thread at a lower CPU
+priority, so training competes with serving neither for the GIL nor for torch's thread
+pool, and the kernel prefers the serving process's threads. The child gets plain data
+(a DataFrame, the labels, the production version's registry entry) and registers the
+new version itself; the worker's alias poll then picks up a promotion. The child is
+terminated when the worker stops, and killed by the kernel if the worker dies (Linux).
 """
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
+import time
+import traceback
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from driftline import defaults
 from driftline.config import TOPIC_LABELS
 from driftline.events import EventError, parse_label
 from driftline.store.db import session_scope
 from driftline.store.models import RetrainRequest
+from driftline.transform import FeatureTransform
 from worker.dataset import RAW_COLUMNS
+from worker.model import load_model
 from worker.publish import publish
-from worker.registry import Registry
+from worker.registry import Registry, VersionInfo
 from worker.training import TrainConfig, classification_metrics, is_better, predict_proba, train_model
 
 log = logging.getLogger(__name__)
@@ -166,18 +187,105 @@ def request_document(row: RetrainRequest) -> dict[str, Any]:
             "completed_at": row.completed_at.isoformat() if row.completed_at else None}
 
 
+@dataclass(frozen=True)
+class RetrainJob:
+    """What the training process needs, as plain picklable data."""
+
+    request_id: int
+    db_url: str
+    artifacts_dir: str
+    model: str
+    inputs: pd.DataFrame
+    labels: list[int]
+    epochs: int
+    incumbent: VersionInfo  # the production version when the job started: its architecture and holdout score
+    torch_threads: int = defaults.WORKER_RETRAIN_TORCH_THREADS
+
+
+def run_retrain_job(job: RetrainJob) -> dict[str, Any]:
+    """Train, evaluate against the incumbent, register (and maybe promote): the retrain's outcome columns.
+
+    Runs in the child process; callable in-process too (it only reads `job` and writes the registry).
+    """
+    import torch
+
+    started = time.perf_counter()
+    torch.set_num_threads(job.torch_threads)
+    incumbent = job.incumbent
+    size = str(incumbent.metrics.get("size", "default"))
+    result = train_model(job.inputs, job.labels, TrainConfig(size=size, epochs=job.epochs, seed=job.request_id))
+    # Both models answer the same holdout rows of recent traffic.
+    holdout_features = [result.features[i] for i in result.holdout_index]
+    holdout_labels = result.labels[result.holdout_index]
+    incumbent_net = load_model(Path(incumbent.artifact_path), incumbent.artifact_sha256, "cpu")
+    incumbent_transform = FeatureTransform.from_dict(incumbent.transform)
+    incumbent_scores = predict_proba(incumbent_net, incumbent_transform.encode(holdout_features))
+    incumbent_metrics = classification_metrics(incumbent_scores, holdout_labels)
+    better = is_better(result.metrics, incumbent_metrics)
+    reason = (f"retrain request {job.request_id}: holdout log loss {result.metrics['log_loss']:.4f} vs "
+              f"{incumbent_metrics['log_loss']:.4f} for version {incumbent.version}")
+    registry = Registry(job.db_url, Path(job.artifacts_dir))
+    published = publish(registry, job.model, result, promote=better, action="retrain", reason=reason,
+                        description=f"retrained on {len(job.inputs)} labelled requests "
+                                    f"(retrain request {job.request_id})")
+    return {"status": "succeeded", "new_version": published.version, "promoted": better,
+            "response": {"candidate": result.metrics, "incumbent": {"version": incumbent.version, **incumbent_metrics},
+                         "decision": reason,
+                         "trainer": {"pid": os.getpid(), "torch_threads": torch.get_num_threads(),
+                                     "niceness": os.nice(0), "seconds": round(time.perf_counter() - started, 2)}}}
+
+
+def _child_env() -> dict[str, str]:
+    """This process's environment, with the code this process runs first on the child's path."""
+    root = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+
+
+def child_main() -> None:
+    """Entry point of the training process: argv = socket fd, the worker's pid; one job in, one answer out."""
+    from driftline.supervisor import set_parent_death_signal
+
+    fd, worker_pid = int(sys.argv[1]), int(sys.argv[2])
+    set_parent_death_signal(signal.SIGKILL)  # a SIGKILLed worker leaves no training behind
+    if os.getppid() != worker_pid:  # the worker died before the line above
+        os._exit(1)
+    # Ctrl-C reaches the whole process group; the worker's shut-down stops this process itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn = Connection(fd)
+    job: RetrainJob = conn.recv()
+    try:
+        conn.send(("succeeded", run_retrain_job(job)))
+    except Exception as exc:
+        conn.send(("failed", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+class RetrainInterrupted(Exception):
+    """The worker stopped while the request was waiting or training."""
+
+
 class RetrainManager:
-    """Accepts retrain requests (idempotent per key) and runs them one at a time in the background."""
+    """Accepts retrain requests (idempotent per key) and runs them one at a time, each in a child process."""
 
     def __init__(self, registry: Registry, model: str, traffic: RecentTraffic, min_rows: int,
-                 current: Callable[[], Any], epochs: int = 4):
+                 current: Callable[[], Any], epochs: int = 4,
+                 torch_threads: int = defaults.WORKER_RETRAIN_TORCH_THREADS,
+                 niceness: int = defaults.WORKER_RETRAIN_NICENESS,
+                 stop_grace_s: float = defaults.WORKER_RETRAIN_STOP_GRACE_SECONDS):
         self.registry = registry
         self.model = model
         self.traffic = traffic
         self.min_rows = min_rows
-        self.current = current  # -> the LoadedVersion being served (net, transform, version, metrics)
+        self.current = current  # -> the LoadedVersion being served (its `info`: the registry entry)
         self.epochs = epochs
+        self.torch_threads = torch_threads
+        self.niceness = niceness
+        self.stop_grace_s = stop_grace_s
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftline-retrain")
+        self._lock = threading.Lock()
+        self._stopping = False
+        self.process: subprocess.Popen[bytes] | None = None  # the running training process, if any
 
     def submit(self, idempotency_key: str, reason: dict[str, Any]) -> RetrainTicket:
         db = self.registry.db_url
@@ -197,7 +305,12 @@ class RetrainManager:
                 existing = session.scalar(select(RetrainRequest)
                                           .where(RetrainRequest.idempotency_key == idempotency_key))
                 return RetrainTicket(existing.id, idempotency_key, existing.status, created=False)
-        self._executor.submit(self._run, ticket.id)
+        try:
+            self._executor.submit(self._run, ticket.id)
+        except RuntimeError:  # after shutdown(): recorded, never run
+            self._set(ticket.id, status="failed", response={"error": "interrupted: the worker is shutting down"},
+                      completed_at=_utcnow())
+            return RetrainTicket(ticket.id, idempotency_key, "failed", created=True)
         return ticket
 
     def get(self, request_id: int) -> dict[str, Any] | None:
@@ -206,7 +319,14 @@ class RetrainManager:
             return None if row is None else request_document(row)
 
     def shutdown(self) -> None:
+        """Stop the running child (SIGTERM, then SIGKILL after the grace) and drop queued requests."""
+        with self._lock:
+            self._stopping = True
+            process = self.process
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if process is not None:
+            _stop_process(process, self.stop_grace_s)
+        self._executor.shutdown(wait=True)  # the job's thread records the interruption
 
     def _set(self, request_id: int, **changes: Any) -> None:
         with session_scope(self.registry.db_url) as session:
@@ -218,6 +338,10 @@ class RetrainManager:
         self._set(request_id, status="running")
         try:
             outcome = self._retrain(request_id)
+        except RetrainInterrupted as exc:
+            log.warning("retrain request %s interrupted: %s", request_id, exc)
+            self._set(request_id, status="failed", response={"error": f"interrupted: {exc}"}, completed_at=_utcnow())
+            return
         except Exception as exc:
             log.exception("retrain request %s failed", request_id)
             self._set(request_id, status="failed", response={"error": str(exc)}, completed_at=_utcnow())
@@ -231,21 +355,61 @@ class RetrainManager:
                     "response": {"error": f"not enough labelled traffic: {len(inputs)} labelled requests in the "
                                           f"buffer, {self.min_rows} needed",
                                  **self.traffic.counts()}}
-        incumbent = self.current()
-        size = str(incumbent.metrics.get("size", "default"))
-        frame = pd.DataFrame(inputs, columns=list(RAW_COLUMNS))
-        result = train_model(frame, labels, TrainConfig(size=size, epochs=self.epochs, seed=request_id))
-        # Both models answer the same holdout rows of recent traffic.
-        holdout_features = [result.features[i] for i in result.holdout_index]
-        holdout_labels = result.labels[result.holdout_index]
-        incumbent_scores = predict_proba(incumbent.net, incumbent.transform.encode(holdout_features), incumbent.device)
-        incumbent_metrics = classification_metrics(incumbent_scores, holdout_labels)
-        better = is_better(result.metrics, incumbent_metrics)
-        reason = (f"retrain request {request_id}: holdout log loss {result.metrics['log_loss']:.4f} vs "
-                  f"{incumbent_metrics['log_loss']:.4f} for version {incumbent.version}")
-        published = publish(self.registry, self.model, result, promote=better, action="retrain", reason=reason,
-                            description=f"retrained on {len(inputs)} labelled requests (retrain request {request_id})")
-        return {"status": "succeeded", "new_version": published.version, "promoted": better,
-                "response": {"candidate": result.metrics, "incumbent": {"version": incumbent.version,
-                                                                       **incumbent_metrics},
-                             "decision": reason}}
+        job = RetrainJob(request_id=request_id, db_url=self.registry.db_url,
+                         artifacts_dir=str(self.registry.artifacts_dir), model=self.model,
+                         inputs=pd.DataFrame(inputs, columns=list(RAW_COLUMNS)), labels=labels, epochs=self.epochs,
+                         incumbent=self.current().info, torch_threads=self.torch_threads)
+        return self._in_child(job)
+
+    def _in_child(self, job: RetrainJob) -> dict[str, Any]:
+        # A fresh interpreter: not fork (the worker runs threads and holds torch state a forked
+        # child would inherit half-way), not multiprocessing's spawn (it re-runs the caller's
+        # __main__, which for a script that builds a Worker means a second server).
+        ours, theirs = socket.socketpair()
+        try:
+            with self._lock:
+                if self._stopping:
+                    raise RetrainInterrupted("the worker is shutting down")
+                # Lower priority before the imports (torch, pandas: seconds of CPU) as well.
+                process = subprocess.Popen(
+                    [sys.executable, "-c",
+                     f"import os; os.nice({int(self.niceness)}); from worker.retrain import child_main; child_main()",
+                     str(theirs.fileno()), str(os.getpid())],
+                    pass_fds=(theirs.fileno(),), env=_child_env(), stdin=subprocess.DEVNULL)
+                self.process = process
+            theirs.close()  # the child holds the only other end: its exit means EOF here
+            conn = Connection(ours.detach())
+            try:
+                conn.send(job)
+                message = conn.recv()
+            except (EOFError, OSError):
+                message = None
+            finally:
+                conn.close()
+            try:
+                process.wait(timeout=self.stop_grace_s)
+            except subprocess.TimeoutExpired:  # it answered but hangs on exit: its work is done
+                _stop_process(process, self.stop_grace_s)
+        finally:
+            ours.close()
+            theirs.close()
+            with self._lock:
+                self.process = None
+        if message is None:
+            if self._stopping:
+                raise RetrainInterrupted("the worker stopped during training")
+            raise RuntimeError(f"the training process exited with code {process.poll()} without an answer")
+        if message[0] == "failed":
+            log.error("retrain request %s failed in the training process:\n%s", job.request_id, message[2])
+            raise RuntimeError(message[1])
+        return message[1]
+
+
+def _stop_process(process: subprocess.Popen[bytes], grace_s: float) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

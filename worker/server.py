@@ -3,7 +3,8 @@
 Request path of POST /predict, all on the event loop except the forward pass:
 read the body (413 above the limit) -> validate against the version's input schema
 (422 naming the field) -> serving features (the shared transform, or the skew fault's
-bug) -> cache look-up keyed by (model, version, features) -> dynamic batcher (forward
+bug) -> cache look-up keyed by (model, version, features), in process then, on a miss,
+in the shared Redis tier when there is one -> dynamic batcher (forward
 pass on its worker thread) -> answer -> one event to the non-blocking logger.
 POST /predict enters through `PredictFastPath`, which skips FastAPI's routing layers
 (measured: they cost more than the rest of the request); every other endpoint is FastAPI.
@@ -36,7 +37,7 @@ from driftline.config import Settings
 from driftline.errors import UserError
 from driftline.transform import FeatureTransform
 from worker.batcher import DynamicBatcher
-from worker.cache import PredictionCache, cache_key
+from worker.cache import PredictionCache, RedisPredictionCache, cache_key
 from worker.dataset import generate_inputs
 from worker.faults import Faults
 from worker.metrics import WorkerMetrics
@@ -58,8 +59,13 @@ class WorkerConfig:
     max_wait_ms: float = defaults.WORKER_MAX_WAIT_MS
     cache_size: int = defaults.WORKER_CACHE_SIZE
     cache_ttl_s: float = defaults.WORKER_CACHE_TTL_SECONDS
+    # redis://HOST:PORT/DB: a prediction cache shared by workers, asked on a local miss.
+    cache_url: str | None = None
     log_events: bool = True
     event_buffer: int = defaults.WORKER_EVENT_BUFFER
+    # "process": the Kafka producer runs in a child process, off the event loop's GIL
+    # (logging cost at c=32 in bench/worker.py: see docs/worker.md); "thread": in this process.
+    event_producer: str = "process"
     alias_poll_s: float = defaults.WORKER_ALIAS_POLL_SECONDS
     max_body_bytes: int = defaults.WORKER_MAX_BODY_BYTES
     retrain_buffer_rows: int = defaults.WORKER_RETRAIN_BUFFER_ROWS
@@ -124,6 +130,9 @@ class Worker:
         self.metrics = WorkerMetrics(lambda: self.logger.stats() if self.logger else None,
                                      lambda: self.batcher.queue_depth)
         self.batcher.on_batch = self.metrics.observe_batch
+        self.remote_cache = (RedisPredictionCache(config.cache_url, config.cache_ttl_s,
+                                                  on_error=self.metrics.cache_remote_errors.inc)
+                             if config.cache_url and config.cache_ttl_s > 0 else None)
         self.traffic = RecentTraffic(config.retrain_buffer_rows)
         self.label_listener: LabelListener | None = None
         self.retrainer = RetrainManager(self.registry, config.model, self.traffic, config.retrain_min_rows,
@@ -158,7 +167,8 @@ class Worker:
         await self.batcher.start()
         if self.config.log_events:
             self.logger = InferenceLogger(self.settings.bootstrap_servers, self.config.model, self.current.version,
-                                          max_buffered=self.config.event_buffer, device=self.device)
+                                          max_buffered=self.config.event_buffer, device=self.device,
+                                          producer_process=self.config.event_producer == "process")
         if self.config.listen_for_labels:
             self.label_listener = LabelListener(self.settings.bootstrap_servers, self.config.model,
                                                 self.traffic).start()
@@ -171,7 +181,9 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poll_task
         await self.batcher.stop()
-        self.retrainer.shutdown()
+        await asyncio.to_thread(self.retrainer.shutdown)
+        if self.remote_cache is not None:
+            await self.remote_cache.close()
         if self.label_listener is not None:
             await asyncio.to_thread(self.label_listener.stop)
         if self.logger is not None:
@@ -217,7 +229,13 @@ class Worker:
             loaded = self.current
             parsed = parse_predict(body, loaded.schema)
             features = self.faults.serving_features(parsed.inputs)
-            cached = self.cache.get(cache_key(loaded.model, loaded.version, features))
+            key = cache_key(loaded.model, loaded.version, features)
+            cached = self.cache.get(key)
+            if cached is None and self.remote_cache is not None:
+                cached = await self.remote_cache.get(key)
+                if cached is not None:
+                    self.metrics.cache_remote_hits.inc()
+                    self.cache.put(key, cached)
         request_id = parsed.request_id or new_id()
         if cached is not None:
             self.metrics.cache_hits.inc()
@@ -235,7 +253,11 @@ class Worker:
                 raise
             prediction, version = result.value, result.tag.version
             queue_ms, compute_ms, batch_size = result.queue_ms, result.compute_ms, result.batch_size
-            self.cache.put(cache_key(loaded.model, version, features), prediction)
+            if version != loaded.version:  # a swap landed meanwhile: the answer is the new version's
+                key = cache_key(loaded.model, version, features)
+            self.cache.put(key, prediction)
+            if self.remote_cache is not None:
+                self.remote_cache.put(key, prediction)
         extra = self.faults.extra_latency_s()
         if extra:
             slept_from = time.perf_counter()

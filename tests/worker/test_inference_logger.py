@@ -1,14 +1,67 @@
-"""driftline.client.InferenceLogger: contract events a consumer reads back; never blocks when Kafka is away."""
+"""driftline.client.InferenceLogger: contract events a consumer reads back; never blocks when Kafka is away.
+
+Each behaviour is checked for both senders: the producer on a thread of this process
+(`EventSender`) and in a child process (`ProcessEventSender`, the worker's choice).
+"""
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
 from driftline.broker import free_port
-from driftline.client import InferenceLogger
+from driftline.client import (EventSender, InferenceLogger, KeyHashPartitioner, ProcessEventSender,
+                              partition_for_key)
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.events import parse_inference, parse_label
 
+ROOT = Path(__file__).resolve().parents[2]
+SENDERS = pytest.mark.parametrize("producer_process", [False, True], ids=["thread", "process"])
 
-def test_logged_events_and_labels_are_read_back_in_the_contract_shape(broker, kit, unique_id):
-    logger = InferenceLogger(broker, model="fraud", version="7", device="cpu", tags={"team": "risk"})
+
+def process_gone(pid: int) -> bool:
+    """True once `pid` has exited (a zombie left to a parent that does not reap counts as exited)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def read_partitions(bootstrap_servers: str, topic: str, want: set[str], timeout_s: float = 30.0) -> dict[str, set[int]]:
+    """For each wanted key (as text), the partitions of `topic` its records are on."""
+    import time
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        found: dict[str, set[int]] = {}
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not want <= set(found):
+            for tp, records in consumer.poll(timeout_ms=200, max_records=5_000).items():
+                for record in records:
+                    key = record.key.decode() if record.key is not None else None
+                    if key in want:
+                        found.setdefault(key, set()).add(tp.partition)
+        return found
+    finally:
+        consumer.close()
+
+
+@SENDERS
+def test_logged_events_and_labels_are_read_back_in_the_contract_shape(broker, kit, unique_id, producer_process):
+    logger = InferenceLogger(broker, model="fraud", version="7", device="cpu", tags={"team": "risk"},
+                             producer_process=producer_process)
     ids = [f"{unique_id}-{i}" for i in range(25)]
     for i, request_id in enumerate(ids):
         logger.log({"amount": float(i), "country": "se", "age": None}, prediction=[0.25, 0.75],
@@ -40,8 +93,10 @@ def test_logged_events_and_labels_are_read_back_in_the_contract_shape(broker, ki
     assert all(p.label == 1 and p.model == "fraud" for p in parsed)
 
 
-def test_without_kafka_log_returns_at_once_buffers_to_the_bound_and_counts_drops():
-    logger = InferenceLogger(f"127.0.0.1:{free_port()}", model="m", version="1", max_buffered=10)
+@SENDERS
+def test_without_kafka_log_returns_at_once_buffers_to_the_bound_and_counts_drops(producer_process):
+    logger = InferenceLogger(f"127.0.0.1:{free_port()}", model="m", version="1", max_buffered=10,
+                             producer_process=producer_process)
     for i in range(25):
         logger.log({"x": i}, prediction=0.5, latency_ms=1.0)
     stats = logger.stats()  # right after the calls: nothing waited for Kafka
@@ -50,3 +105,109 @@ def test_without_kafka_log_returns_at_once_buffers_to_the_bound_and_counts_drops
     assert stats.buffered == 0 and stats.failed == 10 and stats.dropped == 15
     logger.log({"x": 1}, prediction=0.5, latency_ms=1.0)  # after close: dropped, not raised
     assert logger.stats().dropped == 16
+
+
+@SENDERS
+def test_kafka_down_at_start_then_up_then_down_mid_run(kit, unique_id, embedded_broker_factory, producer_process):
+    port = free_port()
+    sender_class = ProcessEventSender if producer_process else EventSender
+    sender = sender_class(f"127.0.0.1:{port}", max_buffered=100)
+    first = [f"{unique_id}-{i}" for i in range(40)]
+    for request_id in first:
+        assert sender.submit(TOPIC_LABELS, None, {"request_id": request_id, "label": 1})
+    assert (sender.stats().buffered, sender.stats().connected) == (40, False)
+
+    broker = embedded_broker_factory(port=port)  # Kafka comes up: everything buffered is delivered
+    assert kit.wait_for(lambda: sender.stats().sent == 40, timeout_s=40)
+    stats = sender.stats()
+    assert (stats.buffered, stats.failed, stats.dropped, stats.connected) == (0, 0, 0, True)
+    assert set(kit.read_topic(broker.bootstrap_servers, TOPIC_LABELS, set(first))) == set(first)
+
+    broker.stop(timeout_s=0.5)  # Kafka goes away mid-run: events wait, nothing raises
+    for i in range(10):
+        assert sender.submit(TOPIC_LABELS, None, {"request_id": f"{unique_id}-late-{i}", "label": 0})
+    assert sender.stats().buffered == 10
+    stats = sender.close(timeout_s=0.5)
+    assert (stats.sent, stats.buffered, stats.failed, stats.dropped) == (40, 0, 10, 0)
+
+
+@SENDERS
+def test_keyed_events_land_on_the_crc32_partition_of_their_key(broker, unique_id, producer_process):
+    sender_class = ProcessEventSender if producer_process else EventSender
+    sender = sender_class(broker)
+    keys = [f"{unique_id}-key-{k}" for k in range(12)]
+    for round_ in range(3):  # several bursts: keyless records rotate between bursts, keyed ones must not
+        for key in keys:
+            sender.submit(TOPIC_LABELS, key, {"request_id": f"{key}-{round_}", "label": round_})
+        assert sender.flush(timeout_s=20)
+    assert sender.close().sent == 36
+
+    found = read_partitions(broker, TOPIC_LABELS, set(keys))
+    assert found == {key: {partition_for_key(key.encode(), range(4))} for key in keys}
+    assert len({partition for partitions in found.values() for partition in partitions}) > 1
+
+
+def test_the_producer_partitioner_agrees_with_partition_for_key(broker, unique_id):
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker, partitioner=KeyHashPartitioner(), enable_idempotence=False)
+    keys = [f"{unique_id}-p-{k}" for k in range(8)]
+    try:
+        metadata = [producer.send(TOPIC_LABELS, key=key.encode(), value=b"{}").get(timeout=20) for key in keys]
+        keyless = producer.send(TOPIC_LABELS, value=b"{}").get(timeout=20)
+    finally:
+        producer.close()
+    assert [m.partition for m in metadata] == [partition_for_key(key.encode(), {0, 1, 2, 3}) for key in keys]
+    assert keyless.partition in range(4)
+
+
+def test_a_killed_producer_process_is_replaced_and_nothing_is_lost(broker, kit, unique_id):
+    sender = ProcessEventSender(broker)
+    before = [f"{unique_id}-a-{i}" for i in range(20)]
+    for request_id in before:
+        sender.submit(TOPIC_LABELS, None, {"request_id": request_id, "label": 1})
+    assert sender.flush(timeout_s=20)
+    first_child = sender.child_pid
+    os.kill(first_child, signal.SIGKILL)
+
+    after = [f"{unique_id}-b-{i}" for i in range(20)]
+    for request_id in after:
+        sender.submit(TOPIC_LABELS, None, {"request_id": request_id, "label": 0})
+    assert sender.flush(timeout_s=30)
+    assert sender.child_pid not in (None, first_child)
+    stats = sender.close()
+    assert (stats.sent, stats.failed, stats.buffered) == (40, 0, 0)
+    assert set(kit.read_topic(broker, TOPIC_LABELS, set(after))) == set(after)
+
+
+def test_close_stops_the_producer_process(broker):
+    sender = ProcessEventSender(broker)
+    sender.submit(TOPIC_LABELS, None, {"request_id": "close-test", "label": 1})
+    assert sender.flush(timeout_s=20)
+    child = sender.child_pid
+    sender.close()
+    assert process_gone(child) and sender.child_pid is None
+
+
+def test_the_producer_process_exits_when_its_parent_is_killed(broker, kit):
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from driftline.client import ProcessEventSender
+        sender = ProcessEventSender({broker!r})
+        sender.submit("{TOPIC_LABELS}", None, {{"request_id": "orphan-test", "label": 1}})
+        assert sender.flush(timeout_s=20)
+        print(sender.child_pid, flush=True)
+        time.sleep(600)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        assert not process_gone(child)
+        parent.kill()  # SIGKILL: no close(), no atexit
+        parent.wait(timeout=10)
+        assert kit.wait_for(lambda: process_gone(child), timeout_s=20)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()

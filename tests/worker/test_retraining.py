@@ -2,6 +2,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 from sqlalchemy import func, select
@@ -9,7 +16,8 @@ from sqlalchemy import func, select
 from driftline.client import InferenceLogger
 from driftline.store.db import session_scope
 from driftline.store.models import BaselineRecord, RetrainRequest
-from worker.dataset import RiskModel, default_probability, generate_inputs, sample_labels
+from worker.dataset import RiskModel, default_probability, generate, generate_inputs, sample_labels
+from worker.retrain import RecentTraffic, RetrainManager
 from worker.server import Worker, WorkerConfig
 
 TOKEN = "retrain-token"
@@ -66,6 +74,9 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         candidate, incumbent = done["response"]["candidate"], done["response"]["incumbent"]
         assert candidate["rows"] == incumbent["rows"] == 80  # the same holdout: 20 % of 400
         assert done["promoted"] == (candidate["log_loss"] < incumbent["log_loss"])
+        trainer = done["response"]["trainer"]  # trained in a child process, on one torch thread, at low priority
+        assert trainer["pid"] != os.getpid() and trainer["torch_threads"] == 1
+        assert trainer["niceness"] >= min(19, os.nice(0) + 1)
         info = registry.get(kit.MODEL, "3")
         assert info.metrics["train_rows"] == 320 and "retrain request" in info.description
         with session_scope(settings.db_url) as session:
@@ -74,3 +85,93 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         expected = "3" if done["promoted"] else "1"
         assert kit.wait_for(lambda: httpx.get(f"{url}/healthz").json()["version"] == expected)
         assert registry.alias(kit.MODEL) == expected
+
+
+def _labelled_traffic(rows: int, seed: int) -> RecentTraffic:
+    traffic = RecentTraffic(rows)
+    inputs, labels = generate(rows, seed)
+    for i, (row, label) in enumerate(zip(inputs.to_dict("records"), labels)):
+        traffic.add_request(f"r{i}", row)
+        traffic.add_label(f"r{i}", int(label))
+    return traffic
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, dead but not yet reaped by its new parent, counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_shutdown_stops_a_running_training_process_and_records_the_interruption(kit, tiny_results, tmp_path,
+                                                                              unique_id):
+    settings = kit.make_settings(tmp_path, "127.0.0.1:1")
+    registry = kit.registry_with_versions(settings, tiny_results)
+    production = SimpleNamespace(version="1", info=registry.get(kit.MODEL, "1"))
+    # Epochs enough to train for hours: only shutdown() can end this job.
+    manager = RetrainManager(registry, kit.MODEL, _labelled_traffic(300, seed=8), min_rows=100,
+                             current=lambda: production, epochs=1_000_000)
+    ticket = manager.submit(f"{unique_id}-long", {"why": "test"})
+    process = kit.wait_for(lambda: manager.process, timeout_s=30)
+    assert process is not None and process.poll() is None and _alive(process.pid)
+    assert manager.get(ticket.id)["status"] == "running"
+
+    manager.shutdown()
+    assert process.returncode == -signal.SIGTERM and not _alive(process.pid)
+    assert manager.process is None
+    document = manager.get(ticket.id)
+    assert document["status"] == "failed" and "interrupted" in document["response"]["error"]
+    assert registry.versions(kit.MODEL)[-1].version == "2"  # nothing half-registered
+    late = manager.submit(f"{unique_id}-late", {})  # recorded, never run
+    assert late.status == "failed" and "shutting down" in manager.get(late.id)["response"]["error"]
+
+
+ORPHAN_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from types import SimpleNamespace
+    from driftline.config import load_settings
+    from driftline.store import db
+    from worker.dataset import generate
+    from worker.publish import publish
+    from worker.registry import Registry
+    from worker.retrain import RecentTraffic, RetrainManager
+    from worker.training import TrainConfig, train_model
+
+    home = sys.argv[1]
+    settings = load_settings(home=home, db=f"sqlite:///{home}/driftline.db", bootstrap_servers="127.0.0.1:1")
+    db.upgrade(settings.db_url)
+    registry = Registry(settings.db_url, settings.artifacts_dir)
+    inputs, labels = generate(300, 3)
+    publish(registry, "m", train_model(inputs, labels, TrainConfig(size="test", epochs=1, seed=3)))
+    traffic = RecentTraffic(300)
+    for i, (row, label) in enumerate(zip(inputs.to_dict("records"), labels)):
+        traffic.add_request(str(i), row)
+        traffic.add_label(str(i), int(label))
+    production = SimpleNamespace(version="1", info=registry.get("m", "1"))
+    manager = RetrainManager(registry, "m", traffic, min_rows=100, current=lambda: production, epochs=1_000_000)
+    manager.submit("orphan", {})
+    while manager.process is None:
+        time.sleep(0.05)
+    print(manager.process.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_training_process_exits_when_the_worker_is_killed(kit, tmp_path):
+    (tmp_path / "home").mkdir()
+    worker = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, str(tmp_path / "home")], stdout=subprocess.PIPE,
+                              cwd=Path(__file__).resolve().parents[2])
+    try:
+        line = worker.stdout.readline()
+        assert line.strip().isdigit(), "the worker script did not start a training process"
+        child = int(line)
+        assert _alive(child)
+        worker.kill()  # SIGKILL: no shutdown code runs in the worker
+        worker.wait(timeout=10)
+        assert kit.wait_for(lambda: not _alive(child), timeout_s=15)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        worker.stdout.close()
