@@ -48,7 +48,7 @@ from collector.baselines import BaselineCache, stored_watermark_or_none
 from collector.dead_letters import DeadLetterPublisher, DeadLetterRow
 from collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
 from collector.flush import Fenced, PartitionFlush, flush
-from collector.folding import FoldDelta, InferenceFolder, Watermarks, check_store_limits, merge_delta
+from collector.folding import FoldDelta, InferenceFolder, Watermarks, check_store_limits, merge_windows
 from collector.labels import LabelRow, PredictionRow, label_row_partition
 from collector.metrics import CollectorMetrics
 from collector.store import StoredOffset
@@ -143,7 +143,10 @@ class PartitionBuffer:
                               self.stored_predictions)
 
     def add(self, delta: FoldDelta) -> None:
-        merge_delta(self.windows.windows, self.dead_letters, self.predictions, delta)
+        merge_windows(self.windows.windows, delta.windows)
+        self.dead_letters.extend(delta.dead_letters)
+        for rid, row in delta.predictions.items():
+            self.predictions.setdefault(rid, row)
         self.stored_predictions.update(delta.stored_predictions)
         self.gathered_watermarks = delta.watermarks
 
@@ -651,7 +654,6 @@ class Collector:
                 log.warning("no partition was assigned within %.0f s (--idle-exit); stopping",
                             time.monotonic() - self._last_message)
                 return True
-        return False
         return False
 
     def _shutdown(self) -> None:

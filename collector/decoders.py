@@ -103,10 +103,6 @@ class DecoderPool:
             self._conns.append(Connection(ours.detach()))
             self._procs.append(proc)
 
-    @property
-    def size(self) -> int:
-        return len(self._conns)
-
     def _conn(self, key: PartitionKey) -> Connection:
         return self._conns[key[1] % len(self._conns)]
 

@@ -173,25 +173,25 @@ class InferenceFolder:
 
     def take(self) -> FoldDelta:
         """Hand over what accumulated since the last take (the folder keeps ids and watermarks)."""
-        if self.store_predictions is not None and self.predictions:
-            self._write_predictions()
+        self.write_predictions()
         delta = FoldDelta(windows=self.windows.windows, dead_letters=self.dead_letters, predictions=self.predictions,
                           watermarks=dict(self.watermarks), stored_predictions=self.stored_ids, valid=self.valid,
                           late=self.late, duplicates=self.duplicates)
-        self.windows = PartitionWindows(self.window_ms, self.windows.lateness_ms)
-        self.dead_letters, self.predictions, self.stored_ids = [], {}, set()
-        self.valid = self.late = self.duplicates = 0
+        self._clear()
         return delta
 
     def reset(self, watermarks: Watermarks) -> None:
         """Forget everything since the last committed flush: the records are read again.
 
         (Predictions already inserted stay: they are real events, and inserting them again is a no-op.)"""
+        self._clear()
+        self.forget_ids()
+        self.watermarks = dict(watermarks)
+
+    def _clear(self) -> None:
         self.windows = PartitionWindows(self.window_ms, self.windows.lateness_ms)
         self.dead_letters, self.predictions, self.stored_ids = [], {}, set()
         self.valid = self.late = self.duplicates = 0
-        self.forget_ids()
-        self.watermarks = dict(watermarks)
 
     def forget_ids(self) -> None:
         """A new log (the topic was replaced): event ids seen in the old one say nothing."""
@@ -219,12 +219,4 @@ def merge_windows(into: dict[WindowKey, PartialWindow], delta: dict[WindowKey, P
             mine.state = mine.state.merge(partial.state)
             mine.events += partial.events
             mine.late_events += partial.late_events
-
-
-def merge_delta(windows: dict[WindowKey, PartialWindow], dead_letters: list[DeadLetterRow],
-                predictions: dict[str, PredictionRow], delta: FoldDelta) -> None:
-    merge_windows(windows, delta.windows)
-    dead_letters.extend(delta.dead_letters)
-    for rid, row in delta.predictions.items():
-        predictions.setdefault(rid, row)
 
