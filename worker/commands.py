@@ -194,15 +194,8 @@ def worker(settings: Settings, model: str, host: str, port: int | None, device: 
 def replay(settings: Settings, scenario: str, rate: float, duration: float, warmup: float, worker_url: str | None,
            concurrency: int, seed: int, label_delay: float, labels: bool, as_json: bool) -> None:
     """Send scenario traffic to a worker (none, covariate_shift, concept_drift, skew, latency, data_quality)."""
-    import signal
-
     from worker.replay import ReplayConfig
     from worker.replay import replay as run
-
-    def stop(_signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt  # so a supervisor's SIGTERM also switches the scenario's fault off
-
-    signal.signal(signal.SIGTERM, stop)
 
     config = ReplayConfig(worker_url=worker_url or f"http://127.0.0.1:{settings.worker_port}", scenario=scenario,
                           rate=rate, duration_s=duration, warmup_s=warmup, concurrency=concurrency, seed=seed,

@@ -14,6 +14,7 @@ import asyncio
 import collections
 import logging
 import math
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,13 +57,15 @@ class ReplayReport:
     labels_sent: int = 0
     labels_dropped: int = 0
     request_ids: list[str] = field(default_factory=list, repr=False)
+    interrupted: bool = False  # stopped by SIGTERM before the schedule ended
 
     def summary(self) -> dict[str, Any]:
         lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.asarray([np.nan])
         return {"scenario": self.scenario, "requests": self.requests, "ok": self.ok, "errors": self.errors,
                 "achieved_rps": round(self.requests / self.elapsed_s, 1) if self.elapsed_s else 0.0,
                 "p50_ms": _round(np.percentile(lat, 50)), "p99_ms": _round(np.percentile(lat, 99)),
-                "labels_sent": self.labels_sent, "labels_dropped": self.labels_dropped}
+                "labels_sent": self.labels_sent, "labels_dropped": self.labels_dropped,
+                "interrupted": self.interrupted}
 
 
 def _round(value: float) -> float | None:
@@ -126,8 +129,14 @@ async def run_replay(config: ReplayConfig) -> ReplayReport:
         labeller = (InferenceLogger(config.bootstrap_servers, model["name"], model["version"])
                     if config.bootstrap_servers else None)
         report = ReplayReport(scenario.name)
+        stop_requested = _cancel_on_sigterm()
         try:
             await _drive(client, config, scenario, traffic, labeller, report)
+        except asyncio.CancelledError:
+            if not stop_requested.is_set():
+                raise
+            asyncio.current_task().uncancel()  # a SIGTERM is a normal stop: report what was sent
+            report.interrupted = True
         finally:
             if scenario.faults:
                 await _set_faults(client, config.token, None)
@@ -135,6 +144,26 @@ async def run_replay(config: ReplayConfig) -> ReplayReport:
                 stats = await asyncio.to_thread(labeller.close, 10.0)
                 report.labels_sent, report.labels_dropped = stats.sent, stats.dropped + stats.failed
     return report
+
+
+def _cancel_on_sigterm() -> asyncio.Event:
+    """Let a SIGTERM (a supervisor's stop) cancel the run as a task, so `finally` blocks switch the fault off.
+
+    Raising from a plain signal handler instead lands anywhere inside the event loop's own code,
+    skips those blocks and prints a traceback at shutdown.
+    """
+    stop_requested = asyncio.Event()
+    task = asyncio.current_task()
+
+    def stop() -> None:
+        stop_requested.set()
+        task.cancel()
+
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+        pass
+    return stop_requested
 
 
 async def _drive(client: httpx.AsyncClient, config: ReplayConfig, scenario: Scenario, traffic: Traffic,

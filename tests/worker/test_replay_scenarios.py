@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import httpx
 import numpy as np
@@ -101,3 +107,27 @@ def test_bad_replay_settings_are_user_errors(replay_worker):
         asyncio.run(run_replay(ReplayConfig(worker_url=f"http://127.0.0.1:{free_port()}", duration_s=0.1)))
     with pytest.raises(UserError, match="401"):
         asyncio.run(run_replay(ReplayConfig(worker_url=replay_worker, scenario="skew", duration_s=0.1, token="nope")))
+
+
+def test_sigterm_stops_a_replay_cleanly_and_switches_the_fault_off(replay_worker, tmp_path):
+    """What `driftline up` does at its end: SIGTERM mid-scenario gives a summary, exit 0, no traceback."""
+    env = {**os.environ, "DRIFTLINE_RETRAIN_TOKEN": TOKEN, "DRIFTLINE_HOME": str(tmp_path)}
+    replay = subprocess.Popen([sys.executable, "-m", "driftline.cli", "replay", "--scenario", "latency", "--rate", "40",
+                               "--duration", "60", "--no-labels", "--json", "--worker-url", replay_worker],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        deadline = time.monotonic() + 60
+        while httpx.get(f"{replay_worker}/admin/faults", headers=headers).json()["latency_ms"] == 0:
+            assert replay.poll() is None and time.monotonic() < deadline, "the replay never switched the fault on"
+            time.sleep(0.1)
+        time.sleep(0.5)  # requests in flight, some of them held by the fault
+        replay.send_signal(signal.SIGTERM)
+        out, err = replay.communicate(timeout=30)
+    finally:
+        replay.kill()
+    assert replay.returncode == 0, err
+    assert "Traceback" not in err
+    summary = json.loads(out)
+    assert summary["interrupted"] is True and summary["requests"] > 0
+    assert httpx.get(f"{replay_worker}/admin/faults", headers=headers).json()["latency_ms"] == 0
