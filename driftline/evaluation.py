@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sqlalchemy import delete, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
                                     WindowStateRecord)
@@ -174,6 +174,8 @@ def pool_labels(session: Session, key: WindowKey, cache: BaselineCache, labels: 
         WindowStateRecord.model == key.model, WindowStateRecord.version == key.version,
         WindowStateRecord.window_start_ms >= key.window_start_ms - max_windows * window_ms,
         WindowStateRecord.window_start_ms < key.window_start_ms)
+        # the blob is read only when the cache has not decoded this version of the row yet
+        .options(defer(WindowStateRecord.state))
         .order_by(WindowStateRecord.window_start_ms.desc())).all()
     pooled, windows, seen = labels.copy(), 0, set()
     for record in records:

@@ -231,3 +231,38 @@ def test_pooling_off_judges_each_window_on_its_own_labels(db_url, tmp_path):
     results = _quality(db_url, 2)
     assert results and all("pooled_windows" not in r.details for r in results)
     assert not any(r.breached for r in results)  # labels that follow the training relation
+
+
+def test_pooling_reads_an_earlier_windows_state_once_while_the_row_is_unchanged(db_url):
+    """The label summaries of earlier windows are cached: a later evaluation reads no state blob again."""
+    from sqlalchemy import event
+
+    from driftline.evaluation import BaselineCache, WindowKey, pool_labels
+    from driftline.store.db import get_engine
+
+    rng = np.random.default_rng(13)
+    baseline = _labelled_baseline(db_url, rng)
+    follows = lambda scores: (rng.uniform(size=scores.size) < scores).astype(int)  # noqa: E731
+    for w in range(5):
+        _labelled_window(db_url, baseline, rng, w, 100, follows)
+    with session_scope(db_url) as s:
+        current = s.scalar(select(WindowStateRecord).where(WindowStateRecord.window_start_ms == T0 + 4 * WINDOW_MS))
+        labels = WindowState.from_bytes(current.state, baseline).labels
+    key = WindowKey("m", "1", T0 + 4 * WINDOW_MS, T0 + 5 * WINDOW_MS)
+    cache, statements = BaselineCache(), []
+
+    def record(_conn, _cursor, statement, *_args) -> None:
+        statements.append(statement)
+
+    engine = get_engine(db_url)
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        for attempt in range(2):
+            statements.clear()
+            with session_scope(engine) as s:
+                pooled, windows = pool_labels(s, key, cache, labels, min_labels=1_000, max_windows=10)
+            assert (pooled.n, windows) == (500, 4)
+            blob_reads = [sql for sql in statements if f"{WindowStateRecord.__tablename__}.state" in sql]
+            assert len(blob_reads) == (4 if attempt == 0 else 0), statements
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
