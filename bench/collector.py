@@ -126,12 +126,13 @@ def _metric(port: int, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
 
 
-def run_collectors(bootstrap: str, url: str, n: int, processes: int, extra: list[str],
-                   ) -> tuple[float, list[tuple[float, int, float]]]:
+def run_collectors(bootstrap: str, url: str, n: int, processes: int, extra: list[str], broker_pid: int | None = None,
+                   ) -> tuple[float, list[tuple[float, int, float]], dict[str, float]]:
     """`processes` x `driftline collector` in one group, each in its own process.
 
     Returns the aggregate rate (timed from the first record consumed to the moment all N are
-    stored, i.e. consumed with nothing pending) and samples (s, consumed, RSS MB of the largest).
+    stored, i.e. consumed with nothing pending), samples (s, consumed, RSS MB of the largest)
+    and the CPU seconds spent until then by the collector processes, their decoders and the broker.
     """
     group = f"bench-{uuid.uuid4().hex[:8]}"
     ports = [free_port() for _ in range(processes)]
@@ -143,6 +144,8 @@ def run_collectors(bootstrap: str, url: str, n: int, processes: int, extra: list
              for port in ports]
     samples: list[tuple[float, int, float]] = []
     first = done = None
+    broker_cpu_before = _cpu_s(broker_pid) if broker_pid else 0.0
+    cpu: dict[str, float] = {}
     try:
         while time.perf_counter() - started < TIME_LIMIT_S and all(p.poll() is None for p in procs):
             consumed = sum(int(_metric(port, "driftline_collector_messages_consumed_total")) for port in ports)
@@ -150,10 +153,13 @@ def run_collectors(bootstrap: str, url: str, n: int, processes: int, extra: list
             now = time.perf_counter()
             if consumed and first is None:
                 first = now
+                cpu_at_first = _process_cpu(procs)  # start-up (imports, joining the group) left out
             rss = max(_rss_mb(p.pid) for p in procs)
             samples.append((now - started, consumed, rss))
             if consumed >= n and pending == 0:
                 done = now
+                cpu = {name: seconds - cpu_at_first[name] for name, seconds in _process_cpu(procs).items()}
+                cpu["broker"] = (_cpu_s(broker_pid) - broker_cpu_before) if broker_pid else 0.0
                 break
             time.sleep(0.05 if first is None else 0.25)
     finally:
@@ -166,8 +172,23 @@ def run_collectors(bootstrap: str, url: str, n: int, processes: int, extra: list
             except subprocess.TimeoutExpired:
                 p.kill()
     if done is None or first is None:
-        return 0.0, samples
-    return n / (done - first), samples
+        return 0.0, samples, cpu
+    return n / (done - first), samples, cpu
+
+
+def _process_cpu(procs: list[subprocess.Popen]) -> dict[str, float]:
+    return {"collector": sum(_cpu_s(p.pid) for p in procs),
+            "decoders": sum(_cpu_s(c) for p in procs for c in _children(p.pid))}
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process so far."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mb(pid: int) -> float:
@@ -222,10 +243,14 @@ def main() -> None:
         print(f"raw consume + orjson.loads      {decoded:>10,.0f} events/s  ({decoded / raw:.0%} of raw)")
         for run in args.runs:
             count, decoders = int(run.split(":")[0]), run.split(":")[1]
-            rate, samples = run_collectors(broker.bootstrap_servers, url, args.events, count,
-                                           ["--decoders", decoders, *args.collector_options])
+            rate, samples, cpu = run_collectors(broker.bootstrap_servers, url, args.events, count,
+                                                ["--decoders", decoders, *args.collector_options],
+                                                broker_pid=broker.process.pid if broker.process else None)
             label = f"collector x{count}, decoders {decoders}"
             print(f"{label:<31} {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw)")
+            if cpu:
+                print("  CPU per event: " + ", ".join(f"{name} {seconds / args.events * 1e6:.1f} us"
+                                                      for name, seconds in cpu.items()))
             if run == "1:auto":
                 print("  RSS over the run (s, messages consumed, MB of the largest collector with its decoders):")
                 step = max(len(samples) // 12, 1)

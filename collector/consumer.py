@@ -46,9 +46,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from collector import store
 from collector.baselines import BaselineCache, stored_watermark_or_none
 from collector.dead_letters import DeadLetterPublisher, DeadLetterRow
-from collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
+from collector.decoders import DecoderConfig, DecoderPool, decoder_count
 from collector.flush import Fenced, PartitionFlush, flush
-from collector.folding import FoldDelta, InferenceFolder, Watermarks, check_store_limits, merge_windows
+from collector.folding import (FoldDelta, InferenceFolder, PartitionFolders, Watermarks, check_store_limits,
+                               merge_windows)
 from collector.labels import LabelRow, PredictionRow, label_row_partition
 from collector.metrics import CollectorMetrics
 from collector.store import StoredOffset
@@ -124,8 +125,6 @@ class PartitionBuffer:
     labels: dict[str, LabelRow] = field(default_factory=dict)
     stored_predictions: set[str] = field(default_factory=set)  # request ids a decoder stored already
     messages: int = 0  # consumed since the last flush
-    # the inference partition's folder when folding runs in this process (None: in a decoder, or labels)
-    folder: InferenceFolder | None = None
     # (model, version) -> largest event time on this partition: as of the last gather, and the last flush
     gathered_watermarks: Watermarks = field(default_factory=dict)
     committed_watermarks: Watermarks = field(default_factory=dict)
@@ -158,12 +157,10 @@ class PartitionBuffer:
     def discard(self) -> None:
         """Forget what was consumed since the last flush (it will be read again from the stored offset).
 
-        The folder (here or in a decoder) is reset by the collector.
+        The partition's folder is reset by the collector.
         """
         self._clear()
         self.gathered_watermarks = dict(self.committed_watermarks)
-        if self.folder is not None:
-            self.folder.reset(self.committed_watermarks)
 
     def _clear(self) -> None:
         self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
@@ -191,8 +188,8 @@ class Collector:
         self._buffers: dict[Any, PartitionBuffer] = {}
         self._topic_ids: dict[str, str | None] = {}
         self._baselines = BaselineCache(self.engine, config.baseline_recheck_s)
-        self._decoders: DecoderPool | None = None
-        self._decoders_failed = False
+        # Where decoding and folding run: in this process, or in decoder processes (--decoders)
+        self._folders: PartitionFolders | DecoderPool = PartitionFolders(self._new_folder)
         self._conn_snapshot: tuple[Any, ...] = ()
         self._verify_future: Any = None
         self._needs_verify = False
@@ -235,9 +232,6 @@ class Collector:
                 with self._lock:
                     self._handle(records)
                     self._maintain()
-        except DecoderFailed:
-            self._decoders_failed = True  # nothing gathered from them can be trusted: no final flush
-            raise
         finally:
             self._shutdown()
         return self.flushed
@@ -245,8 +239,8 @@ class Collector:
     def _start_decoders(self) -> None:
         cfg = self.config
         count = decoder_count(cfg.decoders)
-        if count and self._decoders is None:
-            self._decoders = DecoderPool(count, DecoderConfig(
+        if count and isinstance(self._folders, PartitionFolders):
+            self._folders = DecoderPool(count, DecoderConfig(
                 cfg.db_url, self.window_ms, self.lateness_ms, cfg.dedup_event_ids, cfg.baseline_recheck_s,
                 log_level=logging.getLogger().getEffectiveLevel()))
             log.info("decoding in %d decoder process%s", count, "" if count == 1 else "es")
@@ -292,10 +286,7 @@ class Collector:
                     continue
                 inference = tp.topic == self.config.inference_topic
                 row = tp.partition if inference else label_row_partition(tp.partition)
-                buf = self._buffers[tp] = PartitionBuffer(tp.topic, tp.partition, row, self.window_ms,
-                                                          self.lateness_ms)
-                if inference and self._decoders is None:
-                    buf.folder = self._new_folder(tp.topic, tp.partition)
+                self._buffers[tp] = PartitionBuffer(tp.topic, tp.partition, row, self.window_ms, self.lateness_ms)
             new = [tp for tp, buf in self._buffers.items() if not buf.ready]
             if new:
                 # Nothing is read before the stored offset is known and the log verified.
@@ -312,8 +303,8 @@ class Collector:
             for tp in gone:
                 buf = self._buffers.pop(tp)
                 buf.discard()
-                if buf.topic == self.config.inference_topic and self._decoders_usable():
-                    self._decoders.drop(buf.key)
+                if buf.topic == self.config.inference_topic and not self._folders.failed:
+                    self._folders.drop(buf.key)
                 try:
                     self.metrics.lag.remove(tp.topic, str(tp.partition))
                 except KeyError:  # never measured
@@ -356,14 +347,10 @@ class Collector:
             self._last_message = time.monotonic()
 
     def _process_inference(self, buf: PartitionBuffer, records: list[Any]) -> None:
-        offsets = [r.offset for r in records]
-        values = [r.value for r in records]
-        if buf.folder is not None:
-            buf.folder.process(offsets, values)
-        else:
-            self._decoders.process(buf.key, offsets, values)
+        self._folders.process(buf.key, [r.offset for r in records], [r.value for r in records])
 
-    def _new_folder(self, topic: str, partition: int) -> InferenceFolder:
+    def _new_folder(self, key: tuple[str, int]) -> InferenceFolder:
+        topic, partition = key
         return InferenceFolder(topic, partition, self.window_ms, self.lateness_ms, self.config.dedup_event_ids,
                                self._baseline,
                                lambda model, version: stored_watermark_or_none(self.engine, model, version, partition))
@@ -371,13 +358,7 @@ class Collector:
     def _gather(self, buffers: list[PartitionBuffer]) -> None:
         """Bring what the folders (here or in decoders) accumulated into the buffers to flush."""
         inference = [b for b in buffers if b.topic == self.config.inference_topic]
-        deltas: dict[tuple[str, int], FoldDelta] = {}
-        for buf in inference:
-            if buf.folder is not None:
-                deltas[buf.key] = buf.folder.take()
-        remote = [b.key for b in inference if b.folder is None]
-        if remote and self._decoders is not None:
-            deltas.update(self._decoders.take(remote, self._baseline))
+        deltas: dict[tuple[str, int], FoldDelta] = self._folders.take([b.key for b in inference], self._baseline)
         valid = late = duplicates = 0
         for buf in inference:
             delta = deltas.get(buf.key)
@@ -395,11 +376,8 @@ class Collector:
 
     def _discard(self, buf: PartitionBuffer) -> None:
         buf.discard()
-        if buf.folder is None and buf.topic == self.config.inference_topic and self._decoders_usable():
-            self._decoders.reset(buf.key, buf.committed_watermarks)
-
-    def _decoders_usable(self) -> bool:
-        return self._decoders is not None and not self._decoders_failed
+        if buf.topic == self.config.inference_topic and not self._folders.failed:
+            self._folders.reset(buf.key, buf.committed_watermarks)
 
     def _process_labels(self, buf: PartitionBuffer, records: list[Any]) -> None:
         labels = buf.labels
@@ -477,10 +455,8 @@ class Collector:
                             "reading the new log from its beginning", buf.topic, buf.partition, current[buf.topic])
                 buf.next_offset = 0
                 buf.topic_id = current[buf.topic]
-                if buf.folder is not None:
-                    buf.folder.forget_ids()
-                elif buf.topic == self.config.inference_topic and self._decoders_usable():
-                    self._decoders.forget_ids(buf.key)
+                if buf.topic == self.config.inference_topic and not self._folders.failed:
+                    self._folders.forget_ids(buf.key)
                 self._seek(_tp(buf), None)
             for topic in replaced:
                 self.metrics.log_resets.labels(topic).inc()
@@ -659,7 +635,8 @@ class Collector:
     def _shutdown(self) -> None:
         deadline = time.monotonic() + self.config.shutdown_flush_s
         with self._lock:
-            while self._consumer is not None and not self._decoders_failed and time.monotonic() < deadline:
+            # after a decoder failed nothing gathered can be trusted: no final flush
+            while self._consumer is not None and not self._folders.failed and time.monotonic() < deadline:
                 ready = [b for b in self._buffers.values() if b.ready]
                 if not ready or self._flush(ready):
                     break
@@ -677,9 +654,8 @@ class Collector:
             except Exception as exc:  # leaving the group is a courtesy; the session timeout covers it
                 log.debug("closing the consumer: %s", exc)
         self.publisher.close()
-        if self._decoders is not None:
-            self._decoders.close()
-            self._decoders = None
+        self._folders.close()
+        self._folders = PartitionFolders(self._new_folder)
         self.metrics.stop()
 
 

@@ -42,7 +42,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from collector.folding import FoldDelta, InferenceFolder, Watermarks
+from collector.folding import FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
 from collector.labels import PredictionRow
 from collector.windows import PartialWindow
 from driftline.baseline import Baseline
@@ -50,7 +50,6 @@ from driftline.window_state import WindowState
 
 log = logging.getLogger(__name__)
 
-PartitionKey = tuple[str, int]  # (topic, partition)
 _STOP_TIMEOUT_S = 5.0
 # An idle decoder stores pending predictions once a partition has this many (fewer: the
 # fixed cost of a transaction would dominate).
@@ -84,11 +83,16 @@ def decoder_count(setting: int | str, cpus: int | None = None) -> int:
 
 
 class DecoderPool:
-    """N decoder processes; partition `p` of a topic is folded by decoder ``p % N``."""
+    """N decoder processes; partition `p` of a topic is folded by decoder ``p % N``.
+
+    The same calls as `collector.folding.PartitionFolders`. Once a decoder has failed
+    (`failed`), nothing gathered from the pool can be trusted and it must only be closed.
+    """
 
     def __init__(self, count: int, config: DecoderConfig):
         if count < 1:
             raise ValueError("a decoder pool needs at least one decoder")
+        self.failed = False
         self._conns: list[Connection] = []
         self._procs: list[subprocess.Popen[bytes]] = []
         for index in range(count):
@@ -110,7 +114,11 @@ class DecoderPool:
         try:
             conn.send(message)
         except (OSError, EOFError, ValueError) as exc:
-            raise DecoderFailed(f"a decoder process is gone ({self._exit_codes()}): {exc}") from None
+            raise self._failure(f"a decoder process is gone ({self._exit_codes()}): {exc}") from None
+
+    def _failure(self, message: str) -> DecoderFailed:
+        self.failed = True
+        return DecoderFailed(message)
 
     def process(self, key: PartitionKey, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
         self._send(self._conn(key), ("process", key, list(offsets), list(values)))
@@ -128,9 +136,9 @@ class DecoderPool:
             try:
                 answer = self._conns[index].recv()
             except (OSError, EOFError) as exc:
-                raise DecoderFailed(f"decoder {index} is gone ({self._exit_codes()}): {exc!r}") from None
+                raise self._failure(f"decoder {index} is gone ({self._exit_codes()}): {exc!r}") from None
             if isinstance(answer, tuple) and answer and answer[0] == "error":
-                raise DecoderFailed(f"decoder {index} failed:\n{answer[1]}")
+                raise self._failure(f"decoder {index} failed:\n{answer[1]}")
             for key, packed in answer.items():
                 out[key] = _unpack_delta(packed, baseline_for)
         return out
@@ -236,40 +244,30 @@ def _serve(conn: Connection, config: DecoderConfig) -> None:
 
     engine = get_engine(config.db_url)
     baselines = BaselineCache(engine, config.baseline_recheck_s)
-    folders: dict[PartitionKey, InferenceFolder] = {}
 
     def store_predictions(rows: list[PredictionRow]) -> None:
         with engine.begin() as conn:
             store.insert_predictions(conn, [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms,
                                              r.prediction, None, None) for r in rows])
 
-    def folder(key: PartitionKey) -> InferenceFolder:
-        found = folders.get(key)
-        if found is None:
-            topic, partition = key
-            found = folders[key] = InferenceFolder(
-                topic, partition, config.window_ms, config.lateness_ms, config.dedup_limit, baselines.get,
-                lambda model, version: stored_watermark_or_none(engine, model, version, partition),
-                store_predictions)
-        return found
+    def new_folder(key: PartitionKey) -> InferenceFolder:
+        topic, partition = key
+        return InferenceFolder(topic, partition, config.window_ms, config.lateness_ms, config.dedup_limit,
+                               baselines.get, lambda model, version: stored_watermark_or_none(engine, model, version,
+                                                                                              partition),
+                               store_predictions)
 
+    folders = PartitionFolders(new_folder)
     while True:
         if not conn.poll(0):
             # Nothing waiting: store predictions now rather than while the collector waits in `take`.
-            for found in folders.values():
-                found.write_predictions(_IDLE_WRITE_MIN_ROWS)
+            folders.write_predictions(_IDLE_WRITE_MIN_ROWS)
         message = conn.recv()
         kind = message[0]
-        if kind == "process":
-            folder(message[1]).process(message[2], message[3])
-        elif kind == "take":
-            conn.send({key: _pack_delta(folder(key).take()) for key in message[1]})
-        elif kind == "reset":
-            folder(message[1]).reset(message[2])
-        elif kind == "forget_ids":
-            folder(message[1]).forget_ids()
-        elif kind == "drop":
-            folders.pop(message[1], None)
+        if kind == "take":
+            conn.send({key: _pack_delta(delta) for key, delta in folders.take(message[1]).items()})
+        elif kind in ("process", "reset", "forget_ids", "drop"):
+            getattr(folders, kind)(*message[1:])
         elif kind == "stop":
             return
         else:

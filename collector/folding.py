@@ -29,7 +29,9 @@ from collector.dead_letters import DeadLetterRow
 from collector.labels import PredictionRow
 from collector.windows import PartialWindow, PartitionWindows, WindowKey
 from driftline.baseline import Baseline
+from driftline.event_columns import InferenceColumns, parse_inference_columns
 from driftline.events import EventError, InferenceEvent, parse_inference
+from driftline.window_state import EventBatch
 
 # Column widths of the store (driftline/store/models.py): a longer value is dead-lettered
 # rather than failing every flush on PostgreSQL.
@@ -44,6 +46,7 @@ PREDICTION_WRITE_BATCH = 10_000
 log = logging.getLogger(__name__)
 
 Watermarks = dict[tuple[str, str], "int | None"]
+PartitionKey = tuple[str, int]  # (topic, partition)
 
 
 def check_store_limits(model: str, version: str | None, request_id: str | None) -> None:
@@ -106,10 +109,70 @@ class InferenceFolder:
 
     def process(self, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
         """Fold records (in partition order); invalid ones become dead letters."""
+        columns = parse_inference_columns(values)
+        if columns is not None:
+            self._process_columns(columns)
+        else:
+            self._process_events(offsets, values)
+        if self.store_predictions is not None and len(self.predictions) >= PREDICTION_WRITE_BATCH:
+            self._write_predictions()
+
+    def _is_duplicate(self, event_id: str) -> bool:
+        key = hash(event_id)
+        if key in self.recent_ids or key in self.older_ids:
+            return True
+        self.recent_ids.add(key)
+        if len(self.recent_ids) >= self.dedup_limit:
+            self.older_ids, self.recent_ids = self.recent_ids, set()
+        return False
+
+    def _process_columns(self, columns: InferenceColumns) -> None:
+        """A batch the columnar decoder took whole (every event valid): fold it by model version."""
+        keep = self._new_events(columns.event_ids)
+        self.duplicates += columns.n - len(keep)
+        models, versions = columns.models, columns.versions
+        groups: dict[tuple[str, str], list[int]] = {}
+        if keep and len(keep) == columns.n and models.count(models[0]) == columns.n \
+                and versions.count(versions[0]) == columns.n:
+            groups[(models[0], versions[0])] = keep  # the usual poll: one model version, no duplicates
+        else:
+            for i in keep:
+                groups.setdefault((models[i], versions[i]), []).append(i)
+        window_ms, predictions = self.window_ms, self.predictions
+        request_ids, values, times = columns.request_ids, columns.predictions, columns.batch.event_time_ms.tolist()
+        for (model, version), rows in groups.items():
+            if len(rows) == columns.n:
+                self._fold(model, version, columns.batch)
+                rows_ids, rows_times, rows_values = request_ids, times, values
+            else:
+                self._fold(model, version, columns.batch.take(rows))
+                rows_ids, rows_times, rows_values = ([column[i] for i in rows] for column in (request_ids, times, values))
+            for rid, ts, value in zip(rows_ids, rows_times, rows_values):
+                if rid is not None and rid not in predictions:
+                    predictions[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, value)
+
+    def _new_events(self, event_ids: list[str]) -> list[int]:
+        """Positions of the events not seen before (`_is_duplicate` for each, in order, in bulk when it can)."""
+        keys = list(map(hash, event_ids))
+        if (len(self.recent_ids) + len(keys) < self.dedup_limit and len(set(keys)) == len(keys)
+                and self.recent_ids.isdisjoint(keys) and self.older_ids.isdisjoint(keys)):
+            self.recent_ids.update(keys)  # no repeat and no generation change inside the batch
+            return list(range(len(keys)))
+        is_duplicate = self._is_duplicate
+        return [i for i, event_id in enumerate(event_ids) if not is_duplicate(event_id)]
+
+    def _fold(self, model: str, version: str, batch: EventBatch) -> None:
+        folded = self.windows.fold_batch(model, version, batch, self.baseline_for(model, version),
+                                         self._watermark(model, version))
+        self.watermarks[(model, version)] = folded.watermark_ms
+        self.valid += folded.events
+        self.late += folded.late_events
+
+    def _process_events(self, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
+        """One event at a time: names what is wrong with each invalid record."""
         groups: dict[tuple[str, str], list[InferenceEvent]] = {}
         letters = self.dead_letters
-        recent, older = self.recent_ids, self.older_ids
-        dedup_limit = self.dedup_limit
+        is_duplicate = self._is_duplicate
         duplicates = 0
         for offset, value in zip(offsets, values):
             try:
@@ -118,14 +181,9 @@ class InferenceFolder:
             except EventError as error:
                 letters.append(DeadLetterRow.from_error(self.topic, self.partition, offset, value, error))
                 continue
-            key = hash(event.event_id)
-            if key in recent or key in older:
+            if is_duplicate(event.event_id):
                 duplicates += 1
                 continue
-            recent.add(key)
-            if len(recent) >= dedup_limit:
-                older = self.older_ids = recent
-                recent = self.recent_ids = set()
             group = groups.get((event.model, event.version))
             if group is None:
                 group = groups[(event.model, event.version)] = []
@@ -134,19 +192,13 @@ class InferenceFolder:
         window_ms = self.window_ms
         predictions = self.predictions
         for (model, version), events in groups.items():
-            folded = self.windows.fold(model, version, events, self.baseline_for(model, version),
-                                       self._watermark(model, version))
-            self.watermarks[(model, version)] = folded.watermark_ms
-            self.valid += folded.events
-            self.late += folded.late_events
+            self._fold(model, version, EventBatch.from_events(events))
             for event in events:
                 rid = event.request_id
                 if rid is not None and event.prediction is not None and rid not in predictions:
                     ts = event.ts_ms
                     predictions[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, event.prediction)
         self.duplicates += duplicates
-        if self.store_predictions is not None and len(predictions) >= PREDICTION_WRITE_BATCH:
-            self._write_predictions()
 
     def write_predictions(self, min_rows: int = 1) -> None:
         """Insert the pending predictions now if there are at least `min_rows` (a decoder with nothing
@@ -220,3 +272,49 @@ def merge_windows(into: dict[WindowKey, PartialWindow], delta: dict[WindowKey, P
             mine.events += partial.events
             mine.late_events += partial.late_events
 
+
+
+class PartitionFolders:
+    """The folders of the inference partitions folded in this process, made on first use.
+
+    The collector talks to these the same way as to a `collector.decoders.DecoderPool`
+    (which runs one of these in each decoder process): process, take, reset,
+    forget_ids, drop, close.
+    """
+
+    failed = False  # a DecoderPool's state after a decoder died; folding in this process cannot fail apart
+
+    def __init__(self, new_folder: Callable[[PartitionKey], InferenceFolder]):
+        self._new_folder = new_folder
+        self._folders: dict[PartitionKey, InferenceFolder] = {}
+
+    def folder(self, key: PartitionKey) -> InferenceFolder:
+        found = self._folders.get(key)
+        if found is None:
+            found = self._folders[key] = self._new_folder(key)
+        return found
+
+    def process(self, key: PartitionKey, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
+        self.folder(key).process(offsets, values)
+
+    def take(self, keys: Sequence[PartitionKey],
+             baseline_for: Callable[[str, str], Baseline | None] | None = None) -> dict[PartitionKey, FoldDelta]:
+        """Every key's delta since its last take (`baseline_for` is for a pool's states, which arrive as bytes)."""
+        return {key: self.folder(key).take() for key in keys}
+
+    def reset(self, key: PartitionKey, watermarks: Watermarks) -> None:
+        self.folder(key).reset(watermarks)
+
+    def forget_ids(self, key: PartitionKey) -> None:
+        self.folder(key).forget_ids()
+
+    def drop(self, key: PartitionKey) -> None:
+        self._folders.pop(key, None)
+
+    def write_predictions(self, min_rows: int) -> None:
+        """Store pending predictions of every partition that has at least `min_rows` (see `InferenceFolder`)."""
+        for folder in self._folders.values():
+            folder.write_predictions(min_rows)
+
+    def close(self) -> None:
+        self._folders.clear()

@@ -12,9 +12,9 @@ so a batch is classified exactly as the same events one by one. Watermarks are p
 partition because partitions are read at different speeds (a backlog, a rebalance):
 one partition running ahead must not make another's punctual events late.
 
-Everything here is vectorised per (model, version) group of a poll batch: numpy
-assigns windows and lateness, `EventBatch` turns each window's events into columns
-and `WindowState.add_batch` folds them in.
+Everything here is vectorised per (model, version) group of a poll batch: `EventBatch`
+holds the events as columns, numpy assigns windows and lateness, and
+`WindowState.add_batch` folds each window's rows in.
 """
 from __future__ import annotations
 
@@ -88,29 +88,35 @@ class PartitionWindows:
         """
         if not events:
             return FoldResult(0, 0, watermark_ms)
-        ts = np.fromiter((e.ts_ms for e in events), dtype=np.int64, count=len(events))
+        return self.fold_batch(model, version, EventBatch.from_events(events), baseline, watermark_ms)
+
+    def fold_batch(self, model: str, version: str, batch: EventBatch, baseline: Baseline | None,
+                   watermark_ms: int | None) -> FoldResult:
+        """`fold` for events already in columns (one model version's, in partition order)."""
+        if batch.n == 0:
+            return FoldResult(0, 0, watermark_ms)
+        ts = batch.event_time_ms
         starts = window_starts(ts, self.window_ms)
         late = late_mask(ts, self.window_ms, self.lateness_ms, watermark_ms)
         first = int(starts[0])
         if (starts == first).all():
-            self._fold_window(model, version, first, events, int(late.sum()), baseline)
+            self._fold_window(model, version, first, batch, int(late.sum()), baseline)
         else:
             order = np.argsort(starts, kind="stable")  # stable: each window keeps partition order
             sorted_starts = starts[order]
             bounds = np.flatnonzero(np.diff(sorted_starts)) + 1
             for chunk in np.split(order, bounds):
                 start = int(starts[chunk[0]])
-                self._fold_window(model, version, start, [events[i] for i in chunk.tolist()],
-                                  int(late[chunk].sum()), baseline)
+                self._fold_window(model, version, start, batch.take(chunk), int(late[chunk].sum()), baseline)
         top = int(ts.max())
-        return FoldResult(len(events), int(late.sum()), top if watermark_ms is None else max(watermark_ms, top))
+        return FoldResult(batch.n, int(late.sum()), top if watermark_ms is None else max(watermark_ms, top))
 
-    def _fold_window(self, model: str, version: str, start: int, events: Sequence[InferenceEvent], late: int,
+    def _fold_window(self, model: str, version: str, start: int, batch: EventBatch, late: int,
                      baseline: Baseline | None) -> None:
         key = (model, version, start)
         partial = self.windows.get(key)
         if partial is None:
             partial = self.windows[key] = PartialWindow(WindowState.empty(baseline), start + self.window_ms)
-        partial.state.add_batch(EventBatch.from_events(events))
-        partial.events += len(events)
+        partial.state.add_batch(batch)
+        partial.events += batch.n
         partial.late_events += late

@@ -125,11 +125,8 @@ def _is_number(value: Any) -> bool:
 _minute_ms: dict[str, int] = {}
 
 
-def _fast_rfc3339_ms(value: str) -> int | None:
-    """"2026-11-30T12:00:00.123Z" without datetime: events of one minute share the cached minute start."""
-    if len(value) != 24 or value[23] != "Z" or value[19] != "." or value[16] != ":":
-        return None
-    minute = value[:16]
+def minute_start_ms(minute: str) -> int | None:
+    """Epoch milliseconds of "YYYY-MM-DDTHH:MM" (UTC), cached: the events of one minute share it."""
     start = _minute_ms.get(minute)
     if start is None:
         try:
@@ -139,6 +136,16 @@ def _fast_rfc3339_ms(value: str) -> int | None:
         if len(_minute_ms) > 10_000:  # bounded: a long replay of old data must not grow it forever
             _minute_ms.clear()
         _minute_ms[minute] = start
+    return start
+
+
+def _fast_rfc3339_ms(value: str) -> int | None:
+    """"2026-11-30T12:00:00.123Z" without datetime: events of one minute share the cached minute start."""
+    if len(value) != 24 or value[23] != "Z" or value[19] != "." or value[16] != ":":
+        return None
+    start = minute_start_ms(value[:16])
+    if start is None:
+        return None
     seconds, millis = value[17:19], value[20:23]
     if not (seconds.isdigit() and millis.isdigit()) or seconds > "60":
         return None

@@ -157,7 +157,7 @@ class EventBatch:
         statuses = field(events, "status")
         ids = field(events, "event_id")
         columns, types, absent = _feature_columns(features)
-        source, prediction = _prediction_column(field(events, "prediction"))
+        source, prediction = prediction_column(field(events, "prediction"))
         return cls(n=n, features=columns, feature_types=types, absent=absent, prediction=prediction,
                    prediction_source=source, latency_ms=_latency_columns(latencies),
                    status=np.array(statuses, dtype=object), cache_hit=_optional_column(raws, "cache_hit"),
@@ -193,7 +193,13 @@ class EventBatch:
                           status=self.status[index], cache_hit=self.cache_hit[index], batch_size=self.batch_size[index],
                           event_time_ms=self.event_time_ms[index],
                           event_ids=None if self.event_ids is None else self.event_ids[index],
-                          events=[self.events[i] for i in positions] if self.events else ())
+                          events=self._events_at(positions))
+
+    def _events_at(self, positions: list[int]) -> Sequence[Any]:
+        if not self.events:
+            return ()
+        subset = getattr(self.events, "subset", None)  # undecoded messages stay undecoded (event_columns.RawRecords)
+        return subset(positions) if subset is not None else [self.events[i] for i in positions]
 
     @staticmethod
     def _feature(event: Any, name: str) -> Any:
@@ -331,7 +337,8 @@ def _feature_columns(records: list[Mapping[str, Any]]) -> tuple[dict[str, np.nda
     return columns, types, absent
 
 
-def _prediction_column(predictions: list[Any]) -> tuple[str | None, np.ndarray]:
+def prediction_column(predictions: list[Any]) -> tuple[str | None, np.ndarray]:
+    """The prediction as a float64 score column (NaN: none), or class keys (see `prediction_values`)."""
     kinds = set(map(type, predictions))
     if kinds <= {float, int, type(None)}:
         if kinds == {type(None)}:

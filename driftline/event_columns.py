@@ -1,0 +1,276 @@
+"""A poll's inference events decoded straight into columns, for the collector's hot path.
+
+`driftline.events` decodes one message at a time into Python dicts (orjson) and checks
+each field in Python: ~25 us an event on the development machine, most of the
+collector's work. pyarrow's JSON reader turns the same messages, joined by newlines,
+into typed columns in C (~7 us an event), and the checks below run once per column.
+
+This path only ever *accepts*. It takes a batch when every message is one the
+per-event fast path (`events._fast_inference`) would accept as it is, and returns
+None otherwise, so the caller runs the per-event path, which names each problem and
+dead-letters it. The batch is all or nothing so that events keep their partition order
+(lateness and de-duplication depend on it).
+
+Where pyarrow is more lenient than JSON, the batch is refused: invalid UTF-8 (pyarrow
+does not check it), several objects on one line, blank messages (all checked on the
+bytes), NaN and Infinity literals (checked on the columns). Where it cannot tell apart
+two things the contract treats differently (a missing key and an explicit null: an
+absent feature is counted as absent, a null latency part is invalid), any null there
+sends the batch to the per-event path, so batches with null features (a data-quality
+incident) are slower but counted the same.
+
+Numbers are read as pyarrow reads them: a batch whose predictions mix 1 and 0.5 gives
+1.0 for the first, the same JSON number.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from driftline.events import _MAX_TS_MS, _MIN_TS_MS, INFERENCE_SCHEMA, MAX_EVENT_BYTES, MAX_ID_CHARS, minute_start_ms
+from driftline.window_state import EventBatch, prediction_column
+
+# Whole blocks in one thread: a poll is a few MB at most, and a decoder process has one core to itself.
+_READ_OPTIONS = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
+_SCALAR_TYPES = (pa.float64(), pa.int64(), pa.string(), pa.bool_())
+_NUMBER_TYPES = (pa.float64(), pa.int64())
+_JSON_TYPE_NAMES = {pa.float64(): "number", pa.int64(): "number", pa.string(): "string", pa.bool_(): "boolean"}
+
+
+class RawRecords(Sequence):
+    """Events still as JSON messages, decoded one by one when read: the window sample reads a few."""
+
+    __slots__ = ("messages", "positions")
+
+    def __init__(self, messages: Sequence[bytes], positions: Sequence[int] | None = None):
+        self.messages = messages
+        self.positions = positions
+
+    def __len__(self) -> int:
+        return len(self.messages) if self.positions is None else len(self.positions)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+        return orjson.loads(self.messages[i if self.positions is None else self.positions[i]])
+
+    def subset(self, positions: Sequence[int]) -> "RawRecords":
+        if self.positions is not None:
+            positions = [self.positions[i] for i in positions]
+        return RawRecords(self.messages, list(positions))
+
+
+@dataclass
+class InferenceColumns:
+    """A batch of valid inference events, in partition order."""
+
+    batch: EventBatch
+    event_ids: list[str]
+    models: list[str]
+    versions: list[str]
+    request_ids: list[str | None]
+    predictions: list[Any]
+
+    @property
+    def n(self) -> int:
+        return self.batch.n
+
+
+def parse_inference_columns(messages: Sequence[bytes]) -> InferenceColumns | None:
+    """All of `messages` as columns, or None when any of them needs the per-event path."""
+    n = len(messages)
+    if n == 0:
+        return None
+    for message in messages:
+        if (type(message) is not bytes or not 2 <= len(message) <= MAX_EVENT_BYTES
+                or message[0] != 0x7B or message[-1] != 0x7D):  # "{" ... "}"
+            return None
+    joined = b"\n".join(messages)
+    if joined.count(b"\n") != n - 1:  # a message of several lines
+        return None
+    if not joined.isascii():  # pyarrow does not check UTF-8 (orjson does): strict decode, surrogates refused
+        try:
+            joined.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        table = pa_json.read_json(pa.py_buffer(joined), read_options=_READ_OPTIONS)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError):
+        return None  # not JSON, a key twice, a column that changes type: the per-event path says which
+    if table.num_rows != n:
+        return None
+    names = set(table.column_names)
+    if not {"schema", "event_id", "ts", "model", "version", "features", "latency_ms", "prediction"} <= names:
+        return None
+    column = {name: table.column(name).combine_chunks() for name in table.column_names}
+    if not all(map(_finite, column.values())):
+        return None  # NaN or Infinity literals, which pyarrow reads and JSON does not allow
+
+    if not (_strings(column["schema"]) and pc.all(pc.equal(column["schema"], INFERENCE_SCHEMA)).as_py()):
+        return None
+    for name, limit in (("event_id", MAX_ID_CHARS), ("model", 200), ("version", 100)):
+        if not _strings(column[name], max_chars=limit):  # store limits: see collector.folding.check_store_limits
+            return None
+    for name in ("model", "version", "request_id"):  # the store (PostgreSQL) refuses NUL
+        if name in column and column[name].type == pa.string() and pc.any(
+                pc.match_substring(column[name], "\x00")).as_py():
+            return None
+    event_time_ms = _event_times(column["ts"])
+    if event_time_ms is None:
+        return None
+    features = _features(column["features"])
+    latency = _latency(column["latency_ms"])
+    prediction = column["prediction"]
+    if features is None or latency is None or prediction.null_count or prediction.type not in _SCALAR_TYPES:
+        return None
+    status = column.get("status")
+    if status is not None and not (_strings(status) and pc.all(pc.equal(status, "ok")).as_py()):
+        return None
+    request_ids = column.get("request_id")
+    if not _optional(request_ids, (pa.string(),), max_chars=256):
+        return None
+    for name in ("entity_id", "device"):
+        if not _optional(column.get(name), (pa.string(),)):
+            return None
+    tags = column.get("tags")
+    if tags is not None and tags.null_count != n:
+        return None
+    inputs = column.get("inputs")
+    if inputs is not None and inputs.type != pa.null() and not (
+            pa.types.is_struct(inputs.type) and all(child.type in _SCALAR_TYPES or child.type == pa.null()
+                                                    for child in inputs.type)):
+        return None
+    batch_size, cache_hit = column.get("batch_size"), column.get("cache_hit")
+    if not _optional(batch_size, (pa.int64(),)) or not _optional(cache_hit, (pa.bool_(),)):
+        return None
+    if batch_size is not None and batch_size.type == pa.int64():
+        smallest = pc.min(batch_size).as_py()
+        if smallest is not None and smallest < 1:
+            return None
+
+    feature_columns, feature_types = features
+    predictions = prediction.to_pylist()
+    source, prediction_values = prediction_column(predictions)
+    event_ids = column["event_id"].to_pylist()
+    batch = EventBatch(n=n, features=feature_columns, feature_types=feature_types, absent={},
+                       prediction=prediction_values, prediction_source=source, latency_ms=latency,
+                       status=np.full(n, "ok", dtype=object), cache_hit=_floats(cache_hit, n),
+                       batch_size=_floats(batch_size, n), event_time_ms=event_time_ms,
+                       event_ids=np.array(event_ids, dtype=object), events=RawRecords(messages))
+    return InferenceColumns(batch=batch, event_ids=event_ids, models=column["model"].to_pylist(),
+                            versions=column["version"].to_pylist(),
+                            request_ids=request_ids.to_pylist() if request_ids is not None else [None] * n,
+                            predictions=predictions)
+
+
+def _finite(array: pa.Array) -> bool:
+    """No NaN or infinity in any float column, however deep in structs and lists."""
+    kind = array.type
+    if pa.types.is_floating(kind):
+        return len(array) == array.null_count or pc.all(pc.is_finite(array)).as_py() is not False
+    if pa.types.is_struct(kind):
+        return all(map(_finite, array.flatten()))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _finite(array.flatten())
+    return True
+
+
+def _strings(array: pa.Array, max_chars: int | None = None) -> bool:
+    """Non-null strings, not empty, at most `max_chars` characters."""
+    if array.type != pa.string() or array.null_count:
+        return False
+    if max_chars is None:
+        return True
+    lengths = pc.utf8_length(array)
+    return pc.min(lengths).as_py() >= 1 and pc.max(lengths).as_py() <= max_chars
+
+
+def _optional(array: pa.Array | None, types: tuple[pa.DataType, ...], max_chars: int | None = None) -> bool:
+    """Absent, all null, or of one of `types` (nulls allowed: a null is the same as absent here)."""
+    if array is None or array.type == pa.null():
+        return True
+    if array.type not in types:
+        return False
+    if max_chars is not None and len(array) > array.null_count:
+        return pc.max(pc.utf8_length(array)).as_py() <= max_chars
+    return True
+
+
+def _event_times(ts: pa.Array) -> np.ndarray | None:
+    """Epoch ms from "YYYY-MM-DDTHH:MM:SS.mmmZ" strings or epoch-ms integers, as the per-event path reads them."""
+    if ts.null_count:
+        return None
+    if ts.type == pa.int64():
+        times = ts.to_numpy()
+    elif ts.type == pa.string():
+        if not pc.all(pc.string_is_ascii(ts)).as_py() or pc.any(pc.not_equal(pc.utf8_length(ts), 24)).as_py():
+            return None
+        for position, char in ((16, ":"), (19, "."), (23, "Z")):
+            if not pc.all(pc.equal(pc.utf8_slice_codeunits(ts, position, position + 1), char)).as_py():
+                return None
+        seconds, millis = pc.utf8_slice_codeunits(ts, 17, 19), pc.utf8_slice_codeunits(ts, 20, 23)
+        if not (pc.all(pc.ascii_is_decimal(seconds)).as_py() and pc.all(pc.ascii_is_decimal(millis)).as_py()):
+            return None
+        minutes = pc.dictionary_encode(pc.utf8_slice_codeunits(ts, 0, 16))
+        starts = [minute_start_ms(minute) for minute in minutes.dictionary.to_pylist()]
+        if None in starts:
+            return None
+        seconds = pc.cast(seconds, pa.int64()).to_numpy()
+        if seconds.max() > 60:
+            return None
+        times = (np.asarray(starts, dtype=np.int64)[minutes.indices.to_numpy()] + seconds * 1000
+                 + pc.cast(millis, pa.int64()).to_numpy())
+    else:
+        return None
+    if times.min() < _MIN_TS_MS or times.max() >= _MAX_TS_MS:
+        return None
+    return np.ascontiguousarray(times, dtype=np.int64)
+
+
+def _features(features: pa.Array) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]] | None:
+    """Columns and value types; None for a missing or null feature (absent or null: the per-event path counts which)."""
+    if not pa.types.is_struct(features.type) or features.null_count or features.type.num_fields == 0:
+        return None
+    n = len(features)
+    columns, types = {}, {}
+    for field, child in zip(features.type, features.flatten()):
+        if child.null_count or child.type not in _SCALAR_TYPES:
+            return None
+        if child.type in _NUMBER_TYPES:
+            columns[field.name] = child.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        else:
+            columns[field.name] = child.to_numpy(zero_copy_only=False).astype(object, copy=False)
+        types[field.name] = {_JSON_TYPE_NAMES[child.type]: n}
+    return columns, types
+
+
+def _latency(latency: pa.Array) -> dict[str, np.ndarray] | None:
+    """Float64 ms per part, "total", "queue" and "compute" always (NaN: not sent)."""
+    if not pa.types.is_struct(latency.type) or latency.null_count:
+        return None
+    n = len(latency)
+    parts = {}
+    for field, child in zip(latency.type, latency.flatten()):
+        if child.null_count or child.type not in _NUMBER_TYPES:
+            return None  # a null part is invalid, a missing one is not: only the per-event path tells them apart
+        values = child.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        if values.min() < 0:
+            return None
+        parts[field.name] = values
+    if "total" not in parts:
+        return None
+    out = {part: parts.pop(part, None) for part in ("total", "queue", "compute")}
+    out = {part: values if values is not None else np.full(n, np.nan) for part, values in out.items()}
+    out.update(parts)
+    return out
+
+
+def _floats(array: pa.Array | None, n: int) -> np.ndarray:
+    """An optional numeric or boolean column as float64, NaN where absent."""
+    if array is None or array.type == pa.null():
+        return np.full(n, np.nan)
+    return pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
