@@ -22,8 +22,8 @@ httpx, because on a small machine the client shares the CPU with the worker and 
 per-request cost (~0.3 ms of Python) would be measured as the worker's.
 Figures are printed, not asserted. Whole run: about 2 minutes at the defaults.
 
-`--logger-cost` instead measures `InferenceLogger` alone: CPU per event in this process and
-in its children, producer on a thread vs in a child process (about 2 minutes).
+`--logger-cost` instead measures `InferenceLogger` alone: CPU per event in this process, in
+its child and in the broker, producer on a thread vs in a child process (about 2 minutes).
 """
 from __future__ import annotations
 
@@ -79,8 +79,8 @@ def worker_process(env: dict[str, str], flags: list[str], device: str) -> Iterat
             process.wait(timeout=5)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads) and of its live children, from /proc.
+def cpu_seconds(pid: int, exclude: int | None = None) -> float:
+    """User + system CPU time of a process (all its threads) and of its live children (but `exclude`), from /proc.
 
     The children count because the event producer can run in one: its CPU is the
     logging's cost as much as a thread's would be.
@@ -91,7 +91,7 @@ def cpu_seconds(pid: int) -> float:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if stat.parent.name == str(pid) or fields[1] == str(pid):
+        if (stat.parent.name == str(pid) or fields[1] == str(pid)) and stat.parent.name != str(exclude):
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
@@ -170,11 +170,13 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
     return out
 
 
-def logger_cost(bootstrap_servers: str, events: int, rate: float, rounds: int) -> None:
-    """CPU per event of `InferenceLogger` here (the serving process) and in children: producer on a thread vs a child.
+def logger_cost(bootstrap_servers: str, broker_pid: int, events: int, rate: float, rounds: int) -> None:
+    """CPU per event of `InferenceLogger` here (the serving process), in its child and in the broker.
 
-    Events are logged at `rate` per second from a paced loop; the same loop without
-    logging, measured in the same rounds, is subtracted. Rounds alternate the three.
+    Producer on a thread vs in a child process. Events are logged at `rate` per second
+    from a paced loop; the same loop without logging, measured in the same rounds, is
+    subtracted. Rounds alternate the three. The broker's CPU is Kafka's, not the
+    logger's, but on a small machine it shares the CPU with the worker too.
     """
     from driftline.client import InferenceLogger
 
@@ -186,10 +188,13 @@ def logger_cost(bootstrap_servers: str, events: int, rate: float, rounds: int) -
     time.sleep(3)  # producers connected, the child started
     own = dict.fromkeys(loggers, 0.0)
     children = dict.fromkeys(loggers, 0.0)
+    broker = dict.fromkeys(loggers, 0.0)
     per_round = events // rounds
     for _ in range(rounds):
         for name, logger in loggers.items():
-            own_before, children_before = time.process_time(), cpu_seconds(os.getpid()) - time.process_time()
+            own_before = time.process_time()
+            children_before = cpu_seconds(os.getpid(), exclude=broker_pid) - own_before
+            broker_before = cpu_seconds(broker_pid)
             started = time.perf_counter()
             for i in range(per_round):
                 if logger is not None:
@@ -200,14 +205,16 @@ def logger_cost(bootstrap_servers: str, events: int, rate: float, rounds: int) -
             if logger is not None:
                 logger.flush(30)
             own[name] += time.process_time() - own_before
-            children[name] += cpu_seconds(os.getpid()) - time.process_time() - children_before
+            children[name] += cpu_seconds(os.getpid(), exclude=broker_pid) - time.process_time() - children_before
+            broker[name] += cpu_seconds(broker_pid) - broker_before
     total = per_round * rounds
     print(f"logger CPU per event at {rate:g} events/s ({total} events each, {rounds} rounds), "
           "the paced loop's own cost subtracted:")
     for name in ("thread", "process"):
         stats = loggers[name].close()
         print(f"  producer {name:<8}: serving process {1e6 * (own[name] - own['none']) / total:6.1f} us, "
-              f"child process {1e6 * (children[name] - children['none']) / total:6.1f} us "
+              f"child process {1e6 * (children[name] - children['none']) / total:6.1f} us, "
+              f"broker {1e6 * (broker[name] - broker['none']) / total:6.1f} us "
               f"(sent {stats.sent}, failed {stats.failed}, dropped {stats.dropped})")
 
 
@@ -239,7 +246,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.logger_cost:
         with EmbeddedBroker(port=free_port()) as broker:
-            logger_cost(broker.bootstrap_servers, events=60_000, rate=2_000, rounds=6)
+            logger_cost(broker.bootstrap_servers, broker.process.pid, events=60_000, rate=2_000, rounds=6)
         return
     levels = [int(c) for c in args.concurrency.split(",")]
     configs = {name: CONFIGS[name] for name in args.configs.split(",")}

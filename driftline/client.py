@@ -9,9 +9,10 @@
 
 `log` never blocks the caller and never raises for Kafka trouble: events go into a
 bounded in-memory buffer that one background thread drains into a kafka-python
-producer. When Kafka is slow or down, at start or mid-run, events wait in the buffer
-up to `max_buffered` (counting those handed to the producer and not yet acknowledged);
-beyond that they are dropped and counted in `stats()`. The producer runs without
+producer, or (`producer_process=True`, the worker's default) ships to a child process
+that runs a confluent-kafka (librdkafka) producer. When Kafka is slow or down, at start
+or mid-run, events wait in the buffer up to `max_buffered` (counting those handed to the
+producer and not yet acknowledged); beyond that they are dropped and counted in `stats()`. The producer runs without
 idempotence because a restarted in-memory broker (the embedded default) makes an
 idempotent producer fail for good; a retried batch may therefore arrive twice, and
 consumers de-duplicate on `event_id`.
@@ -34,6 +35,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Collection, Mapping
 
+import orjson
+from kafka.errors import MessageSizeTooLargeError
 from kafka.partitioner import Partitioner
 
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
@@ -68,6 +71,8 @@ _PRODUCER_PROCESS_NICENESS = 10
 # Longest the sender thread needs to notice `close`: a bootstrap attempt (2 s), a blocked
 # send (1 s) and the producer's close (2 s), with margin.
 _THREAD_STOP_S = 8.0
+# Events no retry can send: not JSON-encodable, or larger than a request may be.
+_UNSENDABLE = (orjson.JSONEncodeError, MessageSizeTooLargeError)
 
 
 # uuid4() reads os.urandom on every call, a system call that costs tens of microseconds
@@ -289,6 +294,10 @@ class EventSender:
                 value = event if isinstance(event, bytes) else encode_event(event)
                 partition = self._partition(topic, key, burst_partitions)
                 future = self._producer.send(topic, key=key, value=value, partition=partition)
+            except _UNSENDABLE as exc:  # retrying would not help, and would hold up every later event
+                self._fail_unsendable(topic, exc)
+                pending = None
+                continue
             except Exception as exc:  # metadata unavailable (Kafka down mid-run): hold it and retry
                 if self._closing.is_set():
                     break
@@ -300,6 +309,12 @@ class EventSender:
             sent_since_flush += 1
             self._unacknowledged.append(future)
         self._shutdown(pending)
+
+    def _fail_unsendable(self, topic: str, exc: Exception) -> None:
+        log.warning("an event for %s cannot be sent (%s); it counts as failed", topic, exc)
+        with self._lock:
+            self._failed += 1
+            self._buffered -= 1
 
     def _count_acknowledged(self) -> None:
         """Move finished records from `_unacknowledged` into the sent and failed counts."""
@@ -350,7 +365,8 @@ class ProcessEventSender(EventSender):
     """An `EventSender` whose Kafka producer runs in a child process, off the serving process's GIL.
 
     The background thread only encodes what is waiting and ships it, one pipe write per
-    drain interval, to a child Python process that runs a plain `EventSender` and reports
+    drain interval, to a child Python process that hands it to a `LibrdkafkaSender`
+    (confluent-kafka: the per-record work in C, not kafka-python's Python) and reports
     its cumulative sent and failed counts back. The counts and the bound stay those of
     `EventSender`: an event counts as buffered until the child reports it acknowledged or
     failed, so the child never holds more than `max_buffered`. Kafka down at start or
@@ -424,7 +440,10 @@ class ProcessEventSender(EventSender):
                 batch = []
                 while self._waiting:
                     topic, key, event = self._waiting.popleft()
-                    batch.append((topic, key, event if isinstance(event, bytes) else encode_event(event)))
+                    try:
+                        batch.append((topic, key, event if isinstance(event, bytes) else encode_event(event)))
+                    except orjson.JSONEncodeError as exc:
+                        self._fail_unsendable(topic, exc)
                 try:
                     self._conn.send_bytes(pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
                     self._shipped += len(batch)
@@ -503,15 +522,203 @@ class ProcessEventSender(EventSender):
             self._child_connected = False
 
 
+class LibrdkafkaSender:
+    """The producer process's Kafka side: a confluent-kafka (librdkafka) producer, fed whole batches.
+
+    kafka-python spends about 50 us of Python per record (`send`, the record batch
+    builder, its I/O thread); librdkafka does that work in C, and what is left in Python
+    is one `produce` call and one delivery callback per record (about 5 us). Every
+    record gets an explicit partition, as in `EventSender`: keyed ones
+    `partition_for_key` (crc32, which librdkafka's `consistent_random` partitioner, the
+    fallback while a topic's partitions are unknown, also computes), keyless ones one
+    partition per batch, rotating between batches. Records wait here, in order, while
+    the partition count is unknown (Kafka down at start) or librdkafka's queue is full;
+    once handed over, librdkafka retries until the delivery timeout. Idempotence stays
+    off (see the module docstring). The caller bounds what it hands over.
+    """
+
+    # Partition counts are read again this often (kafka-python: every 5 minutes).
+    _METADATA_MAX_AGE_S = 30.0
+    # Longest a metadata request may hold up the loop (Kafka down: it fails after this).
+    _METADATA_TIMEOUT_S = 1.0
+
+    def __init__(self, bootstrap_servers: str, max_buffered: int = DEFAULT_MAX_BUFFERED,
+                 client_id: str = "driftline-logger", producer_config: Mapping[str, Any] | None = None):
+        from confluent_kafka import Producer
+
+        self.bootstrap_servers = bootstrap_servers
+        self.sent = 0
+        self.failed = 0
+        self.connected = False
+        self._waiting: collections.deque[tuple[str, bytes | None, bytes]] = collections.deque()
+        self._partitions: dict[str, tuple[float, list[int] | None]] = {}  # topic: (read at, partitions)
+        self._batch = 0
+        self._new_failures = 0
+        self._last_error: Any = None
+        self._unreachable_logged = False
+        self._next_probe = 0.0  # while not connected, Kafka is asked for metadata at most this often
+        kafka_logger = logging.getLogger("kafka.librdkafka")
+        config = {
+            "bootstrap.servers": bootstrap_servers,
+            "client.id": client_id,
+            "enable.idempotence": False,
+            "acks": 1,
+            "linger.ms": PRODUCER_LINGER_MS,
+            "batch.size": PRODUCER_BATCH_BYTES,
+            "message.timeout.ms": DELIVERY_TIMEOUT_MS,
+            "request.timeout.ms": 10_000,
+            "reconnect.backoff.max.ms": 1_000,
+            # The caller never hands over more than max_buffered; room for all of them.
+            "queue.buffering.max.messages": max(max_buffered, 1),
+            "queue.buffering.max.kbytes": 2_097_151,
+            "partitioner": "consistent_random",
+            "on_delivery": self._delivered,
+            "error_cb": self._error,
+            "logger": kafka_logger,
+            # librdkafka logs every failed reconnect; `_error` says it once per outage instead.
+            "log_level": 7 if kafka_logger.isEnabledFor(logging.DEBUG) else 2,
+            "log.connection.close": False,
+        }
+        config.update(producer_config or {})
+        self._producer = Producer(config)
+
+    def add(self, records: list[tuple[str, bytes | None, bytes]]) -> None:
+        self._waiting.extend(records)
+
+    def pump(self) -> None:
+        """Hand what waits to librdkafka (one partition rotation step per call) and count delivery reports."""
+        if not self.connected and time.monotonic() >= self._next_probe:
+            self._probe()
+        if self._waiting:
+            self._produce_waiting()
+        self._producer.poll(0)
+        if self._new_failures:
+            log.warning("%d events were not delivered to Kafka: %s", self._new_failures, self._last_error)
+            self._new_failures = 0
+
+    def _produce_waiting(self) -> None:
+        from confluent_kafka import KafkaException
+
+        producer, waiting = self._producer, self._waiting
+        batch_partitions: dict[str, list[int] | None] = {}
+        self._batch += 1
+        while waiting:
+            topic, key, value = waiting[0]
+            if topic in batch_partitions:
+                partitions = batch_partitions[topic]
+            else:
+                try:
+                    partitions = batch_partitions[topic] = self._topic_partitions(topic)
+                except KafkaException as exc:  # Kafka down at start: keep them, try again on the next call
+                    self._unreachable(exc)
+                    return
+            try:
+                if not partitions:  # unknown topic: librdkafka waits for it, then partitions as we would
+                    producer.produce(topic, value, key)
+                elif key is not None:
+                    producer.produce(topic, value, key, partition=partition_for_key(key, partitions))
+                else:
+                    producer.produce(topic, value, partition=partitions[self._batch % len(partitions)])
+            except BufferError:  # librdkafka's queue is full: the rest waits for the next call
+                return
+            except KafkaException as exc:  # this record is refused (too large, say): it fails alone
+                self.failed += 1
+                self._new_failures += 1
+                self._last_error = exc
+            waiting.popleft()
+
+    def _probe(self) -> None:
+        """Ask Kafka for its metadata: `connected` turns true before the first event too, as kafka-python's does."""
+        from confluent_kafka import KafkaException
+
+        self._next_probe = time.monotonic() + self._METADATA_TIMEOUT_S
+        try:
+            self._producer.list_topics(timeout=self._METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            self._unreachable(exc)
+        else:
+            self._reachable()
+
+    def _topic_partitions(self, topic: str) -> list[int] | None:
+        """The topic's partitions, read at most every `_METADATA_MAX_AGE_S`; None for a topic Kafka does not know.
+
+        Raises `KafkaException` when Kafka cannot be asked and nothing is known yet.
+        """
+        from confluent_kafka import KafkaException
+
+        known = self._partitions.get(topic)
+        if known is not None and time.monotonic() - known[0] < self._METADATA_MAX_AGE_S:
+            return known[1]
+        try:
+            metadata = self._producer.list_topics(topic, timeout=self._METADATA_TIMEOUT_S).topics.get(topic)
+        except KafkaException:
+            if known is None:
+                raise
+            return known[1]  # Kafka down mid-run: keep the last known partitions; librdkafka reconnects
+        self._reachable()
+        partitions = sorted(metadata.partitions) if metadata is not None and metadata.error is None else None
+        self._partitions[topic] = (time.monotonic(), partitions)
+        return partitions
+
+    def _delivered(self, error: Any, _message: Any) -> None:
+        if error is None:
+            self.sent += 1
+            if not self.connected:
+                self._reachable()
+        else:
+            self.failed += 1
+            self._new_failures += 1
+            self._last_error = error
+
+    def _error(self, error: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            # Reported late at times (after a reconnect): the next `pump` asks Kafka, and logs.
+            self.connected = False
+        elif error.fatal():
+            log.error("the Kafka producer failed: %s", error)
+        else:
+            log.debug("Kafka producer: %s", error)
+
+    def _unreachable(self, reason: Any) -> None:
+        self.connected = False
+        if not self._unreachable_logged:
+            self._unreachable_logged = True
+            log.warning("Kafka at %s is unreachable (%s); buffering events and retrying", self.bootstrap_servers,
+                        reason)
+
+    def _reachable(self) -> None:
+        if self._unreachable_logged:
+            log.info("Kafka at %s is reachable again", self.bootstrap_servers)
+        self._unreachable_logged = False
+        self.connected = True
+
+    def close(self, timeout_s: float) -> None:
+        """Deliver what is held for up to `timeout_s`; what is left counts as failed."""
+        deadline = time.monotonic() + timeout_s
+        while self._waiting and time.monotonic() < deadline:
+            self.pump()
+            if self._waiting:
+                time.sleep(0.05)
+        self._producer.flush(max(0.0, deadline - time.monotonic()))
+        if len(self._producer):
+            # Purged records come back through the delivery callback as failed.
+            self._producer.purge(in_queue=True, in_flight=True)
+            self._producer.flush(2.0)
+        self.failed += len(self._waiting) + len(self._producer)
+        self._waiting.clear()
+
+
 def run_producer_process(fd: int) -> None:
-    """The child of `ProcessEventSender`: batches in from the pipe on `fd`, into an `EventSender`; counts out."""
+    """The child of `ProcessEventSender`: batches in from the pipe on `fd`, into a `LibrdkafkaSender`; counts out."""
     conn = Connection(fd)
     os.nice(_PRODUCER_PROCESS_NICENESS)
     options = conn.recv()
     logging.basicConfig(level=options.pop("log_level"),
                         format="%(asctime)s %(levelname)s driftline-event-producer %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(options.pop("kafka_log_level"))
-    sender = EventSender(**options)
+    sender = LibrdkafkaSender(**options)
     reported: tuple[int, int, bool] | None = None
     close_timeout_s = _FLUSH_TIMEOUT_S  # the parent died: deliver what we hold, for a bounded time
     try:
@@ -521,32 +728,38 @@ def run_producer_process(fd: int) -> None:
                 if message == _CLOSE_CHILD:
                     close_timeout_s = 0.0  # the parent has waited for delivery already
                     break
-                for topic, key, value in pickle.loads(message):
-                    sender.submit(topic, key, value)
-            stats = sender.stats()
-            report = (stats.sent, stats.failed + stats.dropped, stats.connected)
+                sender.add(pickle.loads(message))
+            sender.pump()
+            report = (sender.sent, sender.failed, sender.connected)
             if report != reported:
                 conn.send(report)
                 reported = report
     except (EOFError, OSError):
         pass
-    stats = sender.close(close_timeout_s)
+    sender.close(close_timeout_s)
     try:
-        conn.send((stats.sent, stats.failed + stats.dropped, False))
+        conn.send((sender.sent, sender.failed, False))
         conn.close()
     except OSError:
         pass
+
+
+def _as_dict(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """`mapping` itself when it is a dict (the event is encoded at once, so no copy is needed), else a dict of it."""
+    return mapping if isinstance(mapping, dict) else dict(mapping)
 
 
 class InferenceLogger:
     """Inference and label events in the contract's shape, sent through an `EventSender`.
 
     `producer_process=True` runs the Kafka producer in a child process
-    (`ProcessEventSender`). Measured on a 2-core machine (`bench/worker.py --logger-cost`):
-    the background work per event left in the serving process falls from about 45 us
-    (sender thread and the producer's I/O thread, competing for the GIL) to 7-11 us; the
-    child spends about 45-50 us, and its memory (a Python process with kafka-python).
-    `log()` itself costs the same either way (about 8 us).
+    (`ProcessEventSender`, with confluent-kafka there). `producer_config` adds to the
+    producer's settings: kafka-python options on a thread, librdkafka properties in the
+    child. Measured on a 2-core machine (`bench/worker.py --logger-cost`, events at
+    2 000/s from a paced loop), CPU per event: in the serving process about 30 us with
+    the child (`log()`, which builds and encodes the event, and the thread that ships
+    batches to the child) against about 60 us with the producer on a thread; in the
+    child about 8 us (45-50 us when it ran kafka-python); in the embedded broker about 8 us.
     """
 
     def __init__(self, bootstrap_servers: str, model: str, version: str, *, max_buffered: int = DEFAULT_MAX_BUFFERED,
@@ -570,6 +783,7 @@ class InferenceLogger:
             error: str | None = None, tags: Mapping[str, str] | None = None) -> str:
         """Queue one inference event; returns its event_id. Never blocks; see the module docstring.
 
+        The event is encoded here: one that is not JSON-encodable raises `orjson.JSONEncodeError`.
         `latency_ms` is the total in milliseconds, or a dict with at least "total"
         (the worker also sends "queue" and "compute"). `version` overrides the
         logger's version for this event (a server that hot-swaps models).
@@ -582,8 +796,9 @@ class InferenceLogger:
             "ts": ts if ts is not None else now_rfc3339(),
             "model": self.model,
             "version": str(version) if version is not None else self.version,
-            "features": dict(features),
-            "latency_ms": {"total": float(latency_ms)} if isinstance(latency_ms, (int, float)) else dict(latency_ms),
+            "features": _as_dict(features),
+            "latency_ms": ({"total": float(latency_ms)} if isinstance(latency_ms, (int, float))
+                           else _as_dict(latency_ms)),
             "status": status,
         }
         if prediction is not None:
@@ -591,7 +806,7 @@ class InferenceLogger:
         if error is not None:
             event["error"] = error
         if inputs is not None:
-            event["inputs"] = dict(inputs)
+            event["inputs"] = _as_dict(inputs)
         if entity_id is not None:
             event["entity_id"] = entity_id
         if batch_size is not None:
@@ -605,7 +820,9 @@ class InferenceLogger:
             event["tags"] = merged_tags
         # No message key: nothing downstream needs per-key order (labels join on request_id
         # in the store), and keyed partitioning costs a pure-Python murmur2 per event.
-        self.sender.submit(self.inference_topic, None, event)
+        # Encoded here, not by the sender thread: the caller's dicts need no copies, and
+        # the event leaves no objects for the garbage collector to scan while it waits.
+        self.sender.submit(self.inference_topic, None, encode_event(event))
         return event_id
 
     def log_label(self, request_id: str, label: Any, ts: str | int | None = None) -> None:

@@ -129,7 +129,8 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
                    "miss (env DRIFTLINE_WORKER_CACHE_URL; default: in-process cache only).")
 @click.option("--events/--no-events", default=True, show_default=True, help="Log one event per request to Kafka.")
 @click.option("--event-producer", type=click.Choice(["process", "thread"]), default="process", show_default=True,
-              help="Where the Kafka producer runs: a child process (off the serving GIL) or a thread in the worker.")
+              help="Where the Kafka producer runs: a child process running confluent-kafka (off the serving "
+                   "GIL), or a kafka-python producer on a thread in the worker.")
 @click.option("--event-buffer", type=click.IntRange(1), default=defaults.WORKER_EVENT_BUFFER, show_default=True,
               help="Events held while Kafka is slow or down; beyond it they are dropped and counted.")
 @click.option("--alias-poll", type=click.FloatRange(0), default=defaults.WORKER_ALIAS_POLL_SECONDS, show_default=True,

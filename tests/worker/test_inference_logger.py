@@ -161,6 +161,38 @@ def test_the_producer_partitioner_agrees_with_partition_for_key(broker, unique_i
     assert keyless.partition in range(4)
 
 
+def test_librdkafka_consistent_partitioner_agrees_with_partition_for_key(broker, unique_id):
+    """The producer process falls back on it while a topic's partitions are unknown."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker, "partitioner": "consistent_random",
+                         "enable.idempotence": False})
+    keys = [f"{unique_id}-r-{k}" for k in range(16)]
+    delivered: dict[str, int] = {}
+    for key in keys:
+        producer.produce(TOPIC_LABELS, b"{}", key.encode(),
+                         on_delivery=lambda error, message: delivered.__setitem__(message.key().decode(),
+                                                                                   message.partition()))
+    assert producer.flush(20) == 0
+    assert delivered == {key: partition_for_key(key.encode(), range(4)) for key in keys}
+
+
+@SENDERS
+def test_an_event_too_large_for_kafka_fails_alone(broker, kit, unique_id, producer_process):
+    sender_class = ProcessEventSender if producer_process else EventSender
+    sender = sender_class(broker)
+    ids = [f"{unique_id}-{i}" for i in range(10)]
+    for request_id in ids[:5]:
+        sender.submit(TOPIC_LABELS, None, {"request_id": request_id, "label": 1})
+    sender.submit(TOPIC_LABELS, None, {"request_id": f"{unique_id}-huge", "label": "x" * 2_000_000})
+    for request_id in ids[5:]:
+        sender.submit(TOPIC_LABELS, None, {"request_id": request_id, "label": 1})
+    assert sender.flush(timeout_s=20)
+    stats = sender.close()
+    assert (stats.sent, stats.failed, stats.buffered) == (10, 1, 0)
+    assert set(kit.read_topic(broker, TOPIC_LABELS, set(ids))) == set(ids)
+
+
 def test_a_killed_producer_process_is_replaced_and_nothing_is_lost(broker, kit, unique_id):
     sender = ProcessEventSender(broker)
     before = [f"{unique_id}-a-{i}" for i in range(20)]
