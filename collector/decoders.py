@@ -11,9 +11,9 @@ records are always folded in order by one process).
 Protocol, over one socket pair per decoder (the collector only ever waits for an
 answer to a question it asked, so neither side can block the other for good):
 
-* ``("process", key, offsets, values)`` - fold records; no answer. A full pipe
-  blocks the collector, which is the backpressure: it stops polling while its
-  decoders are behind.
+* ``("process", key, offsets, values)`` - fold records; no answer. Messages wait in a
+  bounded queue per decoder, written by a sender thread; a full queue blocks the
+  collector, which is the backpressure: it stops polling while its decoders are behind.
 * ``("take", keys)`` -> ``{key: delta}`` - what each partition accumulated since the
   last take, window states as `WindowState.to_bytes` blobs (the collector binds them
   to its own baseline objects). Decoders store the predictions for the label join
@@ -32,10 +32,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import traceback
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
@@ -51,6 +53,11 @@ from driftline.window_state import WindowState
 log = logging.getLogger(__name__)
 
 _STOP_TIMEOUT_S = 5.0
+# Messages queued per decoder ahead of what it has read (a message is one partition's share of a
+# poll, up to ~1 MB). The queue lets the collector poll while its decoder is busy and gives the
+# decoder a backlog while the collector flushes; a socket buffer alone holds about one message,
+# which kept the two in lockstep (each waited for the other ~25 % of the time).
+_QUEUED_MESSAGES = 8
 # An idle decoder stores pending predictions once a partition has this many (fewer: the
 # fixed cost of a transaction would dominate).
 _IDLE_WRITE_MIN_ROWS = 1_000
@@ -106,31 +113,38 @@ class DecoderPool:
             theirs.close()
             self._conns.append(Connection(ours.detach()))
             self._procs.append(proc)
+        self._outboxes = [_Outbox(conn, index) for index, conn in enumerate(self._conns)]
 
-    def _conn(self, key: PartitionKey) -> Connection:
-        return self._conns[key[1] % len(self._conns)]
+    def _index(self, key: PartitionKey) -> int:
+        return key[1] % len(self._conns)
 
-    def _send(self, conn: Connection, message: tuple[Any, ...]) -> None:
-        try:
-            conn.send(message)
-        except (OSError, EOFError, ValueError) as exc:
-            raise self._failure(f"a decoder process is gone ({self._exit_codes()}): {exc}") from None
+    def _send(self, index: int, message: tuple[Any, ...]) -> None:
+        """Queue a message for decoder `index` (in order); blocks while its queue is full (backpressure)."""
+        outbox = self._outboxes[index]
+        while True:
+            if outbox.error is not None:
+                raise self._failure(f"a decoder process is gone ({self._exit_codes()}): {outbox.error}")
+            try:
+                outbox.messages.put(message, timeout=0.5)
+                return
+            except queue.Full:
+                continue
 
     def _failure(self, message: str) -> DecoderFailed:
         self.failed = True
         return DecoderFailed(message)
 
     def process(self, key: PartitionKey, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
-        self._send(self._conn(key), ("process", key, list(offsets), list(values)))
+        self._send(self._index(key), ("process", key, list(offsets), list(values)))
 
     def take(self, keys: Sequence[PartitionKey],
              baseline_for: Callable[[str, str], Baseline | None]) -> dict[PartitionKey, FoldDelta]:
         """Every key's delta since its last take (waits until its decoder has folded all it was sent)."""
         by_conn: dict[int, list[PartitionKey]] = {}
         for key in keys:
-            by_conn.setdefault(key[1] % len(self._conns), []).append(key)
+            by_conn.setdefault(self._index(key), []).append(key)
         for index, mine in by_conn.items():
-            self._send(self._conns[index], ("take", mine))
+            self._send(index, ("take", mine))
         out: dict[PartitionKey, FoldDelta] = {}
         for index in by_conn:
             try:
@@ -144,20 +158,17 @@ class DecoderPool:
         return out
 
     def reset(self, key: PartitionKey, watermarks: Watermarks) -> None:
-        self._send(self._conn(key), ("reset", key, dict(watermarks)))
+        self._send(self._index(key), ("reset", key, dict(watermarks)))
 
     def forget_ids(self, key: PartitionKey) -> None:
-        self._send(self._conn(key), ("forget_ids", key))
+        self._send(self._index(key), ("forget_ids", key))
 
     def drop(self, key: PartitionKey) -> None:
-        self._send(self._conn(key), ("drop", key))
+        self._send(self._index(key), ("drop", key))
 
     def close(self) -> None:
-        for conn in self._conns:
-            try:
-                conn.send(("stop",))
-            except (OSError, EOFError, ValueError):
-                pass
+        for outbox in self._outboxes:
+            outbox.close(("stop",))
         for proc in self._procs:
             try:
                 proc.wait(_STOP_TIMEOUT_S)
@@ -170,6 +181,43 @@ class DecoderPool:
     def _exit_codes(self) -> str:
         return ", ".join(f"decoder {i}: {'running' if p.poll() is None else f'exit {p.returncode}'}"
                          for i, p in enumerate(self._procs))
+
+
+class _Outbox:
+    """A bounded queue of messages for one decoder and the thread that sends them, in order.
+
+    `conn.send` blocks while the decoder is behind; on this thread, it does not stop the
+    collector from polling. `error` is set when the decoder cannot be written to (it died).
+    """
+
+    def __init__(self, conn: Connection, index: int):
+        self.conn = conn
+        self.messages: queue.Queue[tuple[Any, ...] | None] = queue.Queue(_QUEUED_MESSAGES)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=f"decoder-{index}-sender", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            message = self.messages.get()
+            if message is None:
+                return
+            try:
+                self.conn.send(message)
+            except (OSError, EOFError, ValueError) as exc:
+                self.error = exc
+                return
+
+    def close(self, last: tuple[Any, ...]) -> None:
+        """Send `last` after what is queued (unless the decoder is gone), then end the thread."""
+        if not self.thread.is_alive():
+            return
+        for message in (last, None):
+            try:
+                self.messages.put(message, timeout=_STOP_TIMEOUT_S)
+            except queue.Full:  # the sender is stuck on a decoder that does not read: it is killed below
+                break
+        self.thread.join(_STOP_TIMEOUT_S)
 
 
 # --- wire format of a delta (window states as blobs: a Baseline object is large to pickle) ---------
