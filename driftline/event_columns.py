@@ -33,7 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from driftline.events import _MAX_TS_MS, _MIN_TS_MS, INFERENCE_SCHEMA, MAX_EVENT_BYTES, MAX_ID_CHARS, minute_start_ms
+from driftline.events import INFERENCE_SCHEMA, MAX_EVENT_BYTES, MAX_ID_CHARS, MAX_TS_MS, MIN_TS_MS, minute_start_ms
+from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
 from driftline.window_state import EventBatch, prediction_column
 
 # Whole blocks in one thread: a poll is a few MB at most, and a decoder process has one core to itself.
@@ -112,8 +113,8 @@ def parse_inference_columns(messages: Sequence[bytes]) -> InferenceColumns | Non
 
     if not (_strings(column["schema"]) and pc.all(pc.equal(column["schema"], INFERENCE_SCHEMA)).as_py()):
         return None
-    for name, limit in (("event_id", MAX_ID_CHARS), ("model", 200), ("version", 100)):
-        if not _strings(column[name], max_chars=limit):  # store limits: see collector.folding.check_store_limits
+    for name, limit in (("event_id", MAX_ID_CHARS), ("model", MODEL_CHARS), ("version", VERSION_CHARS)):
+        if not _strings(column[name], max_chars=limit):  # the store's widths are below the contract's
             return None
     for name in ("model", "version", "request_id"):  # the store (PostgreSQL) refuses NUL
         if name in column and column[name].type == pa.string() and pc.any(
@@ -131,7 +132,7 @@ def parse_inference_columns(messages: Sequence[bytes]) -> InferenceColumns | Non
     if status is not None and not (_strings(status) and pc.all(pc.equal(status, "ok")).as_py()):
         return None
     request_ids = column.get("request_id")
-    if not _optional(request_ids, (pa.string(),), max_chars=256):
+    if not _optional(request_ids, (pa.string(),), max_chars=REQUEST_ID_CHARS):
         return None
     for name in ("entity_id", "device"):
         if not _optional(column.get(name), (pa.string(),)):
@@ -226,7 +227,7 @@ def _event_times(ts: pa.Array) -> np.ndarray | None:
                  + pc.cast(millis, pa.int64()).to_numpy())
     else:
         return None
-    if times.min() < _MIN_TS_MS or times.max() >= _MAX_TS_MS:
+    if times.min() < MIN_TS_MS or times.max() >= MAX_TS_MS:
         return None
     return np.ascontiguousarray(times, dtype=np.int64)
 

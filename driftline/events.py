@@ -21,8 +21,8 @@ LABEL_SCHEMA = "driftline.label/v1"
 MAX_EVENT_BYTES = 1 << 20
 MAX_ID_CHARS = 256
 # Event times outside these years are almost certainly unit mistakes (seconds vs ms).
-_MIN_TS_MS = 946_684_800_000  # 2000-01-01
-_MAX_TS_MS = 4_102_444_800_000  # 2100-01-01
+MIN_TS_MS = 946_684_800_000  # 2000-01-01
+MAX_TS_MS = 4_102_444_800_000  # 2100-01-01
 _STATUSES = ("ok", "error")
 
 
@@ -156,7 +156,7 @@ def parse_timestamp(value: Any, field: str = "ts") -> int:
     """Event time as epoch milliseconds, from an RFC 3339 string or epoch milliseconds."""
     if type(value) is str:
         ts_ms = _fast_rfc3339_ms(value)
-        if ts_ms is not None and _MIN_TS_MS <= ts_ms < _MAX_TS_MS:
+        if ts_ms is not None and MIN_TS_MS <= ts_ms < MAX_TS_MS:
             return ts_ms
     if value is None:
         raise EventError("required field is missing", field)
@@ -174,7 +174,7 @@ def parse_timestamp(value: Any, field: str = "ts") -> int:
         ts_ms = int(parsed.timestamp() * 1000)
     else:
         raise EventError(f"expected an RFC 3339 string or epoch milliseconds, got {json_type_name(value)}", field)
-    if not _MIN_TS_MS <= ts_ms < _MAX_TS_MS:
+    if not MIN_TS_MS <= ts_ms < MAX_TS_MS:
         raise EventError(f"{value!r} is outside 2000-2100 (epoch seconds instead of milliseconds?)", field)
     return ts_ms
 
@@ -332,7 +332,7 @@ def _fast_inference(doc: dict[str, Any]) -> InferenceEvent | None:
         ts_ms = ts
     else:
         return None
-    if not _MIN_TS_MS <= ts_ms < _MAX_TS_MS:
+    if not MIN_TS_MS <= ts_ms < MAX_TS_MS:
         return None
     features, latency, prediction = get("features"), get("latency_ms"), get("prediction")
     if (type(features) is not dict or not _SCALAR_TYPES.issuperset(map(type, features.values()))

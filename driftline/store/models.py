@@ -15,6 +15,12 @@ from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, Index, Integ
                         MetaData, String, Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+# Widths of the model, version and request id columns (migration 0001). Longer values
+# cannot be stored: the collector dead-letters them (`collector.folding.check_store_limits`).
+MODEL_CHARS = 200
+VERSION_CHARS = 100
+REQUEST_ID_CHARS = 256
+
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
@@ -42,8 +48,8 @@ class ModelVersion(Base):
     __table_args__ = (UniqueConstraint("model", "version"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    model: Mapped[str] = mapped_column(String(200))
-    version: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
     artifact_path: Mapped[str | None] = mapped_column(Text)
     artifact_sha256: Mapped[str | None] = mapped_column(String(64))
     training_data_sha256: Mapped[str | None] = mapped_column(String(64))
@@ -62,9 +68,9 @@ class ModelAlias(Base):
 
     __tablename__ = "model_aliases"
 
-    model: Mapped[str] = mapped_column(String(200), primary_key=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS), primary_key=True)
     alias: Mapped[str] = mapped_column(String(50), primary_key=True)
-    version: Mapped[str] = mapped_column(String(100))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
 
@@ -74,10 +80,10 @@ class AliasEvent(Base):
     __tablename__ = "alias_events"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    model: Mapped[str] = mapped_column(String(200), index=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS), index=True)
     alias: Mapped[str] = mapped_column(String(50))
-    version: Mapped[str] = mapped_column(String(100))
-    previous_version: Mapped[str | None] = mapped_column(String(100))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
+    previous_version: Mapped[str | None] = mapped_column(String(VERSION_CHARS))
     action: Mapped[str] = mapped_column(String(20))  # promote | rollback | retrain
     reason: Mapped[str | None] = mapped_column(Text)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -90,8 +96,8 @@ class BaselineRecord(Base):
     __table_args__ = (UniqueConstraint("model", "version"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    model: Mapped[str] = mapped_column(String(200))
-    version: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
     rows: Mapped[int] = mapped_column(BigInteger, default=0)
     summary: Mapped[dict[str, Any]] = mapped_column(JSON)
     source: Mapped[str | None] = mapped_column(Text)  # "train" or the file it was computed from
@@ -115,8 +121,8 @@ class WindowStateRecord(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    model: Mapped[str] = mapped_column(String(200))
-    version: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
     window_start_ms: Mapped[int] = mapped_column(BigInteger)
     window_end_ms: Mapped[int] = mapped_column(BigInteger)
     partition: Mapped[int] = mapped_column(Integer)
@@ -153,7 +159,7 @@ class DeadLetter(Base):
     offset: Mapped[int | None] = mapped_column(BigInteger)
     reason: Mapped[str] = mapped_column(Text)
     field: Mapped[str | None] = mapped_column(String(500))
-    model: Mapped[str | None] = mapped_column(String(200))
+    model: Mapped[str | None] = mapped_column(String(MODEL_CHARS))
     raw: Mapped[bytes | None] = mapped_column(LargeBinary)  # truncated to a bound
     raw_size: Mapped[int] = mapped_column(BigInteger, default=0)
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
@@ -165,9 +171,9 @@ class PredictionRecord(Base):
     __tablename__ = "predictions"
     __table_args__ = (Index("ix_predictions_ts", "ts_ms"),)
 
-    request_id: Mapped[str] = mapped_column(String(256), primary_key=True)
-    model: Mapped[str] = mapped_column(String(200))
-    version: Mapped[str] = mapped_column(String(100))
+    request_id: Mapped[str] = mapped_column(String(REQUEST_ID_CHARS), primary_key=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
     ts_ms: Mapped[int] = mapped_column(BigInteger)
     window_start_ms: Mapped[int] = mapped_column(BigInteger)
     prediction: Mapped[Any] = mapped_column(JSON)
@@ -180,8 +186,8 @@ class LabelRecord(Base):
 
     __tablename__ = "labels"
 
-    request_id: Mapped[str] = mapped_column(String(256), primary_key=True)
-    model: Mapped[str] = mapped_column(String(200), index=True)
+    request_id: Mapped[str] = mapped_column(String(REQUEST_ID_CHARS), primary_key=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS), index=True)
     label: Mapped[Any] = mapped_column(JSON)
     ts_ms: Mapped[int] = mapped_column(BigInteger)
     joined: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -197,8 +203,8 @@ class WindowEvaluation(Base):
     __table_args__ = (UniqueConstraint("model", "version", "window_start_ms"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    model: Mapped[str] = mapped_column(String(200))
-    version: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
     window_start_ms: Mapped[int] = mapped_column(BigInteger)
     window_end_ms: Mapped[int] = mapped_column(BigInteger)
     events: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -217,14 +223,14 @@ class DetectorResult(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    model: Mapped[str] = mapped_column(String(200))
-    version: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
     window_start_ms: Mapped[int] = mapped_column(BigInteger)
     window_end_ms: Mapped[int] = mapped_column(BigInteger)
     # data_drift | prediction_drift | data_quality | skew | latency | model_quality | dataset_drift
     detector: Mapped[str] = mapped_column(String(50))
-    feature: Mapped[str] = mapped_column(String(200), default="")  # "" for model-level results
-    metric: Mapped[str] = mapped_column(String(100))
+    feature: Mapped[str] = mapped_column(String(MODEL_CHARS), default="")  # "" for model-level results
+    metric: Mapped[str] = mapped_column(String(VERSION_CHARS))
     value: Mapped[float | None] = mapped_column(Float)
     threshold: Mapped[float | None] = mapped_column(Float)
     breached: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -241,10 +247,10 @@ class Alert(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
-    model: Mapped[str] = mapped_column(String(200))
-    version: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
     detector: Mapped[str] = mapped_column(String(50))
-    feature: Mapped[str] = mapped_column(String(200), default="")
+    feature: Mapped[str] = mapped_column(String(MODEL_CHARS), default="")
     severity: Mapped[str] = mapped_column(String(20), default="warning")
     state: Mapped[str] = mapped_column(String(20), index=True)  # pending | firing | resolved
     value: Mapped[float | None] = mapped_column(Float)
@@ -267,11 +273,11 @@ class Silence(Base):
     __tablename__ = "silences"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    model: Mapped[str | None] = mapped_column(String(200))
+    model: Mapped[str | None] = mapped_column(String(MODEL_CHARS))
     detector: Mapped[str | None] = mapped_column(String(50))
-    feature: Mapped[str | None] = mapped_column(String(200))
+    feature: Mapped[str | None] = mapped_column(String(MODEL_CHARS))
     comment: Mapped[str] = mapped_column(Text, default="")
-    created_by: Mapped[str] = mapped_column(String(200), default="")
+    created_by: Mapped[str] = mapped_column(String(MODEL_CHARS), default="")
     starts_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
@@ -304,11 +310,11 @@ class RetrainRequest(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
-    model: Mapped[str] = mapped_column(String(200), index=True)
-    version: Mapped[str | None] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS), index=True)
+    version: Mapped[str | None] = mapped_column(String(VERSION_CHARS))
     reason: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     status: Mapped[str] = mapped_column(String(20), default="requested")  # requested | running | succeeded | failed | rejected
-    new_version: Mapped[str | None] = mapped_column(String(100))
+    new_version: Mapped[str | None] = mapped_column(String(VERSION_CHARS))
     promoted: Mapped[bool] = mapped_column(Boolean, default=False)
     response: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
