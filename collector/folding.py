@@ -103,10 +103,18 @@ class InferenceFolder:
         self.older_ids: set[int] = set()
         self.watermarks: Watermarks = {}
         self.valid = self.late = self.duplicates = 0
+        self._columns_failed = False
 
     def process(self, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
         """Fold records (in partition order); invalid ones become dead letters."""
-        columns = parse_inference_columns(values)
+        try:
+            columns = parse_inference_columns(values)
+        except Exception:  # a bug there must not stop the collector on the same batch after every restart
+            if not self._columns_failed:
+                log.exception("the columnar decoder failed; this batch and later ones that fail too are decoded "
+                              "one event at a time")
+            self._columns_failed = True
+            columns = None
         if columns is not None:
             self._process_columns(columns)
         else:

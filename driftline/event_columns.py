@@ -100,7 +100,7 @@ def parse_inference_columns(messages: Sequence[bytes]) -> InferenceColumns | Non
             return None
     try:
         table = pa_json.read_json(pa.py_buffer(joined), read_options=_READ_OPTIONS)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError):
+    except (pa.ArrowException, UnicodeDecodeError, ValueError):
         return None  # not JSON, a key twice, a column that changes type: the per-event path says which
     if table.num_rows != n:
         return None

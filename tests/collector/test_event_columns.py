@@ -155,3 +155,21 @@ def test_a_refused_batch_still_dead_letters_only_the_bad_message(monkeypatch):
     batch = valid[:10] + [_refused()["negative latency"], _refused()["a null feature"]] + valid[10:]
     (delta,) = _fold([batch], True, None, monkeypatch)
     assert delta.valid == 21 and [letter.offset for letter in delta.dead_letters] == [10]
+
+
+def test_a_failing_columnar_decoder_falls_back_to_the_per_event_path(monkeypatch, caplog):
+    """A bug in the columnar path must not stop the collector on the same batch after every restart."""
+    def broken(values):
+        raise RuntimeError("boom")
+
+    batch = _encode([_event(i) for i in range(20)]) + [_refused()["negative latency"]]
+    expected = _fold([batch], False, None, monkeypatch)
+    monkeypatch.setattr(folding, "parse_inference_columns", broken)
+    folder = InferenceFolder("driftline.inference", 0, 60_000, 10_000, dedup_limit=50,
+                             baseline_for=lambda model, version: None, stored_watermark=lambda model, version: None)
+    folder.process(list(range(len(batch))), batch)
+    folder.process(list(range(len(batch))), [orjson.dumps({**orjson.loads(m), "event_id": uuid.uuid4().hex})
+                                             if i < 20 else m for i, m in enumerate(batch)])
+    first = folder.take()
+    assert first.valid == 2 * expected[0].valid == 40 and len(first.dead_letters) == 2
+    assert sum("columnar decoder failed" in r.message for r in caplog.records) == 1  # said once, not per batch
