@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 import pytest
@@ -67,10 +67,9 @@ def serving(worker: Any) -> Iterator[str]:
         thread.join(timeout=20)
 
 
-def read_topic(bootstrap_servers: str, topic: str, want: set[str], key: str = "request_id",
-               timeout_s: float = 30.0) -> dict[str, bytes]:
-    """Raw messages of `topic` whose JSON `key` is in `want`, read from the start (no consumer group)."""
-    import orjson
+def topic_records(bootstrap_servers: str, topic: str, done: Callable[[], bool],
+                  timeout_s: float = 30.0) -> Iterator[tuple[int, Any]]:
+    """(partition, record) of `topic` from its start (no consumer group), until `done()` or the timeout."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False,
@@ -79,22 +78,31 @@ def read_topic(bootstrap_servers: str, topic: str, want: set[str], key: str = "r
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
-        found: dict[str, bytes] = {}
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and not want <= set(found):
-            for records in consumer.poll(timeout_ms=200, max_records=5_000).values():
+        while time.monotonic() < deadline and not done():
+            for tp, records in consumer.poll(timeout_ms=200, max_records=5_000).items():
                 for record in records:
-                    # The topic is shared with other tests, some of which put malformed messages on it.
-                    try:
-                        doc = orjson.loads(record.value) if record.value is not None else None
-                    except orjson.JSONDecodeError:
-                        continue
-                    value = doc.get(key) if isinstance(doc, dict) else None
-                    if value in want:
-                        found.setdefault(value, record.value)
-        return found
+                    yield tp.partition, record
     finally:
         consumer.close()
+
+
+def read_topic(bootstrap_servers: str, topic: str, want: set[str], key: str = "request_id",
+               timeout_s: float = 30.0) -> dict[str, bytes]:
+    """Raw messages of `topic` whose JSON `key` is in `want`, read from the start (no consumer group)."""
+    import orjson
+
+    found: dict[str, bytes] = {}
+    for _, record in topic_records(bootstrap_servers, topic, lambda: want <= set(found), timeout_s):
+        # The topic is shared with other tests, some of which put malformed messages on it.
+        try:
+            doc = orjson.loads(record.value) if record.value is not None else None
+        except orjson.JSONDecodeError:
+            continue
+        value = doc.get(key) if isinstance(doc, dict) else None
+        if value in want:
+            found.setdefault(value, record.value)
+    return found
 
 
 def wait_for(predicate: Any, timeout_s: float = 20.0, interval_s: float = 0.05) -> Any:
@@ -128,4 +136,4 @@ def metric(url: str, name: str) -> float:
 @pytest.fixture(scope="session")
 def kit() -> SimpleNamespace:
     return SimpleNamespace(MODEL=MODEL, make_settings=make_settings, registry_with_versions=registry_with_versions,
-                           serving=serving, read_topic=read_topic, wait_for=wait_for, metric=metric)
+                           serving=serving, read_topic=read_topic, topic_records=topic_records, wait_for=wait_for, metric=metric)

@@ -33,29 +33,14 @@ def process_gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def read_partitions(bootstrap_servers: str, topic: str, want: set[str], timeout_s: float = 30.0) -> dict[str, set[int]]:
+def read_partitions(kit, bootstrap_servers: str, topic: str, want: set[str]) -> dict[str, set[int]]:
     """For each wanted key (as text), the partitions of `topic` its records are on."""
-    import time
-
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="earliest")
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        found: dict[str, set[int]] = {}
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and not want <= set(found):
-            for tp, records in consumer.poll(timeout_ms=200, max_records=5_000).items():
-                for record in records:
-                    key = record.key.decode() if record.key is not None else None
-                    if key in want:
-                        found.setdefault(key, set()).add(tp.partition)
-        return found
-    finally:
-        consumer.close()
+    found: dict[str, set[int]] = {}
+    for partition, record in kit.topic_records(bootstrap_servers, topic, lambda: want <= set(found)):
+        key = record.key.decode() if record.key is not None else None
+        if key in want:
+            found.setdefault(key, set()).add(partition)
+    return found
 
 
 @SENDERS
@@ -132,7 +117,7 @@ def test_kafka_down_at_start_then_up_then_down_mid_run(kit, unique_id, embedded_
 
 
 @SENDERS
-def test_keyed_events_land_on_the_crc32_partition_of_their_key(broker, unique_id, producer_process):
+def test_keyed_events_land_on_the_crc32_partition_of_their_key(broker, kit, unique_id, producer_process):
     sender_class = ProcessEventSender if producer_process else EventSender
     sender = sender_class(broker)
     keys = [f"{unique_id}-key-{k}" for k in range(12)]
@@ -142,7 +127,7 @@ def test_keyed_events_land_on_the_crc32_partition_of_their_key(broker, unique_id
         assert sender.flush(timeout_s=20)
     assert sender.close().sent == 36
 
-    found = read_partitions(broker, TOPIC_LABELS, set(keys))
+    found = read_partitions(kit, broker, TOPIC_LABELS, set(keys))
     assert found == {key: {partition_for_key(key.encode(), range(4))} for key in keys}
     assert len({partition for partitions in found.values() for partition in partitions}) > 1
 
