@@ -41,13 +41,13 @@ import threading
 import traceback
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from collector.folding import FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
 from collector.labels import PredictionRow
 from collector.windows import PartialWindow
 from driftline.baseline import Baseline
+from driftline.supervisor import child_python_env
 from driftline.window_state import WindowState
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class DecoderPool:
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from collector.decoders import decoder_main; decoder_main()",
                  str(index), str(theirs.fileno()), json.dumps(asdict(config))],
-                pass_fds=(theirs.fileno(),), preexec_fn=_child_setup, env=_child_env(), stdin=subprocess.DEVNULL)
+                pass_fds=(theirs.fileno(),), preexec_fn=_child_setup, env=child_python_env(), stdin=subprocess.DEVNULL)
             theirs.close()
             self._conns.append(Connection(ours.detach()))
             self._procs.append(proc)
@@ -248,12 +248,6 @@ def _unpack_delta(packed: tuple[Any, ...], baseline_for: Callable[[str, str], Ba
 
 
 # --- the decoder process ------------------------------------------------------------------------------
-
-def _child_env() -> dict[str, str]:
-    """This process's environment, with the code this process runs first on the child's path."""
-    root = str(Path(__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-
 
 def _child_setup() -> None:
     from driftline.supervisor import set_parent_death_signal

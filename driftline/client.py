@@ -32,7 +32,6 @@ import time
 import zlib
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any, Collection, Mapping
 
 import orjson
@@ -41,6 +40,7 @@ from kafka.partitioner import Partitioner
 
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, encode_event
+from driftline.supervisor import child_python_env
 
 log = logging.getLogger(__name__)
 
@@ -312,9 +312,14 @@ class EventSender:
 
     def _fail_unsendable(self, topic: str, exc: Exception) -> None:
         log.warning("an event for %s cannot be sent (%s); it counts as failed", topic, exc)
+        self._settle(failed=1)
+
+    def _settle(self, sent: int = 0, failed: int = 0) -> None:
+        """Events that left the buffer: acknowledged by Kafka, or failed."""
         with self._lock:
-            self._failed += 1
-            self._buffered -= 1
+            self._sent += sent
+            self._failed += failed
+            self._buffered -= sent + failed
 
     def _count_acknowledged(self) -> None:
         """Move finished records from `_unacknowledged` into the sent and failed counts."""
@@ -330,10 +335,7 @@ class EventSender:
         self._unacknowledged = waiting
         if failed:
             log.warning("%d events were not delivered to Kafka: %s", failed, error)
-        with self._lock:
-            self._sent += sent
-            self._failed += failed
-            self._buffered -= sent + failed
+        self._settle(sent, failed)
 
     def _shutdown(self, pending: Any) -> None:
         producer = self._producer
@@ -352,10 +354,8 @@ class EventSender:
         leftover = (1 if pending is not None else 0) + len(self._waiting) + len(self._unacknowledged)
         self._waiting.clear()
         self._unacknowledged = []
-        with self._lock:
-            self._failed += leftover
-            self._buffered -= leftover
-            self._producer = None
+        self._settle(failed=leftover)
+        self._producer = None
 
 
 _CLOSE_CHILD = b"close"
@@ -401,13 +401,12 @@ class ProcessEventSender(EventSender):
 
     def _start_child(self) -> None:
         parent_end, child_end = socket.socketpair()
-        root = str(Path(__file__).resolve().parents[1])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-c",
                  f"from driftline.client import run_producer_process; run_producer_process({child_end.fileno()})"],
-                pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, env=child_python_env(),
+                start_new_session=True)
         except BaseException:
             parent_end.close()
             raise
@@ -470,11 +469,8 @@ class ProcessEventSender(EventSender):
         new_sent, new_failed = sent - self._child_counts[0], failed - self._child_counts[1]
         self._child_counts = (sent, failed)
         self._child_settled += new_sent + new_failed
-        with self._lock:
-            self._sent += new_sent
-            self._failed += new_failed
-            self._buffered -= new_sent + new_failed
-            self._child_connected = connected
+        self._settle(new_sent, new_failed)
+        self._child_connected = connected
 
     def _child_lost(self) -> None:
         """Forget the current child: what it held and had not reported counts as failed."""
@@ -485,10 +481,8 @@ class ProcessEventSender(EventSender):
             conn.close()
         self._end_process(grace_s=0.0)
         self._shipped, self._child_settled, self._child_counts = 0, 0, (0, 0)
-        with self._lock:
-            self._failed += lost
-            self._buffered -= lost
-            self._child_connected = False
+        self._settle(failed=lost)
+        self._child_connected = False
 
     def _end_process(self, grace_s: float) -> None:
         process, self._process = self._process, None
@@ -516,10 +510,8 @@ class ProcessEventSender(EventSender):
         leftover = self._shipped - self._child_settled + len(self._waiting)
         self._waiting.clear()
         self._shipped = self._child_settled = 0
-        with self._lock:
-            self._failed += leftover
-            self._buffered -= leftover
-            self._child_connected = False
+        self._settle(failed=leftover)
+        self._child_connected = False
 
 
 class LibrdkafkaSender:
@@ -622,9 +614,7 @@ class LibrdkafkaSender:
             except BufferError:  # librdkafka's queue is full: the rest waits for the next call
                 return
             except KafkaException as exc:  # this record is refused (too large, say): it fails alone
-                self.failed += 1
-                self._new_failures += 1
-                self._last_error = exc
+                self._failed_record(exc)
             waiting.popleft()
 
     def _probe(self) -> None:
@@ -666,9 +656,13 @@ class LibrdkafkaSender:
             if not self.connected:
                 self._reachable()
         else:
-            self.failed += 1
-            self._new_failures += 1
-            self._last_error = error
+            self._failed_record(error)
+
+    def _failed_record(self, error: Any) -> None:
+        """One record Kafka will not get; `pump` logs the failures of each call together."""
+        self.failed += 1
+        self._new_failures += 1
+        self._last_error = error
 
     def _error(self, error: Any) -> None:
         from confluent_kafka import KafkaError

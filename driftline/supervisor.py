@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, TextIO
 
 PR_SET_PDEATHSIG = 1
@@ -29,6 +30,17 @@ def set_parent_death_signal(signum: int = signal.SIGTERM) -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
     except OSError:
         pass
+
+
+def child_python_env() -> dict[str, str]:
+    """This process's environment, with the code it runs first on a Python child's path.
+
+    A child started as `python -c "from collector... import ..."` must import this
+    checkout's code even where the installed package points elsewhere (a clean clone
+    run beside another one, a benchmark of an older commit).
+    """
+    root = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
 
 
 def die_with_parent() -> None:

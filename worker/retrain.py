@@ -51,6 +51,7 @@ from driftline.config import TOPIC_LABELS
 from driftline.events import EventError, parse_label
 from driftline.store.db import session_scope
 from driftline.store.models import RetrainRequest
+from driftline.supervisor import child_python_env
 from driftline.transform import FeatureTransform
 from worker.dataset import RAW_COLUMNS
 from worker.model import load_model
@@ -235,12 +236,6 @@ def run_retrain_job(job: RetrainJob) -> dict[str, Any]:
                                      "niceness": os.nice(0), "seconds": round(time.perf_counter() - started, 2)}}}
 
 
-def _child_env() -> dict[str, str]:
-    """This process's environment, with the code this process runs first on the child's path."""
-    root = str(Path(__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-
-
 def child_main() -> None:
     """Entry point of the training process: argv = socket fd, the worker's pid; one job in, one answer out."""
     from driftline.supervisor import set_parent_death_signal
@@ -375,7 +370,7 @@ class RetrainManager:
                     [sys.executable, "-c",
                      f"import os; os.nice({int(self.niceness)}); from worker.retrain import child_main; child_main()",
                      str(theirs.fileno()), str(os.getpid())],
-                    pass_fds=(theirs.fileno(),), env=_child_env(), stdin=subprocess.DEVNULL)
+                    pass_fds=(theirs.fileno(),), env=child_python_env(), stdin=subprocess.DEVNULL)
                 self.process = process
             theirs.close()  # the child holds the only other end: its exit means EOF here
             conn = Connection(ours.detach())
