@@ -34,7 +34,6 @@ import logging
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -47,7 +46,7 @@ from collector.folding import FoldDelta, InferenceFolder, PartitionFolders, Part
 from collector.labels import PredictionRow
 from collector.windows import PartialWindow
 from driftline.baseline import Baseline
-from driftline.supervisor import child_python_env
+from driftline.supervisor import start_python_child
 from driftline.window_state import WindowState
 
 log = logging.getLogger(__name__)
@@ -103,15 +102,9 @@ class DecoderPool:
         self._conns: list[Connection] = []
         self._procs: list[subprocess.Popen[bytes]] = []
         for index in range(count):
-            # A fresh interpreter (not fork: this process runs Kafka threads; not multiprocessing's
-            # spawn: it would re-run the caller's __main__), joined by a socket pair.
-            ours, theirs = socket.socketpair()
-            proc = subprocess.Popen(
-                [sys.executable, "-c", "from collector.decoders import decoder_main; decoder_main()",
-                 str(index), str(theirs.fileno()), json.dumps(asdict(config))],
-                pass_fds=(theirs.fileno(),), preexec_fn=_child_setup, env=child_python_env(), stdin=subprocess.DEVNULL)
-            theirs.close()
-            self._conns.append(Connection(ours.detach()))
+            proc, conn = start_python_child("from collector.decoders import decoder_main; decoder_main()",
+                                            str(index), json.dumps(asdict(config)), preexec_fn=_child_setup)
+            self._conns.append(conn)
             self._procs.append(proc)
         self._outboxes = [_Outbox(conn, index) for index, conn in enumerate(self._conns)]
 
@@ -260,8 +253,8 @@ def _child_setup() -> None:
 
 
 def decoder_main() -> None:
-    """Entry point of a decoder process: argv = index, socket fd, DecoderConfig as JSON."""
-    index, fd, config = int(sys.argv[1]), int(sys.argv[2]), DecoderConfig(**json.loads(sys.argv[3]))
+    """Entry point of a decoder process: argv = socket fd, index, DecoderConfig as JSON."""
+    fd, index, config = int(sys.argv[1]), int(sys.argv[2]), DecoderConfig(**json.loads(sys.argv[3]))
     conn = Connection(fd)
     logging.basicConfig(level=config.log_level,
                         format=f"%(asctime)s %(levelname)s decoder-{index} %(name)s: %(message)s")

@@ -24,9 +24,7 @@ import logging
 import os
 import pickle
 import random
-import socket
 import subprocess
-import sys
 import threading
 import time
 import zlib
@@ -40,7 +38,7 @@ from kafka.partitioner import Partitioner
 
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, encode_event
-from driftline.supervisor import child_python_env
+from driftline.supervisor import start_python_child
 
 log = logging.getLogger(__name__)
 
@@ -400,19 +398,9 @@ class ProcessEventSender(EventSender):
         return process.pid if process is not None else None
 
     def _start_child(self) -> None:
-        parent_end, child_end = socket.socketpair()
-        try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-c",
-                 f"from driftline.client import run_producer_process; run_producer_process({child_end.fileno()})"],
-                pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, env=child_python_env(),
-                start_new_session=True)
-        except BaseException:
-            parent_end.close()
-            raise
-        finally:
-            child_end.close()
-        self._conn = Connection(parent_end.detach())
+        self._process, self._conn = start_python_child(
+            "import sys; from driftline.client import run_producer_process; run_producer_process(int(sys.argv[1]))",
+            start_new_session=True)
         self._conn.send({"bootstrap_servers": self.bootstrap_servers, "max_buffered": self.max_buffered,
                          "client_id": self.client_id, "producer_config": self.producer_config,
                          "log_level": log.getEffectiveLevel(),

@@ -10,13 +10,15 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 PR_SET_PDEATHSIG = 1
 RESTART_BACKOFF_MAX_S = 30.0
@@ -41,6 +43,27 @@ def child_python_env() -> dict[str, str]:
     """
     root = str(Path(__file__).resolve().parents[1])
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+
+
+def start_python_child(code: str, *args: str, **popen_options: Any) -> tuple[subprocess.Popen, Connection]:
+    """A fresh Python interpreter running `code`, joined to this process by a socket pair.
+
+    The child finds its end's file descriptor in ``sys.argv[1]`` (then `args`) and this
+    checkout's code first on its path. A fresh interpreter rather than fork (the callers
+    run threads, Kafka clients, torch) or multiprocessing's spawn (it re-runs the caller's
+    ``__main__``, which for a script that builds a worker means a second server).
+    """
+    ours, theirs = socket.socketpair()
+    try:
+        process = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), *args],
+                                   pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=child_python_env(),
+                                   **popen_options)
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()  # the child holds the only other end: its exit means end-of-file here
+    return process, Connection(ours.detach())
 
 
 def die_with_parent() -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -51,7 +50,7 @@ from driftline.config import TOPIC_LABELS
 from driftline.events import EventError, parse_label
 from driftline.store.db import session_scope
 from driftline.store.models import RetrainRequest
-from driftline.supervisor import child_python_env
+from driftline.supervisor import start_python_child
 from driftline.transform import FeatureTransform
 from worker.dataset import RAW_COLUMNS
 from worker.model import load_model
@@ -357,23 +356,15 @@ class RetrainManager:
         return self._in_child(job)
 
     def _in_child(self, job: RetrainJob) -> dict[str, Any]:
-        # A fresh interpreter: not fork (the worker runs threads and holds torch state a forked
-        # child would inherit half-way), not multiprocessing's spawn (it re-runs the caller's
-        # __main__, which for a script that builds a Worker means a second server).
-        ours, theirs = socket.socketpair()
+        with self._lock:
+            if self._stopping:
+                raise RetrainInterrupted("the worker is shutting down")
+            # Lower priority before the imports (torch, pandas: seconds of CPU) as well.
+            process, conn = start_python_child(
+                f"import os; os.nice({int(self.niceness)}); from worker.retrain import child_main; child_main()",
+                str(os.getpid()))
+            self.process = process
         try:
-            with self._lock:
-                if self._stopping:
-                    raise RetrainInterrupted("the worker is shutting down")
-                # Lower priority before the imports (torch, pandas: seconds of CPU) as well.
-                process = subprocess.Popen(
-                    [sys.executable, "-c",
-                     f"import os; os.nice({int(self.niceness)}); from worker.retrain import child_main; child_main()",
-                     str(theirs.fileno()), str(os.getpid())],
-                    pass_fds=(theirs.fileno(),), env=child_python_env(), stdin=subprocess.DEVNULL)
-                self.process = process
-            theirs.close()  # the child holds the only other end: its exit means EOF here
-            conn = Connection(ours.detach())
             try:
                 conn.send(job)
                 message = conn.recv()
@@ -386,8 +377,6 @@ class RetrainManager:
             except subprocess.TimeoutExpired:  # it answered but hangs on exit: its work is done
                 _stop_process(process, self.stop_grace_s)
         finally:
-            ours.close()
-            theirs.close()
             with self._lock:
                 self.process = None
         if message is None:
