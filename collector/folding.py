@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from collector.dead_letters import DeadLetterRow
 from collector.labels import PredictionRow
@@ -143,18 +143,13 @@ class InferenceFolder:
         else:
             for i in keep:
                 groups.setdefault((models[i], versions[i]), []).append(i)
-        window_ms, predictions = self.window_ms, self.predictions
         request_ids, values, times = columns.request_ids, columns.predictions, columns.batch.event_time_ms.tolist()
         for (model, version), rows in groups.items():
             if len(rows) == columns.n:
-                self._fold(model, version, columns.batch)
-                rows_ids, rows_times, rows_values = request_ids, times, values
+                self._fold(model, version, columns.batch, zip(request_ids, times, values))
             else:
-                self._fold(model, version, columns.batch.take(rows))
-                rows_ids, rows_times, rows_values = ([column[i] for i in rows] for column in (request_ids, times, values))
-            for rid, ts, value in zip(rows_ids, rows_times, rows_values):
-                if rid is not None and rid not in predictions:
-                    predictions[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, value)
+                self._fold(model, version, columns.batch.take(rows),
+                           ((request_ids[i], times[i], values[i]) for i in rows))
 
     def _new_events(self, event_ids: list[str]) -> list[int]:
         """Positions of the events not seen before (`_is_duplicate` for each, in order, in bulk when it can)."""
@@ -166,12 +161,18 @@ class InferenceFolder:
         is_duplicate = self._is_duplicate
         return [i for i, event_id in enumerate(event_ids) if not is_duplicate(event_id)]
 
-    def _fold(self, model: str, version: str, batch: EventBatch) -> None:
+    def _fold(self, model: str, version: str, batch: EventBatch,
+              predictions: Iterable[tuple[str | None, int, Any]]) -> None:
+        """Fold one model version's events, and keep (request id, event time, prediction) for the label join."""
         folded = self.windows.fold_batch(model, version, batch, self.baseline_for(model, version),
                                          self._watermark(model, version))
         self.watermarks[(model, version)] = folded.watermark_ms
         self.valid += folded.events
         self.late += folded.late_events
+        window_ms, kept = self.window_ms, self.predictions
+        for rid, ts, prediction in predictions:
+            if rid is not None and prediction is not None and rid not in kept:
+                kept[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, prediction)
 
     def _process_events(self, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
         """One event at a time: names what is wrong with each invalid record."""
@@ -194,15 +195,9 @@ class InferenceFolder:
                 group = groups[(event.model, event.version)] = []
             group.append(event)
 
-        window_ms = self.window_ms
-        predictions = self.predictions
         for (model, version), events in groups.items():
-            self._fold(model, version, EventBatch.from_events(events))
-            for event in events:
-                rid = event.request_id
-                if rid is not None and event.prediction is not None and rid not in predictions:
-                    ts = event.ts_ms
-                    predictions[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, event.prediction)
+            self._fold(model, version, EventBatch.from_events(events),
+                       ((e.request_id, e.ts_ms, e.prediction) for e in events))
         self.duplicates += duplicates
 
     def write_predictions(self, min_rows: int = 1) -> None:
