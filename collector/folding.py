@@ -164,8 +164,8 @@ class InferenceFolder:
     def _fold(self, model: str, version: str, batch: EventBatch,
               predictions: Iterable[tuple[str | None, int, Any]]) -> None:
         """Fold one model version's events, and keep (request id, event time, prediction) for the label join."""
-        folded = self.windows.fold_batch(model, version, batch, self.baseline_for(model, version),
-                                         self._watermark(model, version))
+        folded = self.windows.fold(model, version, batch, self.baseline_for(model, version),
+                                   self._watermark(model, version))
         self.watermarks[(model, version)] = folded.watermark_ms
         self.valid += folded.events
         self.late += folded.late_events

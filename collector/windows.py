@@ -19,12 +19,10 @@ holds the events as columns, numpy assigns windows and lateness, and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
 from driftline.baseline import Baseline
-from driftline.events import InferenceEvent
 from driftline.window_state import EventBatch, WindowState
 
 WindowKey = tuple[str, str, int]  # (model, version, window_start_ms)
@@ -80,19 +78,12 @@ class PartitionWindows:
     def events(self) -> int:
         return sum(w.events for w in self.windows.values())
 
-    def fold(self, model: str, version: str, events: Sequence[InferenceEvent], baseline: Baseline | None,
+    def fold(self, model: str, version: str, batch: EventBatch, baseline: Baseline | None,
              watermark_ms: int | None) -> FoldResult:
-        """Fold one model version's events (in partition order) into their windows.
+        """Fold one model version's events (columns, in partition order) into their windows.
 
         Returns the counts and the model version's new watermark.
         """
-        if not events:
-            return FoldResult(0, 0, watermark_ms)
-        return self.fold_batch(model, version, EventBatch.from_events(events), baseline, watermark_ms)
-
-    def fold_batch(self, model: str, version: str, batch: EventBatch, baseline: Baseline | None,
-                   watermark_ms: int | None) -> FoldResult:
-        """`fold` for events already in columns (one model version's, in partition order)."""
         if batch.n == 0:
             return FoldResult(0, 0, watermark_ms)
         ts = batch.event_time_ms

@@ -13,7 +13,7 @@ from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.events import EventError, parse_inference
 from driftline.store import db as store_db
 from driftline.store.models import ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord, WindowStateRecord
-from driftline.window_state import WindowState
+from driftline.window_state import EventBatch, WindowState
 
 W = 60_000
 BASE = 1_800_000_000_000
@@ -30,7 +30,7 @@ def _part(partition: int, expected: StoredOffset | None, next_offset: int, event
           letters: list = (), predictions: dict | None = None, labels: dict | None = None) -> PartitionFlush:
     windows = PartitionWindows(W, 30_000)
     if events:
-        windows.fold("m", "1", list(events), None, None)
+        windows.fold("m", "1", EventBatch.from_events(list(events)), None, None)
     row = partition if topic == TOPIC_INFERENCE else label_row_partition(partition)
     return PartitionFlush(topic, partition, row, expected, next_offset, "tid-1", windows.windows, list(letters),
                           predictions or {}, labels or {})

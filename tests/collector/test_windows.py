@@ -7,6 +7,7 @@ import pytest
 from collector.labels import label_row_partition
 from collector.windows import PartitionWindows, late_mask, window_starts
 from driftline.events import parse_inference
+from driftline.window_state import EventBatch
 
 
 def _late_one_by_one(ts: list[int], window_ms: int, lateness_ms: int, watermark: int | None) -> list[bool]:
@@ -53,7 +54,7 @@ def _events(model: str, times: list[int]) -> list:
 def test_fold_splits_a_batch_by_window_and_counts_late_events():
     windows = PartitionWindows(window_ms=60_000, lateness_ms=30_000)
     times = [10_000, 70_000, 20_000, 200_000, 30_000, 75_000]  # the 30 s event arrives after 200 s: late
-    result = windows.fold("m", "1", _events("m", times), baseline=None, watermark_ms=None)
+    result = windows.fold("m", "1", EventBatch.from_events(_events("m", times)), baseline=None, watermark_ms=None)
     assert (result.events, result.late_events, result.watermark_ms) == (6, 2, BASE + 200_000)
     counts = {key: (w.events, w.late_events, w.state.events) for key, w in windows.windows.items()}
     assert counts == {("m", "1", BASE): (3, 1, 3), ("m", "1", BASE + 60_000): (2, 1, 2),
@@ -65,7 +66,7 @@ def test_fold_splits_a_batch_by_window_and_counts_late_events():
 
 def test_fold_takes_the_watermark_from_before_the_batch():
     windows = PartitionWindows(window_ms=60_000, lateness_ms=0)
-    result = windows.fold("m", "1", _events("m", [5_000, 6_000]), baseline=None, watermark_ms=BASE + 120_000)
+    result = windows.fold("m", "1", EventBatch.from_events(_events("m", [5_000, 6_000])), baseline=None, watermark_ms=BASE + 120_000)
     assert result.late_events == 2 and result.watermark_ms == BASE + 120_000
     assert windows.windows[("m", "1", BASE)].window_end_ms == BASE + 60_000
 
