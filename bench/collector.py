@@ -38,6 +38,7 @@ import pandas as pd  # noqa: E402
 
 from driftline.baseline import compute_baseline
 from driftline.broker import EmbeddedBroker, free_port
+from driftline.client import PRODUCER_COMPRESSION
 from driftline.config import TOPIC_INFERENCE
 from driftline.events import INFERENCE_SCHEMA, rfc3339
 from driftline.store import db as store_db
@@ -67,11 +68,11 @@ def make_events(n: int, events_per_window: int, seed: int = 0) -> list[bytes]:
     return out
 
 
-def produce(bootstrap: str, messages: list[bytes]) -> float:
+def produce(bootstrap: str, messages: list[bytes], compression: str | None = PRODUCER_COMPRESSION) -> float:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, acks=1, linger_ms=20,
-                             batch_size=262_144, max_request_size=8 << 20)
+                             batch_size=262_144, max_request_size=8 << 20, compression_type=compression)
     started = time.perf_counter()
     for i, value in enumerate(messages):
         producer.send(TOPIC_INFERENCE, key=str(i).encode(), value=value)
@@ -222,6 +223,8 @@ def main() -> None:
     parser.add_argument("--events-per-window", type=int, default=20_000)
     parser.add_argument("--runs", nargs="+", default=["1:0", "1:auto", "2:auto"],
                         help="collector runs as PROCESSES:DECODERS (one group each run)")
+    parser.add_argument("--compression", default=PRODUCER_COMPRESSION, choices=["lz4", "none"],
+                        help="how the events are compressed on the topic (default: as the worker sends them)")
     parser.add_argument("--db", default=None, help="store URL (default: a fresh SQLite file); migrated here")
     parser.add_argument("collector_options", nargs="*", help="extra `driftline collector` options (after --)")
     args = parser.parse_args()
@@ -233,8 +236,10 @@ def main() -> None:
         messages = make_events(args.events, args.events_per_window)
         print(f"{len(messages)} events of ~{sum(map(len, messages[:100])) // 100} bytes, 20 features, "
               f"{args.events_per_window} per 60 s window ({args.events // args.events_per_window} windows), "
-              f"store {url.split(':')[0]}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
-        produced = produce(broker.bootstrap_servers, messages)
+              f"{args.compression} compression, store {url.split(':')[0]}, {os.cpu_count()} CPUs, "
+              f"load {os.getloadavg()[0]:.1f}")
+        produced = produce(broker.bootstrap_servers, messages,
+                           None if args.compression == "none" else args.compression)
         del messages
         print(f"produce (kafka-python)          {produced:>10,.0f} events/s")
         raw = raw_consume(broker.bootstrap_servers, args.events, decode=False)

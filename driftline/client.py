@@ -48,6 +48,11 @@ DEFAULT_MAX_BUFFERED = 20_000
 # without adding noticeable delay to monitoring (windows are a minute).
 PRODUCER_LINGER_MS = 20
 PRODUCER_BATCH_BYTES = 262_144
+# Event batches are compressed: JSON events shrink about 4x with lz4, and the broker's CPU
+# per event drops with its bytes (embedded broker, 2-core machine: 5.5 us -> 2.0 us per
+# event, for 0.2 us more in the producer). Every Kafka client reads lz4 (kafka-python
+# through the `lz4` package, a dependency).
+PRODUCER_COMPRESSION = "lz4"
 # How long an accepted event may wait for Kafka before it counts as failed.
 DELIVERY_TIMEOUT_MS = 60_000
 _RECONNECT_BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
@@ -223,6 +228,7 @@ class EventSender:
             "acks": 1,
             "linger_ms": PRODUCER_LINGER_MS,
             "batch_size": PRODUCER_BATCH_BYTES,
+            "compression_type": PRODUCER_COMPRESSION,
             "max_block_ms": 1_000,
             "bootstrap_timeout_ms": 2_000,
             "request_timeout_ms": 10_000,
@@ -545,6 +551,7 @@ class LibrdkafkaSender:
             "acks": 1,
             "linger.ms": PRODUCER_LINGER_MS,
             "batch.size": PRODUCER_BATCH_BYTES,
+            "compression.type": PRODUCER_COMPRESSION,
             "message.timeout.ms": DELIVERY_TIMEOUT_MS,
             "request.timeout.ms": 10_000,
             "reconnect.backoff.max.ms": 1_000,
