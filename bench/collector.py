@@ -35,6 +35,7 @@ sys.path[:] = [os.path.dirname(_HERE)] + [p for p in sys.path if os.path.abspath
 import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 import pandas as pd  # noqa: E402
+from sqlalchemy import delete, func, select  # noqa: E402
 
 from driftline.baseline import compute_baseline
 from driftline.broker import EmbeddedBroker, free_port
@@ -42,7 +43,7 @@ from driftline.client import PRODUCER_COMPRESSION
 from driftline.config import TOPIC_INFERENCE
 from driftline.events import INFERENCE_SCHEMA, rfc3339
 from driftline.store import db as store_db
-from driftline.store.models import BaselineRecord, WindowStateRecord
+from driftline.store.models import BaselineRecord, PredictionRecord, WindowStateRecord
 
 MODEL, VERSION = "bench-model", "1"
 NUMERIC = [f"num_{k}" for k in range(17)]
@@ -115,6 +116,15 @@ def register_baseline(url: str) -> None:
     baseline = compute_baseline(frame, categorical=list(CATEGORICAL), predictions=rng.random(5000))
     with store_db.session_scope(url) as session:
         session.add(BaselineRecord(model=MODEL, version=VERSION, rows=5000, summary=baseline.to_dict(), source="bench"))
+
+
+def fresh_store(url: str) -> None:
+    """Migrate `url` and leave it holding the bench model's baseline and nothing else of it."""
+    store_db.upgrade(url)
+    with store_db.session_scope(url) as session:
+        for table in (WindowStateRecord, PredictionRecord, BaselineRecord):
+            session.execute(delete(table).where(table.model == MODEL))
+    register_baseline(url)
 
 
 def _metric(port: int, name: str) -> float:
@@ -225,14 +235,14 @@ def main() -> None:
                         help="collector runs as PROCESSES:DECODERS (one group each run)")
     parser.add_argument("--compression", default=PRODUCER_COMPRESSION, choices=["lz4", "none"],
                         help="how the events are compressed on the topic (default: as the worker sends them)")
-    parser.add_argument("--db", default=None, help="store URL (default: a fresh SQLite file); migrated here")
+    parser.add_argument("--db", default=None,
+                        help="store URL, a scratch database (default: a fresh SQLite file per run); migrated "
+                             "here, and the bench model's rows are deleted before each run")
     parser.add_argument("collector_options", nargs="*", help="extra `driftline collector` options (after --)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(port=free_port(), partitions=4) as broker:
-        url = args.db or f"sqlite:///{tmp}/bench.db"
-        store_db.upgrade(url)
-        register_baseline(url)
+        url = args.db or f"sqlite:///{tmp}/bench-0.db"
         messages = make_events(args.events, args.events_per_window)
         print(f"{len(messages)} events of ~{sum(map(len, messages[:100])) // 100} bytes, 20 features, "
               f"{args.events_per_window} per 60 s window ({args.events // args.events_per_window} windows), "
@@ -246,8 +256,12 @@ def main() -> None:
         print(f"raw consume (kafka-python)      {raw:>10,.0f} events/s")
         decoded = raw_consume(broker.bootstrap_servers, args.events, decode=True)
         print(f"raw consume + orjson.loads      {decoded:>10,.0f} events/s  ({decoded / raw:.0%} of raw)")
-        for run in args.runs:
+        for index, run in enumerate(args.runs):
             count, decoders = int(run.split(":")[0]), run.split(":")[1]
+            # Every run starts from an empty store: a later run would otherwise find its
+            # predictions stored already (the same events), and skip the inserts that cost most.
+            url = args.db or f"sqlite:///{tmp}/bench-{index}.db"
+            fresh_store(url)
             rate, samples, cpu = run_collectors(broker.bootstrap_servers, url, args.events, count,
                                                 ["--decoders", decoders, *args.collector_options],
                                                 broker_pid=broker.process.pid if broker.process else None)
@@ -261,12 +275,12 @@ def main() -> None:
                 step = max(len(samples) // 12, 1)
                 for t, consumed, mb in samples[::step] + ([samples[-1]] if (len(samples) - 1) % step else []):
                     print(f"    {t:6.1f} s  {consumed:>9,}  {mb:7.1f} MB")
-        with store_db.session_scope(url) as session:
-            from sqlalchemy import func, select
-            stored, windows = session.execute(select(func.sum(WindowStateRecord.events),
-                                                     func.count(func.distinct(WindowStateRecord.window_start_ms)))
-                                              ).one()
-        print(f"stored: {stored} events in {windows} windows (expected {args.events} x {len(args.runs)} runs)")
+            with store_db.session_scope(url) as session:
+                stored, windows = session.execute(
+                    select(func.sum(WindowStateRecord.events),
+                           func.count(func.distinct(WindowStateRecord.window_start_ms)))
+                    .where(WindowStateRecord.model == MODEL)).one()
+            print(f"  stored: {stored} events in {windows} windows (expected {args.events})")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def _decoders(_ctx: Any, _param: Any, value: str) -> int | str:
               help="Kafka group heartbeat interval.")
 @click.option("--decoders", default=str(defaults.COLLECTOR_DECODERS), show_default=True, callback=_decoders,
               help="Decoder processes that decode and fold events beside the collector process "
-                   "(0: all in one process; auto: up to two, leaving a core to the collector).")
+                   "(0: all in one process; auto: two where there are two cores or more).")
 @click.option("--max-events", type=click.IntRange(min=1), default=None,
               help="Stop once this many messages (both topics, valid or not) are consumed and stored "
                    "(tests, benchmarks).")

@@ -145,10 +145,10 @@ def test_a_bad_decoders_value_is_one_line(value, ckit):
     assert "Traceback" not in result.stderr
 
 
-def test_auto_leaves_a_core_to_the_collector():
+def test_auto_runs_two_decoders_where_there_are_two_cores():
     from collector.decoders import decoder_count
 
-    assert [decoder_count("auto", cpus) for cpus in (1, 2, 3, 8)] == [0, 1, 2, 2]
+    assert [decoder_count("auto", cpus) for cpus in (1, 2, 3, 8)] == [0, 2, 2, 2]
     assert decoder_count(3, 2) == 3
 
 
