@@ -1,7 +1,9 @@
 """End-to-end collector rate (broker -> window states in the store) beside raw kafka-python consumption.
 
 Run by hand: `.venv/bin/python bench/collector.py [--events 300000] [--db URL]`. Prints figures,
-asserts nothing. Starts its own embedded broker and (by default) a fresh SQLite store.
+asserts nothing. Starts its own embedded broker and (by default) a fresh SQLite store for each
+run, so that no run finds its predictions stored already. Events go onto the topic lz4-compressed,
+as the worker sends them (`--compression none` for uncompressed).
 
 * raw: a kafka-python group consumer polling the same topic, nothing else (the peer);
 * raw + orjson.loads: the same, decoding every value;
