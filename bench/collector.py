@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
 
 # Run as a script, this file's folder comes first on sys.path and its name would shadow
 # the `collector` package; the repository root goes there instead.
@@ -283,6 +284,10 @@ def main() -> None:
                            func.count(func.distinct(WindowStateRecord.window_start_ms)))
                     .where(WindowStateRecord.model == MODEL)).one()
             print(f"  stored: {stored} events in {windows} windows (expected {args.events})")
+            if not args.db:  # a run's SQLite file holds ~250 bytes per event: freed before the next run
+                store_db.get_engine(url).dispose()
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{tmp}/bench-{index}.db{suffix}").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

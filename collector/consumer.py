@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
@@ -46,7 +46,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from collector import store
 from collector.baselines import BaselineCache, stored_watermark_or_none
 from collector.dead_letters import DeadLetterPublisher, DeadLetterRow
-from collector.decoders import DecoderConfig, DecoderPool, decoder_count
+from collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
 from collector.flush import Fenced, PartitionFlush, flush
 from collector.folding import (FoldDelta, InferenceFolder, PartitionFolders, Watermarks, check_store_limits,
                                merge_windows)
@@ -149,6 +149,39 @@ class PartitionBuffer:
         self.stored_predictions.update(delta.stored_predictions)
         self.gathered_watermarks = delta.watermarks
 
+    def split(self) -> "PartitionBuffer":
+        """Hand what was consumed so far to a new buffer (a flush in flight); this one goes on from here."""
+        frozen = PartitionBuffer(self.topic, self.partition, self.row_partition, self.window_ms, self.lateness_ms,
+                                 ready=True, expected=self.expected, next_offset=self.next_offset,
+                                 topic_id=self.topic_id)
+        frozen.windows, frozen.dead_letters, frozen.predictions = self.windows, self.dead_letters, self.predictions
+        frozen.labels, frozen.stored_predictions, frozen.messages = self.labels, self.stored_predictions, self.messages
+        frozen.gathered_watermarks = dict(self.gathered_watermarks)
+        frozen.committed_watermarks = dict(self.committed_watermarks)
+        self._clear()
+        return frozen
+
+    def rejoin(self, frozen: "PartitionBuffer") -> None:
+        """Take back what `split` handed out (its flush failed): it comes first, as it was read first."""
+        merge_windows(frozen.windows.windows, self.windows.windows)
+        self.windows = frozen.windows
+        self.dead_letters = frozen.dead_letters + self.dead_letters
+        for rid, row in self.predictions.items():
+            frozen.predictions.setdefault(rid, row)
+        self.predictions = frozen.predictions
+        for rid, label in self.labels.items():
+            frozen.labels.setdefault(rid, label)
+        self.labels = frozen.labels
+        self.stored_predictions = frozen.stored_predictions | self.stored_predictions
+        self.messages += frozen.messages
+        self.gathered_watermarks = frozen.gathered_watermarks
+
+    def committed_as(self, frozen: "PartitionBuffer") -> None:
+        """`frozen` (split from this buffer) was stored: the fence and the watermarks move to where it stood."""
+        self.expected = frozen.expected
+        self.committed_watermarks = dict(frozen.committed_watermarks)
+        self.gathered_watermarks = dict(frozen.committed_watermarks)
+
     def committed(self) -> None:
         self.expected = StoredOffset(self.next_offset, self.topic_id)
         self.committed_watermarks = dict(self.gathered_watermarks)
@@ -190,6 +223,9 @@ class Collector:
         self._baselines = BaselineCache(self.engine, config.baseline_recheck_s)
         # Where decoding and folding run: in this process, or in decoder processes (--decoders)
         self._folders: PartitionFolders | DecoderPool = PartitionFolders(self._new_folder)
+        # A flush whose `take` was sent to the decoders and not yet answered: (live, frozen) buffer
+        # pairs and the decoders asked. The collector keeps polling meanwhile (see _begin_take).
+        self._in_flight: tuple[list[tuple[PartitionBuffer, PartitionBuffer]], list[int]] | None = None
         self._conn_snapshot: tuple[Any, ...] = ()
         self._verify_future: Any = None
         self._needs_verify = False
@@ -296,6 +332,7 @@ class Collector:
 
     def _revoke(self, partitions: Iterable[Any]) -> None:
         with self._lock:
+            self._settle_in_flight()
             gone = [tp for tp in partitions if tp in self._buffers]
             ready = [self._buffers[tp] for tp in gone if self._buffers[tp].ready]
             if ready and any(b.messages or b.to_flush().moves for b in ready):
@@ -358,7 +395,9 @@ class Collector:
     def _gather(self, buffers: list[PartitionBuffer]) -> None:
         """Bring what the folders (here or in decoders) accumulated into the buffers to flush."""
         inference = [b for b in buffers if b.topic == self.config.inference_topic]
-        deltas: dict[tuple[str, int], FoldDelta] = self._folders.take([b.key for b in inference], self._baseline)
+        self._add_deltas(inference, self._folders.take([b.key for b in inference], self._baseline))
+
+    def _add_deltas(self, inference: list[PartitionBuffer], deltas: dict[tuple[str, int], FoldDelta]) -> None:
         valid = late = duplicates = 0
         for buf in inference:
             delta = deltas.get(buf.key)
@@ -410,10 +449,17 @@ class Collector:
             else:
                 self._finish_verify()
         pending = self._pending()
-        if pending or any(b.ready and b.to_flush().moves for b in self._buffers.values()):
+        if self._in_flight is not None:
+            if self._folders.take_ready(self._in_flight[1]):
+                self._finish_take()
+        elif pending or any(b.ready and b.to_flush().moves for b in self._buffers.values()):
             due = now >= self._next_flush or pending >= self.config.flush_max_events
             if due and now >= self._retry_at:
-                self._flush([b for b in self._buffers.values() if b.ready])
+                ready = [b for b in self._buffers.values() if b.ready]
+                if isinstance(self._folders, DecoderPool) and not self._flush_failing:
+                    self._begin_take(ready)
+                else:
+                    self._flush(ready)
                 self._next_flush = time.monotonic() + self.config.flush_interval_s
         else:
             self._next_flush = now + self.config.flush_interval_s
@@ -424,7 +470,8 @@ class Collector:
         self.metrics.pending.set(self._pending())
 
     def _pending(self) -> int:
-        return sum(b.messages for b in self._buffers.values())
+        in_flight = sum(frozen.messages for _, frozen in self._in_flight[0]) if self._in_flight else 0
+        return in_flight + sum(b.messages for b in self._buffers.values())
 
     def _begin_verify(self) -> None:
         cluster = _cluster(self._consumer)
@@ -438,6 +485,7 @@ class Collector:
 
     def _finish_verify(self) -> None:
         """Fresh metadata arrived: compare topic ids, place every owned partition, resume."""
+        self._settle_in_flight()
         self._verify_future = None
         self._needs_verify = False
         current = {topic: _topic_id(self._consumer, topic)
@@ -532,9 +580,49 @@ class Collector:
         if (paused & assigned) - want:
             consumer.resume(*((paused & assigned) - want))
 
+    # A flush with decoders is split in two, so that the collector keeps polling while its
+    # decoders fold what is queued to them: `_begin_take` splits off what each buffer holds
+    # (its offset stays where it is at this moment) and asks the decoders for their deltas;
+    # `_finish_take`, once they have answered, writes the split-off part. Measured with two
+    # decoders on two cores: the collector had waited for the answer 28 % of its time.
+    # Anything else that flushes or moves offsets (a revocation, log verification, shutdown)
+    # settles a flush in flight first, so it sees the buffers as a synchronous flush leaves them.
+    def _begin_take(self, buffers: list[PartitionBuffer]) -> None:
+        pairs = [(b, b.split()) for b in buffers]
+        keys = [frozen.key for _, frozen in pairs if frozen.topic == self.config.inference_topic]
+        self._in_flight = (pairs, self._folders.take_begin(keys) if keys else [])
+
+    def _finish_take(self) -> bool:
+        pairs, asked = self._in_flight
+        self._in_flight = None  # a decoder failure below stops the collector: nothing is flushed after it
+        frozen = [f for _, f in pairs]
+        self._add_deltas([f for f in frozen if f.topic == self.config.inference_topic],
+                         self._folders.take_finish(asked, self._baseline) if asked else {})
+
+        def rejoin() -> list[PartitionBuffer]:
+            for live, part in pairs:
+                live.rejoin(part)
+            return [live for live, _ in pairs]
+
+        if not self._write(frozen, on_failure=rejoin):
+            return False
+        for live, part in pairs:
+            live.committed_as(part)
+        return True
+
+    def _settle_in_flight(self) -> None:
+        if self._in_flight is not None and not self._folders.failed:
+            self._finish_take()
+
     def _flush(self, buffers: list[PartitionBuffer]) -> bool:
         """Flush `buffers` in one transaction; True when it committed (or there was nothing to do)."""
+        self._settle_in_flight()
         self._gather(buffers)
+        return self._write(buffers)
+
+    def _write(self, buffers: list[PartitionBuffer],
+               on_failure: Callable[[], list[PartitionBuffer]] | None = None) -> bool:
+        """Write gathered `buffers`; on failure `on_failure` (if given) names the buffers that keep their data."""
         parts = [b.to_flush() for b in buffers]
         if not any(p.moves for p in parts):
             for b in buffers:
@@ -548,6 +636,8 @@ class Collector:
                            baseline_for=self._baseline, now_ms=int(time.time() * 1000), sweep=sweep,
                            raw_bound=self.config.dead_letter_raw_bytes)
         except Fenced as fenced:
+            if on_failure is not None:
+                buffers = on_failure()
             self.metrics.flushes.labels("fenced").inc()
             lost = set(fenced.partitions)
             log.warning("another collector moved the offsets of %s; dropping what this one read", sorted(lost))
@@ -558,6 +648,8 @@ class Collector:
             self._needs_verify = True
             return False
         except Exception as exc:  # database or DLQ topic unavailable: retry with backoff, commit nothing
+            if on_failure is not None:
+                on_failure()
             self.metrics.flushes.labels("error").inc()
             self._flush_failing = True
             self._retry_at = time.monotonic() + self._retry_delay
@@ -635,6 +727,11 @@ class Collector:
     def _shutdown(self) -> None:
         deadline = time.monotonic() + self.config.shutdown_flush_s
         with self._lock:
+            if self._in_flight is not None and not self._folders.failed:
+                try:
+                    self._finish_take()  # a failure keeps its data in the buffers, for the loop below
+                except DecoderFailed:
+                    pass
             # after a decoder failed nothing gathered can be trusted: no final flush
             while self._consumer is not None and not self._folders.failed and time.monotonic() < deadline:
                 ready = [b for b in self._buffers.values() if b.ready]

@@ -9,13 +9,15 @@ for the partitions they are given (partition number modulo N, so one partition's
 records are always folded in order by one process).
 
 Protocol, over one socket pair per decoder (the collector only ever waits for an
-answer to a question it asked, so neither side can block the other for good):
+answer to a question it asked, and while a `take` is unanswered it reads the answer as
+soon as it would otherwise wait for room in the decoder's queue, so neither side can
+block the other for good):
 
 * ``("process", key, offsets, values)`` - fold records; no answer. Messages wait in a
   bounded queue per decoder, written by a sender thread; a full queue blocks the
   collector, which is the backpressure: it stops polling while its decoders are behind.
 * ``("take", keys)`` -> ``{key: delta}`` - what each partition accumulated since the
-  last take, window states as `WindowState.to_bytes` blobs (the collector binds them
+  last take (the collector may go on sending while it waits: see `take_begin`), window states as `WindowState.to_bytes` blobs (the collector binds them
   to its own baseline objects). Decoders store the predictions for the label join
   themselves (idempotent inserts, `collector.folding`), so a delta names only their
   request ids and the collector's flush keeps the cheap part.
@@ -110,6 +112,11 @@ class DecoderPool:
             self._conns.append(conn)
             self._procs.append(proc)
         self._outboxes = [_Outbox(conn, index) for index, conn in enumerate(self._conns)]
+        # Decoders asked to `take` and not yet answered, and answers read before `take_finish`
+        # asked for them (read early so that a decoder never blocks sending its answer while
+        # the collector blocks sending it more: see `_send`).
+        self._asked: set[int] = set()
+        self._answers: dict[int, Any] = {}
 
     def _index(self, key: PartitionKey) -> int:
         return key[1] % len(self._conns)
@@ -121,10 +128,22 @@ class DecoderPool:
             if outbox.error is not None:
                 raise self._failure(f"a decoder process is gone ({self._exit_codes()}): {outbox.error}")
             try:
-                outbox.messages.put(message, timeout=0.5)
+                # While a take is unanswered, a decoder may be blocked sending its answer, and read
+                # nothing more until it is read: look for answers often.
+                outbox.messages.put(message, timeout=0.01 if self._asked else 0.5)
                 return
             except queue.Full:
-                continue
+                self._read_answers()
+
+    def _read_answers(self) -> None:
+        for index in self._asked:
+            if index not in self._answers:
+                conn = self._conns[index]
+                try:
+                    if conn.poll(0):
+                        self._answers[index] = conn.recv()
+                except (OSError, EOFError) as exc:
+                    self._answers[index] = exc  # take_finish reports it
 
     def _failure(self, message: str) -> DecoderFailed:
         self.failed = True
@@ -136,15 +155,39 @@ class DecoderPool:
     def take(self, keys: Sequence[PartitionKey],
              baseline_for: Callable[[str, str], Baseline | None]) -> dict[PartitionKey, FoldDelta]:
         """Every key's delta since its last take (waits until its decoder has folded all it was sent)."""
+        return self.take_finish(self.take_begin(keys), baseline_for)
+
+    def take_begin(self, keys: Sequence[PartitionKey]) -> list[int]:
+        """Ask for every key's delta without waiting; returns the decoders asked, for `take_finish`.
+
+        Messages sent afterwards queue behind the question: the answer covers exactly
+        what was sent before it.
+        """
         by_conn: dict[int, list[PartitionKey]] = {}
         for key in keys:
             by_conn.setdefault(self._index(key), []).append(key)
         for index, mine in by_conn.items():
             self._send(index, ("take", mine))
+            self._asked.add(index)
+        return list(by_conn)
+
+    def take_ready(self, asked: list[int]) -> bool:
+        """Whether every decoder asked has answered, or begun to (`take_finish` then waits little)."""
+        try:
+            return all(index in self._answers or self._conns[index].poll(0) for index in asked)
+        except (OSError, EOFError):
+            return True  # take_finish reports it
+
+    def take_finish(self, asked: list[int],
+                    baseline_for: Callable[[str, str], Baseline | None]) -> dict[PartitionKey, FoldDelta]:
+        """The answers to `take_begin` (waits for them)."""
         out: dict[PartitionKey, FoldDelta] = {}
-        for index in by_conn:
+        for index in asked:
+            self._asked.discard(index)
             try:
-                answer = self._conns[index].recv()
+                answer = self._answers.pop(index) if index in self._answers else self._conns[index].recv()
+                if isinstance(answer, Exception):
+                    raise answer
             except (OSError, EOFError) as exc:
                 raise self._failure(f"decoder {index} is gone ({self._exit_codes()}): {exc!r}") from None
             if isinstance(answer, tuple) and answer and answer[0] == "error":

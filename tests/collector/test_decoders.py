@@ -171,3 +171,24 @@ def test_sigterm_to_the_process_group_still_flushes_what_the_decoders_hold(broke
     rest = ckit.spawn(broker, sqlite_url, group, "--idle-exit", "3", name="rest")
     assert rest.wait(90) == 0, rest.output()
     assert ckit.events(sqlite_url, model) == len(docs)
+
+
+def test_a_flush_in_flight_never_deadlocks_with_a_backlog(broker, sqlite_url, ckit, unique_id):
+    """A take is answered while the collector keeps sending: a large answer and a full queue must not block both.
+
+    Many windows make each decoder's answer larger than a socket buffer, and a backlog with
+    small polls keeps the queues to the decoders full while the take is unanswered: a decoder
+    then blocks sending its answer, and the collector must read it rather than wait for room.
+    """
+    model = f"backlog-{unique_id}"
+    count = 30_000
+    # 1 500 one-minute windows, 20 events each, over four partitions.
+    docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + (i // 20) * WINDOW_MS + i % 20) for i in range(count)]
+    ckit.produce(broker, [ckit.encode(d) for d in docs])
+    cfg = ckit.config(broker, sqlite_url, decoders=2, flush_interval_s=0.05, poll_max_records=200)
+    with ckit.collector_thread(cfg):
+        ckit.wait_for(lambda: ckit.events(sqlite_url, model) == count, timeout_s=120,
+                      what="every event stored through flushes in flight")
+    windows = ckit.merged(sqlite_url, model)
+    assert len(windows) == count // 20
+    assert sum(s.events for s in windows.values()) == count

@@ -181,3 +181,52 @@ def test_prune_drops_predictions_and_labels_past_the_retention(db_url):
     with store_db.session_scope(db_url) as session:
         assert session.scalars(select(PredictionRecord.request_id)).all() == ["new"]
         assert session.scalars(select(LabelRecord.request_id)).all() == ["y"]
+
+
+def _buffer_with(first: int, count: int, next_offset: int):
+    """A partition buffer holding `count` folded events, predictions and labels numbered from `first`."""
+    from collector.consumer import PartitionBuffer
+
+    buf = PartitionBuffer(TOPIC_INFERENCE, 0, 0, W, 30_000, ready=True, expected=StoredOffset(5, "tid-1"),
+                          next_offset=next_offset, topic_id="tid-1")
+    buf.windows.fold("m", "1", EventBatch.from_events([_event(i, BASE + i) for i in range(first, first + count)]),
+                     None, None)
+    buf.predictions = {f"r{i}": PredictionRow(f"r{i}", "m", "1", BASE + i, BASE, 0.5) for i in range(first, first + count)}
+    buf.labels = {f"q{i}": LabelRow(f"q{i}", "m", i % 2, BASE + i) for i in range(first, first + count)}
+    buf.dead_letters = [f"letter-{first}"]
+    buf.messages = count
+    return buf
+
+
+def test_a_flush_in_flight_splits_a_buffer_and_a_failed_one_rejoins_it_in_order():
+    """`PartitionBuffer.split` hands what was read so far to the flush in flight; `rejoin` takes it back whole."""
+    live = _buffer_with(0, 4, next_offset=9)
+    frozen = live.split()
+    assert (frozen.messages, frozen.next_offset, frozen.expected) == (4, 9, StoredOffset(5, "tid-1"))
+    assert live.messages == 0 and not live.predictions and not live.labels and not live.windows.windows
+    assert live.next_offset == 9 and live.ready  # reading goes on from where it stood
+    # more is read while the flush is in flight, including a duplicate request id and label
+    more = _buffer_with(2, 4, next_offset=13)
+    live.windows, live.predictions, live.labels = more.windows, more.predictions, more.labels
+    live.dead_letters, live.messages, live.next_offset = more.dead_letters, more.messages, 13
+    first_r2 = frozen.predictions["r2"]
+    live.predictions["r2"] = PredictionRow("r2", "m", "1", BASE + 2, BASE, 0.99)
+
+    live.rejoin(frozen)  # the flush failed: everything since the last commit is pending again
+    assert live.messages == 8 and live.next_offset == 13
+    assert live.dead_letters == ["letter-0", "letter-2"]
+    assert set(live.predictions) == {f"r{i}" for i in range(6)} and live.predictions["r2"] is first_r2
+    assert set(live.labels) == {f"q{i}" for i in range(6)}
+    (window,) = live.windows.windows.values()
+    assert window.events == 8 and window.state.features["x"].total == sum(range(4)) + sum(range(2, 6))
+
+
+def test_a_flush_in_flight_that_commits_moves_the_fence_to_where_it_was_split():
+    live = _buffer_with(0, 3, next_offset=7)
+    live.gathered_watermarks = {("m", "1"): BASE + 2}
+    frozen = live.split()
+    live.next_offset = 12  # read on meanwhile
+    frozen.committed()
+    live.committed_as(frozen)
+    assert live.expected == StoredOffset(7, "tid-1")  # not 12: what came after the split is not stored yet
+    assert live.committed_watermarks == {("m", "1"): BASE + 2}
