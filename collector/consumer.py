@@ -727,11 +727,10 @@ class Collector:
     def _shutdown(self) -> None:
         deadline = time.monotonic() + self.config.shutdown_flush_s
         with self._lock:
-            if self._in_flight is not None and not self._folders.failed:
-                try:
-                    self._finish_take()  # a failure keeps its data in the buffers, for the loop below
-                except DecoderFailed:
-                    pass
+            try:
+                self._settle_in_flight()  # a failed write keeps its data in the buffers, for the loop below
+            except DecoderFailed:
+                pass
             # after a decoder failed nothing gathered can be trusted: no final flush
             while self._consumer is not None and not self._folders.failed and time.monotonic() < deadline:
                 ready = [b for b in self._buffers.values() if b.ready]
