@@ -14,7 +14,8 @@ as the worker sends them (`--compression none` for uncompressed).
   partitions split between them). Each run uses a fresh group, so each reads all N events.
   Extra collector options go after `--`.
 
-Events carry 20 features (17 numeric, 3 categorical) and a request id; event times advance
+Events carry 20 features (17 numeric, 3 categorical) and a request id (time-ordered, as the
+worker and `InferenceLogger` make them; `--request-ids random` for uuid4); event times advance
 so that windows open and close during the run (memory must stay flat: RSS is printed
 over time). Aims (issue 4): >= 60 % of the raw rate and >= 80 000 events/s per process.
 """
@@ -42,7 +43,7 @@ from sqlalchemy import delete, func, select  # noqa: E402
 
 from driftline.baseline import compute_baseline
 from driftline.broker import EmbeddedBroker, free_port
-from driftline.client import PRODUCER_COMPRESSION
+from driftline.client import PRODUCER_COMPRESSION, new_id
 from driftline.config import TOPIC_INFERENCE
 from driftline.events import INFERENCE_SCHEMA, rfc3339
 from driftline.store import db as store_db
@@ -54,8 +55,9 @@ CATEGORICAL = {"region": ["north", "south", "east", "west"], "segment": ["a", "b
 TIME_LIMIT_S = 120.0
 
 
-def make_events(n: int, events_per_window: int, seed: int = 0) -> list[bytes]:
+def make_events(n: int, events_per_window: int, request_ids: str, seed: int = 0) -> list[bytes]:
     rng = np.random.default_rng(seed)
+    make_id = new_id if request_ids == "client" else lambda: uuid.uuid4().hex
     start = int(time.time() * 1000) - 86_400_000
     numbers = rng.normal(0, 1, (n, len(NUMERIC))) + np.arange(len(NUMERIC))
     step_ms = max(60_000 // events_per_window, 1)
@@ -65,7 +67,7 @@ def make_events(n: int, events_per_window: int, seed: int = 0) -> list[bytes]:
         for name, values in CATEGORICAL.items():
             features[name] = values[i % len(values)]
         out.append(orjson.dumps({
-            "schema": INFERENCE_SCHEMA, "event_id": uuid.uuid4().hex, "request_id": uuid.uuid4().hex,
+            "schema": INFERENCE_SCHEMA, "event_id": new_id(), "request_id": make_id(),
             "ts": rfc3339(start + i * step_ms), "model": MODEL, "version": VERSION, "features": features,
             "prediction": float(numbers[i, 0] % 1.0), "latency_ms": {"total": 12.3, "queue": 4.1, "compute": 7.9},
             "status": "ok", "batch_size": 8, "cache_hit": False}))
@@ -238,6 +240,9 @@ def main() -> None:
                         help="collector runs as PROCESSES:DECODERS (one group each run)")
     parser.add_argument("--compression", default=PRODUCER_COMPRESSION, choices=["lz4", "none"],
                         help="how the events are compressed on the topic (default: as the worker sends them)")
+    parser.add_argument("--request-ids", default="client", choices=["client", "random"],
+                        help="request ids as the worker and InferenceLogger make them (time-ordered UUIDv7, "
+                             "the default) or wholly random (uuid4, as a team's own ids may be)")
     parser.add_argument("--db", default=None,
                         help="store URL, a scratch database (default: a fresh SQLite file per run); migrated "
                              "here, and the bench model's rows are deleted before each run")
@@ -246,10 +251,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(port=free_port(), partitions=4) as broker:
         url = args.db or f"sqlite:///{tmp}/bench-0.db"
-        messages = make_events(args.events, args.events_per_window)
+        messages = make_events(args.events, args.events_per_window, args.request_ids)
         print(f"{len(messages)} events of ~{sum(map(len, messages[:100])) // 100} bytes, 20 features, "
               f"{args.events_per_window} per 60 s window ({args.events // args.events_per_window} windows), "
-              f"{args.compression} compression, store {url.split(':')[0]}, {os.cpu_count()} CPUs, "
+              f"{args.compression} compression, {args.request_ids} request ids, store {url.split(':')[0]}, {os.cpu_count()} CPUs, "
               f"load {os.getloadavg()[0]:.1f}")
         produced = produce(broker.bootstrap_servers, messages,
                            None if args.compression == "none" else args.compression)

@@ -123,7 +123,8 @@ class PartitionBuffer:
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
     predictions: dict[str, PredictionRow] = field(default_factory=dict)
     labels: dict[str, LabelRow] = field(default_factory=dict)
-    stored_predictions: set[str] = field(default_factory=set)  # request ids a decoder stored already
+    stored_predictions: int = 0  # predictions a decoder stored already
+    labels_waiting: set[str] = field(default_factory=set)  # ... whose label was waiting (joined by the flush)
     messages: int = 0  # consumed since the last flush
     # (model, version) -> largest event time on this partition: as of the last gather, and the last flush
     gathered_watermarks: Watermarks = field(default_factory=dict)
@@ -139,14 +140,15 @@ class PartitionBuffer:
     def to_flush(self) -> PartitionFlush:
         return PartitionFlush(self.topic, self.partition, self.row_partition, self.expected, self.next_offset,
                               self.topic_id, self.windows.windows, self.dead_letters, self.predictions, self.labels,
-                              self.stored_predictions)
+                              self.stored_predictions, self.labels_waiting)
 
     def add(self, delta: FoldDelta) -> None:
         merge_windows(self.windows.windows, delta.windows)
         self.dead_letters.extend(delta.dead_letters)
         for rid, row in delta.predictions.items():
             self.predictions.setdefault(rid, row)
-        self.stored_predictions.update(delta.stored_predictions)
+        self.stored_predictions += delta.stored_predictions
+        self.labels_waiting.update(delta.labels_waiting)
         self.gathered_watermarks = delta.watermarks
 
     def split(self) -> "PartitionBuffer":
@@ -155,7 +157,8 @@ class PartitionBuffer:
                                  ready=True, expected=self.expected, next_offset=self.next_offset,
                                  topic_id=self.topic_id)
         frozen.windows, frozen.dead_letters, frozen.predictions = self.windows, self.dead_letters, self.predictions
-        frozen.labels, frozen.stored_predictions, frozen.messages = self.labels, self.stored_predictions, self.messages
+        frozen.labels, frozen.messages = self.labels, self.messages
+        frozen.stored_predictions, frozen.labels_waiting = self.stored_predictions, self.labels_waiting
         frozen.gathered_watermarks = dict(self.gathered_watermarks)
         frozen.committed_watermarks = dict(self.committed_watermarks)
         self._clear()
@@ -172,7 +175,8 @@ class PartitionBuffer:
         for rid, label in self.labels.items():
             frozen.labels.setdefault(rid, label)
         self.labels = frozen.labels
-        self.stored_predictions = frozen.stored_predictions | self.stored_predictions
+        self.stored_predictions += frozen.stored_predictions
+        self.labels_waiting = frozen.labels_waiting | self.labels_waiting
         self.messages += frozen.messages
         self.gathered_watermarks = frozen.gathered_watermarks
 
@@ -198,7 +202,7 @@ class PartitionBuffer:
     def _clear(self) -> None:
         self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
         self.dead_letters, self.predictions, self.labels = [], {}, {}
-        self.stored_predictions = set()
+        self.stored_predictions, self.labels_waiting = 0, set()
         self.messages = 0
 
 

@@ -42,7 +42,7 @@ import threading
 import traceback
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 from collector.folding import FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
 from collector.labels import PredictionRow
@@ -266,13 +266,13 @@ def _pack_delta(delta: FoldDelta) -> tuple[Any, ...]:
     predictions = [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, r.prediction)
                    for r in delta.predictions.values()]
     return (windows, delta.dead_letters, predictions, delta.watermarks, delta.valid, delta.late, delta.duplicates,
-            list(delta.stored_predictions))
+            delta.stored_predictions, list(delta.labels_waiting))
 
 
 def _unpack_delta(packed: tuple[Any, ...], baseline_for: Callable[[str, str], Baseline | None]) -> FoldDelta:
-    windows, letters, predictions, watermarks, valid, late, duplicates, stored = packed
+    windows, letters, predictions, watermarks, valid, late, duplicates, stored, waiting = packed
     delta = FoldDelta(dead_letters=letters, watermarks=watermarks, valid=valid, late=late, duplicates=duplicates,
-                      stored_predictions=set(stored))
+                      stored_predictions=stored, labels_waiting=set(waiting))
     for key, blob, end_ms, events, late_events in windows:
         baseline = baseline_for(key[0], key[1])
         try:
@@ -326,10 +326,11 @@ def _serve(conn: Connection, config: DecoderConfig) -> None:
     engine = get_engine(config.db_url)
     baselines = BaselineCache(engine, config.baseline_recheck_s)
 
-    def store_predictions(rows: list[PredictionRow]) -> None:
+    def store_predictions(rows: list[PredictionRow]) -> Collection[str]:
         with engine.begin() as conn:
-            store.insert_predictions(conn, [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms,
-                                             r.prediction, None, None) for r in rows])
+            store.insert_predictions(conn, rows)
+            # Not locked: the flush looks these up again, locked, and joins them.
+            return store.unjoined_labels(conn, {r.request_id for r in rows}, lock=False).keys()
 
     def new_folder(key: PartitionKey) -> InferenceFolder:
         topic, partition = key

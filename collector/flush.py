@@ -8,8 +8,9 @@ The transaction, in this order:
    rolled back and `Fenced` names the partitions (their pending data is dropped, the
    new owner reads it again from the stored offsets);
 2. **predictions** (for the label join), and the labels that waited for them; predictions a
-   decoder process already stored (`stored_predictions`, idempotent inserts ahead of the
-   flush, see `collector.folding`) are only checked for waiting labels;
+   decoder process already stored (idempotent inserts ahead of the flush, see
+   `collector.folding`) come as a count, with the request ids whose label was waiting
+   when they were stored (`labels_waiting`), which are joined here;
 3. **labels**, joined with stored predictions, or stored to wait for them;
 4. the **label sweep** when due (`collector.labels`);
 5. **dead letters** (already acknowledged on the DLQ topic before the transaction);
@@ -62,7 +63,8 @@ class PartitionFlush:
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
     predictions: dict[str, PredictionRow] = field(default_factory=dict)
     labels: dict[str, LabelRow] = field(default_factory=dict)
-    stored_predictions: set[str] = field(default_factory=set)  # request ids a decoder stored already
+    stored_predictions: int = 0  # predictions a decoder stored already
+    labels_waiting: set[str] = field(default_factory=set)  # ... whose label was waiting when they were stored
 
     @property
     def moves(self) -> bool:
@@ -144,26 +146,22 @@ def _first_per_request(parts: list[PartitionFlush], attr: str) -> tuple[dict[str
 def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int,
                  result: FlushResult) -> None:
     predictions, owner = _first_per_request(parts, "predictions")
-    stored: dict[str, int] = {}  # stored by a decoder already -> the row partition that owns it
+    stored: dict[str, int] = {}  # stored by a decoder, label waiting -> the row partition that owns it
     for p in parts:
-        for rid in p.stored_predictions:
+        for rid in p.labels_waiting:
             if rid not in predictions and rid not in stored:
                 stored[rid] = p.row_partition
+    result.predictions = len(predictions) + sum(p.stored_predictions for p in parts)
     if not predictions and not stored:
         return
-    waiting = store.unjoined_labels(conn, sorted(set(predictions) | set(stored)))
-    rows, joined = [], {}
-    for rid in sorted(predictions):
-        row = predictions[rid]
+    waiting = store.unjoined_labels(conn, set(predictions) | set(stored))  # locked, so looked up again here
+    joined = {}
+    for rid, row in predictions.items():
         found = waiting.get(rid)
         if found is not None and found[0] == row.model:
             joined[rid] = found[1]
-            rows.append((rid, row.model, row.version, row.ts_ms, row.window_start_ms, row.prediction, found[1],
-                         now_ms))
             pairs.add((row.model, row.version, row.window_start_ms, owner[rid]), row.prediction, found[1])
-        else:
-            rows.append((rid, row.model, row.version, row.ts_ms, row.window_start_ms, row.prediction, None, None))
-    store.insert_predictions(conn, rows)
+    store.insert_predictions(conn, [predictions[rid] for rid in sorted(predictions)], joined, now_ms)
     stored_waiting = sorted(rid for rid in stored if rid in waiting)
     if stored_waiting:
         found = store.unlabelled_predictions(conn, stored_waiting)
@@ -177,7 +175,6 @@ def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_
         # The prediction may have been stored before (a duplicate event): label that row too.
         store.mark_predictions_labelled(conn, joined, now_ms)
         store.mark_labels_joined(conn, sorted(joined))
-    result.predictions = len(predictions) + len(stored)
     result.labels_joined += len(joined)
 
 

@@ -9,9 +9,10 @@ into its partition buffers and flushes those with the offsets.
 With a `store_predictions` writer (decoder processes) the folder also inserts the
 predictions for the label join itself, in batches, ahead of the collector's flush: those
 inserts are idempotent (a request id keeps its first row), so a crash before the flush
-only means the same rows are offered again, and the flush is left with the cheap part
-(looking for labels that waited for them). Rows it could not write (the store is down)
-go to the flush as before.
+only means the same rows are offered again. The writer also says which of them had a
+label waiting (labels usually come after their prediction, so these are few); only those
+go to the flush, which joins them, with a count of the rest. Rows it could not write
+(the store is down) go to the flush as before.
 
 The folder keeps the state that must follow a partition's records in order: the
 recently seen event ids (duplicates from a producer's retry are dropped) and the
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Collection, Iterable, Sequence
 
 from collector.dead_letters import DeadLetterRow
 from collector.labels import PredictionRow
@@ -66,7 +67,8 @@ class FoldDelta:
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
     predictions: dict[str, PredictionRow] = field(default_factory=dict)  # for the flush to insert
     watermarks: Watermarks = field(default_factory=dict)  # the partition's watermarks now (all of them)
-    stored_predictions: set[str] = field(default_factory=set)  # request ids inserted by the folder
+    stored_predictions: int = 0  # predictions inserted by the folder
+    labels_waiting: set[str] = field(default_factory=set)  # ... whose label was waiting (the flush joins them)
     valid: int = 0
     late: int = 0
     duplicates: int = 0
@@ -78,13 +80,14 @@ class InferenceFolder:
     `baseline_for(model, version)` bins numeric features (None: counted unbinned);
     `stored_watermark(model, version)` is asked once per model version for the
     partition's watermark as of the stored window rows (None: nothing stored);
-    `store_predictions(rows)`, when given, inserts prediction rows (idempotently).
+    `store_predictions(rows)`, when given, inserts prediction rows (idempotently) and
+    returns the request ids among them whose label is waiting in the store.
     """
 
     def __init__(self, topic: str, partition: int, window_ms: int, lateness_ms: int, dedup_limit: int,
                  baseline_for: Callable[[str, str], Baseline | None],
                  stored_watermark: Callable[[str, str], int | None],
-                 store_predictions: Callable[[list[PredictionRow]], None] | None = None):
+                 store_predictions: Callable[[list[PredictionRow]], Collection[str]] | None = None):
         self.topic = topic
         self.partition = partition
         self.window_ms = window_ms
@@ -92,7 +95,8 @@ class InferenceFolder:
         self.baseline_for = baseline_for
         self.stored_watermark = stored_watermark
         self.store_predictions = store_predictions
-        self.stored_ids: set[str] = set()
+        self.stored_predictions = 0
+        self.labels_waiting: set[str] = set()
         self._write_failing = False
         self.windows = PartitionWindows(window_ms, lateness_ms)
         self.dead_letters: list[DeadLetterRow] = []
@@ -207,12 +211,9 @@ class InferenceFolder:
             self._write_predictions()
 
     def _write_predictions(self) -> None:
-        rows = [row for rid, row in self.predictions.items() if rid not in self.stored_ids]
-        if not rows:
-            self.predictions = {}
-            return
+        rows = list(self.predictions.values())
         try:
-            self.store_predictions(rows)
+            waiting = self.store_predictions(rows)
         except Exception as exc:  # the store is down: the flush inserts them (and retries) instead
             if not self._write_failing:
                 log.warning("cannot store predictions ahead of the flush (%s: %s); the flush will",
@@ -220,15 +221,17 @@ class InferenceFolder:
             self._write_failing = True
             return
         self._write_failing = False
-        self.stored_ids.update(row.request_id for row in rows)
+        self.stored_predictions += len(rows)
+        self.labels_waiting.update(waiting)
         self.predictions = {}
 
     def take(self) -> FoldDelta:
         """Hand over what accumulated since the last take (the folder keeps ids and watermarks)."""
         self.write_predictions()
         delta = FoldDelta(windows=self.windows.windows, dead_letters=self.dead_letters, predictions=self.predictions,
-                          watermarks=dict(self.watermarks), stored_predictions=self.stored_ids, valid=self.valid,
-                          late=self.late, duplicates=self.duplicates)
+                          watermarks=dict(self.watermarks), stored_predictions=self.stored_predictions,
+                          labels_waiting=self.labels_waiting, valid=self.valid, late=self.late,
+                          duplicates=self.duplicates)
         self._clear()
         return delta
 
@@ -242,7 +245,8 @@ class InferenceFolder:
 
     def _clear(self) -> None:
         self.windows = PartitionWindows(self.window_ms, self.windows.lateness_ms)
-        self.dead_letters, self.predictions, self.stored_ids = [], {}, set()
+        self.dead_letters, self.predictions, self.labels_waiting = [], {}, set()
+        self.stored_predictions = 0
         self.valid = self.late = self.duplicates = 0
 
     def forget_ids(self) -> None:

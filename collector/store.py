@@ -7,12 +7,12 @@ Only SQLite and PostgreSQL are supported (``INSERT ... ON CONFLICT DO NOTHING``)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import orjson
 from sqlalchemy import Connection, Engine, and_, delete, insert, select, update
 
-from collector.labels import fold_pairs
+from collector.labels import PredictionRow, fold_pairs
 from driftline.baseline import Baseline
 from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord,
                                     WindowStateRecord, utcnow)
@@ -146,33 +146,63 @@ def _select_by_ids(conn: Connection, sql: str, ids: Sequence[str], lock: bool) -
     return rows
 
 
-def insert_predictions(conn: Connection, rows: list[tuple[str, str, str, int, int, Any, Any, int | None]]) -> None:
-    """Insert (request_id, model, version, ts_ms, window_start_ms, prediction, label, labelled_at_ms) rows.
+def insert_predictions(conn: Connection, rows: Sequence[PredictionRow], labels: Mapping[str, Any] | None = None,
+                       labelled_at_ms: int | None = None) -> None:
+    """Insert prediction rows, those in `labels` (request id -> label) labelled at `labelled_at_ms`.
 
     A request id already stored (a duplicate event) keeps its first row.
     """
     if not rows:
         return
     columns = "request_id, model, version, ts_ms, window_start_ms, prediction, label, labelled_at_ms"
+    labels = labels or {}
     if conn.dialect.name == "postgresql":
-        ids, models, versions, ts, starts, predictions, labels, labelled = zip(*rows)
         conn.exec_driver_sql(
             f"INSERT INTO predictions ({columns}) SELECT * FROM unnest(%s::varchar[], %s::varchar[], "
             "%s::varchar[], %s::bigint[], %s::bigint[], %s::text[]::json[], %s::text[]::json[], %s::bigint[]) "
             "ON CONFLICT DO NOTHING",
-            (list(ids), list(models), list(versions), list(ts), list(starts), [_json(p) for p in predictions],
-             [_json(v) for v in labels], list(labelled)))
-    else:
+            ([r.request_id for r in rows], [r.model for r in rows], [r.version for r in rows],
+             [r.ts_ms for r in rows], [r.window_start_ms for r in rows], [_json(r.prediction) for r in rows],
+             [_json(labels[r.request_id]) if r.request_id in labels else None for r in rows],
+             [labelled_at_ms if r.request_id in labels else None for r in rows]))
+    elif labels:
         conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                              "ON CONFLICT DO NOTHING",
-                             [(r[0], r[1], r[2], r[3], r[4], _json(r[5]), _json(r[6]), r[7]) for r in rows])
+                             [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, _json(r.prediction),
+                               _json(labels[r.request_id]), labelled_at_ms) if r.request_id in labels else
+                              (r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, _json(r.prediction),
+                               None, None) for r in rows])
+    else:  # the hot path (every event of a decoder's batch): one pass over the rows
+        dumps = orjson.dumps
+        conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL) "
+                             "ON CONFLICT DO NOTHING",
+                             [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms,
+                               None if r.prediction is None else dumps(r.prediction).decode()) for r in rows])
 
 
-def unjoined_labels(conn: Connection, request_ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
-    """request id -> (model, label) of stored labels still waiting for their prediction (rows locked)."""
+def unjoined_labels(conn: Connection, request_ids: Sequence[str] | set[str],
+                    lock: bool = True) -> dict[str, tuple[str, Any]]:
+    """request id -> (model, label) of stored labels still waiting for their prediction (rows locked).
+
+    Called for every prediction the collector stores, while labels that wait (those that came
+    before their prediction) are few: when there are no more of them than `request_ids`, they
+    are listed first through the partial index `ix_labels_waiting` and only the ids among them
+    are looked up, instead of one index probe per prediction.
+    """
+    if not request_ids:
+        return {}
+    false = _false(conn)
+    waiting = [rid for (rid,) in conn.exec_driver_sql(
+        f"SELECT request_id FROM labels WHERE joined = {false} LIMIT {len(request_ids) + 1}")]
+    if len(waiting) <= len(request_ids):
+        request_ids = sorted(set(waiting).intersection(request_ids))
+        if not request_ids:
+            return {}
+    elif not isinstance(request_ids, Sequence):
+        request_ids = sorted(request_ids)
     cast = "::text" if conn.dialect.name == "postgresql" else ""
     rows = _select_by_ids(conn, f"SELECT request_id, model, label{cast} FROM labels "
-                                f"WHERE joined = {_false(conn)} AND request_id", request_ids, lock=True)
+                                f"WHERE joined = {false} AND request_id", request_ids, lock=lock)
     return {rid: (model, _loads(label)) for rid, model, label in rows}
 
 

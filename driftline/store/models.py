@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, Index, Integer, LargeBinary,
-                        MetaData, String, Text, UniqueConstraint)
+                        MetaData, String, Text, UniqueConstraint, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Widths of the model, version and request id columns (migration 0001). Longer values
@@ -185,6 +185,10 @@ class LabelRecord(Base):
     """A ground-truth label as received (may arrive days after its prediction)."""
 
     __tablename__ = "labels"
+    # The labels still waiting for their prediction: the collector lists them for every batch
+    # of predictions it stores (collector.store.unjoined_labels), and most labels are joined.
+    __table_args__ = (Index("ix_labels_waiting", "request_id", sqlite_where=text("joined = 0"),
+                            postgresql_where=text("joined = false")),)
 
     request_id: Mapped[str] = mapped_column(String(REQUEST_ID_CHARS), primary_key=True)
     model: Mapped[str] = mapped_column(String(MODEL_CHARS), index=True)

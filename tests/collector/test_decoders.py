@@ -1,6 +1,6 @@
 """Decoder processes (`--decoders`): the same store as folding in one process; failures stop the collector.
 
-The other collector tests run with the default (`auto`: one decoder on two cores); these compare
+The other collector tests run with the default (`auto`: two decoders on two cores); these compare
 the in-process path with two decoders, and cover a decoder that dies and a collector killed with
 its decoders running.
 """

@@ -7,7 +7,7 @@ from sqlalchemy import func, select, update
 from collector.dead_letters import DeadLetterRow
 from collector.flush import Fenced, PartitionFlush, flush
 from collector.labels import LabelRow, PredictionRow, label_row_partition
-from collector.store import StoredOffset
+from collector.store import StoredOffset, insert_predictions, unjoined_labels
 from collector.windows import PartitionWindows
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.events import EventError, parse_inference
@@ -141,6 +141,42 @@ def test_labels_join_whichever_arrives_first_and_count_once(db_url):
     assert merged.labels.n == 4 and merged.labels.task == "binary"
     # binary counts: labels 1 for scores 0.9 (r1, r3), label 0 for 0.1 (r0, r2)
     assert int(merged.labels.positives.sum()) == 2 and int(merged.labels.negatives.sum()) == 2
+
+
+@pytest.mark.parametrize("stored_labels", [3, 40])
+def test_waiting_labels_are_found_whether_fewer_or_more_than_the_predictions(db_url, stored_labels):
+    # Fewer waiting labels than predictions: they are listed and intersected; more: looked up by id.
+    with store_db.session_scope(db_url) as session:
+        session.add_all(LabelRecord(request_id=f"r{i}", model="m", label=i % 2, ts_ms=BASE, joined=i % 3 == 0)
+                        for i in range(stored_labels))
+    ids = {f"r{i}" for i in range(1, 9)} | {"nobody"}
+    with store_db.get_engine(db_url).begin() as conn:
+        found = unjoined_labels(conn, ids, lock=False)
+        assert unjoined_labels(conn, ["nobody", "nor-me"]) == {}
+    assert found == {f"r{i}": ("m", i % 2) for i in range(1, min(9, stored_labels)) if i % 3}
+
+
+def test_predictions_a_decoder_stored_join_the_labels_that_waited_for_them(db_url):
+    # A decoder stores r5, r6 ahead of the flush and reports r5's label waiting; the flush joins it.
+    engine = store_db.get_engine(db_url)
+    _flush(db_url, [_part(1, None, 1, topic=TOPIC_LABELS, labels={"r5": _label(5, 1)})])
+    with engine.begin() as conn:
+        insert_predictions(conn, [_pred(5), _pred(6)])
+        waiting = set(unjoined_labels(conn, {"r5", "r6"}, lock=False))
+    assert waiting == {"r5"}
+    part = _part(0, None, 2)
+    part.stored_predictions, part.labels_waiting = 2, waiting
+    result = _flush(db_url, [part])
+    assert (result.predictions, result.labels_joined) == (2, 1)
+    assert _label_counts(db_url)[0] == (0, 1)
+    with store_db.session_scope(db_url) as session:
+        assert {p.request_id: p.label for p in session.scalars(select(PredictionRecord))} == {"r5": 1, "r6": None}
+        assert session.scalar(select(LabelRecord.joined).where(LabelRecord.request_id == "r5")) is True
+    # reported again (the events read again after a crash): joined once only
+    part = _part(0, StoredOffset(2, "tid-1"), 3)
+    part.stored_predictions, part.labels_waiting = 2, {"r5"}
+    assert _flush(db_url, [part]).labels_joined == 0
+    assert _label_counts(db_url)[0] == (0, 1)
 
 
 def _rows(url: str) -> list[WindowStateRecord]:
