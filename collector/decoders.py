@@ -45,7 +45,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable, Collection, Sequence
 
 from collector.folding import FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
-from collector.labels import PredictionRow
+from collector.labels import PredictionRow, PredictionValues
 from collector.windows import PartialWindow
 from driftline.baseline import Baseline
 from driftline.supervisor import start_python_child
@@ -326,11 +326,11 @@ def _serve(conn: Connection, config: DecoderConfig) -> None:
     engine = get_engine(config.db_url)
     baselines = BaselineCache(engine, config.baseline_recheck_s)
 
-    def store_predictions(rows: list[PredictionRow]) -> Collection[str]:
+    def store_predictions(rows: list[PredictionValues]) -> Collection[str]:
         with engine.begin() as conn:
             store.insert_predictions(conn, rows)
             # Not locked: the flush looks these up again, locked, and joins them.
-            return store.unjoined_labels(conn, {r.request_id for r in rows}, lock=False).keys()
+            return store.unjoined_labels(conn, {r[0] for r in rows}, lock=False).keys()
 
     def new_folder(key: PartitionKey) -> InferenceFolder:
         topic, partition = key

@@ -161,7 +161,7 @@ def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_
         if found is not None and found[0] == row.model:
             joined[rid] = found[1]
             pairs.add((row.model, row.version, row.window_start_ms, owner[rid]), row.prediction, found[1])
-    store.insert_predictions(conn, [predictions[rid] for rid in sorted(predictions)], joined, now_ms)
+    store.insert_predictions(conn, [predictions[rid].values() for rid in sorted(predictions)], joined, now_ms)
     stored_waiting = sorted(rid for rid in stored if rid in waiting)
     if stored_waiting:
         found = store.unlabelled_predictions(conn, stored_waiting)

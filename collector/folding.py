@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Iterable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 from collector.dead_letters import DeadLetterRow
-from collector.labels import PredictionRow
+from collector.labels import PredictionRow, PredictionValues, prediction_values
 from collector.windows import PartialWindow, PartitionWindows, WindowKey
 from driftline.baseline import Baseline
 from driftline.event_columns import InferenceColumns, parse_inference_columns
@@ -87,7 +87,7 @@ class InferenceFolder:
     def __init__(self, topic: str, partition: int, window_ms: int, lateness_ms: int, dedup_limit: int,
                  baseline_for: Callable[[str, str], Baseline | None],
                  stored_watermark: Callable[[str, str], int | None],
-                 store_predictions: Callable[[list[PredictionRow]], Collection[str]] | None = None):
+                 store_predictions: Callable[[list[PredictionValues]], Collection[str]] | None = None):
         self.topic = topic
         self.partition = partition
         self.window_ms = window_ms
@@ -100,7 +100,8 @@ class InferenceFolder:
         self._write_failing = False
         self.windows = PartitionWindows(window_ms, lateness_ms)
         self.dead_letters: list[DeadLetterRow] = []
-        self.predictions: dict[str, PredictionRow] = {}
+        self.predictions: dict[str, PredictionRow] = {}  # for the flush to insert
+        self.unwritten: list[PredictionValues] = []  # for `store_predictions` to insert
         # Hashed event ids in two generations: a full `recent` becomes `older`, so
         # between dedup_limit and 2 x dedup_limit of the latest ids are remembered.
         self.recent_ids: set[int] = set()
@@ -123,7 +124,7 @@ class InferenceFolder:
             self._process_columns(columns)
         else:
             self._process_events(offsets, values)
-        if self.store_predictions is not None and len(self.predictions) >= PREDICTION_WRITE_BATCH:
+        if len(self.unwritten) >= PREDICTION_WRITE_BATCH:
             self._write_predictions()
 
     def _is_duplicate(self, event_id: str) -> bool:
@@ -150,10 +151,10 @@ class InferenceFolder:
         request_ids, values, times = columns.request_ids, columns.predictions, columns.batch.event_time_ms.tolist()
         for (model, version), rows in groups.items():
             if len(rows) == columns.n:
-                self._fold(model, version, columns.batch, zip(request_ids, times, values))
+                self._fold(model, version, columns.batch, request_ids, times, values)
             else:
-                self._fold(model, version, columns.batch.take(rows),
-                           ((request_ids[i], times[i], values[i]) for i in rows))
+                self._fold(model, version, columns.batch.take(rows), [request_ids[i] for i in rows],
+                           [times[i] for i in rows], [values[i] for i in rows])
 
     def _new_events(self, event_ids: list[str]) -> list[int]:
         """Positions of the events not seen before (`_is_duplicate` for each, in order, in bulk when it can)."""
@@ -165,16 +166,19 @@ class InferenceFolder:
         is_duplicate = self._is_duplicate
         return [i for i, event_id in enumerate(event_ids) if not is_duplicate(event_id)]
 
-    def _fold(self, model: str, version: str, batch: EventBatch,
-              predictions: Iterable[tuple[str | None, int, Any]]) -> None:
-        """Fold one model version's events, and keep (request id, event time, prediction) for the label join."""
+    def _fold(self, model: str, version: str, batch: EventBatch, request_ids: Sequence[str | None],
+              times_ms: Sequence[int], predictions: Sequence[Any]) -> None:
+        """Fold one model version's events, and keep their predictions for the label join."""
         folded = self.windows.fold(model, version, batch, self.baseline_for(model, version),
                                    self._watermark(model, version))
         self.watermarks[(model, version)] = folded.watermark_ms
         self.valid += folded.events
         self.late += folded.late_events
+        if self.store_predictions is not None:
+            self.unwritten += prediction_values(model, version, request_ids, times_ms, predictions, self.window_ms)
+            return
         window_ms, kept = self.window_ms, self.predictions
-        for rid, ts, prediction in predictions:
+        for rid, ts, prediction in zip(request_ids, times_ms, predictions):
             if rid is not None and prediction is not None and rid not in kept:
                 kept[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, prediction)
 
@@ -200,18 +204,18 @@ class InferenceFolder:
             group.append(event)
 
         for (model, version), events in groups.items():
-            self._fold(model, version, EventBatch.from_events(events),
-                       ((e.request_id, e.ts_ms, e.prediction) for e in events))
+            self._fold(model, version, EventBatch.from_events(events), [e.request_id for e in events],
+                       [e.ts_ms for e in events], [e.prediction for e in events])
         self.duplicates += duplicates
 
     def write_predictions(self, min_rows: int = 1) -> None:
         """Insert the pending predictions now if there are at least `min_rows` (a decoder with nothing
         else to do), so that less is left for `take`, which the collector waits for."""
-        if self.store_predictions is not None and len(self.predictions) >= max(min_rows, 1):
+        if len(self.unwritten) >= max(min_rows, 1):
             self._write_predictions()
 
     def _write_predictions(self) -> None:
-        rows = list(self.predictions.values())
+        rows, self.unwritten = self.unwritten, []
         try:
             waiting = self.store_predictions(rows)
         except Exception as exc:  # the store is down: the flush inserts them (and retries) instead
@@ -219,11 +223,12 @@ class InferenceFolder:
                 log.warning("cannot store predictions ahead of the flush (%s: %s); the flush will",
                             type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
             self._write_failing = True
+            for values in rows:
+                self.predictions.setdefault(values[0], PredictionRow.from_values(values))
             return
         self._write_failing = False
         self.stored_predictions += len(rows)
         self.labels_waiting.update(waiting)
-        self.predictions = {}
 
     def take(self) -> FoldDelta:
         """Hand over what accumulated since the last take (the folder keeps ids and watermarks)."""
@@ -245,7 +250,7 @@ class InferenceFolder:
 
     def _clear(self) -> None:
         self.windows = PartitionWindows(self.window_ms, self.windows.lateness_ms)
-        self.dead_letters, self.predictions, self.labels_waiting = [], {}, set()
+        self.dead_letters, self.predictions, self.unwritten, self.labels_waiting = [], {}, [], set()
         self.stored_predictions = 0
         self.valid = self.late = self.duplicates = 0
 

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import orjson
 from sqlalchemy import Connection, Engine, and_, delete, insert, select, update
 
-from collector.labels import PredictionRow, fold_pairs
+from collector.labels import PredictionValues, fold_pairs
 from driftline.baseline import Baseline
 from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord,
                                     WindowStateRecord, utcnow)
@@ -146,7 +146,7 @@ def _select_by_ids(conn: Connection, sql: str, ids: Sequence[str], lock: bool) -
     return rows
 
 
-def insert_predictions(conn: Connection, rows: Sequence[PredictionRow], labels: Mapping[str, Any] | None = None,
+def insert_predictions(conn: Connection, rows: Sequence[PredictionValues], labels: Mapping[str, Any] | None = None,
                        labelled_at_ms: int | None = None) -> None:
     """Insert prediction rows, those in `labels` (request id -> label) labelled at `labelled_at_ms`.
 
@@ -155,29 +155,24 @@ def insert_predictions(conn: Connection, rows: Sequence[PredictionRow], labels: 
     if not rows:
         return
     columns = "request_id, model, version, ts_ms, window_start_ms, prediction, label, labelled_at_ms"
-    labels = labels or {}
     if conn.dialect.name == "postgresql":
+        labels = labels or {}
+        ids, models, versions, ts, starts, predictions = zip(*rows)
         conn.exec_driver_sql(
             f"INSERT INTO predictions ({columns}) SELECT * FROM unnest(%s::varchar[], %s::varchar[], "
             "%s::varchar[], %s::bigint[], %s::bigint[], %s::text[]::json[], %s::text[]::json[], %s::bigint[]) "
             "ON CONFLICT DO NOTHING",
-            ([r.request_id for r in rows], [r.model for r in rows], [r.version for r in rows],
-             [r.ts_ms for r in rows], [r.window_start_ms for r in rows], [_json(r.prediction) for r in rows],
-             [_json(labels[r.request_id]) if r.request_id in labels else None for r in rows],
-             [labelled_at_ms if r.request_id in labels else None for r in rows]))
+            (list(ids), list(models), list(versions), list(ts), list(starts), list(predictions),
+             [_json(labels[rid]) if rid in labels else None for rid in ids],
+             [labelled_at_ms if rid in labels else None for rid in ids]))
     elif labels:
         conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                              "ON CONFLICT DO NOTHING",
-                             [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, _json(r.prediction),
-                               _json(labels[r.request_id]), labelled_at_ms) if r.request_id in labels else
-                              (r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, _json(r.prediction),
-                               None, None) for r in rows])
-    else:  # the hot path (every event of a decoder's batch): one pass over the rows
-        dumps = orjson.dumps
+                             [(*r, _json(labels[r[0]]), labelled_at_ms) if r[0] in labels else (*r, None, None)
+                              for r in rows])
+    else:  # the hot path (every event of a decoder's batch): the rows as they are
         conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL) "
-                             "ON CONFLICT DO NOTHING",
-                             [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms,
-                               None if r.prediction is None else dumps(r.prediction).decode()) for r in rows])
+                             "ON CONFLICT DO NOTHING", rows)
 
 
 def unjoined_labels(conn: Connection, request_ids: Sequence[str] | set[str],

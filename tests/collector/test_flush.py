@@ -161,7 +161,7 @@ def test_predictions_a_decoder_stored_join_the_labels_that_waited_for_them(db_ur
     engine = store_db.get_engine(db_url)
     _flush(db_url, [_part(1, None, 1, topic=TOPIC_LABELS, labels={"r5": _label(5, 1)})])
     with engine.begin() as conn:
-        insert_predictions(conn, [_pred(5), _pred(6)])
+        insert_predictions(conn, [_pred(5).values(), _pred(6).values()])
         waiting = set(unjoined_labels(conn, {"r5", "r6"}, lock=False))
     assert waiting == {"r5"}
     part = _part(0, None, 2)

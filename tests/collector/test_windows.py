@@ -73,3 +73,19 @@ def test_fold_takes_the_watermark_from_before_the_batch():
 
 def test_label_rows_use_a_partition_space_disjoint_from_inference_partitions():
     assert [label_row_partition(q) for q in range(4)] == [-1, -2, -3, -4]
+
+
+def test_prediction_rows_in_bulk_are_what_one_by_one_would_be():
+    from collector.labels import PredictionRow, prediction_values
+
+    ids = ["a", None, "c", "d", "e", "f"]
+    times = [60_001, 5, 120_000, 7, 59_999, 3]
+    for predictions in ([0.1, 0.2, None, True, 1e-7, 3],  # numbers, booleans, nulls: split from one array
+                        ["x,y", 0.5, None, {"p": [1, 2]}, [0.25, 0.75], "z"]):  # commas inside: one by one
+        rows = prediction_values("m", "1", ids, times, predictions, 60_000)
+        expected = [PredictionRow(rid, "m", "1", ts, ts - ts % 60_000, p).values()
+                    for rid, ts, p in zip(ids, times, predictions) if rid is not None and p is not None]
+        assert rows == expected
+        assert [PredictionRow.from_values(r).prediction for r in rows] == [
+            p for rid, p in zip(ids, predictions) if rid is not None and p is not None]
+    assert prediction_values("m", "1", [], [], [], 60_000) == []
