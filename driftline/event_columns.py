@@ -86,12 +86,19 @@ def parse_inference_columns(messages: Sequence[bytes]) -> InferenceColumns | Non
     n = len(messages)
     if n == 0:
         return None
-    for message in messages:
-        if (type(message) is not bytes or not 2 <= len(message) <= MAX_EVENT_BYTES
-                or message[0] != 0x7B or message[-1] != 0x7D):  # "{" ... "}"
-            return None
+    # Every message bytes of 2 .. MAX_EVENT_BYTES, from "{" to "}": checked on the joined
+    # buffer at the message bounds (numpy), not message by message in Python.
+    if set(map(type, messages)) != {bytes}:
+        return None
+    lengths = np.fromiter(map(len, messages), dtype=np.int64, count=n)
+    if lengths.min() < 2 or lengths.max() > MAX_EVENT_BYTES:
+        return None
     joined = b"\n".join(messages)
     if joined.count(b"\n") != n - 1:  # a message of several lines
+        return None
+    ends = np.cumsum(lengths + 1) - 1  # one past each message's last byte (its newline, or the end)
+    buffer = np.frombuffer(joined, dtype=np.uint8)
+    if not ((buffer[ends - lengths] == 0x7B).all() and (buffer[ends - 1] == 0x7D).all()):  # "{" ... "}"
         return None
     if not joined.isascii():  # pyarrow does not check UTF-8 (orjson does): strict decode, surrogates refused
         try:

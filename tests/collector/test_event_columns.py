@@ -131,6 +131,7 @@ def _refused() -> dict[str, bytes]:
         "NaN literal": raw.replace(b'"prediction":', b'"prediction":NaN,"p":'),
         "Infinity in an unknown field": raw[:-1] + b',"extra":[1.0,-Infinity]}',
         "two objects on one line": raw + b" " + raw,
+        "a space before the object": b" " + raw, "a space after it": raw + b" ", "a bytearray": bytearray(raw),
         "pretty-printed over lines": orjson.dumps(good, option=orjson.OPT_INDENT_2),
         # valid, but only the per-event path can tell absent from null, or names the type change
         "a null feature": doc(features={**good["features"], "x": None}),
