@@ -58,9 +58,8 @@ TIME_LIMIT_S = 120.0
 def make_events(n: int, events_per_window: int, request_ids: str, seed: int = 0) -> list[bytes]:
     rng = np.random.default_rng(seed)
     make_id = new_id if request_ids == "client" else lambda: uuid.uuid4().hex
-    start = int(time.time() * 1000) - 86_400_000
+    start = (int(time.time() * 1000) - 86_400_000) // 60_000 * 60_000  # on a window bound
     numbers = rng.normal(0, 1, (n, len(NUMERIC))) + np.arange(len(NUMERIC))
-    step_ms = max(60_000 // events_per_window, 1)
     out = []
     for i in range(n):
         features = dict(zip(NUMERIC, numbers[i].round(4).tolist()))
@@ -68,7 +67,8 @@ def make_events(n: int, events_per_window: int, request_ids: str, seed: int = 0)
             features[name] = values[i % len(values)]
         out.append(orjson.dumps({
             "schema": INFERENCE_SCHEMA, "event_id": new_id(), "request_id": make_id(),
-            "ts": rfc3339(start + i * step_ms), "model": MODEL, "version": VERSION, "features": features,
+            "ts": rfc3339(start + i * 60_000 // events_per_window), "model": MODEL, "version": VERSION,
+            "features": features,
             "prediction": float(numbers[i, 0] % 1.0), "latency_ms": {"total": 12.3, "queue": 4.1, "compute": 7.9},
             "status": "ok", "batch_size": 8, "cache_hit": False}))
     return out

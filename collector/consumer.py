@@ -394,7 +394,8 @@ class Collector:
         topic, partition = key
         return InferenceFolder(topic, partition, self.window_ms, self.lateness_ms, self.config.dedup_event_ids,
                                self._baseline,
-                               lambda model, version: stored_watermark_or_none(self.engine, model, version, partition))
+                               lambda model, version: stored_watermark_or_none(self.engine, model, version, partition),
+                               lambda rows: store.store_predictions_ahead(self.engine, rows))
 
     def _gather(self, buffers: list[PartitionBuffer]) -> None:
         """Bring what the folders (here or in decoders) accumulated into the buffers to flush."""

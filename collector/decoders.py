@@ -42,10 +42,10 @@ import threading
 import traceback
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Collection, Sequence
+from typing import Any, Callable, Sequence
 
 from collector.folding import FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
-from collector.labels import PredictionRow, PredictionValues
+from collector.labels import PredictionRow
 from collector.windows import PartialWindow
 from driftline.baseline import Baseline
 from driftline.supervisor import start_python_child
@@ -326,18 +326,12 @@ def _serve(conn: Connection, config: DecoderConfig) -> None:
     engine = get_engine(config.db_url)
     baselines = BaselineCache(engine, config.baseline_recheck_s)
 
-    def store_predictions(rows: list[PredictionValues]) -> Collection[str]:
-        with engine.begin() as conn:
-            store.insert_predictions(conn, rows)
-            # Not locked: the flush looks these up again, locked, and joins them.
-            return store.unjoined_labels(conn, {r[0] for r in rows}, lock=False).keys()
-
     def new_folder(key: PartitionKey) -> InferenceFolder:
         topic, partition = key
         return InferenceFolder(topic, partition, config.window_ms, config.lateness_ms, config.dedup_limit,
                                baselines.get, lambda model, version: stored_watermark_or_none(engine, model, version,
                                                                                               partition),
-                               store_predictions)
+                               lambda rows: store.store_predictions_ahead(engine, rows))
 
     folders = PartitionFolders(new_folder)
     while True:

@@ -6,8 +6,9 @@ process or in a decoder process (`collector.decoders`) with the same code. What 
 accumulates since the last `take()` is a `FoldDelta`; the collector merges deltas
 into its partition buffers and flushes those with the offsets.
 
-With a `store_predictions` writer (decoder processes) the folder also inserts the
-predictions for the label join itself, in batches, ahead of the collector's flush: those
+With a `store_predictions` writer (the collector gives one to every folder, in its own
+process or a decoder's) the folder also inserts the predictions for the label join
+itself, in batches of `PREDICTION_WRITE_BATCH`, ahead of the collector's flush: those
 inserts are idempotent (a request id keeps its first row), so a crash before the flush
 only means the same rows are offered again. The writer also says which of them had a
 label waiting (labels usually come after their prediction, so these are few); only those

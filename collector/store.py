@@ -7,7 +7,7 @@ Only SQLite and PostgreSQL are supported (``INSERT ... ON CONFLICT DO NOTHING``)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 
 import orjson
 from sqlalchemy import Connection, Engine, and_, delete, insert, select, update
@@ -173,6 +173,15 @@ def insert_predictions(conn: Connection, rows: Sequence[PredictionValues], label
     else:  # the hot path (every event of a decoder's batch): the rows as they are
         conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL) "
                              "ON CONFLICT DO NOTHING", rows)
+
+
+def store_predictions_ahead(engine: Engine, rows: Sequence[PredictionValues]) -> Collection[str]:
+    """Insert predictions ahead of the flush, in their own transaction (idempotent, see
+    `collector.folding`); returns the request ids among them whose label is waiting."""
+    with engine.begin() as conn:
+        insert_predictions(conn, rows)
+        # Not locked: the flush looks these up again, locked, and joins them.
+        return unjoined_labels(conn, {r[0] for r in rows}, lock=False).keys()
 
 
 def unjoined_labels(conn: Connection, request_ids: Sequence[str] | set[str],
