@@ -143,11 +143,12 @@ def _metric(port: int, name: str) -> float:
 
 
 def run_collectors(bootstrap: str, url: str, n: int, processes: int, extra: list[str], broker_pid: int | None = None,
-                   ) -> tuple[float, list[tuple[float, int, float]], dict[str, float]]:
+                   ) -> tuple[float, float, list[tuple[float, int, float]], dict[str, float]]:
     """`processes` x `driftline collector` in one group, each in its own process.
 
     Returns the aggregate rate (timed from the first record consumed to the moment all N are
-    stored, i.e. consumed with nothing pending), samples (s, consumed, RSS MB of the largest)
+    stored, i.e. consumed with nothing pending), the steady rate in the middle of the run
+    (`_steady_rate`), samples (s, consumed, RSS MB of the largest)
     and the CPU seconds spent until then by the collector processes, their decoders and the broker.
     """
     group = f"bench-{uuid.uuid4().hex[:8]}"
@@ -188,8 +189,23 @@ def run_collectors(bootstrap: str, url: str, n: int, processes: int, extra: list
             except subprocess.TimeoutExpired:
                 p.kill()
     if done is None or first is None:
-        return 0.0, samples, cpu
-    return n / (done - first), samples, cpu
+        return 0.0, 0.0, samples, cpu
+    return n / (done - first), _steady_rate(samples, n), samples, cpu
+
+
+def _steady_rate(samples: list[tuple[float, int, float]], n: int) -> float:
+    """Events/s consumed from 20 % to 80 % of the run (interpolated between samples): the rate
+    without the start (decoders warming up) and the tail (the last flush waits for its interval).
+    Consumption runs at most COLLECTOR_FLUSH_MAX_EVENTS ahead of the store, so in the middle of a
+    long run it goes at the storing rate."""
+    def time_at(count: float) -> float:
+        for (t0, c0, _), (t1, c1, _) in zip(samples, samples[1:]):
+            if c0 <= count <= c1 and c1 > c0:
+                return t0 + (t1 - t0) * (count - c0) / (c1 - c0)
+        return float("nan")
+
+    low, high = 0.2 * n, 0.8 * n
+    return (high - low) / (time_at(high) - time_at(low))
 
 
 def _process_cpu(procs: list[subprocess.Popen]) -> dict[str, float]:
@@ -270,11 +286,12 @@ def main() -> None:
             # predictions stored already (the same events), and skip the inserts that cost most.
             url = args.db or f"sqlite:///{tmp}/bench-{index}.db"
             fresh_store(url)
-            rate, samples, cpu = run_collectors(broker.bootstrap_servers, url, args.events, count,
+            rate, steady, samples, cpu = run_collectors(broker.bootstrap_servers, url, args.events, count,
                                                 ["--decoders", decoders, *args.collector_options],
                                                 broker_pid=broker.process.pid if broker.process else None)
             label = f"collector x{count}, decoders {decoders}"
-            print(f"{label:<31} {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw)")
+            print(f"{label:<31} {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw); "
+                  f"steady (20-80 % of the run) {steady:,.0f}/s ({steady / raw:.0%})")
             if cpu:
                 print("  CPU per event: " + ", ".join(f"{name} {seconds / args.events * 1e6:.1f} us"
                                                       for name, seconds in cpu.items()))
