@@ -24,6 +24,7 @@ read again from the stored offset.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Sequence
 
@@ -40,6 +41,10 @@ from driftline.window_state import EventBatch
 # the batch (measured, 600k rows: 21 us CPU per row at 2 000 a commit, 15 us at 10 000),
 # and 10 000 rows (~2 MB) hold the store's write lock for well under a second.
 PREDICTION_WRITE_BATCH = 10_000
+# After a failed insert, predictions go straight to the flush (which retries with backoff)
+# for this long: a store that is down (a PostgreSQL connect timeout is 5 s) must not stall
+# folding at every batch.
+PREDICTION_WRITE_RETRY_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +104,7 @@ class InferenceFolder:
         self.stored_predictions = 0
         self.labels_waiting: set[str] = set()
         self._write_failing = False
+        self._write_retry_at = 0.0
         self.windows = PartitionWindows(window_ms, lateness_ms)
         self.dead_letters: list[DeadLetterRow] = []
         self.predictions: dict[str, PredictionRow] = {}  # for the flush to insert
@@ -217,6 +223,9 @@ class InferenceFolder:
 
     def _write_predictions(self) -> None:
         rows, self.unwritten = self.unwritten, []
+        if self._write_failing and time.monotonic() < self._write_retry_at:
+            self._to_flush(rows)
+            return
         try:
             waiting = self.store_predictions(rows)
         except Exception as exc:  # the store is down: the flush inserts them (and retries) instead
@@ -224,12 +233,16 @@ class InferenceFolder:
                 log.warning("cannot store predictions ahead of the flush (%s: %s); the flush will",
                             type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
             self._write_failing = True
-            for values in rows:
-                self.predictions.setdefault(values[0], PredictionRow.from_values(values))
+            self._write_retry_at = time.monotonic() + PREDICTION_WRITE_RETRY_S
+            self._to_flush(rows)
             return
         self._write_failing = False
         self.stored_predictions += len(rows)
         self.labels_waiting.update(waiting)
+
+    def _to_flush(self, rows: list[PredictionValues]) -> None:
+        for values in rows:
+            self.predictions.setdefault(values[0], PredictionRow.from_values(values))
 
     def take(self) -> FoldDelta:
         """Hand over what accumulated since the last take (the folder keeps ids and watermarks)."""

@@ -174,3 +174,30 @@ def test_a_failing_columnar_decoder_falls_back_to_the_per_event_path(monkeypatch
     first = folder.take()
     assert first.valid == 2 * expected[0].valid == 40 and len(first.dead_letters) == 2
     assert sum("columnar decoder failed" in r.message for r in caplog.records) == 1  # said once, not per batch
+
+
+def test_a_store_that_fails_gets_the_predictions_through_the_flush_and_is_tried_again_later(monkeypatch):
+    calls = []
+
+    def store_predictions(rows):
+        calls.append(len(rows))
+        if len(calls) == 1:
+            raise ConnectionError("store down")
+        return {rows[0][0]}  # the first one's label was waiting
+
+    folder = InferenceFolder("driftline.inference", 0, 60_000, 10_000, dedup_limit=500,
+                             baseline_for=lambda model, version: None, stored_watermark=lambda model, version: None,
+                             store_predictions=store_predictions)
+    docs = [_event(i, request_id=f"r{i}") for i in range(30)]
+    folder.process(list(range(10)), _encode(docs[:10]))
+    first = folder.take()  # the insert fails: the flush gets the rows
+    assert calls == [10] and first.stored_predictions == 0 and sorted(first.predictions) == sorted(
+        f"r{i}" for i in range(10))
+    assert first.predictions["r3"].prediction == docs[3]["prediction"]
+    folder.process(list(range(10, 20)), _encode(docs[10:20]))
+    second = folder.take()  # within the retry delay: not tried, straight to the flush
+    assert calls == [10] and sorted(second.predictions) == sorted(f"r{i}" for i in range(10, 20))
+    monkeypatch.setattr(folding.time, "monotonic", lambda: float("inf"))
+    folder.process(list(range(20, 30)), _encode(docs[20:30]))
+    third = folder.take()  # tried again: stored ahead, the waiting label reported
+    assert calls == [10, 10] and (third.stored_predictions, third.predictions, third.labels_waiting) == (10, {}, {"r20"})
