@@ -228,3 +228,24 @@ def test_the_producer_process_exits_when_its_parent_is_killed(broker, kit):
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_ids_are_uuid7_and_sort_by_the_time_they_were_made(monkeypatch):
+    # The collector keys predictions by request id: ids that grow with time append to that index.
+    import time
+    import uuid
+
+    from driftline import client
+
+    clock = iter([1_800_000_000_000_000_000 + k * 1_000_000 for k in range(50)])  # ns, 1 ms apart
+    monkeypatch.setattr(client.time, "time_ns", lambda: next(clock))
+    ids = [client.new_id() for _ in range(50)]
+    assert ids == sorted(ids) and len(set(ids)) == 50 and all(len(i) == 32 for i in ids)
+    parsed = uuid.UUID(ids[0])
+    assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
+    assert int(ids[0][:12], 16) == 1_800_000_000_000  # the Unix milliseconds, first
+    monkeypatch.undo()
+    before = time.time_ns() // 1_000_000
+    fresh = [client.new_id() for _ in range(1000)]
+    assert before <= int(fresh[0][:12], 16) <= time.time_ns() // 1_000_000
+    assert len({i[12:] for i in fresh}) == 1000  # the random part differs within a millisecond
