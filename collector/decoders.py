@@ -17,10 +17,11 @@ block the other for good):
   bounded queue per decoder, written by a sender thread; a full queue blocks the
   collector, which is the backpressure: it stops polling while its decoders are behind.
 * ``("take", keys)`` -> ``{key: delta}`` - what each partition accumulated since the
-  last take (the collector may go on sending while it waits: see `take_begin`), window states as `WindowState.to_bytes` blobs (the collector binds them
-  to its own baseline objects). Decoders store the predictions for the label join
-  themselves (idempotent inserts, `collector.folding`), so a delta names only their
-  request ids and the collector's flush keeps the cheap part.
+  last take (the collector may go on sending while it waits: see `take_begin`), window
+  states as `WindowState.to_bytes` blobs (the collector binds them to its own baseline
+  objects). Decoders store the predictions for the label join themselves (idempotent
+  inserts, `collector.folding`), so a delta carries only their count and the request ids
+  whose label was waiting, which the collector's flush joins.
 * ``("reset", key, watermarks)``, ``("forget_ids", key)``, ``("drop", key)``, ``("stop",)``.
 
 A decoder that dies (killed, out of memory, a bug) makes the collector raise

@@ -108,7 +108,7 @@ class InferenceFolder:
         self.windows = PartitionWindows(window_ms, lateness_ms)
         self.dead_letters: list[DeadLetterRow] = []
         self.predictions: dict[str, PredictionRow] = {}  # for the flush to insert
-        self.unwritten: list[PredictionValues] = []  # for `store_predictions` to insert
+        self.unwritten: list[PredictionValues] = []  # for `store_predictions` (or, without one, the flush)
         # Hashed event ids in two generations: a full `recent` becomes `older`, so
         # between dedup_limit and 2 x dedup_limit of the latest ids are remembered.
         self.recent_ids: set[int] = set()
@@ -181,13 +181,7 @@ class InferenceFolder:
         self.watermarks[(model, version)] = folded.watermark_ms
         self.valid += folded.events
         self.late += folded.late_events
-        if self.store_predictions is not None:
-            self.unwritten += prediction_values(model, version, request_ids, times_ms, predictions, self.window_ms)
-            return
-        window_ms, kept = self.window_ms, self.predictions
-        for rid, ts, prediction in zip(request_ids, times_ms, predictions):
-            if rid is not None and prediction is not None and rid not in kept:
-                kept[rid] = PredictionRow(rid, model, version, ts, ts - ts % window_ms, prediction)
+        self.unwritten += prediction_values(model, version, request_ids, times_ms, predictions, self.window_ms)
 
     def _process_events(self, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
         """One event at a time: names what is wrong with each invalid record."""
@@ -223,7 +217,7 @@ class InferenceFolder:
 
     def _write_predictions(self) -> None:
         rows, self.unwritten = self.unwritten, []
-        if self._write_failing and time.monotonic() < self._write_retry_at:
+        if self.store_predictions is None or (self._write_failing and time.monotonic() < self._write_retry_at):
             self._to_flush(rows)
             return
         try:
@@ -241,6 +235,7 @@ class InferenceFolder:
         self.labels_waiting.update(waiting)
 
     def _to_flush(self, rows: list[PredictionValues]) -> None:
+        """Hand rows to the flush to insert, the first row per request id (as the store keeps it)."""
         for values in rows:
             self.predictions.setdefault(values[0], PredictionRow.from_values(values))
 

@@ -184,8 +184,7 @@ def store_predictions_ahead(engine: Engine, rows: Sequence[PredictionValues]) ->
         return unjoined_labels(conn, {r[0] for r in rows}, lock=False).keys()
 
 
-def unjoined_labels(conn: Connection, request_ids: Sequence[str] | set[str],
-                    lock: bool = True) -> dict[str, tuple[str, Any]]:
+def unjoined_labels(conn: Connection, request_ids: Collection[str], lock: bool = True) -> dict[str, tuple[str, Any]]:
     """request id -> (model, label) of stored labels still waiting for their prediction (rows locked).
 
     Called for every prediction the collector stores, while labels that wait (those that came
@@ -198,15 +197,12 @@ def unjoined_labels(conn: Connection, request_ids: Sequence[str] | set[str],
     false = _false(conn)
     waiting = [rid for (rid,) in conn.exec_driver_sql(
         f"SELECT request_id FROM labels WHERE joined = {false} LIMIT {len(request_ids) + 1}")]
-    if len(waiting) <= len(request_ids):
-        request_ids = sorted(set(waiting).intersection(request_ids))
-        if not request_ids:
-            return {}
-    elif not isinstance(request_ids, Sequence):
-        request_ids = sorted(request_ids)
+    ids = sorted(set(waiting).intersection(request_ids)) if len(waiting) <= len(request_ids) else sorted(request_ids)
+    if not ids:
+        return {}
     cast = "::text" if conn.dialect.name == "postgresql" else ""
     rows = _select_by_ids(conn, f"SELECT request_id, model, label{cast} FROM labels "
-                                f"WHERE joined = {false} AND request_id", request_ids, lock=lock)
+                                f"WHERE joined = {false} AND request_id", ids, lock=lock)
     return {rid: (model, _loads(label)) for rid, model, label in rows}
 
 
