@@ -270,7 +270,8 @@ def main() -> None:
         messages = make_events(args.events, args.events_per_window, args.request_ids)
         print(f"{len(messages)} events of ~{sum(map(len, messages[:100])) // 100} bytes, 20 features, "
               f"{args.events_per_window} per 60 s window ({args.events // args.events_per_window} windows), "
-              f"{args.compression} compression, {args.request_ids} request ids, store {url.split(':')[0]}, {os.cpu_count()} CPUs, "
+              f"{args.compression} compression, {args.request_ids} request ids, store {url.split(':')[0]}, "
+              f"{os.cpu_count()} CPUs, "
               f"load {os.getloadavg()[0]:.1f}")
         produced = produce(broker.bootstrap_servers, messages,
                            None if args.compression == "none" else args.compression)

@@ -123,7 +123,7 @@ class PartitionBuffer:
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
     predictions: dict[str, PredictionRow] = field(default_factory=dict)
     labels: dict[str, LabelRow] = field(default_factory=dict)
-    stored_predictions: int = 0  # predictions a decoder stored already
+    stored_predictions: int = 0  # predictions a folder stored ahead of the flush
     labels_waiting: set[str] = field(default_factory=set)  # ... whose label was waiting (joined by the flush)
     messages: int = 0  # consumed since the last flush
     # (model, version) -> largest event time on this partition: as of the last gather, and the last flush

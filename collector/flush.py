@@ -8,7 +8,7 @@ The transaction, in this order:
    rolled back and `Fenced` names the partitions (their pending data is dropped, the
    new owner reads it again from the stored offsets);
 2. **predictions** (for the label join), and the labels that waited for them; predictions a
-   decoder process already stored (idempotent inserts ahead of the flush, see
+   folder already stored (idempotent inserts ahead of the flush, see
    `collector.folding`) come as a count, with the request ids whose label was waiting
    when they were stored (`labels_waiting`), which are joined here;
 3. **labels**, joined with stored predictions, or stored to wait for them;
@@ -63,7 +63,7 @@ class PartitionFlush:
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
     predictions: dict[str, PredictionRow] = field(default_factory=dict)
     labels: dict[str, LabelRow] = field(default_factory=dict)
-    stored_predictions: int = 0  # predictions a decoder stored already
+    stored_predictions: int = 0  # predictions a folder stored ahead of the flush
     labels_waiting: set[str] = field(default_factory=set)  # ... whose label was waiting when they were stored
 
     @property
@@ -146,7 +146,7 @@ def _first_per_request(parts: list[PartitionFlush], attr: str) -> tuple[dict[str
 def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int,
                  result: FlushResult) -> None:
     predictions, owner = _first_per_request(parts, "predictions")
-    stored: dict[str, int] = {}  # stored by a decoder, label waiting -> the row partition that owns it
+    stored: dict[str, int] = {}  # stored ahead, label waiting -> the row partition that owns it
     for p in parts:
         for rid in p.labels_waiting:
             if rid not in predictions and rid not in stored:
