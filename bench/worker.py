@@ -22,6 +22,9 @@ httpx, because on a small machine the client shares the CPU with the worker and 
 per-request cost (~0.3 ms of Python) would be measured as the worker's.
 Figures are printed, not asserted. Whole run: about 2 minutes at the defaults.
 
+`--forward-pass` instead times the model's forward pass alone on `--device` for batch sizes 1 to 256
+(median of 200 after a warm-up; synchronised on CUDA): what batching can save, without HTTP.
+
 `--logger-cost` instead measures `InferenceLogger` alone: CPU per event in this process, in
 its child and in the broker, producer on a thread vs in a child process (about 2 minutes).
 """
@@ -50,7 +53,9 @@ sys.path.insert(0, str(ROOT))
 from driftline.broker import EmbeddedBroker, free_port, wait_for_port  # noqa: E402
 from worker.dataset import generate_inputs  # noqa: E402
 
-DRIFTLINE = str(Path(sys.executable).with_name("driftline"))
+_SCRIPT = Path(sys.executable).with_name("driftline")
+# Without the installed script (packages unpacked with `pip install --target`, as on the GPU machine), the module.
+DRIFTLINE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "driftline"]
 CONFIGS = {
     "batching": ["--max-batch-size", "64", "--max-wait-ms", "2", "--no-events"],
     "batch size 1": ["--max-batch-size", "1", "--no-events"],
@@ -63,7 +68,7 @@ WARMUP_S = 0.5  # per round: connections opened, batches at steady size
 @contextlib.contextmanager
 def worker_process(env: dict[str, str], flags: list[str], device: str) -> Iterator[tuple[int, int]]:
     port = free_port()
-    process = subprocess.Popen([DRIFTLINE, "worker", "--port", str(port), "--device", device, "--cache-size", "0",
+    process = subprocess.Popen([*DRIFTLINE, "worker", "--port", str(port), "--device", device, "--cache-size", "0",
                                 "--no-labels", "--log-level", "warning", *flags], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -71,7 +76,8 @@ def worker_process(env: dict[str, str], flags: list[str], device: str) -> Iterat
             raise SystemExit(f"worker did not start: {process.stderr.read().decode()[-2000:]}")
         yield port, process.pid
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it may have exited already (a failed start)
+            os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
@@ -79,8 +85,9 @@ def worker_process(env: dict[str, str], flags: list[str], device: str) -> Iterat
             process.wait(timeout=5)
 
 
-def cpu_seconds(pid: int, exclude: int | None = None) -> float:
-    """User + system CPU time of a process (all its threads) and of its live children (but `exclude`), from /proc.
+def cpu_seconds(pid: int, exclude: int | None = None, children: bool = True) -> float:
+    """User + system CPU time of a process (all its threads) and, with `children`, of its live children (but
+    `exclude`), from /proc.
 
     The children count because the event producer can run in one: its CPU is the
     logging's cost as much as a thread's would be.
@@ -91,7 +98,7 @@ def cpu_seconds(pid: int, exclude: int | None = None) -> float:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if (stat.parent.name == str(pid) or fields[1] == str(pid)) and stat.parent.name != str(exclude):
+        if (stat.parent.name == str(pid) or (children and fields[1] == str(pid))) and stat.parent.name != str(exclude):
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
@@ -151,12 +158,14 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
     errors = dict.fromkeys(workers, 0)
     answered = dict.fromkeys(workers, 0)
     cpu = dict.fromkeys(workers, 0.0)
+    own_cpu = dict.fromkeys(workers, 0.0)
     for round_ in range(rounds):
         order = list(workers.items())
         for name, (port, pid) in order if round_ % 2 == 0 else reversed(order):
-            before = cpu_seconds(pid)
+            before, own_before = cpu_seconds(pid), cpu_seconds(pid, children=False)
             lat, err, done = asyncio.run(closed_loop(port, level, seconds / rounds, bodies))
             cpu[name] += cpu_seconds(pid) - before
+            own_cpu[name] += cpu_seconds(pid, children=False) - own_before
             latencies[name] += lat
             rps_rounds[name].append(len(lat) / (seconds / rounds))
             errors[name] += err
@@ -166,7 +175,8 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
         ms = np.asarray(lat) * 1000.0
         out[name] = {"rps": len(lat) / seconds, "rps_rounds": rps_rounds[name], "p50_ms": float(np.percentile(ms, 50)),
                      "p99_ms": float(np.percentile(ms, 99)), "requests": len(lat), "errors": errors[name],
-                     "cpu_ms_per_request": 1000.0 * cpu[name] / max(1, answered[name])}
+                     "cpu_ms_per_request": 1000.0 * cpu[name] / max(1, answered[name]),
+                     "own_cpu_ms_per_request": 1000.0 * own_cpu[name] / max(1, answered[name])}
     return out
 
 
@@ -218,6 +228,37 @@ def logger_cost(bootstrap_servers: str, broker_pid: int, events: int, rate: floa
               f"(sent {stats.sent}, failed {stats.failed}, dropped {stats.dropped})")
 
 
+def forward_pass(device: str, batch_sizes: tuple[int, ...] = (1, 8, 64, 256), repeats: int = 200) -> None:
+    """Median forward-pass time of the default model per batch size, inputs copied to the device and scores back.
+
+    The same work as `LoadedVersion.predict` after the feature transform: what a batch costs
+    the model itself. Weights are random; speed does not depend on them.
+    """
+    import torch
+
+    from driftline.transform import FeatureTransform
+    from worker.model import CreditMLP, resolve_device
+
+    device = resolve_device(device)
+    records = FeatureTransform().apply(generate_inputs(2_000, seed=3).to_dict("records"))
+    transform = FeatureTransform.fit(records)
+    net = CreditMLP(transform.encoded_width).to(device).eval()
+    name = (torch.cuda.get_device_name(0) if device == "cuda"
+            else f"{platform.machine()}, {torch.get_num_threads()} threads")
+    print(f"forward pass of the default model ({device}: {name}; torch {torch.__version__}), median of {repeats}:")
+    for size in batch_sizes:
+        matrix = transform.encode(records[:size])
+        timings = []
+        with torch.inference_mode():
+            for i in range(repeats + 20):
+                started = time.perf_counter()
+                torch.sigmoid(net(torch.from_numpy(matrix).to(device))).cpu().tolist()  # .cpu() synchronises
+                if i >= 20:
+                    timings.append(time.perf_counter() - started)
+        per_batch = 1000 * float(np.median(timings))
+        print(f"  batch {size:>4}: {per_batch:7.3f} ms per batch, {1000 * per_batch / size:8.1f} us per row")
+
+
 def events_line(port: int) -> str:
     import httpx
 
@@ -243,7 +284,12 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out", default=None, help="write the figures here too")
     parser.add_argument("--logger-cost", action="store_true",
                         help="instead: CPU per event of InferenceLogger, producer on a thread vs in a child process")
+    parser.add_argument("--forward-pass", action="store_true",
+                        help="instead: the model's forward pass alone on --device, per batch size")
     args = parser.parse_args()
+    if args.forward_pass:
+        forward_pass(args.device)
+        return
     if args.logger_cost:
         with EmbeddedBroker(port=free_port()) as broker:
             logger_cost(broker.bootstrap_servers, broker.process.pid, events=60_000, rate=2_000, rounds=6)
@@ -256,7 +302,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(port=free_port()) as broker:
         env = {**os.environ, "DRIFTLINE_HOME": tmp, "DRIFTLINE_DB": f"sqlite:///{tmp}/driftline.db",
                "DRIFTLINE_BOOTSTRAP_SERVERS": broker.bootstrap_servers}
-        subprocess.run([DRIFTLINE, "train", "--size", "default", "--rows", str(args.train_rows), "--epochs", "1"],
+        subprocess.run([*DRIFTLINE, "train", "--size", "default", "--rows", str(args.train_rows), "--epochs", "1"],
                        env=env, check=True, stdout=subprocess.DEVNULL)
         results: dict[str, dict[int, dict[str, float]]] = {name: {} for name in configs}
         with contextlib.ExitStack() as stack:
@@ -295,8 +341,13 @@ def main() -> None:
             median_cost = ratios[level][f"{name}: cost_rps_median_round"] = float(np.median(round_costs))
             cpu_cost = logged["cpu_ms_per_request"] / batching["cpu_ms_per_request"] - 1
             ratios[level][f"{name}: cost_cpu"] = cpu_cost
+            # The serving process alone (its threads, not the producer child): the part of the
+            # cost that competes with serving for the GIL whatever the number of cores.
+            own_extra_us = 1000 * (logged["own_cpu_ms_per_request"] - batching["own_cpu_ms_per_request"])
+            ratios[level][f"{name}: extra_serving_process_us"] = own_extra_us
             line += (f"\n  cost of {name}: {100 * rps_cost:+.1f}% of requests/s (median of rounds "
-                     f"{100 * median_cost:+.1f}%), {100 * cpu_cost:+.1f}% CPU per request")
+                     f"{100 * median_cost:+.1f}%), {100 * cpu_cost:+.1f}% CPU per request, "
+                     f"{own_extra_us:+.1f} us CPU per request in the serving process itself")
         print(line)
     for name, events in logging_events.items():
         print(f"events, {name}: {events}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from driftline.errors import UserError
@@ -56,7 +56,12 @@ def get_engine(url: str) -> Engine:
             engine = create_engine(url, connect_args={"timeout": 30})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
-            engine = create_engine(url, pool_pre_ping=True, connect_args=_connect_args(parsed.get_backend_name()))
+            try:
+                engine = create_engine(url, pool_pre_ping=True, connect_args=_connect_args(parsed.get_backend_name()))
+            except NoSuchModuleError:  # an unknown scheme, or a driver that is not installed
+                raise UserError(f"unsupported database URL {url!r}: no SQLAlchemy dialect for "
+                                f"{parsed.drivername!r}; use sqlite:///path/driftline.db "
+                                "or postgresql+psycopg://user@host:5432/db") from None
         _engines[url] = engine
         return engine
 

@@ -37,6 +37,17 @@ def test_every_command_has_help(command):
     assert "Usage:" in result.stdout
 
 
+def test_python_dash_m_runs_the_same_cli(tmp_path):
+    """`python -m driftline` where no `driftline` script is installed (packages unpacked with pip --target)."""
+    help_text = subprocess.run([sys.executable, "-m", "driftline", "--help"], capture_output=True, text=True,
+                               timeout=60, cwd=tmp_path)
+    assert help_text.returncode == 0, help_text.stderr
+    assert all(command in help_text.stdout for command in CONTRACT_COMMANDS)
+    error = subprocess.run([sys.executable, "-m", "driftline", "status", "--db", "nonsense://x"], capture_output=True,
+                           text=True, timeout=60, cwd=tmp_path)
+    assert error.returncode != 0 and error.stderr.startswith("driftline: error:") and "Traceback" not in error.stderr
+
+
 def test_db_upgrade_then_status_json(tmp_path):
     url = f"sqlite:///{tmp_path / 'store.db'}"
     assert run("db", "upgrade", "--db", url).returncode == 0
