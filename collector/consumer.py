@@ -58,6 +58,7 @@ from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.config import TOPIC_DEAD_LETTERS, TOPIC_INFERENCE, TOPIC_LABELS, Settings
 from driftline.events import EventError, LabelEvent, parse_label
+from driftline.heap import freeze_long_lived
 from driftline.store.db import get_engine
 
 log = logging.getLogger(__name__)
@@ -258,6 +259,7 @@ class Collector:
         self._next_prune = time.monotonic()
         self._next_sweep = time.monotonic() + self.config.label_sweep_s
         self._start_decoders()
+        freeze_long_lived()  # imports, baselines, the store's engine: no full collection needs to walk them
         try:
             while not self._stop.is_set() and not self._done():
                 if self._consumer is None and not self._connect():

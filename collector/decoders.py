@@ -49,6 +49,7 @@ from collector.folding import FoldDelta, InferenceFolder, PartitionFolders, Part
 from collector.labels import PredictionRow
 from collector.windows import PartialWindow
 from driftline.baseline import Baseline
+from driftline.heap import freeze_long_lived
 from driftline.supervisor import start_python_child
 from driftline.window_state import WindowState
 
@@ -335,6 +336,7 @@ def _serve(conn: Connection, config: DecoderConfig) -> None:
                                lambda rows: store.store_predictions_ahead(engine, rows))
 
     folders = PartitionFolders(new_folder)
+    freeze_long_lived()
     while True:
         if not conn.poll(0):
             # Nothing waiting: store predictions now rather than while the collector waits in `take`.

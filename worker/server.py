@@ -35,6 +35,7 @@ from driftline import defaults
 from driftline.client import InferenceLogger, new_id
 from driftline.config import Settings
 from driftline.errors import UserError
+from driftline.heap import freeze_long_lived
 from driftline.transform import FeatureTransform
 from worker.batcher import DynamicBatcher
 from worker.cache import PredictionCache, RedisPredictionCache, cache_key
@@ -174,6 +175,7 @@ class Worker:
                                                 self.traffic).start()
         if self.config.alias_poll_s > 0:
             self._poll_task = asyncio.create_task(self._poll_alias(), name="driftline-alias-poll")
+        freeze_long_lived()  # the model, torch and the web stack stay: no full collection needs to walk them
 
     async def stop(self) -> None:
         if self._poll_task is not None:
