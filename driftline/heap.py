@@ -13,8 +13,8 @@ def freeze_long_lived() -> None:
     them again whenever enough new objects have survived, which under load is every few
     seconds, and every thread of the process waits for it. Measured on the development
     machine: the worker at 128 concurrent requests ran a full collection every ~4 s that took
-    ~160 ms and freed nothing (~1 ms once frozen); the collector's process 60-90 ms and each
-    decoder's 40-60 ms, several times in a 10-s run.
+    ~160 ms and freed nothing (~1 ms once frozen); the collector's process 62-88 ms and each
+    decoder's 13-60 ms, several times in a 10-s run (1-8 ms once frozen).
 
     Objects made later (requests, windows, a model swapped in) are collected as before.
     Frozen objects are still freed when their reference count drops to zero; only cycles
