@@ -15,6 +15,7 @@ try:
 except ModuleNotFoundError:  # run from a checkout that is not installed: the repository root is the parent
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from dashboard import queries, ui
+from driftline.store.db import redacted_url  # noqa: E402 - after the path set-up above
 
 st.set_page_config(page_title="driftline", page_icon=":material/monitoring:", layout="wide")
 
@@ -31,12 +32,12 @@ url = ui.db_url()
 try:
     migrated = queries.store_is_migrated(url)
 except Exception as exc:  # noqa: BLE001 - any connection failure is shown, not raised
-    st.error(f"Cannot open the store at `{ui.redacted(url)}`: {str(exc).splitlines()[0]}. "
+    st.error(f"Cannot open the store at `{redacted_url(url)}`: {str(exc).splitlines()[0]}. "
              "Check `--db` / DRIFTLINE_DB and that the database server is running.")
     st.stop()
 if not migrated:
     st.title("driftline")
-    st.error(f"The store at `{ui.redacted(url)}` has no tables yet. Create them with `driftline db upgrade` "
+    st.error(f"The store at `{redacted_url(url)}` has no tables yet. Create them with `driftline db upgrade` "
              "(or start everything with `driftline up`), then reload this page.")
     st.stop()
 

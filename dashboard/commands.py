@@ -13,6 +13,9 @@ from driftline.errors import UserError
 from driftline.store import db as store_db
 
 APP = Path(__file__).resolve().with_name("app.py")
+# How the launcher tells the app its refresh interval (read by dashboard.ui). This module imports no
+# Streamlit code: imported outside a Streamlit server, its cached functions log a warning each.
+REFRESH_ENV = "DRIFTLINE_DASHBOARD_REFRESH_SECONDS"
 
 
 def streamlit_argv(port: int, address: str = "127.0.0.1") -> list[str]:
@@ -27,8 +30,6 @@ def streamlit_argv(port: int, address: str = "127.0.0.1") -> list[str]:
 
 def streamlit_env(settings: Settings, refresh_seconds: int) -> dict[str, str]:
     """The environment the app reads its store URL and refresh interval from."""
-    from dashboard.ui import REFRESH_ENV
-
     return {**os.environ, "DRIFTLINE_DB": settings.db_url, REFRESH_ENV: str(refresh_seconds),
             "DO_NOT_TRACK": os.environ.get("DO_NOT_TRACK", "1")}
 
@@ -56,9 +57,8 @@ def dashboard(port: int | None, refresh_seconds: int, settings: Settings) -> Non
     check_store(settings.db_url)
     port = port or settings.dashboard_port
     argv = streamlit_argv(port)
-    from dashboard.ui import redacted
-
-    click.echo(f"driftline dashboard: http://127.0.0.1:{port} (store {redacted(settings.db_url)})", err=True)
+    click.echo(f"driftline dashboard: http://127.0.0.1:{port} (store {store_db.redacted_url(settings.db_url)})",
+               err=True)
     sys.stdout.flush()
     sys.stderr.flush()
     # Replace this process: Ctrl-C and SIGTERM reach Streamlit directly and no parent is left behind.

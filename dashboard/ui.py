@@ -16,11 +16,12 @@ import streamlit as st
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from dashboard import derive, queries
+from dashboard.commands import REFRESH_ENV
 from driftline import defaults
 from driftline.config import load_settings
 from driftline.errors import UserError
+from driftline.store.db import redacted_url
 
-REFRESH_ENV = "DRIFTLINE_DASHBOARD_REFRESH_SECONDS"
 # Query-parameter value -> (label, seconds).
 TIME_RANGES: dict[str, tuple[str, int]] = {
     "1h": ("Last 1 hour", 3600), "6h": ("Last 6 hours", 6 * 3600), "24h": ("Last 24 hours", 86400),
@@ -65,15 +66,6 @@ def refresh_default() -> int:
         return defaults.DASHBOARD_REFRESH_SECONDS
 
 
-def redacted(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - only for display
-        return url
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -109,7 +101,7 @@ def sidebar(url: str) -> None:
         choices = sorted(set(REFRESH_CHOICES) | {refresh})
         st.selectbox("Auto-refresh", choices, index=choices.index(refresh), key="refresh",
                      format_func=lambda s: "off" if s == 0 else f"every {s} s")
-        st.caption(f"Store: `{redacted(url)}`  \nTimes are UTC.")
+        st.caption(f"Store: `{redacted_url(url)}`  \nTimes are UTC.")
 
 
 def context(url: str) -> Context:
@@ -133,7 +125,7 @@ def page(body: Callable[[Context], None]) -> None:
         try:
             body(context(url))
         except (OperationalError, ProgrammingError) as exc:
-            st.error(f"Cannot read the store at `{redacted(url)}`: {str(exc.orig or exc).splitlines()[0]}")
+            st.error(f"Cannot read the store at `{redacted_url(url)}`: {str(exc.orig or exc).splitlines()[0]}")
         except UserError as exc:
             st.error(str(exc))
         st.caption(f"Updated {time.strftime('%H:%M:%S', time.gmtime())} UTC"

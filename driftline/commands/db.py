@@ -18,4 +18,4 @@ def db() -> None:
 def upgrade(revision: str, settings) -> None:  # noqa: ANN001
     """Create or migrate the store's tables (idempotent)."""
     store_db.upgrade(settings.db_url, revision)
-    click.echo(f"store at {store_db._describe(settings.db_url)} is at revision {revision}")
+    click.echo(f"store at {store_db.redacted_url(settings.db_url)} is at revision {revision}")

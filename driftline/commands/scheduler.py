@@ -93,7 +93,7 @@ def scheduler(interval: float | None, once: bool, settings: Settings) -> None:
                      max_instances=1, coalesce=True, next_run_time=_now())
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: blocking.shutdown(wait=False))
-    log.info("scheduler started: evaluating every %.1fs on %s", interval, store_db._describe(settings.db_url))
+    log.info("scheduler started: evaluating every %.1fs on %s", interval, store_db.redacted_url(settings.db_url))
     blocking.start()
     log.info("scheduler stopped")
 

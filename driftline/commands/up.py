@@ -95,7 +95,7 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
                                  f"{settings.home / 'broker.log'})")
     try:
         store_db.upgrade(settings.db_url)
-        supervisor.log("store", f"store ready at {store_db._describe(settings.db_url)}")
+        supervisor.log("store", f"store ready at {store_db.redacted_url(settings.db_url)}")
         worker_url = f"http://127.0.0.1:{settings.worker_port}"
         env = {
             "DRIFTLINE_DB": settings.db_url,
@@ -170,7 +170,7 @@ def _print_ready(supervisor: Supervisor, settings: Settings, worker_url: str, no
         f"  worker      {worker_url}  (POST /predict, GET /model, GET /metrics)",
         f"  collector   metrics at http://127.0.0.1:{settings.collector_metrics_port}/metrics",
         f"  kafka       {settings.bootstrap_servers}" + (" (embedded, memory storage)" if embedded else ""),
-        f"  store       {store_db._describe(settings.db_url)}",
+        f"  store       {store_db.redacted_url(settings.db_url)}",
     ]
     if not no_dashboard:
         lines.append(f"  dashboard   http://127.0.0.1:{settings.dashboard_port}")

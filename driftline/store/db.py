@@ -77,7 +77,8 @@ def dispose_engines() -> None:
         _engines.clear()
 
 
-def _describe(url: str) -> str:
+def redacted_url(url: str) -> str:
+    """`url` as it may be shown or logged: any password replaced by ***."""
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
@@ -91,7 +92,7 @@ def check_connection(url: str) -> None:
             pass
     except OperationalError as exc:
         cause = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        raise UserError(f"cannot connect to the database {_describe(url)} ({cause}); "
+        raise UserError(f"cannot connect to the database {redacted_url(url)} ({cause}); "
                         "check --db / DRIFTLINE_DB and that the server is running") from None
 
 
@@ -136,4 +137,4 @@ def require_migrated(url: str) -> None:
     """Fail with a clear instruction when the store has not been created yet."""
     check_connection(url)
     if not is_migrated(url):
-        raise UserError(f"the store at {_describe(url)} has no tables yet; run `driftline db upgrade` first")
+        raise UserError(f"the store at {redacted_url(url)} has no tables yet; run `driftline db upgrade` first")

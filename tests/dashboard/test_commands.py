@@ -42,3 +42,14 @@ def test_streamlit_is_headless_on_loopback():
     assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/app.py")
     assert options["--server.address"] == "127.0.0.1" and options["--server.port"] == "8765"
     assert options["--server.headless"] == "true" and options["--browser.gatherUsageStats"] == "false"
+
+
+def test_the_launcher_imports_no_streamlit_code():
+    """Imported outside a Streamlit server, the app's cached functions log a warning each (18 lines at start)."""
+    probe = ("import sys; from dashboard.commands import streamlit_env; from driftline.config import load_settings; "
+             "streamlit_env(load_settings(), 5); "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'streamlit'))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert "No runtime found" not in result.stderr
