@@ -59,7 +59,7 @@ def get_engine(url: str) -> Engine:
             try:
                 engine = create_engine(url, pool_pre_ping=True, connect_args=_connect_args(parsed.get_backend_name()))
             except NoSuchModuleError:  # an unknown scheme, or a driver that is not installed
-                raise UserError(f"unsupported database URL {url!r}: no SQLAlchemy dialect for "
+                raise UserError(f"unsupported database URL {redacted_url(url)!r}: no SQLAlchemy dialect for "
                                 f"{parsed.drivername!r}; use sqlite:///path/driftline.db "
                                 "or postgresql+psycopg://user@host:5432/db") from None
         _engines[url] = engine

@@ -7,6 +7,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from driftline.errors import UserError
 from driftline.store import db as store_db
 from driftline.store.models import (Alert, Base, ConsumerOffset, DeadLetter, ModelAlias, ModelVersion,
                                     Notification, WindowStateRecord)
@@ -99,3 +100,10 @@ def test_outbox_idempotency_key_is_unique(db_url):
 def test_sqlite_store_uses_wal(sqlite_url):
     with store_db.get_engine(sqlite_url).connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_an_unsupported_database_url_is_a_clear_error_without_its_password():
+    with pytest.raises(UserError) as refused:
+        store_db.get_engine("postgresql+nodriver://monitor:s3cret@db.example:5432/driftline")
+    assert "no SQLAlchemy dialect for 'postgresql+nodriver'" in str(refused.value)
+    assert "s3cret" not in str(refused.value) and "monitor:***@db.example" in str(refused.value)
