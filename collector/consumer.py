@@ -52,6 +52,7 @@ from collector.folding import (FoldDelta, InferenceFolder, PartitionFolders, Wat
                                merge_windows)
 from collector.labels import LabelRow, PredictionRow, label_row_partition
 from collector.metrics import CollectorMetrics
+from collector.record_batches import use_lean_records
 from collector.store import StoredOffset
 from collector.windows import PartitionWindows
 from driftline import defaults
@@ -89,6 +90,7 @@ class CollectorConfig:
     retry_max_s: float = defaults.COLLECTOR_FLUSH_RETRY_MAX_SECONDS
     shutdown_flush_s: float = defaults.COLLECTOR_SHUTDOWN_FLUSH_SECONDS
     decoders: int | str = defaults.COLLECTOR_DECODERS  # decoder processes, or "auto" (collector.decoders)
+    record_reader: str = defaults.COLLECTOR_RECORD_READER  # "lean" or "kafka-python" (collector.record_batches)
     metrics_port: int = 0  # 0: no /metrics server
     max_messages: int | None = None  # stop once this many messages are consumed and flushed
     idle_exit_s: float | None = None  # stop after this long without a message (everything flushed)
@@ -302,6 +304,8 @@ class Collector:
             log.warning("cannot reach Kafka at %s (%s); retrying", cfg.bootstrap_servers, exc)
             self._stop.wait(_RECONNECT_DELAY_S)
             return False
+        if cfg.record_reader == "lean":  # kafka-python's per-record unpacking was most of this process's CPU
+            use_lean_records(consumer)
         consumer.subscribe([cfg.inference_topic, cfg.labels_topic], listener=_RebalanceListener(self))
         self._consumer = consumer
         log.info("collector joined group %s at %s", cfg.group_id, cfg.bootstrap_servers)

@@ -65,6 +65,10 @@ COLLECTOR_SHUTDOWN_FLUSH_SECONDS = 30.0
 # Decoding and folding are about half of a collector's CPU, and the GIL keeps threads
 # from overlapping them with kafka-python's record unpacking (collector/decoders.py).
 COLLECTOR_DECODERS = "auto"
+# How fetched Kafka record batches become records: "lean" reads v2 batches in one tight
+# loop (collector.record_batches; ~2x less CPU per event than kafka-python's reader, the
+# same records); "kafka-python" is the library's own reader, for comparison or if in doubt.
+COLLECTOR_RECORD_READER = "lean"
 
 # --- Drift detection (detectors/) -----------------------------------------------
 # A feature drifts only when (1) the window and the reference both hold at least

@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from driftline.broker import free_port
@@ -16,7 +17,10 @@ def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-def test_metrics_count_what_the_collector_did(embedded_broker_factory, sqlite_url, ckit, unique_id):
+@pytest.mark.parametrize("record_reader", ["lean", "kafka-python"])
+def test_metrics_count_what_the_collector_did(record_reader, embedded_broker_factory, sqlite_url, ckit, unique_id):
+    from collector.record_batches import LeanPartitionRecords
+
     broker = embedded_broker_factory()  # its own topics: the counters are exact
     model = f"metrics-{unique_id}"
     valid = [ckit.event(model, i, request_id=f"{unique_id}-{i}") for i in range(200)]
@@ -25,12 +29,15 @@ def test_metrics_count_what_the_collector_did(embedded_broker_factory, sqlite_ur
     ckit.produce(broker.bootstrap_servers, values, keys=[b"one-partition"] * len(values))
     ckit.produce(broker.bootstrap_servers, [ckit.encode(ckit.label(model, f"{unique_id}-1", 1))], topic=TOPIC_LABELS)
     port = free_port()
-    with ckit.collector_thread(ckit.config(broker.bootstrap_servers, sqlite_url, metrics_port=port)) as collector:
+    config = ckit.config(broker.bootstrap_servers, sqlite_url, metrics_port=port, record_reader=record_reader)
+    with ckit.collector_thread(config) as collector:
         ckit.wait_for(lambda: collector.flushed == 204, what="204 messages stored")
+        reader = collector._consumer._fetcher.PartitionRecords
         ckit.wait_for(lambda: _samples(port).get(("driftline_collector_lag_messages",
                                                   (("partition", "0"), ("topic", "driftline.inference")))) is not None,
                       what="the lag gauge")
         samples = _samples(port)
+    assert (reader is LeanPartitionRecords) == (record_reader == "lean")
     assert ckit.events(sqlite_url, model) == 200  # the duplicate is not counted again
 
     def value(name: str, **labels: str) -> float:
@@ -58,8 +65,11 @@ def test_command_help_and_bad_options(ckit, tmp_path):
 
     help_text = run("--help")
     assert help_text.returncode == 0
-    for option in ("--group-id", "--metrics-port", "--flush-interval", "--max-events", "--idle-exit"):
+    for option in ("--group-id", "--metrics-port", "--flush-interval", "--max-events", "--idle-exit",
+                   "--record-reader"):
         assert option in help_text.stdout
+    reader = run("--record-reader", "confluent")
+    assert reader.returncode == 2 and "'lean'" in reader.stderr and "'kafka-python'" in reader.stderr
     bad = run("--session-timeout-ms", "2000", "--heartbeat-interval-ms", "5000")
     assert bad.returncode == 2 and "--heartbeat-interval-ms" in bad.stderr
     empty = run("--db", f"sqlite:///{tmp_path / 'empty.db'}", "--metrics-port", "0")

@@ -1,0 +1,240 @@
+"""Kafka record batches read in one tight loop, for kafka-python's fetcher.
+
+kafka-python turns each record of a fetched batch into a `DefaultRecord` through eight calls
+of a Python varint decoder, a deserializer call and a size sum, then a `ConsumerRecord`:
+~9 us a record on the development machine (`bench/collector.py --record-reader kafka-python`
+and docs/collector.md "Measured"), most of the collector process's CPU and as much as the
+rest of the pipeline. The only C reader of record batches in Python is librdkafka's, and the
+collector's consumer group stays kafka-python's (ARCHITECTURE.md, issue 4), so this module
+keeps kafka-python's fetcher, group membership and offsets and replaces only the per-record
+unpacking: `LeanPartitionRecords` reads a v2 batch's records in one loop over the
+decompressed bytes, with the one- and two-byte varints (almost every length, delta and
+count in practice) decoded inline, and yields the same `ConsumerRecord`s kafka-python does,
+field for field (tests/collector/test_record_batches.py compares them over every batch shape).
+
+What the fast loop does not cover goes to kafka-python's own code unchanged: message
+formats v0/v1, deserializers, and read-committed isolation (aborted transactions).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator
+
+import kafka.errors as Errors
+from kafka.consumer.fetcher import ConsumerRecord, Fetcher
+from kafka.protocol.consumer import IsolationLevel
+from kafka.record.util import decode_varint
+
+log = logging.getLogger(__name__)
+
+_LOG_APPEND_TIME = 1  # a batch attribute: every record's timestamp is the batch's max timestamp
+
+
+class LeanPartitionRecords(Fetcher.PartitionRecords):
+    """`Fetcher.PartitionRecords` with v2 record batches unpacked by `read_v2_batch`."""
+
+    def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any,
+                        value_deserializer: Any) -> Iterator[ConsumerRecord]:
+        if (key_deserializer is not None or value_deserializer is not None
+                or self.isolation_level != IsolationLevel.READ_UNCOMMITTED):
+            yield from super()._unpack_records(tp, records, key_deserializer, value_deserializer)
+            return
+        batch = records.next_batch()
+        last_batch = None
+        while batch is not None:
+            last_batch = batch
+            if self.check_crcs and not batch.validate_crc():
+                raise Errors.CorruptRecordError(
+                    f"Record batch for partition {self.topic_partition} at offset {batch.base_offset} "
+                    f"failed crc check")
+            if batch.magic == 2:
+                self.leader_epoch = batch.leader_epoch
+                if batch.is_control_batch:  # transaction markers are not records for the consumer
+                    self.next_fetch_offset = batch.next_offset
+                    batch = records.next_batch()
+                    continue
+                unpacked, size, error = read_v2_batch(batch, tp, self.leader_epoch)
+                # kafka-python's fetch metrics (not the collector's) count a batch when it is read
+                self.records_read += len(unpacked)
+                self.bytes_read += size
+                for record in unpacked:
+                    # Per record, as kafka-python does: a poll may stop inside a batch, and the
+                    # consumer's position is this offset when it does.
+                    self.next_fetch_offset = record[3] + 1
+                    yield record
+                if error is not None:  # after the good records before it, as kafka-python does
+                    raise error
+            else:
+                for record, size in _legacy_records(batch, tp, self.leader_epoch, self.check_crcs):
+                    self.records_read += 1
+                    self.bytes_read += size
+                    self.next_fetch_offset = record[3] + 1
+                    yield record
+            batch = records.next_batch()
+        # Format v2 keeps a batch's last offset when compaction removed its last record:
+        # fetch from after it, or the same batch comes back forever.
+        if last_batch is not None and last_batch.magic == 2:
+            self.next_fetch_offset = last_batch.next_offset
+        self.drain()
+
+
+def read_v2_batch(batch: Any, tp: Any,
+                  leader_epoch: int) -> tuple[list[ConsumerRecord], int, Errors.CorruptRecordError | None]:
+    """The records of a (non-control) v2 batch, the sum of their sizes, and the error that ended them.
+
+    Record layout (KIP-98): length varint, attributes int8, timestamp delta varlong, offset
+    delta varint, key length varint + key, value length varint + value, header count varint,
+    headers. Varints are zigzag-encoded. A record whose fields do not end where its length
+    says, or bytes left after the last record, end the records read so far with a
+    `CorruptRecordError`, which kafka-python raises at the same record.
+    """
+    iter(batch)  # decompresses the batch's records in place (lz4, gzip, snappy, zstd: C)
+    buf = bytes(batch._buffer)
+    pos = batch._pos
+    base_offset = batch.base_offset
+    timestamp_type = batch.timestamp_type
+    log_append_time = batch.max_timestamp if timestamp_type == _LOG_APPEND_TIME else None
+    first_timestamp = batch.first_timestamp
+    topic, partition = tp.topic, tp.partition
+    out: list[ConsumerRecord] = []
+    append = out.append
+    new_record = tuple.__new__  # the namedtuple without its Python-level __new__: half the cost
+    total = 0
+    try:
+        for _ in range(batch.records_count):
+            # Each varint: one byte (< 0x80) or two inline, longer ones through kafka-python.
+            b = buf[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (b & 0x7F) | (buf[pos + 1] << 7)
+                length = (n >> 1) ^ -(n & 1)
+                pos += 2
+            else:
+                length, pos = decode_varint(buf, pos)
+            end = pos + length
+            p = pos + 1  # attributes: one byte, unused since v2
+            b = buf[p]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif buf[p + 1] < 0x80:
+                n = (b & 0x7F) | (buf[p + 1] << 7)
+                ts_delta = (n >> 1) ^ -(n & 1)
+                p += 2
+            else:
+                ts_delta, p = decode_varint(buf, p)
+            b = buf[p]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif buf[p + 1] < 0x80:
+                n = (b & 0x7F) | (buf[p + 1] << 7)
+                offset_delta = (n >> 1) ^ -(n & 1)
+                p += 2
+            else:
+                offset_delta, p = decode_varint(buf, p)
+            b = buf[p]
+            if b == 1:  # -1: no key
+                key = None
+                key_size = -1
+                p += 1
+            else:
+                key_size, p = decode_varint(buf, p)
+                if key_size >= 0:
+                    key = buf[p:p + key_size]
+                    p += key_size
+                else:
+                    key = None
+            b = buf[p]
+            if b < 0x80:
+                value_size = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif buf[p + 1] < 0x80:
+                n = (b & 0x7F) | (buf[p + 1] << 7)
+                value_size = (n >> 1) ^ -(n & 1)
+                p += 2
+            else:
+                value_size, p = decode_varint(buf, p)
+            if value_size >= 0:
+                value = buf[p:p + value_size]
+                p += value_size
+            else:
+                value = None
+            if buf[p] == 0:  # no headers
+                headers: list[tuple[str, bytes | None]] = []
+                header_size = -1
+                p += 1
+            else:
+                headers, header_size, p = _read_headers(buf, p)
+            if p != end:
+                return out, total, Errors.CorruptRecordError(
+                    f"Invalid record size: expected to read {length} bytes in record payload, "
+                    f"but instead read {p - pos}")
+            pos = end
+            total += length
+            append(new_record(ConsumerRecord, (
+                topic, partition, leader_epoch, base_offset + offset_delta,
+                log_append_time if log_append_time is not None else first_timestamp + ts_delta,
+                timestamp_type, key, value, headers, None, key_size, value_size, header_size)))
+    except (IndexError, ValueError) as err:  # ran off the buffer, or a varint beyond 64 bits
+        return out, total, Errors.CorruptRecordError(f"Found invalid record structure: {err!r}")
+    except Errors.CorruptRecordError as err:  # a negative header count or key size
+        return out, total, err
+    if pos != len(buf):
+        return out, total, Errors.CorruptRecordError(
+            f"{len(buf) - pos} unconsumed bytes after all records consumed")
+    return out, total, None
+
+
+def _read_headers(buf: bytes, p: int) -> tuple[list[tuple[str, bytes | None]], int, int]:
+    count, p = decode_varint(buf, p)
+    if count < 0:
+        raise Errors.CorruptRecordError(f"Found invalid number of record headers {count}")
+    headers = []
+    size = 0
+    for _ in range(count):
+        key_len, p = decode_varint(buf, p)
+        if key_len < 0:
+            raise Errors.CorruptRecordError(f"Invalid negative header key size {key_len}")
+        key = buf[p:p + key_len].decode("utf-8")
+        p += key_len
+        value_len, p = decode_varint(buf, p)
+        value = None
+        if value_len >= 0:
+            value = buf[p:p + value_len]
+            p += value_len
+        headers.append((key, value))
+        size += len(key.encode("utf-8")) + (len(value) if value is not None else 0)
+    return headers, (size if headers else -1), p
+
+
+def _legacy_records(batch: Any, tp: Any, leader_epoch: int,
+                    check_crcs: bool) -> Iterator[tuple[ConsumerRecord, int]]:
+    """Message formats v0 and v1 (brokers and clients before Kafka 0.11), as kafka-python reads them."""
+    for record in batch:
+        if check_crcs and not record.validate_crc():
+            raise Errors.CorruptRecordError(f"Record for partition {tp} at offset {record.offset} "
+                                            f"failed crc check")
+        key, value = record.key, record.value
+        yield (ConsumerRecord(tp.topic, tp.partition, leader_epoch, record.offset, record.timestamp,
+                              record.timestamp_type, key, value, record.headers, record.checksum,
+                              len(key) if key is not None else -1, len(value) if value is not None else -1, -1),
+               record.size_in_bytes)
+
+
+def use_lean_records(consumer: Any) -> bool:
+    """Make a KafkaConsumer's fetcher unpack with `LeanPartitionRecords`; False if it cannot.
+
+    kafka-python builds each fetch's records through `self.PartitionRecords`, so an instance
+    attribute replaces the class for this consumer only. If a kafka-python release moves it,
+    the consumer keeps its own reader (slower, same records) and this says so once.
+    """
+    fetcher = getattr(consumer, "_fetcher", None)
+    if fetcher is None or not isinstance(getattr(fetcher, "PartitionRecords", None), type):
+        log.warning("kafka-python's fetcher has no PartitionRecords; records are read by kafka-python's own "
+                    "(slower) reader")
+        return False
+    fetcher.PartitionRecords = LeanPartitionRecords
+    return True
