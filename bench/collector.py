@@ -12,7 +12,8 @@ as the worker sends them (`--compression none` for uncompressed).
   the offsets - once with everything in that process (`--decoders 0`) and once with decoding
   and folding in decoder processes (`--decoders auto`); then two collectors in one group (the
   partitions split between them). Each run uses a fresh group, so each reads all N events.
-  Extra collector options go after `--`.
+  `--runs 1:auto 1:auto:kafka-python` compares the record-batch readers (collector.record_batches)
+  in one run. Extra collector options go after `--`.
 
 Events carry 20 features (17 numeric, 3 categorical) and a request id (time-ordered, as the
 worker and `InferenceLogger` make them; `--request-ids random` for uuid4); event times advance
@@ -53,6 +54,9 @@ MODEL, VERSION = "bench-model", "1"
 NUMERIC = [f"num_{k}" for k in range(17)]
 CATEGORICAL = {"region": ["north", "south", "east", "west"], "segment": ["a", "b", "c"], "channel": ["web", "app"]}
 TIME_LIMIT_S = 120.0
+_SCRIPT = Path(sys.executable).with_name("driftline")
+# Without the installed script (packages unpacked with `pip install --target`, as on the GPU machine), the module.
+DRIFTLINE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "driftline"]
 
 
 def make_events(n: int, events_per_window: int, request_ids: str, seed: int = 0) -> list[bytes]:
@@ -153,9 +157,8 @@ def run_collectors(bootstrap: str, url: str, n: int, processes: int, extra: list
     """
     group = f"bench-{uuid.uuid4().hex[:8]}"
     ports = [free_port() for _ in range(processes)]
-    executable = os.path.join(os.path.dirname(sys.executable), "driftline")
     started = time.perf_counter()
-    procs = [subprocess.Popen([executable, "collector", "--bootstrap-servers", bootstrap, "--db", url, "--group-id",
+    procs = [subprocess.Popen([*DRIFTLINE, "collector", "--bootstrap-servers", bootstrap, "--db", url, "--group-id",
                                group, "--metrics-port", str(port), "--session-timeout-ms", "2000",
                                "--heartbeat-interval-ms", "500", "--log-level", "warning", *extra])
              for port in ports]
@@ -253,7 +256,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--events-per-window", type=int, default=20_000)
     parser.add_argument("--runs", nargs="+", default=["1:0", "1:auto", "2:auto"],
-                        help="collector runs as PROCESSES:DECODERS (one group each run)")
+                        help="collector runs as PROCESSES:DECODERS[:RECORD_READER] (one group each run; "
+                             "RECORD_READER lean, the default, or kafka-python)")
     parser.add_argument("--compression", default=PRODUCER_COMPRESSION, choices=["lz4", "none"],
                         help="how the events are compressed on the topic (default: as the worker sends them)")
     parser.add_argument("--request-ids", default="client", choices=["client", "random"],
@@ -282,15 +286,17 @@ def main() -> None:
         decoded = raw_consume(broker.bootstrap_servers, args.events, decode=True)
         print(f"raw consume + orjson.loads      {decoded:>10,.0f} events/s  ({decoded / raw:.0%} of raw)")
         for index, run in enumerate(args.runs):
-            count, decoders = int(run.split(":")[0]), run.split(":")[1]
+            count, decoders, *reader = run.split(":")
+            count = int(count)
+            reader_options = ["--record-reader", reader[0]] if reader else []
             # Every run starts from an empty store: a later run would otherwise find its
             # predictions stored already (the same events), and skip the inserts that cost most.
             url = args.db or f"sqlite:///{tmp}/bench-{index}.db"
             fresh_store(url)
             rate, steady, samples, cpu = run_collectors(broker.bootstrap_servers, url, args.events, count,
-                                                ["--decoders", decoders, *args.collector_options],
+                                                ["--decoders", decoders, *reader_options, *args.collector_options],
                                                 broker_pid=broker.process.pid if broker.process else None)
-            label = f"collector x{count}, decoders {decoders}"
+            label = f"collector x{count}, decoders {decoders}" + (f", {reader[0]}" if reader else "")
             print(f"{label:<31} {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw); "
                   f"steady (20-80 % of the run) {steady:,.0f}/s ({steady / raw:.0%})")
             if cpu:
