@@ -10,10 +10,12 @@
 # Steps (default: forward worker):
 #   forward    the model's forward pass alone, cuda then cpu (bench/worker.py --forward-pass)
 #   worker     the full worker benchmark on cuda, then on cpu (about 4 minutes)
-#   logging    the logging cost alone on cuda at c=32 and c=128 ("batching" vs "batching + logging")
+#   logging    the logging cost alone on cuda at c=32 and c=128 ("batching" vs "batching + logging";
+#              LOGGING_CONCURRENCY, BENCH_SECONDS and BENCH_ROUNDS change the levels and the length)
 #   profile    py-spy of the same at c=128: raw stacks of every process in worker-profile.txt
 #   collector  bench/collector.py, 1 000 000 events: one collector with 2 and 4 decoders, two collectors,
-#              and one with kafka-python's record reader (the aim of issue 4 is per collector process)
+#              and one with kafka-python's record reader (the aim of issue 4 is per collector process;
+#              COLLECTOR_EVENTS and COLLECTOR_RUNS change them)
 #
 # Figures go to $OUT (default bench/out): gpu.txt and one .txt (and .json) per step.
 set -uo pipefail
@@ -76,16 +78,18 @@ for step in "${steps[@]}"; do
         python3 bench/worker.py --device cpu --seconds "${BENCH_SECONDS:-6}" --rounds 3 --json "$OUT/cpu.json" 2>&1 \
             | tee "$OUT/cpu.txt" ;;
     logging)
-        python3 bench/worker.py --device cuda --concurrency 32,128 --configs "batching,batching + logging" \
-            --seconds "${BENCH_SECONDS:-6}" --rounds 3 --json "$OUT/logging.json" 2>&1 | tee "$OUT/logging.txt" ;;
+        python3 bench/worker.py --device cuda --concurrency "${LOGGING_CONCURRENCY:-32,128}" \
+            --configs "batching,batching + logging" --seconds "${BENCH_SECONDS:-6}" --rounds "${BENCH_ROUNDS:-3}" \
+            --json "$OUT/logging.json" 2>&1 | tee "$OUT/logging.txt" ;;
     profile)
         "$PYSPY" record -r 200 --subprocesses --nonblocking --format raw -o "$OUT/worker-profile.txt" -- \
             python3 bench/worker.py --device cuda --concurrency 128 --configs "batching,batching + logging" \
             --seconds 8 --rounds 2 2>&1 | tee "$OUT/profile.txt"
         gzip -f "$OUT/worker-profile.txt" ;;
     collector)
-        python3 bench/collector.py --events 1000000 --runs 1:auto 1:4 2:auto 1:auto:kafka-python 2>&1 \
-            | tee "$OUT/collector.txt" ;;
+        # shellcheck disable=SC2086
+        python3 bench/collector.py --events "${COLLECTOR_EVENTS:-1000000}" \
+            --runs ${COLLECTOR_RUNS:-1:auto 1:4 2:auto 1:auto:kafka-python} 2>&1 | tee "$OUT/collector.txt" ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
 done

@@ -81,18 +81,21 @@ class DecoderConfig:
 
 
 def decoder_count(setting: int | str, cpus: int | None = None) -> int:
-    """`--decoders`: a number, or "auto" (two decoders where there are two cores or more, else none).
+    """`--decoders`: a number, or "auto" (none on one core, two on 2 to 7 cores, four from 8 up).
 
     Two even on two cores: the collector process waits on its decoder (the flush gathers
     from it, and its queue fills) for about half its time, so a second decoder finds a
     core free. Measured on a 2-core machine (`bench/collector.py`, 800 000 events, a
-    fresh store each run): one decoder 45-47k events/s, two 54-56k. More than two rarely
-    helps: then the collector's own share (Kafka and the flush) is the limit.
+    fresh store each run): one decoder 45-47k events/s, two 54-56k. Four where cores are
+    plenty: a decoder needs ~2.5 times the collector process's CPU per event (22 vs 8 us
+    with the lean record reader), so two of them were the limit on 16 cores: 71k events/s
+    (steady 95k) with two, 86k (steady 105k) with four (1 000 000 events, session 7).
+    More would wait on the collector process (~8 us an event, ~125k/s).
     """
     if setting != "auto":
         return int(setting)
     cpus = cpus or os.cpu_count() or 1
-    return 0 if cpus < 2 else 2
+    return 0 if cpus < 2 else 2 if cpus < 8 else 4
 
 
 class DecoderPool:

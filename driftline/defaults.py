@@ -59,8 +59,8 @@ COLLECTOR_DEDUP_EVENT_IDS = 50_000
 # SIGTERM / Ctrl-C: the final flush may retry for this long before giving up (the
 # events are then re-read from the stored offsets by the next collector).
 COLLECTOR_SHUTDOWN_FLUSH_SECONDS = 30.0
-# Decoder processes per collector ("auto": two where there are two cores or more, none
-# on one core; 0: everything in one process). Two pay off even on two cores, because the
+# Decoder processes per collector ("auto": none on one core, two on 2-7 cores, four from
+# 8 cores up; 0: everything in one process). Two pay off even on two cores, because the
 # collector process waits on a single decoder about half its time (collector/decoders.py).
 # Decoding and folding are about half of a collector's CPU, and the GIL keeps threads
 # from overlapping them with kafka-python's record unpacking (collector/decoders.py).

@@ -1,6 +1,6 @@
 """Decoder processes (`--decoders`): the same store as folding in one process; failures stop the collector.
 
-The other collector tests run with the default (`auto`: two decoders on two cores); these compare
+The other collector tests run with the default (`auto`: two decoders on two to seven cores); these compare
 the in-process path with two decoders, and cover a decoder that dies and a collector killed with
 its decoders running.
 """
@@ -145,10 +145,10 @@ def test_a_bad_decoders_value_is_one_line(value, ckit):
     assert "Traceback" not in result.stderr
 
 
-def test_auto_runs_two_decoders_where_there_are_two_cores():
+def test_auto_runs_two_decoders_on_two_to_seven_cores_and_four_from_eight():
     from collector.decoders import decoder_count
 
-    assert [decoder_count("auto", cpus) for cpus in (1, 2, 3, 8)] == [0, 2, 2, 2]
+    assert [decoder_count("auto", cpus) for cpus in (1, 2, 3, 7, 8, 16)] == [0, 2, 2, 2, 4, 4]
     assert decoder_count(3, 2) == 3
 
 
