@@ -52,7 +52,7 @@ def _decoders(_ctx: Any, _param: Any, value: str) -> int | str:
 @click.option("--decoders", default=str(defaults.COLLECTOR_DECODERS), show_default=True, callback=_decoders,
               help="Decoder processes that decode and fold events beside the collector process "
                    "(0: all in one process; auto: two on 2-7 cores, four from 8 cores up).")
-@click.option("--record-reader", type=click.Choice(["lean", "kafka-python"]),
+@click.option("--record-reader", type=click.Choice(defaults.COLLECTOR_RECORD_READERS),
               default=defaults.COLLECTOR_RECORD_READER, show_default=True,
               help="How fetched record batches are unpacked: driftline's lean reader (same records, about "
                    "half the CPU) or kafka-python's own.")

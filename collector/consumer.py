@@ -99,6 +99,11 @@ class CollectorConfig:
     dead_letter_topic: str = TOPIC_DEAD_LETTERS
     client_id: str = "driftline-collector"
 
+    def __post_init__(self) -> None:
+        if self.record_reader not in defaults.COLLECTOR_RECORD_READERS:
+            raise ValueError(f"record_reader must be one of {', '.join(defaults.COLLECTOR_RECORD_READERS)}, "
+                             f"got {self.record_reader!r}")
+
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> "CollectorConfig":
         values = {"bootstrap_servers": settings.bootstrap_servers, "db_url": settings.db_url,

@@ -69,6 +69,8 @@ COLLECTOR_DECODERS = "auto"
 # loop (collector.record_batches; ~2x less CPU per event than kafka-python's reader, the
 # same records); "kafka-python" is the library's own reader, for comparison or if in doubt.
 COLLECTOR_RECORD_READER = "lean"
+# The choices of `driftline collector --record-reader`.
+COLLECTOR_RECORD_READERS = ("lean", "kafka-python")
 
 # --- Drift detection (detectors/) -----------------------------------------------
 # A feature drifts only when (1) the window and the reference both hold at least

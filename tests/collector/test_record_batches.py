@@ -190,3 +190,9 @@ def test_a_fetcher_without_the_hook_keeps_its_reader(caplog):
         _fetcher = object()
     assert not use_lean_records(Elsewhere())
     assert "slower" in caplog.text
+
+
+def test_an_unknown_record_reader_is_refused():
+    from collector.consumer import CollectorConfig
+    with pytest.raises(ValueError, match="lean, kafka-python"):
+        CollectorConfig("127.0.0.1:9092", "sqlite://", record_reader="confluent")
