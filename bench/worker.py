@@ -20,7 +20,8 @@ keep-alive connections, each sending the next request as soon as the previous an
 arrives. The client is a minimal HTTP/1.1 writer/reader on asyncio streams rather than
 httpx, because on a small machine the client shares the CPU with the worker and httpx's
 per-request cost (~0.3 ms of Python) would be measured as the worker's.
-Figures are printed, not asserted. Whole run: about 2 minutes at the defaults.
+On a machine with 8 CPUs or more the load generator, the workers and the broker get CPUs of
+their own (`--pin-cpus`). Figures are printed, not asserted. Whole run: about 2 minutes at the defaults.
 
 `--forward-pass` instead times the model's forward pass alone on `--device` for batch sizes 1 to 256
 (median of 200 after a warm-up; synchronised on CUDA): what batching can save, without HTTP.
@@ -65,12 +66,29 @@ CONFIGS = {
 WARMUP_S = 0.5  # per round: connections opened, batches at steady size
 
 
+def cpu_sets(pin: str) -> dict[str, set[int]] | None:
+    """With `--pin-cpus` (auto: where there are 8 CPUs or more), separate CPUs for the load generator (a
+    quarter), the workers with their producer children (half) and the broker (a quarter): on a many-core
+    machine the scheduler otherwise moves them across each other's cores, and the same configuration's
+    requests/s varied +-11 % from round to round on the 16-core GPU machine (docs/worker.md)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if pin == "no" or (pin == "auto" and len(cpus) < 8):
+        return None
+    if len(cpus) < 4:
+        raise SystemExit("--pin-cpus yes needs 4 CPUs or more")
+    quarter = len(cpus) // 4
+    return {"load": set(cpus[:quarter]), "workers": set(cpus[quarter:len(cpus) - quarter]),
+            "broker": set(cpus[len(cpus) - quarter:])}
+
+
 @contextlib.contextmanager
-def worker_process(env: dict[str, str], flags: list[str], device: str) -> Iterator[tuple[int, int]]:
+def worker_process(env: dict[str, str], flags: list[str], device: str,
+                   cpus: set[int] | None = None) -> Iterator[tuple[int, int]]:
     port = free_port()
     process = subprocess.Popen([*DRIFTLINE, "worker", "--port", str(port), "--device", device, "--cache-size", "0",
                                 "--no-labels", "--log-level", "warning", *flags], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                               preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     try:
         if not wait_for_port("127.0.0.1", port, 120, process):
             raise SystemExit(f"worker did not start: {process.stderr.read().decode()[-2000:]}")
@@ -282,6 +300,9 @@ def main() -> None:
     parser.add_argument("--train-rows", type=int, default=2_000,
                         help="rows to train the benchmark model on (speed does not depend on its quality)")
     parser.add_argument("--json", dest="json_out", default=None, help="write the figures here too")
+    parser.add_argument("--pin-cpus", choices=["auto", "yes", "no"], default="auto",
+                        help="separate CPUs for the load generator, the workers and the broker (auto: with 8 CPUs "
+                             "or more)")
     parser.add_argument("--logger-cost", action="store_true",
                         help="instead: CPU per event of InferenceLogger, producer on a thread vs in a child process")
     parser.add_argument("--forward-pass", action="store_true",
@@ -298,15 +319,21 @@ def main() -> None:
     configs = {name: CONFIGS[name] for name in args.configs.split(",")}
     load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
     bodies = [orjson.dumps({"features": row}) for row in generate_inputs(5_000, seed=99).to_dict("records")]
+    pinned = cpu_sets(args.pin_cpus)
+    if pinned:  # the broker starts on its CPUs (a child keeps its parent's), then this process moves to its own
+        os.sched_setaffinity(0, pinned["broker"])
 
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(port=free_port()) as broker:
+        if pinned:
+            os.sched_setaffinity(0, pinned["load"])
         env = {**os.environ, "DRIFTLINE_HOME": tmp, "DRIFTLINE_DB": f"sqlite:///{tmp}/driftline.db",
                "DRIFTLINE_BOOTSTRAP_SERVERS": broker.bootstrap_servers}
         subprocess.run([*DRIFTLINE, "train", "--size", "default", "--rows", str(args.train_rows), "--epochs", "1"],
                        env=env, check=True, stdout=subprocess.DEVNULL)
         results: dict[str, dict[int, dict[str, float]]] = {name: {} for name in configs}
         with contextlib.ExitStack() as stack:
-            workers = {name: stack.enter_context(worker_process(env, flags, args.device))
+            workers = {name: stack.enter_context(worker_process(env, flags, args.device,
+                                                                pinned["workers"] if pinned else None))
                        for name, flags in configs.items()}
             for level in levels:
                 for name, figures in measure(workers, level, args.seconds, args.rounds, bodies).items():
@@ -315,7 +342,8 @@ def main() -> None:
 
     print(f"worker benchmark: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"device {args.device}, {args.seconds:g} s per point in {args.rounds} rounds, cache off, "
-          f"load average before {load_before}")
+          f"load average before {load_before}"
+          + ("; CPUs pinned: " + ", ".join(f"{role} {min(c)}-{max(c)}" for role, c in pinned.items()) if pinned else ""))
     print(f"{'configuration':<20}" + "".join(f"{'c=' + str(c):>33}" for c in levels))
     print(f"{'':<20}" + "".join(f"{'req/s  p50 ms  p99 ms  cpu ms':>33}" for _ in levels))
     for name, by_level in results.items():
