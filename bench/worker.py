@@ -121,6 +121,19 @@ def cpu_seconds(pid: int, exclude: int | None = None, children: bool = True) -> 
     return total
 
 
+def batch_totals(port: int) -> tuple[float, float]:
+    """(rows, forward passes) so far, from the worker's batch-size histogram: their ratio over a round is the
+    mean batch size, which moves CPU per request (a forward pass of 64 rows costs far less than 64 of one)."""
+    import httpx
+
+    totals = {"_sum": 0.0, "_count": 0.0}
+    for line in httpx.get(f"http://127.0.0.1:{port}/metrics").text.splitlines():
+        for suffix in totals:
+            if line.startswith("driftline_worker_batch_size" + suffix + " "):
+                totals[suffix] = float(line.split()[1])
+    return totals["_sum"], totals["_count"]
+
+
 async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[bytes]) -> tuple[list[float], int, int]:
     """`concurrency` keep-alive connections sending back to back for `seconds` after a warm-up.
 
@@ -168,7 +181,8 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
 
     The order within a round alternates, so no configuration always follows the same one.
     Besides requests/s and latency, the worker process's CPU time per answered request:
-    a cost measure that background load on a shared machine disturbs far less than throughput.
+    a cost measure that background load on a shared machine disturbs far less than throughput;
+    and the mean batch size, on which that CPU time depends.
     `rps_rounds` keeps each round's requests/s, for ratios taken round by round.
     """
     latencies: dict[str, list[float]] = {name: [] for name in workers}
@@ -177,13 +191,19 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
     answered = dict.fromkeys(workers, 0)
     cpu = dict.fromkeys(workers, 0.0)
     own_cpu = dict.fromkeys(workers, 0.0)
+    rows = dict.fromkeys(workers, 0.0)
+    passes = dict.fromkeys(workers, 0.0)
     for round_ in range(rounds):
         order = list(workers.items())
         for name, (port, pid) in order if round_ % 2 == 0 else reversed(order):
+            rows_before, passes_before = batch_totals(port)
             before, own_before = cpu_seconds(pid), cpu_seconds(pid, children=False)
             lat, err, done = asyncio.run(closed_loop(port, level, seconds / rounds, bodies))
             cpu[name] += cpu_seconds(pid) - before
             own_cpu[name] += cpu_seconds(pid, children=False) - own_before
+            rows_after, passes_after = batch_totals(port)
+            rows[name] += rows_after - rows_before
+            passes[name] += passes_after - passes_before
             latencies[name] += lat
             rps_rounds[name].append(len(lat) / (seconds / rounds))
             errors[name] += err
@@ -194,7 +214,8 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
         out[name] = {"rps": len(lat) / seconds, "rps_rounds": rps_rounds[name], "p50_ms": float(np.percentile(ms, 50)),
                      "p99_ms": float(np.percentile(ms, 99)), "requests": len(lat), "errors": errors[name],
                      "cpu_ms_per_request": 1000.0 * cpu[name] / max(1, answered[name]),
-                     "own_cpu_ms_per_request": 1000.0 * own_cpu[name] / max(1, answered[name])}
+                     "own_cpu_ms_per_request": 1000.0 * own_cpu[name] / max(1, answered[name]),
+                     "mean_batch_size": rows[name] / max(1.0, passes[name])}
     return out
 
 
@@ -344,13 +365,14 @@ def main() -> None:
           f"device {args.device}, {args.seconds:g} s per point in {args.rounds} rounds, cache off, "
           f"load average before {load_before}"
           + ("; CPUs pinned: " + ", ".join(f"{role} {min(c)}-{max(c)}" for role, c in pinned.items()) if pinned else ""))
-    print(f"{'configuration':<20}" + "".join(f"{'c=' + str(c):>33}" for c in levels))
-    print(f"{'':<20}" + "".join(f"{'req/s  p50 ms  p99 ms  cpu ms':>33}" for _ in levels))
+    print(f"{'configuration':<20}" + "".join(f"{'c=' + str(c):>40}" for c in levels))
+    print(f"{'':<20}" + "".join(f"{'req/s  p50 ms  p99 ms  cpu ms  batch':>40}" for _ in levels))
     for name, by_level in results.items():
         cells = "".join(f"{r['rps']:>9.0f} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.1f} {r['cpu_ms_per_request']:>7.3f}"
-                        for r in by_level.values())
+                        f" {r['mean_batch_size']:>6.1f}" for r in by_level.values())
         print(f"{name:<20}{cells}")
-    print("(cpu ms: CPU time of the worker process and its children per answered request)")
+    print("(cpu ms: CPU time of the worker process and its children per answered request; batch: mean rows per "
+          "forward pass)")
     ratios: dict[int, dict[str, float]] = {}
     for level in levels:
         ratios[level] = {}

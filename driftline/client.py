@@ -7,6 +7,9 @@
 >>> logger.log_label("9a1e", 1)            # later, when the outcome is known
 >>> logger.close()                          # flushes what is buffered (bounded wait)
 
+An asyncio server can call `log_soon` instead of `log` (same arguments): the events of
+one turn of the event loop are then encoded together at its end, which costs the loop less.
+
 `log` never blocks the caller and never raises for Kafka trouble: events go into a
 bounded in-memory buffer that one background thread drains into a kafka-python
 producer, or (`producer_process=True`, the worker's default) ships to a child process
@@ -19,6 +22,7 @@ consumers de-duplicate on `event_id`.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import os
@@ -199,6 +203,22 @@ class EventSender:
             self._buffered += 1
         self._waiting.append((topic, key.encode() if isinstance(key, str) and key else key or None, event))
         return True
+
+    def submit_many(self, topic: str, events: list[bytes]) -> int:
+        """Queue keyless encoded events under one lock; returns how many were accepted (the rest count as dropped)."""
+        with self._lock:
+            room = 0 if self._closing.is_set() else max(0, self.max_buffered - self._buffered)
+            accepted = events if len(events) <= room else events[:room]
+            self._dropped += len(events) - len(accepted)
+            self._buffered += len(accepted)
+        self._waiting.extend([(topic, None, event) for event in accepted])
+        return len(accepted)
+
+    def count_unsendable(self, topic: str, exc: Exception) -> None:
+        """An event that was accepted by the logger but cannot be encoded or sent: it counts as failed."""
+        with self._lock:
+            self._buffered += 1
+        self._fail_unsendable(topic, exc)
 
     def stats(self) -> SenderStats:
         with self._lock:
@@ -771,6 +791,8 @@ class InferenceLogger:
         self.tags = dict(tags) if tags else None
         self.inference_topic = inference_topic
         self.labels_topic = labels_topic
+        self._soon: list[tuple[Any, ...]] = []  # log_soon's calls, until the end of the loop's iteration
+        self._soon_lock = threading.Lock()
         sender_class = ProcessEventSender if producer_process else EventSender
         self.sender = sender_class(bootstrap_servers, max_buffered=max_buffered, producer_config=producer_config,
                                    client_id=f"driftline-{model}")
@@ -788,11 +810,69 @@ class InferenceLogger:
         logger's version for this event (a server that hot-swaps models).
         """
         event_id = event_id or new_id()
+        # No message key: nothing downstream needs per-key order (labels join on request_id
+        # in the store), and keyed partitioning costs a pure-Python murmur2 per event.
+        # Encoded here, not by the sender thread: the caller's dicts need no copies, and
+        # the event leaves no objects for the garbage collector to scan while it waits.
+        self.sender.submit(self.inference_topic, None, encode_event(self._inference_event(
+            features, prediction, latency_ms, request_id, inputs, entity_id, version,
+            ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags)))
+        return event_id
+
+    def log_soon(self, features: Mapping[str, Any], prediction: Any, latency_ms: float | Mapping[str, float], *,
+                 request_id: str | None = None, inputs: Mapping[str, Any] | None = None,
+                 entity_id: str | None = None, version: str | None = None, ts: str | int | None = None,
+                 event_id: str | None = None, batch_size: int | None = None, cache_hit: bool | None = None,
+                 status: str = "ok", error: str | None = None, tags: Mapping[str, str] | None = None) -> str:
+        """As `log`, for a server on an asyncio event loop; call it on the loop's thread.
+
+        The event's id and time are taken now; building and encoding it waits for the end of
+        the loop's current iteration, where the events of every request answered in that
+        iteration are built and encoded one after another. The same work costs less that way:
+        in the worker under load (2-core machine, c=32, ~16 requests answered per iteration;
+        five runs each way) 7.4-8.4 us of the event loop per event (2.9-3.4 us in the call,
+        4.4-5.1 us at the end of the iteration) against 8.5-11.9 us when each request builds
+        and encodes its own event between its other work (`log` in a tight loop: 3.5 us). The caller must not change the dicts
+        it passes until then (the worker builds fresh ones per request). An event that turns
+        out not to be JSON-encodable is logged and counted as failed instead of raising.
+        """
+        event_id = event_id or new_id()
+        call = (features, prediction, latency_ms, request_id, inputs, entity_id, version,
+                ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags)
+        with self._soon_lock:  # `flush` and `close` may take the list from another thread
+            if not self._soon:
+                asyncio.get_running_loop().call_soon(self._log_soon_events)
+            self._soon.append(call)
+        return event_id
+
+    def _log_soon_events(self) -> None:
+        """Build, encode and queue what `log_soon` collected (on the loop, or in `close`)."""
+        with self._soon_lock:
+            pending, self._soon = self._soon, []
+        if not pending:
+            return
+        build = self._inference_event
+        try:
+            values = [encode_event(build(*call)) for call in pending]
+        except orjson.JSONEncodeError:  # rare: encode one by one, so only the bad ones fail
+            values = []
+            for call in pending:
+                try:
+                    values.append(encode_event(build(*call)))
+                except orjson.JSONEncodeError as exc:
+                    self.sender.count_unsendable(self.inference_topic, exc)
+        self.sender.submit_many(self.inference_topic, values)
+
+    def _inference_event(self, features: Mapping[str, Any], prediction: Any,
+                         latency_ms: float | Mapping[str, float], request_id: str | None,
+                         inputs: Mapping[str, Any] | None, entity_id: str | None, version: str | None,
+                         ts: str | int, event_id: str, batch_size: int | None, cache_hit: bool | None, status: str,
+                         error: str | None, tags: Mapping[str, str] | None) -> dict[str, Any]:
         event: dict[str, Any] = {
             "schema": INFERENCE_SCHEMA,
             "event_id": event_id,
             "request_id": request_id or event_id,
-            "ts": ts if ts is not None else now_rfc3339(),
+            "ts": ts,
             "model": self.model,
             "version": str(version) if version is not None else self.version,
             "features": _as_dict(features),
@@ -814,15 +894,9 @@ class InferenceLogger:
             event["cache_hit"] = cache_hit
         if self.device is not None:
             event["device"] = self.device
-        merged_tags = {**(self.tags or {}), **(tags or {})}
-        if merged_tags:
-            event["tags"] = merged_tags
-        # No message key: nothing downstream needs per-key order (labels join on request_id
-        # in the store), and keyed partitioning costs a pure-Python murmur2 per event.
-        # Encoded here, not by the sender thread: the caller's dicts need no copies, and
-        # the event leaves no objects for the garbage collector to scan while it waits.
-        self.sender.submit(self.inference_topic, None, encode_event(event))
-        return event_id
+        if self.tags or tags:
+            event["tags"] = {**(self.tags or {}), **(tags or {})}
+        return event
 
     def log_label(self, request_id: str, label: Any, ts: str | int | None = None) -> None:
         """Queue the ground-truth label of an earlier request (joined on request_id)."""
@@ -834,9 +908,11 @@ class InferenceLogger:
         return self.sender.stats()
 
     def flush(self, timeout_s: float = 10.0) -> bool:
+        self._log_soon_events()
         return self.sender.flush(timeout_s)
 
     def close(self, timeout_s: float = 10.0) -> SenderStats:
+        self._log_soon_events()
         return self.sender.close(timeout_s)
 
     def __enter__(self) -> "InferenceLogger":

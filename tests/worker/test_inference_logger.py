@@ -5,6 +5,7 @@ Each behaviour is checked for both senders: the producer on a thread of this pro
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import orjson
 import pytest
 
 from driftline.broker import free_port
@@ -90,6 +92,80 @@ def test_without_kafka_log_returns_at_once_buffers_to_the_bound_and_counts_drops
     assert stats.buffered == 0 and stats.failed == 10 and stats.dropped == 15
     logger.log({"x": 1}, prediction=0.5, latency_ms=1.0)  # after close: dropped, not raised
     assert logger.stats().dropped == 16
+
+
+def test_log_soon_events_equal_log_events_and_are_built_at_the_end_of_the_loop_iteration(broker, kit, unique_id):
+    logger = InferenceLogger(broker, model="fraud", version="7", device="cpu", tags={"team": "risk"},
+                             producer_process=True)
+    ts = "2026-12-01T10:00:00.000Z"
+
+    def call(i: int, log) -> str:
+        return log({"amount": float(i), "country": "se", "age": None}, [0.25, 0.75], {"total": 3.5, "queue": 1.0},
+                   request_id=f"{unique_id}-{log.__name__}-{i}", inputs={"amount": str(i)}, entity_id=f"c-{i}",
+                   version="8", ts=ts, batch_size=4, cache_hit=False, tags={"route": "a"})
+
+    async def serve() -> tuple[int, int]:
+        for i in range(20):
+            call(i, logger.log_soon)
+        waiting_before = logger.stats().buffered  # taken but not yet built
+        await asyncio.sleep(0)  # one iteration of the loop: the callback runs
+        return waiting_before, logger.stats().buffered
+
+    for i in range(20):
+        call(i, logger.log)
+    logged = logger.stats().buffered
+    assert asyncio.run(serve()) == (logged, logged + 20)
+    assert logger.flush(timeout_s=20)
+    assert logger.close().sent == 40
+
+    soon_ids = {f"{unique_id}-log_soon-{i}" for i in range(20)}
+    now_ids = {f"{unique_id}-log-{i}" for i in range(20)}
+    events = {key: orjson.loads(value) for key, value in kit.read_topic(broker, TOPIC_INFERENCE,
+                                                                        soon_ids | now_ids).items()}
+    for i in range(20):
+        soon, now = events[f"{unique_id}-log_soon-{i}"], events[f"{unique_id}-log-{i}"]
+        parse_inference(orjson.dumps(soon))  # the contract's own validator
+        assert soon.pop("event_id") != now.pop("event_id")
+        assert soon.pop("request_id").replace("log_soon", "log") == now.pop("request_id")
+        assert soon == now and soon["tags"] == {"team": "risk", "route": "a"}
+
+
+def test_log_soon_counts_an_unencodable_event_as_failed_and_queues_the_rest():
+    logger = InferenceLogger(f"127.0.0.1:{free_port()}", model="m", version="1", max_buffered=10)
+
+    async def serve() -> None:
+        for i in range(4):
+            logger.log_soon({"x": i}, prediction=0.5, latency_ms=1.0)
+        logger.log_soon({"x": object()}, prediction=0.5, latency_ms=1.0)
+        for i in range(10):  # 4 of them beyond the bound
+            logger.log_soon({"x": i}, prediction=0.5, latency_ms=1.0)
+        await asyncio.sleep(0)
+
+    asyncio.run(serve())
+    stats = logger.stats()
+    assert (stats.buffered, stats.failed, stats.dropped) == (10, 1, 4)  # the bad one takes no place in the buffer
+    assert logger.close(timeout_s=0.2).failed == 11
+
+
+def test_close_queues_what_log_soon_took_before_the_loop_built_it(broker, kit, unique_id):
+    logger = InferenceLogger(broker, model="m", version="1", producer_process=True)
+    ids = {f"{unique_id}-{i}" for i in range(3)}
+
+    async def serve_then_stop() -> None:
+        for request_id in sorted(ids):
+            logger.log_soon({"x": 1.0}, prediction=0.5, latency_ms=1.0, request_id=request_id)
+        stats = logger.close()  # before the loop has run its callback
+        assert (stats.sent, stats.buffered, stats.failed) == (3, 0, 0)
+
+    asyncio.run(serve_then_stop())
+    assert set(kit.read_topic(broker, TOPIC_INFERENCE, ids)) == ids
+
+
+def test_log_soon_needs_a_running_event_loop():
+    logger = InferenceLogger(f"127.0.0.1:{free_port()}", model="m", version="1")
+    with pytest.raises(RuntimeError, match="no running event loop"):
+        logger.log_soon({"x": 1.0}, prediction=0.5, latency_ms=1.0)
+    assert logger.close(timeout_s=0.2).buffered == 0
 
 
 @SENDERS

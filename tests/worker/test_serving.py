@@ -72,6 +72,25 @@ def test_400_concurrent_requests_give_400_contract_events(kit, served, broker):
     assert kit.metric(url, "driftline_worker_batch_size_count") < 400  # fewer forward passes than requests
 
 
+def test_a_request_id_the_worker_makes_up_is_also_the_event_id(kit, served, broker, unique_id):
+    url, _worker = served
+    inputs = rows(20, seed=13)
+    given = [f"{unique_id}-{i}" for i in range(10)]
+    bodies = [{"features": row, "request_id": given[i]} if i < 10 else {"features": row}
+              for i, row in enumerate(inputs)]
+    responses = asyncio.run(_post_all(url, bodies))
+    request_ids = [r.json()["request_id"] for r in responses]
+    assert request_ids[:10] == given and len(set(request_ids)) == 20
+
+    raw = kit.read_topic(broker, TOPIC_INFERENCE, set(request_ids))
+    events = {request_id: parse_inference(raw[request_id]) for request_id in request_ids}
+    for request_id in request_ids[10:]:  # made up by the worker: unique, so it is the event id as well
+        assert events[request_id].event_id == request_id
+    for request_id in given:  # the caller's own id may repeat: the event gets one of its own
+        assert events[request_id].event_id != request_id and len(events[request_id].event_id) == 32
+    assert len({event.event_id for event in events.values()}) == 20
+
+
 def test_a_repeated_request_is_a_cache_hit(kit, served):
     url, _worker = served
     body = {"features": rows(1, seed=12)[0]}
