@@ -15,7 +15,7 @@ prediction cache off (every request reaches the model):
 `--configs` picks some of them (e.g. `--configs "batching,batching + logging,logging in-thread"`
 for the logging cost alone). For each concurrency level they are measured in turn, in several
 interleaved rounds (so a change in background load hits all alike; the logging cost is also
-given as the median of per-round ratios), by a closed-loop client: `concurrency`
+given as the median of per-round ratios, and as their mean with a 95 % bootstrap interval), by a closed-loop client: `concurrency`
 keep-alive connections, each sending the next request as soon as the previous answer
 arrives. The client is a minimal HTTP/1.1 writer/reader on asyncio streams rather than
 httpx, because on a small machine the client shares the CPU with the worker and httpx's
@@ -298,6 +298,21 @@ def forward_pass(device: str, batch_sizes: tuple[int, ...] = (1, 8, 64, 256), re
         print(f"  batch {size:>4}: {per_batch:7.3f} ms per batch, {1000 * per_batch / size:8.1f} us per row")
 
 
+def mean_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile-bootstrap confidence interval of the mean of per-round figures (seeded: a rerun prints the same).
+
+    One run's rounds scatter by +-10 % on a busy machine; the interval says whether a cost is
+    shown to be under an aim (its upper end below it) or only consistent with it. numpy, not
+    scipy.stats.bootstrap: the GPU machine's trimmed package set (bench/gpu_machine.sh) has no scipy.
+    """
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    data = np.asarray(values, dtype=float)
+    means = np.random.default_rng(0).choice(data, size=(10_000, len(data))).mean(axis=1)
+    tail = 100 * (1 - confidence) / 2
+    return float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
+
+
 def events_line(port: int) -> str:
     import httpx
 
@@ -389,6 +404,8 @@ def main() -> None:
             # of background load that hits one configuration's turn in a few rounds.
             round_costs = [1 - a / b for a, b in zip(logged["rps_rounds"], batching["rps_rounds"])]
             median_cost = ratios[level][f"{name}: cost_rps_median_round"] = float(np.median(round_costs))
+            low, high = mean_interval(round_costs)
+            ratios[level][f"{name}: cost_rps_mean_round_95ci"] = [low, high]
             cpu_cost = logged["cpu_ms_per_request"] / batching["cpu_ms_per_request"] - 1
             ratios[level][f"{name}: cost_cpu"] = cpu_cost
             # The serving process alone (its threads, not the producer child): the part of the
@@ -396,7 +413,8 @@ def main() -> None:
             own_extra_us = 1000 * (logged["own_cpu_ms_per_request"] - batching["own_cpu_ms_per_request"])
             ratios[level][f"{name}: extra_serving_process_us"] = own_extra_us
             line += (f"\n  cost of {name}: {100 * rps_cost:+.1f}% of requests/s (median of rounds "
-                     f"{100 * median_cost:+.1f}%), {100 * cpu_cost:+.1f}% CPU per request, "
+                     f"{100 * median_cost:+.1f}%; mean of rounds {100 * np.mean(round_costs):+.1f}%, 95% interval "
+                     f"{100 * low:+.1f}% to {100 * high:+.1f}%), {100 * cpu_cost:+.1f}% CPU per request, "
                      f"{own_extra_us:+.1f} us CPU per request in the serving process itself")
         print(line)
     for name, events in logging_events.items():
