@@ -130,21 +130,22 @@ def test_log_soon_events_equal_log_events_and_are_built_at_the_end_of_the_loop_i
         assert soon == now and soon["tags"] == {"team": "risk", "route": "a"}
 
 
-def test_log_soon_counts_an_unencodable_event_as_failed_and_queues_the_rest():
+def test_log_soon_counts_unencodable_events_as_failed_and_queues_the_rest():
     logger = InferenceLogger(f"127.0.0.1:{free_port()}", model="m", version="1", max_buffered=10)
 
     async def serve() -> None:
         for i in range(4):
             logger.log_soon({"x": i}, prediction=0.5, latency_ms=1.0)
         logger.log_soon({"x": object()}, prediction=0.5, latency_ms=1.0)
+        logger.log_soon({"x": 1}, prediction=0.5, latency_ms="slow")  # neither a number nor a mapping
         for i in range(10):  # 4 of them beyond the bound
             logger.log_soon({"x": i}, prediction=0.5, latency_ms=1.0)
         await asyncio.sleep(0)
 
     asyncio.run(serve())
     stats = logger.stats()
-    assert (stats.buffered, stats.failed, stats.dropped) == (10, 1, 4)  # the bad one takes no place in the buffer
-    assert logger.close(timeout_s=0.2).failed == 11
+    assert (stats.buffered, stats.failed, stats.dropped) == (10, 2, 4)  # the bad ones take no place in the buffer
+    assert logger.close(timeout_s=0.2).failed == 12
 
 
 def test_close_queues_what_log_soon_took_before_the_loop_built_it(broker, kit, unique_id):
