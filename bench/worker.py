@@ -121,17 +121,23 @@ def cpu_seconds(pid: int, exclude: int | None = None, children: bool = True) -> 
     return total
 
 
+def metric_values(port: int, names: tuple[str, ...]) -> dict[str, float]:
+    """The worker's unlabelled metrics of these names, read from its /metrics (absent ones are 0)."""
+    import httpx
+
+    values = dict.fromkeys(names, 0.0)
+    for line in httpx.get(f"http://127.0.0.1:{port}/metrics").text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in values:
+            values[name] = float(value)
+    return values
+
+
 def batch_totals(port: int) -> tuple[float, float]:
     """(rows, forward passes) so far, from the worker's batch-size histogram: their ratio over a round is the
     mean batch size, which moves CPU per request (a forward pass of 64 rows costs far less than 64 of one)."""
-    import httpx
-
-    totals = {"_sum": 0.0, "_count": 0.0}
-    for line in httpx.get(f"http://127.0.0.1:{port}/metrics").text.splitlines():
-        for suffix in totals:
-            if line.startswith("driftline_worker_batch_size" + suffix + " "):
-                totals[suffix] = float(line.split()[1])
-    return totals["_sum"], totals["_count"]
+    values = metric_values(port, ("driftline_worker_batch_size_sum", "driftline_worker_batch_size_count"))
+    return values["driftline_worker_batch_size_sum"], values["driftline_worker_batch_size_count"]
 
 
 async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[bytes]) -> tuple[list[float], int, int]:
@@ -314,16 +320,9 @@ def mean_interval(values: list[float], confidence: float = 0.95) -> tuple[float,
 
 
 def events_line(port: int) -> str:
-    import httpx
-
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
-    values = {}
-    for name in ("driftline_worker_events_sent_total", "driftline_worker_events_dropped_total",
-                 "driftline_worker_events_buffered"):
-        for line in text.splitlines():
-            if line.startswith(name + " "):
-                values[name.removeprefix("driftline_worker_events_")] = int(float(line.split()[1]))
-    return ", ".join(f"{k} {v}" for k, v in values.items())
+    values = metric_values(port, ("driftline_worker_events_sent_total", "driftline_worker_events_dropped_total",
+                                  "driftline_worker_events_buffered"))
+    return ", ".join(f"{name.removeprefix('driftline_worker_events_')} {int(value)}" for name, value in values.items())
 
 
 def main() -> None:

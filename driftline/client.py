@@ -196,23 +196,26 @@ class EventSender:
     # --- called by the serving path: cheap, never blocks ----------------------------
     def submit(self, topic: str, key: str | bytes | None, event: dict[str, Any] | bytes) -> bool:
         """Queue an event; False (and counted as dropped) when the buffer is full or closed."""
-        with self._lock:
-            if self._buffered >= self.max_buffered or self._closing.is_set():
-                self._dropped += 1
-                return False
-            self._buffered += 1
+        if not self._admit(1):
+            return False
         self._waiting.append((topic, key.encode() if isinstance(key, str) and key else key or None, event))
         return True
 
     def submit_many(self, topic: str, events: list[bytes]) -> int:
         """Queue keyless encoded events under one lock; returns how many were accepted (the rest count as dropped)."""
+        accepted = self._admit(len(events))
+        self._waiting.extend([(topic, None, event) for event in events[:accepted]])
+        return accepted
+
+    def _admit(self, count: int) -> int:
+        """How many of `count` new events fit in the buffer (none once closing); those count as buffered, the rest
+        as dropped."""
         with self._lock:
             room = 0 if self._closing.is_set() else max(0, self.max_buffered - self._buffered)
-            accepted = events if len(events) <= room else events[:room]
-            self._dropped += len(events) - len(accepted)
-            self._buffered += len(accepted)
-        self._waiting.extend([(topic, None, event) for event in accepted])
-        return len(accepted)
+            accepted = min(count, room)
+            self._dropped += count - accepted
+            self._buffered += accepted
+        return accepted
 
     def count_unsendable(self, topic: str, exc: Exception) -> None:
         """An event that was accepted by the logger but cannot be encoded or sent: it counts as failed."""
