@@ -79,7 +79,8 @@ for step in "${steps[@]}"; do
             | tee "$OUT/cpu.txt" ;;
     logging)
         python3 bench/worker.py --device cuda --concurrency "${LOGGING_CONCURRENCY:-32,128}" \
-            --configs "batching,batching + logging" --seconds "${BENCH_SECONDS:-6}" --rounds "${BENCH_ROUNDS:-3}" \
+            --configs "batching,batching again,batching + logging" --seconds "${BENCH_SECONDS:-6}" \
+            --rounds "${BENCH_ROUNDS:-3}" --sets "${BENCH_SETS:-4}" \
             --json "$OUT/logging.json" 2>&1 | tee "$OUT/logging.txt" ;;
     profile)
         "$PYSPY" record -r 200 --subprocesses --nonblocking --format raw -o "$OUT/worker-profile.txt" -- \

@@ -1,7 +1,7 @@
 """Benchmark of the inference worker: requests/s and latency with and without dynamic batching and event logging.
 
-    .venv/bin/python bench/worker.py [--device auto|cpu|cuda] [--seconds 5] [--concurrency 1,8,32,128]
-                                     [--configs NAME,NAME] [--json results.json]
+    .venv/bin/python bench/worker.py [--device auto|cpu|cuda] [--seconds 6] [--rounds 3] [--sets 1]
+                                     [--concurrency 1,8,32,128] [--configs NAME,NAME] [--json results.json]
 
 Real `driftline worker` processes run side by side on one trained model, all with the
 prediction cache off (every request reaches the model):
@@ -11,17 +11,24 @@ prediction cache off (every request reaches the model):
 - batching + logging:  as "batching", with events sent to an embedded Kafka broker by a
                        producer in a child process (the worker's default)
 - logging in-thread:   as "batching + logging", the producer on a thread in the worker
+- batching again:      (only when named) the same flags as "batching": the noise floor
 
 `--configs` picks some of them (e.g. `--configs "batching,batching + logging,logging in-thread"`
 for the logging cost alone). For each concurrency level they are measured in turn, in several
 interleaved rounds (so a change in background load hits all alike; the logging cost is also
-given as the median of per-round ratios, and as their mean with a 95 % bootstrap interval), by a closed-loop client: `concurrency`
+given as the median of per-round ratios, and as their mean with a 95 % interval), by a closed-loop client: `concurrency`
 keep-alive connections, each sending the next request as soon as the previous answer
 arrives. The client is a minimal HTTP/1.1 writer/reader on asyncio streams rather than
 httpx, because on a small machine the client shares the CPU with the worker and httpx's
 per-request cost (~0.3 ms of Python) would be measured as the worker's.
 On a machine with 8 CPUs or more the load generator, the workers and the broker get CPUs of
 their own (`--pin-cpus`). Figures are printed, not asserted. Whole run: about 2 minutes at the defaults.
+
+Two processes of the same code differ: in an A/A run on the 2-core machine ("batching" against
+"batching again", 60 s in 30 rounds) one pair differed by 7.6 % of requests/s, with a 95 % interval
+over rounds that excluded zero. One set of workers therefore cannot show a cost of a few %, however
+many rounds it runs. `--sets N` starts every configuration's worker afresh N times, one set after
+another, and takes the cost's interval over the sets' means (Student's t), so that spread is in it.
 
 `--forward-pass` instead times the model's forward pass alone on `--device` for batch sizes 1 to 256
 (median of 200 after a warm-up; synchronised on CUDA): what batching can save, without HTTP.
@@ -43,7 +50,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import orjson
@@ -62,20 +69,33 @@ CONFIGS = {
     "batch size 1": ["--max-batch-size", "1", "--no-events"],
     "batching + logging": ["--max-batch-size", "64", "--max-wait-ms", "2", "--events", "--event-producer", "process"],
     "logging in-thread": ["--max-batch-size", "64", "--max-wait-ms", "2", "--events", "--event-producer", "thread"],
+    # Not run by default: the same flags as "batching" in another process. Its "cost" is the benchmark's
+    # noise floor: two processes of the same code differed by up to 7.6 % of requests/s (docs/worker.md).
+    "batching again": ["--max-batch-size", "64", "--max-wait-ms", "2", "--no-events"],
 }
+DEFAULT_CONFIGS = [name for name in CONFIGS if name != "batching again"]
 WARMUP_S = 0.5  # per round: connections opened, batches at steady size
+SETTLE_S = 2.0  # per worker, once its whole set has started (see settle)
 
 
 def cpu_sets(pin: str) -> dict[str, set[int]] | None:
     """With `--pin-cpus` (auto: where there are 8 CPUs or more), separate CPUs for the load generator (a
     quarter), the workers with their producer children (half) and the broker (a quarter): on a many-core
     machine the scheduler otherwise moves them across each other's cores, and the same configuration's
-    requests/s varied +-11 % from round to round on the 16-core GPU machine (docs/worker.md)."""
+    requests/s varied +-11 % from round to round on the 16-core GPU machine (docs/worker.md).
+
+    With fewer than 4 CPUs (`--pin-cpus yes` only), the worker being measured gets the first CPU alone and
+    everything else shares the rest, its producer child included ("children"): a serving host whose clients
+    and Kafka are elsewhere and whose spare cores run the producer, so what is left is the serving process's
+    own cost of logging."""
     cpus = sorted(os.sched_getaffinity(0))
     if pin == "no" or (pin == "auto" and len(cpus) < 8):
         return None
+    if len(cpus) < 2:
+        raise SystemExit("--pin-cpus yes needs 2 CPUs or more")
     if len(cpus) < 4:
-        raise SystemExit("--pin-cpus yes needs 4 CPUs or more")
+        rest = set(cpus[1:])
+        return {"load": rest, "workers": {cpus[0]}, "broker": rest, "children": rest}
     quarter = len(cpus) // 4
     return {"load": set(cpus[:quarter]), "workers": set(cpus[quarter:len(cpus) - quarter]),
             "broker": set(cpus[len(cpus) - quarter:])}
@@ -119,6 +139,19 @@ def cpu_seconds(pid: int, exclude: int | None = None, children: bool = True) -> 
         if (stat.parent.name == str(pid) or (children and fields[1] == str(pid))) and stat.parent.name != str(exclude):
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def pin_children(pid: int, cpus: set[int]) -> None:
+    """Move every thread of `pid`'s child processes to `cpus` (a child inherits its parent's CPUs, and
+    librdkafka's threads would otherwise stay on them; a child restarted meanwhile is caught next round)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[1] != str(pid):
+                continue
+            for task in Path(stat.parent, "task").iterdir():
+                os.sched_setaffinity(int(task.name), cpus)
+        except (OSError, IndexError):
+            continue  # it exited meanwhile
 
 
 def metric_values(port: int, names: tuple[str, ...]) -> dict[str, float]:
@@ -181,15 +214,32 @@ async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[
     return latencies, errors, answered
 
 
+def settle(workers: dict[str, tuple[int, int]], bodies: list[bytes], concurrency: int = 32) -> None:
+    """Drive each freshly started worker for a while, unmeasured, before the first round.
+
+    A worker's port opens before its start is over (the producer child connecting, the last
+    imports and allocations), and the first configuration of the first round paid for the
+    others': in four runs of 8 sets, "batching" (started and measured first) came out 3.7 %
+    slower than "batching again" (the same flags; 95 % interval 1.4-6.0 %) at c=32, the first
+    level, and 1.6 % (no difference shown) at c=128, measured after it.
+    """
+    for port, _pid in workers.values():
+        asyncio.run(closed_loop(port, concurrency, SETTLE_S, bodies))
+
+
 def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rounds: int,
-            bodies: list[bytes]) -> dict[str, dict[str, float]]:
+            bodies: list[bytes], children_cpus: set[int] | None = None) -> dict[str, dict[str, Any]]:
     """Each configuration in turn, `rounds` times, so slow drifts in background load hit all alike.
 
-    The order within a round alternates, so no configuration always follows the same one.
+    The order rotates from round to round, so every configuration runs in every place of a round
+    equally often. (It used to alternate forwards and backwards: with three configurations the middle
+    one never ran right after itself or after a long pause, and an A/A pair, the same flags in the
+    middle and first place, came out 3.0-4.3 % apart at c=32 in three runs of 8 sets.)
     Besides requests/s and latency, the worker process's CPU time per answered request:
     a cost measure that background load on a shared machine disturbs far less than throughput;
     and the mean batch size, on which that CPU time depends.
-    `rps_rounds` keeps each round's requests/s, for ratios taken round by round.
+    `rps_rounds` keeps each round's requests/s, for ratios taken round by round. The figures are
+    raw sums; `summarize` turns those of one or more sets of worker processes into rates.
     """
     latencies: dict[str, list[float]] = {name: [] for name in workers}
     rps_rounds: dict[str, list[float]] = {name: [] for name in workers}
@@ -201,7 +251,10 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
     passes = dict.fromkeys(workers, 0.0)
     for round_ in range(rounds):
         order = list(workers.items())
-        for name, (port, pid) in order if round_ % 2 == 0 else reversed(order):
+        shift = round_ % len(order)
+        for name, (port, pid) in order[shift:] + order[:shift]:
+            if children_cpus:
+                pin_children(pid, children_cpus)
             rows_before, passes_before = batch_totals(port)
             before, own_before = cpu_seconds(pid), cpu_seconds(pid, children=False)
             lat, err, done = asyncio.run(closed_loop(port, level, seconds / rounds, bodies))
@@ -214,15 +267,28 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
             rps_rounds[name].append(len(lat) / (seconds / rounds))
             errors[name] += err
             answered[name] += done
-    out = {}
-    for name, lat in latencies.items():
-        ms = np.asarray(lat) * 1000.0
-        out[name] = {"rps": len(lat) / seconds, "rps_rounds": rps_rounds[name], "p50_ms": float(np.percentile(ms, 50)),
-                     "p99_ms": float(np.percentile(ms, 99)), "requests": len(lat), "errors": errors[name],
-                     "cpu_ms_per_request": 1000.0 * cpu[name] / max(1, answered[name]),
-                     "own_cpu_ms_per_request": 1000.0 * own_cpu[name] / max(1, answered[name]),
-                     "mean_batch_size": rows[name] / max(1.0, passes[name])}
-    return out
+    return {name: {"latencies": latencies[name], "seconds": seconds, "rps_rounds": rps_rounds[name],
+                   "errors": errors[name], "answered": answered[name], "cpu": cpu[name], "own_cpu": own_cpu[name],
+                   "rows": rows[name], "passes": passes[name]} for name in workers}
+
+
+def summarize(sets: list[dict[str, Any]]) -> dict[str, Any]:
+    """One configuration at one level, `measure`'s figures of each set of worker processes pooled.
+
+    `rps_sets` is each set's requests/s and `rps_rounds` each set's per-round requests/s: costs are
+    taken round by round within a set, where both workers ran seconds apart.
+    """
+    def total(key: str) -> float:
+        return sum(figures[key] for figures in sets)
+
+    ms = np.asarray([latency for figures in sets for latency in figures["latencies"]]) * 1000.0
+    answered = max(1.0, total("answered"))
+    return {"rps": len(ms) / total("seconds"), "rps_sets": [len(f["latencies"]) / f["seconds"] for f in sets],
+            "rps_rounds": [f["rps_rounds"] for f in sets], "p50_ms": float(np.percentile(ms, 50)),
+            "p99_ms": float(np.percentile(ms, 99)), "requests": len(ms), "errors": int(total("errors")),
+            "cpu_ms_per_request": 1000.0 * total("cpu") / answered,
+            "own_cpu_ms_per_request": 1000.0 * total("own_cpu") / answered,
+            "mean_batch_size": total("rows") / max(1.0, total("passes"))}
 
 
 def logger_cost(bootstrap_servers: str, broker_pid: int, events: int, rate: float, rounds: int) -> None:
@@ -305,39 +371,71 @@ def forward_pass(device: str, batch_sizes: tuple[int, ...] = (1, 8, 64, 256), re
 
 
 def mean_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Percentile-bootstrap confidence interval of the mean of per-round figures (seeded: a rerun prints the same).
+    """Confidence interval of the mean of `values` (per-round or per-set costs).
 
-    One run's rounds scatter by +-10 % on a busy machine; the interval says whether a cost is
-    shown to be under an aim (its upper end below it) or only consistent with it. numpy, not
-    scipy.stats.bootstrap: the GPU machine's trimmed package set (bench/gpu_machine.sh) has no scipy.
+    Student's t where scipy is installed; else (the GPU machine's trimmed package set,
+    bench/gpu_machine.sh, has no scipy) a seeded percentile bootstrap, which comes out too narrow
+    for a handful of values. The interval says whether a cost is shown to be under an aim (its
+    upper end below it) or only consistent with it.
     """
     if len(values) < 2:
         return float("nan"), float("nan")
     data = np.asarray(values, dtype=float)
-    means = np.random.default_rng(0).choice(data, size=(10_000, len(data))).mean(axis=1)
-    tail = 100 * (1 - confidence) / 2
-    return float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
+    try:
+        from scipy import stats
+    except ImportError:
+        means = np.random.default_rng(0).choice(data, size=(10_000, len(data))).mean(axis=1)
+        tail = 100 * (1 - confidence) / 2
+        return float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
+    half = stats.t.ppf((1 + confidence) / 2, len(data) - 1) * data.std(ddof=1) / np.sqrt(len(data))
+    return float(data.mean() - half), float(data.mean() + half)
 
 
-def events_line(port: int) -> str:
-    values = metric_values(port, ("driftline_worker_events_sent_total", "driftline_worker_events_dropped_total",
-                                  "driftline_worker_events_buffered"))
-    return ", ".join(f"{name.removeprefix('driftline_worker_events_')} {int(value)}" for name, value in values.items())
+def cost_figures(compared: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
+    """Requests/s lost by `compared` against `reference` (both `summarize`d at one level).
+
+    Each round's cost compares the two workers measured seconds apart; each set's cost is the mean of
+    its rounds. The interval is taken over sets when there are two or more: different processes of the
+    same code differ by several % (an A/A run, two "batching" workers, differed by 7.6 % with a round
+    interval excluding zero), so rounds of one pair of processes show the round noise, not that spread.
+    """
+    per_set = [[1 - a / b for a, b in zip(ours, theirs)]
+               for ours, theirs in zip(compared["rps_rounds"], reference["rps_rounds"])]
+    rounds = [cost for costs in per_set for cost in costs]
+    set_means = [float(np.mean(costs)) for costs in per_set]
+    low, high = mean_interval(set_means if len(set_means) > 1 else rounds)
+    return {"cost_rps": 1 - compared["rps"] / reference["rps"], "cost_rps_median_round": float(np.median(rounds)),
+            "cost_rps_mean": float(np.mean(set_means)), "cost_rps_sets": set_means,
+            "cost_rps_mean_95ci": [low, high], "interval_over": "sets" if len(set_means) > 1 else "rounds",
+            "cost_cpu": compared["cpu_ms_per_request"] / reference["cpu_ms_per_request"] - 1,
+            # The serving process alone (its threads, not the producer child): the part of the
+            # cost that competes with serving for the GIL whatever the number of cores.
+            "extra_serving_process_us": 1000 * (compared["own_cpu_ms_per_request"]
+                                                - reference["own_cpu_ms_per_request"])}
+
+
+EVENT_METRICS = ("driftline_worker_events_sent_total", "driftline_worker_events_dropped_total",
+                 "driftline_worker_events_buffered")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument("--seconds", type=float, default=6.0, help="measured seconds per configuration and level")
+    parser.add_argument("--seconds", type=float, default=6.0,
+                        help="measured seconds per configuration and level, per set of worker processes")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds the seconds are split into")
+    parser.add_argument("--sets", type=int, default=1,
+                        help="sets of worker processes, started afresh one after another and pooled: what logging "
+                             "costs is taken over sets, as processes of the same code differ by several %%")
     parser.add_argument("--concurrency", default="1,8,32,128")
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configurations to run")
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                        help=f"comma-separated configurations to run, of: {', '.join(CONFIGS)}")
     parser.add_argument("--train-rows", type=int, default=2_000,
                         help="rows to train the benchmark model on (speed does not depend on its quality)")
     parser.add_argument("--json", dest="json_out", default=None, help="write the figures here too")
     parser.add_argument("--pin-cpus", choices=["auto", "yes", "no"], default="auto",
                         help="separate CPUs for the load generator, the workers and the broker (auto: with 8 CPUs "
-                             "or more)")
+                             "or more; with 2-3, yes gives the worker the first CPU alone)")
     parser.add_argument("--logger-cost", action="store_true",
                         help="instead: CPU per event of InferenceLogger, producer on a thread vs in a child process")
     parser.add_argument("--forward-pass", action="store_true",
@@ -351,6 +449,10 @@ def main() -> None:
             logger_cost(broker.bootstrap_servers, broker.process.pid, events=60_000, rate=2_000, rounds=6)
         return
     levels = [int(c) for c in args.concurrency.split(",")]
+    unknown = [name for name in args.configs.split(",") if name not in CONFIGS]
+    if unknown or args.sets < 1:
+        raise SystemExit(f"unknown configuration {unknown[0]!r}; known: {', '.join(CONFIGS)}" if unknown
+                         else "--sets must be 1 or more")
     configs = {name: CONFIGS[name] for name in args.configs.split(",")}
     load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
     bodies = [orjson.dumps({"features": row}) for row in generate_inputs(5_000, seed=99).to_dict("records")]
@@ -358,6 +460,8 @@ def main() -> None:
     if pinned:  # the broker starts on its CPUs (a child keeps its parent's), then this process moves to its own
         os.sched_setaffinity(0, pinned["broker"])
 
+    measured: dict[str, dict[int, list[dict[str, Any]]]] = {name: {level: [] for level in levels} for name in configs}
+    events = {name: dict.fromkeys(EVENT_METRICS, 0.0) for name in configs if "logging" in name}
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(port=free_port()) as broker:
         if pinned:
             os.sched_setaffinity(0, pinned["load"])
@@ -365,19 +469,27 @@ def main() -> None:
                "DRIFTLINE_BOOTSTRAP_SERVERS": broker.bootstrap_servers}
         subprocess.run([*DRIFTLINE, "train", "--size", "default", "--rows", str(args.train_rows), "--epochs", "1"],
                        env=env, check=True, stdout=subprocess.DEVNULL)
-        results: dict[str, dict[int, dict[str, float]]] = {name: {} for name in configs}
-        with contextlib.ExitStack() as stack:
-            workers = {name: stack.enter_context(worker_process(env, flags, args.device,
-                                                                pinned["workers"] if pinned else None))
-                       for name, flags in configs.items()}
-            for level in levels:
-                for name, figures in measure(workers, level, args.seconds, args.rounds, bodies).items():
-                    results[name][level] = figures
-            logging_events = {name: events_line(workers[name][0]) for name in configs if "logging" in name}
+        for set_number in range(1, args.sets + 1):
+            with contextlib.ExitStack() as stack:
+                workers = {name: stack.enter_context(worker_process(env, flags, args.device,
+                                                                    pinned["workers"] if pinned else None))
+                           for name, flags in configs.items()}
+                settle(workers, bodies)
+                for level in levels:
+                    for name, figures in measure(workers, level, args.seconds, args.rounds, bodies,
+                                                 pinned.get("children") if pinned else None).items():
+                        measured[name][level].append(figures)
+                for name, totals in events.items():
+                    for metric, value in metric_values(workers[name][0], EVENT_METRICS).items():
+                        totals[metric] += value
+            if args.sets > 1:
+                print(f"set {set_number} of {args.sets} of worker processes measured", file=sys.stderr, flush=True)
+    results = {name: {level: summarize(sets) for level, sets in by_level.items()} for name, by_level in measured.items()}
 
     print(f"worker benchmark: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"device {args.device}, {args.seconds:g} s per point in {args.rounds} rounds, cache off, "
-          f"load average before {load_before}"
+          f"device {args.device}, {args.seconds:g} s per point in {args.rounds} rounds"
+          + (f", {args.sets} sets of worker processes" if args.sets > 1 else "")
+          + f", cache off, load average before {load_before}"
           + ("; CPUs pinned: " + ", ".join(f"{role} {min(c)}-{max(c)}" for role, c in pinned.items()) if pinned else ""))
     print(f"{'configuration':<20}" + "".join(f"{'c=' + str(c):>40}" for c in levels))
     print(f"{'':<20}" + "".join(f"{'req/s  p50 ms  p99 ms  cpu ms  batch':>40}" for _ in levels))
@@ -387,7 +499,7 @@ def main() -> None:
         print(f"{name:<20}{cells}")
     print("(cpu ms: CPU time of the worker process and its children per answered request; batch: mean rows per "
           "forward pass)")
-    ratios: dict[int, dict[str, float]] = {}
+    ratios: dict[int, dict[str, Any]] = {}
     for level in levels:
         ratios[level] = {}
         line = f"c={level:<4}"
@@ -396,33 +508,27 @@ def main() -> None:
         if batching and single:
             ratios[level]["batching_vs_batch1"] = batching["rps"] / single["rps"]
             line += f" batching / batch size 1 = {ratios[level]['batching_vs_batch1']:.2f}x"
-        for name in (n for n in configs if "logging" in n and batching):
-            logged = results[name][level]
-            rps_cost = ratios[level][f"{name}: cost_rps"] = 1 - logged["rps"] / batching["rps"]
-            # Round by round (each pair measured seconds apart), the median: robust to a burst
-            # of background load that hits one configuration's turn in a few rounds.
-            round_costs = [1 - a / b for a, b in zip(logged["rps_rounds"], batching["rps_rounds"])]
-            median_cost = ratios[level][f"{name}: cost_rps_median_round"] = float(np.median(round_costs))
-            low, high = mean_interval(round_costs)
-            ratios[level][f"{name}: cost_rps_mean_round_95ci"] = [low, high]
-            cpu_cost = logged["cpu_ms_per_request"] / batching["cpu_ms_per_request"] - 1
-            ratios[level][f"{name}: cost_cpu"] = cpu_cost
-            # The serving process alone (its threads, not the producer child): the part of the
-            # cost that competes with serving for the GIL whatever the number of cores.
-            own_extra_us = 1000 * (logged["own_cpu_ms_per_request"] - batching["own_cpu_ms_per_request"])
-            ratios[level][f"{name}: extra_serving_process_us"] = own_extra_us
-            line += (f"\n  cost of {name}: {100 * rps_cost:+.1f}% of requests/s (median of rounds "
-                     f"{100 * median_cost:+.1f}%; mean of rounds {100 * np.mean(round_costs):+.1f}%, 95% interval "
-                     f"{100 * low:+.1f}% to {100 * high:+.1f}%), {100 * cpu_cost:+.1f}% CPU per request, "
-                     f"{own_extra_us:+.1f} us CPU per request in the serving process itself")
+        for name in (n for n in configs if n not in ("batching", "batch size 1") and batching):
+            cost = cost_figures(results[name][level], batching)
+            ratios[level].update({f"{name}: {key}": value for key, value in cost.items()})
+            low, high = cost["cost_rps_mean_95ci"]
+            what = "the noise floor: same flags as batching" if name == "batching again" else "cost"
+            line += (f"\n  {name} ({what}): {100 * cost['cost_rps']:+.1f}% of requests/s (median of rounds "
+                     f"{100 * cost['cost_rps_median_round']:+.1f}%; mean {100 * cost['cost_rps_mean']:+.1f}%, 95% "
+                     f"interval over {cost['interval_over']} {100 * low:+.1f}% to {100 * high:+.1f}%), "
+                     f"{100 * cost['cost_cpu']:+.1f}% CPU per request, {cost['extra_serving_process_us']:+.1f} us "
+                     "CPU per request in the serving process itself")
+            if len(cost["cost_rps_sets"]) > 1:
+                line += "\n    per set: " + ", ".join(f"{100 * c:+.1f}%" for c in cost["cost_rps_sets"])
         print(line)
-    for name, events in logging_events.items():
-        print(f"events, {name}: {events}")
+    for name, totals in events.items():
+        print(f"events, {name}: " + ", ".join(f"{metric.removeprefix('driftline_worker_events_')} {int(value)}"
+                                              for metric, value in totals.items()))
     errors = sum(r["errors"] for by_level in results.values() for r in by_level.values())
     print(f"non-200 answers: {errors}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"device": args.device, "results": results, "ratios": ratios,
-                                                   "events": logging_events}, indent=2))
+                                                   "events": events}, indent=2))
 
 
 if __name__ == "__main__":
