@@ -69,10 +69,10 @@ CONFIGS = {
     "batch size 1": ["--max-batch-size", "1", "--no-events"],
     "batching + logging": ["--max-batch-size", "64", "--max-wait-ms", "2", "--events", "--event-producer", "process"],
     "logging in-thread": ["--max-batch-size", "64", "--max-wait-ms", "2", "--events", "--event-producer", "thread"],
-    # Not run by default: the same flags as "batching" in another process. Its "cost" is the benchmark's
-    # noise floor: two processes of the same code differed by up to 7.6 % of requests/s (docs/worker.md).
-    "batching again": ["--max-batch-size", "64", "--max-wait-ms", "2", "--no-events"],
 }
+# Not run by default: the same flags as "batching" in another process. Its "cost" is the benchmark's
+# noise floor: two processes of the same code differed by up to 7.6 % of requests/s (docs/worker.md).
+CONFIGS["batching again"] = CONFIGS["batching"]
 DEFAULT_CONFIGS = [name for name in CONFIGS if name != "batching again"]
 WARMUP_S = 0.5  # per round: connections opened, batches at steady size
 SETTLE_S = 2.0  # per worker, once its whole set has started (see settle)
@@ -131,26 +131,31 @@ def cpu_seconds(pid: int, exclude: int | None = None, children: bool = True) -> 
     logging's cost as much as a thread's would be.
     """
     total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if (stat.parent.name == str(pid) or (children and fields[1] == str(pid))) and stat.parent.name != str(exclude):
+    for process, fields in process_stats():
+        if (process == pid or (children and fields[1] == str(pid))) and process != exclude:
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def process_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, fields of /proc/pid/stat after the command name) of every live process; fields[1] is the parent."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            yield int(stat.parent.name), stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it exited meanwhile
 
 
 def pin_children(pid: int, cpus: set[int]) -> None:
     """Move every thread of `pid`'s child processes to `cpus` (a child inherits its parent's CPUs, and
     librdkafka's threads would otherwise stay on them; a child restarted meanwhile is caught next round)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for child, fields in process_stats():
+        if fields[1] != str(pid):
+            continue
         try:
-            if stat.read_text().rsplit(")", 1)[1].split()[1] != str(pid):
-                continue
-            for task in Path(stat.parent, "task").iterdir():
+            for task in Path(f"/proc/{child}/task").iterdir():
                 os.sched_setaffinity(int(task.name), cpus)
-        except (OSError, IndexError):
+        except OSError:
             continue  # it exited meanwhile
 
 
