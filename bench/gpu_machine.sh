@@ -10,8 +10,10 @@
 # Steps (default: forward worker):
 #   forward    the model's forward pass alone, cuda then cpu (bench/worker.py --forward-pass)
 #   worker     the full worker benchmark on cuda, then on cpu (about 4 minutes)
-#   logging    the logging cost alone on cuda at c=32 and c=128 ("batching" vs "batching + logging";
-#              LOGGING_CONCURRENCY, BENCH_SECONDS and BENCH_ROUNDS change the levels and the length)
+#   logging    the logging cost alone on cuda at c=32 and c=128: one worker with logging switched on and
+#              off between rounds ("logging on/off"), its control ("on/off control"), and "batching" vs
+#              "batching + logging" (LOGGING_CONCURRENCY, BENCH_SECONDS, BENCH_ROUNDS and BENCH_SETS change
+#              the levels and the length; about 10 minutes at the defaults)
 #   profile    py-spy of the same at c=128: raw stacks of every process in worker-profile.txt
 #   collector  bench/collector.py, 1 000 000 events: one collector with 2 and 4 decoders, two collectors,
 #              and one with kafka-python's record reader (the aim of issue 4 is per collector process;
@@ -79,7 +81,7 @@ for step in "${steps[@]}"; do
             | tee "$OUT/cpu.txt" ;;
     logging)
         python3 bench/worker.py --device cuda --concurrency "${LOGGING_CONCURRENCY:-32,128}" \
-            --configs "batching,batching again,batching + logging" --seconds "${BENCH_SECONDS:-6}" \
+            --configs "batching,batching + logging,logging on/off,on/off control" --seconds "${BENCH_SECONDS:-6}" \
             --rounds "${BENCH_ROUNDS:-3}" --sets "${BENCH_SETS:-4}" \
             --json "$OUT/logging.json" 2>&1 | tee "$OUT/logging.txt" ;;
     profile)

@@ -12,6 +12,10 @@ prediction cache off (every request reaches the model):
                        producer in a child process (the worker's default)
 - logging in-thread:   as "batching + logging", the producer on a thread in the worker
 - batching again:      (only when named) the same flags as "batching": the noise floor
+- logging on/off:      (only when named) one "batching + logging" worker (bench/switched_worker.py)
+                       whose logging is switched on and off between rounds, measured as two entries,
+                       "logging on/off: on" and "...: off": the cost of logging in one process
+- on/off control:      (only when named) the same with --no-events: its switch changes nothing
 
 `--configs` picks some of them (e.g. `--configs "batching,batching + logging,logging in-thread"`
 for the logging cost alone). For each concurrency level they are measured in turn, in several
@@ -29,6 +33,10 @@ Two processes of the same code differ: in an A/A run on the 2-core machine ("bat
 over rounds that excluded zero. One set of workers therefore cannot show a cost of a few %, however
 many rounds it runs. `--sets N` starts every configuration's worker afresh N times, one set after
 another, and takes the cost's interval over the sets' means (Student's t), so that spread is in it.
+"logging on/off" avoids that spread: it compares each worker process with itself, logging on and off
+in alternate rounds (requests answered with logging on are counted against events sent, which must
+match). Each logging cost is also broken down into CPU per request in the serving process, its event
+loop's thread (the one that limits requests/s where cores are to spare) and its producer child.
 
 `--forward-pass` instead times the model's forward pass alone on `--device` for batch sizes 1 to 256
 (median of 200 after a warm-up; synchronised on CUDA): what batching can save, without HTTP.
@@ -73,7 +81,15 @@ CONFIGS = {
 # Not run by default: the same flags as "batching" in another process. Its "cost" is the benchmark's
 # noise floor: two processes of the same code differed by up to 7.6 % of requests/s (docs/worker.md).
 CONFIGS["batching again"] = CONFIGS["batching"]
-DEFAULT_CONFIGS = [name for name in CONFIGS if name != "batching again"]
+# Not run by default either: one worker process (bench/switched_worker.py) whose logging is switched on
+# and off between rounds, measured as two entries, "<name>: on" and "<name>: off", so the logging cost
+# compares a process with itself; "on/off control" is the same with --no-events (its switch changes
+# nothing), the noise floor of that comparison.
+CONFIGS["logging on/off"] = CONFIGS["batching + logging"]
+CONFIGS["on/off control"] = CONFIGS["batching"]
+SWITCHED = ("logging on/off", "on/off control")
+DEFAULT_CONFIGS = [name for name in CONFIGS if name not in ("batching again", *SWITCHED)]
+SWITCH_SETTLE_S = 0.05  # after signalling a switched worker, before the round's connections open
 WARMUP_S = 0.5  # per round: connections opened, batches at steady size
 SETTLE_S = 2.0  # per worker, once its whole set has started (see settle)
 
@@ -102,10 +118,12 @@ def cpu_sets(pin: str) -> dict[str, set[int]] | None:
 
 
 @contextlib.contextmanager
-def worker_process(env: dict[str, str], flags: list[str], device: str,
-                   cpus: set[int] | None = None) -> Iterator[tuple[int, int]]:
+def worker_process(env: dict[str, str], flags: list[str], device: str, cpus: set[int] | None = None,
+                   switched: bool = False) -> Iterator[tuple[int, int]]:
+    """A worker on a free port, (port, pid) while the block runs; `switched`: bench/switched_worker.py's."""
     port = free_port()
-    process = subprocess.Popen([*DRIFTLINE, "worker", "--port", str(port), "--device", device, "--cache-size", "0",
+    command = [sys.executable, str(ROOT / "bench" / "switched_worker.py")] if switched else [*DRIFTLINE, "worker"]
+    process = subprocess.Popen([*command, "--port", str(port), "--device", device, "--cache-size", "0",
                                 "--no-labels", "--log-level", "warning", *flags], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
                                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
@@ -135,6 +153,15 @@ def cpu_seconds(pid: int, exclude: int | None = None, children: bool = True) -> 
         if (process == pid or (children and fields[1] == str(pid))) and process != exclude:
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def loop_thread_seconds(pid: int) -> float:
+    """CPU time of a process's main thread: the worker's event loop (HTTP, validation, logging's own work)."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def process_stats() -> Iterator[tuple[int, list[str]]]:
@@ -219,8 +246,16 @@ async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[
     return latencies, errors, answered
 
 
-def settle(workers: dict[str, tuple[int, int]], bodies: list[bytes], concurrency: int = 32) -> None:
-    """Drive each freshly started worker for a while, unmeasured, before the first round.
+def switch_logging(pid: int, on: bool | None) -> None:
+    """Turn a switched worker's logging on or off (bench/switched_worker.py; None: not a switched worker)."""
+    if on is not None:
+        os.kill(pid, signal.SIGUSR1 if on else signal.SIGUSR2)
+        time.sleep(SWITCH_SETTLE_S)
+
+
+def settle(workers: dict[str, tuple[int, int, bool | None]], bodies: list[bytes],
+           concurrency: int = 32) -> dict[str, int]:
+    """Drive each freshly started worker for a while, unmeasured, before the first round; requests answered.
 
     A worker's port opens before its start is over (the producer child connecting, the last
     imports and allocations), and the first configuration of the first round paid for the
@@ -228,23 +263,43 @@ def settle(workers: dict[str, tuple[int, int]], bodies: list[bytes], concurrency
     slower than "batching again" (the same flags; 95 % interval 1.4-6.0 %) at c=32, the first
     level, and 1.6 % (no difference shown) at c=128, measured after it.
     """
-    for port, _pid in workers.values():
-        asyncio.run(closed_loop(port, concurrency, SETTLE_S, bodies))
+    answered = {}
+    for name, (port, pid, switch) in workers.items():
+        switch_logging(pid, switch)
+        answered[name] = asyncio.run(closed_loop(port, concurrency, SETTLE_S, bodies))[2]
+    return answered
 
 
-def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rounds: int,
-            bodies: list[bytes], children_cpus: set[int] | None = None) -> dict[str, dict[str, Any]]:
+def round_order(workers: dict[str, tuple[int, int, bool | None]],
+                round_: int) -> list[tuple[str, tuple[int, int, bool | None]]]:
+    """The order of one round: the worker processes rotate by one place a round; a switched worker's two
+    entries stay together, "on" first in even rounds and "off" first in odd ones, so neither always runs
+    right after another process or always right after its own twin."""
+    processes: dict[int, list[tuple[str, tuple[int, int, bool | None]]]] = {}
+    for name, worker in workers.items():
+        processes.setdefault(worker[1], []).append((name, worker))
+    groups = list(processes.values())
+    shift = round_ % len(groups)
+    return [entry for group in groups[shift:] + groups[:shift] for entry in (group[::-1] if round_ % 2 else group)]
+
+
+def measure(workers: dict[str, tuple[int, int, bool | None]], level: int, seconds: float, rounds: int,
+            bodies: list[bytes], children_cpus: set[int] | None = None,
+            broker_pid: int | None = None) -> dict[str, dict[str, Any]]:
     """Each configuration in turn, `rounds` times, so slow drifts in background load hit all alike.
 
-    The order rotates from round to round, so every configuration runs in every place of a round
-    equally often. (It used to alternate forwards and backwards: with three configurations the middle
+    The order rotates from round to round (`round_order`), so every configuration runs in every place of
+    a round equally often. (It used to alternate forwards and backwards: with three configurations the middle
     one never ran right after itself or after a long pause, and an A/A pair, the same flags in the
     middle and first place, came out 3.0-4.3 % apart at c=32 in three runs of 8 sets.)
-    Besides requests/s and latency, the worker process's CPU time per answered request:
-    a cost measure that background load on a shared machine disturbs far less than throughput;
-    and the mean batch size, on which that CPU time depends.
+    Besides requests/s and latency, the worker process's CPU time per answered request (with its
+    children; without them; its event loop's thread alone) and the broker's: a cost measure that
+    background load on a shared machine disturbs far less than throughput; and the mean batch size,
+    on which that CPU time depends.
     `rps_rounds` keeps each round's requests/s, for ratios taken round by round. The figures are
     raw sums; `summarize` turns those of one or more sets of worker processes into rates.
+    A switched worker's two entries (logging on, off) are measured like two workers, its switch
+    turned before each, between rounds, when no request is in flight.
     """
     latencies: dict[str, list[float]] = {name: [] for name in workers}
     rps_rounds: dict[str, list[float]] = {name: [] for name in workers}
@@ -252,19 +307,24 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
     answered = dict.fromkeys(workers, 0)
     cpu = dict.fromkeys(workers, 0.0)
     own_cpu = dict.fromkeys(workers, 0.0)
+    loop_cpu = dict.fromkeys(workers, 0.0)
+    broker_cpu = dict.fromkeys(workers, 0.0)
     rows = dict.fromkeys(workers, 0.0)
     passes = dict.fromkeys(workers, 0.0)
     for round_ in range(rounds):
-        order = list(workers.items())
-        shift = round_ % len(order)
-        for name, (port, pid) in order[shift:] + order[:shift]:
+        for name, (port, pid, switch) in round_order(workers, round_):
+            switch_logging(pid, switch)
             if children_cpus:
                 pin_children(pid, children_cpus)
             rows_before, passes_before = batch_totals(port)
             before, own_before = cpu_seconds(pid), cpu_seconds(pid, children=False)
+            loop_before = loop_thread_seconds(pid)
+            broker_before = cpu_seconds(broker_pid) if broker_pid else 0.0
             lat, err, done = asyncio.run(closed_loop(port, level, seconds / rounds, bodies))
             cpu[name] += cpu_seconds(pid) - before
             own_cpu[name] += cpu_seconds(pid, children=False) - own_before
+            loop_cpu[name] += loop_thread_seconds(pid) - loop_before
+            broker_cpu[name] += (cpu_seconds(broker_pid) - broker_before) if broker_pid else 0.0
             rows_after, passes_after = batch_totals(port)
             rows[name] += rows_after - rows_before
             passes[name] += passes_after - passes_before
@@ -274,7 +334,14 @@ def measure(workers: dict[str, tuple[int, int]], level: int, seconds: float, rou
             answered[name] += done
     return {name: {"latencies": latencies[name], "seconds": seconds, "rps_rounds": rps_rounds[name],
                    "errors": errors[name], "answered": answered[name], "cpu": cpu[name], "own_cpu": own_cpu[name],
-                   "rows": rows[name], "passes": passes[name]} for name in workers}
+                   "loop_cpu": loop_cpu[name], "broker_cpu": broker_cpu[name], "rows": rows[name],
+                   "passes": passes[name]} for name in workers}
+
+
+def measured_entries(config: str) -> list[tuple[str, bool | None]]:
+    """The entries a configuration is measured as: itself, or a switched worker's "<name>: on" and "<name>: off"
+    (with the state its switch is turned to before each)."""
+    return [(f"{config}: on", True), (f"{config}: off", False)] if config in SWITCHED else [(config, None)]
 
 
 def summarize(sets: list[dict[str, Any]]) -> dict[str, Any]:
@@ -293,6 +360,8 @@ def summarize(sets: list[dict[str, Any]]) -> dict[str, Any]:
             "p99_ms": float(np.percentile(ms, 99)), "requests": len(ms), "errors": int(total("errors")),
             "cpu_ms_per_request": 1000.0 * total("cpu") / answered,
             "own_cpu_ms_per_request": 1000.0 * total("own_cpu") / answered,
+            "loop_cpu_ms_per_request": 1000.0 * total("loop_cpu") / answered,
+            "broker_cpu_ms_per_request": 1000.0 * total("broker_cpu") / answered,
             "mean_batch_size": total("rows") / max(1.0, total("passes"))}
 
 
@@ -416,7 +485,15 @@ def cost_figures(compared: dict[str, Any], reference: dict[str, Any]) -> dict[st
             # The serving process alone (its threads, not the producer child): the part of the
             # cost that competes with serving for the GIL whatever the number of cores.
             "extra_serving_process_us": 1000 * (compared["own_cpu_ms_per_request"]
-                                                - reference["own_cpu_ms_per_request"])}
+                                                - reference["own_cpu_ms_per_request"]),
+            # Of that, its event loop's thread: on a machine with cores to spare, the one that limits requests/s.
+            "extra_event_loop_us": 1000 * (compared["loop_cpu_ms_per_request"]
+                                           - reference["loop_cpu_ms_per_request"]),
+            # Its children (the producer process).
+            "extra_children_us": 1000 * (compared["cpu_ms_per_request"] - compared["own_cpu_ms_per_request"]
+                                         - reference["cpu_ms_per_request"] + reference["own_cpu_ms_per_request"]),
+            # The embedded broker, on the same machine here (a production Kafka is elsewhere).
+            "extra_broker_us": 1000 * (compared["broker_cpu_ms_per_request"] - reference["broker_cpu_ms_per_request"])}
 
 
 EVENT_METRICS = ("driftline_worker_events_sent_total", "driftline_worker_events_dropped_total",
@@ -465,8 +542,12 @@ def main() -> None:
     if pinned:  # the broker starts on its CPUs (a child keeps its parent's), then this process moves to its own
         os.sched_setaffinity(0, pinned["broker"])
 
-    measured: dict[str, dict[int, list[dict[str, Any]]]] = {name: {level: [] for level in levels} for name in configs}
-    events = {name: dict.fromkeys(EVENT_METRICS, 0.0) for name in configs if "logging" in name}
+    entries = {name: switch for config in configs for name, switch in measured_entries(config)}
+    measured: dict[str, dict[int, list[dict[str, Any]]]] = {name: {level: [] for level in levels} for name in entries}
+    # Event counts of every logging configuration, and the requests it answered with logging on (the two
+    # should match: every request logged, and a switched worker's none while off).
+    events = {name: {**dict.fromkeys(EVENT_METRICS, 0.0), "requests answered with logging on": 0}
+              for name, flags in configs.items() if "--events" in flags}
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(port=free_port()) as broker:
         if pinned:
             os.sched_setaffinity(0, pinned["load"])
@@ -476,17 +557,26 @@ def main() -> None:
                        env=env, check=True, stdout=subprocess.DEVNULL)
         for set_number in range(1, args.sets + 1):
             with contextlib.ExitStack() as stack:
-                workers = {name: stack.enter_context(worker_process(env, flags, args.device,
-                                                                    pinned["workers"] if pinned else None))
-                           for name, flags in configs.items()}
-                settle(workers, bodies)
+                workers: dict[str, tuple[int, int, bool | None]] = {}
+                for config, flags in configs.items():
+                    port, pid = stack.enter_context(worker_process(env, flags, args.device,
+                                                                   pinned["workers"] if pinned else None,
+                                                                   switched=config in SWITCHED))
+                    workers.update({name: (port, pid, switch) for name, switch in measured_entries(config)})
+                answered = settle(workers, bodies)
                 for level in levels:
                     for name, figures in measure(workers, level, args.seconds, args.rounds, bodies,
-                                                 pinned.get("children") if pinned else None).items():
+                                                 pinned.get("children") if pinned else None,
+                                                 broker.process.pid).items():
                         measured[name][level].append(figures)
-                for name, totals in events.items():
-                    for metric, value in metric_values(workers[name][0], EVENT_METRICS).items():
+                        answered[name] += figures["answered"]
+                for config, totals in events.items():
+                    names = [name for name, switch in measured_entries(config) if switch is not False]
+                    port, pid, _switch = workers[names[0]]
+                    switch_logging(pid, _switch)  # the event metrics are there only while logging is on
+                    for metric, value in metric_values(port, EVENT_METRICS).items():
                         totals[metric] += value
+                    totals["requests answered with logging on"] += sum(answered[name] for name in names)
             if args.sets > 1:
                 print(f"set {set_number} of {args.sets} of worker processes measured", file=sys.stderr, flush=True)
     results = {name: {level: summarize(sets) for level, sets in by_level.items()} for name, by_level in measured.items()}
@@ -513,16 +603,25 @@ def main() -> None:
         if batching and single:
             ratios[level]["batching_vs_batch1"] = batching["rps"] / single["rps"]
             line += f" batching / batch size 1 = {ratios[level]['batching_vs_batch1']:.2f}x"
-        for name in (n for n in configs if n not in ("batching", "batch size 1") and batching):
-            cost = cost_figures(results[name][level], batching)
+        for name in (n for n in entries if n not in ("batching", "batch size 1") and not n.endswith(": off")):
+            # A switched worker's "on" is compared with its own "off"; every other worker with "batching".
+            reference = results[name.removesuffix(": on") + ": off"][level] if name.endswith(": on") else batching
+            if reference is None:
+                continue
+            cost = cost_figures(results[name][level], reference)
             ratios[level].update({f"{name}: {key}": value for key, value in cost.items()})
             low, high = cost["cost_rps_mean_95ci"]
-            what = "the noise floor: same flags as batching" if name == "batching again" else "cost"
+            what = ("the noise floor: same flags as batching" if name == "batching again"
+                    else "the noise floor: the switch changes nothing" if name.startswith("on/off control")
+                    else "cost against the same process with logging off" if name.endswith(": on") else "cost")
             line += (f"\n  {name} ({what}): {100 * cost['cost_rps']:+.1f}% of requests/s (median of rounds "
                      f"{100 * cost['cost_rps_median_round']:+.1f}%; mean {100 * cost['cost_rps_mean']:+.1f}%, 95% "
                      f"interval over {cost['interval_over']} {100 * low:+.1f}% to {100 * high:+.1f}%), "
-                     f"{100 * cost['cost_cpu']:+.1f}% CPU per request, {cost['extra_serving_process_us']:+.1f} us "
-                     "CPU per request in the serving process itself")
+                     f"{100 * cost['cost_cpu']:+.1f}% CPU per request; CPU per request "
+                     f"{cost['extra_serving_process_us']:+.1f} us in the serving process itself (its event loop "
+                     f"{cost['extra_event_loop_us']:+.1f} us), "
+                     f"{cost['extra_children_us']:+.1f} us in its producer child, {cost['extra_broker_us']:+.1f} us in "
+                     "the broker")
             if len(cost["cost_rps_sets"]) > 1:
                 line += "\n    per set: " + ", ".join(f"{100 * c:+.1f}%" for c in cost["cost_rps_sets"])
         print(line)
