@@ -33,10 +33,12 @@ Two processes of the same code differ: in an A/A run on the 2-core machine ("bat
 over rounds that excluded zero. One set of workers therefore cannot show a cost of a few %, however
 many rounds it runs. `--sets N` starts every configuration's worker afresh N times, one set after
 another, and takes the cost's interval over the sets' means (Student's t), so that spread is in it.
-"logging on/off" avoids that spread: it compares each worker process with itself, logging on and off
-in alternate rounds (requests answered with logging on are counted against events sent, which must
-match). Each logging cost is also broken down into CPU per request in the serving process, its event
-loop's thread (the one that limits requests/s where cores are to spare) and its producer child.
+"logging on/off" leaves that spread out: it compares each worker process with itself, logging on and
+off in alternate rounds (requests answered with logging on are counted against events sent, which must
+match). On the 2-core machine that narrowed the interval little: 2-s rounds of one process vary by
+±10-15 % there, and that round noise dominates (docs/worker.md, session 10). Each logging cost is also
+broken down into CPU per request in the serving process, its event loop's thread (the one that limits
+requests/s where cores are to spare), its producer child and the broker.
 
 `--forward-pass` instead times the model's forward pass alone on `--device` for batch sizes 1 to 256
 (median of 200 after a warm-up; synchronised on CUDA): what batching can save, without HTTP.
@@ -493,7 +495,8 @@ def cost_figures(compared: dict[str, Any], reference: dict[str, Any]) -> dict[st
             "extra_children_us": 1000 * (compared["cpu_ms_per_request"] - compared["own_cpu_ms_per_request"]
                                          - reference["cpu_ms_per_request"] + reference["own_cpu_ms_per_request"]),
             # The embedded broker, on the same machine here (a production Kafka is elsewhere).
-            "extra_broker_us": 1000 * (compared["broker_cpu_ms_per_request"] - reference["broker_cpu_ms_per_request"])}
+            "extra_broker_us": 1000 * (compared["broker_cpu_ms_per_request"]
+                                       - reference["broker_cpu_ms_per_request"])}
 
 
 EVENT_METRICS = ("driftline_worker_events_sent_total", "driftline_worker_events_dropped_total",
@@ -572,8 +575,8 @@ def main() -> None:
                         answered[name] += figures["answered"]
                 for config, totals in events.items():
                     names = [name for name, switch in measured_entries(config) if switch is not False]
-                    port, pid, _switch = workers[names[0]]
-                    switch_logging(pid, _switch)  # the event metrics are there only while logging is on
+                    port, pid, switch = workers[names[0]]
+                    switch_logging(pid, switch)  # the event metrics are there only while logging is on
                     for metric, value in metric_values(port, EVENT_METRICS).items():
                         totals[metric] += value
                     totals["requests answered with logging on"] += sum(answered[name] for name in names)
