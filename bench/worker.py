@@ -150,27 +150,43 @@ def cpu_seconds(pid: int, exclude: int | None = None, children: bool = True) -> 
     The children count because the event producer can run in one: its CPU is the
     logging's cost as much as a thread's would be.
     """
-    total = 0.0
+    return sum(stat_cpu_seconds(fields) for process, fields in process_stats()
+               if (process == pid or (children and fields[1] == str(pid))) and process != exclude)
+
+
+def cpu_snapshot(pid: int, broker_pid: int | None) -> dict[str, float]:
+    """CPU seconds so far, from one scan of /proc: "cpu" the worker with its children, "own_cpu" the worker
+    alone, "loop_cpu" its main thread (the event loop: HTTP, validation, logging's own work), "broker_cpu"
+    the broker with its children."""
+    snapshot = dict.fromkeys(("cpu", "own_cpu", "loop_cpu", "broker_cpu"), 0.0)
     for process, fields in process_stats():
-        if (process == pid or (children and fields[1] == str(pid))) and process != exclude:
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+        seconds = stat_cpu_seconds(fields)
+        if process == pid:
+            snapshot["own_cpu"] += seconds
+        if process == pid or fields[1] == str(pid):
+            snapshot["cpu"] += seconds
+        if broker_pid and (process == broker_pid or fields[1] == str(broker_pid)):
+            snapshot["broker_cpu"] += seconds
+    with contextlib.suppress(OSError):  # it exited meanwhile
+        snapshot["loop_cpu"] = stat_cpu_seconds(stat_fields(Path(f"/proc/{pid}/task/{pid}/stat")))
+    return snapshot
 
 
-def loop_thread_seconds(pid: int) -> float:
-    """CPU time of a process's main thread: the worker's event loop (HTTP, validation, logging's own work)."""
-    try:
-        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
+def stat_fields(stat: Path) -> list[str]:
+    """The fields of a /proc stat file after the command name (which may hold spaces); [1] is the parent."""
+    return stat.read_text().rsplit(")", 1)[1].split()
+
+
+def stat_cpu_seconds(fields: list[str]) -> float:
+    """User + system CPU time from `stat_fields`."""
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def process_stats() -> Iterator[tuple[int, list[str]]]:
-    """(pid, fields of /proc/pid/stat after the command name) of every live process; fields[1] is the parent."""
+    """(pid, `stat_fields`) of every live process."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            yield int(stat.parent.name), stat.read_text().rsplit(")", 1)[1].split()
+            yield int(stat.parent.name), stat_fields(stat)
         except OSError:
             continue  # it exited meanwhile
 
@@ -307,10 +323,7 @@ def measure(workers: dict[str, tuple[int, int, bool | None]], level: int, second
     rps_rounds: dict[str, list[float]] = {name: [] for name in workers}
     errors = dict.fromkeys(workers, 0)
     answered = dict.fromkeys(workers, 0)
-    cpu = dict.fromkeys(workers, 0.0)
-    own_cpu = dict.fromkeys(workers, 0.0)
-    loop_cpu = dict.fromkeys(workers, 0.0)
-    broker_cpu = dict.fromkeys(workers, 0.0)
+    cpu_times = {name: dict.fromkeys(("cpu", "own_cpu", "loop_cpu", "broker_cpu"), 0.0) for name in workers}
     rows = dict.fromkeys(workers, 0.0)
     passes = dict.fromkeys(workers, 0.0)
     for round_ in range(rounds):
@@ -319,14 +332,10 @@ def measure(workers: dict[str, tuple[int, int, bool | None]], level: int, second
             if children_cpus:
                 pin_children(pid, children_cpus)
             rows_before, passes_before = batch_totals(port)
-            before, own_before = cpu_seconds(pid), cpu_seconds(pid, children=False)
-            loop_before = loop_thread_seconds(pid)
-            broker_before = cpu_seconds(broker_pid) if broker_pid else 0.0
+            before = cpu_snapshot(pid, broker_pid)
             lat, err, done = asyncio.run(closed_loop(port, level, seconds / rounds, bodies))
-            cpu[name] += cpu_seconds(pid) - before
-            own_cpu[name] += cpu_seconds(pid, children=False) - own_before
-            loop_cpu[name] += loop_thread_seconds(pid) - loop_before
-            broker_cpu[name] += (cpu_seconds(broker_pid) - broker_before) if broker_pid else 0.0
+            for key, seconds_after in cpu_snapshot(pid, broker_pid).items():
+                cpu_times[name][key] += seconds_after - before[key]
             rows_after, passes_after = batch_totals(port)
             rows[name] += rows_after - rows_before
             passes[name] += passes_after - passes_before
@@ -335,8 +344,7 @@ def measure(workers: dict[str, tuple[int, int, bool | None]], level: int, second
             errors[name] += err
             answered[name] += done
     return {name: {"latencies": latencies[name], "seconds": seconds, "rps_rounds": rps_rounds[name],
-                   "errors": errors[name], "answered": answered[name], "cpu": cpu[name], "own_cpu": own_cpu[name],
-                   "loop_cpu": loop_cpu[name], "broker_cpu": broker_cpu[name], "rows": rows[name],
+                   "errors": errors[name], "answered": answered[name], **cpu_times[name], "rows": rows[name],
                    "passes": passes[name]} for name in workers}
 
 
@@ -545,7 +553,7 @@ def main() -> None:
     if pinned:  # the broker starts on its CPUs (a child keeps its parent's), then this process moves to its own
         os.sched_setaffinity(0, pinned["broker"])
 
-    entries = {name: switch for config in configs for name, switch in measured_entries(config)}
+    entries = [name for config in configs for name, _switch in measured_entries(config)]
     measured: dict[str, dict[int, list[dict[str, Any]]]] = {name: {level: [] for level in levels} for name in entries}
     # Event counts of every logging configuration, and the requests it answered with logging on (the two
     # should match: every request logged, and a switched worker's none while off).
