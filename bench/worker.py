@@ -94,6 +94,7 @@ DEFAULT_CONFIGS = [name for name in CONFIGS if name not in ("batching again", *S
 SWITCH_SETTLE_S = 0.05  # after signalling a switched worker, before the round's connections open
 WARMUP_S = 0.5  # per round: connections opened, batches at steady size
 SETTLE_S = 2.0  # per worker, once its whole set has started (see settle)
+CPU_FIGURES = ("cpu", "own_cpu", "loop_cpu", "broker_cpu")  # what cpu_snapshot reads, per measured round
 
 
 def cpu_sets(pin: str) -> dict[str, set[int]] | None:
@@ -143,22 +144,21 @@ def worker_process(env: dict[str, str], flags: list[str], device: str, cpus: set
             process.wait(timeout=5)
 
 
-def cpu_seconds(pid: int, exclude: int | None = None, children: bool = True) -> float:
-    """User + system CPU time of a process (all its threads) and, with `children`, of its live children (but
-    `exclude`), from /proc.
+def cpu_seconds(pid: int, exclude: int | None = None) -> float:
+    """User + system CPU time of a process (all its threads) and of its live children (but `exclude`), from /proc.
 
     The children count because the event producer can run in one: its CPU is the
     logging's cost as much as a thread's would be.
     """
     return sum(stat_cpu_seconds(fields) for process, fields in process_stats()
-               if (process == pid or (children and fields[1] == str(pid))) and process != exclude)
+               if (process == pid or fields[1] == str(pid)) and process != exclude)
 
 
 def cpu_snapshot(pid: int, broker_pid: int | None) -> dict[str, float]:
     """CPU seconds so far, from one scan of /proc: "cpu" the worker with its children, "own_cpu" the worker
     alone, "loop_cpu" its main thread (the event loop: HTTP, validation, logging's own work), "broker_cpu"
     the broker with its children."""
-    snapshot = dict.fromkeys(("cpu", "own_cpu", "loop_cpu", "broker_cpu"), 0.0)
+    snapshot = dict.fromkeys(CPU_FIGURES, 0.0)
     for process, fields in process_stats():
         seconds = stat_cpu_seconds(fields)
         if process == pid:
@@ -323,7 +323,7 @@ def measure(workers: dict[str, tuple[int, int, bool | None]], level: int, second
     rps_rounds: dict[str, list[float]] = {name: [] for name in workers}
     errors = dict.fromkeys(workers, 0)
     answered = dict.fromkeys(workers, 0)
-    cpu_times = {name: dict.fromkeys(("cpu", "own_cpu", "loop_cpu", "broker_cpu"), 0.0) for name in workers}
+    cpu_times = {name: dict.fromkeys(CPU_FIGURES, 0.0) for name in workers}
     rows = dict.fromkeys(workers, 0.0)
     passes = dict.fromkeys(workers, 0.0)
     for round_ in range(rounds):
