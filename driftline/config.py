@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import click
-from pydantic import PrivateAttr, ValidationError
+from pydantic import PrivateAttr, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from driftline.errors import UserError
@@ -24,6 +24,8 @@ TOPIC_DEAD_LETTERS = "driftline.inference.dlq"
 ALL_TOPICS = (TOPIC_INFERENCE, TOPIC_LABELS, TOPIC_DEAD_LETTERS)
 
 EMBEDDED_BROKER_PORT = 9092
+# The published default admin token: good for a loopback demo only (see Settings.worker_host).
+DEFAULT_RETRAIN_TOKEN = "driftline-local-token"
 
 
 class Settings(BaseSettings):
@@ -49,15 +51,33 @@ class Settings(BaseSettings):
     dashboard_port: int = 8501
     dashboard_url: str = "http://127.0.0.1:8501"
 
-    # Alert channels (CONTRACTS.md §4).
-    slack_webhook_url: str | None = None
-    pagerduty_routing_key: str | None = None
+    # Where the worker listens. On any address but loopback the worker refuses the published
+    # default admin token (DEFAULT_RETRAIN_TOKEN): set retrain_token to a secret of your own.
+    worker_host: str = "127.0.0.1"
+    # Fault injection (/admin/faults) exists only when this is set (`driftline worker --faults`;
+    # `driftline up` sets it for its scenarios): a fault changes served predictions and latency.
+    worker_faults: bool = False
+
+    # Alert channels. Secrets are SecretStr: their repr, logs and error text never show them;
+    # read them with `secret(settings.NAME)`.
+    slack_webhook_url: SecretStr | None = None
+    pagerduty_routing_key: SecretStr | None = None
     pagerduty_url: str = "https://events.pagerduty.com/v2/enqueue"
-    webhook_url: str | None = None
-    webhook_secret: str | None = None
-    retrain_webhook_url: str | None = None
-    # Bearer token that the worker's POST /admin/retrain requires.
-    retrain_token: str = "driftline-local-token"
+    webhook_url: SecretStr | None = None
+    webhook_secret: SecretStr | None = None
+    retrain_webhook_url: SecretStr | None = None
+    # Bearer token that the worker's POST /admin/* calls require.
+    retrain_token: SecretStr = SecretStr(DEFAULT_RETRAIN_TOKEN)
+
+    # Kafka client security, applied to every Kafka client driftline creates (collector,
+    # logging client, worker, replay, admin). PLAINTEXT by default (the embedded broker).
+    kafka_security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    kafka_sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: Path | None = None
+    kafka_ssl_certfile: Path | None = None
+    kafka_ssl_keyfile: Path | None = None
 
     # The TOML file these settings were read from (its [drift], [slo], [alerts] sections configure the stages).
     _config_path: Path | None = PrivateAttr(default=None)
@@ -69,6 +89,13 @@ class Settings(BaseSettings):
     def section(self, name: str) -> dict[str, Any]:
         """A section of the --config TOML file; {} when there is no file or no such section."""
         return load_toml_section(self._config_path, name) if self._config_path else {}
+
+    def secret_values(self) -> list[str]:
+        """Every configured secret in clear text (for scrubbing error text), longest first."""
+        values = [secret(getattr(self, name)) for name, field in type(self).model_fields.items()
+                  if field.annotation in (SecretStr, SecretStr | None)]
+        password = _url_password(self.db_url)
+        return sorted({v for v in [*values, password] if v}, key=len, reverse=True)
 
     @property
     def db_url(self) -> str:
@@ -94,6 +121,22 @@ class Settings(BaseSettings):
         if config_file:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
         return tuple(sources)
+
+
+def secret(value: SecretStr | str | None) -> str | None:
+    """The clear text of a secret setting (None stays None)."""
+    if value is None:
+        return None
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+
+def _url_password(url: str) -> str | None:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).password
+    except Exception:  # an unparseable URL has no password we could find
+        return None
 
 
 # The TOML file for the settings being built; set only inside load_settings.

@@ -154,6 +154,13 @@ QUALITY_SCORE_BINS = 1000
 # so one confident mistake costs 34.5 nats, not infinity.
 LOG_LOSS_EPSILON = 1e-15
 
+# A numeric value (feature, prediction, label) of larger magnitude is not data but a bug
+# or an attack: its square would overflow a window's sums (1e200 squared is inf). Up to
+# 1e50, squares summed over 1e15 events stay below 1e116, far from float overflow, and
+# epoch-nanosecond timestamps (~1.7e18) still count as values. Beyond it: out of range
+# (data quality), never folded into sums; the worker answers 422 naming the field.
+VALUE_MAX_ABS = 1e50
+
 # --- Worker (worker/) -------------------------------------------------------------
 # Dynamic batching: up to 64 requests share one forward pass. On CPU the default MLP's
 # per-row cost stops falling beyond about 64 rows, and 64 rows of features are far

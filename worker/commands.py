@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from driftline import defaults
-from driftline.config import Settings, common_options
+from driftline.config import Settings, common_options, secret
 
 DEFAULT_MODEL = "credit-default"
 SCENARIO_NAMES = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality")
@@ -201,7 +201,7 @@ def replay(settings: Settings, scenario: str, rate: float, duration: float, warm
     config = ReplayConfig(worker_url=worker_url or f"http://127.0.0.1:{settings.worker_port}", scenario=scenario,
                           rate=rate, duration_s=duration, warmup_s=warmup, concurrency=concurrency, seed=seed,
                           label_delay_s=label_delay, bootstrap_servers=settings.bootstrap_servers if labels else None,
-                          token=settings.retrain_token)
+                          token=secret(settings.retrain_token))
     summary = run(config).summary()
     if as_json:
         click.echo(json.dumps(summary))

@@ -33,7 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from driftline import defaults
 from driftline.client import InferenceLogger, new_id
-from driftline.config import Settings
+from driftline.config import Settings, secret
 from driftline.errors import UserError
 from driftline.heap import freeze_long_lived
 from driftline.transform import FeatureTransform
@@ -321,7 +321,7 @@ def create_app(worker: Worker) -> "PredictFastPath":
     except TypeError:  # a FastAPI without built-in telemetry
         app = FastAPI(**options)
     app.state.worker = worker
-    token = worker.settings.retrain_token
+    token = secret(worker.settings.retrain_token)
 
     def authorised(request: Request) -> bool:
         header = request.headers.get("authorization", "")

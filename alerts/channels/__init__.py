@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, Mapping, Protocol
 
 from driftline import defaults
+from driftline.config import secret
 
 # Non-2xx answers worth retrying: timeouts, throttling, and the server's own trouble.
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -163,12 +164,12 @@ class Channels:
 
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
         return cls(
-            slack=SlackChannel(settings.slack_webhook_url, timeout=seconds) if settings.slack_webhook_url else None,
-            pagerduty=(PagerDutyChannel(settings.pagerduty_url, settings.pagerduty_routing_key, timeout=seconds)
+            slack=SlackChannel(secret(settings.slack_webhook_url), timeout=seconds) if settings.slack_webhook_url else None,
+            pagerduty=(PagerDutyChannel(settings.pagerduty_url, secret(settings.pagerduty_routing_key), timeout=seconds)
                        if settings.pagerduty_routing_key else None),
-            webhook=(WebhookChannel(settings.webhook_url, settings.webhook_secret, timeout=seconds)
+            webhook=(WebhookChannel(secret(settings.webhook_url), secret(settings.webhook_secret), timeout=seconds)
                      if settings.webhook_url else None),
-            retrain=(RetrainChannel(settings.retrain_webhook_url, settings.retrain_token, timeout=seconds)
+            retrain=(RetrainChannel(secret(settings.retrain_webhook_url), secret(settings.retrain_token), timeout=seconds)
                      if settings.retrain_webhook_url else None),
         )
 

@@ -15,7 +15,7 @@ import urllib.request
 import click
 
 from driftline.broker import EmbeddedBroker, port_is_free, wait_for_port
-from driftline.config import EMBEDDED_BROKER_PORT, Settings, common_options
+from driftline.config import EMBEDDED_BROKER_PORT, Settings, common_options, secret
 from driftline.errors import UserError
 from driftline.store import db as store_db
 from driftline.supervisor import Component, Supervisor
@@ -105,8 +105,8 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
             "DRIFTLINE_ALLOWED_LATENESS_SECONDS": str(min(settings.allowed_lateness_seconds, max(2, window_seconds // 3))),
             "DRIFTLINE_DASHBOARD_URL": f"http://127.0.0.1:{settings.dashboard_port}",
             # Closes the loop: persistent drift asks the bundled worker to retrain.
-            "DRIFTLINE_RETRAIN_WEBHOOK_URL": settings.retrain_webhook_url or f"{worker_url}/admin/retrain",
-            "DRIFTLINE_RETRAIN_TOKEN": settings.retrain_token,
+            "DRIFTLINE_RETRAIN_WEBHOOK_URL": secret(settings.retrain_webhook_url) or f"{worker_url}/admin/retrain",
+            "DRIFTLINE_RETRAIN_TOKEN": secret(settings.retrain_token),
         }
         if settings.config_path is not None:
             env["DRIFTLINE_CONFIG"] = str(settings.config_path.resolve())
