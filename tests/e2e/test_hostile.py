@@ -1,0 +1,155 @@
+"""A hostile client and a hostile producer during a `driftline up` run: monitoring goes on.
+
+While the covariate_shift scenario runs, the test sends the worker requests built to break it (a
+1e200 feature, NaN, a lone surrogate, a path in the model name, a 2 MB body) and puts on Kafka what a
+careless or hostile producer would (huge and out-of-range numbers, a flood of unique categories,
+far-future times, unsafe model names, bytes that are not JSON). Afterwards: every bad request got a
+4xx naming its field, every bad message is a dead letter with its reason, no component crashed, and
+the drift still pages through the default rules (dataset drift is an error: PagerDuty).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+import uuid
+
+import httpx
+import orjson
+import pytest
+from kafka import KafkaProducer
+from sqlalchemy import func, select
+
+from driftline.broker import free_port
+from driftline.config import TOPIC_INFERENCE
+from driftline.store.db import session_scope
+from driftline.store.models import Alert, DeadLetter, WindowEvaluation
+
+from .conftest import DRIFTLINE, MODEL
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _wait_healthy(url: str, deadline: float) -> dict:
+    while time.monotonic() < deadline:
+        try:
+            answer = httpx.get(f"{url}/healthz", timeout=1.0)
+            if answer.status_code == 200:
+                return answer.json()
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError("the worker never became healthy")
+
+
+def hostile_requests(url: str, example: dict) -> list[tuple[str, int, str]]:
+    """(what, status, answer) for requests a hostile client sends; none may get a 5xx."""
+    numeric = next(k for k, v in example.items() if isinstance(v, (int, float)))
+    categorical = next(k for k, v in example.items() if isinstance(v, str))
+    bodies = {
+        "huge number": orjson.dumps({"features": {**example, numeric: 1e200}}),
+        "NaN literal": orjson.dumps({"features": example}).replace(
+            orjson.dumps(example[numeric]), b"NaN", 1),
+        "surrogate request_id": b'{"request_id": "\\ud800", "features": ' + orjson.dumps(example) + b"}",
+        "surrogate category": orjson.dumps({"features": {**example, categorical: "x"}}).replace(
+            b'"x"', b'"\\udfff"', 1),
+        "wrong type": orjson.dumps({"features": {**example, numeric: {"nested": [1, 2]}}}),
+        "not json": b"\xff\xfe{{{",
+        "two megabytes": orjson.dumps({"features": example, "request_id": "r" * (2 << 20)}),
+    }
+    answers = []
+    with httpx.Client(timeout=10.0) as client:
+        for what, body in bodies.items():
+            reply = client.post(f"{url}/predict", content=body, headers={"Content-Type": "application/json"})
+            answers.append((what, reply.status_code, reply.text[:300]))
+    return answers
+
+
+def hostile_messages(bootstrap: str, example: dict) -> dict[str, int]:
+    """Put on Kafka what a hostile producer would; returns how many messages of each kind were sent."""
+    numeric = next(k for k, v in example.items() if isinstance(v, (int, float)))
+    categorical = next(k for k, v in example.items() if isinstance(v, str))
+
+    def event(**changes) -> dict:
+        doc = {"schema": "driftline.inference/v1", "event_id": uuid.uuid4().hex, "request_id": uuid.uuid4().hex,
+               "ts": int(time.time() * 1000), "model": MODEL, "version": "1", "features": dict(example),
+               "prediction": 0.5, "latency_ms": {"total": 3.0}}
+        return doc | changes
+
+    sent = {"bad": 0, "odd": 0}
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=20)
+    try:
+        bad = [b"\xff\xfe not json", b"[1, 2, 3]", b'{"schema": "driftline.inference/v1"}',
+               orjson.dumps(event(model="../../etc")), orjson.dumps(event(ts=int(time.time() * 1000) + 30 * 86_400_000)),
+               orjson.dumps(event(prediction="x" * 10))[:-5]]
+        for raw in bad:
+            producer.send(TOPIC_INFERENCE, raw)
+        sent["bad"] = len(bad)
+        # Valid by the contract but extreme: counted as data-quality problems, never folded into sums.
+        for i in range(3000):
+            features = dict(example)
+            features[categorical] = f"{uuid.uuid4().hex}{'z' * 180}"  # a flood of unique 200-character values
+            if i % 100 == 0:
+                features[numeric] = 1e200 if i % 200 == 0 else -1.7e308
+            producer.send(TOPIC_INFERENCE, orjson.dumps(event(features=features, prediction=1e300 if i == 1 else 0.4)))
+        sent["odd"] = 3000
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=5)
+    return sent
+
+
+def test_hostile_traffic_does_not_stop_monitoring_and_drift_still_pages(home, sink):
+    worker_port, broker_port = free_port(), free_port()
+    env = {**os.environ, "DRIFTLINE_HOME": str(home), "DRIFTLINE_WORKER_PORT": str(worker_port),
+           "DRIFTLINE_COLLECTOR_METRICS_PORT": str(free_port()), "DRIFTLINE_DASHBOARD_PORT": str(free_port()),
+           "DRIFTLINE_SLACK_WEBHOOK_URL": f"{sink.url}/slack", "DRIFTLINE_PAGERDUTY_URL": f"{sink.url}/pagerduty",
+           "DRIFTLINE_PAGERDUTY_ROUTING_KEY": "R0UT1NGKEY0000000000000000000000"}
+    for name in ("DRIFTLINE_DB", "DRIFTLINE_BOOTSTRAP_SERVERS", "DRIFTLINE_RETRAIN_WEBHOOK_URL", "DRIFTLINE_CONFIG"):
+        env.pop(name, None)
+    argv = [DRIFTLINE, "up", "--scenario", "covariate_shift", "--duration", "80", "--window-seconds", "4",
+            "--rate", "60", "--warmup", "8", "--no-dashboard", "--broker-port", str(broker_port)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output: list[str] = []
+    reader = threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        url = f"http://127.0.0.1:{worker_port}"
+        _wait_healthy(url, time.monotonic() + 180)
+        example = httpx.get(f"{url}/model", timeout=5.0).json()["example"]
+        answers = hostile_requests(url, example)
+        sent = hostile_messages(f"127.0.0.1:{broker_port}", example)
+        assert proc.wait(timeout=400) == 0, "".join(output)[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        reader.join(timeout=10)
+    text = "".join(output)
+    assert "Traceback" not in text, text[-4000:]
+
+    # Each hostile request was refused with a client error that names what was wrong; none crashed the worker.
+    for what, status, answer in answers:
+        assert 400 <= status < 500, (what, status, answer)
+    assert "features." in dict((w, a) for w, _, a in answers)["huge number"]
+
+    db_url = f"sqlite:///{home / 'driftline.db'}"
+    with session_scope(db_url) as s:
+        letters = s.scalars(select(DeadLetter).where(DeadLetter.topic == TOPIC_INFERENCE)).all()
+        reasons = [letter.reason for letter in letters]
+        evaluated = s.scalar(select(func.count()).select_from(WindowEvaluation).where(
+            WindowEvaluation.model == MODEL, WindowEvaluation.status == "ok")) or 0
+        fired = s.scalars(select(Alert).where(Alert.fired_at.is_not(None))).all()
+        fired = [(a.detector, a.feature, a.severity) for a in fired]
+    # Every malformed message is a dead letter with its reason; the extreme-but-valid ones are not.
+    assert len(letters) == sent["bad"], reasons
+    assert all(reason for reason in reasons)
+    assert any("model" in (letter.field or "") for letter in letters), reasons
+    assert any("future" in letter.reason for letter in letters), reasons
+    assert evaluated >= 10
+    # The shift is still seen and still pages: the dataset-level verdict is an error, which goes to PagerDuty.
+    assert [f for f in fired if f[0] == "dataset_drift"], fired
+    triggers = [b for b in sink.bodies("/pagerduty") if b["event_action"] == "trigger"]
+    assert triggers, fired
+    assert sink.bodies("/slack")
