@@ -151,3 +151,25 @@ def test_describe_names_the_type_scrubs_secrets_longest_first_and_bounds_the_tex
     assert (kind, text) == ("ValueError", "token *** and ***")
     kind, text = describe(KeyError("k" * 50), [], limit=10)
     assert kind == "KeyError" and len(text) == 10 and text.endswith("…")
+
+
+def test_label_pooling_skips_an_undecodable_earlier_window_instead_of_failing_the_later_one(db_url):
+    from driftline.evaluation import BaselineCache, WindowKey, pool_labels
+
+    rng = np.random.default_rng(4)
+    scores = rng.uniform(size=2000)
+    baseline = compute_baseline(_frame(rng, 2000), predictions=scores,
+                                labels=(rng.uniform(size=2000) < scores).astype(int))
+    with session_scope(db_url) as s:
+        for w in range(3):
+            state = WindowState.empty(baseline).add_batch(EventBatch.from_events(_events(rng, "m", T0 + w * WINDOW_MS)))
+            window_scores = rng.uniform(size=50)
+            state.add_labels(window_scores.tolist(), (rng.uniform(size=50) < window_scores).astype(int).tolist())
+            s.add(WindowStateRecord(model="m", version="1", window_start_ms=T0 + w * WINDOW_MS,
+                                    window_end_ms=T0 + (w + 1) * WINDOW_MS, partition=0, events=200,
+                                    state=b"\x93corrupt" if w == 1 else state.to_bytes()))
+        labels = state.labels
+    key = WindowKey("m", "1", T0 + 3 * WINDOW_MS, T0 + 4 * WINDOW_MS)
+    with session_scope(db_url) as s:
+        pooled, windows = pool_labels(s, key, BaselineCache(), labels, min_labels=1_000, max_windows=10)
+    assert (pooled.n, windows) == (150, 2)  # its own 50, and windows 2 and 0; window 1 left out
