@@ -418,6 +418,18 @@ def dead_letter_count(db_url: str, start_ms: int) -> int:
 
 
 @cached
+def quarantined_windows(db_url: str, model: str | None = None, version: str | None = None) -> pd.DataFrame:
+    """Windows whose evaluation failed, waiting for their retry (all of them: a current condition, not
+    history), oldest first, at most LIST_LIMIT. Columns: those of `driftline status --json`."""
+    from driftline.store.queries import quarantined_windows as listed
+
+    with session_scope(db_url) as session:
+        rows = listed(session, model, version, limit=LIST_LIMIT)
+    return pd.DataFrame(rows, columns=["model", "version", "window_start", "window_start_ms", "window_end_ms",
+                                       "error_type", "error", "attempts", "first_failed", "next_retry"])
+
+
+@cached
 def window_length_ms(db_url: str, model: str | None = None) -> int | None:
     """The length of the newest evaluated window (all windows of a deployment share it)."""
     query = select(WindowEvaluation.window_end_ms - WindowEvaluation.window_start_ms)

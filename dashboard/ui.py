@@ -149,3 +149,19 @@ def time_col(frame: pd.DataFrame, column: str = "bucket_ms") -> pd.Series:
 def window_label(start_ms: int, end_ms: int) -> str:
     start, end = derive.to_time(start_ms), derive.to_time(end_ms)
     return f"{start:%b %d %H:%M}–{end:%H:%M}"
+
+
+def quarantine_notice(ctx: Context, model: str | None = None, version: str | None = None) -> None:
+    """A warning, with the list, when windows (of one version, or any) failed evaluation and wait for a retry."""
+    frame = queries.quarantined_windows(ctx.db_url, model, version)
+    if frame.empty:
+        return
+    counts = frame.groupby(["model", "version"], sort=True).size()
+    where = ", ".join(f"{m} v{v} ({n})" for (m, v), n in counts.items())
+    st.warning(f"**{len(frame)} window(s) quarantined**: their evaluation failed, so they have no results and "
+               f"raise no alerts until a retry succeeds (retried with backoff). {where}. "
+               "`driftline status` lists them too.", icon=":material/report:")
+    with st.expander("Quarantined windows"):
+        shown = frame.assign(window=[window_label(s, e) for s, e in zip(frame["window_start_ms"], frame["window_end_ms"])])
+        st.dataframe(shown[["model", "version", "window", "error_type", "error", "attempts", "next_retry"]],
+                     hide_index=True)

@@ -277,6 +277,43 @@ RETRAIN_QUALITY_DROP = 0.05
 # hours and the drift persists meanwhile; without a cooldown every window would ask again.
 RETRAIN_COOLDOWN_SECONDS = 6 * 3600
 
+# --- Scheduler: window quarantine (driftline/quarantine.py) ---------------------------
+# A window whose evaluation raises is set aside and tried again after a delay that
+# doubles per failure, from one minute (a passing cause, e.g. a baseline being
+# registered, clears by the next default window) ...
+QUARANTINE_RETRY_MIN_SECONDS = 60
+# ... up to an hour, so a window that can never be evaluated costs one try an hour and
+# is still retried within the hour after a fix is deployed.
+QUARANTINE_RETRY_MAX_SECONDS = 3600
+# The stored error text is cut to this many characters: enough for the exception's
+# message, while a runaway message (a whole blob in a repr) cannot bloat the row or the page.
+QUARANTINE_ERROR_CHARS = 1000
+
+# --- Retention (driftline/retention.py; [retention] in the --config TOML) --------------
+# Dead letters are read when a producer breaks; two weeks covers noticing, fixing and
+# checking the fix, and the DLQ topic keeps the whole messages per its own retention.
+RETENTION_DEAD_LETTER_DAYS = 14
+# Window states (the merged summaries, the bulk of the store) are needed to re-evaluate
+# a window (7-day horizon) and for the dashboard's serving charts; a month covers both.
+RETENTION_WINDOW_STATE_DAYS = 30
+# Detector results and window evaluations are small and show the history of a model on
+# the dashboard: a quarter, to compare with the same weeks before.
+RETENTION_RESULT_DAYS = 90
+# Notifications of resolved alerts (the delivery log): a month of incident history.
+# Notifications of pending or firing alerts are never pruned.
+RETENTION_NOTIFICATION_DAYS = 30
+# Window states, results and predictions timestamped further than this in the future
+# come from a wrong clock or a hostile producer: pruned at once. A day is far beyond any
+# real clock skew and still keeps every window that is open now.
+RETENTION_FUTURE_SECONDS = 86_400
+# Rows deleted per statement, each in its own transaction: a short lock on a big backlog.
+RETENTION_BATCH_ROWS = 5_000
+# Statements per table per scheduler run: a backlog of millions is worked off over
+# several runs instead of in one long run that delays window evaluation.
+RETENTION_MAX_BATCHES_PER_RUN = 20
+# The scheduler applies retention this often; rows age by days, so five minutes is prompt.
+RETENTION_INTERVAL_SECONDS = 300
+
 # --- Dashboard (dashboard/) ---------------------------------------------------------
 # Pages redraw themselves this often (`driftline dashboard --refresh-seconds`): half a
 # default window, so a newly evaluated window shows up within half a minute.

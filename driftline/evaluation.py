@@ -5,20 +5,22 @@ evaluation yet, or whose partial states changed since (late events, labels), mer
 the partial states every collector wrote, runs the detectors against the version's
 training baseline, and replaces that window's results in one transaction. Then the
 alert lifecycle and the retraining policy see the new results (driftline.scheduling).
-Evaluating a window twice gives the same rows: the job is idempotent.
+Evaluating a window twice gives the same rows: the job is idempotent. A window whose
+evaluation raises is quarantined (driftline.quarantine) and skipped until its next retry.
 """
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, defer
 
 from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
-                                    WindowStateRecord)
+                                    WindowQuarantine, WindowStateRecord)
 
 # Windows older than this are not re-examined for changes (labels may arrive days late,
 # and the collector keeps predictions for the label join for 7 days by default).
@@ -36,7 +38,8 @@ class WindowKey:
 
 
 def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 500) -> list[WindowKey]:
-    """Closed windows never evaluated, or changed since their evaluation, oldest first."""
+    """Closed windows never evaluated, or changed since their evaluation, oldest first; a quarantined
+    window only once its next retry is due."""
     states = (
         select(WindowStateRecord.model, WindowStateRecord.version, WindowStateRecord.window_start_ms,
                func.max(WindowStateRecord.window_end_ms).label("end_ms"),
@@ -45,12 +48,18 @@ def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 50
                WindowStateRecord.window_end_ms >= now_ms - REEVALUATION_HORIZON_MS)
         .group_by(WindowStateRecord.model, WindowStateRecord.version, WindowStateRecord.window_start_ms)
         .subquery())
+    now = datetime.fromtimestamp(now_ms / 1000.0, tz=timezone.utc)
     rows = session.execute(
         select(states.c.model, states.c.version, states.c.window_start_ms, states.c.end_ms)
         .outerjoin(WindowEvaluation, (WindowEvaluation.model == states.c.model)
                    & (WindowEvaluation.version == states.c.version)
                    & (WindowEvaluation.window_start_ms == states.c.window_start_ms))
+        .outerjoin(WindowQuarantine, (WindowQuarantine.model == states.c.model)
+                   & (WindowQuarantine.version == states.c.version)
+                   & (WindowQuarantine.window_start_ms == states.c.window_start_ms))
         .where((WindowEvaluation.id.is_(None)) | (WindowEvaluation.evaluated_at < states.c.updated_at))
+        # a quarantined window waits for its next retry (driftline.quarantine)
+        .where((WindowQuarantine.id.is_(None)) | (WindowQuarantine.next_retry_at <= now))
         .order_by(states.c.window_start_ms)
         .limit(limit))
     return [WindowKey(m, v, int(s), int(e)) for m, v, s, e in rows]
@@ -181,7 +190,10 @@ def pool_labels(session: Session, key: WindowKey, cache: BaselineCache, labels: 
     for record in records:
         if pooled.n >= min_labels and record.window_start_ms not in seen:
             break
-        part = cache.labels(record)
+        try:
+            part = cache.labels(record)
+        except Exception:  # noqa: BLE001 - an undecodable neighbour is quarantined on its own; pool without it
+            continue
         if part.n and part.task == pooled.task:
             pooled = pooled.merge(part)
             if record.window_start_ms not in seen:

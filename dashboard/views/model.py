@@ -207,6 +207,7 @@ def body(ctx: ui.Context) -> None:
                                        bucket_ms)
     scored = derive.with_bucket_times(derive.scored(buckets), bucket_ms)
     header(ctx, scored, versions)
+    ui.quarantine_notice(ctx, ctx.model, ctx.version)
     if scored.empty:
         st.info(f"No evaluated windows for v{ctx.version} in {ctx.range_label.lower()}. Pick a longer range, "
                 "or check that the collector and the scheduler are running.")

@@ -121,6 +121,7 @@ def body(ctx: ui.Context) -> None:
     metrics[2].metric("Firing alerts", int((alerts["state"] == "firing").sum()))
     metrics[3].metric(f"Events ({ctx.range_key})", f"{int(activity['events'].sum()) if not activity.empty else 0:,}")
     metrics[4].metric(f"Dead letters ({ctx.range_key})", queries.dead_letter_count(ctx.db_url, ctx.start_ms))
+    ui.quarantine_notice(ctx)
 
     fleet_charts(ctx)
     active = set(zip(activity["model"], activity["version"])) | set(zip(active_alerts["model"],

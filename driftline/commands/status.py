@@ -8,12 +8,15 @@ from driftline.config import common_options
 from driftline.store import db as store_db
 from driftline.store.queries import status_report
 
+# Quarantined windows listed in the table: a screenful; --json has them all.
+_LISTED_QUARANTINED = 20
+
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the status document as JSON.")
 @common_options
 def status(as_json: bool, settings) -> None:  # noqa: ANN001
-    """Models, versions, event and window counts, dead letters, firing alerts."""
+    """Models, versions, event and window counts, dead letters, firing alerts, quarantined windows."""
     store_db.require_migrated(settings.db_url)
     with store_db.session_scope(settings.db_url) as session:
         report = status_report(session)
@@ -33,3 +36,10 @@ def status(as_json: bool, settings) -> None:  # noqa: ANN001
     for alert in firing:
         click.echo(f"  [{alert['severity']}] {alert['model']} v{alert['version']} {alert['detector']}"
                    f"{' ' + alert['feature'] if alert['feature'] else ''}: {alert['summary']}")
+    quarantined = report["quarantined_windows"]
+    click.echo(f"quarantined windows: {len(quarantined)}")
+    for q in quarantined[:_LISTED_QUARANTINED]:
+        click.echo(f"  {q['model']} v{q['version']} window {q['window_start']}: {q['error_type']}: {q['error']} "
+                   f"(attempts {q['attempts']}, next retry {q['next_retry']})")
+    if len(quarantined) > _LISTED_QUARANTINED:
+        click.echo(f"  ... and {len(quarantined) - _LISTED_QUARANTINED} more (`driftline status --json` lists them all)")

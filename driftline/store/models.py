@@ -218,6 +218,29 @@ class WindowEvaluation(Base):
     evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class WindowQuarantine(Base):
+    """A window whose evaluation failed: the error, and when it is tried again (backoff).
+
+    Its row goes when an evaluation of the window succeeds; meanwhile other windows and
+    models are evaluated as usual (driftline/quarantine.py).
+    """
+
+    __tablename__ = "window_quarantine"
+    __table_args__ = (UniqueConstraint("model", "version", "window_start_ms"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
+    window_start_ms: Mapped[int] = mapped_column(BigInteger)
+    window_end_ms: Mapped[int] = mapped_column(BigInteger)
+    error_type: Mapped[str] = mapped_column(String(200))
+    error: Mapped[str] = mapped_column(Text)  # secrets scrubbed, length bounded
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    first_failed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_failed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    next_retry_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
 class DetectorResult(Base):
     """One metric of one detector family on one window (and feature, where it has one)."""
 

@@ -135,6 +135,30 @@ def test_model_page_draws_every_detector_family(seeded):
         {f for fs in summary.drifted_windows[(CREDIT, "1")].values() for f in fs})
 
 
+def test_quarantined_windows_are_announced_on_the_overview_and_their_model_page(seeded):
+    from datetime import datetime, timezone
+
+    from driftline.store.models import WindowQuarantine
+
+    url, summary = seeded
+    start = summary.windows[(CREDIT, "1")][-1]
+    with session_scope(url) as s:
+        s.add(WindowQuarantine(model=CREDIT, version="1", window_start_ms=start, window_end_ms=start + 60_000,
+                               error_type="ValueError", error="unsupported window state format None", attempts=3,
+                               next_retry_at=datetime.now(timezone.utc)))
+    at = open_app()
+    [notice] = [w.value for w in at.warning if "quarantined" in w.value]
+    assert "1 window(s) quarantined" in notice and f"{CREDIT} v1 (1)" in notice
+    table = at.dataframe[0].value
+    assert list(table["error"]) == ["unsupported window state format None"] and list(table["attempts"]) == [3]
+    at = open_app("model", model=CREDIT, version="1")
+    assert any("1 window(s) quarantined" in w.value for w in at.warning)
+    at.session_state["version"] = "2"
+    at.run()
+    assert_clean(at)
+    assert not any("quarantined" in w.value for w in at.warning)
+
+
 def test_model_page_for_a_range_without_windows(seeded):
     at = open_app("model", model=CREDIT, version="1", range="1h")
     assert "No evaluated windows" in at.info[0].value

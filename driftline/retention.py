@@ -1,0 +1,134 @@
+"""Retention: rows past their age, or timestamped too far in the future, are deleted in bounded batches.
+
+Applied by the scheduler (every `RETENTION_INTERVAL_SECONDS`, at most
+`RETENTION_MAX_BATCHES_PER_RUN` statements per table per run, so a big backlog never holds a
+long lock) and by `driftline db prune [--dry-run]` (until nothing is left). Ages come from the
+`[retention]` section of the --config TOML, defaults in driftline.defaults:
+
+| table | pruned when |
+|---|---|
+| dead_letters | received more than `dead_letter_days` ago |
+| window_states, window_quarantine | the window started more than `window_state_days` ago and is closed |
+| window_evaluations, detector_results | the window started more than `result_days` ago and is closed |
+| notifications | created more than `notification_days` ago, sent or failed, and its alert is not pending or firing |
+| window rows, predictions, labels | timestamped more than `future_seconds` after now (a wrong clock, a hostile producer) |
+
+Never pruned: a window that is still open (its end plus the allowed lateness is after now,
+and it starts less than `future_seconds` ahead), the window a pending or firing alert last
+saw, and the notifications of a pending or firing alert. Predictions and labels age out
+through the collector (`--prediction-retention-days`), which needs them for the label join.
+A days setting of 0 keeps that table's rows for good.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, exists, false, func, or_, select
+
+from driftline import defaults
+from driftline.errors import UserError
+from driftline.store.db import get_engine
+from driftline.store.models import (Alert, DeadLetter, DetectorResult, LabelRecord, Notification, PredictionRecord,
+                                    WindowEvaluation, WindowQuarantine, WindowStateRecord)
+
+_ACTIVE = ("pending", "firing")
+_DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """The `[retention]` settings (every key optional)."""
+
+    dead_letter_days: float = defaults.RETENTION_DEAD_LETTER_DAYS
+    window_state_days: float = defaults.RETENTION_WINDOW_STATE_DAYS
+    result_days: float = defaults.RETENTION_RESULT_DAYS
+    notification_days: float = defaults.RETENTION_NOTIFICATION_DAYS
+    future_seconds: float = defaults.RETENTION_FUTURE_SECONDS
+    batch_rows: int = defaults.RETENTION_BATCH_ROWS
+    max_batches_per_run: int = defaults.RETENTION_MAX_BATCHES_PER_RUN
+    interval_seconds: float = defaults.RETENTION_INTERVAL_SECONDS
+    # Not a [retention] key: the windows' allowed lateness, which decides when a window is closed.
+    lateness_seconds: float = defaults.ALLOWED_LATENESS_SECONDS
+
+    @classmethod
+    def from_mapping(cls, mapping: dict[str, Any], lateness_seconds: float) -> "RetentionPolicy":
+        known = {f.name: f for f in fields(cls) if f.name != "lateness_seconds"}
+        values: dict[str, Any] = {}
+        for key, value in mapping.items():
+            if key not in known:
+                raise UserError(f"unknown setting [retention] {key}; known: {', '.join(sorted(known))}")
+            positive = key in ("batch_rows", "max_batches_per_run", "interval_seconds")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (positive and value <= 0):
+                raise UserError(f"[retention] {key} must be a number {'above' if positive else 'at least'} 0, "
+                                f"not {value!r}")
+            values[key] = int(value) if known[key].type in (int, "int") else float(value)
+        return cls(**values, lateness_seconds=lateness_seconds)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "RetentionPolicy":
+        return cls.from_mapping(settings.section("retention"), settings.allowed_lateness_seconds)
+
+
+def prune(db_url: str, policy: RetentionPolicy, *, now_ms: int | None = None, max_batches: int | None = None,
+          dry_run: bool = False) -> dict[str, int]:
+    """Delete what `policy` no longer keeps, `policy.batch_rows` rows per transaction and at most
+    `max_batches` transactions per table (None: until done); returns rows deleted per table.
+    With `dry_run`, deletes nothing and returns how many rows would go."""
+    import time
+
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    engine = get_engine(db_url)
+    counts: dict[str, int] = {}
+    for model, condition in _targets(policy, now_ms):
+        table = model.__table__
+        if dry_run:
+            with engine.connect() as conn:
+                counts[table.name] = int(conn.scalar(select(func.count()).select_from(table).where(condition)) or 0)
+            continue
+        key = next(iter(table.primary_key.columns))
+        total, batches = 0, 0
+        while max_batches is None or batches < max_batches:
+            # ids first, then delete by id: one short transaction per batch on both SQLite and PostgreSQL
+            with engine.begin() as conn:
+                ids = conn.scalars(select(key).where(condition).limit(policy.batch_rows)).all()
+                if ids:
+                    conn.execute(delete(table).where(key.in_(ids)))
+            total += len(ids)
+            batches += 1
+            if len(ids) < policy.batch_rows:
+                break
+        counts[table.name] = total
+    return counts
+
+
+def _targets(policy: RetentionPolicy, now_ms: int) -> list[tuple[Any, ColumnElement[bool]]]:
+    now = datetime.fromtimestamp(now_ms / 1000.0, tz=timezone.utc)
+    future_ms = now_ms + int(policy.future_seconds * 1000)
+    lateness_ms = int(policy.lateness_seconds * 1000)
+
+    def aged_window(model: Any, days: float) -> ColumnElement[bool]:
+        old = (and_(model.window_start_ms < now_ms - int(days * _DAY_MS), model.window_end_ms + lateness_ms <= now_ms)
+               if days > 0 else false())
+        seen_by_active_alert = exists().where(Alert.state.in_(_ACTIVE), Alert.model == model.model,
+                                              Alert.version == model.version,
+                                              Alert.last_window_start_ms == model.window_start_ms)
+        return and_(or_(old, model.window_start_ms > future_ms), ~seen_by_active_alert)
+
+    def before(column: Any, days: float) -> ColumnElement[bool]:
+        return column < now - timedelta(days=days) if days > 0 else false()
+
+    notification_of_active_alert = exists().where(Alert.fingerprint == Notification.alert_fingerprint,
+                                                  Alert.state.in_(_ACTIVE))
+    return [
+        (DeadLetter, before(DeadLetter.received_at, policy.dead_letter_days)),
+        (WindowStateRecord, aged_window(WindowStateRecord, policy.window_state_days)),
+        (WindowQuarantine, aged_window(WindowQuarantine, policy.window_state_days)),
+        (WindowEvaluation, aged_window(WindowEvaluation, policy.result_days)),
+        (DetectorResult, aged_window(DetectorResult, policy.result_days)),
+        (Notification, and_(before(Notification.created_at, policy.notification_days),
+                            Notification.status.in_(("sent", "failed")), ~notification_of_active_alert)),
+        (PredictionRecord, PredictionRecord.ts_ms > future_ms),
+        (LabelRecord, LabelRecord.ts_ms > future_ms),
+    ]
