@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 
 from driftline.config import common_options
 from driftline.errors import UserError
+from driftline.redact import scrub
 from driftline.store import db as store_db
 from driftline.store.models import Alert, Notification
 
@@ -50,8 +51,9 @@ def list_alerts(show_all: bool, model: str | None, as_json: bool, settings) -> N
                      "comment": s.comment, "created_by": s.created_by, "expires_at": iso(s.expires_at)}
                     for s in active_silences(session, now=now)]
         counts = dict(session.execute(select(Notification.status, func.count()).group_by(Notification.status)).all())
+        secrets = settings.secret_values()  # rows stored by older versions may hold one
         failed = [{"id": n.id, "channel": n.channel, "kind": n.kind, "attempts": n.attempts,
-                   "created_at": iso(n.created_at), "last_error": n.last_error}
+                   "created_at": iso(n.created_at), "last_error": scrub(n.last_error or "", secrets) or None}
                   for n in session.scalars(select(Notification).where(Notification.status == "failed")
                                            .order_by(Notification.id))]
     doc = {"alerts": rows, "silences": silences,

@@ -5,7 +5,8 @@ transaction, see alerts.outbox), make one HTTP call through its channel, record 
 outcome (another short transaction). No transaction is open during the HTTP call.
 
 Retries: a 2xx is success. 408, 425, 429, 5xx and network errors (refused, reset,
-timed out) are retried: after Retry-After when the answer has one (429), else after
+timed out) are retried: after Retry-After when the answer has one (429; clamped to
+``ALERT_RETRY_AFTER_MAX_SECONDS``, so ``inf`` or a date years ahead cannot break a run), else after
 an exponential backoff with jitter, ``d = min(backoff_max, backoff_initial * 2**(n-1))``
 and the wait drawn uniformly from ``[d/2, d]``. Other 4xx answers (PagerDuty's 400
 "invalid event", Slack's invalid_payload) are not retried: the row is failed at once.
@@ -14,6 +15,12 @@ or it has had ``max_attempts`` attempts; failed rows stay in the table, shown by
 `driftline alerts list`, and `driftline alerts retry` sends them again with a fresh
 budget (the group's next repeat notification also re-announces a still-firing alert).
 A row is always tried at least once, however old, so a resolve is never dropped for age.
+
+Isolation: an unexpected error while handling one row (a channel bug, the store
+failing on that row's outcome) is caught and logged; the row is retried after a
+backoff, or failed once its budget is spent, and the run goes on with the next row.
+Error text is scrubbed of configured secrets and URL credentials (`driftline.redact`)
+before it is logged or stored.
 
 Exactly once, as far as HTTP allows: a row is marked sent only after a 2xx, and only
 by the job holding its claim; it is never claimed again after that. The one ambiguous
@@ -26,6 +33,7 @@ there and only there.
 from __future__ import annotations
 
 import logging
+import math
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,6 +42,7 @@ from typing import Callable, ContextManager
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from driftline import defaults
 from driftline.store.db import session_scope
 
 from alerts import outbox
@@ -72,8 +81,12 @@ def next_attempt(result: SendResult, attempts: int, created_at: datetime, now: d
     """When to try again after a failed attempt, or None to give up (pure)."""
     if not result.retryable or attempts >= policy.max_attempts:
         return None
-    delay = (timedelta(seconds=result.retry_after) if result.retry_after is not None
-             else retry_delay(attempts, policy, rng))
+    retry_after = result.retry_after
+    if retry_after is not None and not math.isnan(retry_after):
+        # SendResult may come from any channel: the clamp of parse_retry_after holds here too.
+        delay = timedelta(seconds=min(max(0.0, retry_after), defaults.ALERT_RETRY_AFTER_MAX_SECONDS))
+    else:
+        delay = retry_delay(attempts, policy, rng)
     when = now + delay
     if when > as_utc(created_at) + policy.max_age:
         return None
@@ -105,40 +118,68 @@ def deliver_due(url_or_session_factory: str | Engine | SessionFactory, *, channe
     report = DeliveryReport()
     seen: set[int] = set()
     for _ in range(max(0, limit)):
-        claim = outbox.claim_next(factory, now=clock(), lease=policy.lease, exclude=seen)
+        try:
+            claim = outbox.claim_next(factory, now=clock(), lease=policy.lease, exclude=seen)
+        except Exception as exc:  # the store is unreachable: the next run tries again
+            log.warning("could not claim a notification: %s", channels.scrub(f"{type(exc).__name__}: {exc}"))
+            break
         if claim is None:
             break
         seen.add(claim.id)
-        channel = channels.get(claim.channel)
-        if channel is None:
-            result = SendResult(ok=False, error=f"no endpoint configured for channel {claim.channel!r}",
-                                retryable=False)
-        else:
-            try:
-                result = channel.send(claim.payload, claim.idempotency_key)
-            except Exception as exc:  # a channel bug must not stop the others
-                log.exception("channel %s raised", claim.channel)
-                result = SendResult(ok=False, error=f"{type(exc).__name__}: {exc}")
-        at = clock()
-        if result.ok:
-            recorded = outbox.record_success(factory, claim, now=at, status_code=result.status,
-                                             response=result.response)
-            (report.sent if recorded else report.lost_claims).append(claim.id)
-            continue
-        retry_at = next_attempt(result, claim.attempts, claim.created_at, at, policy, rng)
-        error = result.error or "failed"
-        if retry_at is None and result.retryable:
-            error = f"gave up after {claim.attempts} attempt(s): {error}"
-        recorded = outbox.record_failure(factory, claim, now=at, status_code=result.status, error=error,
-                                         retry_at=retry_at, response=result.response)
-        report.errors[claim.id] = error
-        if not recorded:
-            report.lost_claims.append(claim.id)
-        elif retry_at is None:
-            log.warning("notification %s (%s %s) failed for good: %s", claim.id, claim.channel, claim.kind, error)
-            report.failed.append(claim.id)
-        else:
-            report.retrying.append(claim.id)
+        try:
+            _deliver_one(factory, claim, channels, clock, policy, rng, report)
+        except Exception as exc:  # one row's trouble must not stop the others, nor leave it 'sending'
+            error = channels.scrub(f"delivery failed: {type(exc).__name__}: {exc}")[:4000]
+            log.warning("notification %s (%s %s): %s", claim.id, claim.channel, claim.kind, error)
+            report.errors[claim.id] = error
+            _record_crash(factory, claim, clock(), error, policy, rng, report)
     return report
 
 
+def _deliver_one(factory: SessionFactory, claim: outbox.Claim, channels: Channels, clock: Callable[[], datetime],
+                 policy: DeliveryPolicy, rng: random.Random | None, report: DeliveryReport) -> None:
+    channel = channels.get(claim.channel)
+    if channel is None:
+        result = SendResult(ok=False, error=f"no endpoint configured for channel {claim.channel!r}",
+                            retryable=False)
+    else:
+        try:
+            result = channel.send(claim.payload, claim.idempotency_key)
+        except Exception as exc:  # a channel bug must not stop the others
+            result = SendResult(ok=False, error=f"{type(exc).__name__}: {exc}")
+    at = clock()
+    if result.ok:
+        recorded = outbox.record_success(factory, claim, now=at, status_code=result.status,
+                                         response=result.response)
+        (report.sent if recorded else report.lost_claims).append(claim.id)
+        return
+    retry_at = next_attempt(result, claim.attempts, claim.created_at, at, policy, rng)
+    error = channels.scrub(result.error or "failed")
+    if retry_at is None and result.retryable:
+        error = f"gave up after {claim.attempts} attempt(s): {error}"
+    recorded = outbox.record_failure(factory, claim, now=at, status_code=result.status, error=error,
+                                     retry_at=retry_at, response=result.response)
+    report.errors[claim.id] = error
+    if not recorded:
+        report.lost_claims.append(claim.id)
+    elif retry_at is None:
+        log.warning("notification %s (%s %s) failed for good: %s", claim.id, claim.channel, claim.kind, error)
+        report.failed.append(claim.id)
+    else:
+        report.retrying.append(claim.id)
+
+
+def _record_crash(factory: SessionFactory, claim: outbox.Claim, at: datetime, error: str, policy: DeliveryPolicy,
+                  rng: random.Random | None, report: DeliveryReport) -> None:
+    """After an unexpected error: retry the row after a backoff (within its budget), else fail it."""
+    retry_at = next_attempt(SendResult(ok=False, error=error), claim.attempts, claim.created_at, at, policy, rng)
+    try:
+        recorded = outbox.record_failure(factory, claim, now=at, status_code=None, error=error, retry_at=retry_at)
+    except Exception as exc:  # the store itself failed: the lease brings the row back
+        log.warning("notification %s: could not record the failure (%s); it is retried when its lease expires",
+                    claim.id, type(exc).__name__)
+        return
+    if not recorded:
+        report.lost_claims.append(claim.id)
+    else:
+        (report.failed if retry_at is None else report.retrying).append(claim.id)

@@ -24,6 +24,7 @@ from typing import Any, Callable, ContextManager, Iterable
 from sqlalchemy import and_, exists, select, update
 from sqlalchemy.orm import Session, aliased
 
+from driftline.redact import scrub
 from driftline.store.models import Notification, RetrainRequest
 
 from alerts.times import as_utc
@@ -125,6 +126,7 @@ def record_failure(session_factory: SessionFactory, claim: Claim, *, now: dateti
                    error: str, retry_at: datetime | None, response: Any = None) -> bool:
     """Schedule the next attempt at `retry_at`, or give up (status 'failed') when it is None."""
     now = as_utc(now)
+    error = scrub(error)[:4000]  # callers mask configured secrets; URL credentials never reach the table either
     with session_factory() as session:
         if retry_at is None:
             done = _finish(session, claim, status="failed", response_status=status_code, last_error=error,

@@ -15,13 +15,13 @@ Triggers:
 - **drift**: each of the last `windows` windows of this model version (this one
   included, adjacent in event time, evaluated with status ok) has a breached result
   of one of `detectors` on one of `features` (any feature when the list is empty;
-  the model-level dataset_drift result counts only then);
+  the window-level dataset_drift result counts only then);
 - **quality**: a model_quality result of this window (any metric, or one of
-  `quality_metrics`) dropped by at least `quality_drop` against its reference:
-  ``details["drop"]`` when the detector gives it, else ``reference - value`` for
-  metrics where higher is better and ``value - reference`` for losses and errors,
-  with the reference in ``details["reference"]`` (or ``"baseline"``); a result with
-  neither counts when `breached` is set.
+  `quality_metrics`) dropped by at least `quality_drop` against the reference the
+  detector judged it by (``details["expected"]``, the calibration reference, or
+  ``details["training"]``): ``reference - value`` for scores, ``value - reference``
+  for losses and errors (`driftline.vocabulary`), and by more than the detector's
+  noise ``details["margin"]``; insufficient data never counts (`quality_trigger`).
 
 Cooldown: no request when any RetrainRequest of the model (from this policy, an
 operator, or the worker itself) was made within `cooldown`. The request's key is
@@ -36,6 +36,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from driftline.store.models import DetectorResult, Notification, RetrainRequest, WindowEvaluation
+from driftline.vocabulary import MODEL_QUALITY, QUALITY_ERRORS
 
 from alerts import outbox
 from alerts.fingerprint import retrain_key
@@ -43,18 +44,37 @@ from alerts.rules import RetrainPolicy
 from alerts.times import as_utc, iso, iso_from_ms
 
 SCHEMA = "driftline.retrain/v1"
-# Quality metrics where lower is better; every other metric is taken as higher-is-better.
-LOWER_IS_BETTER = frozenset({"log_loss", "brier", "brier_score", "mae", "mse", "rmse", "error_rate", "mape"})
 
 
 def quality_drop(metric: str, value: float | None, details: dict[str, Any]) -> float | None:
-    """How much worse than its reference a quality metric is (positive = worse), or None if unknown (pure)."""
-    if isinstance(details.get("drop"), (int, float)):
-        return float(details["drop"])
-    reference = details.get("reference", details.get("baseline"))
-    if value is None or not isinstance(reference, (int, float)):
+    """How much worse than its reference a quality metric is (positive = worse), or None if unknown (pure).
+
+    The reference is the one the model-quality detector judged against: ``expected``
+    (what the window's own scores predict under the training calibration) when it
+    compared with the calibration, else ``training`` (the training metric).
+    """
+    reference = details.get("expected") if "expected" in details else details.get("training")
+    if value is None or isinstance(reference, bool) or not isinstance(reference, (int, float)):
         return None
-    return float(value - reference) if metric in LOWER_IS_BETTER else float(reference - value)
+    return float(value - reference) if metric in QUALITY_ERRORS else float(reference - value)
+
+
+def quality_trigger(metric: str, value: float | None, breached: bool, details: dict[str, Any],
+                    min_drop: float) -> tuple[bool, float | None]:
+    """Whether this model-quality result asks for a retrain, and its drop (None: unknown) (pure).
+
+    A drop counts when it is at least `min_drop` and beyond the detector's noise
+    ``margin`` (a drop inside the margin is sampling noise, whatever its size); a
+    result with too few labels never counts. Without a reference, a breach counts.
+    """
+    if details.get("insufficient_data"):
+        return False, None
+    drop = quality_drop(metric, value, details)
+    if drop is None:
+        return breached, None
+    margin = details.get("margin")
+    beyond_noise = drop > margin if isinstance(margin, (int, float)) and not isinstance(margin, bool) else breached
+    return drop >= min_drop and beyond_noise, drop
 
 
 def drift_features(rows: Iterable[Any], policy: RetrainPolicy) -> set[str]:
@@ -141,13 +161,14 @@ def _quality_reason(session: Session, model: str, version: str, window_start_ms:
         return None
     rows = session.scalars(select(DetectorResult).where(
         DetectorResult.model == model, DetectorResult.version == version,
-        DetectorResult.window_start_ms == window_start_ms, DetectorResult.detector == "model_quality")
+        DetectorResult.window_start_ms == window_start_ms, DetectorResult.detector == MODEL_QUALITY)
         .order_by(DetectorResult.metric)).all()
     for row in rows:
         if policy.quality_metrics and row.metric not in policy.quality_metrics:
             continue
-        drop = quality_drop(row.metric, row.value, dict(row.details or {}))
-        if (drop is not None and drop >= policy.quality_drop) or (drop is None and row.breached):
+        fires, drop = quality_trigger(row.metric, row.value, bool(row.breached), dict(row.details or {}),
+                                      policy.quality_drop)
+        if fires:
             window = session.scalar(select(WindowEvaluation).where(
                 WindowEvaluation.model == model, WindowEvaluation.version == version,
                 WindowEvaluation.window_start_ms == window_start_ms))

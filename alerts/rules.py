@@ -25,12 +25,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from driftline import defaults
+from driftline import defaults, vocabulary
 from driftline.errors import UserError
 
 from alerts.times import parse_duration
 
-DETECTORS = ("data_drift", "dataset_drift", "prediction_drift", "data_quality", "skew", "latency", "model_quality")
+# Rules, inhibit rules and the retraining policy may only name what a detector emits.
+DETECTORS = vocabulary.DETECTORS
 NOTIFY_CHANNELS = ("slack", "pagerduty", "webhook")
 SEVERITIES = tuple(defaults.ALERT_SEVERITIES)
 
@@ -94,15 +95,16 @@ class RetrainPolicy:
 
     Fires when, in each of the last `windows` evaluated windows of a model version, a
     `detectors` result breached on one of `features` (any feature when empty; the
-    model-level dataset_drift result counts only when `features` is empty), or when a
+    window-level dataset_drift result counts only when `features` is empty), or when a
     model-quality metric (any, or `quality_metrics`) dropped by at least `quality_drop`
-    against its reference. At most one request per model per `cooldown`.
+    against the detector's reference, beyond its noise margin. At most one request per
+    model per `cooldown`.
     """
 
     enabled: bool = True
     windows: int = defaults.RETRAIN_DRIFT_WINDOWS
     features: tuple[str, ...] = ()
-    detectors: tuple[str, ...] = ("data_drift", "dataset_drift")
+    detectors: tuple[str, ...] = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT)
     quality_drop: float | None = defaults.RETRAIN_QUALITY_DROP
     quality_metrics: tuple[str, ...] = ()
     cooldown: timedelta = timedelta(seconds=defaults.RETRAIN_COOLDOWN_SECONDS)
@@ -115,6 +117,8 @@ class RetrainPolicy:
 
 
 def _default_rules() -> dict[str, AlertRule]:
+    for name in defaults.ALERT_DETECTOR_DEFAULTS:
+        _check_detector(name, "defaults.ALERT_DETECTOR_DEFAULTS")
     return {d: AlertRule(detector=d, **_rule_fields(defaults.ALERT_DETECTOR_DEFAULTS.get(d, {}), f"defaults {d}"))
             for d in DETECTORS}
 
@@ -183,7 +187,9 @@ class AlertRules:
                 _check_detector(name, f"{where}.detectors")
             models[model] = rules
 
-        inhibit = cls.inhibit if "inhibit" not in mapping else tuple(_inhibit_rules(mapping["inhibit"]))
+        inhibit = tuple(_inhibit_rules(mapping["inhibit"] if "inhibit" in mapping
+                                       else [{"source": r["source"], "targets": list(r["targets"])}
+                                             for r in defaults.ALERT_INHIBIT_RULES]))
         routes = dict(defaults.ALERT_CHANNEL_MIN_SEVERITY)
         for channel, severity in _table(mapping.get("channels"), "[alerts.channels]").items():
             if channel not in NOTIFY_CHANNELS:
@@ -324,6 +330,12 @@ def _retrain(table: dict[str, Any]) -> RetrainPolicy:
             if key == "detectors":
                 for name in value:
                     _check_detector(name, where)
+            if key == "quality_metrics":
+                for name in value:
+                    if name not in vocabulary.QUALITY_METRICS:
+                        raise UserError(f"{where}: {vocabulary.MODEL_QUALITY} emits no metric {name!r} that is "
+                                        f"compared with a reference; expected one of "
+                                        f"{', '.join(sorted(vocabulary.QUALITY_METRICS))}")
             values[key] = tuple(value)
         elif key == "quality_drop":
             if value is False:

@@ -6,8 +6,9 @@ threshold, breached, details) for these families:
 
 * ``data_drift``: per feature, the binned tests (`detectors.binned`), p-values
   corrected by Benjamini-Hochberg across the window's features, verdict by
-  `detectors.decision.decide_feature`; plus one dataset-level result
-  (share of drifted features against ``dataset_drift_share``).
+  `detectors.decision.decide_feature`; plus one dataset-level result, detector
+  ``dataset_drift`` (metric ``drifted_share``: share of drifted features against
+  ``dataset_drift_share``), the name the alert rules and `detect`'s JSON use.
 * ``prediction_drift``: the same tests on the model's output.
 * ``data_quality``: missing rate against the training null rate, out-of-range
   share, unseen-category share, type changes, baseline features missing from
@@ -66,6 +67,18 @@ from driftline.baseline import (
     json_type,
 )
 from driftline.errors import UserError
+from driftline.vocabulary import (
+    DATA_DRIFT,
+    DATA_QUALITY,
+    DATASET_DRIFT,
+    DRIFTED_SHARE,
+    LATENCY,
+    MODEL_QUALITY,
+    PREDICTION_DRIFT,
+    QUALITY_ERRORS,
+    QUALITY_SCORES,
+    SKEW,
+)
 from driftline.window_state import FeatureWindow, WindowState
 
 __all__ = [
@@ -85,12 +98,7 @@ __all__ = [
     "training_calibration",
 ]
 
-DATA_DRIFT = "data_drift"
-PREDICTION_DRIFT = "prediction_drift"
-DATA_QUALITY = "data_quality"
-SKEW = "skew"
-LATENCY = "latency"
-MODEL_QUALITY = "model_quality"
+# The families evaluate_window can run; data_drift's run also gives the dataset_drift result.
 FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY)
 # What model quality is compared with (`WindowThresholds.quality_reference`).
 QUALITY_VS_CALIBRATION = "calibration"
@@ -364,7 +372,7 @@ def data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThreshol
     details: dict[str, Any] = {"drifted_features": drifted, "features": len(judged)}
     if not judged:
         _insufficient(details, f"{INSUFFICIENT_DATA}: no feature had enough rows")
-    results.append(DetectorResult(DATA_DRIFT, None, "drifted_share", share, thresholds.dataset_drift_share,
+    results.append(DetectorResult(DATASET_DRIFT, None, DRIFTED_SHARE, share, thresholds.dataset_drift_share,
                                   decide_dataset(len(drifted), len(judged), thresholds), details))
     return results
 
@@ -628,7 +636,7 @@ def explain_drift_by_skew(results: list[DetectorResult], parity: ParityCheck,
         elif result.detector == PREDICTION_DRIFT:
             _explained(result, skewed_features=skewed)
     for result in results:
-        if result.detector != DATA_DRIFT or result.feature is not None:
+        if result.detector != DATASET_DRIFT:
             continue
         judged = [r for r in results if r.detector == DATA_DRIFT and r.feature is not None
                   and not r.insufficient_data and r.feature not in parity.skewed]
@@ -779,9 +787,6 @@ def quality_metrics(summary: LabelSummary | None) -> dict[str, float | None]:
     return {"accuracy": correct / n, "macro_f1": float(np.mean(f1s)) if f1s else 0.0}
 
 
-# Higher is better for these; the rest are errors (lower is better).
-_SCORES = frozenset(("accuracy", "precision", "recall", "f1", "roc_auc", "macro_f1"))
-_ERRORS = frozenset(("log_loss", "mae", "rmse"))
 # Metrics that are a proportion of, or a mean over, all labelled rows; the others rest on
 # one class's rows (or the rarer class's) and also need `quality_min_class_count` of them.
 _ROW_METRICS = frozenset(("accuracy", "log_loss", "mae", "rmse"))
@@ -1179,7 +1184,7 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
     z = thresholds.quality_z
     results = []
     for metric, value in current.items():
-        if metric not in _SCORES and metric not in _ERRORS:
+        if metric not in QUALITY_SCORES and metric not in QUALITY_ERRORS:
             details: dict[str, Any] = {"task": summary.task, "labels": summary.n}
             results.append(DetectorResult(MODEL_QUALITY, None, metric, value, None, False, details))
             continue
@@ -1197,11 +1202,12 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
         if target is not None and value is not None:
             standard_error = errors.get(metric)
             noise, skewness = _skew_corrected_margin(standard_error, cumulants.get(metric, 0.0), z)
-            floor = thresholds.quality_max_drop if metric in _SCORES else target * thresholds.quality_max_error_increase
+            floor = (thresholds.quality_max_drop if metric in QUALITY_SCORES
+                     else target * thresholds.quality_max_error_increase)
             margin = floor if noise is None else max(floor, noise)
             details.update(standard_error=standard_error, z=z, skewness=skewness, margin=margin,
                            minimum_margin=floor)
-            if metric in _SCORES:
+            if metric in QUALITY_SCORES:
                 threshold = target - margin
                 breached = value < threshold
             else:

@@ -252,6 +252,10 @@ ALERT_BACKOFF_MAX_SECONDS = 300.0
 # incident; a page older than that is better re-raised by a person than by a script.
 ALERT_DELIVERY_MAX_AGE_SECONDS = 2 * 3600
 ALERT_DELIVERY_MAX_ATTEMPTS = 25
+# A receiver's Retry-After is honoured up to ten minutes: a longer wait (or an absurd
+# one: inf, 1e12, a date years ahead) is clamped, so a bad header can neither crash
+# delivery nor park a page past the retry budget (negative: now; NaN: ignored).
+ALERT_RETRY_AFTER_MAX_SECONDS = 600.0
 
 # Slack's documented limits for a message's blocks (api.slack.com/reference/block-kit).
 SLACK_MAX_BLOCKS = 50

@@ -9,6 +9,7 @@ a channel makes one HTTP call and reports a `SendResult`.
 from __future__ import annotations
 
 import email.utils
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any, Mapping, Protocol
 
 from driftline import defaults
 from driftline.config import secret
+from driftline.redact import scrub
 
 # Non-2xx answers worth retrying: timeouts, throttling, and the server's own trouble.
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -40,22 +42,27 @@ class Channel(Protocol):
     def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult: ...
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date), or None."""
+def parse_retry_after(value: str | None, now: float | None = None,
+                      limit: float = defaults.ALERT_RETRY_AFTER_MAX_SECONDS) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date), within [0, limit], or None.
+
+    Whatever the receiver sends (inf, 1e12, NaN, a date in year 9999) the answer is
+    finite: a header must never make the next attempt's time unrepresentable.
+    """
     if value is None or not str(value).strip():
         return None
     text = str(value).strip()
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
     except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+            seconds = when.timestamp() - (time.time() if now is None else now)
+        except (TypeError, ValueError, OverflowError, AttributeError):
+            return None
+    if math.isnan(seconds):
         return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return min(max(0.0, seconds), limit)
 
 
 def result_from_http(status: int, body: Any, headers: Mapping[str, str]) -> SendResult:
@@ -138,6 +145,14 @@ class Channels:
     webhook: Channel | None = None
     retrain: Channel | None = None
     extra: dict[str, Channel] = field(default_factory=dict)
+    # Configured secrets (Settings.secret_values()) to mask in error text, beside the channels' own.
+    secrets: tuple[str, ...] = ()
+
+    def scrub(self, text: str) -> str:
+        """`text` without any secret of these channels or the settings, nor URL credentials or queries."""
+        own = [getattr(self.get(name), attr, None) for name in self.enabled()
+               for attr in ("url", "routing_key", "secret", "token")]
+        return scrub(text, [*self.secrets, *(v for v in own if isinstance(v, str))])
 
     def get(self, name: str) -> Channel | None:
         if name in ("slack", "pagerduty", "webhook", "retrain"):
@@ -171,6 +186,7 @@ class Channels:
                      if settings.webhook_url else None),
             retrain=(RetrainChannel(secret(settings.retrain_webhook_url), secret(settings.retrain_token), timeout=seconds)
                      if settings.retrain_webhook_url else None),
+            secrets=tuple(settings.secret_values()),
         )
 
 

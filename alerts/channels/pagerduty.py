@@ -12,9 +12,11 @@ Body of a trigger (https://developer.pagerduty.com/docs/events-api-v2/trigger-ev
 
 A resolve is {"routing_key", "event_action": "resolve", "dedup_key"}. PagerDuty answers
 202 {"status": "success", "dedup_key": ...}, 400 for an invalid event (not retried),
-429 when throttled. Repeats are not sent: an open incident stays open, and a second
-trigger with the same dedup_key would only add a log entry. The routing key is
-added at send time and never stored in the outbox.
+429 when throttled. A repeat (the group still firing after its repeat interval) is
+sent as a trigger with the same dedup_key: on an open incident it only adds a log
+entry, and when the first trigger never arrived (PagerDuty down past the delivery
+budget, the row failed) it opens the incident then. The routing key is added at
+send time and never stored in the outbox.
 """
 from __future__ import annotations
 
@@ -33,10 +35,8 @@ def _cut(text: str, limit: int) -> str:
 
 
 def render_pagerduty(message: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The Events API v2 event for a group message, without routing_key; None for repeats."""
+    """The Events API v2 event for a group message, without routing_key (a repeat is a trigger again)."""
     kind = message["kind"]
-    if kind == "repeat":
-        return None
     if kind == "resolve":
         return {"event_action": "resolve", "dedup_key": message["group_key"]}
     alerts = list(message["alerts"])

@@ -131,6 +131,7 @@ class SlackChannel:
     name = "slack"
 
     def __init__(self, url: str, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
+        self.url = url
         self.timeout = timeout
         self.client = WebhookClient(url, timeout=timeout, retry_handlers=[])
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 
 import click
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from driftline.config import Settings, common_options
+from driftline.logs import configure_logging
 from driftline.store import db as store_db
 
 log = logging.getLogger("driftline.scheduler")
@@ -23,10 +23,13 @@ class SchedulerJobs:
 
     def __init__(self, settings: Settings):
         from alerts import Channels, load_rules
+        from alerts.channels.validation import check_channel_settings
         from driftline.evaluation import BaselineCache, EvaluationConfig
         from driftline.quarantine import RetryPolicy
         from driftline.retention import RetentionPolicy
 
+        for warning in check_channel_settings(settings):
+            log.warning("%s", warning)
         self.settings = settings
         self.config = EvaluationConfig.from_settings(settings)
         self.rules = load_rules(settings, settings.config_path)
@@ -118,7 +121,7 @@ def scheduler(interval: float | None, once: bool, settings: Settings) -> None:
     """Evaluate closed windows, deliver alerts, apply the retraining policy and retention."""
     from apscheduler.schedulers.blocking import BlockingScheduler
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    configure_logging(logging.INFO)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     store_db.require_migrated(settings.db_url)
     jobs = SchedulerJobs(settings)

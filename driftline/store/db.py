@@ -48,7 +48,7 @@ def get_engine(url: str) -> Engine:
         try:
             parsed = make_url(url)
         except ArgumentError:
-            raise UserError(f"invalid database URL {url!r}; expected e.g. sqlite:///path/driftline.db "
+            raise UserError(f"invalid database URL {redacted_url(url)!r}; expected e.g. sqlite:///path/driftline.db "
                             "or postgresql+psycopg://user@host:5432/db") from None
         if parsed.get_backend_name() == "sqlite":
             if parsed.database and parsed.database != ":memory:":
@@ -77,12 +77,26 @@ def dispose_engines() -> None:
         _engines.clear()
 
 
+# Query parameters of a database URL whose value is a credential (libpq's sslpassword, a
+# password passed as ?password=, tokens of cloud drivers): shown as *** like the password.
+SECRET_QUERY_KEYS = frozenset({"password", "pass", "passwd", "pwd", "token", "secret", "key", "sslpassword",
+                               "access_token", "api_key", "apikey"})
+
+
 def redacted_url(url: str) -> str:
-    """`url` as it may be shown or logged: any password replaced by ***."""
+    """`url` as it may be shown or logged: the password and any credential query value replaced by ***.
+
+    A URL that cannot be parsed is never shown raw (it may hold a password in a
+    place the parser could not find): only its scheme, or "<unparseable URL>".
+    """
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+        parsed = make_url(url)
+        query = {k: ("***" if k.lower() in SECRET_QUERY_KEYS else v) for k, v in parsed.query.items()}
+        return parsed.set(query=query).render_as_string(hide_password=True).replace("=%2A%2A%2A", "=***")
+    except Exception:  # noqa: BLE001 - whatever the parser chokes on, the raw text is never printed
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        safe = scheme.replace("+", "").replace(".", "").replace("-", "")
+        return f"{scheme}://<unparseable URL>" if scheme and safe.isalnum() else "<unparseable URL>"
 
 
 def check_connection(url: str) -> None:

@@ -64,12 +64,14 @@ def test_pagerduty_trigger_matches_the_events_v2_contract_field_by_field(severit
     assert event["client"] == "driftline" and event["client_url"] == event["links"][0]["href"]
 
 
-def test_pagerduty_resolve_uses_the_same_dedup_key_and_repeats_are_not_sent():
+def test_pagerduty_resolve_uses_the_same_dedup_key_and_a_repeat_triggers_again_with_it():
     alerts = [make_alert(f"f{i}") for i in range(3)]
     trigger = render_pagerduty(message("trigger", alerts))
     assert render_pagerduty(message("resolve", alerts)) == {"event_action": "resolve",
                                                             "dedup_key": trigger["dedup_key"]}
-    assert render_pagerduty(message("repeat", alerts)) is None
+    repeat = render_pagerduty(message("repeat", alerts))
+    assert repeat["event_action"] == "trigger" and repeat["dedup_key"] == trigger["dedup_key"]
+
 
 
 def test_pagerduty_summary_is_cut_to_1024_and_details_are_bounded():
@@ -209,3 +211,14 @@ def test_retry_after_as_seconds_or_http_date():
     assert parse_retry_after(format_datetime(when, usegmt=True), now=NOW.timestamp() - 30 * 60) == 120.0
     assert parse_retry_after("soon") is None and parse_retry_after(None) is None
     assert parse_retry_after("-5") == 0.0
+
+
+@pytest.mark.parametrize("header", ["inf", "Infinity", "1e12", "1e400", "Fri, 31 Dec 9999 23:59:59 GMT"])
+def test_an_absurd_retry_after_is_clamped_to_the_documented_maximum(header):
+    assert parse_retry_after(header, now=NOW.timestamp()) == defaults.ALERT_RETRY_AFTER_MAX_SECONDS
+
+
+@pytest.mark.parametrize("header, expected", [("nan", None), ("-1e12", 0.0), ("Mon, 01 Jan 1900 00:00:00 GMT", 0.0),
+                                              ("Tue, 99 Foo 2026 25:61:61 GMT", None)])
+def test_a_meaningless_retry_after_means_now_or_no_wait_given(header, expected):
+    assert parse_retry_after(header, now=NOW.timestamp()) == expected

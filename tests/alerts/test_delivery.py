@@ -21,6 +21,7 @@ from alerts.channels.pagerduty import PagerDutyChannel
 from alerts.channels.slack import SlackChannel
 from alerts.channels.webhook import WebhookChannel
 from alerts.delivery import retry_delay
+from driftline import defaults
 from driftline.cli import cli
 from driftline.store.db import session_scope
 from driftline.store.models import Notification
@@ -266,3 +267,43 @@ def test_the_claim_query_skips_locked_rows_on_postgresql():
 
     sql = str(outbox._due(T, []).compile(dialect=postgresql.dialect()))
     assert "FOR UPDATE OF notifications SKIP LOCKED" in sql
+
+
+@pytest.mark.parametrize("retry_after", ["inf", "1e12", "Fri, 31 Dec 9999 23:59:59 GMT"])
+def test_an_absurd_retry_after_neither_raises_nor_stops_the_run(sqlite_url, fake_slack, fake_webhook, retry_after):
+    fake_slack.script((429, {"Retry-After": retry_after}, "rate_limited"))
+    chans = channels(slack=fake_slack, webhook=fake_webhook)
+    throttled = queue(sqlite_url, "slack", {"text": "hello", "blocks": []}, "k-inf", group="g-slack")
+    other = queue(sqlite_url, "webhook", {"hello": "world"}, "k-other", group="g-webhook")
+    budget = DeliveryPolicy(timeout=timedelta(seconds=1), lease=timedelta(seconds=5))  # the default two hours
+    report = deliver(sqlite_url, chans, T, policy=budget)
+    assert report.retrying == [throttled] and report.sent == [other]
+    waiting = row(sqlite_url, throttled)
+    assert waiting.status == "pending"
+    assert waiting.next_attempt_at.replace(tzinfo=timezone.utc) == T + timedelta(
+        seconds=defaults.ALERT_RETRY_AFTER_MAX_SECONDS)
+
+
+def test_a_row_whose_handling_raises_is_retried_and_never_stops_the_others(db_url, fake_webhook, monkeypatch):
+    chans = channels(webhook=fake_webhook)
+    first = queue(db_url, "webhook", {"n": 1}, "k-first", group="g-1")
+    second = queue(db_url, "webhook", {"n": 2}, "k-second", group="g-2")
+    real = outbox.record_success
+    calls = []
+
+    def flaky(factory, claim, **kw):
+        calls.append(claim.id)
+        if claim.id == first:
+            raise RuntimeError(f"store hiccup while recording {fake_webhook.url}?token=leaky")
+        return real(factory, claim, **kw)
+
+    monkeypatch.setattr(outbox, "record_success", flaky)
+    report = deliver(db_url, chans, T)
+    assert calls == [first, second] and report.sent == [second] and report.retrying == [first]
+    broken = row(db_url, first)
+    assert broken.status == "pending" and broken.attempts == 1  # not left 'sending' until its lease expires
+    assert "RuntimeError" in broken.last_error and "leaky" not in broken.last_error
+    assert fake_webhook.url not in broken.last_error
+    monkeypatch.setattr(outbox, "record_success", real)
+    assert deliver(db_url, chans, T + timedelta(minutes=1)).sent == [first]  # receivers dedupe the second POST
+    assert row(db_url, first).status == "sent"

@@ -8,11 +8,14 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from alerts import Channels, deliver_due, group_key, load_rules
+from alerts import AlertRules, Channels, deliver_due, group_key, load_rules
+from alerts.channels.pagerduty import PagerDutyChannel
 from driftline.cli import cli
 from driftline.errors import UserError
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, Notification, RetrainRequest, Silence
+
+ROUTING_KEY = "R0UT1NGKEY0123456789abcdefABCDEF"
 
 CONFIG = """
 [alerts]
@@ -133,3 +136,26 @@ def test_silence_list_and_expire_from_the_command_line(sqlite_url):
     assert isinstance(missing.exception, UserError) and "no silence with id 42" in str(missing.exception)
     no_ids = runner.invoke(cli, ["alerts", "retry", "--db", sqlite_url])
     assert isinstance(no_ids.exception, UserError)
+
+
+def test_a_page_lost_to_an_outage_is_triggered_again_at_the_repeat_interval(db_url, write_window, run_window,
+                                                                          clock, fake_pagerduty):
+    rules = AlertRules.from_mapping({"for_windows": 1, "repeat_interval": "3m",
+                                     "delivery": {"timeout": "1s", "lease": "5s", "backoff_initial": "5s",
+                                                  "backoff_max": "10s", "max_age": "30s"}},
+                                    channels=["pagerduty"], dashboard_url="http://dash.example:8501")
+    chans = Channels(pagerduty=PagerDutyChannel(fake_pagerduty.url, ROUTING_KEY, timeout=1))
+    fake_pagerduty.script(*[503] * 10)  # PagerDuty is down for the whole first window's retry budget
+    for i in range(5):  # a latency SLO breach (critical) in every window
+        write_window(db_url, i, features=[], latency_ms=250.0)
+        run_window(db_url, i, rules)
+        for offset in (0, 20, 40):
+            deliver_due(db_url, channels=chans, now=clock.now(i) + timedelta(seconds=offset), policy=rules.delivery)
+        if i == 0:
+            fake_pagerduty.script_queue.clear()  # PagerDuty is back
+    key = group_key("credit", "1", "latency")
+    with session_scope(db_url) as s:
+        rows = [(n.kind, n.status) for n in s.scalars(select(Notification).order_by(Notification.id))]
+    assert rows == [("trigger", "failed"), ("repeat", "sent")]  # the repeat came 3 windows (3 minutes) later
+    assert [(e["event_action"], e["dedup_key"]) for e in fake_pagerduty.events] == [("trigger", key)]
+    assert fake_pagerduty.incidents_opened == 1 and key in fake_pagerduty.open_incidents

@@ -74,12 +74,15 @@ def test_dataset_level_drift_counts_when_no_features_are_chosen(db_url, write_wi
     assert len(requests(db_url)) == 1 and requests(db_url)[0].reason["reason"].startswith("drift on the dataset in 3")
 
 
+# The details keys the model-quality detector writes: training, expected (calibration reference), margin.
 @pytest.mark.parametrize("metric, value, details, asks", [
-    ("roc_auc", 0.80, {"reference": 0.88}, True),
-    ("roc_auc", 0.86, {"reference": 0.88}, False),
-    ("log_loss", 0.50, {"baseline": 0.40}, True),
-    ("log_loss", 0.42, {"baseline": 0.40}, False),
-    ("accuracy", 0.70, {"drop": 0.2}, True),
+    ("roc_auc", 0.80, {"training": 0.88, "compared_with": "training", "margin": 0.03}, True),
+    ("roc_auc", 0.86, {"training": 0.88, "compared_with": "training", "margin": 0.01}, False),  # drop < 0.05
+    ("log_loss", 0.50, {"training": 0.30, "expected": 0.40, "compared_with": "calibration", "margin": 0.04}, True),
+    # against training this is a 0.12 rise, but the detector's reference (expected) says 0.02
+    ("log_loss", 0.42, {"training": 0.30, "expected": 0.40, "compared_with": "calibration", "margin": 0.04}, False),
+    ("accuracy", 0.70, {"training": 0.80, "margin": 0.15}, False),  # inside the detector's noise margin
+    ("accuracy", 0.70, {"training": 0.80, "margin": 0.05, "insufficient_data": True}, False),
     ("accuracy", 0.70, {}, False),
 ])
 def test_a_quality_drop_beyond_x_asks_for_a_retrain(sqlite_url, write_window, run_window, metric, value, details,

@@ -68,6 +68,11 @@ def test_toml_overrides_general_then_detector_then_model():
     ({"delivery": {"lease": "5s", "timeout": "10s"}}, "lease"),
     ({"retrain": {"windows": "five"}}, "whole number"),
     ({"models": {"m": {"group": "x"}}}, "unknown key 'group'"),
+    ({"inhibit": [{"source": "dataset_drift", "targets": ["feature_drift"]}]},
+     r"\[\[alerts.inhibit\]\] #1: unknown detector 'feature_drift'"),
+    ({"retrain": {"detectors": ["drift"]}}, r"\[alerts.retrain\] detectors: unknown detector 'drift'"),
+    ({"retrain": {"quality_metrics": ["auc"]}}, r"\[alerts.retrain\] quality_metrics: model_quality emits no "
+                                                r"metric 'auc'"),
 ])
 def test_bad_rules_are_user_errors_naming_the_place(mapping, message):
     with pytest.raises(UserError, match=message):
@@ -93,3 +98,14 @@ def test_parse_duration():
     for bad in ("", "2 hours", "-5m", True):
         with pytest.raises(UserError):
             parse_duration(bad)
+
+
+def test_the_defaults_name_only_what_the_detectors_emit(monkeypatch):
+    from driftline import defaults, vocabulary
+
+    rules = AlertRules.from_mapping(None)
+    named = {r.source for r in rules.inhibit} | {t for r in rules.inhibit for t in r.targets}
+    assert named | set(defaults.ALERT_DETECTOR_DEFAULTS) | set(rules.retrain.detectors) <= set(vocabulary.DETECTORS)
+    monkeypatch.setattr(defaults, "ALERT_INHIBIT_RULES", ({"source": "drift", "targets": ("data_drift",)},))
+    with pytest.raises(UserError, match="unknown detector 'drift'"):
+        AlertRules.from_mapping(None)

@@ -105,7 +105,7 @@ def test_no_false_alarms_on_windows_from_the_training_distribution(baseline):
 def test_every_family_reports(baseline):
     results = evaluate_window(baseline, window(baseline, 99), transform=transform)
     families = {r.detector for r in results}
-    assert families == {"data_drift", "prediction_drift", "data_quality", "skew", "latency", "model_quality"}
+    assert families == {"data_drift", "dataset_drift", "prediction_drift", "data_quality", "skew", "latency", "model_quality"}
     assert all(isinstance(r, DetectorResult) for r in results)
     json.dumps([r.to_dict() for r in results], allow_nan=False)  # storable as JSON
     drift = next(r for r in results if r.detector == "data_drift" and r.feature == "income")
@@ -119,7 +119,7 @@ def test_mean_shift_is_drift(baseline):
     results = evaluate_window(baseline, window(baseline, 3, income_shift=0.2))
     assert ("data_drift", "income", "psi") in breached(results)
     assert ("data_drift", "age", "psi") not in breached(results)
-    assert ("data_drift", None, "drifted_share") not in breached(results)  # 1 of 4 features
+    assert ("dataset_drift", None, "drifted_share") not in breached(results)  # 1 of 4 features
 
 
 def test_scale_change_is_drift(baseline):
@@ -240,7 +240,7 @@ def test_a_serving_bug_is_skew_not_drift(baseline):
     assert not drift.breached and drift.details["explained_by"] == "skew"
     assert drift.details["breached_without_skew"] and drift.value >= drift.threshold
     assert breached(results.values(), "data_drift") == set()
-    dataset = results[("data_drift", None, "drifted_share")]
+    dataset = results[("dataset_drift", None, "drifted_share")]
     assert dataset.details["explained_by_skew"] == ["debt_ratio"] and dataset.details["features"] == 3
     # 12x ratios leave the training range; the training transform's output for the same inputs does not.
     out_of_range = results[("data_quality", "debt_ratio", "out_of_range_share")]
