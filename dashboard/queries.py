@@ -19,6 +19,7 @@ import streamlit as st
 from sqlalchemy import and_, case, func, inspect, or_, select
 
 from driftline import defaults
+from driftline.redact import scrub
 from driftline.store.db import get_engine, session_scope
 from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
                                     ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
@@ -357,6 +358,8 @@ def notifications(db_url: str, start_ms: int, fingerprints: tuple[str, ...] = ()
                           "response_status", "created_at", "next_attempt_at", "sent_at"])
     for column in ("created_at", "next_attempt_at", "sent_at"):
         frame[column] = _utc(frame[column])
+    # Rows stored before error text was scrubbed may still hold a URL's token.
+    frame["last_error"] = frame["last_error"].map(lambda text: scrub(text) if isinstance(text, str) else text)
     return frame
 
 

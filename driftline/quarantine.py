@@ -18,6 +18,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from driftline import defaults
+from driftline.redact import scrub
 from driftline.store.models import WindowQuarantine
 
 _TYPE_CHARS = 200  # the column's width
@@ -43,17 +44,10 @@ def describe(exc: BaseException, secrets: Iterable[str], limit: int) -> tuple[st
     module = type(exc).__module__
     if module not in ("builtins", "__main__"):
         kind = f"{module}.{kind}"
-    message = scrubbed(str(exc), secrets)
+    message = scrub(str(exc), secrets)
     if len(message) > limit:
         message = message[: max(limit - 1, 0)] + "…"
     return kind[:_TYPE_CHARS], message
-
-
-def scrubbed(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every secret replaced by *** (longest first, so a secret inside another goes too)."""
-    for value in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(value, "***")
-    return text
 
 
 def record_failure(session: Session, model: str, version: str, window_start_ms: int, window_end_ms: int,

@@ -147,8 +147,9 @@ def test_backoff_doubles_between_its_bounds():
 
 
 def test_describe_names_the_type_scrubs_secrets_longest_first_and_bounds_the_text():
-    kind, text = describe(ValueError("token abc-123 and abc"), ["abc", "abc-123"], limit=1000)
-    assert (kind, text) == ("ValueError", "token *** and ***")
+    kind, text = describe(ValueError("token s3cr-123 and s3cr at https://u:pw@db/x?password=p"), ["s3cr", "s3cr-123"],
+                          limit=1000)
+    assert (kind, text) == ("ValueError", "token *** and *** at https://db/x?***")
     kind, text = describe(KeyError("k" * 50), [], limit=10)
     assert kind == "KeyError" and len(text) == 10 and text.endswith("…")
 
