@@ -52,7 +52,8 @@ from collector.folding import (FoldDelta, InferenceFolder, PartitionFolders, Wat
                                merge_windows)
 from collector.labels import LabelRow, PredictionRow, label_row_partition
 from collector.metrics import CollectorMetrics
-from collector.record_batches import use_lean_records
+from collector.record_batches import (GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch,
+                                      use_reader)
 from collector.store import StoredOffset
 from collector.windows import PartitionWindows
 from driftline import defaults
@@ -274,6 +275,10 @@ class Collector:
                 try:
                     records = self._consumer.poll(timeout_ms=_POLL_TIMEOUT_MS,
                                                   max_records=self.config.poll_max_records)
+                except MalformedBatch as bad:
+                    with self._lock:
+                        self._skip_malformed(bad)
+                    continue
                 except Exception as exc:  # kafka-python surfaces broker trouble here; it reconnects itself
                     log.warning("poll failed (%s); retrying", exc)
                     self._stop.wait(0.5)
@@ -309,8 +314,9 @@ class Collector:
             log.warning("cannot reach Kafka at %s (%s); retrying", cfg.bootstrap_servers, exc)
             self._stop.wait(_RECONNECT_DELAY_S)
             return False
-        if cfg.record_reader == "lean":  # kafka-python's per-record unpacking was most of this process's CPU
-            use_lean_records(consumer)
+        # Lean: kafka-python's per-record unpacking was most of this process's CPU. Either way guarded:
+        # a malformed batch is raised as MalformedBatch instead of spinning inside poll()
+        use_reader(consumer, LeanPartitionRecords if cfg.record_reader == "lean" else GuardedPartitionRecords)
         consumer.subscribe([cfg.inference_topic, cfg.labels_topic], listener=_RebalanceListener(self))
         self._consumer = consumer
         log.info("collector joined group %s at %s", cfg.group_id, cfg.bootstrap_servers)
@@ -397,6 +403,30 @@ class Collector:
             self.consumed += len(batch)
             self.metrics.consumed.labels(tp.topic).inc(len(batch))
             self._last_message = time.monotonic()
+
+    def _skip_malformed(self, bad: MalformedBatch) -> None:
+        """Dead-letter the offsets of a batch that cannot be read, and read on after them."""
+        tp = TopicPartition(bad.topic, bad.partition)
+        buf = self._buffers.get(tp)
+        if buf is None or not buf.ready:
+            return  # revoked meanwhile, or not yet placed: its next reader meets the batch again
+        first = max(bad.first_offset, buf.next_offset)
+        after = bad.next_offset
+        try:
+            highwater = self._consumer.highwater(tp)
+        except Exception:  # not assigned any more
+            highwater = None
+        if highwater is not None and highwater > first:
+            after = min(after, highwater)  # a lying header never skips past the log's end
+        if after > first:
+            reason = f"malformed record batch, offsets {first}-{after - 1} skipped: {bad.reason}"
+            log.error("%s[%d]: %s", bad.topic, bad.partition, reason)
+            buf.dead_letters.append(DeadLetterRow(bad.topic, bad.partition, first, reason, None, None, bad.raw))
+            buf.next_offset = after
+            buf.messages += 1
+            self.consumed += 1
+            self.metrics.consumed.labels(bad.topic).inc()
+        self._seek(tp, buf.next_offset)
 
     def _process_inference(self, buf: PartitionBuffer, records: list[Any]) -> None:
         self._folders.process(buf.key, [r.offset for r in records], [r.value for r in records])
