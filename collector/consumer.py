@@ -33,6 +33,7 @@ is inside ``poll``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from collector.folding import (FoldDelta, InferenceFolder, PartitionFolders, Wat
 from collector.labels import LabelRow, PredictionRow, label_row_partition
 from collector.metrics import CollectorMetrics
 from collector.record_batches import (GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch,
-                                      use_reader)
+                                      malformed_range, use_reader)
 from collector.store import StoredOffset
 from collector.windows import PartitionWindows
 from driftline import defaults
@@ -92,6 +93,7 @@ class CollectorConfig:
     shutdown_flush_s: float = defaults.COLLECTOR_SHUTDOWN_FLUSH_SECONDS
     decoders: int | str = defaults.COLLECTOR_DECODERS  # decoder processes, or "auto" (collector.decoders)
     record_reader: str = defaults.COLLECTOR_RECORD_READER  # "lean" or "kafka-python" (collector.record_batches)
+    poll_stuck_s: float = defaults.COLLECTOR_POLL_STUCK_SECONDS  # a poll running longer is stuck
     metrics_port: int = 0  # 0: no /metrics server
     max_messages: int | None = None  # stop once this many messages are consumed and flushed
     idle_exit_s: float | None = None  # stop after this long without a message (everything flushed)
@@ -252,6 +254,11 @@ class Collector:
         # --idle-exit waits for a first partition assignment: joining a group whose previous member was
         # killed takes a session timeout or more, and quitting before it would leave the log unread.
         self._placed_once = False
+        self._poll_started: float | None = None  # a poll in progress began then (the watchdog reads it)
+        self._last_poll = time.monotonic()
+        self.metrics.since_last_poll.set_function(lambda: time.monotonic() - self._last_poll)
+        # How the process ends when a poll is stuck: no thread can be pulled out of one
+        self.exit_process: Callable[[int], Any] = os._exit
 
     # --- public ------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -267,14 +274,17 @@ class Collector:
         self._next_prune = time.monotonic()
         self._next_sweep = time.monotonic() + self.config.label_sweep_s
         self._start_decoders()
+        threading.Thread(target=self._watch_polls, name="poll-watchdog", daemon=True).start()
         freeze_long_lived()  # imports, baselines, the store's engine: no full collection needs to walk them
         try:
             while not self._stop.is_set() and not self._done():
                 if self._consumer is None and not self._connect():
                     continue
+                self._poll_started = time.monotonic()
                 try:
                     records = self._consumer.poll(timeout_ms=_POLL_TIMEOUT_MS,
                                                   max_records=self.config.poll_max_records)
+                    self._last_poll = time.monotonic()
                 except MalformedBatch as bad:
                     with self._lock:
                         self._skip_malformed(bad)
@@ -283,12 +293,50 @@ class Collector:
                     log.warning("poll failed (%s); retrying", exc)
                     self._stop.wait(0.5)
                     continue
+                finally:
+                    self._poll_started = None
                 with self._lock:
                     self._handle(records)
                     self._maintain()
         finally:
             self._shutdown()
         return self.flushed
+
+    def _watch_polls(self) -> None:
+        """Detect a poll that does not return (kafka-python can spin inside one); see `_poll_stuck`."""
+        bound = self.config.poll_stuck_s
+        while not self._stop.wait(min(1.0, bound / 4)):
+            started = self._poll_started
+            if started is not None and time.monotonic() - started > bound:
+                self._poll_stuck(time.monotonic() - started)
+                return
+
+    def _poll_stuck(self, seconds: float) -> None:
+        """Dead-letter the fetch the poll is stuck in, store everything with the offsets past it, exit.
+
+        The stuck thread cannot be stopped, so the process ends (non-zero); the stored offsets
+        make the next collector read on after the range.
+        """
+        part = getattr(getattr(self._consumer, "_fetcher", None), "_next_partition_records", None)
+        reason = f"poll did not return within {self.config.poll_stuck_s:g} s (stuck {seconds:.0f} s)"
+        with self._lock:
+            buf = self._buffers.get(getattr(part, "topic_partition", None))
+            raw = getattr(part, "_raw", None)
+            if buf is not None and buf.ready and raw is not None:
+                at = max(part.fetch_offset, buf.next_offset)  # what this poll has not delivered
+                first, after, batch = malformed_range(raw, at)
+                after = max(after, first + 1)  # something is skipped: the same fetch would get stuck again
+                reason += f"; offsets {first}-{after - 1} skipped"
+                buf.dead_letters.append(DeadLetterRow(buf.topic, buf.partition, first, reason, None, None, batch))
+                buf.next_offset, buf.messages = after, buf.messages + 1
+                log.critical("%s[%d]: %s", buf.topic, buf.partition, reason)
+            else:
+                log.critical("%s; no fetch in hand to skip", reason)
+            stored = self._flush([b for b in self._buffers.values() if b.ready])
+        log.critical("exiting (status %d)%s", defaults.COLLECTOR_POLL_STUCK_EXIT_CODE,
+                     "; a restarted collector reads on after the range" if stored else
+                     "; the range could not be stored, a restarted collector meets it again")
+        self.exit_process(defaults.COLLECTOR_POLL_STUCK_EXIT_CODE)
 
     def _start_decoders(self) -> None:
         cfg = self.config
