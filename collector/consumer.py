@@ -62,6 +62,7 @@ from driftline.baseline import Baseline
 from driftline.config import TOPIC_DEAD_LETTERS, TOPIC_INFERENCE, TOPIC_LABELS, Settings
 from driftline.events import EventError, LabelEvent, parse_label
 from driftline.heap import freeze_long_lived
+from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.store.db import get_engine
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,7 @@ class CollectorConfig:
     labels_topic: str = TOPIC_LABELS
     dead_letter_topic: str = TOPIC_DEAD_LETTERS
     client_id: str = "driftline-collector"
+    security: KafkaSecurity | None = None  # TLS / SASL for the consumer and the DLQ producer (None: plaintext)
 
     def __post_init__(self) -> None:
         if self.record_reader not in defaults.COLLECTOR_RECORD_READERS:
@@ -112,7 +114,8 @@ class CollectorConfig:
         values = {"bootstrap_servers": settings.bootstrap_servers, "db_url": settings.db_url,
                   "window_seconds": settings.window_seconds,
                   "allowed_lateness_seconds": settings.allowed_lateness_seconds,
-                  "metrics_port": settings.collector_metrics_port}
+                  "metrics_port": settings.collector_metrics_port,
+                  "security": KafkaSecurity.from_settings(settings).checked()}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -227,7 +230,8 @@ class Collector:
         self.metrics_port: int | None = None
         self.window_ms = int(config.window_seconds * 1000)
         self.lateness_ms = int(config.allowed_lateness_seconds * 1000)
-        self.publisher = DeadLetterPublisher(config.bootstrap_servers, config.dead_letter_topic)
+        self.publisher = DeadLetterPublisher(config.bootstrap_servers, config.dead_letter_topic,
+                                             security=config.security)
         self.consumed = 0  # messages processed (valid or not), over the collector's life
         self.flushed = 0  # of them, those flushed
         self._stop = threading.Event()
@@ -357,7 +361,7 @@ class Collector:
                 session_timeout_ms=cfg.session_timeout_ms, heartbeat_interval_ms=cfg.heartbeat_interval_ms,
                 max_poll_records=cfg.poll_max_records, max_partition_fetch_bytes=8 << 20,
                 fetch_max_bytes=64 << 20, bootstrap_timeout_ms=5_000, reconnect_backoff_max_ms=1_000,
-                request_timeout_ms=max(30_000, cfg.session_timeout_ms + 5_000))
+                request_timeout_ms=max(30_000, cfg.session_timeout_ms + 5_000), **kafka_python_options(cfg.security))
         except Exception as exc:  # broker down at start: keep trying until stopped
             log.warning("cannot reach Kafka at %s (%s); retrying", cfg.bootstrap_servers, exc)
             self._stop.wait(_RECONNECT_DELAY_S)
