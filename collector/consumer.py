@@ -33,6 +33,7 @@ is inside ``poll``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -52,7 +53,8 @@ from collector.folding import (FoldDelta, InferenceFolder, PartitionFolders, Wat
                                merge_windows)
 from collector.labels import LabelRow, PredictionRow, label_row_partition
 from collector.metrics import CollectorMetrics
-from collector.record_batches import use_lean_records
+from collector.record_batches import (GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch,
+                                      malformed_range, use_reader)
 from collector.store import StoredOffset
 from collector.windows import PartitionWindows
 from driftline import defaults
@@ -60,6 +62,7 @@ from driftline.baseline import Baseline
 from driftline.config import TOPIC_DEAD_LETTERS, TOPIC_INFERENCE, TOPIC_LABELS, Settings
 from driftline.events import EventError, LabelEvent, parse_label
 from driftline.heap import freeze_long_lived
+from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.store.db import get_engine
 
 log = logging.getLogger(__name__)
@@ -91,6 +94,7 @@ class CollectorConfig:
     shutdown_flush_s: float = defaults.COLLECTOR_SHUTDOWN_FLUSH_SECONDS
     decoders: int | str = defaults.COLLECTOR_DECODERS  # decoder processes, or "auto" (collector.decoders)
     record_reader: str = defaults.COLLECTOR_RECORD_READER  # "lean" or "kafka-python" (collector.record_batches)
+    poll_stuck_s: float = defaults.COLLECTOR_POLL_STUCK_SECONDS  # a poll running longer is stuck
     metrics_port: int = 0  # 0: no /metrics server
     max_messages: int | None = None  # stop once this many messages are consumed and flushed
     idle_exit_s: float | None = None  # stop after this long without a message (everything flushed)
@@ -98,6 +102,7 @@ class CollectorConfig:
     labels_topic: str = TOPIC_LABELS
     dead_letter_topic: str = TOPIC_DEAD_LETTERS
     client_id: str = "driftline-collector"
+    security: KafkaSecurity | None = None  # TLS / SASL for the consumer and the DLQ producer (None: plaintext)
 
     def __post_init__(self) -> None:
         if self.record_reader not in defaults.COLLECTOR_RECORD_READERS:
@@ -109,7 +114,8 @@ class CollectorConfig:
         values = {"bootstrap_servers": settings.bootstrap_servers, "db_url": settings.db_url,
                   "window_seconds": settings.window_seconds,
                   "allowed_lateness_seconds": settings.allowed_lateness_seconds,
-                  "metrics_port": settings.collector_metrics_port}
+                  "metrics_port": settings.collector_metrics_port,
+                  "security": KafkaSecurity.from_settings(settings).checked()}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -224,7 +230,8 @@ class Collector:
         self.metrics_port: int | None = None
         self.window_ms = int(config.window_seconds * 1000)
         self.lateness_ms = int(config.allowed_lateness_seconds * 1000)
-        self.publisher = DeadLetterPublisher(config.bootstrap_servers, config.dead_letter_topic)
+        self.publisher = DeadLetterPublisher(config.bootstrap_servers, config.dead_letter_topic,
+                                             security=config.security)
         self.consumed = 0  # messages processed (valid or not), over the collector's life
         self.flushed = 0  # of them, those flushed
         self._stop = threading.Event()
@@ -251,6 +258,11 @@ class Collector:
         # --idle-exit waits for a first partition assignment: joining a group whose previous member was
         # killed takes a session timeout or more, and quitting before it would leave the log unread.
         self._placed_once = False
+        self._poll_started: float | None = None  # a poll in progress began then (the watchdog reads it)
+        self._last_poll = time.monotonic()
+        self.metrics.since_last_poll.set_function(lambda: time.monotonic() - self._last_poll)
+        # How the process ends when a poll is stuck: no thread can be pulled out of one
+        self.exit_process: Callable[[int], Any] = os._exit
 
     # --- public ------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -266,24 +278,69 @@ class Collector:
         self._next_prune = time.monotonic()
         self._next_sweep = time.monotonic() + self.config.label_sweep_s
         self._start_decoders()
+        threading.Thread(target=self._watch_polls, name="poll-watchdog", daemon=True).start()
         freeze_long_lived()  # imports, baselines, the store's engine: no full collection needs to walk them
         try:
             while not self._stop.is_set() and not self._done():
                 if self._consumer is None and not self._connect():
                     continue
+                self._poll_started = time.monotonic()
                 try:
                     records = self._consumer.poll(timeout_ms=_POLL_TIMEOUT_MS,
                                                   max_records=self.config.poll_max_records)
+                    self._last_poll = time.monotonic()
+                except MalformedBatch as bad:
+                    with self._lock:
+                        self._skip_malformed(bad)
+                    continue
                 except Exception as exc:  # kafka-python surfaces broker trouble here; it reconnects itself
                     log.warning("poll failed (%s); retrying", exc)
                     self._stop.wait(0.5)
                     continue
+                finally:
+                    self._poll_started = None
                 with self._lock:
                     self._handle(records)
                     self._maintain()
         finally:
             self._shutdown()
         return self.flushed
+
+    def _watch_polls(self) -> None:
+        """Detect a poll that does not return (kafka-python can spin inside one); see `_poll_stuck`."""
+        bound = self.config.poll_stuck_s
+        while not self._stop.wait(min(1.0, bound / 4)):
+            started = self._poll_started
+            if started is not None and time.monotonic() - started > bound:
+                self._poll_stuck(time.monotonic() - started)
+                return
+
+    def _poll_stuck(self, seconds: float) -> None:
+        """Dead-letter the fetch the poll is stuck in, store everything with the offsets past it, exit.
+
+        The stuck thread cannot be stopped, so the process ends (non-zero); the stored offsets
+        make the next collector read on after the range.
+        """
+        part = getattr(getattr(self._consumer, "_fetcher", None), "_next_partition_records", None)
+        reason = f"poll did not return within {self.config.poll_stuck_s:g} s (stuck {seconds:.0f} s)"
+        with self._lock:
+            buf = self._buffers.get(getattr(part, "topic_partition", None))
+            raw = getattr(part, "_raw", None)
+            if buf is not None and buf.ready and raw is not None:
+                at = max(part.fetch_offset, buf.next_offset)  # what this poll has not delivered
+                first, after, batch = malformed_range(raw, at)
+                after = max(after, first + 1)  # something is skipped: the same fetch would get stuck again
+                reason += f"; offsets {first}-{after - 1} skipped"
+                buf.dead_letters.append(DeadLetterRow(buf.topic, buf.partition, first, reason, None, None, batch))
+                buf.next_offset, buf.messages = after, buf.messages + 1
+                log.critical("%s[%d]: %s", buf.topic, buf.partition, reason)
+            else:
+                log.critical("%s; no fetch in hand to skip", reason)
+            stored = self._flush([b for b in self._buffers.values() if b.ready])
+        log.critical("exiting (status %d)%s", defaults.COLLECTOR_POLL_STUCK_EXIT_CODE,
+                     "; a restarted collector reads on after the range" if stored else
+                     "; the range could not be stored, a restarted collector meets it again")
+        self.exit_process(defaults.COLLECTOR_POLL_STUCK_EXIT_CODE)
 
     def _start_decoders(self) -> None:
         cfg = self.config
@@ -304,13 +361,14 @@ class Collector:
                 session_timeout_ms=cfg.session_timeout_ms, heartbeat_interval_ms=cfg.heartbeat_interval_ms,
                 max_poll_records=cfg.poll_max_records, max_partition_fetch_bytes=8 << 20,
                 fetch_max_bytes=64 << 20, bootstrap_timeout_ms=5_000, reconnect_backoff_max_ms=1_000,
-                request_timeout_ms=max(30_000, cfg.session_timeout_ms + 5_000))
+                request_timeout_ms=max(30_000, cfg.session_timeout_ms + 5_000), **kafka_python_options(cfg.security))
         except Exception as exc:  # broker down at start: keep trying until stopped
             log.warning("cannot reach Kafka at %s (%s); retrying", cfg.bootstrap_servers, exc)
             self._stop.wait(_RECONNECT_DELAY_S)
             return False
-        if cfg.record_reader == "lean":  # kafka-python's per-record unpacking was most of this process's CPU
-            use_lean_records(consumer)
+        # Lean: kafka-python's per-record unpacking was most of this process's CPU. Either way guarded:
+        # a malformed batch is raised as MalformedBatch instead of spinning inside poll()
+        use_reader(consumer, LeanPartitionRecords if cfg.record_reader == "lean" else GuardedPartitionRecords)
         consumer.subscribe([cfg.inference_topic, cfg.labels_topic], listener=_RebalanceListener(self))
         self._consumer = consumer
         log.info("collector joined group %s at %s", cfg.group_id, cfg.bootstrap_servers)
@@ -397,6 +455,30 @@ class Collector:
             self.consumed += len(batch)
             self.metrics.consumed.labels(tp.topic).inc(len(batch))
             self._last_message = time.monotonic()
+
+    def _skip_malformed(self, bad: MalformedBatch) -> None:
+        """Dead-letter the offsets of a batch that cannot be read, and read on after them."""
+        tp = TopicPartition(bad.topic, bad.partition)
+        buf = self._buffers.get(tp)
+        if buf is None or not buf.ready:
+            return  # revoked meanwhile, or not yet placed: its next reader meets the batch again
+        first = max(bad.first_offset, buf.next_offset)
+        after = bad.next_offset
+        try:
+            highwater = self._consumer.highwater(tp)
+        except Exception:  # not assigned any more
+            highwater = None
+        if highwater is not None and highwater > first:
+            after = min(after, highwater)  # a lying header never skips past the log's end
+        if after > first:
+            reason = f"malformed record batch, offsets {first}-{after - 1} skipped: {bad.reason}"
+            log.error("%s[%d]: %s", bad.topic, bad.partition, reason)
+            buf.dead_letters.append(DeadLetterRow(bad.topic, bad.partition, first, reason, None, None, bad.raw))
+            buf.next_offset = after
+            buf.messages += 1
+            self.consumed += 1
+            self.metrics.consumed.labels(bad.topic).inc()
+        self._seek(tp, buf.next_offset)
 
     def _process_inference(self, buf: PartitionBuffer, records: list[Any]) -> None:
         self._folders.process(buf.key, [r.offset for r in records], [r.value for r in records])

@@ -24,6 +24,7 @@ import orjson
 from driftline import defaults
 from driftline.config import TOPIC_DEAD_LETTERS
 from driftline.events import EventError
+from driftline.kafka_security import KafkaSecurity, kafka_python_options
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,10 @@ def _model_of(raw: bytes) -> str | None:
 class DeadLetterPublisher:
     """Produces dead letters to the DLQ topic; `publish` returns once Kafka acknowledged them all."""
 
-    def __init__(self, bootstrap_servers: str, topic: str = TOPIC_DEAD_LETTERS, timeout_s: float = 10.0):
+    def __init__(self, bootstrap_servers: str, topic: str = TOPIC_DEAD_LETTERS, timeout_s: float = 10.0,
+                 security: KafkaSecurity | None = None):
         self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self.topic = topic
         self.timeout_s = timeout_s
         self._producer: Any = None
@@ -97,7 +100,8 @@ class DeadLetterPublisher:
                              enable_idempotence=False, acks="all", linger_ms=5, max_block_ms=5_000,
                              bootstrap_timeout_ms=5_000, request_timeout_ms=int(self.timeout_s * 1000),
                              delivery_timeout_ms=int(self.timeout_s * 1000) + 1_000,
-                             max_request_size=16 << 20, reconnect_backoff_max_ms=1_000)
+                             max_request_size=16 << 20, reconnect_backoff_max_ms=1_000,
+                             **kafka_python_options(self.security))
 
     def publish(self, letters: list[DeadLetterRow]) -> None:
         """Send the letters not yet acknowledged; raises (KafkaError, ...) if any is not acknowledged."""

@@ -18,6 +18,7 @@ Each collector has its own registry (several can run in one process, as in the t
 | `driftline_collector_flushes_total` | counter | outcome (ok, error, fenced) | flush transactions |
 | `driftline_collector_flush_duration_seconds` | histogram | | time of a successful flush, transaction included |
 | `driftline_collector_log_resets_total` | counter | topic | times the topic's log was replaced (new topic id: broker restart, topic recreated) |
+| `driftline_collector_seconds_since_last_poll` | gauge | | seconds since a Kafka poll last returned (stuck polls: `defaults.COLLECTOR_POLL_STUCK_SECONDS`) |
 """
 from __future__ import annotations
 
@@ -54,6 +55,8 @@ class CollectorMetrics:
                                        registry=r)
         self.log_resets = Counter(_PREFIX + "log_resets", "Topic logs replaced (new topic id).", ["topic"],
                                   registry=r)
+        self.since_last_poll = Gauge(_PREFIX + "seconds_since_last_poll", "Seconds since a Kafka poll last returned.",
+                                     registry=r)
         self._server = None
 
     def serve(self, port: int, host: str = "127.0.0.1") -> int:

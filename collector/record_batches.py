@@ -14,10 +14,16 @@ field for field (tests/collector/test_record_batches.py compares them over every
 
 What the fast loop does not cover goes to kafka-python's own code unchanged: message
 formats v0/v1, deserializers, and read-committed isolation (aborted transactions).
+
+Both readers are guarded (`GuardedPartitionRecords`): a batch that cannot be read (a lying
+length, varint or record count behind a valid CRC, a bad CRC, undecompressable data) ends
+the fetch with a `MalformedBatch` naming the offsets to skip, and the fetch is drained.
+kafka-python alone leaves the failed iterator in place and spins on it inside `poll()`.
 """
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Any, Iterator
 
 import kafka.errors as Errors
@@ -28,16 +34,71 @@ from kafka.record.util import decode_varint
 log = logging.getLogger(__name__)
 
 _LOG_APPEND_TIME = 1  # a batch attribute: every record's timestamp is the batch's max timestamp
+# Batch framing: base offset int64 + length int32, then (v2) epoch int32, magic int8 at 16, ...,
+# last offset delta int32 at 23
+_LOG_OVERHEAD, _MAGIC_AT, _V2_LAST_DELTA_AT = 12, 16, 23
 
 
-class LeanPartitionRecords(Fetcher.PartitionRecords):
-    """`Fetcher.PartitionRecords` with v2 record batches unpacked by `read_v2_batch`."""
+class MalformedBatch(Errors.CorruptRecordError):
+    """A fetched record batch that cannot be read (its CRC may be valid): where it lies, and why.
+
+    Raised by `poll()` in place of kafka-python's `CorruptRecordError`, after the records
+    before it; `first_offset` is the first offset not delivered, `next_offset` the first one
+    after the batch (where reading can go on), `raw` the batch's bytes.
+    """
+
+    def __init__(self, topic: str, partition: int, first_offset: int, next_offset: int, reason: str,
+                 raw: bytes = b""):
+        super().__init__(f"{topic}[{partition}] offsets {first_offset}-{next_offset - 1}: {reason}")
+        self.topic, self.partition = topic, partition
+        self.first_offset, self.next_offset = first_offset, next_offset
+        self.reason, self.raw = reason, raw
+
+
+class GuardedPartitionRecords(Fetcher.PartitionRecords):
+    """kafka-python's reader, with any failure to read a batch ending the fetch as a `MalformedBatch`.
+
+    Without the guard a reading error leaves kafka-python's fetcher holding an exhausted
+    record iterator that it never drains: every later `poll()` spins on it at full CPU and
+    never returns. Here the fetch is drained and the error names the offsets to skip.
+    """
+
+    def __init__(self, fetch_offset: int, tp: Any, records: Any, *args: Any, **kwargs: Any):
+        self._raw = getattr(records, "_buffer", b"")  # the fetched bytes, to locate a bad batch in
+        super().__init__(fetch_offset, tp, records, *args, **kwargs)
+
+    def take(self, n: int | None = None) -> list[ConsumerRecord]:
+        try:
+            return super().take(n)
+        except MalformedBatch:
+            self.drain()  # an exhausted iterator left in place is what made kafka-python spin
+            raise
 
     def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any,
                         value_deserializer: Any) -> Iterator[ConsumerRecord]:
+        batches = _Batches(records)
+        try:
+            yield from self._read(tp, batches, key_deserializer, value_deserializer)
+        except Exception as error:  # a lying batch breaks parsing in many ways: all end here
+            at = max(self.next_fetch_offset, self.fetch_offset)
+            base = batches.current.base_offset if batches.current is not None else None
+            first, after, raw = malformed_range(self._raw, at, base)
+            raise MalformedBatch(tp.topic, tp.partition, first, after,
+                                 f"{type(error).__name__}: {error}", raw) from error
+
+    def _read(self, tp: Any, records: Any, key_deserializer: Any,
+              value_deserializer: Any) -> Iterator[ConsumerRecord]:
+        return super()._unpack_records(tp, records, key_deserializer, value_deserializer)
+
+
+class LeanPartitionRecords(GuardedPartitionRecords):
+    """`GuardedPartitionRecords` with v2 record batches unpacked by `read_v2_batch`."""
+
+    def _read(self, tp: Any, records: Any, key_deserializer: Any,
+              value_deserializer: Any) -> Iterator[ConsumerRecord]:
         if (key_deserializer is not None or value_deserializer is not None
                 or self.isolation_level != IsolationLevel.READ_UNCOMMITTED):
-            yield from super()._unpack_records(tp, records, key_deserializer, value_deserializer)
+            yield from super()._read(tp, records, key_deserializer, value_deserializer)
             return
         batch = records.next_batch()
         last_batch = None
@@ -76,6 +137,21 @@ class LeanPartitionRecords(Fetcher.PartitionRecords):
         if last_batch is not None and last_batch.magic == 2:
             self.next_fetch_offset = last_batch.next_offset
         self.drain()
+
+
+class _Batches:
+    """The fetched records, remembering the batch being read (the one to blame when reading fails)."""
+
+    __slots__ = ("records", "current")
+
+    def __init__(self, records: Any):
+        self.records = records
+        self.current: Any = None
+
+    def next_batch(self) -> Any:
+        self.current = None  # a failure inside next_batch has no batch to blame
+        self.current = self.records.next_batch()
+        return self.current
 
 
 def read_v2_batch(batch: Any, tp: Any,
@@ -225,16 +301,55 @@ def _legacy_records(batch: Any, tp: Any, leader_epoch: int,
 
 
 def use_lean_records(consumer: Any) -> bool:
-    """Make a KafkaConsumer's fetcher unpack with `LeanPartitionRecords`; False if it cannot.
+    """Make a KafkaConsumer's fetcher unpack with `LeanPartitionRecords`; False if it cannot."""
+    return use_reader(consumer, LeanPartitionRecords)
+
+
+def use_reader(consumer: Any, reader: type[GuardedPartitionRecords]) -> bool:
+    """Make a KafkaConsumer's fetcher unpack with `reader`; False if it cannot.
 
     kafka-python builds each fetch's records through `self.PartitionRecords`, so an instance
     attribute replaces the class for this consumer only. If a kafka-python release moves it,
-    the consumer keeps its own reader (slower, same records) and this says so once.
+    the consumer keeps its own reader (slower, and unguarded against malformed batches: the
+    poll watchdog is then the only way past one) and this says so once.
     """
     fetcher = getattr(consumer, "_fetcher", None)
     if fetcher is None or not isinstance(getattr(fetcher, "PartitionRecords", None), type):
         log.warning("kafka-python's fetcher has no PartitionRecords; records are read by kafka-python's own "
-                    "(slower) reader")
+                    "(slower, unguarded) reader")
         return False
-    fetcher.PartitionRecords = LeanPartitionRecords
+    fetcher.PartitionRecords = reader
     return True
+
+
+def malformed_range(raw: bytes | bytearray | memoryview, at: int,
+                    base_offset: int | None = None) -> tuple[int, int, bytes]:
+    """The offsets to skip for a batch that failed at offset `at`: (first, first after it, its bytes).
+
+    `base_offset` names the failed batch (None: the one holding `at`). Reads only the framing
+    (base offset, length) and, for format v2, the last offset delta. The range starts at `at`
+    (records before it were delivered) and ends where the batch says it ends, but never past
+    the next batch's base offset, so a lie in the header never skips good batches (the
+    collector also cuts it at the log's end). An empty range (first == after) means every
+    record of the batch was delivered and reading goes on after it.
+    """
+    frames: list[tuple[int, int, int, int]] = []  # base offset, next offset, start, end
+    pos, size = 0, len(raw)
+    while pos + _LOG_OVERHEAD <= size:  # every frame is at least its 12-byte overhead
+        base, length = struct.unpack_from(">qi", raw, pos)
+        end = pos + _LOG_OVERHEAD + length
+        if length < 0 or end > size:
+            break
+        after = base + 1  # v0/v1: the wrapper's offset is its last message's
+        if length >= _V2_LAST_DELTA_AT + 4 - _LOG_OVERHEAD and raw[pos + _MAGIC_AT] == 2:
+            after = base + struct.unpack_from(">i", raw, pos + _V2_LAST_DELTA_AT)[0] + 1
+        frames.append((base, after, pos, end))
+        pos = end
+    for i, (base, after, start, end) in enumerate(frames):
+        if base != base_offset if base_offset is not None else after <= at:
+            continue
+        first = max(at, base)
+        later = [b for b, *_ in frames[i + 1:] if b > first]
+        stop = min(after, later[0]) if later else after
+        return first, max(stop, first), bytes(raw[start:end])
+    return at, at + 1, b""  # not even framed: one offset at a time

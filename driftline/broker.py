@@ -17,6 +17,7 @@ from typing import IO
 
 from driftline.config import ALL_TOPICS
 from driftline.errors import UserError
+from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.supervisor import die_with_parent
 
 READY_TIMEOUT_S = 15.0
@@ -72,14 +73,15 @@ def wait_for_port(host: str, port: int, timeout_s: float, process: subprocess.Po
     return False
 
 
-def create_topics(bootstrap_servers: str, partitions: int, topics: tuple[str, ...] = ALL_TOPICS) -> None:
+def create_topics(bootstrap_servers: str, partitions: int, topics: tuple[str, ...] = ALL_TOPICS,
+                  security: KafkaSecurity | None = None) -> None:
     """Create the driftline topics if they do not exist (idempotent)."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
 
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="driftline-admin",
-                                 request_timeout_ms=10_000)
+                                 request_timeout_ms=10_000, **kafka_python_options(security))
     except KafkaError as exc:
         raise UserError(f"cannot reach Kafka at {bootstrap_servers} ({exc}); check --bootstrap-servers") from None
     try:

@@ -42,6 +42,7 @@ from kafka.partitioner import Partitioner
 
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, encode_event
+from driftline.kafka_security import KafkaSecurity, kafka_python_options, librdkafka_config
 from driftline.supervisor import start_python_child
 
 log = logging.getLogger(__name__)
@@ -782,12 +783,15 @@ class InferenceLogger:
     the child (`log()`, which builds and encodes the event, and the thread that ships
     batches to the child) against about 60 us with the producer on a thread; in the
     child about 8 us (45-50 us when it ran kafka-python); in the embedded broker about 8 us.
+    `security` (`driftline.kafka_security.KafkaSecurity.from_settings(settings)`) adds TLS and
+    SASL to either producer; `producer_config` still overrides single options.
     """
 
     def __init__(self, bootstrap_servers: str, model: str, version: str, *, max_buffered: int = DEFAULT_MAX_BUFFERED,
                  device: str | None = None, tags: Mapping[str, str] | None = None,
                  inference_topic: str = TOPIC_INFERENCE, labels_topic: str = TOPIC_LABELS,
-                 producer_config: Mapping[str, Any] | None = None, producer_process: bool = False):
+                 producer_config: Mapping[str, Any] | None = None, producer_process: bool = False,
+                 security: KafkaSecurity | None = None):
         self.model = model
         self.version = str(version)
         self.device = device
@@ -797,6 +801,9 @@ class InferenceLogger:
         self._soon: list[tuple[Any, ...]] = []  # log_soon's calls, until the end of the loop's iteration
         self._soon_lock = threading.Lock()
         sender_class = ProcessEventSender if producer_process else EventSender
+        # TLS / SASL as librdkafka properties in the child, as kafka-python options on a thread (validated here)
+        secure = librdkafka_config(security) if producer_process else kafka_python_options(security)
+        producer_config = {**secure, **(producer_config or {})}
         self.sender = sender_class(bootstrap_servers, max_buffered=max_buffered, producer_config=producer_config,
                                    client_id=f"driftline-{model}")
 

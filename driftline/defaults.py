@@ -71,6 +71,13 @@ COLLECTOR_DECODERS = "auto"
 COLLECTOR_RECORD_READER = "lean"
 # The choices of `driftline collector --record-reader`.
 COLLECTOR_RECORD_READERS = ("lean", "kafka-python")
+# A poll asks for at most 0.2 s; a group rejoin or a slow broker can hold one for a request
+# timeout (30 s or the session timeout + 5 s). A poll still running after this long is
+# stuck (kafka-python can spin inside one forever): its fetch's offsets are dead-lettered,
+# stored as read, and the collector exits non-zero to be restarted past them.
+COLLECTOR_POLL_STUCK_SECONDS = 120.0
+# The exit status of a collector that left a stuck poll behind (restart it: it reads on).
+COLLECTOR_POLL_STUCK_EXIT_CODE = 75
 
 # --- Drift detection (detectors/) -----------------------------------------------
 # A feature drifts only when (1) the window and the reference both hold at least

@@ -195,13 +195,15 @@ def worker(settings: Settings, model: str, host: str, port: int | None, device: 
 def replay(settings: Settings, scenario: str, rate: float, duration: float, warmup: float, worker_url: str | None,
            concurrency: int, seed: int, label_delay: float, labels: bool, as_json: bool) -> None:
     """Send scenario traffic to a worker (none, covariate_shift, concept_drift, skew, latency, data_quality)."""
+    from driftline.kafka_security import KafkaSecurity
     from worker.replay import ReplayConfig
     from worker.replay import replay as run
 
     config = ReplayConfig(worker_url=worker_url or f"http://127.0.0.1:{settings.worker_port}", scenario=scenario,
                           rate=rate, duration_s=duration, warmup_s=warmup, concurrency=concurrency, seed=seed,
                           label_delay_s=label_delay, bootstrap_servers=settings.bootstrap_servers if labels else None,
-                          token=secret(settings.retrain_token))
+                          token=secret(settings.retrain_token),
+                          security=KafkaSecurity.from_settings(settings).checked())
     summary = run(config).summary()
     if as_json:
         click.echo(json.dumps(summary))

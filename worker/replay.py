@@ -25,6 +25,7 @@ import numpy as np
 from driftline import defaults
 from driftline.client import InferenceLogger, new_id
 from driftline.errors import UserError
+from driftline.kafka_security import KafkaSecurity
 from worker.dataset import default_probability, generate_inputs, sample_labels
 from worker.scenarios import SCENARIOS, Scenario, corrupt
 
@@ -42,6 +43,7 @@ class ReplayConfig:
     seed: int = 1
     label_delay_s: float = defaults.REPLAY_LABEL_DELAY_SECONDS
     bootstrap_servers: str | None = None  # None: send no labels
+    security: KafkaSecurity | None = None  # TLS / SASL of the label producer (None: plaintext)
     token: str = ""
     timeout_s: float = 10.0
 
@@ -126,7 +128,8 @@ async def run_replay(config: ReplayConfig) -> ReplayReport:
                             "`driftline worker` or pass --worker-url") from None
         warmup_rows = int(math.ceil(config.rate * config.warmup_s))
         traffic = build_traffic(scenario, warmup_rows, int(math.ceil(config.rate * config.duration_s)), config.seed)
-        labeller = (InferenceLogger(config.bootstrap_servers, model["name"], model["version"])
+        labeller = (InferenceLogger(config.bootstrap_servers, model["name"], model["version"],
+                                    security=config.security)
                     if config.bootstrap_servers else None)
         report = ReplayReport(scenario.name)
         stop_requested = _cancel_on_sigterm()

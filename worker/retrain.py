@@ -48,6 +48,7 @@ from sqlalchemy.exc import IntegrityError
 from driftline import defaults
 from driftline.config import TOPIC_LABELS
 from driftline.events import EventError, parse_label
+from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.store.db import session_scope
 from driftline.store.models import RetrainRequest
 from driftline.supervisor import start_python_child
@@ -117,8 +118,10 @@ class LabelListener:
     is down it retries every few seconds; serving never waits for it.
     """
 
-    def __init__(self, bootstrap_servers: str, model: str, traffic: RecentTraffic):
+    def __init__(self, bootstrap_servers: str, model: str, traffic: RecentTraffic,
+                 security: KafkaSecurity | None = None):
         self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self.model = model
         self.traffic = traffic
         self._stop = threading.Event()
@@ -139,7 +142,8 @@ class LabelListener:
             try:
                 consumer = KafkaConsumer(TOPIC_LABELS, bootstrap_servers=self.bootstrap_servers, group_id=None,
                                          auto_offset_reset="earliest", enable_auto_commit=False,
-                                         client_id="driftline-worker-labels", bootstrap_timeout_ms=2_000)
+                                         client_id="driftline-worker-labels", bootstrap_timeout_ms=2_000,
+                                         **kafka_python_options(self.security))
             except Exception as exc:  # Kafka down: try again later
                 log.debug("label listener cannot reach Kafka (%s); retrying", exc)
                 self._stop.wait(3.0)

@@ -36,6 +36,7 @@ from driftline.client import InferenceLogger, new_id
 from driftline.config import Settings, secret
 from driftline.errors import UserError
 from driftline.heap import freeze_long_lived
+from driftline.kafka_security import KafkaSecurity
 from driftline.transform import FeatureTransform
 from worker.batcher import DynamicBatcher
 from worker.cache import PredictionCache, RedisPredictionCache, cache_key
@@ -169,10 +170,11 @@ class Worker:
         if self.config.log_events:
             self.logger = InferenceLogger(self.settings.bootstrap_servers, self.config.model, self.current.version,
                                           max_buffered=self.config.event_buffer, device=self.device,
-                                          producer_process=self.config.event_producer == "process")
+                                          producer_process=self.config.event_producer == "process",
+                                          security=KafkaSecurity.from_settings(self.settings))
         if self.config.listen_for_labels:
             self.label_listener = LabelListener(self.settings.bootstrap_servers, self.config.model,
-                                                self.traffic).start()
+                                                self.traffic, KafkaSecurity.from_settings(self.settings)).start()
         if self.config.alias_poll_s > 0:
             self._poll_task = asyncio.create_task(self._poll_alias(), name="driftline-alias-poll")
         freeze_long_lived()  # the model, torch and the web stack stay: no full collection needs to walk them

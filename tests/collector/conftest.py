@@ -3,7 +3,8 @@ test modules cannot import each other).
 
 Events: `ckit.event(model, i, ts_ms=...)` builds a valid inference event (dict) whose numeric
 feature `x` is `i`; `ckit.produce(bootstrap, values, keys=None)` sends bytes with kafka-python and
-returns each message's (partition, offset); `ckit.kcat(bootstrap, lines)` sends lines with kcat.
+returns each message's (partition, offset); `ckit.kcat(bootstrap, lines)` sends lines with kcat;
+`ckit.record_batch(values, mutate)` and `ckit.produce_raw(bootstrap, batch)` send a batch as built.
 Collectors: `ckit.collector_thread(config)` runs one in this process (a context manager that
 stops it and re-raises its errors); `ckit.spawn(args)` starts `.venv/bin/driftline collector`.
 Reading the store: `ckit.events(url, model)`, `ckit.merged(url, model)`, `ckit.wait_for(fn)`.
@@ -75,6 +76,57 @@ def kcat(bootstrap: str, lines: list[bytes], topic: str = TOPIC_INFERENCE) -> No
     """Send one message per line with kcat (librdkafka), the independent client."""
     subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic], input=b"\n".join(lines) + b"\n",
                    check=True, timeout=60, capture_output=True)
+
+
+def record_batch(values: list[bytes], mutate: Callable[[bytearray], None] | None = None) -> bytes:
+    """A v2 record batch of `values`; `mutate` edits it and the CRC is recomputed (a lie with a valid CRC)."""
+    from kafka.record.memory_records import MemoryRecordsBuilder
+    from kafka.record.util import calc_crc32c
+
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 24)
+    for value in values:
+        builder.append(timestamp=T0_MS, key=None, value=value, headers=[])
+    builder.close()
+    raw = bytearray(builder.buffer())
+    if mutate is not None:
+        mutate(raw)
+        struct.pack_into(">I", raw, 17, calc_crc32c(bytes(raw[21:])))  # CRC-32C from the attributes on
+    return bytes(raw)
+
+
+def produce_raw(bootstrap: str, batch: bytes, topic: str = TOPIC_INFERENCE, partition: int = 0) -> int:
+    """Produce one record batch as given (ProduceRequest v3, acks=1, a raw socket); returns its base offset.
+
+    kafka-python's producer only sends batches it built itself; a broker stores what it is handed.
+    """
+    def string(text: str) -> bytes:
+        return struct.pack(">h", len(text)) + text.encode()
+
+    body = (struct.pack(">hhi", -1, 1, 10_000) + struct.pack(">i", 1) + string(topic)
+            + struct.pack(">iii", 1, partition, len(batch)) + batch)
+    request = struct.pack(">hhi", 0, 3, 1) + string("driftline-tests") + body
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        size = struct.unpack(">i", _read_exactly(sock, 4))[0]
+        response = _read_exactly(sock, size)
+    # correlation id, topics: count, name, partitions: count, (index, error code, base offset, ...)
+    name_len = struct.unpack_from(">h", response, 8)[0]
+    _index, error, base_offset = struct.unpack_from(">ihq", response, 10 + name_len + 4)
+    assert error == 0, f"produce failed with error code {error}"
+    return base_offset
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    for _ in range(n):  # at least one byte a round
+        if len(out) == n:
+            break
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        out += chunk
+    return out
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0, interval_s: float = 0.05,
@@ -317,6 +369,7 @@ def ckit(tmp_path: Path) -> Iterator[SimpleNamespace]:
         return proc
 
     yield SimpleNamespace(event=event, label=label, encode=encode_event, produce=produce, kcat=kcat,
+                          record_batch=record_batch, produce_raw=produce_raw,
                           wait_for=wait_for, events=events, rows=rows, merged=merged,
                           collector_thread=collector_thread, config=config, spawn=spawn, T0_MS=T0_MS,
                           driftline=str(DRIFTLINE))

@@ -3,7 +3,8 @@
 Pure computation (no broker): each case builds fetched bytes with kafka-python's own batch
 builder, reads them with `Fetcher.PartitionRecords` (the reference) and with
 `LeanPartitionRecords`, in polls of several sizes, and compares every `ConsumerRecord`, the
-fetch position after each poll, the read counters, and the error raised for corrupt input.
+fetch position after each poll, the read counters, and the error raised for corrupt input (both
+guarded readers raise kafka-python's `CorruptRecordError` as a `MalformedBatch` and drain the fetch).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka.record.util import calc_crc32c
 from kafka.structs import TopicPartition
 
-from collector.record_batches import LeanPartitionRecords, read_v2_batch, use_lean_records
+from collector.record_batches import (GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch, read_v2_batch,
+                                      use_lean_records)
 
 TP = TopicPartition("driftline.inference", 3)
 T0 = 1_800_000_000_000
@@ -69,7 +71,7 @@ def _read(cls, raw, fetch_offset, poll_size, **kwargs):
             break
         try:
             records = part.take(poll_size)
-        except CorruptRecordError as error:
+        except CorruptRecordError as error:  # MalformedBatch from the guarded readers
             polls.append((type(error), part.next_fetch_offset))
             break
         polls.append((records, part.next_fetch_offset))
@@ -81,9 +83,14 @@ def _read(cls, raw, fetch_offset, poll_size, **kwargs):
 def _same(raw, fetch_offset=0, **kwargs):
     for poll_size in (1, 7, 500, None):
         ref = _read(Fetcher.PartitionRecords, raw, fetch_offset, poll_size, **kwargs)
+        guarded = _read(GuardedPartitionRecords, raw, fetch_offset, poll_size, **kwargs)
         lean = _read(LeanPartitionRecords, raw, fetch_offset, poll_size, **kwargs)
-        assert lean == ref, f"poll size {poll_size}"
-    return ref
+        assert lean == guarded, f"poll size {poll_size}"
+        if ref[0][-1][0] is CorruptRecordError:  # kafka-python's error, raised as a MalformedBatch
+            assert guarded[0][-1][0] is MalformedBatch and ref[0][:-1] == guarded[0][:-1]
+        else:
+            assert guarded == ref, f"poll size {poll_size}"
+    return lean
 
 
 CASES = {
@@ -171,7 +178,7 @@ CORRUPT = {
 @pytest.mark.parametrize("name", CORRUPT)
 def test_corrupt_batches_give_the_records_before_the_error_then_raise_it(name):
     polls, *_ = _same(CORRUPT[name])
-    assert polls[-1][0] is CorruptRecordError
+    assert polls[-1][0] is MalformedBatch
 
 
 def test_a_consumer_is_switched_to_the_lean_reader():

@@ -1,0 +1,103 @@
+"""A record batch that lies behind a valid CRC is dead-lettered and skipped; the collector goes on.
+
+kafka-python (and the lean reader before it was guarded) left the failed fetch in place
+and spun on it inside `poll()` at full CPU, never returning. A real broker of its own
+(one partition) holds good events, a crafted batch, then good events again.
+"""
+from __future__ import annotations
+
+import struct
+
+import orjson
+import pytest
+from sqlalchemy import select
+
+from collector.record_batches import GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch, malformed_range
+from driftline.store import db as store_db
+from driftline.store.models import DeadLetter
+
+# Offsets in a v2 batch (KIP-98): records count int32 at 57, the first record's length varint at 61
+_COUNT_AT, _FIRST_RECORD_AT = 57, 61
+
+MUTATIONS = {
+    # the first record says it is 63 bytes long: nothing in the batch can be read
+    "record length": lambda raw: raw.__setitem__(_FIRST_RECORD_AT, 0x7E),
+    # three records, counted as two: bytes are left over after the second
+    "record count too small": lambda raw: struct.pack_into(">i", raw, _COUNT_AT, 2),
+    # three records, counted as 2^31 - 1: reading runs off the end after the third
+    "record count too large": lambda raw: struct.pack_into(">i", raw, _COUNT_AT, 0x7FFFFFFF),
+}
+# The offsets of the crafted batch (3 records) that cannot be delivered, from its base offset
+UNREADABLE = {"record length": (0, 3), "record count too small": (2, 3), "record count too large": None}
+
+
+@pytest.fixture(scope="module")
+def own_broker(embedded_broker_factory) -> str:
+    """A broker of this module's own: the crafted batches must not reach other tests' collectors."""
+    return embedded_broker_factory(partitions=1).bootstrap_servers
+
+
+def _values(ckit, model, start, n):
+    return [orjson.dumps(ckit.event(model, i)) for i in range(start, start + n)]
+
+
+def _dead_letters(url):
+    with store_db.session_scope(url) as session:
+        return [(d.offset, d.reason, d.raw_size) for d in session.scalars(select(DeadLetter))]
+
+
+def _run(ckit, broker, url, mutation, reader, unique_id):
+    model = f"bad-batch-{unique_id}"
+    ckit.produce_raw(broker, ckit.record_batch(_values(ckit, model, 0, 3)))
+    bad_base = ckit.produce_raw(broker, ckit.record_batch(_values(ckit, model, 3, 3), MUTATIONS[mutation]))
+    ckit.produce_raw(broker, ckit.record_batch(_values(ckit, model, 6, 3)))
+    unreadable = UNREADABLE[mutation]
+    expected = 9 - (unreadable[1] - unreadable[0] if unreadable else 0)
+    with ckit.collector_thread(ckit.config(broker, url, record_reader=reader, decoders=0)):
+        ckit.wait_for(lambda: ckit.events(url, model) >= expected, timeout_s=60, what="the events after the batch")
+    assert ckit.events(url, model) == expected
+    ours = [d for d in _dead_letters(url) if bad_base <= d[0] < bad_base + 3]
+    if unreadable is None:  # every record was delivered: nothing to dead-letter
+        assert ours == []
+    else:
+        first, after = bad_base + unreadable[0], bad_base + unreadable[1]
+        assert len(ours) == 1
+        offset, reason, raw_size = ours[0]
+        assert offset == first
+        assert f"malformed record batch, offsets {first}-{after - 1} skipped" in reason
+        assert raw_size > 61  # the batch's bytes
+
+
+@pytest.mark.parametrize("reader", ["lean", "kafka-python"])
+@pytest.mark.parametrize("mutation", list(MUTATIONS))
+def test_a_malformed_batch_is_dead_lettered_and_the_collector_goes_on(ckit, own_broker, sqlite_url, mutation,
+                                                                      reader, unique_id):
+    _run(ckit, own_broker, sqlite_url, mutation, reader, unique_id)
+
+
+def test_a_malformed_batch_is_dead_lettered_on_both_stores(ckit, own_broker, db_url, unique_id):
+    _run(ckit, own_broker, db_url, "record length", "lean", unique_id)
+
+
+@pytest.mark.parametrize("reader", [LeanPartitionRecords, GuardedPartitionRecords])
+def test_a_failed_fetch_is_drained_so_the_next_poll_cannot_spin(ckit, reader):
+    """kafka-python's fetcher takes from an undrained fetch until it yields records: forever."""
+    from kafka.record.memory_records import MemoryRecords
+    from kafka.structs import TopicPartition
+
+    raw = ckit.record_batch([b"a", b"b", b"c"], MUTATIONS["record length"])
+    part = reader(0, TopicPartition("t", 0), MemoryRecords(raw), check_crcs=True)
+    with pytest.raises(MalformedBatch) as raised:
+        part.take(10)
+    assert (raised.value.first_offset, raised.value.next_offset) == (0, 3)
+    assert raised.value.raw == raw
+    assert not part  # drained: the fetcher moves on to the next fetch
+
+
+def test_the_skipped_range_never_reaches_past_the_next_batch(ckit):
+    lying_end = ckit.record_batch([b"a", b"b"], lambda raw: struct.pack_into(">i", raw, 23, 1_000_000))
+    good = bytearray(ckit.record_batch([b"c"]))
+    struct.pack_into(">q", good, 0, 2)  # the next batch's base offset
+    assert malformed_range(lying_end + bytes(good), 0, 0)[:2] == (0, 2)
+    assert malformed_range(lying_end, 1, 0)[:2] == (1, 1_000_001)  # the log's end cuts this one (collector)
+    assert malformed_range(b"\x00" * 5, 7) == (7, 8, b"")  # not even framed: one offset

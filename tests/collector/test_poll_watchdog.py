@@ -1,0 +1,79 @@
+"""A poll that does not return is detected: its fetch is dead-lettered and stored as read, the process exits.
+
+The stuck poll is made real: a reader that blocks inside `poll()` on a marked record (as
+kafka-python spun inside one on a malformed batch). The collector's exit is replaced by a
+recorder (the test runs in-process); a second collector then reads on after the range.
+"""
+from __future__ import annotations
+
+import threading
+import urllib.request
+
+import orjson
+import pytest
+from sqlalchemy import select
+
+from collector import record_batches
+from driftline import defaults
+from driftline.store import db as store_db
+from driftline.store.models import DeadLetter
+
+MARK = b"block-the-poll"
+
+
+@pytest.fixture(scope="module")
+def own_broker(embedded_broker_factory) -> str:
+    return embedded_broker_factory(partitions=1).bootstrap_servers
+
+
+def test_a_stuck_poll_is_dead_lettered_and_the_next_collector_reads_on(ckit, own_broker, sqlite_url, unique_id,
+                                                                          monkeypatch):
+    model = f"stuck-{unique_id}"
+    release = threading.Event()
+    read = record_batches.LeanPartitionRecords._read
+
+    def blocking_read(self, tp, records, *args):
+        for record in read(self, tp, records, *args):
+            if record.value == MARK:
+                release.wait(60)  # stuck, until the test lets go (bounded)
+                raise RuntimeError("released")
+            yield record
+
+    monkeypatch.setattr(record_batches.LeanPartitionRecords, "_read", blocking_read)
+    ckit.produce_raw(own_broker, ckit.record_batch([orjson.dumps(ckit.event(model, i)) for i in range(3)]))
+    exits: list[int] = []
+    config = ckit.config(own_broker, sqlite_url, decoders=0, poll_stuck_s=1.5)
+    try:
+        with ckit.collector_thread(config) as runner:
+            runner.exit_process = exits.append
+            ckit.wait_for(lambda: ckit.events(sqlite_url, model) == 3, timeout_s=60, what="the first events")
+            stuck_base = ckit.produce_raw(own_broker, ckit.record_batch([MARK, b"also skipped"]))
+            ckit.produce_raw(own_broker, ckit.record_batch([orjson.dumps(ckit.event(model, i)) for i in range(3, 6)]))
+            ckit.wait_for(lambda: exits, timeout_s=60, what="the watchdog")
+            stalled = runner.metrics.registry.get_sample_value("driftline_collector_seconds_since_last_poll")
+            release.set()
+    finally:
+        release.set()
+    assert exits == [defaults.COLLECTOR_POLL_STUCK_EXIT_CODE]
+    assert stalled is not None and stalled > 1.5
+    with store_db.session_scope(sqlite_url) as session:
+        letters = [(d.offset, d.reason) for d in session.scalars(select(DeadLetter))]
+    assert len(letters) == 1 and letters[0][0] == stuck_base
+    assert "poll did not return within 1.5 s" in letters[0][1]
+    assert f"offsets {stuck_base}-{stuck_base + 1} skipped" in letters[0][1]
+    assert ckit.events(sqlite_url, model) == 3  # stored with the offsets before the exit
+
+    monkeypatch.setattr(record_batches.LeanPartitionRecords, "_read", read)
+    with ckit.collector_thread(ckit.config(own_broker, sqlite_url, decoders=0, group_id=config.group_id)):
+        ckit.wait_for(lambda: ckit.events(sqlite_url, model) >= 6, timeout_s=60, what="the events after the range")
+    assert ckit.events(sqlite_url, model) == 6
+
+
+def test_metrics_expose_seconds_since_the_last_poll(ckit, own_broker, sqlite_url):
+    with ckit.collector_thread(ckit.config(own_broker, sqlite_url, decoders=0, metrics_port=0)) as runner:
+        port = runner.metrics.serve(0)
+        ckit.wait_for(lambda: runner.metrics.registry.get_sample_value(
+            "driftline_collector_seconds_since_last_poll") < 5, timeout_s=30, what="a poll")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    assert "driftline_collector_seconds_since_last_poll " in text
