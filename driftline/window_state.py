@@ -976,6 +976,29 @@ class WindowState:
         out.labels = LabelSummary.from_dict(doc["labels"])
         return out
 
+    def nonfinite_field(self) -> str | None:
+        """Where the state holds a non-finite sum (None: nowhere), without encoding it.
+
+        The collector checks each freshly folded batch with this: cheaper than `to_bytes`, and
+        a state that passes encodes (the empty min/max are stored as null on purpose).
+        """
+        windows = dict(self.features)
+        if self.prediction is not None:
+            windows[PREDICTION] = self.prediction
+        for name, window in windows.items():
+            if not (math.isfinite(window.total) and math.isfinite(window.total_sq)):
+                return f"features.{name}.total"
+            if window.sums is not None and not np.isfinite(window.sums).all():
+                return f"features.{name}.sums"
+        for part, histogram in self.latency.items():
+            if not math.isfinite(histogram.sum):
+                return f"latency.{part}.sum"
+        labels = self.labels
+        for name in ("log_loss_sum", "sum_error", "sum_abs_error", "sum_sq_error", "sum_label", "sum_sq_label"):
+            if not math.isfinite(getattr(labels, name)):
+                return f"labels.{name}"
+        return None
+
     def __repr__(self) -> str:
         return (f"WindowState(events={self.events}, features={len(self.features)}, "
                 f"baseline={self.baseline_fingerprint}, sample={len(self.sample)})")
