@@ -35,9 +35,9 @@ from driftline.window_state import WindowState
 ROOT = Path(__file__).resolve().parents[2]
 DRIFTLINE = ROOT / ".venv" / "bin" / "driftline"
 # Event-time origin, fixed for the session on an hour boundary so tests know each event's
-# window; hours in the past, because the collector dead-letters events stamped more than
+# window; two days in the past, because the collector dead-letters events stamped more than
 # COLLECTOR_MAX_FUTURE_SECONDS ahead of its clock.
-T0_MS = (int(time.time() * 1000) - 6 * 3_600_000) // 3_600_000 * 3_600_000
+T0_MS = (int(time.time() * 1000) - 48 * 3_600_000) // 3_600_000 * 3_600_000
 
 
 def event(model: str, i: int, ts_ms: int | None = None, version: str = "1", request_id: str | None = None,

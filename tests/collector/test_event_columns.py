@@ -21,9 +21,9 @@ from driftline.baseline import compute_baseline
 from driftline.event_columns import parse_inference_columns
 from driftline.events import INFERENCE_SCHEMA, rfc3339
 
-# Fixed for the session, on an hour boundary, hours in the past: the collector dead-letters
+# Fixed for the session, on an hour boundary, two days in the past: the collector dead-letters
 # events stamped more than COLLECTOR_MAX_FUTURE_SECONDS ahead of its clock.
-T0_MS = (int(time.time() * 1000) - 6 * 3_600_000) // 3_600_000 * 3_600_000
+T0_MS = (int(time.time() * 1000) - 48 * 3_600_000) // 3_600_000 * 3_600_000
 MODEL = "columns-model"
 
 
