@@ -6,7 +6,12 @@ measured in the same run on the same events: orjson decoding of the raw messages
 (what the collector spends per event anyway) and pandas building a DataFrame from
 the feature dicts (the obvious columnar alternative to `from_events`).
 
-    .venv/bin/python bench/window_state.py [--events 100000] [--batch 5000] [--repeat 3]
+Then the flush path (a stored row decoded, merged with a poll's partial state and
+encoded again, as `collector.store.merge_window_row` does) over one window, for ordinary
+traffic and for a cardinality flood (`--flood-events` events whose 3 categorical features
+carry unique 200-character values): the encoded row's size and the time per flush.
+
+    .venv/bin/python bench/window_state.py [--events 100000] [--batch 5000] [--repeat 3] [--flood-events 60000]
 
 Prints figures; asserts nothing (timings are not tests).
 """
@@ -36,9 +41,12 @@ def training(n: int, rng: np.random.Generator) -> pd.DataFrame:
     return frame
 
 
-def messages(n: int, rng: np.random.Generator) -> list[bytes]:
+def messages(n: int, rng: np.random.Generator, flood: bool = False) -> list[bytes]:
     numbers = {name: rng.normal(i, 1 + i, n) for i, name in enumerate(NUMERIC)}
-    categories = {name: rng.choice(["a", "b", "c", "d", "e"], n) for name in CATEGORICAL}
+    if flood:  # every value unique and 200 characters long
+        categories = {name: np.array([f"{name}-{i:08d}-".ljust(200, "z") for i in range(n)]) for name in CATEGORICAL}
+    else:
+        categories = {name: rng.choice(["a", "b", "c", "d", "e"], n) for name in CATEGORICAL}
     latency = rng.lognormal(3, 0.6, n)
     scores = rng.random(n)
     out = []
@@ -69,6 +77,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=5_000, help="events per add_batch (one poll)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--flood-events", type=int, default=60_000)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     baseline = compute_baseline(training(50_000, rng), predictions=rng.random(50_000))
@@ -126,6 +135,26 @@ def main() -> None:
     WindowState.from_bytes(blob, baseline)
     print(f"  from_bytes: {1000 * (time.perf_counter() - start):.1f} ms; "
           f"to_bytes: {1000 * _time(state.to_bytes):.1f} ms; merge: {1000 * _time(lambda: state.merge(state)):.1f} ms")
+
+    n = args.flood_events
+    cases = {"ordinary": parsed[:n] if n <= len(parsed) else [parse_inference(m) for m in messages(n, rng)],
+             "flood (3 features, unique 200-char values)": [parse_inference(m) for m in messages(n, rng, flood=True)]}
+    print(f"flush path, one window of {n} events, a flush per {args.batch}-event poll:")
+    for label, events in cases.items():
+        size, mean_ms, last_ms = flush_path(baseline, events, args.batch)
+        print(f"  {label:44s} row {size:>10,} bytes; flush {mean_ms:6.1f} ms mean, {last_ms:6.1f} ms last")
+
+
+def flush_path(baseline, events: list, batch: int) -> tuple[int, float, float]:
+    """One window's row through a flush per poll: (final blob bytes, mean and last ms per flush)."""
+    stored = WindowState.empty(baseline).to_bytes()
+    times = []
+    for i in range(0, len(events), batch):
+        partial = WindowState.empty(baseline).add_batch(EventBatch.from_events(events[i:i + batch]))
+        start = time.perf_counter()
+        stored = WindowState.from_bytes(stored, baseline).merge(partial).to_bytes()
+        times.append(time.perf_counter() - start)
+    return len(stored), 1000 * sum(times) / len(times), 1000 * times[-1]
 
 
 def _time(run) -> float:

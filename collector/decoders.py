@@ -45,13 +45,14 @@ from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Sequence
 
+from collector.dead_letters import DeadLetterRow
 from collector.folding import FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
 from collector.labels import PredictionRow
 from collector.windows import PartialWindow
 from driftline.baseline import Baseline
 from driftline.heap import freeze_long_lived
 from driftline.supervisor import start_python_child
-from driftline.window_state import WindowState
+from driftline.window_state import WindowState, WindowStateError
 
 log = logging.getLogger(__name__)
 
@@ -266,11 +267,19 @@ class _Outbox:
 
 # --- wire format of a delta (window states as blobs: a Baseline object is large to pickle) ---------
 
-def _pack_delta(delta: FoldDelta) -> tuple[Any, ...]:
-    windows = [(key, p.state.to_bytes(), p.window_end_ms, p.events, p.late_events) for key, p in delta.windows.items()]
+def _pack_delta(partition: PartitionKey, delta: FoldDelta) -> tuple[Any, ...]:
+    windows, letters = [], list(delta.dead_letters)
+    for key, p in delta.windows.items():
+        try:
+            windows.append((key, p.state.to_bytes(), p.window_end_ms, p.events, p.late_events))
+        except WindowStateError as exc:  # the folder's checks make this a bug: one window, never the decoder
+            log.error("window %s of partition %s cannot be encoded: %s", key, partition, exc)
+            letters.append(DeadLetterRow(partition[0], partition[1], -1, f"window {key[2]} of {key[0]}/{key[1]}: "
+                                         f"{p.events} events not counted, its state cannot be encoded ({exc})",
+                                         None, key[0], b""))
     predictions = [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, r.prediction)
                    for r in delta.predictions.values()]
-    return (windows, delta.dead_letters, predictions, delta.watermarks, delta.valid, delta.late, delta.duplicates,
+    return (windows, letters, predictions, delta.watermarks, delta.valid, delta.late, delta.duplicates,
             delta.stored_predictions, list(delta.labels_waiting))
 
 
@@ -347,7 +356,7 @@ def _serve(conn: Connection, config: DecoderConfig) -> None:
         message = conn.recv()
         kind = message[0]
         if kind == "take":
-            conn.send({key: _pack_delta(delta) for key, delta in folders.take(message[1]).items()})
+            conn.send({key: _pack_delta(key, delta) for key, delta in folders.take(message[1]).items()})
         elif kind in ("process", "reset", "forget_ids", "drop"):
             getattr(folders, kind)(*message[1:])
         elif kind == "stop":

@@ -16,7 +16,9 @@ The transaction, in this order:
 5. **dead letters** (already acknowledged on the DLQ topic before the transaction);
 6. **window states**: each (model, version, window, partition) row is read, merged
    with the partial state and any label pairs, and written back, with its event and
-   late-event counts.
+   late-event counts. A row whose merged state cannot be encoded (`WindowStateError`: the
+   folder's checks make this a bug, not bad input) is left as it was and its partial becomes
+   a dead letter naming the window, so one window never holds back every partition's flush.
 
 So a crash (SIGKILL) before the commit leaves no trace and the events are read again
 from the stored offsets; after it, everything is there and the offsets are past it.
@@ -36,6 +38,7 @@ from collector.store import StoredOffset
 from collector.windows import PartialWindow, WindowKey
 from driftline import defaults
 from driftline.baseline import Baseline
+from driftline.window_state import WindowStateError
 
 # Pairs joined by one sweep at most: the sweep runs inside a flush and must stay short.
 SWEEP_LIMIT = 10_000
@@ -110,24 +113,40 @@ def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_
 
         # Rows in a fixed order, so two collectors never lock rows in opposite orders.
         rows: dict[RowKey, PartialWindow | None] = {}
+        sources: dict[RowKey, PartitionFlush] = {}
         for p in parts:
             for (model, version, start), partial in p.windows.items():
                 rows[(model, version, start, p.row_partition)] = partial
+                sources[(model, version, start, p.row_partition)] = p
         for key in pairs.pairs:
             rows.setdefault(key, None)
         for key in sorted(rows):
             model, version, start, row_partition = key
             partial = rows[key]
-            result.labels_rejected += store.merge_window_row(
-                conn, model, version, start, start + window_ms, row_partition,
-                partial.state if partial else None, partial.events if partial else 0,
-                partial.late_events if partial else 0, baseline_for(model, version), pairs.pairs.get(key))
+            try:
+                result.labels_rejected += store.merge_window_row(
+                    conn, model, version, start, start + window_ms, row_partition,
+                    partial.state if partial else None, partial.events if partial else 0,
+                    partial.late_events if partial else 0, baseline_for(model, version), pairs.pairs.get(key))
+            except WindowStateError as exc:  # raised before the row is written: the transaction goes on
+                letter = _unencodable_window(sources.get(key) or parts[0], model, version, start, partial, exc)
+                store.insert_dead_letters(conn, [letter.store_values(raw_bound)])
+                result.dead_letters += 1
+                continue
             if partial:
                 result.events += partial.events
                 result.late_events += partial.late_events
         result.rows = len(rows)
         result.partitions = len(parts)
     return result
+
+
+def _unencodable_window(part: PartitionFlush, model: str, version: str, start_ms: int,
+                        partial: PartialWindow | None, error: WindowStateError) -> DeadLetterRow:
+    events = partial.events if partial else 0
+    reason = (f"window {start_ms} of {model}/{version}: {events} events of this flush not counted, its merged "
+              f"state cannot be encoded ({error})")
+    return DeadLetterRow(part.topic, part.partition, max(part.next_offset - 1, 0), reason, None, model, b"")
 
 
 def _first_per_request(parts: list[PartitionFlush], attr: str) -> tuple[dict[str, Any], dict[str, int]]:

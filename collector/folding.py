@@ -15,6 +15,13 @@ label waiting (labels usually come after their prediction, so these are few); on
 go to the flush, which joins them, with a count of the rest. Rows it could not write
 (the store is down) go to the flush as before.
 
+Nothing a record holds may stop the folder: a record that cannot be decoded, is stamped
+more than `defaults.COLLECTOR_MAX_FUTURE_SECONDS` ahead of the wall clock, or cannot be
+folded into a window state that encodes (a bug, or a value the guards missed) becomes a
+dead letter with its reason. Each batch is folded into fresh partial states first and
+merged into the partition's only once they are whole and finite; if that fails, the
+batch is folded again one event at a time and only the culprits are dead-lettered.
+
 The folder keeps the state that must follow a partition's records in order: the
 recently seen event ids (duplicates from a producer's retry are dropped) and the
 per-model-version watermarks that decide lateness (`collector.windows`). After a
@@ -31,11 +38,12 @@ from typing import Any, Callable, Collection, Sequence
 from collector.dead_letters import DeadLetterRow
 from collector.labels import PredictionRow, PredictionValues, prediction_values
 from collector.windows import PartialWindow, PartitionWindows, WindowKey
+from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.event_columns import InferenceColumns, parse_inference_columns
 from driftline.events import EventError, InferenceEvent, parse_inference
 from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
-from driftline.window_state import EventBatch
+from driftline.window_state import EventBatch, WindowStateError
 
 # Predictions a folder with a writer inserts at a time: SQLite's cost per row falls with
 # the batch (measured, 600k rows: 21 us CPU per row at 2 000 a commit, 15 us at 10 000),
@@ -93,8 +101,12 @@ class InferenceFolder:
     def __init__(self, topic: str, partition: int, window_ms: int, lateness_ms: int, dedup_limit: int,
                  baseline_for: Callable[[str, str], Baseline | None],
                  stored_watermark: Callable[[str, str], int | None],
-                 store_predictions: Callable[[list[PredictionValues]], Collection[str]] | None = None):
+                 store_predictions: Callable[[list[PredictionValues]], Collection[str]] | None = None,
+                 max_future_ms: int = defaults.COLLECTOR_MAX_FUTURE_SECONDS * 1000,
+                 clock: Callable[[], float] = time.time):
         self.topic = topic
+        self.max_future_ms = max_future_ms
+        self.clock = clock
         self.partition = partition
         self.window_ms = window_ms
         self.dedup_limit = dedup_limit
@@ -119,8 +131,9 @@ class InferenceFolder:
 
     def process(self, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
         """Fold records (in partition order); invalid ones become dead letters."""
+        max_ts_ms = int(self.clock() * 1000) + self.max_future_ms
         try:
-            columns = parse_inference_columns(values)
+            columns = parse_inference_columns(values, max_ts_ms)
         except Exception:  # a bug there must not stop the collector on the same batch after every restart
             if not self._columns_failed:
                 log.exception("the columnar decoder failed; this batch and later ones that fail too are decoded "
@@ -128,9 +141,9 @@ class InferenceFolder:
             self._columns_failed = True
             columns = None
         if columns is not None:
-            self._process_columns(columns)
+            self._process_columns(columns, offsets, values)
         else:
-            self._process_events(offsets, values)
+            self._process_events(offsets, values, max_ts_ms)
         if len(self.unwritten) >= PREDICTION_WRITE_BATCH:
             self._write_predictions()
 
@@ -143,7 +156,8 @@ class InferenceFolder:
             self.older_ids, self.recent_ids = self.recent_ids, set()
         return False
 
-    def _process_columns(self, columns: InferenceColumns) -> None:
+    def _process_columns(self, columns: InferenceColumns, offsets: Sequence[int],
+                         values: Sequence[bytes | None]) -> None:
         """A batch the columnar decoder took whole (every event valid): fold it by model version."""
         keep = self._new_events(columns.event_ids)
         self.duplicates += columns.n - len(keep)
@@ -155,13 +169,15 @@ class InferenceFolder:
         else:
             for i in keep:
                 groups.setdefault((models[i], versions[i]), []).append(i)
-        request_ids, values, times = columns.request_ids, columns.predictions, columns.batch.event_time_ms.tolist()
+        request_ids, times = columns.request_ids, columns.batch.event_time_ms.tolist()
+        predictions = columns.predictions
         for (model, version), rows in groups.items():
             if len(rows) == columns.n:
-                self._fold(model, version, columns.batch, request_ids, times, values)
+                self._fold(model, version, columns.batch, request_ids, times, predictions, offsets, values)
             else:
                 self._fold(model, version, columns.batch.take(rows), [request_ids[i] for i in rows],
-                           [times[i] for i in rows], [values[i] for i in rows])
+                           [times[i] for i in rows], [predictions[i] for i in rows], [offsets[i] for i in rows],
+                           [values[i] for i in rows])
 
     def _new_events(self, event_ids: list[str]) -> list[int]:
         """Positions of the events not seen before (`_is_duplicate` for each, in order, in bulk when it can)."""
@@ -174,26 +190,60 @@ class InferenceFolder:
         return [i for i, event_id in enumerate(event_ids) if not is_duplicate(event_id)]
 
     def _fold(self, model: str, version: str, batch: EventBatch, request_ids: Sequence[str | None],
-              times_ms: Sequence[int], predictions: Sequence[Any]) -> None:
-        """Fold one model version's events, and keep their predictions for the label join."""
-        folded = self.windows.fold(model, version, batch, self.baseline_for(model, version),
-                                   self._watermark(model, version))
+              times_ms: Sequence[int], predictions: Sequence[Any], offsets: Sequence[int],
+              values: Sequence[bytes | None]) -> None:
+        """Fold one model version's events, and keep their predictions for the label join.
+
+        All or nothing per batch (fresh partial states, merged in once whole and finite); a batch
+        that fails is folded again event by event and the events that fail alone are dead-lettered.
+        """
+        baseline = self.baseline_for(model, version)
+        try:
+            self._fold_checked(model, version, batch, baseline, request_ids, times_ms, predictions)
+            return
+        except Exception as exc:  # noqa: BLE001 - whatever it is, it must not stop the partition
+            log.warning("a batch of %d events of %s/%s could not be folded (%s: %s); folding it event by event",
+                        batch.n, model, version, type(exc).__name__, exc)
+        for i in range(batch.n):
+            try:
+                self._fold_checked(model, version, batch.take([i]), baseline, request_ids[i:i + 1],
+                                   times_ms[i:i + 1], predictions[i:i + 1])
+            except Exception as exc:  # noqa: BLE001
+                error = EventError(f"could not be folded into a window state ({type(exc).__name__}: {exc})")
+                self.dead_letters.append(DeadLetterRow.from_error(self.topic, self.partition, offsets[i], values[i],
+                                                                  error))
+
+    def _fold_checked(self, model: str, version: str, batch: EventBatch, baseline: Baseline | None,
+                      request_ids: Sequence[str | None], times_ms: Sequence[int], predictions: Sequence[Any]) -> None:
+        """Fold into fresh partial states, check that they encode, then merge them in (raises, changing nothing)."""
+        fresh = PartitionWindows(self.window_ms, self.windows.lateness_ms)
+        folded = fresh.fold(model, version, batch, baseline, self._watermark(model, version))
+        for partial in fresh.windows.values():
+            where = partial.state.nonfinite_field()
+            if where is not None:
+                raise WindowStateError(where)
+        rows = prediction_values(model, version, request_ids, times_ms, predictions, self.window_ms)
+        merge_windows(self.windows.windows, fresh.windows)
         self.watermarks[(model, version)] = folded.watermark_ms
         self.valid += folded.events
         self.late += folded.late_events
-        self.unwritten += prediction_values(model, version, request_ids, times_ms, predictions, self.window_ms)
+        self.unwritten += rows
 
-    def _process_events(self, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
+    def _process_events(self, offsets: Sequence[int], values: Sequence[bytes | None], max_ts_ms: int) -> None:
         """One event at a time: names what is wrong with each invalid record."""
-        groups: dict[tuple[str, str], list[InferenceEvent]] = {}
+        groups: dict[tuple[str, str], list[tuple[InferenceEvent, int, bytes | None]]] = {}
         letters = self.dead_letters
         is_duplicate = self._is_duplicate
         duplicates = 0
         for offset, value in zip(offsets, values):
             try:
-                event = parse_inference(value)
+                event = parse_inference(value, max_ts_ms)
                 check_store_limits(event.model, event.version, event.request_id)
             except EventError as error:
+                letters.append(DeadLetterRow.from_error(self.topic, self.partition, offset, value, error))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a decoder bug: this record only, never the partition
+                error = EventError(f"could not be decoded ({type(exc).__name__}: {exc})")
                 letters.append(DeadLetterRow.from_error(self.topic, self.partition, offset, value, error))
                 continue
             if is_duplicate(event.event_id):
@@ -202,12 +252,32 @@ class InferenceFolder:
             group = groups.get((event.model, event.version))
             if group is None:
                 group = groups[(event.model, event.version)] = []
-            group.append(event)
+            group.append((event, offset, value))
 
-        for (model, version), events in groups.items():
-            self._fold(model, version, EventBatch.from_events(events), [e.request_id for e in events],
-                       [e.ts_ms for e in events], [e.prediction for e in events])
+        for (model, version), rows in groups.items():
+            events = [row[0] for row in rows]
+            try:
+                batch = EventBatch.from_events(events)
+            except Exception as exc:  # noqa: BLE001 - fold them one by one: _fold names the culprits
+                log.warning("%d events of %s/%s could not be put into columns (%s: %s)", len(events), model, version,
+                            type(exc).__name__, exc)
+                batch = None
+            if batch is None:
+                for event, offset, value in rows:
+                    self._fold_one(model, version, event, offset, value)
+                continue
+            self._fold(model, version, batch, [e.request_id for e in events], [e.ts_ms for e in events],
+                       [e.prediction for e in events], [row[1] for row in rows], [row[2] for row in rows])
         self.duplicates += duplicates
+
+    def _fold_one(self, model: str, version: str, event: InferenceEvent, offset: int, value: bytes | None) -> None:
+        try:
+            batch = EventBatch.from_events([event])
+        except Exception as exc:  # noqa: BLE001
+            error = EventError(f"could not be put into columns ({type(exc).__name__}: {exc})")
+            self.dead_letters.append(DeadLetterRow.from_error(self.topic, self.partition, offset, value, error))
+            return
+        self._fold(model, version, batch, [event.request_id], [event.ts_ms], [event.prediction], [offset], [value])
 
     def write_predictions(self, min_rows: int = 1) -> None:
         """Insert the pending predictions now if there are at least `min_rows` (a decoder with nothing

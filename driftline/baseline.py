@@ -100,7 +100,8 @@ def category_key(value: Any) -> str:
     numbers use Python's shortest repr.
     """
     if isinstance(value, str):
-        return value
+        # Truncated (defaults.CATEGORY_MAX_CHARS) so one huge string cannot make a huge key in every window.
+        return value if len(value) <= defaults.CATEGORY_MAX_CHARS else value[:defaults.CATEGORY_MAX_CHARS]
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
     if isinstance(value, (int, np.integer)):
@@ -115,6 +116,14 @@ def category_key(value: Any) -> str:
 
 def _finite_or_none(value: float) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
+
+
+def stored_sum(value: Any) -> float:
+    """A stored sum; an older version wrote an overflowed one as null: unknown, read as zero (docs/window-state.md)."""
+    if value is None:
+        return 0.0
+    value = float(value)
+    return value if math.isfinite(value) else 0.0
 
 
 def is_null(value: Any) -> bool:
@@ -374,6 +383,7 @@ class LabelSummary:
     sum_sq_label: float = 0.0
     confusion: dict[tuple[str, str], int] = field(default_factory=dict)  # multiclass
     dropped: int = 0  # pairs lost merging summaries whose tasks disagreed
+    out_of_range: int = 0  # pairs not counted: a number of magnitude above defaults.VALUE_MAX_ABS (sums would overflow)
 
     @staticmethod
     def infer_task(predictions: Any, labels: Any) -> str:
@@ -433,6 +443,9 @@ class LabelSummary:
             raise ValueError(f"{self.task} quality needs numeric predictions, got class labels")
         y = np.array([np.nan if label_null[i] else float(v) for i, v in enumerate(labels_array)], dtype=np.float64)
         keep = np.isfinite(y) & np.isfinite(values)
+        sane = (np.abs(y) <= defaults.VALUE_MAX_ABS) & (np.abs(values) <= defaults.VALUE_MAX_ABS)
+        self.out_of_range += int((keep & ~sane).sum())
+        keep &= sane
         y, p = y[keep], values[keep]
         self.n += int(y.size)
         if self.task == BINARY:
@@ -469,6 +482,7 @@ class LabelSummary:
             return out
         out = self.copy()
         out.dropped += other.dropped
+        out.out_of_range += other.out_of_range
         out.n += other.n
         if other.positives is not None:
             out.positives = other.positives.copy() if out.positives is None else out.positives + other.positives
@@ -490,10 +504,12 @@ class LabelSummary:
                             log_loss_sum=self.log_loss_sum, n=self.n, sum_error=self.sum_error,
                             sum_abs_error=self.sum_abs_error, sum_sq_error=self.sum_sq_error,
                             sum_label=self.sum_label, sum_sq_label=self.sum_sq_label, confusion=dict(self.confusion),
-                            dropped=self.dropped)
+                            dropped=self.dropped, out_of_range=self.out_of_range)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"task": self.task, "bins": self.bins, "n": self.n, "dropped": self.dropped}
+        if self.out_of_range:
+            data["out_of_range"] = self.out_of_range
         if self.task == BINARY and self.positives is not None:
             data.update(positives=self.positives.tolist(), negatives=self.negatives.tolist(),
                         log_loss_sum=self.log_loss_sum)
@@ -507,13 +523,13 @@ class LabelSummary:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LabelSummary":
         out = cls(task=data.get("task"), bins=int(data.get("bins", defaults.QUALITY_SCORE_BINS)), n=int(data.get("n", 0)),
-                  dropped=int(data.get("dropped", 0)))
+                  dropped=int(data.get("dropped", 0)), out_of_range=int(data.get("out_of_range", 0)))
         if "positives" in data:
             out.positives = np.asarray(data["positives"], dtype=np.int64)
             out.negatives = np.asarray(data["negatives"], dtype=np.int64)
-            out.log_loss_sum = float(data.get("log_loss_sum", 0.0))
+            out.log_loss_sum = stored_sum(data.get("log_loss_sum"))
         for name in ("sum_error", "sum_abs_error", "sum_sq_error", "sum_label", "sum_sq_label"):
-            setattr(out, name, float(data.get(name, 0.0)))
+            setattr(out, name, stored_sum(data.get(name)))
         out.confusion = {(str(a), str(b)): int(c) for a, b, c in data.get("confusion", [])}
         return out
 

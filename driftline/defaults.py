@@ -78,6 +78,10 @@ COLLECTOR_RECORD_READERS = ("lean", "kafka-python")
 COLLECTOR_POLL_STUCK_SECONDS = 120.0
 # The exit status of a collector that left a stuck poll behind (restart it: it reads on).
 COLLECTOR_POLL_STUCK_EXIT_CODE = 75
+# An event stamped further ahead of the collector's wall clock than this is dead-lettered:
+# producers' clocks drift by seconds, not hours, and a far-future event would push the
+# watermark ahead and make every punctual event of its model version late.
+COLLECTOR_MAX_FUTURE_SECONDS = 3600
 
 # --- Drift detection (detectors/) -----------------------------------------------
 # A feature drifts only when (1) the window and the reference both hold at least
@@ -167,6 +171,13 @@ LOG_LOSS_EPSILON = 1e-15
 # epoch-nanosecond timestamps (~1.7e18) still count as values. Beyond it: out of range
 # (data quality), never folded into sums; the worker answers 422 naming the field.
 VALUE_MAX_ABS = 1e50
+# Distinct categories counted per feature per window; the rest share one "other" count.
+# A categorical feature with more than 1000 live values is an identifier or a flood, and
+# the cap keeps a window row and its flush flat (60k unique values gave a 27 MB row).
+CATEGORY_MAX_DISTINCT = 1000
+# Category values are counted by their first this-many characters: enough to tell apart
+# any real label, while one 1 MB string cannot make a 1 MB key in every window.
+CATEGORY_MAX_CHARS = 100
 
 # --- Worker (worker/) -------------------------------------------------------------
 # Dynamic batching: up to 64 requests share one forward pass. On CPU the default MLP's

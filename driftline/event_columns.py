@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from driftline.events import INFERENCE_SCHEMA, MAX_EVENT_BYTES, MAX_ID_CHARS, MAX_TS_MS, MIN_TS_MS, minute_start_ms
+from driftline.names import NAME_PATTERN
 from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
 from driftline.window_state import EventBatch, prediction_column
 
@@ -42,6 +43,7 @@ _READ_OPTIONS = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
 _SCALAR_TYPES = (pa.float64(), pa.int64(), pa.string(), pa.bool_())
 _NUMBER_TYPES = (pa.float64(), pa.int64())
 _JSON_TYPE_NAMES = {pa.float64(): "number", pa.int64(): "number", pa.string(): "string", pa.bool_(): "boolean"}
+_WHOLE_NAME = f"^{NAME_PATTERN}$"  # driftline.names.is_safe_name, as an RE2 pattern for pyarrow
 
 
 class RawRecords(Sequence):
@@ -81,8 +83,11 @@ class InferenceColumns:
         return self.batch.n
 
 
-def parse_inference_columns(messages: Sequence[bytes]) -> InferenceColumns | None:
-    """All of `messages` as columns, or None when any of them needs the per-event path."""
+def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = None) -> InferenceColumns | None:
+    """All of `messages` as columns, or None when any of them needs the per-event path.
+
+    `max_ts_ms`: the latest event time accepted (as `driftline.events.parse_inference`).
+    """
     n = len(messages)
     if n == 0:
         return None
@@ -123,12 +128,16 @@ def parse_inference_columns(messages: Sequence[bytes]) -> InferenceColumns | Non
     for name, limit in (("event_id", MAX_ID_CHARS), ("model", MODEL_CHARS), ("version", VERSION_CHARS)):
         if not _strings(column[name], max_chars=limit):  # the store's widths are below the contract's
             return None
+    for name in ("model", "version"):
+        if not (pc.all(pc.match_substring_regex(column[name], _WHOLE_NAME)).as_py()
+                and not pc.any(pc.match_substring(column[name], "..")).as_py()):
+            return None
     for name in ("model", "version", "request_id"):  # the store (PostgreSQL) refuses NUL
         if name in column and column[name].type == pa.string() and pc.any(
                 pc.match_substring(column[name], "\x00")).as_py():
             return None
     event_time_ms = _event_times(column["ts"])
-    if event_time_ms is None:
+    if event_time_ms is None or (max_ts_ms is not None and event_time_ms.max() > max_ts_ms):
         return None
     features = _features(column["features"])
     latency = _latency(column["latency_ms"])

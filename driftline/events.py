@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from driftline.names import is_safe_name, name_problem
+
 INFERENCE_SCHEMA = "driftline.inference/v1"
 LABEL_SCHEMA = "driftline.label/v1"
 # A message above this size is dead-lettered unread: a 20-feature event is ~1 KB,
@@ -280,13 +282,31 @@ def _check_optional(doc: dict[str, Any], decoded: bool) -> None:
                 raise EventError(f"expected a string, got {json_type_name(val)}", f"tags.{key}")
 
 
-def validate_inference(doc: dict[str, Any], decoded: bool = False) -> InferenceEvent:
-    """Check a message against CONTRACTS.md §1 (`decoded`: `doc` came straight from orjson)."""
+def _name(doc: dict[str, Any], field: str) -> str:
+    """A model or version name in the safe alphabet (driftline.names): it becomes a store key and a label."""
+    value = _required_str(doc, field)
+    problem = name_problem(value)
+    if problem is not None:
+        raise EventError(problem, field)
+    return value
+
+
+def check_not_future(ts_ms: int, max_ts_ms: int | None, field: str = "ts") -> None:
+    """`max_ts_ms`: the reader's clock plus the skew it allows (None: no bound beyond MAX_TS_MS)."""
+    if max_ts_ms is not None and ts_ms > max_ts_ms:
+        raise EventError(f"{rfc3339(ts_ms)} is in the future: later than {rfc3339(max_ts_ms)}, the collector's "
+                         "clock plus the allowed skew", field)
+
+
+def validate_inference(doc: dict[str, Any], decoded: bool = False, max_ts_ms: int | None = None) -> InferenceEvent:
+    """Check a message against CONTRACTS.md §1 (`decoded`: `doc` came straight from orjson;
+    `max_ts_ms`: the latest event time accepted, see `check_not_future`)."""
     _check_schema(doc, INFERENCE_SCHEMA)
     event_id = _required_str(doc, "event_id")
     ts_ms = parse_timestamp(doc.get("ts"))
-    model = _required_str(doc, "model")
-    version = _required_str(doc, "version")
+    check_not_future(ts_ms, max_ts_ms)
+    model = _name(doc, "model")
+    version = _name(doc, "version")
     features = _check_features(doc.get("features"), "features", decoded)
     latency = _check_latency(doc.get("latency_ms"))
     status = doc.get("status", "ok")
@@ -310,7 +330,7 @@ _STR_OR_NONE = frozenset((str, type(None)))
 _FAST_PREDICTION_TYPES = frozenset((float, int, str, bool))
 
 
-def _fast_inference(doc: dict[str, Any]) -> InferenceEvent | None:
+def _fast_inference(doc: dict[str, Any], max_ts_ms: int | None = None) -> InferenceEvent | None:
     """The common valid event in one function, no per-field calls; None sends it to the precise checks.
 
     Every condition here is also checked by validate_inference, which names the failure;
@@ -320,7 +340,7 @@ def _fast_inference(doc: dict[str, Any]) -> InferenceEvent | None:
     event_id, model, version = get("event_id"), get("model"), get("version")
     if (type(event_id) is not str or type(model) is not str or type(version) is not str
             or get("schema") != INFERENCE_SCHEMA or not event_id or not model or not version
-            or len(event_id) > MAX_ID_CHARS or len(model) > MAX_ID_CHARS or len(version) > MAX_ID_CHARS):
+            or len(event_id) > MAX_ID_CHARS or not is_safe_name(model) or not is_safe_name(version)):
         return None
     ts = get("ts")
     kind = type(ts)
@@ -332,7 +352,7 @@ def _fast_inference(doc: dict[str, Any]) -> InferenceEvent | None:
         ts_ms = ts
     else:
         return None
-    if not MIN_TS_MS <= ts_ms < MAX_TS_MS:
+    if not MIN_TS_MS <= ts_ms < MAX_TS_MS or (max_ts_ms is not None and ts_ms > max_ts_ms):
         return None
     features, latency, prediction = get("features"), get("latency_ms"), get("prediction")
     if (type(features) is not dict or not _SCALAR_TYPES.issuperset(map(type, features.values()))
@@ -351,19 +371,22 @@ def _fast_inference(doc: dict[str, Any]) -> InferenceEvent | None:
     return InferenceEvent(event_id, ts_ms, model, version, features, prediction, latency, "ok", request_id, doc)
 
 
-def parse_inference(raw: bytes | bytearray | memoryview | str) -> InferenceEvent:
-    """Decode and validate one inference event; raises EventError with the reason and field."""
+def parse_inference(raw: bytes | bytearray | memoryview | str, max_ts_ms: int | None = None) -> InferenceEvent:
+    """Decode and validate one inference event; raises EventError with the reason and field.
+
+    `max_ts_ms`: the latest event time accepted (the collector's clock plus its allowed skew).
+    """
     if type(raw) is bytes and 0 < len(raw) <= MAX_EVENT_BYTES:
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError:
             doc = None
         if type(doc) is dict:
-            event = _fast_inference(doc)
+            event = _fast_inference(doc, max_ts_ms)
             if event is not None:
                 return event
-            return validate_inference(doc, decoded=True)
-    return validate_inference(_decode(raw), decoded=True)
+            return validate_inference(doc, decoded=True, max_ts_ms=max_ts_ms)
+    return validate_inference(_decode(raw), decoded=True, max_ts_ms=max_ts_ms)
 
 
 def parse_label(raw: bytes | bytearray | memoryview | str) -> LabelEvent:
@@ -372,7 +395,7 @@ def parse_label(raw: bytes | bytearray | memoryview | str) -> LabelEvent:
     _check_schema(doc, LABEL_SCHEMA)
     request_id = _required_str(doc, "request_id")
     ts_ms = parse_timestamp(doc.get("ts"))
-    model = _required_str(doc, "model")
+    model = _name(doc, "model")
     if "label" not in doc or doc["label"] is None:
         raise EventError("required field is missing", "label")
     label = doc["label"]

@@ -58,14 +58,27 @@ from driftline.baseline import (
     category_key,
     count_categories,
     prediction_values,
+    stored_sum,
 )
 
-__all__ = ["EventBatch", "FeatureWindow", "LatencyHistogram", "WindowState", "PREDICTION"]
+__all__ = ["EventBatch", "FeatureWindow", "LatencyHistogram", "WindowState", "WindowStateError", "PREDICTION",
+           "OTHER_CATEGORY"]
 
 # The name under which quantile() and the detectors address the prediction.
 PREDICTION = "prediction"
+# The key under which a feature window counts the categories beyond `defaults.CATEGORY_MAX_DISTINCT`:
+# no baseline holds it, so the detectors read it as one unseen category.
+OTHER_CATEGORY = "__driftline_other__"
 STATE_FORMAT = 1
 _MAGIC = b"DLWS"
+
+
+class WindowStateError(ValueError):
+    """A window state that cannot be encoded: it holds a non-finite number (`where` names it)."""
+
+    def __init__(self, where: str):
+        super().__init__(f"window state holds a non-finite number at {where}")
+        self.where = where
 
 _NUMBER_TYPES = (float, int)
 _TYPE_NAMES = {float: "number", int: "number", str: "string", bool: "boolean", list: "array", dict: "object"}
@@ -255,8 +268,16 @@ def _optional_column(raws: list[Mapping[str, Any]], key: str) -> np.ndarray:
 def _float_column(values: list[Any]) -> np.ndarray:
     try:
         return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return np.array([float(v) if type(v) in (int, float, bool) else np.nan for v in values], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return np.array([_as_float(v) if type(v) in (int, float, bool) else np.nan for v in values], dtype=np.float64)
+
+
+def _as_float(value: int | float | bool) -> float:
+    """A Python number as a float; an integer too large for one (Python callers only) is +/-inf."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _event_times(values: list[Any]) -> np.ndarray:
@@ -384,7 +405,7 @@ class LatencyHistogram:
     _offset = math.ceil(math.log(defaults.LATENCY_MIN_MS) / _log_gamma)
     size = math.ceil(math.log(defaults.LATENCY_MAX_MS) / _log_gamma) - _offset + 1
 
-    __slots__ = ("counts", "count", "sum", "max", "min")
+    __slots__ = ("counts", "count", "sum", "max", "min", "out_of_range")
 
     def __init__(self) -> None:
         self.counts = np.zeros(self.size, dtype=np.int64)
@@ -392,11 +413,18 @@ class LatencyHistogram:
         self.sum = 0.0
         self.max = -math.inf
         self.min = math.inf
+        self.out_of_range = 0  # values above defaults.VALUE_MAX_ABS: counted here, not in the buckets or sums
 
     def add(self, values: np.ndarray) -> None:
         values = values[~np.isnan(values)] if values.size else values
         if values.size == 0:
             return
+        sane = np.abs(values) <= defaults.VALUE_MAX_ABS
+        if not sane.all():
+            self.out_of_range += int(values.size - np.count_nonzero(sane))
+            values = values[sane]
+            if values.size == 0:
+                return
         with np.errstate(divide="ignore"):
             index = np.ceil(np.log(np.maximum(values, defaults.LATENCY_MIN_MS)) / self._log_gamma) - self._offset
         index = np.clip(index, 0, self.size - 1).astype(np.intp)
@@ -432,12 +460,16 @@ class LatencyHistogram:
         out.sum = self.sum + other.sum
         out.max = max(self.max, other.max)
         out.min = min(self.min, other.min)
+        out.out_of_range = self.out_of_range + other.out_of_range
         return out
 
     def _pack(self) -> dict[str, Any]:
         nonzero = np.flatnonzero(self.counts)
-        return {"index": nonzero.astype(np.uint16), "counts": _small_uint(self.counts[nonzero]), "count": self.count,
+        data = {"index": nonzero.astype(np.uint16), "counts": _small_uint(self.counts[nonzero]), "count": self.count,
                 "sum": self.sum, "max": _finite_or_none(self.max), "min": _finite_or_none(self.min)}
+        if self.out_of_range:
+            data["out_of_range"] = self.out_of_range
+        return data
 
     @classmethod
     def _unpack(cls, data: Mapping[str, Any]) -> "LatencyHistogram":
@@ -446,9 +478,10 @@ class LatencyHistogram:
         if index.size and (index.max() >= cls.size):
             raise ValueError("latency histogram does not match this version's bucket layout")
         out.counts[index] = np.asarray(data["counts"], dtype=np.int64)
-        out.count, out.sum = int(data["count"]), float(data["sum"])
+        out.count, out.sum = int(data["count"]), stored_sum(data["sum"])
         out.max = -math.inf if data["max"] is None else float(data["max"])
         out.min = math.inf if data["min"] is None else float(data["min"])
+        out.out_of_range = int(data.get("out_of_range", 0))
         return out
 
 
@@ -484,7 +517,7 @@ class FeatureWindow:
     total_sq: float = 0.0
     min: float = math.inf
     max: float = -math.inf
-    nonfinite: int = 0  # +/-inf
+    nonfinite: int = 0  # +/-inf, and numbers of magnitude above defaults.VALUE_MAX_ABS (not folded into sums)
     below_min: int = 0  # below the training minimum (-inf included)
     above_max: int = 0  # above the training maximum (+inf included)
     counts: np.ndarray | None = None  # per baseline fine bin
@@ -527,11 +560,13 @@ class FeatureWindow:
             for value, count in zip(values.tolist(), counts.tolist()):
                 key = category_key(value)
                 self.categories[key] = self.categories.get(key, 0) + count
-            return
-        counts, nulls, _ = count_categories(column)
-        self.nulls += nulls
-        for key, count in counts.items():
-            self.categories[key] = self.categories.get(key, 0) + count
+        else:
+            counts, nulls, _ = count_categories(column)
+            self.nulls += nulls
+            for key, count in counts.items():
+                self.categories[key] = self.categories.get(key, 0) + count
+        if len(self.categories) > defaults.CATEGORY_MAX_DISTINCT:
+            self.categories = _capped(self.categories)
 
     def _add_mixed(self, column: np.ndarray, profile: Profile | None) -> None:
         # A numeric feature that received other types: numbers are counted, nulls
@@ -539,21 +574,22 @@ class FeatureWindow:
         is_number = np.fromiter((type(v) in _NUMBER_TYPES for v in column), dtype=bool, count=column.size)
         is_null = np.fromiter((v is None for v in column), dtype=bool, count=column.size)
         self.nulls += int(is_null.sum())
-        numbers = column[is_number].astype(np.float64)
+        numbers = _float_column(column[is_number].tolist())
         nan = np.isnan(numbers)
         self.nulls += int(nan.sum())
         self._add_numbers(numbers[~nan], profile)
 
     def _add_numbers(self, column: np.ndarray, profile: Profile | None) -> None:
-        finite_mask = np.isfinite(column)
-        finite = column if finite_mask.all() else column[finite_mask]
+        # NaN compares False, so this keeps only finite numbers of a magnitude whose squares sum safely.
+        sane = np.abs(column) <= defaults.VALUE_MAX_ABS
+        finite = column if sane.all() else column[sane]
         if finite.size != column.size:
-            nan = int(np.isnan(column).sum())
-            self.nulls += nan
-            infinite = column[np.isinf(column)]
-            self.nonfinite += int(infinite.size)
-            self.below_min += int((infinite < 0).sum())
-            self.above_max += int((infinite > 0).sum())
+            nan = np.isnan(column)
+            self.nulls += int(nan.sum())
+            outside = column[~(sane | nan)]
+            self.nonfinite += int(outside.size)
+            self.below_min += int((outside < 0).sum())
+            self.above_max += int((outside > 0).sum())
         if finite.size == 0:
             return
         self.count += int(finite.size)
@@ -595,6 +631,7 @@ class FeatureWindow:
         categories = dict(self.categories)
         for key, count in other.categories.items():
             categories[key] = categories.get(key, 0) + count
+        categories = _capped(categories)
         types = dict(self.value_types)
         for key, count in other.value_types.items():
             types[key] = types.get(key, 0) + count
@@ -620,7 +657,10 @@ class FeatureWindow:
             # of the spread (not of the magnitude), at half the bytes of float64.
             mean = self.total / self.count if self.count else 0.0
             data["counts"] = _small_uint(self.counts)
-            data["sum_offsets"] = (self.sums - self.counts * mean).astype(np.float32)
+            offsets = self.sums - self.counts * mean
+            # Offsets beyond float32's range (values near VALUE_MAX_ABS) stay float64.
+            small = np.abs(offsets).max(initial=0.0) < 1e38
+            data["sum_offsets"] = offsets.astype(np.float32) if small else offsets
         if self.categories:
             data["categories"] = self.categories
         return data
@@ -631,7 +671,7 @@ class FeatureWindow:
                   value_types={str(k): int(v) for k, v in data["value_types"].items()},
                   categories={str(k): int(v) for k, v in data.get("categories", {}).items()})
         if "count" in data:
-            out.count, out.total, out.total_sq = int(data["count"]), float(data["total"]), float(data["total_sq"])
+            out.count, out.total, out.total_sq = int(data["count"]), stored_sum(data["total"]), stored_sum(data["total_sq"])
             out.min = math.inf if data["min"] is None else float(data["min"])
             out.max = -math.inf if data["max"] is None else float(data["max"])
             for name in ("nonfinite", "below_min", "above_max", "unbinned"):
@@ -640,7 +680,25 @@ class FeatureWindow:
             out.counts = np.asarray(data["counts"], dtype=np.int64)
             mean = out.total / out.count if out.count else 0.0
             out.sums = np.asarray(data["sum_offsets"], dtype=np.float64) + out.counts * mean
+            if not np.isfinite(out.sums).all():  # an overflowed sum of an older version: unknown, read as zero
+                out.sums = np.where(np.isfinite(out.sums), out.sums, 0.0)
         return out
+
+
+def _capped(categories: dict[str, int]) -> dict[str, int]:
+    """At most `defaults.CATEGORY_MAX_DISTINCT` categories plus `OTHER_CATEGORY`, which takes the rest.
+
+    The most frequent are kept (ties: the smaller key), so the result does not depend on
+    the order the counts were added in.
+    """
+    other = categories.get(OTHER_CATEGORY, 0)
+    if len(categories) - (OTHER_CATEGORY in categories) <= defaults.CATEGORY_MAX_DISTINCT:
+        return categories
+    ranked = sorted(((count, key) for key, count in categories.items() if key != OTHER_CATEGORY),
+                    key=lambda item: (-item[0], item[1]))
+    kept = {key: count for count, key in ranked[:defaults.CATEGORY_MAX_DISTINCT]}
+    kept[OTHER_CATEGORY] = other + sum(count for count, _ in ranked[defaults.CATEGORY_MAX_DISTINCT:])
+    return kept
 
 
 # --- the window state --------------------------------------------------------------------
@@ -870,7 +928,11 @@ class WindowState:
 
     # -- storing ---------------------------------------------------------------------
     def to_bytes(self) -> bytes:
-        """A compact blob: a JSON header with the arrays' raw bytes behind it, zlib-compressed."""
+        """A compact blob: a JSON header with the arrays' raw bytes behind it, zlib-compressed.
+
+        A state holding a non-finite number (never one built by `add_batch`, which keeps
+        them out of sums) raises `WindowStateError` rather than store a null.
+        """
         doc = {
             "format": STATE_FORMAT, "baseline": self.baseline_fingerprint, "events": self.events,
             "min_event_ms": self.min_event_ms, "max_event_ms": self.max_event_ms,
@@ -913,6 +975,29 @@ class WindowState:
         out.sample = list(doc["sample"])
         out.labels = LabelSummary.from_dict(doc["labels"])
         return out
+
+    def nonfinite_field(self) -> str | None:
+        """Where the state holds a non-finite sum (None: nowhere), without encoding it.
+
+        The collector checks each freshly folded batch with this: cheaper than `to_bytes`, and
+        a state that passes encodes (the empty min/max are stored as null on purpose).
+        """
+        windows = dict(self.features)
+        if self.prediction is not None:
+            windows[PREDICTION] = self.prediction
+        for name, window in windows.items():
+            if not (math.isfinite(window.total) and math.isfinite(window.total_sq)):
+                return f"features.{name}.total"
+            if window.sums is not None and not np.isfinite(window.sums).all():
+                return f"features.{name}.sums"
+        for part, histogram in self.latency.items():
+            if not math.isfinite(histogram.sum):
+                return f"latency.{part}.sum"
+        labels = self.labels
+        for name in ("log_loss_sum", "sum_error", "sum_abs_error", "sum_sq_error", "sum_label", "sum_sq_label"):
+            if not math.isfinite(getattr(labels, name)):
+                return f"labels.{name}"
+        return None
 
     def __repr__(self) -> str:
         return (f"WindowState(events={self.events}, features={len(self.features)}, "
@@ -980,17 +1065,25 @@ def _pack(doc: Any) -> bytes:
     """orjson header with numpy arrays replaced by references into a raw byte section."""
     arrays: list[np.ndarray] = []
 
-    def strip(value: Any) -> Any:
+    def strip(value: Any, where: str = "") -> Any:
         if isinstance(value, np.ndarray):
+            if value.dtype.kind == "f" and not np.isfinite(value).all():
+                raise WindowStateError(where)
             arrays.append(np.ascontiguousarray(value))
             return {"__array__": len(arrays) - 1}
         if isinstance(value, dict):
-            return {str(k): strip(v) for k, v in value.items()}
+            return {str(k): strip(v, f"{where}.{k}") for k, v in value.items()}
         if isinstance(value, list):
-            return [strip(v) for v in value] if any(isinstance(v, (dict, list, np.ndarray)) for v in value) else value
+            if any(isinstance(v, (dict, list, np.ndarray)) for v in value):
+                return [strip(v, f"{where}[{i}]") for i, v in enumerate(value)]
+            if any(type(v) is float and not math.isfinite(v) for v in value):
+                raise WindowStateError(where)
+            return value
+        if type(value) is float and not math.isfinite(value):
+            raise WindowStateError(where)  # orjson would write null, which no reader can sum
         return value
 
-    header = ({str(k): (v if k in _PLAIN_ENTRIES and not isinstance(v, np.ndarray) else strip(v))
+    header = ({str(k): (v if k in _PLAIN_ENTRIES and not isinstance(v, np.ndarray) else strip(v, str(k)))
                for k, v in doc.items()} if isinstance(doc, dict) else strip(doc))
     layout = []
     offset = 0

@@ -35,8 +35,10 @@ from driftline.window_state import WindowState
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIFTLINE = ROOT / ".venv" / "bin" / "driftline"
-# Fixed event-time origin (a minute boundary) so tests know each event's window.
-T0_MS = 1_800_000_000_000 - (1_800_000_000_000 % 60_000)
+# Event-time origin, fixed for the session on an hour boundary so tests know each event's
+# window; two days in the past, because the collector dead-letters events stamped more than
+# COLLECTOR_MAX_FUTURE_SECONDS ahead of its clock.
+T0_MS = (int(time.time() * 1000) - 48 * 3_600_000) // 3_600_000 * 3_600_000
 
 
 def event(model: str, i: int, ts_ms: int | None = None, version: str = "1", request_id: str | None = None,

@@ -3,6 +3,7 @@
 On SQLite and PostgreSQL: PostgreSQL refuses NUL in text, which a bad message may well contain."""
 from __future__ import annotations
 
+import time
 import uuid
 
 import orjson
@@ -56,8 +57,12 @@ def _malformed(model: str, good: dict) -> list[tuple[str, bytes | None, str, str
         ("cache_hit a string", doc(cache_hit="yes"), "boolean", "cache_hit"),
         ("tag not a string", doc(tags={"team": 7}), "string", "tags.team"),
         ("huge payload", doc(inputs={"blob": "y" * (1 << 20)}), "above the limit", None),
-        ("model name beyond the store's column", doc(model="m" * 230), "store's limit", "model"),
-        ("NUL in the model name", doc(model=model + "\x00evil"), "store's limit", "model"),
+        ("model name beyond the safe alphabet's length", doc(model="m" * 230), "letters, digits", "model"),
+        ("NUL in the model name", doc(model=model + "\x00evil"), "letters, digits", "model"),
+        ("model name that climbs folders", doc(model="../../x"), "letters, digits", "model"),
+        ("version with a space", doc(version="1 beta"), "letters, digits", "version"),
+        ("ts two hours ahead of the collector's clock", doc(ts=int(time.time() * 1000) + 2 * 3_600_000),
+         "in the future", "ts"),
         ("NUL in a bad feature's name", doc(features={"a\x00b": [1]}), "number, string", "features.a\\x00b"),
     ]
 

@@ -6,6 +6,8 @@ would dead-letter, or that pyarrow reads more leniently than JSON, must be refus
 """
 from __future__ import annotations
 
+import time
+
 import uuid
 
 import numpy as np
@@ -19,7 +21,9 @@ from driftline.baseline import compute_baseline
 from driftline.event_columns import parse_inference_columns
 from driftline.events import INFERENCE_SCHEMA, rfc3339
 
-T0_MS = 1_800_000_000_000 - (1_800_000_000_000 % 60_000)
+# Fixed for the session, on an hour boundary, two days in the past: the collector dead-letters
+# events stamped more than COLLECTOR_MAX_FUTURE_SECONDS ahead of its clock.
+T0_MS = (int(time.time() * 1000) - 48 * 3_600_000) // 3_600_000 * 3_600_000
 MODEL = "columns-model"
 
 
@@ -51,7 +55,7 @@ def _fold(batches: list[list[bytes]], columnar: bool, baseline=None, monkeypatch
     folder = InferenceFolder("driftline.inference", 0, 60_000, 10_000, dedup_limit=50,
                              baseline_for=lambda model, version: baseline, stored_watermark=lambda model, version: None)
     if not columnar:
-        monkeypatch.setattr(folding, "parse_inference_columns", lambda values: None)
+        monkeypatch.setattr(folding, "parse_inference_columns", lambda values, max_ts_ms=None: None)
     taken = []
     for batch in batches:
         folder.process(list(range(len(batch))), batch)

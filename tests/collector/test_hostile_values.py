@@ -1,0 +1,114 @@
+"""Values that once stopped the pipeline: a huge number, a fold that fails, a state that cannot be encoded.
+
+Each is isolated: the value is counted as a data-quality problem or its record dead-lettered
+with the reason, and the collector goes on storing (with and without decoder processes).
+"""
+from __future__ import annotations
+
+import orjson
+import pytest
+from sqlalchemy import select
+
+import collector.folding as folding
+from collector.flush import PartitionFlush, flush
+from collector.folding import InferenceFolder
+from collector.windows import PartitionWindows
+from driftline.config import TOPIC_INFERENCE
+from driftline.events import parse_inference
+from driftline.store import db as store_db
+from driftline.store.models import DeadLetter, WindowStateRecord
+from driftline.window_state import EventBatch, WindowState
+
+
+@pytest.mark.parametrize("decoders", [0, 2])
+def test_a_huge_value_is_counted_out_of_range_and_the_collector_keeps_storing(broker, db_url, ckit, unique_id,
+                                                                               decoders):
+    model = f"huge-{unique_id}"
+    first = [ckit.event(model, i) for i in range(20)]
+    first[5]["features"]["x"] = 1e200  # its square overflows a float
+    first[6]["prediction"] = -1e300
+    first[7]["latency_ms"] = {"total": 1e300}
+    ckit.produce(broker, [ckit.encode(d) for d in first])
+    with ckit.collector_thread(ckit.config(broker, db_url, decoders=decoders)) as collector:
+        ckit.wait_for(lambda: ckit.events(db_url, model) == 20, what="the first events, the huge ones among them")
+        ckit.produce(broker, [ckit.encode(ckit.event(model, i)) for i in range(20, 30)])
+        ckit.wait_for(lambda: ckit.events(db_url, model) == 30, what="events sent after the huge ones")
+        assert collector.consumed >= 30
+    (state,) = ckit.merged(db_url, model).values()  # every stored row decodes
+    x = state.features["x"]
+    assert (x.nonfinite, x.above_max, x.count) == (1, 1, 29)
+    assert x.total == sum(float(i) for i in range(30) if i != 5)
+    assert (state.prediction.nonfinite, state.prediction.count) == (1, 29)
+    assert state.latency["total"].out_of_range == 1 and state.latency["total"].count == 29
+    with store_db.session_scope(db_url) as session:
+        assert session.scalar(select(DeadLetter).where(DeadLetter.model == model)) is None
+
+
+def _folder() -> InferenceFolder:
+    return InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=1_000, baseline_for=lambda m, v: None,
+                           stored_watermark=lambda m, v: None)
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_batch_that_cannot_be_folded_dead_letters_only_its_culprit(ckit, monkeypatch, columnar):
+    values = [ckit.encode(ckit.event("fold-model", i)) for i in range(10)]
+    culprit = ckit.event("fold-model", 99)
+    culprit["features"]["x"] = 4242.0
+    values.insert(4, ckit.encode(culprit))
+    original = WindowState.add_batch
+
+    def add_batch(self, batch):
+        if 4242.0 in batch.features["x"].tolist():
+            raise RuntimeError("a folding bug")
+        return original(self, batch)
+
+    monkeypatch.setattr(WindowState, "add_batch", add_batch)
+    if not columnar:
+        monkeypatch.setattr(folding, "parse_inference_columns", lambda values, max_ts_ms=None: None)
+    folder = _folder()
+    folder.process(list(range(100, 111)), values)
+    delta = folder.take()
+    assert delta.valid == 10
+    (partial,) = delta.windows.values()
+    assert partial.events == partial.state.events == 10  # nothing of the failed attempt was kept
+    assert 4242.0 not in [r["features"]["x"] for r in partial.state.sample]
+    (letter,) = delta.dead_letters
+    assert (letter.offset, letter.raw) == (104, values[4])
+    assert "could not be folded" in letter.reason and "a folding bug" in letter.reason
+
+
+def test_an_event_stamped_far_ahead_of_the_clock_is_dead_lettered(ckit):
+    folder = InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=1_000, baseline_for=lambda m, v: None,
+                             stored_watermark=lambda m, v: None, max_future_ms=3_600_000,
+                             clock=lambda: ckit.T0_MS / 1000)
+    ahead = [ckit.event("future-model", i, ts_ms=ckit.T0_MS + 3_600_000 + 1 if i == 2 else None) for i in range(5)]
+    folder.process(list(range(5)), [ckit.encode(d) for d in ahead])
+    delta = folder.take()
+    assert delta.valid == 4
+    (letter,) = delta.dead_letters
+    assert (letter.offset, letter.field) == (2, "ts") and "in the future" in letter.reason
+    # The watermark did not jump ahead: an event of the next minute is not late.
+    assert delta.watermarks[("future-model", "1")] == ckit.T0_MS + 4
+
+
+def test_a_window_that_cannot_be_encoded_does_not_stop_the_flush(db_url):
+    def event(i: int, model: str):
+        return parse_inference(orjson.dumps({
+            "schema": "driftline.inference/v1", "event_id": f"{model}-{i}", "ts": 1_790_000_040_000 + i,
+            "model": model, "version": "1", "features": {"x": float(i)}, "prediction": 0.5,
+            "latency_ms": {"total": 1.0}}))
+
+    windows = PartitionWindows(60_000, 30_000)
+    for model in ("good", "poisoned"):
+        windows.fold(model, "1", EventBatch.from_events([event(i, model) for i in range(5)]), None, None)
+    poisoned = next(p for (model, _, _), p in windows.windows.items() if model == "poisoned")
+    poisoned.state.features["x"].total_sq = float("inf")  # what a bug could leave behind
+    part = PartitionFlush(TOPIC_INFERENCE, 0, 0, None, 10, "tid-1", windows.windows, [], {}, {})
+    result = flush(store_db.get_engine(db_url), "g", [part], window_ms=60_000, baseline_for=lambda m, v: None,
+                   now_ms=1_790_000_100_000)
+    assert result.dead_letters == 1
+    with store_db.session_scope(db_url) as session:
+        rows = {r.model: r for r in session.scalars(select(WindowStateRecord))}
+        letters = list(session.scalars(select(DeadLetter)))
+    assert set(rows) == {"good"} and WindowState.from_bytes(rows["good"].state).events == 5
+    assert len(letters) == 1 and "poisoned" in letters[0].reason and "cannot be encoded" in letters[0].reason
