@@ -123,6 +123,16 @@ def _body_with(**changes):
     (json.dumps({"features": rows(1, 13)[0], "request_id": 7}), "request_id"),
     ("{not json", None),
     ("[]", None),
+    (json.dumps(_body_with(age=1e200)), "features.age"),                          # finite, but its square is inf
+    (json.dumps(_body_with(annual_income=-1e51)), "features.annual_income"),
+    ('{"features": ' + json.dumps(rows(1, 13)[0])[:-1] + ', "loan_amount": ' + "9" * 400 + '}}', "features.loan_amount"),
+    (json.dumps({"features": rows(1, 13)[0], "request_id": "a\ud800b"}), "request_id"),   # lone surrogate
+    (json.dumps({"features": rows(1, 13)[0], "entity_id": "\udfff"}), "entity_id"),
+    (json.dumps(_body_with(region="north\ud83d")), "features.region"),
+    (json.dumps(_body_with(region="north\u0000")), "features.region"),                # NUL
+    (json.dumps({"features": rows(1, 13)[0], "request_id": "tab\there"}), "request_id"),
+    ('{"features": ' + json.dumps(rows(1, 13)[0])[:-1] + ', "\\ud800": 1}}', "features"),  # a field name
+    ('{"\\udc00": 1, "features": ' + json.dumps(rows(1, 13)[0]) + '}', None),
 ])
 def test_bad_input_gets_422_naming_the_field(served, content, field):
     url, _worker = served
@@ -131,6 +141,20 @@ def test_bad_input_gets_422_naming_the_field(served, content, field):
     assert response.json()["field"] == field
     if field:
         assert field in response.json()["detail"]
+
+
+def test_a_refused_request_is_neither_counted_nor_logged(kit, served, monkeypatch):
+    url, worker = served
+    logged = []
+    monkeypatch.setattr(worker.logger, "log_soon", lambda *args, **kwargs: logged.append(kwargs))
+    monkeypatch.setattr(worker.logger, "log", lambda *args, **kwargs: logged.append(kwargs))
+    misses = kit.metric(url, "driftline_worker_cache_misses_total")
+    for body in ({"features": rows(1, 21)[0], "request_id": "bad-\ud800"}, _body_with(age=1e200),
+                 _body_with(region="\ud800")):
+        assert httpx.post(f"{url}/predict", content=json.dumps(body)).status_code == 422
+    assert logged == [] and kit.metric(url, "driftline_worker_cache_misses_total") == misses
+    assert httpx.post(f"{url}/predict", json={"features": rows(1, 22)[0], "request_id": "good"}).status_code == 200
+    assert [entry["request_id"] for entry in logged] == ["good"]
 
 
 def test_oversized_body_gets_413_and_the_worker_stays_healthy(served):
