@@ -113,7 +113,9 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
 
 @click.command()
 @model_option
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--host", default=None,
+              help="Interface to listen on (default: settings.worker_host, 127.0.0.1). On any address but loopback "
+                   "the worker refuses to start with the published default admin token (DRIFTLINE_RETRAIN_TOKEN).")
 @click.option("--port", type=int, default=None, help="Port (default: settings.worker_port, 8000).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: CUDA when torch sees a GPU, else CPU.")
@@ -137,13 +139,17 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
               help="Seconds between reads of the production alias (0: never hot-swap).")
 @click.option("--labels/--no-labels", default=True, show_default=True,
               help="Consume driftline.labels to join recent requests with labels (for POST /admin/retrain).")
+@click.option("--faults/--no-faults", default=None,
+              help="Allow fault injection through /admin/faults (default: settings.worker_faults, off; "
+                   "`driftline up` sets it for its skew and latency scenarios).")
 @click.option("--threads", type=click.IntRange(1), default=None,
               help="torch intra-op threads (default: CPUs - 1, so one core stays with the event loop).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
 @common_options
-def worker(settings: Settings, model: str, host: str, port: int | None, device: str, max_batch_size: int,
+def worker(settings: Settings, model: str, host: str | None, port: int | None, device: str, max_batch_size: int,
            max_wait_ms: float, cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
-           event_buffer: int, alias_poll: float, labels: bool, threads: int | None, log_level: str) -> None:
+           event_buffer: int, alias_poll: float, labels: bool, faults: bool | None, threads: int | None,
+           log_level: str) -> None:
     """Run the inference server (GET /healthz, GET /model, POST /predict, GET /metrics)."""
     import logging
     import os
@@ -154,6 +160,9 @@ def worker(settings: Settings, model: str, host: str, port: int | None, device: 
     from driftline.errors import UserError
     from worker.server import Worker, WorkerConfig, create_app
 
+    host = host or settings.worker_host
+    faults = settings.worker_faults if faults is None else faults
+    settings = settings.model_copy(update={"worker_host": host, "worker_faults": faults})
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # kafka-python logs every failed reconnect; the worker reports Kafka trouble once itself
     # (and in /metrics: driftline_worker_kafka_connected, events buffered/dropped).
@@ -165,7 +174,7 @@ def worker(settings: Settings, model: str, host: str, port: int | None, device: 
     config = WorkerConfig(model=model, device=device, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
                           cache_size=cache_size, cache_ttl_s=cache_ttl, cache_url=cache_url or settings.worker_cache_url,
                           log_events=events, event_producer=event_producer, event_buffer=event_buffer,
-                          alias_poll_s=alias_poll, listen_for_labels=labels)
+                          alias_poll_s=alias_poll, listen_for_labels=labels, faults=faults)
     try:
         serving = Worker(settings, config)
     except (RuntimeError, ValueError) as exc:  # --device cuda without a GPU; a malformed --cache-url

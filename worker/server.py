@@ -37,6 +37,7 @@ from driftline.config import Settings, secret
 from driftline.errors import UserError
 from driftline.heap import freeze_long_lived
 from driftline.transform import FeatureTransform
+from worker.admin import admin_token_problem
 from worker.batcher import DynamicBatcher
 from worker.cache import PredictionCache, RedisPredictionCache, cache_key
 from worker.dataset import generate_inputs
@@ -69,6 +70,8 @@ class WorkerConfig:
     event_producer: str = "process"
     alias_poll_s: float = defaults.WORKER_ALIAS_POLL_SECONDS
     max_body_bytes: int = defaults.WORKER_MAX_BODY_BYTES
+    # /admin/faults exists only when this is set (`driftline worker --faults`, settings.worker_faults).
+    faults: bool = False
     retrain_buffer_rows: int = defaults.WORKER_RETRAIN_BUFFER_ROWS
     retrain_min_rows: int = defaults.WORKER_RETRAIN_MIN_ROWS
     retrain_epochs: int = 4
@@ -119,6 +122,9 @@ class Worker:
     """The serving state shared by the endpoints; `create_app` wires it into FastAPI."""
 
     def __init__(self, settings: Settings, config: WorkerConfig):
+        problem = admin_token_problem(settings.worker_host, secret(settings.retrain_token))
+        if problem is not None:
+            raise UserError(problem)
         self.settings = settings
         self.config = config
         self.registry = Registry(settings.db_url, settings.artifacts_dir)
@@ -331,6 +337,12 @@ def create_app(worker: Worker) -> "PredictFastPath":
         return _json({"detail": "missing or wrong bearer token (settings.retrain_token, env DRIFTLINE_RETRAIN_TOKEN)"},
                      401)
 
+    def faults_refused(request: Request) -> Response | None:
+        if not worker.config.faults:
+            return _json({"detail": "fault injection is off: start the worker with --faults "
+                                    "(env DRIFTLINE_WORKER_FAULTS=true) to use /admin/faults"}, 404)
+        return None if authorised(request) else unauthorised()
+
     @app.get("/healthz")
     async def healthz() -> Response:
         current = worker.current
@@ -369,14 +381,14 @@ def create_app(worker: Worker) -> "PredictFastPath":
 
     @app.get("/admin/faults")
     async def get_faults(request: Request) -> Response:
-        if not authorised(request):
-            return unauthorised()
+        if (refused := faults_refused(request)) is not None:
+            return refused
         return _json(worker.faults.as_dict())
 
     @app.post("/admin/faults")
     async def set_faults(request: Request) -> Response:
-        if not authorised(request):
-            return unauthorised()
+        if (refused := faults_refused(request)) is not None:
+            return refused
         try:
             changes = orjson.loads(await _read_body(request, 4096) or b"{}")
             if not isinstance(changes, dict):
@@ -389,8 +401,8 @@ def create_app(worker: Worker) -> "PredictFastPath":
 
     @app.delete("/admin/faults")
     async def clear_faults(request: Request) -> Response:
-        if not authorised(request):
-            return unauthorised()
+        if (refused := faults_refused(request)) is not None:
+            return refused
         worker.faults.update({"skew": False, "latency_ms": 0, "latency_fraction": 0})
         return _json(worker.faults.as_dict())
 

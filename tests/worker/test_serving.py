@@ -27,7 +27,7 @@ def served(broker, tiny_results, tmp_path_factory, kit):
     settings = kit.make_settings(tmp_path_factory.mktemp("served"), broker).model_copy(update={"retrain_token": TOKEN})
     kit.registry_with_versions(settings, tiny_results)
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", max_batch_size=32, max_wait_ms=5.0,
-                                           listen_for_labels=False, alias_poll_s=0))
+                                           listen_for_labels=False, alias_poll_s=0, faults=True))
     with kit.serving(worker) as url:
         yield url, worker
 
