@@ -182,6 +182,13 @@ WORKER_CACHE_TTL_SECONDS = 300.0
 WORKER_EVENT_BUFFER = 20_000
 # POST /predict bodies above this are refused with 413: a 14-field request is ~500 bytes.
 WORKER_MAX_BODY_BYTES = 65_536
+# Requests admitted or queued for a forward pass at most; beyond it POST /predict answers
+# 503 with Retry-After. 1 024 requests are 16 full batches of 64, about 100 ms of compute
+# for the default MLP on CPU: a request refused here would have waited past the p99
+# latency SLO anyway, and the bound keeps an overload's memory flat.
+WORKER_MAX_PENDING_REQUESTS = 1_024
+# The Retry-After (seconds) of a 503: long enough for a full queue to drain many times over.
+WORKER_RETRY_AFTER_SECONDS = 1
 # How often the worker reads the production alias; a rollback takes effect within
 # this time plus the model's load time (well under a second for the default MLP).
 WORKER_ALIAS_POLL_SECONDS = 1.0

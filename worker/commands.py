@@ -122,6 +122,8 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
 @click.option("--max-batch-size", type=click.IntRange(1), default=defaults.WORKER_MAX_BATCH_SIZE, show_default=True)
 @click.option("--max-wait-ms", type=click.FloatRange(0), default=defaults.WORKER_MAX_WAIT_MS, show_default=True,
               help="Longest a request waits for others to join its batch.")
+@click.option("--max-pending", type=click.IntRange(1), default=defaults.WORKER_MAX_PENDING_REQUESTS, show_default=True,
+              help="Requests admitted or queued at most; beyond it POST /predict answers 503 with Retry-After.")
 @click.option("--cache-size", type=click.IntRange(0), default=defaults.WORKER_CACHE_SIZE, show_default=True,
               help="Prediction cache entries (0: no cache).")
 @click.option("--cache-ttl", type=click.FloatRange(0), default=defaults.WORKER_CACHE_TTL_SECONDS, show_default=True,
@@ -147,7 +149,7 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
 @common_options
 def worker(settings: Settings, model: str, host: str | None, port: int | None, device: str, max_batch_size: int,
-           max_wait_ms: float, cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
+           max_wait_ms: float, max_pending: int, cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
            event_buffer: int, alias_poll: float, labels: bool, faults: bool | None, threads: int | None,
            log_level: str) -> None:
     """Run the inference server (GET /healthz, GET /model, POST /predict, GET /metrics)."""
@@ -172,6 +174,7 @@ def worker(settings: Settings, model: str, host: str | None, port: int | None, d
     torch.set_num_threads(threads or max(1, (os.cpu_count() or 2) - 1))
     _registry(settings)
     config = WorkerConfig(model=model, device=device, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
+                          max_pending=max_pending,
                           cache_size=cache_size, cache_ttl_s=cache_ttl, cache_url=cache_url or settings.worker_cache_url,
                           log_events=events, event_producer=event_producer, event_buffer=event_buffer,
                           alias_poll_s=alias_poll, listen_for_labels=labels, faults=faults)

@@ -9,7 +9,9 @@ needs only Kafka; the price is that a restarted worker starts with an empty buff
 
 A request is idempotent per key: the first POST with an Idempotency-Key inserts a
 `RetrainRequest` row (unique key) and starts one background job; any later POST with
-that key answers the same row. Jobs run one at a time. The new version is trained with
+that key answers the same row. At most one request per model is pending (queued or
+running) in a worker: a POST while one is pending, with any key or none, answers that
+pending request (`duplicate: true`) and starts nothing, so a burst of POSTs makes one job. The new version is trained with
 the production version's architecture, evaluated next to the production version on the
 same holdout of recent traffic, registered with its baseline, and promoted only when its
 log loss is lower (`training.is_better`).
@@ -278,15 +280,24 @@ class RetrainManager:
         self.stop_grace_s = stop_grace_s
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftline-retrain")
         self._lock = threading.Lock()
+        self._submit_lock = threading.Lock()  # one submit at a time: the pending check and the insert are one step
+        self._pending: int | None = None  # id of the request queued or running, if any
         self._stopping = False
         self.process: subprocess.Popen[bytes] | None = None  # the running training process, if any
 
     def submit(self, idempotency_key: str, reason: dict[str, Any]) -> RetrainTicket:
+        with self._submit_lock:
+            return self._submit(idempotency_key, reason)
+
+    def _submit(self, idempotency_key: str, reason: dict[str, Any]) -> RetrainTicket:
         db = self.registry.db_url
         with session_scope(db) as session:
             existing = session.scalar(select(RetrainRequest).where(RetrainRequest.idempotency_key == idempotency_key))
             if existing is not None:
                 return RetrainTicket(existing.id, idempotency_key, existing.status, created=False)
+            pending = session.get(RetrainRequest, self._pending) if self._pending is not None else None
+            if pending is not None and pending.status in ("requested", "running"):
+                return RetrainTicket(pending.id, pending.idempotency_key, pending.status, created=False)
         try:
             with session_scope(db) as session:
                 row = RetrainRequest(idempotency_key=idempotency_key, model=self.model, version=self.current().version,
@@ -300,6 +311,7 @@ class RetrainManager:
                                           .where(RetrainRequest.idempotency_key == idempotency_key))
                 return RetrainTicket(existing.id, idempotency_key, existing.status, created=False)
         try:
+            self._pending = ticket.id
             self._executor.submit(self._run, ticket.id)
         except RuntimeError:  # after shutdown(): recorded, never run
             self._set(ticket.id, status="failed", response={"error": "interrupted: the worker is shutting down"},

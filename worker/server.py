@@ -38,7 +38,7 @@ from driftline.errors import UserError
 from driftline.heap import freeze_long_lived
 from driftline.transform import FeatureTransform
 from worker.admin import admin_token_problem
-from worker.batcher import DynamicBatcher
+from worker.batcher import BatcherFull, DynamicBatcher
 from worker.cache import PredictionCache, RedisPredictionCache, cache_key
 from worker.dataset import generate_inputs
 from worker.faults import Faults
@@ -59,6 +59,7 @@ class WorkerConfig:
     device: str = "auto"
     max_batch_size: int = defaults.WORKER_MAX_BATCH_SIZE
     max_wait_ms: float = defaults.WORKER_MAX_WAIT_MS
+    max_pending: int = defaults.WORKER_MAX_PENDING_REQUESTS
     cache_size: int = defaults.WORKER_CACHE_SIZE
     cache_ttl_s: float = defaults.WORKER_CACHE_TTL_SECONDS
     # redis://HOST:PORT/DB: a prediction cache shared by workers, asked on a local miss.
@@ -132,7 +133,7 @@ class Worker:
         self.current: LoadedVersion | None = None
         self.faults = Faults()
         self.cache = PredictionCache(config.cache_size, config.cache_ttl_s)
-        self.batcher = DynamicBatcher(self._run_batch, config.max_batch_size, config.max_wait_ms)
+        self.batcher = DynamicBatcher(self._run_batch, config.max_batch_size, config.max_wait_ms, config.max_pending)
         self.logger: InferenceLogger | None = None
         self.metrics = WorkerMetrics(lambda: self.logger.stats() if self.logger else None,
                                      lambda: self.batcher.queue_depth)
@@ -368,6 +369,11 @@ def create_app(worker: Worker) -> "PredictFastPath":
         except InputError as exc:
             worker.metrics.requests.labels(str(exc.status)).inc()
             return _json(exc.body(), exc.status)
+        except BatcherFull as exc:  # overloaded: refuse at the door, before reading the body
+            worker.metrics.requests.labels("503").inc()
+            response = _json({"detail": f"the worker is overloaded ({exc}); retry later"}, 503)
+            response.headers["Retry-After"] = str(defaults.WORKER_RETRY_AFTER_SECONDS)
+            return response
         except Exception as exc:  # the model failed: say so, keep serving
             log.exception("prediction failed")
             worker.metrics.requests.labels("500").inc()

@@ -116,6 +116,12 @@ def test_shutdown_stops_a_running_training_process_and_records_the_interruption(
     process = kit.wait_for(lambda: manager.process, timeout_s=30)
     assert process is not None and process.poll() is None and _alive(process.pid)
     assert manager.get(ticket.id)["status"] == "running"
+    # While one is pending, any other POST (a new key, or none: a fresh one each time) answers that one.
+    for i in range(5):
+        again = manager.submit(f"{unique_id}-burst-{i}", {"why": "burst"})
+        assert (again.id, again.created, again.idempotency_key) == (ticket.id, False, f"{unique_id}-long")
+    with session_scope(settings.db_url) as session:
+        assert session.scalar(select(func.count()).select_from(RetrainRequest)) == 1
 
     manager.shutdown()
     assert process.returncode == -signal.SIGTERM and not _alive(process.pid)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import orjson
@@ -298,3 +300,33 @@ def test_a_failing_model_answers_500_logs_an_error_event_and_the_worker_recovers
     assert event.status == "error" and "device lost" in event.raw["error"] and event.prediction is None
     assert event.features == FeatureTransform().apply([event.raw["inputs"]])[0]
     assert httpx.post(f"{url}/predict", json=_body_with(age=55)).status_code == 200
+
+
+def test_a_full_request_queue_answers_503_with_retry_after(kit, served, monkeypatch):
+    url, worker = served
+    loaded = worker.current
+    gate, entered = threading.Event(), threading.Event()
+    real_predict = loaded.predict
+
+    def held(records):
+        entered.set()
+        gate.wait(30)
+        return real_predict(records)
+
+    monkeypatch.setattr(worker.batcher, "max_pending", 1)
+    loaded.predict = held  # an instance attribute shadows the method for this test only
+    bodies = [{"features": row} for row in rows(3, seed=31)]
+    with ThreadPoolExecutor(2) as pool:
+        try:
+            computing = pool.submit(httpx.post, f"{url}/predict", json=bodies[0], timeout=60)
+            assert entered.wait(30)  # the first request holds the forward pass
+            queued = pool.submit(httpx.post, f"{url}/predict", json=bodies[1], timeout=60)
+            assert kit.wait_for(lambda: worker.batcher.queue_depth == 1)
+            refused = httpx.post(f"{url}/predict", json=bodies[2])
+        finally:
+            gate.set()
+            del loaded.predict
+        assert computing.result().status_code == 200 and queued.result().status_code == 200
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert "overloaded" in refused.json()["detail"]
+    assert httpx.post(f"{url}/predict", json=bodies[2]).status_code == 200
