@@ -182,6 +182,12 @@ WORKER_CACHE_TTL_SECONDS = 300.0
 WORKER_EVENT_BUFFER = 20_000
 # POST /predict bodies above this are refused with 413: a 14-field request is ~500 bytes.
 WORKER_MAX_BODY_BYTES = 65_536
+# Artifact pruning after each new version (~13 MB per default-size version). Kept: production,
+# the last 3 earlier production versions (what `driftline rollback` walks back to in practice),
+# and never-promoted candidates younger than 3 days: long enough to look at one over a
+# weekend; at the retraining policy's pace (one per 6 h cooldown) that is at most 12 candidates.
+WORKER_KEEP_PREVIOUS_PRODUCTION = 3
+WORKER_CANDIDATE_MAX_AGE_SECONDS = 3 * 86_400
 # Requests admitted or queued for a forward pass at most; beyond it POST /predict answers
 # 503 with Retry-After. 1 024 requests are 16 full batches of 64, about 100 ms of compute
 # for the default MLP on CPU: a request refused here would have waited past the p99

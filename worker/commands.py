@@ -14,7 +14,19 @@ from driftline.config import Settings, common_options, secret
 
 DEFAULT_MODEL = "credit-default"
 SCENARIO_NAMES = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality")
-model_option = click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model name in the registry.")
+
+
+def _model_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    from driftline.names import name_problem
+
+    problem = None if value is None else name_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
+model_option = click.option("--model", default=DEFAULT_MODEL, show_default=True, callback=_model_name,
+                            help="Model name in the registry (letters, digits, '.', '_', '-').")
 
 
 def _registry(settings: Settings, migrate: bool = False) -> Any:

@@ -48,6 +48,7 @@ def publish(registry: Registry, model: str, result: TrainResult, *, promote: boo
     should_promote = promote if promote is not None else current is None
     if should_promote:
         registry.promote(model, version, action=action, reason=reason)
+    registry.prune(model)  # every new version is a chance to drop artifacts no one will serve again
     return Published(version, bool(should_promote), current, result.metrics)
 
 
