@@ -17,6 +17,7 @@ nobody is likely to serve again (their rows and baselines stay: old windows need
 """
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import shutil
@@ -25,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 PRODUCTION = "production"
 PRUNED = "pruned"  # the stage of a version whose artifact folder was deleted
 MODEL_FILE = "model.pt"
+# The version's training holdout (features and labels), kept so a later candidate can be judged on it.
+HOLDOUT_FILE = "holdout.json.gz"
 
 
 def check_name(name: object, what: str = "model") -> str:
@@ -80,7 +84,7 @@ class Registry:
     # --- registering ---------------------------------------------------------------
     def register(self, model: str, net: Any, transform: FeatureTransform, metrics: dict[str, Any],
                  training_data_sha256: str, baseline: dict[str, Any], baseline_rows: int,
-                 description: str | None = None) -> str:
+                 description: str | None = None, holdout: dict[str, Any] | None = None) -> str:
         """Write a new immutable version (artifact files, ModelVersion, BaselineRecord); returns its number."""
         from worker.model import save_model
 
@@ -97,6 +101,9 @@ class Registry:
                 sha256 = save_model(net, version_dir / MODEL_FILE)
                 _write_json_once(version_dir / "transform.json", transform.to_dict())
                 _write_json_once(version_dir / "metrics.json", metrics)
+                if holdout is not None:
+                    with open(version_dir / HOLDOUT_FILE, "xb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fh:
+                        fh.write(orjson.dumps(holdout, option=orjson.OPT_SERIALIZE_NUMPY))
                 with session_scope(self.db_url) as session:
                     session.add(ModelVersion(
                         model=model, version=version, artifact_path=str(version_dir / MODEL_FILE),
@@ -150,6 +157,14 @@ class Registry:
                 known = ", ".join(v.version for v in self.versions(model)) or "none"
                 raise UserError(f"model {model!r} has no version {version!r} (registered: {known})")
             return VersionInfo.from_row(row)
+
+    def holdout(self, model: str, version: str) -> dict[str, Any] | None:
+        """The version's training holdout ({"features": [...], "labels": [...]}), or None if none was kept."""
+        try:
+            with gzip.open(self.version_dir(model, version) / HOLDOUT_FILE, "rb") as fh:
+                return orjson.loads(fh.read())
+        except FileNotFoundError:
+            return None
 
     def alias(self, model: str, alias: str = PRODUCTION) -> str | None:
         """The version the alias points at, or None (cheap: one primary-key read, polled by the worker)."""
