@@ -8,6 +8,10 @@ never waits), and runs the batch on a
 single worker thread (torch releases the GIL, so the event loop keeps accepting
 requests meanwhile). While a batch computes, the next one fills up, so under load
 batches grow on their own and at low load a request waits at most `max_wait_ms`.
+
+Admission is bounded: at most `max_pending` requests may be admitted or queued at once
+(the batch computing is not counted); beyond that `arriving()` raises `BatcherFull`, so
+an overload is refused at the door instead of growing the queue without bound.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from driftline import defaults
+
 
 @dataclass(frozen=True, slots=True)
 class BatchResult:
@@ -25,6 +31,10 @@ class BatchResult:
     queue_ms: float
     compute_ms: float
     batch_size: int
+
+
+class BatcherFull(Exception):
+    """The batcher holds `max_pending` requests already: refuse this one (the server answers 503)."""
 
 
 @dataclass(slots=True)
@@ -38,14 +48,17 @@ class DynamicBatcher:
     """`run_batch(payloads) -> (outputs, tag)` with one output per payload, run off the event loop."""
 
     def __init__(self, run_batch: Callable[[Sequence[Any]], tuple[Sequence[Any], Any]],
-                 max_batch_size: int, max_wait_ms: float):
+                 max_batch_size: int, max_wait_ms: float, max_pending: int = defaults.WORKER_MAX_PENDING_REQUESTS):
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be at least 1")
+        if max_pending < 1:
+            raise ValueError("max_pending must be at least 1")
         if max_wait_ms < 0:
             raise ValueError("max_wait_ms must not be negative")
         self.run_batch = run_batch
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_ms / 1000.0
+        self.max_pending = max_pending
         self._queue: asyncio.Queue[_Waiting] | None = None
         self._task: asyncio.Task | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftline-batch")
@@ -78,7 +91,12 @@ class DynamicBatcher:
         self._executor.shutdown(wait=True)
 
     def arriving(self) -> "_Arriving":
-        """Context manager around a request's path to `submit`: tells the batcher a request may be coming."""
+        """Context manager around a request's path to `submit`: tells the batcher a request may be coming.
+
+        Raises BatcherFull when `max_pending` requests are already admitted or queued.
+        """
+        if self.arriving_count + self.queue_depth >= self.max_pending:
+            raise BatcherFull(f"{self.max_pending} requests are already waiting")
         return _Arriving(self)
 
     async def submit(self, payload: Any) -> BatchResult:

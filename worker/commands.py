@@ -14,7 +14,19 @@ from driftline.config import Settings, common_options, secret
 
 DEFAULT_MODEL = "credit-default"
 SCENARIO_NAMES = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality")
-model_option = click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model name in the registry.")
+
+
+def _model_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    from driftline.names import name_problem
+
+    problem = None if value is None else name_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
+model_option = click.option("--model", default=DEFAULT_MODEL, show_default=True, callback=_model_name,
+                            help="Model name in the registry (letters, digits, '.', '_', '-').")
 
 
 def _registry(settings: Settings, migrate: bool = False) -> Any:
@@ -113,13 +125,17 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
 
 @click.command()
 @model_option
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--host", default=None,
+              help="Interface to listen on (default: settings.worker_host, 127.0.0.1). On any address but loopback "
+                   "the worker refuses to start with the published default admin token (DRIFTLINE_RETRAIN_TOKEN).")
 @click.option("--port", type=int, default=None, help="Port (default: settings.worker_port, 8000).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: CUDA when torch sees a GPU, else CPU.")
 @click.option("--max-batch-size", type=click.IntRange(1), default=defaults.WORKER_MAX_BATCH_SIZE, show_default=True)
 @click.option("--max-wait-ms", type=click.FloatRange(0), default=defaults.WORKER_MAX_WAIT_MS, show_default=True,
               help="Longest a request waits for others to join its batch.")
+@click.option("--max-pending", type=click.IntRange(1), default=defaults.WORKER_MAX_PENDING_REQUESTS, show_default=True,
+              help="Requests admitted or queued at most; beyond it POST /predict answers 503 with Retry-After.")
 @click.option("--cache-size", type=click.IntRange(0), default=defaults.WORKER_CACHE_SIZE, show_default=True,
               help="Prediction cache entries (0: no cache).")
 @click.option("--cache-ttl", type=click.FloatRange(0), default=defaults.WORKER_CACHE_TTL_SECONDS, show_default=True,
@@ -137,13 +153,17 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
               help="Seconds between reads of the production alias (0: never hot-swap).")
 @click.option("--labels/--no-labels", default=True, show_default=True,
               help="Consume driftline.labels to join recent requests with labels (for POST /admin/retrain).")
+@click.option("--faults/--no-faults", default=None,
+              help="Allow fault injection through /admin/faults (default: settings.worker_faults, off; "
+                   "`driftline up` sets it for its skew and latency scenarios).")
 @click.option("--threads", type=click.IntRange(1), default=None,
               help="torch intra-op threads (default: CPUs - 1, so one core stays with the event loop).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
 @common_options
-def worker(settings: Settings, model: str, host: str, port: int | None, device: str, max_batch_size: int,
-           max_wait_ms: float, cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
-           event_buffer: int, alias_poll: float, labels: bool, threads: int | None, log_level: str) -> None:
+def worker(settings: Settings, model: str, host: str | None, port: int | None, device: str, max_batch_size: int,
+           max_wait_ms: float, max_pending: int, cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
+           event_buffer: int, alias_poll: float, labels: bool, faults: bool | None, threads: int | None,
+           log_level: str) -> None:
     """Run the inference server (GET /healthz, GET /model, POST /predict, GET /metrics)."""
     import logging
     import os
@@ -154,6 +174,9 @@ def worker(settings: Settings, model: str, host: str, port: int | None, device: 
     from driftline.errors import UserError
     from worker.server import Worker, WorkerConfig, create_app
 
+    host = host or settings.worker_host
+    faults = settings.worker_faults if faults is None else faults
+    settings = settings.model_copy(update={"worker_host": host, "worker_faults": faults})
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # kafka-python logs every failed reconnect; the worker reports Kafka trouble once itself
     # (and in /metrics: driftline_worker_kafka_connected, events buffered/dropped).
@@ -163,9 +186,10 @@ def worker(settings: Settings, model: str, host: str, port: int | None, device: 
     torch.set_num_threads(threads or max(1, (os.cpu_count() or 2) - 1))
     _registry(settings)
     config = WorkerConfig(model=model, device=device, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
+                          max_pending=max_pending,
                           cache_size=cache_size, cache_ttl_s=cache_ttl, cache_url=cache_url or settings.worker_cache_url,
                           log_events=events, event_producer=event_producer, event_buffer=event_buffer,
-                          alias_poll_s=alias_poll, listen_for_labels=labels)
+                          alias_poll_s=alias_poll, listen_for_labels=labels, faults=faults)
     try:
         serving = Worker(settings, config)
     except (RuntimeError, ValueError) as exc:  # --device cuda without a GPU; a malformed --cache-url

@@ -42,12 +42,16 @@ def publish(registry: Registry, model: str, result: TrainResult, *, promote: boo
             description: str | None = None, action: str = "promote", reason: str | None = None) -> Published:
     """Register `result` as a new version; promote it when `promote` is True, or None and no production exists."""
     baseline = training_baseline(result, seed=int(result.metrics.get("seed", 0)))
+    holdout = {"features": [result.features[i] for i in result.holdout_index],
+               "labels": result.labels[result.holdout_index]}
     version = registry.register(model, result.model, result.transform, result.metrics, result.data_sha256,
-                                baseline, baseline_rows=len(result.features), description=description)
+                                baseline, baseline_rows=len(result.features), description=description,
+                                holdout=holdout)
     current = registry.alias(model)
     should_promote = promote if promote is not None else current is None
     if should_promote:
         registry.promote(model, version, action=action, reason=reason)
+    registry.prune(model)  # every new version is a chance to drop artifacts no one will serve again
     return Published(version, bool(should_promote), current, result.metrics)
 
 

@@ -9,25 +9,49 @@ with O_EXCL and a version number already on disk is skipped).
 The production alias is a `ModelAlias` row; every move is an `AliasEvent`. Rollback
 replays that history as a stack (promote/retrain push, rollback pops), so repeated
 rollbacks walk back through earlier production versions.
+
+Model and version names are checked against the safe alphabet (driftline.names) on every
+call, and a version folder is resolved and must lie inside the artifacts folder, so no
+name can read or write elsewhere. `prune` deletes the artifact folders of versions
+nobody is likely to serve again (their rows and baselines stay: old windows need them).
 """
 from __future__ import annotations
 
+import gzip
 import json
+import logging
 import shutil
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from driftline import defaults
 from driftline.errors import UserError
+from driftline.names import name_problem
 from driftline.store.db import session_scope
 from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
 from driftline.transform import FeatureTransform
 
+log = logging.getLogger(__name__)
+
 PRODUCTION = "production"
+PRUNED = "pruned"  # the stage of a version whose artifact folder was deleted
 MODEL_FILE = "model.pt"
+# The version's training holdout (features and labels), kept so a later candidate can be judged on it.
+HOLDOUT_FILE = "holdout.json.gz"
+
+
+def check_name(name: object, what: str = "model") -> str:
+    """`name` when it is in the safe alphabet; else a UserError saying why."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise UserError(f"invalid {what} name {name!r}: {problem}")
+    return name  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -42,12 +66,14 @@ class VersionInfo:
     transform: dict[str, Any]
     created_at: str
     description: str | None
+    stage: str = "registered"
 
     @classmethod
     def from_row(cls, row: ModelVersion) -> "VersionInfo":
         return cls(row.model, row.version, row.artifact_path or "", row.artifact_sha256 or "",
                    row.training_data_sha256, dict(row.metrics or {}), list(row.feature_schema or []),
-                   dict(row.transform or {}), row.created_at.isoformat() if row.created_at else "", row.description)
+                   dict(row.transform or {}), row.created_at.isoformat() if row.created_at else "", row.description,
+                   row.stage or "registered")
 
 
 class Registry:
@@ -58,15 +84,15 @@ class Registry:
     # --- registering ---------------------------------------------------------------
     def register(self, model: str, net: Any, transform: FeatureTransform, metrics: dict[str, Any],
                  training_data_sha256: str, baseline: dict[str, Any], baseline_rows: int,
-                 description: str | None = None) -> str:
+                 description: str | None = None, holdout: dict[str, Any] | None = None) -> str:
         """Write a new immutable version (artifact files, ModelVersion, BaselineRecord); returns its number."""
         from worker.model import save_model
 
-        model_dir = self.artifacts_dir / model
+        model_dir = self._inside(self.artifacts_dir / check_name(model))
         model_dir.mkdir(parents=True, exist_ok=True)
         for _attempt in range(20):
             version = str(self._next_version_number(model, model_dir))
-            version_dir = model_dir / version
+            version_dir = self.version_dir(model, version)
             try:
                 version_dir.mkdir()
             except FileExistsError:
@@ -75,6 +101,9 @@ class Registry:
                 sha256 = save_model(net, version_dir / MODEL_FILE)
                 _write_json_once(version_dir / "transform.json", transform.to_dict())
                 _write_json_once(version_dir / "metrics.json", metrics)
+                if holdout is not None:
+                    with open(version_dir / HOLDOUT_FILE, "xb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fh:
+                        fh.write(orjson.dumps(holdout, option=orjson.OPT_SERIALIZE_NUMPY))
                 with session_scope(self.db_url) as session:
                     session.add(ModelVersion(
                         model=model, version=version, artifact_path=str(version_dir / MODEL_FILE),
@@ -91,6 +120,17 @@ class Registry:
                 raise
         raise UserError(f"could not allocate a new version number for model {model!r} after 20 attempts")
 
+    def version_dir(self, model: str, version: str) -> Path:
+        """The folder of a version: checked names, resolved, and inside the artifacts folder."""
+        return self._inside(self.artifacts_dir / check_name(model) / check_name(version, "version"))
+
+    def _inside(self, path: Path) -> Path:
+        root = self.artifacts_dir.resolve()
+        resolved = path.resolve()
+        if not resolved.is_relative_to(root):
+            raise UserError(f"refusing a path outside the artifacts folder {root}")
+        return resolved
+
     def _next_version_number(self, model: str, model_dir: Path) -> int:
         with session_scope(self.db_url) as session:
             numbers = [int(v) for v in session.scalars(select(ModelVersion.version).where(ModelVersion.model == model))
@@ -100,13 +140,17 @@ class Registry:
 
     # --- reading -------------------------------------------------------------------
     def versions(self, model: str | None = None) -> list[VersionInfo]:
+        if model is not None:
+            check_name(model)
         with session_scope(self.db_url) as session:
             query = select(ModelVersion).order_by(ModelVersion.model, ModelVersion.id)
-            if model:
+            if model is not None:
                 query = query.where(ModelVersion.model == model)
             return [VersionInfo.from_row(row) for row in session.scalars(query)]
 
     def get(self, model: str, version: str) -> VersionInfo:
+        check_name(model)
+        check_name(version, "version")
         with session_scope(self.db_url) as session:
             row = session.scalar(select(ModelVersion).where(ModelVersion.model == model, ModelVersion.version == version))
             if row is None:
@@ -114,8 +158,17 @@ class Registry:
                 raise UserError(f"model {model!r} has no version {version!r} (registered: {known})")
             return VersionInfo.from_row(row)
 
+    def holdout(self, model: str, version: str) -> dict[str, Any] | None:
+        """The version's training holdout ({"features": [...], "labels": [...]}), or None if none was kept."""
+        try:
+            with gzip.open(self.version_dir(model, version) / HOLDOUT_FILE, "rb") as fh:
+                return orjson.loads(fh.read())
+        except FileNotFoundError:
+            return None
+
     def alias(self, model: str, alias: str = PRODUCTION) -> str | None:
         """The version the alias points at, or None (cheap: one primary-key read, polled by the worker)."""
+        check_name(model)
         with session_scope(self.db_url) as session:
             row = session.get(ModelAlias, (model, alias))
             return row.version if row is not None else None
@@ -130,12 +183,13 @@ class Registry:
     # --- moving the alias ----------------------------------------------------------
     def promote(self, model: str, version: str, action: str = "promote", reason: str | None = None) -> str | None:
         """Point the production alias at `version`; returns the version it pointed at before."""
-        self.get(model, version)  # a clear error for an unknown version
+        _refuse_pruned(self.get(model, version))  # a clear error for an unknown or pruned version
         with session_scope(self.db_url) as session:
             return _move_alias(session, model, version, action, reason)
 
     def rollback(self, model: str, reason: str | None = None) -> tuple[str, str]:
         """Point production back at the version before the current one; returns (from, to)."""
+        check_name(model)
         with session_scope(self.db_url) as session:
             events = session.scalars(select(AliasEvent).where(AliasEvent.model == model,
                                                               AliasEvent.alias == PRODUCTION)
@@ -154,8 +208,57 @@ class Registry:
                 raise UserError(f"model {model!r} has no earlier production version to roll back to "
                                 f"(production is version {current.version})")
             target = stack[-2]
+            _refuse_pruned(VersionInfo.from_row(session.scalar(
+                select(ModelVersion).where(ModelVersion.model == model, ModelVersion.version == target))))
             previous = _move_alias(session, model, target, "rollback", reason)
             return previous or current.version, target
+
+
+    # --- pruning ---------------------------------------------------------------------
+    def prune(self, model: str, keep_previous: int = defaults.WORKER_KEEP_PREVIOUS_PRODUCTION,
+              candidate_max_age_s: float = defaults.WORKER_CANDIDATE_MAX_AGE_SECONDS,
+              now: datetime | None = None) -> list[str]:
+        """Delete artifact folders no one is likely to serve again; returns the pruned versions.
+
+        Kept: the production version, the `keep_previous` versions that were production most
+        recently before it (rollback targets), and versions never in production that are younger
+        than `candidate_max_age_s` (candidates someone may still promote). The rows and
+        baselines stay; a pruned version's stage becomes "pruned" and it can no longer be promoted.
+        """
+        check_name(model)
+        now = now or datetime.now(timezone.utc)
+        oldest_candidate = now - timedelta(seconds=candidate_max_age_s)
+        pruned: list[str] = []
+        with session_scope(self.db_url) as session:
+            alias = session.get(ModelAlias, (model, PRODUCTION))
+            production = alias.version if alias is not None else None
+            ever_production: list[str] = []  # most recent first
+            for version in session.scalars(select(AliasEvent.version).where(
+                    AliasEvent.model == model, AliasEvent.alias == PRODUCTION).order_by(AliasEvent.id.desc())):
+                if version not in ever_production:
+                    ever_production.append(version)
+            keep = {production, *[v for v in ever_production if v != production][:keep_previous]}
+            for row in session.scalars(select(ModelVersion).where(ModelVersion.model == model)):
+                if row.version in keep or row.stage == PRUNED:
+                    continue
+                created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=timezone.utc)
+                if row.version not in ever_production and created > oldest_candidate:
+                    continue
+                try:
+                    shutil.rmtree(self.version_dir(model, row.version), ignore_errors=False)
+                except FileNotFoundError:
+                    pass
+                except (OSError, UserError) as exc:
+                    log.warning("cannot prune %s version %s: %s", model, row.version, exc)
+                    continue
+                row.stage = PRUNED
+                pruned.append(row.version)
+        return pruned
+
+
+def _refuse_pruned(info: VersionInfo) -> None:
+    if info.stage == PRUNED:
+        raise UserError(f"{info.model} version {info.version} was pruned: its artifact is gone; train a new version")
 
 
 def _move_alias(session: Any, model: str, version: str, action: str, reason: str | None) -> str | None:

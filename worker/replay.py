@@ -110,6 +110,9 @@ async def _set_faults(client: httpx.AsyncClient, token: str, faults: dict[str, A
     if response.status_code == 401:
         raise UserError("the worker refused the fault switch (401): pass the worker's retrain token "
                         "(DRIFTLINE_RETRAIN_TOKEN) to replay")
+    if response.status_code == 404:
+        raise UserError("the worker has fault injection off (404 on /admin/faults): start it with "
+                        "`driftline worker --faults` to replay this scenario")
     response.raise_for_status()
 
 

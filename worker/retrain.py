@@ -1,7 +1,8 @@
 """Retraining on recent labelled traffic (POST /admin/retrain).
 
 Where the training data comes from: the worker keeps the raw `inputs` of its most
-recent requests in a bounded in-memory buffer (`RecentTraffic`, keyed by request_id),
+recent requests in a bounded in-memory buffer (`RecentTraffic`, keyed by the worker's own
+sequence numbers; labels join through a request_id map that refuses a repeated id),
 and a background Kafka consumer (`LabelListener`) reads `driftline.labels` and attaches
 each label to its buffered request. A retrain trains on the buffered requests that
 have a label. This keeps the worker independent of the collector's store layout and
@@ -9,10 +10,15 @@ needs only Kafka; the price is that a restarted worker starts with an empty buff
 
 A request is idempotent per key: the first POST with an Idempotency-Key inserts a
 `RetrainRequest` row (unique key) and starts one background job; any later POST with
-that key answers the same row. Jobs run one at a time. The new version is trained with
+that key answers the same row. At most one request per model is pending (queued or
+running) in a worker: a POST while one is pending, with any key or none, answers that
+pending request (`duplicate: true`) and starts nothing, so a burst of POSTs makes one job. The new version is trained with
 the production version's architecture, evaluated next to the production version on the
 same holdout of recent traffic, registered with its baseline, and promoted only when its
-log loss is lower (`training.is_better`).
+log loss there is lower (`training.is_better`) and, on the production version's own
+training holdout (stored with every version), at most `WORKER_RETRAIN_HOLDOUT_MARGIN`
+higher (`training.is_not_worse`): recent traffic is chosen by clients and labelled by
+whoever writes to Kafka, the training holdout is not.
 
 Where the work runs: a job's thread in the worker only collects the labelled rows and
 records the request's status; training, evaluation, the baseline and registration run
@@ -41,6 +47,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -57,7 +64,8 @@ from worker.dataset import RAW_COLUMNS
 from worker.model import load_model
 from worker.publish import publish
 from worker.registry import Registry, VersionInfo
-from worker.training import TrainConfig, classification_metrics, is_better, predict_proba, train_model
+from worker.training import (TrainConfig, classification_metrics, is_better, is_not_worse, predict_proba,
+                             train_model)
 
 log = logging.getLogger(__name__)
 
@@ -74,40 +82,61 @@ def binary_label(value: Any) -> int | None:
 
 
 class RecentTraffic:
-    """The last `max_rows` requests' raw inputs, with their labels once they arrive (thread-safe)."""
+    """The last `max_rows` requests' raw inputs, with their labels once they arrive (thread-safe).
+
+    Rows are keyed by a sequence number the worker draws, never by the client's request_id:
+    labels join through a map request_id -> row. A request_id seen twice while buffered is
+    ambiguous (a label could belong to either request), so that row is poisoned: it is never
+    trained on, and later requests or labels with that id are ignored until it leaves the
+    buffer. A client can therefore not overwrite another request's inputs.
+    """
 
     def __init__(self, max_rows: int):
         self.max_rows = max_rows
-        self._rows: OrderedDict[str, list[Any]] = OrderedDict()  # request_id -> [inputs, label or None]
+        self._rows: OrderedDict[int, list[Any]] = OrderedDict()  # row key -> [request_id, inputs or None, label]
+        self._by_request: dict[str, int] = {}
+        self._next_key = 0
         self._lock = threading.Lock()
         self.labels_matched = 0
         self.labels_unmatched = 0
+        self.duplicate_ids = 0
 
     def add_request(self, request_id: str, inputs: dict[str, Any]) -> None:
         with self._lock:
-            self._rows[request_id] = [inputs, None]
+            key = self._by_request.get(request_id)
+            if key is not None:
+                self._rows[key][1] = None  # ambiguous: neither request is trained on
+                self.duplicate_ids += 1
+                return
+            key, self._next_key = self._next_key, self._next_key + 1
+            self._rows[key] = [request_id, inputs, None]
+            self._by_request[request_id] = key
             if len(self._rows) > self.max_rows:
-                self._rows.popitem(last=False)
+                _, (evicted, _inputs, _label) = self._rows.popitem(last=False)
+                del self._by_request[evicted]
 
     def add_label(self, request_id: str, label: int) -> bool:
         with self._lock:
-            row = self._rows.get(request_id)
-            if row is None:
+            key = self._by_request.get(request_id)
+            row = self._rows[key] if key is not None else None
+            if row is None or row[1] is None:
                 self.labels_unmatched += 1
                 return False
-            row[1] = label
+            row[2] = label
             self.labels_matched += 1
             return True
 
     def labelled(self) -> tuple[list[dict[str, Any]], list[int]]:
         with self._lock:
-            pairs = [(inputs, label) for inputs, label in self._rows.values() if label is not None]
+            pairs = [(inputs, label) for _, inputs, label in self._rows.values()
+                     if inputs is not None and label is not None]
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
     def counts(self) -> dict[str, int]:
         with self._lock:
-            labelled = sum(1 for _, label in self._rows.values() if label is not None)
-            return {"requests": len(self._rows), "labelled": labelled, "labels_unmatched": self.labels_unmatched}
+            labelled = sum(1 for _, inputs, label in self._rows.values() if inputs is not None and label is not None)
+            return {"requests": len(self._rows), "labelled": labelled, "labels_unmatched": self.labels_unmatched,
+                    "duplicate_request_ids": self.duplicate_ids}
 
 
 class LabelListener:
@@ -204,6 +233,7 @@ class RetrainJob:
     epochs: int
     incumbent: VersionInfo  # the production version when the job started: its architecture and holdout score
     torch_threads: int = defaults.WORKER_RETRAIN_TORCH_THREADS
+    holdout_margin: float = defaults.WORKER_RETRAIN_HOLDOUT_MARGIN
 
 
 def run_retrain_job(job: RetrainJob) -> dict[str, Any]:
@@ -226,17 +256,39 @@ def run_retrain_job(job: RetrainJob) -> dict[str, Any]:
     incumbent_scores = predict_proba(incumbent_net, incumbent_transform.encode(holdout_features))
     incumbent_metrics = classification_metrics(incumbent_scores, holdout_labels)
     better = is_better(result.metrics, incumbent_metrics)
-    reason = (f"retrain request {job.request_id}: holdout log loss {result.metrics['log_loss']:.4f} vs "
-              f"{incumbent_metrics['log_loss']:.4f} for version {incumbent.version}")
     registry = Registry(job.db_url, Path(job.artifacts_dir))
-    published = publish(registry, job.model, result, promote=better, action="retrain", reason=reason,
+    # The recent traffic is untrusted (clients choose inputs, anyone on Kafka sends labels): the
+    # candidate must also hold up on the incumbent's own training holdout.
+    trusted = _on_training_holdout(registry, incumbent, incumbent_net, incumbent_transform, result)
+    safe = trusted is not None and is_not_worse(trusted["candidate"], trusted["incumbent"], job.holdout_margin)
+    promote = better and safe
+    reason = (f"retrain request {job.request_id}: recent-traffic holdout log loss {result.metrics['log_loss']:.4f} "
+              f"vs {incumbent_metrics['log_loss']:.4f} for version {incumbent.version}; "
+              + (f"version {incumbent.version}'s training holdout: {trusted['candidate']['log_loss']:.4f} vs "
+                 f"{trusted['incumbent']['log_loss']:.4f} (margin {job.holdout_margin:.0%})" if trusted is not None
+                 else f"version {incumbent.version} kept no training holdout, so the candidate is not promoted"))
+    published = publish(registry, job.model, result, promote=promote, action="retrain", reason=reason,
                         description=f"retrained on {len(job.inputs)} labelled requests "
                                     f"(retrain request {job.request_id})")
-    return {"status": "succeeded", "new_version": published.version, "promoted": better,
+    return {"status": "succeeded", "new_version": published.version, "promoted": promote,
             "response": {"candidate": result.metrics, "incumbent": {"version": incumbent.version, **incumbent_metrics},
-                         "decision": reason,
+                         "training_holdout": trusted, "decision": reason,
                          "trainer": {"pid": os.getpid(), "torch_threads": torch.get_num_threads(),
                                      "niceness": os.nice(0), "seconds": round(time.perf_counter() - started, 2)}}}
+
+
+def _on_training_holdout(registry: Registry, incumbent: VersionInfo, incumbent_net: Any,
+                         incumbent_transform: FeatureTransform, result: Any) -> dict[str, Any] | None:
+    """Both models' metrics on the incumbent's stored training holdout; None when it kept none."""
+    holdout = registry.holdout(incumbent.model, incumbent.version)
+    if holdout is None or not holdout["labels"]:
+        return None
+    labels = np.asarray(holdout["labels"], dtype=np.int64)
+    return {"version": incumbent.version,
+            "candidate": classification_metrics(
+                predict_proba(result.model, result.transform.encode(holdout["features"])), labels),
+            "incumbent": classification_metrics(
+                predict_proba(incumbent_net, incumbent_transform.encode(holdout["features"])), labels)}
 
 
 def child_main() -> None:
@@ -282,15 +334,24 @@ class RetrainManager:
         self.stop_grace_s = stop_grace_s
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftline-retrain")
         self._lock = threading.Lock()
+        self._submit_lock = threading.Lock()  # one submit at a time: the pending check and the insert are one step
+        self._pending: int | None = None  # id of the request queued or running, if any
         self._stopping = False
         self.process: subprocess.Popen[bytes] | None = None  # the running training process, if any
 
     def submit(self, idempotency_key: str, reason: dict[str, Any]) -> RetrainTicket:
+        with self._submit_lock:
+            return self._submit(idempotency_key, reason)
+
+    def _submit(self, idempotency_key: str, reason: dict[str, Any]) -> RetrainTicket:
         db = self.registry.db_url
         with session_scope(db) as session:
             existing = session.scalar(select(RetrainRequest).where(RetrainRequest.idempotency_key == idempotency_key))
             if existing is not None:
                 return RetrainTicket(existing.id, idempotency_key, existing.status, created=False)
+            pending = session.get(RetrainRequest, self._pending) if self._pending is not None else None
+            if pending is not None and pending.status in ("requested", "running"):
+                return RetrainTicket(pending.id, pending.idempotency_key, pending.status, created=False)
         try:
             with session_scope(db) as session:
                 row = RetrainRequest(idempotency_key=idempotency_key, model=self.model, version=self.current().version,
@@ -304,6 +365,7 @@ class RetrainManager:
                                           .where(RetrainRequest.idempotency_key == idempotency_key))
                 return RetrainTicket(existing.id, idempotency_key, existing.status, created=False)
         try:
+            self._pending = ticket.id
             self._executor.submit(self._run, ticket.id)
         except RuntimeError:  # after shutdown(): recorded, never run
             self._set(ticket.id, status="failed", response={"error": "interrupted: the worker is shutting down"},

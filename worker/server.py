@@ -38,7 +38,8 @@ from driftline.errors import UserError
 from driftline.heap import freeze_long_lived
 from driftline.kafka_security import KafkaSecurity
 from driftline.transform import FeatureTransform
-from worker.batcher import DynamicBatcher
+from worker.admin import admin_token_problem
+from worker.batcher import BatcherFull, DynamicBatcher
 from worker.cache import PredictionCache, RedisPredictionCache, cache_key
 from worker.dataset import generate_inputs
 from worker.faults import Faults
@@ -59,6 +60,7 @@ class WorkerConfig:
     device: str = "auto"
     max_batch_size: int = defaults.WORKER_MAX_BATCH_SIZE
     max_wait_ms: float = defaults.WORKER_MAX_WAIT_MS
+    max_pending: int = defaults.WORKER_MAX_PENDING_REQUESTS
     cache_size: int = defaults.WORKER_CACHE_SIZE
     cache_ttl_s: float = defaults.WORKER_CACHE_TTL_SECONDS
     # redis://HOST:PORT/DB: a prediction cache shared by workers, asked on a local miss.
@@ -70,6 +72,8 @@ class WorkerConfig:
     event_producer: str = "process"
     alias_poll_s: float = defaults.WORKER_ALIAS_POLL_SECONDS
     max_body_bytes: int = defaults.WORKER_MAX_BODY_BYTES
+    # /admin/faults exists only when this is set (`driftline worker --faults`, settings.worker_faults).
+    faults: bool = False
     retrain_buffer_rows: int = defaults.WORKER_RETRAIN_BUFFER_ROWS
     retrain_min_rows: int = defaults.WORKER_RETRAIN_MIN_ROWS
     retrain_epochs: int = 4
@@ -120,6 +124,9 @@ class Worker:
     """The serving state shared by the endpoints; `create_app` wires it into FastAPI."""
 
     def __init__(self, settings: Settings, config: WorkerConfig):
+        problem = admin_token_problem(settings.worker_host, secret(settings.retrain_token))
+        if problem is not None:
+            raise UserError(problem)
         self.settings = settings
         self.config = config
         self.registry = Registry(settings.db_url, settings.artifacts_dir)
@@ -127,7 +134,7 @@ class Worker:
         self.current: LoadedVersion | None = None
         self.faults = Faults()
         self.cache = PredictionCache(config.cache_size, config.cache_ttl_s)
-        self.batcher = DynamicBatcher(self._run_batch, config.max_batch_size, config.max_wait_ms)
+        self.batcher = DynamicBatcher(self._run_batch, config.max_batch_size, config.max_wait_ms, config.max_pending)
         self.logger: InferenceLogger | None = None
         self.metrics = WorkerMetrics(lambda: self.logger.stats() if self.logger else None,
                                      lambda: self.batcher.queue_depth)
@@ -333,6 +340,12 @@ def create_app(worker: Worker) -> "PredictFastPath":
         return _json({"detail": "missing or wrong bearer token (settings.retrain_token, env DRIFTLINE_RETRAIN_TOKEN)"},
                      401)
 
+    def faults_refused(request: Request) -> Response | None:
+        if not worker.config.faults:
+            return _json({"detail": "fault injection is off: start the worker with --faults "
+                                    "(env DRIFTLINE_WORKER_FAULTS=true) to use /admin/faults"}, 404)
+        return None if authorised(request) else unauthorised()
+
     @app.get("/healthz")
     async def healthz() -> Response:
         current = worker.current
@@ -358,6 +371,11 @@ def create_app(worker: Worker) -> "PredictFastPath":
         except InputError as exc:
             worker.metrics.requests.labels(str(exc.status)).inc()
             return _json(exc.body(), exc.status)
+        except BatcherFull as exc:  # overloaded: refuse at the door, before reading the body
+            worker.metrics.requests.labels("503").inc()
+            response = _json({"detail": f"the worker is overloaded ({exc}); retry later"}, 503)
+            response.headers["Retry-After"] = str(defaults.WORKER_RETRY_AFTER_SECONDS)
+            return response
         except Exception as exc:  # the model failed: say so, keep serving
             log.exception("prediction failed")
             worker.metrics.requests.labels("500").inc()
@@ -371,14 +389,14 @@ def create_app(worker: Worker) -> "PredictFastPath":
 
     @app.get("/admin/faults")
     async def get_faults(request: Request) -> Response:
-        if not authorised(request):
-            return unauthorised()
+        if (refused := faults_refused(request)) is not None:
+            return refused
         return _json(worker.faults.as_dict())
 
     @app.post("/admin/faults")
     async def set_faults(request: Request) -> Response:
-        if not authorised(request):
-            return unauthorised()
+        if (refused := faults_refused(request)) is not None:
+            return refused
         try:
             changes = orjson.loads(await _read_body(request, 4096) or b"{}")
             if not isinstance(changes, dict):
@@ -391,8 +409,8 @@ def create_app(worker: Worker) -> "PredictFastPath":
 
     @app.delete("/admin/faults")
     async def clear_faults(request: Request) -> Response:
-        if not authorised(request):
-            return unauthorised()
+        if (refused := faults_refused(request)) is not None:
+            return refused
         worker.faults.update({"skew": False, "latency_ms": 0, "latency_fraction": 0})
         return _json(worker.faults.as_dict())
 

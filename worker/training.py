@@ -77,6 +77,11 @@ def is_better(candidate: dict[str, Any], incumbent: dict[str, Any]) -> bool:
     return candidate["log_loss"] < incumbent["log_loss"]
 
 
+def is_not_worse(candidate: dict[str, Any], incumbent: dict[str, Any], margin: float) -> bool:
+    """The guard on trusted data: the candidate's log loss at most (1 + margin) times the incumbent's."""
+    return candidate["log_loss"] <= incumbent["log_loss"] * (1.0 + margin)
+
+
 def predict_proba(model: CreditMLP, matrix: np.ndarray, device: str = "cpu", batch_rows: int = 8192) -> np.ndarray:
     model.eval()
     out = np.empty(len(matrix), dtype=np.float64)

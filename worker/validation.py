@@ -6,20 +6,30 @@ or null; a categorical field takes a string or null. Null is accepted on purpose
 value the caller knows is missing reaches the model (the transform imputes it) and the
 monitor, which counts it as a data-quality problem, while a missing *key* is a client
 bug. Out-of-range numbers and unseen categories are accepted for the same reason.
+
+Refused with 422, before anything is counted or logged: a number whose magnitude is above
+`defaults.VALUE_MAX_ABS` (1e50; its square would overflow a window's sums, so it is a bug or
+an attack, not an out-of-range value), and text that is not valid Unicode text (a lone
+UTF-16 surrogate, which no UTF-8 encoder accepts) or holds a control character, in any
+string of the body: ids, categories and field names.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import orjson
 
+from driftline import defaults
 from driftline.events import json_type_name
 
 MAX_ID_CHARS = 256
 MAX_CATEGORY_CHARS = 200
+# Lone surrogates (unencodable as UTF-8) and C0/C1 control characters (NUL breaks PostgreSQL text).
+_INVALID_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class InputError(Exception):
@@ -60,6 +70,7 @@ def parse_predict(body: bytes, schema: Sequence[dict[str, Any]]) -> PredictReque
     doc = _decode(body)
     if not isinstance(doc, dict):
         raise InputError(f'expected a JSON object like {{"features": {{...}}}}, got {json_type_name(doc)}')
+    _check_names(doc, None)
     unknown_top = set(doc) - {"features", "request_id", "entity_id"}
     if unknown_top:
         raise InputError("unknown field; expected features, request_id, entity_id", sorted(unknown_top)[0])
@@ -68,6 +79,7 @@ def parse_predict(body: bytes, schema: Sequence[dict[str, Any]]) -> PredictReque
         raise InputError("required field is missing", "features")
     if not isinstance(features, dict):
         raise InputError(f"expected an object of feature values, got {json_type_name(features)}", "features")
+    _check_names(features, "features")
     known = {entry["name"]: entry["kind"] for entry in schema}
     for name in features:
         if name not in known:
@@ -93,11 +105,14 @@ def _check_value(value: Any, kind: str, field: str) -> Any:
             raise InputError("the number is too large", field) from None
         if not math.isfinite(as_float):
             raise InputError(f"must be a finite number, got {value}", field)
+        if abs(as_float) > defaults.VALUE_MAX_ABS:
+            raise InputError(f"the magnitude is above {defaults.VALUE_MAX_ABS:g}", field)
         return value
     if not isinstance(value, str):
         raise InputError(f"expected a string or null, got {json_type_name(value)}", field)
     if len(value) > MAX_CATEGORY_CHARS:
         raise InputError(f"longer than {MAX_CATEGORY_CHARS} characters", field)
+    _check_text(value, field)
     return value
 
 
@@ -109,4 +124,19 @@ def _optional_id(doc: dict[str, Any], field: str) -> str | None:
         raise InputError(f"expected a non-empty string, got {json_type_name(value)}", field)
     if len(value) > MAX_ID_CHARS:
         raise InputError(f"longer than {MAX_ID_CHARS} characters", field)
+    _check_text(value, field)
     return value
+
+
+def _check_text(value: str, field: str | None) -> None:
+    bad = _INVALID_TEXT.search(value)
+    if bad is not None:
+        what = "a lone UTF-16 surrogate" if "\ud800" <= bad.group() <= "\udfff" else "a control character"
+        raise InputError(f"not valid text: {what} (U+{ord(bad.group()):04X}) at character {bad.start()}", field)
+
+
+def _check_names(document: dict[str, Any], field: str | None) -> None:
+    """Field names are echoed in error messages and events: they must be valid text too."""
+    for name in document:
+        if _INVALID_TEXT.search(name):
+            _check_text(name, field)

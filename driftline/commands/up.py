@@ -116,8 +116,13 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
                 return
         supervisor.add(Component("collector", _driftline("collector"), env=env))
         supervisor.add(Component("scheduler", _driftline("scheduler"), env=env))
-        supervisor.add(Component("worker", _driftline("worker", "--port", str(settings.worker_port),
-                                                      "--model", model), env=env))
+        # Loopback whatever DRIFTLINE_WORKER_HOST says (up reaches it there); fault injection only for the
+        # scenarios that switch a fault on (skew, latency).
+        from worker.scenarios import SCENARIOS as TRAFFIC
+
+        faults = ["--faults"] if TRAFFIC[scenario].faults else []
+        supervisor.add(Component("worker", _driftline("worker", "--host", "127.0.0.1", "--port",
+                                                      str(settings.worker_port), "--model", model, *faults), env=env))
         if not no_dashboard:
             supervisor.add(Component("dashboard", _driftline("dashboard", "--port", str(settings.dashboard_port)),
                                      env=env))

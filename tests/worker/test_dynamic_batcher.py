@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from worker.batcher import DynamicBatcher
+from worker.batcher import BatcherFull, DynamicBatcher
 
 
 def doubling(calls: list[int], gate: threading.Event | None = None):
@@ -99,3 +99,35 @@ def test_invalid_settings_are_refused():
         DynamicBatcher(lambda p: (p, None), max_batch_size=0, max_wait_ms=1)
     with pytest.raises(ValueError):
         DynamicBatcher(lambda p: (p, None), max_batch_size=1, max_wait_ms=-1)
+
+
+def test_admission_is_bounded_and_reopens_once_the_queue_drains():
+    calls: list[int] = []
+    gate = threading.Event()
+
+    async def scenario():
+        batcher = DynamicBatcher(doubling(calls, gate), max_batch_size=1, max_wait_ms=0, max_pending=2)
+        await batcher.start()
+        try:
+            first = asyncio.create_task(batcher.submit(1))
+            for _ in range(500):  # until the first request left the queue for its forward pass
+                await asyncio.sleep(0.01)
+                if batcher.queue_depth == 0 and first.done() is False:
+                    break
+            queued = [asyncio.create_task(batcher.submit(p)) for p in (2, 3)]
+            await asyncio.sleep(0)
+            assert batcher.queue_depth == 2
+            with pytest.raises(BatcherFull):
+                batcher.arriving()
+            gate.set()
+            results = await asyncio.gather(first, *queued)
+            with batcher.arriving():  # room again
+                pass
+            return [r.value for r in results]
+        finally:
+            gate.set()
+            await batcher.stop()
+
+    assert asyncio.run(scenario()) == [2, 4, 6]
+    with pytest.raises(ValueError, match="max_pending"):
+        DynamicBatcher(doubling([]), max_batch_size=1, max_wait_ms=0, max_pending=0)

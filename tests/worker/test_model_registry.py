@@ -87,3 +87,59 @@ def test_unknown_versions_and_models_are_clear_errors(registry, tiny_results):
     publish(registry, MODEL, tiny_results[0])
     with pytest.raises(UserError, match=r"no version '9' \(registered: 1\)"):
         registry.promote(MODEL, "9")
+
+
+@pytest.mark.parametrize("name", ["../../x", "..", "a/b", "/abs", "a\\b", "x\n", "", " lead", "m..n", "é"])
+def test_unsafe_model_names_are_refused_and_nothing_is_written_outside(registry, tiny_results, name, tmp_path):
+    before = {p for p in tmp_path.rglob("*")}
+    with pytest.raises(UserError, match="invalid model name"):
+        publish(registry, name, tiny_results[0])
+    for call in (lambda: registry.get(name, "1"), lambda: registry.alias(name), lambda: registry.versions(name),
+                 lambda: registry.promote(name, "1"), lambda: registry.rollback(name), lambda: registry.prune(name)):
+        with pytest.raises(UserError, match="invalid model name"):
+            call()
+    assert {p for p in tmp_path.rglob("*")} - before <= {registry.artifacts_dir}
+    with pytest.raises(UserError, match="invalid version name"):
+        registry.get(MODEL, "../1")
+
+
+def test_a_name_that_resolves_outside_the_artifacts_folder_is_refused(registry, tmp_path):
+    registry.artifacts_dir.mkdir(parents=True)
+    (registry.artifacts_dir / "escape").symlink_to(tmp_path)  # a safe name, but a link pointing out
+    with pytest.raises(UserError, match="outside the artifacts folder"):
+        registry.version_dir("escape", "1")
+
+
+def test_pruning_keeps_production_recent_rollback_targets_and_young_candidates(registry, tiny_results):
+    from datetime import datetime, timedelta, timezone
+
+    publish(registry, MODEL, tiny_results[0])  # 1: production (the first version)
+    for _ in range(6):
+        publish(registry, MODEL, tiny_results[0], promote=False)  # 2..7: candidates
+    for version in ("2", "3", "4", "5", "6"):
+        registry.promote(MODEL, version)
+    # Production 6; earlier production 5, 4, 3 kept (3 previous), 2 and 1 pruned; 7 is a young candidate.
+    assert registry.prune(MODEL, keep_previous=3, candidate_max_age_s=3600) == ["1", "2"]
+    remaining = {p.name for p in (registry.artifacts_dir / MODEL).iterdir()}
+    assert remaining == {"3", "4", "5", "6", "7"}
+    assert registry.get(MODEL, "1").stage == "pruned" and registry.get(MODEL, "7").stage == "registered"
+    with session_scope(registry.db_url) as session:  # rows and baselines stay for old windows
+        assert len(session.scalars(select(BaselineRecord)).all()) == 7
+    with pytest.raises(UserError, match="was pruned"):
+        registry.promote(MODEL, "2")
+    # Three days later the candidate has aged out; production and its rollback targets stay.
+    later = datetime.now(timezone.utc) + timedelta(days=3, seconds=1)
+    assert registry.prune(MODEL, keep_previous=3, candidate_max_age_s=3 * 86_400, now=later) == ["7"]
+    assert registry.prune(MODEL, keep_previous=3, now=later) == []
+    assert registry.rollback(MODEL) == ("6", "5")
+
+
+def test_cli_refuses_an_unsafe_model_name(tmp_path, sqlite_url, monkeypatch, capsys):
+    from driftline.cli import main
+
+    monkeypatch.setenv("DRIFTLINE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DRIFTLINE_DB", sqlite_url)
+    with pytest.raises(SystemExit) as exited:
+        main(["train", "--model", "../../x", "--size", "test", "--rows", "200", "--epochs", "1"])
+    assert exited.value.code == 2 and "--model" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "home" / "x").exists()

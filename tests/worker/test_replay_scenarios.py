@@ -55,7 +55,8 @@ def test_warmup_rows_come_first_from_the_none_scenario():
 def replay_worker(broker, tiny_results, tmp_path_factory, kit):
     settings = kit.make_settings(tmp_path_factory.mktemp("replay"), broker).model_copy(update={"retrain_token": TOKEN})
     kit.registry_with_versions(settings, tiny_results[:1])
-    worker = Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0))
+    worker = Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
+                                           faults=True))
     with kit.serving(worker) as url:
         yield url
 

@@ -17,7 +17,8 @@ from driftline.client import InferenceLogger
 from driftline.store.db import session_scope
 from driftline.store.models import BaselineRecord, RetrainRequest
 from worker.dataset import RiskModel, default_probability, generate, generate_inputs, sample_labels
-from worker.retrain import RecentTraffic, RetrainManager
+from worker.registry import HOLDOUT_FILE
+from worker.retrain import RecentTraffic, RetrainJob, RetrainManager, run_retrain_job
 from worker.server import Worker, WorkerConfig
 
 TOKEN = "retrain-token"
@@ -73,7 +74,10 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         assert done["new_version"] == "3" and done["reason"] == {"alert": "quality"}
         candidate, incumbent = done["response"]["candidate"], done["response"]["incumbent"]
         assert candidate["rows"] == incumbent["rows"] == 80  # the same holdout: 20 % of 400
-        assert done["promoted"] == (candidate["log_loss"] < incumbent["log_loss"])
+        trusted = done["response"]["training_holdout"]  # version 1's own training holdout: 20 % of 1 500
+        assert trusted["version"] == "1" and trusted["candidate"]["rows"] == trusted["incumbent"]["rows"] == 300
+        assert done["promoted"] == (candidate["log_loss"] < incumbent["log_loss"]
+                                    and trusted["candidate"]["log_loss"] <= 1.1 * trusted["incumbent"]["log_loss"])
         trainer = done["response"]["trainer"]  # trained in a child process, on one torch thread, at low priority
         assert trainer["pid"] != os.getpid() and trainer["torch_threads"] == 1
         assert trainer["niceness"] >= min(19, os.nice(0) + 1)
@@ -116,6 +120,12 @@ def test_shutdown_stops_a_running_training_process_and_records_the_interruption(
     process = kit.wait_for(lambda: manager.process, timeout_s=30)
     assert process is not None and process.poll() is None and _alive(process.pid)
     assert manager.get(ticket.id)["status"] == "running"
+    # While one is pending, any other POST (a new key, or none: a fresh one each time) answers that one.
+    for i in range(5):
+        again = manager.submit(f"{unique_id}-burst-{i}", {"why": "burst"})
+        assert (again.id, again.created, again.idempotency_key) == (ticket.id, False, f"{unique_id}-long")
+    with session_scope(settings.db_url) as session:
+        assert session.scalar(select(func.count()).select_from(RetrainRequest)) == 1
 
     manager.shutdown()
     assert process.returncode == -signal.SIGTERM and not _alive(process.pid)
@@ -175,3 +185,52 @@ def test_a_training_process_exits_when_the_worker_is_killed(kit, tmp_path):
             worker.kill()
             worker.wait()
         worker.stdout.close()
+
+
+def test_the_buffer_is_keyed_by_the_worker_so_a_repeated_request_id_cannot_overwrite_inputs():
+    traffic = RecentTraffic(3)
+    traffic.add_request("victim", {"income": 1})
+    traffic.add_request("attacker-choice", {"income": 2})
+    traffic.add_request("victim", {"income": 666})  # a second request reusing the victim's id
+    assert traffic.add_label("victim", 1) is False  # ambiguous: neither request is trained on
+    assert traffic.add_label("attacker-choice", 0) is True
+    assert traffic.labelled() == ([{"income": 2}], [0])
+    assert traffic.counts()["duplicate_request_ids"] == 1
+    for i in range(3):  # the buffer stays bounded; evicted ids no longer match
+        traffic.add_request(f"later-{i}", {"income": 10 + i})
+    assert traffic.counts()["requests"] == 3 and traffic.add_label("attacker-choice", 1) is False
+    assert traffic.add_label("later-0", 1) and traffic.labelled() == ([{"income": 10}], [1])
+
+
+def _job(registry, tiny_results, labels_of, **changes) -> RetrainJob:
+    inputs, labels = generate(600, seed=31)
+    return RetrainJob(request_id=1, db_url=registry.db_url, artifacts_dir=str(registry.artifacts_dir), model="m",
+                      inputs=inputs, labels=list(labels_of(labels)), epochs=3, incumbent=registry.get("m", "1"),
+                      **changes)
+
+
+def test_a_candidate_poisoned_by_recent_traffic_is_not_promoted(kit, tiny_results, tmp_path):
+    """Flipped labels: the candidate wins on the (poisoned) recent traffic but loses on version 1's training holdout."""
+    from worker.publish import publish
+
+    settings = kit.make_settings(tmp_path, "127.0.0.1:1")
+    registry = kit.registry_with_versions(settings, [])
+    publish(registry, "m", tiny_results[0])
+    outcome = run_retrain_job(_job(registry, tiny_results, lambda labels: 1 - labels))
+    recent, trusted = outcome["response"], outcome["response"]["training_holdout"]
+    assert recent["candidate"]["log_loss"] < recent["incumbent"]["log_loss"]  # the old rule would have promoted
+    assert trusted["candidate"]["log_loss"] > 1.1 * trusted["incumbent"]["log_loss"]
+    assert outcome["promoted"] is False and registry.alias("m") == "1"
+    assert "training holdout" in outcome["response"]["decision"]
+
+
+def test_without_a_stored_training_holdout_a_candidate_is_not_promoted(kit, tiny_results, tmp_path):
+    from worker.publish import publish
+
+    settings = kit.make_settings(tmp_path, "127.0.0.1:1")
+    registry = kit.registry_with_versions(settings, [])
+    publish(registry, "m", tiny_results[0])
+    (registry.version_dir("m", "1") / HOLDOUT_FILE).unlink()  # a version registered before holdouts were kept
+    outcome = run_retrain_job(_job(registry, tiny_results, lambda labels: labels))
+    assert outcome["promoted"] is False and outcome["response"]["training_holdout"] is None
+    assert "kept no training holdout" in outcome["response"]["decision"] and registry.alias("m") == "1"

@@ -4,6 +4,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import orjson
@@ -27,7 +29,7 @@ def served(broker, tiny_results, tmp_path_factory, kit):
     settings = kit.make_settings(tmp_path_factory.mktemp("served"), broker).model_copy(update={"retrain_token": TOKEN})
     kit.registry_with_versions(settings, tiny_results)
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", max_batch_size=32, max_wait_ms=5.0,
-                                           listen_for_labels=False, alias_poll_s=0))
+                                           listen_for_labels=False, alias_poll_s=0, faults=True))
     with kit.serving(worker) as url:
         yield url, worker
 
@@ -123,6 +125,16 @@ def _body_with(**changes):
     (json.dumps({"features": rows(1, 13)[0], "request_id": 7}), "request_id"),
     ("{not json", None),
     ("[]", None),
+    (json.dumps(_body_with(age=1e200)), "features.age"),                          # finite, but its square is inf
+    (json.dumps(_body_with(annual_income=-1e51)), "features.annual_income"),
+    ('{"features": ' + json.dumps(rows(1, 13)[0])[:-1] + ', "loan_amount": ' + "9" * 400 + '}}', "features.loan_amount"),
+    (json.dumps({"features": rows(1, 13)[0], "request_id": "a\ud800b"}), "request_id"),   # lone surrogate
+    (json.dumps({"features": rows(1, 13)[0], "entity_id": "\udfff"}), "entity_id"),
+    (json.dumps(_body_with(region="north\ud83d")), "features.region"),
+    (json.dumps(_body_with(region="north\u0000")), "features.region"),                # NUL
+    (json.dumps({"features": rows(1, 13)[0], "request_id": "tab\there"}), "request_id"),
+    ('{"features": ' + json.dumps(rows(1, 13)[0])[:-1] + ', "\\ud800": 1}}', "features"),  # a field name
+    ('{"\\udc00": 1, "features": ' + json.dumps(rows(1, 13)[0]) + '}', None),
 ])
 def test_bad_input_gets_422_naming_the_field(served, content, field):
     url, _worker = served
@@ -131,6 +143,20 @@ def test_bad_input_gets_422_naming_the_field(served, content, field):
     assert response.json()["field"] == field
     if field:
         assert field in response.json()["detail"]
+
+
+def test_a_refused_request_is_neither_counted_nor_logged(kit, served, monkeypatch):
+    url, worker = served
+    logged = []
+    monkeypatch.setattr(worker.logger, "log_soon", lambda *args, **kwargs: logged.append(kwargs))
+    monkeypatch.setattr(worker.logger, "log", lambda *args, **kwargs: logged.append(kwargs))
+    misses = kit.metric(url, "driftline_worker_cache_misses_total")
+    for body in ({"features": rows(1, 21)[0], "request_id": "bad-\ud800"}, _body_with(age=1e200),
+                 _body_with(region="\ud800")):
+        assert httpx.post(f"{url}/predict", content=json.dumps(body)).status_code == 422
+    assert logged == [] and kit.metric(url, "driftline_worker_cache_misses_total") == misses
+    assert httpx.post(f"{url}/predict", json={"features": rows(1, 22)[0], "request_id": "good"}).status_code == 200
+    assert [entry["request_id"] for entry in logged] == ["good"]
 
 
 def test_oversized_body_gets_413_and_the_worker_stays_healthy(served):
@@ -274,3 +300,33 @@ def test_a_failing_model_answers_500_logs_an_error_event_and_the_worker_recovers
     assert event.status == "error" and "device lost" in event.raw["error"] and event.prediction is None
     assert event.features == FeatureTransform().apply([event.raw["inputs"]])[0]
     assert httpx.post(f"{url}/predict", json=_body_with(age=55)).status_code == 200
+
+
+def test_a_full_request_queue_answers_503_with_retry_after(kit, served, monkeypatch):
+    url, worker = served
+    loaded = worker.current
+    gate, entered = threading.Event(), threading.Event()
+    real_predict = loaded.predict
+
+    def held(records):
+        entered.set()
+        gate.wait(30)
+        return real_predict(records)
+
+    monkeypatch.setattr(worker.batcher, "max_pending", 1)
+    loaded.predict = held  # an instance attribute shadows the method for this test only
+    bodies = [{"features": row} for row in rows(3, seed=31)]
+    with ThreadPoolExecutor(2) as pool:
+        try:
+            computing = pool.submit(httpx.post, f"{url}/predict", json=bodies[0], timeout=60)
+            assert entered.wait(30)  # the first request holds the forward pass
+            queued = pool.submit(httpx.post, f"{url}/predict", json=bodies[1], timeout=60)
+            assert kit.wait_for(lambda: worker.batcher.queue_depth == 1)
+            refused = httpx.post(f"{url}/predict", json=bodies[2])
+        finally:
+            gate.set()
+            del loaded.predict
+        assert computing.result().status_code == 200 and queued.result().status_code == 200
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert "overloaded" in refused.json()["detail"]
+    assert httpx.post(f"{url}/predict", json=bodies[2]).status_code == 200
