@@ -225,7 +225,7 @@ class EvaluationConfig:
         return config
 
     def thresholds_for(self, model: str | None) -> Any:
-        from detectors.window import WindowThresholds
+        from detectors.thresholds import WindowThresholds
 
         # Per-model overrides are written inside each section ([skew.models."credit-default"]);
         # WindowThresholds takes them as one top-level `models` table of sections.
@@ -239,7 +239,7 @@ class EvaluationConfig:
         return WindowThresholds.from_mapping(mapping, model=model)
 
     def slo_for(self, model: str | None) -> Any:
-        from detectors.window import LatencySLO
+        from detectors.thresholds import LatencySLO
 
         return LatencySLO.from_mapping(self.sections.get("latency", {}), model=model)
 

@@ -14,7 +14,9 @@ import pytest
 from scipy.special import expit, logit
 
 from detectors import binned, stats
-from detectors.window import WindowThresholds, evaluate_window, hanley_mcneil_variance
+from detectors.quality_stats import hanley_mcneil_variance
+from detectors.thresholds import WindowThresholds
+from detectors.window import evaluate_window
 from driftline import defaults
 from driftline.baseline import compute_baseline
 from driftline.window_state import FeatureWindow, WindowState

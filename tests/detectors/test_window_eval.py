@@ -9,13 +9,10 @@ import pandas as pd
 import pytest
 
 from detectors.decision import DriftThresholds
-from detectors.window import (
-    DetectorResult,
-    LatencySLO,
-    WindowThresholds,
-    evaluate_window,
-    quality_metrics,
-)
+from detectors.quality_stats import quality_metrics
+from detectors.results import WindowResult
+from detectors.thresholds import LatencySLO, WindowThresholds
+from detectors.window import evaluate_window
 from driftline.baseline import LabelSummary, compute_baseline
 from driftline.errors import UserError
 from driftline.window_state import EventBatch, WindowState
@@ -106,7 +103,7 @@ def test_every_family_reports(baseline):
     results = evaluate_window(baseline, window(baseline, 99), transform=transform)
     families = {r.detector for r in results}
     assert families == {"data_drift", "dataset_drift", "prediction_drift", "data_quality", "skew", "latency", "model_quality"}
-    assert all(isinstance(r, DetectorResult) for r in results)
+    assert all(isinstance(r, WindowResult) for r in results)
     json.dumps([r.to_dict() for r in results], allow_nan=False)  # storable as JSON
     drift = next(r for r in results if r.detector == "data_drift" and r.feature == "income")
     assert set(drift.details["tests"]) == {"psi", "ks", "wasserstein", "jensenshannon", "missing"}

@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from detectors.window import WindowThresholds, data_quality, evaluate_window
+from detectors.data_quality import data_quality
+from detectors.thresholds import WindowThresholds
+from detectors.window import evaluate_window
 from driftline import defaults
 from driftline.baseline import LabelSummary, category_key, compute_baseline
 from driftline.window_state import OTHER_CATEGORY, EventBatch, WindowState, WindowStateError

@@ -1,0 +1,109 @@
+"""Data and prediction drift of one window: binned tests per feature, verdict by `detectors.decision`."""
+from __future__ import annotations
+
+from typing import Any
+
+from detectors import binned, stats
+from detectors.decision import (
+    INSUFFICIENT_DATA,
+    DriftThresholds,
+    annotate_tests,
+    benjamini_hochberg,
+    decide_dataset,
+    decide_feature,
+    significance_test,
+)
+from detectors.results import WindowResult, insufficient
+from driftline.baseline import Baseline, NumericProfile, Profile
+from driftline.vocabulary import DATA_DRIFT, DATASET_DRIFT, DRIFTED_SHARE, PREDICTION_DRIFT
+from driftline.window_state import FeatureWindow, WindowState
+
+__all__ = ["data_drift", "prediction_drift"]
+
+
+def _feature_tests(profile: Profile, window: FeatureWindow, events: int) -> tuple[dict[str, dict[str, Any]], int]:
+    """The drift tests of one feature and the rows behind them (the smaller side)."""
+    if isinstance(profile, NumericProfile):
+        tests = binned.numeric_tests(profile, window)
+        rows = min(profile.count, window.binned)
+    else:
+        tests = binned.categorical_tests(profile, window)
+        rows = min(profile.count, sum(window.categories.values()))
+    reference_rows = profile.rows
+    difference, p_value = stats.missing_rate_test(profile.nulls, reference_rows, window.nulls, events)
+    tests["missing"] = {"value": window.nulls / events if events else 0.0, "reference": profile.null_rate,
+                        "p_value": p_value}
+    return tests, rows
+
+
+def _drift_result(detector: str, name: str, profile: Profile, window: FeatureWindow | None, events: int,
+                  thresholds: DriftThresholds, tests: dict[str, dict[str, Any]] | None = None,
+                  rows: int | None = None) -> WindowResult:
+    kind = profile.kind
+    primary = "psi"
+    if window is None or events == 0:
+        return WindowResult(detector, name, primary, None, thresholds.psi, False,
+                              insufficient({"kind": kind, "rows": 0}, f"{INSUFFICIENT_DATA}: no values"))
+    if tests is None:
+        tests, rows = _feature_tests(profile, window, events)
+    drift, reason = decide_feature(tests, kind, rows, thresholds)
+    annotate_tests(tests, kind, thresholds)
+    details: dict[str, Any] = {"kind": kind, "rows": rows, "reason": reason, "tests": tests}
+    if reason.startswith(INSUFFICIENT_DATA):
+        details["insufficient_data"] = True
+        if isinstance(profile, NumericProfile) and window.unbinned and not window.binned:
+            details["reason"] = f"{INSUFFICIENT_DATA}: values were counted before the baseline existed"
+    return WindowResult(detector, name, primary, tests["psi"]["value"], thresholds.psi, bool(drift), details)
+
+
+def data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresholds) -> list[WindowResult]:
+    """Per-feature drift with Benjamini-Hochberg across features, plus the dataset verdict."""
+    names, all_tests, all_rows = [], [], []
+    for name, profile in baseline.profiles.items():
+        window = state.features.get(name)
+        if window is None or state.events == 0:
+            continue
+        tests, rows = _feature_tests(profile, window, state.events)
+        names.append(name)
+        all_tests.append(tests)
+        all_rows.append(rows)
+    # Two families of hypotheses across features: distribution tests and missing-rate tests.
+    for test_name in ("significance", "missing"):
+        p_values = [t[significance_test(baseline.kind(n))]["p_value"] if test_name == "significance"
+                    else t["missing"]["p_value"] for n, t in zip(names, all_tests)]
+        if p_values:
+            _, adjusted = benjamini_hochberg(p_values, thresholds.alpha)
+            for n, t, p in zip(names, all_tests, adjusted.tolist()):
+                key = significance_test(baseline.kind(n)) if test_name == "significance" else "missing"
+                t[key]["p_value_adjusted"] = p
+    results = []
+    tested = dict(zip(names, zip(all_tests, all_rows)))
+    for name, profile in baseline.profiles.items():
+        feature_thresholds = thresholds.for_feature(name)
+        if name in tested:
+            tests, rows = tested[name]
+            results.append(_drift_result(DATA_DRIFT, name, profile, state.features[name], state.events,
+                                         feature_thresholds, tests, rows))
+        else:
+            results.append(_drift_result(DATA_DRIFT, name, profile, None, state.events, feature_thresholds))
+    judged = [r for r in results if not r.insufficient_data]
+    drifted = [r.feature for r in judged if r.breached]
+    share = len(drifted) / len(judged) if judged else 0.0
+    details: dict[str, Any] = {"drifted_features": drifted, "features": len(judged)}
+    if not judged:
+        insufficient(details, f"{INSUFFICIENT_DATA}: no feature had enough rows")
+    results.append(WindowResult(DATASET_DRIFT, None, DRIFTED_SHARE, share, thresholds.dataset_drift_share,
+                                  decide_dataset(len(drifted), len(judged), thresholds), details))
+    return results
+
+
+def prediction_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresholds) -> list[WindowResult]:
+    """Drift of the model's output (one feature: no multiple-testing correction)."""
+    if baseline.prediction is None:
+        return []
+    window = state.prediction
+    count = 0 if window is None else (window.count + sum(window.categories.values()))
+    result = _drift_result(PREDICTION_DRIFT, "prediction", baseline.prediction, window if count else None,
+                           state.events, thresholds.for_feature("prediction"))
+    result.details["source"] = baseline.prediction_source
+    return [result]

@@ -1,0 +1,44 @@
+"""Latency of one window against the model's SLO: quantiles per part, error rate, QPS, concurrency."""
+from __future__ import annotations
+
+from typing import Any
+
+from detectors.decision import INSUFFICIENT_DATA
+from detectors.results import WindowResult, finite_or_none, insufficient
+from detectors.thresholds import LatencySLO
+from driftline.vocabulary import LATENCY
+from driftline.window_state import WindowState
+
+__all__ = ["latency"]
+
+
+def latency(state: WindowState, slo: LatencySLO, window_seconds: float) -> list[WindowResult]:
+    """Latency quantiles per part against the SLO (total only), error rate, QPS, concurrency."""
+    events = state.events
+    enough = events >= slo.min_events
+    results = []
+
+    def result(feature: str | None, metric: str, value: float | None, threshold: float | None,
+               details: dict[str, Any]) -> None:
+        breached = threshold is not None and value is not None and value > threshold
+        if not enough:
+            insufficient(details, f"{INSUFFICIENT_DATA}: {events} events < {slo.min_events}")
+            breached = False
+        results.append(WindowResult(LATENCY, feature, metric, value, threshold, bool(breached),
+                                      dict(details, events=events)))
+
+    objectives = {0.5: ("p50_ms", slo.p50_ms), 0.95: ("p95_ms", slo.p95_ms), 0.99: ("p99_ms", slo.p99_ms)}
+    for part, histogram in state.latency.items():
+        for q, (metric, objective) in objectives.items():
+            result(part, metric, histogram.quantile(q), objective if part == "total" else None,
+                   {"count": histogram.count, "max_ms": finite_or_none(histogram.max)})
+    error_rate = state.errors / events if events else 0.0
+    result(None, "error_rate", error_rate, slo.error_rate, {"errors": state.errors})
+    qps = events / window_seconds if window_seconds > 0 else 0.0
+    result(None, "qps", qps, slo.max_qps, {"window_seconds": window_seconds})
+    total = state.latency.get("total")
+    mean_seconds = (total.mean or 0.0) / 1000.0 if total is not None and total.count else 0.0
+    # Little's law: requests in flight = arrival rate x mean time each spends inside.
+    result(None, "concurrency", qps * mean_seconds, slo.max_concurrency,
+           {"qps": qps, "mean_latency_ms": mean_seconds * 1000.0})
+    return results
