@@ -15,7 +15,8 @@ and `.delivery`), `Channels.from_settings(settings)`. See docs/alerts.md.
 """
 from __future__ import annotations
 
-from alerts.channels import Channels, SendResult
+from alerts.channels import Channels
+from alerts.channels.http import SendResult
 from alerts.delivery import DeliveryReport, deliver_due
 from alerts.fingerprint import fingerprint, group_key
 from alerts.lifecycle import process_window

@@ -46,7 +46,8 @@ from driftline import defaults
 from driftline.store.db import session_scope
 
 from alerts import outbox
-from alerts.channels import Channels, SendResult
+from alerts.channels import Channels
+from alerts.channels.http import SendResult
 from alerts.rules import DeliveryPolicy
 from alerts.times import as_utc, utcnow
 

@@ -28,11 +28,11 @@ from typing import Any, Iterable, Mapping
 from driftline import defaults, vocabulary
 from driftline.errors import UserError
 
+from alerts.endpoints import NOTIFY_CHANNELS, configured_channels
 from alerts.times import parse_duration
 
 # Rules, inhibit rules and the retraining policy may only name what a detector emits.
 DETECTORS = vocabulary.DETECTORS
-NOTIFY_CHANNELS = ("slack", "pagerduty", "webhook")
 SEVERITIES = tuple(defaults.ALERT_SEVERITIES)
 
 _RULE_KEYS = {"severity", "for_windows", "resolve_after_windows", "repeat_interval", "group", "enabled"}
@@ -215,8 +215,6 @@ def load_rules(settings: Any = None, config_file: str | Path | None = None) -> A
 
     if settings is None:
         settings = load_settings(config_file)
-    from alerts.channels import configured_channels
-
     enabled = configured_channels(settings)
     rules = AlertRules.from_mapping(load_toml_section(config_file, "alerts"),
                                     channels=[c for c in enabled if c in NOTIFY_CHANNELS],

@@ -8,132 +8,16 @@ a channel makes one HTTP call and reports a `SendResult`.
 """
 from __future__ import annotations
 
-import email.utils
-import math
-import threading
-import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
 from driftline import defaults
 from driftline.config import secret
 from driftline.redact import scrub
 
-# Non-2xx answers worth retrying: timeouts, throttling, and the server's own trouble.
-RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-
-
-@dataclass(frozen=True)
-class SendResult:
-    """The outcome of one HTTP call."""
-
-    ok: bool
-    status: int | None = None
-    error: str | None = None
-    retryable: bool = True
-    retry_after: float | None = None  # seconds, from a Retry-After header
-    response: Any = None  # the answer's body: parsed JSON, or text
-
-
-class Channel(Protocol):
-    name: str
-
-    def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult: ...
-
-
-def parse_retry_after(value: str | None, now: float | None = None,
-                      limit: float = defaults.ALERT_RETRY_AFTER_MAX_SECONDS) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date), within [0, limit], or None.
-
-    Whatever the receiver sends (inf, 1e12, NaN, a date in year 9999) the answer is
-    finite: a header must never make the next attempt's time unrepresentable.
-    """
-    if value is None or not str(value).strip():
-        return None
-    text = str(value).strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(text)
-            seconds = when.timestamp() - (time.time() if now is None else now)
-        except (TypeError, ValueError, OverflowError, AttributeError):
-            return None
-    if math.isnan(seconds):
-        return None
-    return min(max(0.0, seconds), limit)
-
-
-def result_from_http(status: int, body: Any, headers: Mapping[str, str]) -> SendResult:
-    """Classify an HTTP answer: 2xx ok; 408/429/5xx retry (429 with its Retry-After); other 4xx give up."""
-    if 200 <= status < 300:
-        return SendResult(ok=True, status=status, response=body)
-    retry_after = parse_retry_after(_header(headers, "retry-after"))
-    text = body if isinstance(body, str) else repr(body)
-    return SendResult(ok=False, status=status, error=f"HTTP {status}: {text[:500]}",
-                      retryable=status in RETRYABLE_STATUS, retry_after=retry_after, response=body)
-
-
-def result_from_exception(exc: BaseException, timeout: float) -> SendResult:
-    """Network trouble (refused, reset, timed out) is always worth retrying."""
-    name = type(exc).__name__
-    text = str(exc) or name
-    if "timed out" in text.lower() or "timeout" in name.lower():
-        return SendResult(ok=False, error=f"timed out after {timeout:g}s ({name})")
-    return SendResult(ok=False, error=f"{name}: {text[:500]}")
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value
-    return None
-
-
-class HttpPoster:
-    """One pooled httpx client per channel (building a client costs ~50 ms: its TLS context)."""
-
-    def __init__(self, timeout: float):
-        self.timeout = timeout
-        self._client: Any = None
-        self._lock = threading.Lock()
-
-    def post(self, url: str, *, content: bytes, headers: Mapping[str, str]) -> SendResult:
-        import httpx
-
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(timeout=self.timeout)
-        try:
-            response = self._client.post(url, content=content, headers=dict(headers))
-        except httpx.HTTPError as exc:
-            return result_from_exception(exc, self.timeout)
-        try:
-            body: Any = response.json()
-        except ValueError:
-            body = response.text
-        return result_from_http(response.status_code, body, response.headers)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
-
-
-def configured_channels(settings: Any) -> list[str]:
-    """Channels that have an endpoint in the settings (CONTRACTS.md §4); the others are skipped."""
-    names = []
-    if settings.slack_webhook_url:
-        names.append("slack")
-    if settings.pagerduty_routing_key:
-        names.append("pagerduty")
-    if settings.webhook_url:
-        names.append("webhook")
-    if settings.retrain_webhook_url:
-        names.append("retrain")
-    return names
+from alerts.channels.http import Channel
+from alerts.endpoints import CHANNELS, PAGERDUTY, SLACK, WEBHOOK
 
 
 @dataclass
@@ -155,7 +39,7 @@ class Channels:
         return scrub(text, [*self.secrets, *(v for v in own if isinstance(v, str))])
 
     def get(self, name: str) -> Channel | None:
-        if name in ("slack", "pagerduty", "webhook", "retrain"):
+        if name in CHANNELS:
             return getattr(self, name)
         return self.extra.get(name)
 
@@ -167,7 +51,7 @@ class Channels:
                 http.close()
 
     def enabled(self) -> list[str]:
-        return [n for n in ("slack", "pagerduty", "webhook", "retrain") if self.get(n) is not None] + list(self.extra)
+        return [n for n in CHANNELS if self.get(n) is not None] + list(self.extra)
 
     @classmethod
     def from_settings(cls, settings: Any,
@@ -192,13 +76,13 @@ class Channels:
 
 def render(channel: str, message: Mapping[str, Any], idempotency_key: str) -> dict[str, Any] | None:
     """The body `channel` will receive for `message` (None: this channel skips this kind)."""
-    if channel == "slack":
+    if channel == SLACK:
         from alerts.channels.slack import render_slack
         return render_slack(message)
-    if channel == "pagerduty":
+    if channel == PAGERDUTY:
         from alerts.channels.pagerduty import render_pagerduty
         return render_pagerduty(message)
-    if channel == "webhook":
+    if channel == WEBHOOK:
         from alerts.channels.webhook import render_webhook
         return render_webhook(message, idempotency_key)
     raise ValueError(f"unknown alert channel {channel!r}")

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from driftline import defaults
 
-from alerts.channels import HttpPoster, SendResult
+from alerts.channels.http import HttpPoster, SendResult
 
 SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
 

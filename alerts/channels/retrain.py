@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from driftline import defaults
 
-from alerts.channels import HttpPoster, SendResult
+from alerts.channels.http import HttpPoster, SendResult
 from alerts.channels.webhook import encode
 
 

@@ -15,7 +15,7 @@ from slack_sdk.webhook import WebhookClient
 
 from driftline import defaults
 
-from alerts.channels import SendResult, result_from_exception, result_from_http
+from alerts.channels.http import SendResult, result_from_exception, result_from_http
 from alerts.messages import detector_label, format_number
 
 _EMOJI = {"trigger": ":rotating_light:", "repeat": ":repeat:", "resolve": ":white_check_mark:"}

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from driftline import defaults
 
-from alerts.channels import HttpPoster, SendResult
+from alerts.channels.http import HttpPoster, SendResult
 
 TIMESTAMP_HEADER = "X-Driftline-Timestamp"
 SIGNATURE_HEADER = "X-Driftline-Signature"

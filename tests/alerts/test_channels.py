@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from alerts.channels import parse_retry_after
+from alerts.channels.http import parse_retry_after
 from alerts.channels.pagerduty import PagerDutyChannel, render_pagerduty
 from alerts.channels.slack import SlackChannel, render_slack
 from alerts.channels.webhook import WebhookChannel, render_webhook, verify

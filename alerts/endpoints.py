@@ -1,0 +1,23 @@
+"""Channel names and which of them a deployment has an endpoint for.
+
+Its own module so that the rules (routing by severity) and the channels (sending)
+both read it without importing each other.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+SLACK = "slack"
+PAGERDUTY = "pagerduty"
+WEBHOOK = "webhook"
+RETRAIN = "retrain"
+# Channels that receive alert notifications (the retraining webhook gets retrain requests only).
+NOTIFY_CHANNELS = (SLACK, PAGERDUTY, WEBHOOK)
+CHANNELS = (*NOTIFY_CHANNELS, RETRAIN)
+
+
+def configured_channels(settings: Any) -> list[str]:
+    """Channels that have an endpoint in the settings; the others are skipped."""
+    endpoints = {SLACK: settings.slack_webhook_url, PAGERDUTY: settings.pagerduty_routing_key,
+                 WEBHOOK: settings.webhook_url, RETRAIN: settings.retrain_webhook_url}
+    return [name for name in CHANNELS if endpoints[name]]
