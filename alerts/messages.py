@@ -9,19 +9,29 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlencode
 
+from driftline.vocabulary import (
+    DATASET_DRIFT,
+    DATA_DRIFT,
+    DATA_QUALITY,
+    LATENCY,
+    MODEL_QUALITY,
+    PREDICTION_DRIFT,
+    SKEW,
+)
+
 from alerts.rules import severity_rank
 from alerts.times import iso, iso_from_ms
 
 SCHEMA = "driftline.alert/v1"
 
 DETECTOR_LABELS = {
-    "data_drift": "data drift",
-    "dataset_drift": "dataset drift",
-    "prediction_drift": "prediction drift",
-    "data_quality": "data quality",
-    "skew": "training-serving skew",
-    "latency": "latency SLO breach",
-    "model_quality": "model quality drop",
+    DATA_DRIFT: "data drift",
+    DATASET_DRIFT: "dataset drift",
+    PREDICTION_DRIFT: "prediction drift",
+    DATA_QUALITY: "data quality",
+    SKEW: "training-serving skew",
+    LATENCY: "latency SLO breach",
+    MODEL_QUALITY: "model quality drop",
 }
 # Features named in a one-line title before "and N more".
 TITLE_FEATURES = 5

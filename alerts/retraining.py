@@ -36,7 +36,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from driftline.store.models import DetectorResult, Notification, RetrainRequest, WindowEvaluation
-from driftline.vocabulary import MODEL_QUALITY, QUALITY_ERRORS
+from driftline.vocabulary import MODEL_QUALITY, QUALITY_ERRORS, QualityDetails
 
 from alerts import outbox
 from alerts.fingerprint import retrain_key
@@ -53,7 +53,7 @@ def quality_drop(metric: str, value: float | None, details: dict[str, Any]) -> f
     (what the window's own scores predict under the training calibration) when it
     compared with the calibration, else ``training`` (the training metric).
     """
-    reference = details.get("expected") if "expected" in details else details.get("training")
+    reference = QualityDetails.from_dict(details).reference
     if value is None or isinstance(reference, bool) or not isinstance(reference, (int, float)):
         return None
     return float(value - reference) if metric in QUALITY_ERRORS else float(reference - value)
@@ -67,12 +67,13 @@ def quality_trigger(metric: str, value: float | None, breached: bool, details: d
     ``margin`` (a drop inside the margin is sampling noise, whatever its size); a
     result with too few labels never counts. Without a reference, a breach counts.
     """
-    if details.get("insufficient_data"):
+    typed = QualityDetails.from_dict(details)
+    if typed.insufficient:
         return False, None
     drop = quality_drop(metric, value, details)
     if drop is None:
         return breached, None
-    margin = details.get("margin")
+    margin = typed.margin
     beyond_noise = drop > margin if isinstance(margin, (int, float)) and not isinstance(margin, bool) else breached
     return drop >= min_drop and beyond_noise, drop
 

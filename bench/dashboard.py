@@ -19,12 +19,13 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import insert, select
 
+from driftline import vocabulary
 from driftline.store import db as store_db
 from driftline.store.models import DetectorResult, WindowEvaluation
 
 MINUTE = 60_000
 FEATURES = [f"feature_{i:02d}" for i in range(14)]
-LATENCY = ("p50", "p95", "p99", "qps", "error_rate", "concurrency")
+LATENCY = vocabulary.LATENCY_METRICS
 
 
 def fill(url: str, days: int, seed: int = 0) -> int:
@@ -40,11 +41,11 @@ def fill(url: str, days: int, seed: int = 0) -> int:
                           "details": {}}
                 for feature in FEATURES:
                     psi = float(rng.gamma(2.0, 0.03))
-                    results.append({**common, "detector": "data_drift", "feature": feature, "metric": "psi",
+                    results.append({**common, "detector": vocabulary.DATA_DRIFT, "feature": feature, "metric": vocabulary.PSI,
                                     "value": psi, "threshold": 0.2, "breached": psi >= 0.2})
                 for metric in LATENCY:
-                    results.append({**common, "detector": "latency", "feature": "", "metric": metric,
-                                    "value": float(rng.gamma(3.0, 10.0)), "threshold": 100.0 if metric == "p99" else None,
+                    results.append({**common, "detector": vocabulary.LATENCY, "feature": "", "metric": metric,
+                                    "value": float(rng.gamma(3.0, 10.0)), "threshold": 100.0 if metric == vocabulary.P99_MS else None,
                                     "breached": False})
             session.execute(insert(DetectorResult), results)
             session.execute(insert(WindowEvaluation), [

@@ -25,7 +25,23 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from driftline import defaults
+from driftline import defaults, vocabulary
+from driftline.vocabulary import (
+    CONCURRENCY,
+    DATASET_DRIFT,
+    DATA_DRIFT,
+    DATA_QUALITY,
+    ERROR_RATE,
+    INSUFFICIENT_DATA_KEY,
+    LATENCY,
+    MODEL_QUALITY,
+    P50_MS,
+    P95_MS,
+    P99_MS,
+    PREDICTION_DRIFT,
+    QPS,
+    SKEW,
+)
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -33,27 +49,23 @@ LOWER = "lower"
 _LOWER_IS_WORSE_HINTS = ("p_value", "pvalue", "accuracy", "auc", "f1", "precision", "recall", "r2", "hit_rate")
 _P_VALUE_HINTS = ("p_value", "pvalue")
 
-# Headline numbers of the overview, matched by metric name (the first name present wins).
+# Headline numbers of the overview: the latency metrics the detectors emit.
 HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
-    "p99": ("p99", "latency_p99", "p99_ms"),
-    "p95": ("p95", "latency_p95", "p95_ms"),
-    "p50": ("p50", "latency_p50", "p50_ms"),
-    "qps": ("qps", "requests_per_second"),
-    "error_rate": ("error_rate", "errors_share"),
-    "concurrency": ("concurrency", "in_flight"),
+    "p99": (P99_MS,), "p95": (P95_MS,), "p50": (P50_MS,),
+    QPS: (QPS,), ERROR_RATE: (ERROR_RATE,), CONCURRENCY: (CONCURRENCY,),
 }
 LATENCY_QUANTILES = ("p50", "p95", "p99")
 # Latency results of the whole request: model-level ("") or the "total" latency part
 # (the detectors report p50/p95/p99 per part: total, queue, compute).
-LATENCY_TOTAL = ("", "total")
+LATENCY_TOTAL = ("", vocabulary.LATENCY_TOTAL)
 
 # Order of the detector families on the model page; families not listed follow, by name.
-DETECTOR_ORDER = ("data_drift", "dataset_drift", "prediction_drift", "data_quality", "skew", "latency",
-                  "model_quality")
+DETECTOR_ORDER = (DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY,
+                  MODEL_QUALITY)
 DETECTOR_TITLES = {
-    "data_drift": "Feature drift", "dataset_drift": "Dataset drift", "prediction_drift": "Prediction drift",
-    "data_quality": "Data quality", "skew": "Training-serving skew", "latency": "Latency and traffic",
-    "model_quality": "Model quality",
+    DATA_DRIFT: "Feature drift", DATASET_DRIFT: "Dataset drift", PREDICTION_DRIFT: "Prediction drift",
+    DATA_QUALITY: "Data quality", SKEW: "Training-serving skew", LATENCY: "Latency and traffic",
+    MODEL_QUALITY: "Model quality",
 }
 
 
@@ -235,19 +247,19 @@ def headline(latest: pd.DataFrame) -> Headline:
     if latest.empty:
         return out
     out.window_start_ms = int(latest["window_start_ms"].iloc[0])
-    latency = latest[(latest["detector"] == "latency") & latest["feature"].isin(LATENCY_TOTAL)]
+    latency = latest[(latest["detector"] == LATENCY) & latest["feature"].isin(LATENCY_TOTAL)]
     rows = {m: r for m, r in zip(latency["metric"], latency.itertuples(index=False))}
     name = pick_metric(rows, HEADLINE_METRICS["p99"])
     if name:
         out.p99, out.p99_threshold, out.p99_breached = _num(rows[name].value), _num(rows[name].threshold), bool(
             rows[name].breached)
-    name = pick_metric(rows, HEADLINE_METRICS["qps"])
+    name = pick_metric(rows, HEADLINE_METRICS[QPS])
     if name:
         out.qps = _num(rows[name].value)
-    name = pick_metric(rows, HEADLINE_METRICS["error_rate"])
+    name = pick_metric(rows, HEADLINE_METRICS[ERROR_RATE])
     if name:
         out.error_rate, out.error_rate_threshold = _num(rows[name].value), _num(rows[name].threshold)
-    drift = latest[(latest["detector"] == "data_drift") & latest["breached"] & (latest["feature"] != "")]
+    drift = latest[(latest["detector"] == DATA_DRIFT) & latest["breached"] & (latest["feature"] != "")]
     out.drifted_features = tuple(sorted(set(drift["feature"])))
     out.breached_detectors = tuple(ordered_detectors(set(latest.loc[latest["breached"], "detector"])))
     return out
@@ -366,7 +378,7 @@ def category_shares(baseline_counts: Mapping[str, int], window_counts: Mapping[s
 # --- the drill-down's statistics table -------------------------------------------------------
 
 # Detector families whose `feature` is not a model feature (latency parts, the prediction).
-NOT_FEATURES = ("latency", "prediction_drift")
+NOT_FEATURES = (LATENCY, PREDICTION_DRIFT)
 
 
 def statistics_rows(results: pd.DataFrame, directions: Mapping[tuple[str, str], str]) -> pd.DataFrame:
@@ -381,7 +393,7 @@ def statistics_rows(results: pd.DataFrame, directions: Mapping[tuple[str, str], 
     for r in results.itertuples(index=False):
         details = r.details if isinstance(r.details, Mapping) else {}
         note = str(details.get("reason") or "")
-        if details.get("insufficient_data") and not note:
+        if details.get(INSUFFICIENT_DATA_KEY) and not note:
             note = "insufficient data"
         tests = details.get("tests") if isinstance(details.get("tests"), Mapping) else {}
         if not note:

@@ -24,6 +24,7 @@ from driftline.store.db import get_engine, session_scope
 from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
                                     ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
                                     WindowStateRecord)
+from driftline.vocabulary import DATA_DRIFT
 
 PRODUCTION = "production"
 TTL = defaults.DASHBOARD_CACHE_TTL_SECONDS
@@ -251,7 +252,7 @@ def _recent_buckets(db_url: str, model: str | None, version: str | None, start_m
 
 @cached
 def breached_features(db_url: str, model: str, version: str, start_ms: int, end_ms: int,
-                      detector: str = "data_drift") -> pd.DataFrame:
+                      detector: str = DATA_DRIFT) -> pd.DataFrame:
     """(window_start_ms, feature) of every feature with a breached `detector` result in the range."""
     with session_scope(db_url) as session:
         rows = session.execute(

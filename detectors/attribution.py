@@ -10,14 +10,26 @@ from detectors.decision import INSUFFICIENT_DATA, DriftThresholds, decide_datase
 from detectors.results import WindowResult, insufficient
 from detectors.skew import ParityCheck
 from driftline.baseline import Baseline, NumericProfile, Profile, category_key, is_null, json_type
-from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, DATASET_DRIFT, PREDICTION_DRIFT, SKEW
+from driftline.vocabulary import (
+    DATASET_DRIFT,
+    DATA_DRIFT,
+    DATA_QUALITY,
+    EXPLAINED_BY_KEY,
+    MISSING_FEATURE_SHARE,
+    MISSING_RATE,
+    OUT_OF_RANGE_SHARE,
+    PREDICTION_DRIFT,
+    SKEW,
+    TYPE_CHANGE_SHARE,
+    UNSEEN_CATEGORY_SHARE,
+)
 
 __all__ = ["explain_drift_by_skew", "explain_quality_by_skew"]
 
 
 def _explained(result: WindowResult, **details: Any) -> None:
     """Mark `result` as explained by skew: not breached, the verdict it would have had kept."""
-    result.details["explained_by"] = SKEW
+    result.details[EXPLAINED_BY_KEY] = SKEW
     result.details["breached_without_skew"] = bool(result.breached)
     result.details.update(details)
     result.breached = False
@@ -61,22 +73,22 @@ def _recomputed_share(metric: str, profile: Profile, values: list[Any], absent: 
     """`metric` of data quality measured on the training transform's output for the sample."""
     rows = len(values) + absent
     present = [v for v in values if not is_null(v)]
-    if metric == "missing_rate":
+    if metric == MISSING_RATE:
         return (rows - len(present)) / rows if rows else None
-    if metric == "missing_feature_share":
+    if metric == MISSING_FEATURE_SHARE:
         return absent / rows if rows else None
     if not present:
         return 0.0
-    if metric == "type_change_share":
+    if metric == TYPE_CHANGE_SHARE:
         expected = expected_types(profile)
         return sum(json_type(v) not in expected for v in present) / len(present)
-    if metric == "out_of_range_share" and isinstance(profile, NumericProfile):
+    if metric == OUT_OF_RANGE_SHARE and isinstance(profile, NumericProfile):
         numbers = [float(v) for v in present if json_type(v) == "number"]
         if not numbers or profile.min is None:
             return 0.0
         array = np.asarray(numbers)
         return float(np.mean((array < profile.min) | (array > profile.max)))
-    if metric == "unseen_category_share" and not isinstance(profile, NumericProfile):
+    if metric == UNSEEN_CATEGORY_SHARE and not isinstance(profile, NumericProfile):
         return sum(category_key(v) not in profile.counts for v in present) / len(present)
     return None
 

@@ -29,6 +29,7 @@ from detectors.decision import (
     significance_test,
 )
 from driftline.errors import UserError
+from driftline.vocabulary import DATASET_DRIFT, MISSING_RATE, PSI
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -297,7 +298,7 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
                                                    psi_edges=reference.psi_edges,
                                                    reference_psi_counts=reference.psi_counts)
         tests = {
-            "psi": {"value": measured["psi"]},
+            PSI: {"value": measured[PSI]},
             "ks": {"statistic": measured["ks_statistic"], "p_value": measured["ks_p_value"]},
             "wasserstein": {"value": measured["wasserstein"]},
             "jensenshannon": {"value": measured["jensenshannon"]},
@@ -311,7 +312,7 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
         tests = {
             "chi2": {"statistic": statistic, "p_value": p_value},
             "jensenshannon": {"value": stats.jensenshannon(reference_counts, current_counts)},
-            "psi": {"value": stats.psi(reference_counts, current_counts)},
+            PSI: {"value": stats.psi(reference_counts, current_counts)},
         }
     change, p_missing = stats.missing_rate_test(reference.missing, reference.rows, missing, rows)
     missing_test = {
@@ -328,7 +329,7 @@ def _feature_result(name: str, kind: str, tests: dict[str, dict[str, Any]], miss
     annotate_tests(tests, kind, own)
     annotate_tests({"missing": missing}, kind, own)
     drift, reason = decide_feature({**tests, "missing": missing}, kind, rows, own)
-    return {"name": name, "kind": kind, "missing_rate": missing["value"], "drift": drift, "reason": reason,
+    return {"name": name, "kind": kind, MISSING_RATE: missing["value"], "drift": drift, "reason": reason,
             "tests": tests, "missing": missing}
 
 
@@ -362,7 +363,7 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
         kind = profile.kinds[prediction]
         tests, missing = _feature_tests(profile.columns[prediction], window.frame[prediction], kind)
         result = _feature_result(prediction, kind, tests, missing, rows, thresholds)
-        prediction_result = {"name": prediction, "kind": kind, "missing_rate": result["missing_rate"],
+        prediction_result = {"name": prediction, "kind": kind, MISSING_RATE: result[MISSING_RATE],
                              "drift": result["drift"], "reason": result["reason"], "tests": result["tests"],
                              "missing": result["missing"]}
 
@@ -374,7 +375,7 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
         "features": features,
         "prediction": prediction_result,
         "drifted_features": drifted,
-        "dataset_drift": decide_dataset(len(drifted), len(features), thresholds),
+        DATASET_DRIFT: decide_dataset(len(drifted), len(features), thresholds),
     }
 
 

@@ -8,7 +8,15 @@ from detectors.decision import INSUFFICIENT_DATA
 from detectors.results import WindowResult, finite_or_none, insufficient
 from detectors.thresholds import WindowThresholds
 from driftline.baseline import Baseline, NumericProfile, Profile
-from driftline.vocabulary import DATA_QUALITY
+from driftline.vocabulary import (
+    DATA_QUALITY,
+    MISSING_FEATURE_SHARE,
+    MISSING_RATE,
+    NEW_FEATURE_SHARE,
+    OUT_OF_RANGE_SHARE,
+    TYPE_CHANGE_SHARE,
+    UNSEEN_CATEGORY_SHARE,
+)
 from driftline.window_state import FeatureWindow, WindowState
 
 __all__ = ["data_quality", "expected_types"]
@@ -39,25 +47,25 @@ def data_quality(baseline: Baseline, state: WindowState, thresholds: WindowThres
         rate = window.nulls / events if events else 0.0
         increase, p_value = stats.missing_rate_test(profile.nulls, profile.rows, window.nulls, events)
         limit = profile.null_rate + thresholds.missing_rate_increase
-        result(name, "missing_rate", rate, limit,
+        result(name, MISSING_RATE, rate, limit,
                increase >= thresholds.missing_rate_increase and p_value < thresholds.drift.alpha,
                {"reference": profile.null_rate, "nulls": window.nulls, "p_value": p_value})
         absent_share = window.absent / events if events else 0.0
-        result(name, "missing_feature_share", absent_share, thresholds.missing_feature_share,
+        result(name, MISSING_FEATURE_SHARE, absent_share, thresholds.missing_feature_share,
                absent_share > thresholds.missing_feature_share, {"absent": window.absent})
         values = sum(window.value_types.values())
         expected = expected_types(profile)
         changed = {k: v for k, v in window.value_types.items() if k not in expected}
         changed_count = sum(changed.values())
         share = changed_count / values if values else 0.0
-        result(name, "type_change_share", share, thresholds.type_change_share,
+        result(name, TYPE_CHANGE_SHARE, share, thresholds.type_change_share,
                share > thresholds.type_change_share,
                {"expected_types": sorted(expected), "changed": changed})
         if isinstance(profile, NumericProfile):
             outside = window.below_min + window.above_max
             numbers = window.count + window.nonfinite
             share = outside / numbers if numbers else 0.0
-            result(name, "out_of_range_share", share, thresholds.out_of_range_share,
+            result(name, OUT_OF_RANGE_SHARE, share, thresholds.out_of_range_share,
                    share > thresholds.out_of_range_share,
                    {"below_min": window.below_min, "above_max": window.above_max, "training_min": profile.min,
                     "training_max": profile.max, "window_min": finite_or_none(window.min), "window_max": finite_or_none(window.max)})
@@ -66,12 +74,12 @@ def data_quality(baseline: Baseline, state: WindowState, thresholds: WindowThres
             unseen = {k: v for k, v in window.categories.items() if k not in profile.counts}
             share = sum(unseen.values()) / seen if seen else 0.0
             top = dict(sorted(unseen.items(), key=lambda kv: -kv[1])[:10])
-            result(name, "unseen_category_share", share, thresholds.unseen_category_share,
+            result(name, UNSEEN_CATEGORY_SHARE, share, thresholds.unseen_category_share,
                    share > thresholds.unseen_category_share, {"unseen": top, "unseen_categories": len(unseen)})
     for name, window in state.features.items():
         if name in baseline.profiles:
             continue
         share = (events - window.absent) / events if events else 0.0
-        result(name, "new_feature_share", share, thresholds.new_feature_share,
+        result(name, NEW_FEATURE_SHARE, share, thresholds.new_feature_share,
                share > thresholds.new_feature_share, {"kind": window.kind})
     return results

@@ -15,7 +15,14 @@ from detectors.decision import (
 )
 from detectors.results import WindowResult, insufficient
 from driftline.baseline import Baseline, NumericProfile, Profile
-from driftline.vocabulary import DATA_DRIFT, DATASET_DRIFT, DRIFTED_SHARE, PREDICTION_DRIFT
+from driftline.vocabulary import (
+    DATASET_DRIFT,
+    DATA_DRIFT,
+    DRIFTED_SHARE,
+    INSUFFICIENT_DATA_KEY,
+    PREDICTION_DRIFT,
+    PSI,
+)
 from driftline.window_state import FeatureWindow, WindowState
 
 __all__ = ["data_drift", "prediction_drift"]
@@ -40,7 +47,7 @@ def _drift_result(detector: str, name: str, profile: Profile, window: FeatureWin
                   thresholds: DriftThresholds, tests: dict[str, dict[str, Any]] | None = None,
                   rows: int | None = None) -> WindowResult:
     kind = profile.kind
-    primary = "psi"
+    primary = PSI
     if window is None or events == 0:
         return WindowResult(detector, name, primary, None, thresholds.psi, False,
                               insufficient({"kind": kind, "rows": 0}, f"{INSUFFICIENT_DATA}: no values"))
@@ -50,10 +57,10 @@ def _drift_result(detector: str, name: str, profile: Profile, window: FeatureWin
     annotate_tests(tests, kind, thresholds)
     details: dict[str, Any] = {"kind": kind, "rows": rows, "reason": reason, "tests": tests}
     if reason.startswith(INSUFFICIENT_DATA):
-        details["insufficient_data"] = True
+        details[INSUFFICIENT_DATA_KEY] = True
         if isinstance(profile, NumericProfile) and window.unbinned and not window.binned:
             details["reason"] = f"{INSUFFICIENT_DATA}: values were counted before the baseline existed"
-    return WindowResult(detector, name, primary, tests["psi"]["value"], thresholds.psi, bool(drift), details)
+    return WindowResult(detector, name, primary, tests[PSI]["value"], thresholds.psi, bool(drift), details)
 
 
 def data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresholds) -> list[WindowResult]:

@@ -6,7 +6,7 @@ from typing import Any
 from detectors.decision import INSUFFICIENT_DATA
 from detectors.results import WindowResult, finite_or_none, insufficient
 from detectors.thresholds import LatencySLO
-from driftline.vocabulary import LATENCY
+from driftline.vocabulary import CONCURRENCY, ERROR_RATE, LATENCY, LATENCY_TOTAL, P50_MS, P95_MS, P99_MS, QPS
 from driftline.window_state import WindowState
 
 __all__ = ["latency"]
@@ -27,18 +27,18 @@ def latency(state: WindowState, slo: LatencySLO, window_seconds: float) -> list[
         results.append(WindowResult(LATENCY, feature, metric, value, threshold, bool(breached),
                                       dict(details, events=events)))
 
-    objectives = {0.5: ("p50_ms", slo.p50_ms), 0.95: ("p95_ms", slo.p95_ms), 0.99: ("p99_ms", slo.p99_ms)}
+    objectives = {0.5: (P50_MS, slo.p50_ms), 0.95: (P95_MS, slo.p95_ms), 0.99: (P99_MS, slo.p99_ms)}
     for part, histogram in state.latency.items():
         for q, (metric, objective) in objectives.items():
-            result(part, metric, histogram.quantile(q), objective if part == "total" else None,
+            result(part, metric, histogram.quantile(q), objective if part == LATENCY_TOTAL else None,
                    {"count": histogram.count, "max_ms": finite_or_none(histogram.max)})
     error_rate = state.errors / events if events else 0.0
-    result(None, "error_rate", error_rate, slo.error_rate, {"errors": state.errors})
+    result(None, ERROR_RATE, error_rate, slo.error_rate, {"errors": state.errors})
     qps = events / window_seconds if window_seconds > 0 else 0.0
-    result(None, "qps", qps, slo.max_qps, {"window_seconds": window_seconds})
-    total = state.latency.get("total")
+    result(None, QPS, qps, slo.max_qps, {"window_seconds": window_seconds})
+    total = state.latency.get(LATENCY_TOTAL)
     mean_seconds = (total.mean or 0.0) / 1000.0 if total is not None and total.count else 0.0
     # Little's law: requests in flight = arrival rate x mean time each spends inside.
-    result(None, "concurrency", qps * mean_seconds, slo.max_concurrency,
-           {"qps": qps, "mean_latency_ms": mean_seconds * 1000.0})
+    result(None, CONCURRENCY, qps * mean_seconds, slo.max_concurrency,
+           {QPS: qps, "mean_latency_ms": mean_seconds * 1000.0})
     return results

@@ -19,11 +19,20 @@ from detectors.results import WindowResult, insufficient
 from detectors.thresholds import WindowThresholds
 from driftline.baseline import BINARY, Baseline, LabelSummary
 from driftline.vocabulary import (
+    ACCURACY,
+    F1,
+    LOG_LOSS,
+    MACRO_F1,
+    MAE,
     MODEL_QUALITY,
+    PRECISION,
     QUALITY_ERRORS,
     QUALITY_SCORES,
     QUALITY_VS_CALIBRATION,
     QUALITY_VS_TRAINING,
+    RECALL,
+    RMSE,
+    ROC_AUC,
 )
 from driftline.window_state import WindowState
 
@@ -31,11 +40,11 @@ __all__ = ["model_quality"]
 
 # Metrics that are a proportion of, or a mean over, all labelled rows; the others rest on
 # one class's rows (or the rarer class's) and also need `quality_min_class_count` of them.
-_ROW_METRICS = frozenset(("accuracy", "log_loss", "mae", "rmse"))
-_SUPPORT_NAMES = {"accuracy": "labels", "log_loss": "labels", "mae": "labels", "rmse": "labels",
-                  "precision": "predicted positives", "recall": "actual positives",
-                  "f1": "predicted or actual positives (the fewer)", "roc_auc": "rows of the rarer class",
-                  "macro_f1": "rows of the rarest label"}
+_ROW_METRICS = frozenset((ACCURACY, LOG_LOSS, MAE, RMSE))
+_SUPPORT_NAMES = {ACCURACY: "labels", LOG_LOSS: "labels", MAE: "labels", RMSE: "labels",
+                  PRECISION: "predicted positives", RECALL: "actual positives",
+                  F1: "predicted or actual positives (the fewer)", ROC_AUC: "rows of the rarer class",
+                  MACRO_F1: "rows of the rarest label"}
 
 
 def _references(reference: LabelSummary | None, current: LabelSummary, compare_with: str

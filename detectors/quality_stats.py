@@ -8,6 +8,7 @@ from scipy import optimize as _scipy_optimize
 
 from driftline import defaults
 from driftline.baseline import BINARY, MULTICLASS, REGRESSION, LabelSummary
+from driftline.vocabulary import ACCURACY, BIAS, F1, LOG_LOSS, MACRO_F1, MAE, PRECISION, RECALL, RMSE, ROC_AUC
 
 __all__ = [
     "expected_binary_quality",
@@ -50,11 +51,11 @@ def quality_metrics(summary: LabelSummary | None) -> dict[str, float | None]:
         if total_pos and total_neg:
             below = np.concatenate(([0.0], np.cumsum(neg)[:-1]))
             auc = float((pos * (below + 0.5 * neg)).sum() / (total_pos * total_neg))
-        return {"accuracy": float((tp + tn) / n), "precision": float(precision), "recall": float(recall),
-                "f1": float(f1), "roc_auc": auc, "log_loss": summary.log_loss_sum / n}
+        return {ACCURACY: float((tp + tn) / n), PRECISION: float(precision), RECALL: float(recall),
+                F1: float(f1), ROC_AUC: auc, LOG_LOSS: summary.log_loss_sum / n}
     if summary.task == REGRESSION:
-        return {"mae": summary.sum_abs_error / n, "rmse": math.sqrt(summary.sum_sq_error / n),
-                "bias": summary.sum_error / n}
+        return {MAE: summary.sum_abs_error / n, RMSE: math.sqrt(summary.sum_sq_error / n),
+                BIAS: summary.sum_error / n}
     labels = sorted({label for label, _ in summary.confusion})
     correct = sum(c for (label, predicted), c in summary.confusion.items() if label == predicted)
     f1s = []
@@ -65,7 +66,7 @@ def quality_metrics(summary: LabelSummary | None) -> dict[str, float | None]:
         precision = tp / predicted if predicted else 0.0
         recall = tp / actual if actual else 0.0
         f1s.append(2 * precision * recall / (precision + recall) if precision + recall else 0.0)
-    return {"accuracy": correct / n, "macro_f1": float(np.mean(f1s)) if f1s else 0.0}
+    return {ACCURACY: correct / n, MACRO_F1: float(np.mean(f1s)) if f1s else 0.0}
 
 
 def _binary_counts(summary: LabelSummary) -> dict[str, float]:
@@ -103,13 +104,13 @@ def quality_supports(summary: LabelSummary | None) -> dict[str, int]:
     n = int(summary.n)
     if summary.task == BINARY:
         c = _binary_counts(summary)
-        return {"accuracy": n, "precision": int(c["predicted"]), "recall": int(c["actual"]),
-                "f1": int(min(c["predicted"], c["actual"])), "roc_auc": int(min(c["positives"], c["negatives"])),
-                "log_loss": n}
+        return {ACCURACY: n, PRECISION: int(c["predicted"]), RECALL: int(c["actual"]),
+                F1: int(min(c["predicted"], c["actual"])), ROC_AUC: int(min(c["positives"], c["negatives"])),
+                LOG_LOSS: n}
     if summary.task == REGRESSION:
-        return {"mae": n, "rmse": n}
+        return {MAE: n, RMSE: n}
     _, _, actual = _multiclass_counts(summary)
-    return {"accuracy": n, "macro_f1": min(actual.values()) if actual else 0}
+    return {ACCURACY: n, MACRO_F1: min(actual.values()) if actual else 0}
 
 
 def _proportion_variance(p: float | None) -> float | None:
@@ -174,16 +175,16 @@ def null_variances(reference: LabelSummary, current: LabelSummary) -> dict[str, 
     if current.task == BINARY:
         r, c = _binary_counts(reference), _binary_counts(current)
         out: dict[str, tuple[float | None, float | None]] = {}
-        for metric, support in (("accuracy", "n"), ("precision", "predicted"), ("recall", "actual")):
+        for metric, support in ((ACCURACY, "n"), (PRECISION, "predicted"), (RECALL, "actual")):
             variance = _proportion_variance(ref_metrics[metric])
             out[metric] = (_per_row(variance, c[support]), _per_row(variance, r[support]))
         log_loss, _ = _binned_log_loss_moments(reference)
-        out["log_loss"] = (_per_row(log_loss, c["n"]), _per_row(log_loss, r["n"]))
-        (wp, rp), (wr, rr) = out["precision"], out["recall"]
-        out["f1"] = (None if wp is None or wr is None else max(wp, wr),
+        out[LOG_LOSS] = (_per_row(log_loss, c["n"]), _per_row(log_loss, r["n"]))
+        (wp, rp), (wr, rr) = out[PRECISION], out[RECALL]
+        out[F1] = (None if wp is None or wr is None else max(wp, wr),
                      None if rp is None or rr is None else max(rp, rr))
-        auc = ref_metrics["roc_auc"]
-        out["roc_auc"] = (None, None) if auc is None else (
+        auc = ref_metrics[ROC_AUC]
+        out[ROC_AUC] = (None, None) if auc is None else (
             hanley_mcneil_variance(auc, c["positives"], c["negatives"]),
             hanley_mcneil_variance(auc, r["positives"], r["negatives"]))
         return out
@@ -196,8 +197,8 @@ def null_variances(reference: LabelSummary, current: LabelSummary) -> dict[str, 
         rmse = math.sqrt(mean_sq)
         # Delta method: Var(RMSE) = Var(MSE) / (2 RMSE)^2, Var(e^2) as for normal errors.
         square_variance = (2.0 * sigma2 * sigma2 + 4.0 * mu * mu * sigma2) / (4.0 * mean_sq) if rmse > 0 else 0.0
-        return {"mae": (_per_row(abs_variance, current.n), _per_row(abs_variance, n_ref)),
-                "rmse": (_per_row(square_variance, current.n), _per_row(square_variance, n_ref))}
+        return {MAE: (_per_row(abs_variance, current.n), _per_row(abs_variance, n_ref)),
+                RMSE: (_per_row(square_variance, current.n), _per_row(square_variance, n_ref))}
     r_tp, r_predicted, r_actual = _multiclass_counts(reference)
     _, c_predicted, c_actual = _multiclass_counts(current)
     window_se, training_se = [], []
@@ -207,9 +208,9 @@ def null_variances(reference: LabelSummary, current: LabelSummary) -> dict[str, 
         vp, vr = _proportion_variance(precision), _proportion_variance(recall)
         window_se.append(math.sqrt(max(vp / max(c_predicted.get(label, 0), 1), vr / c_actual[label])))
         training_se.append(math.sqrt(max(vp / max(r_predicted.get(label, 0), 1), vr / max(r_actual.get(label, 0), 1))))
-    accuracy = _proportion_variance(ref_metrics["accuracy"])
-    return {"accuracy": (_per_row(accuracy, current.n), _per_row(accuracy, reference.n)),
-            "macro_f1": (float(np.mean(window_se)) ** 2 if window_se else None,
+    accuracy = _proportion_variance(ref_metrics[ACCURACY])
+    return {ACCURACY: (_per_row(accuracy, current.n), _per_row(accuracy, reference.n)),
+            MACRO_F1: (float(np.mean(window_se)) ** 2 if window_se else None,
                          float(np.mean(training_se)) ** 2 if training_se else None)}
 
 
@@ -227,12 +228,12 @@ def null_third_cumulants(reference: LabelSummary, current: LabelSummary) -> dict
     if current.task == BINARY:
         c = _binary_counts(current)
         out = {metric: -_binomial_third_cumulant(ref_metrics[metric], c[support])
-               for metric, support in (("accuracy", "n"), ("precision", "predicted"), ("recall", "actual"))}
+               for metric, support in ((ACCURACY, "n"), (PRECISION, "predicted"), (RECALL, "actual"))}
         _, third = _binned_log_loss_moments(reference)
-        out["log_loss"] = (third or 0.0) / (c["n"] * c["n"]) if c["n"] else 0.0
+        out[LOG_LOSS] = (third or 0.0) / (c["n"] * c["n"]) if c["n"] else 0.0
         return out
     if current.task == MULTICLASS:
-        return {"accuracy": -_binomial_third_cumulant(ref_metrics["accuracy"], current.n)}
+        return {ACCURACY: -_binomial_third_cumulant(ref_metrics[ACCURACY], current.n)}
     return {}
 
 
@@ -362,30 +363,30 @@ def expected_binary_quality(calibration: np.ndarray,
     actual = tp + fn
     none = (None, None, 0.0)
     out: dict[str, tuple[float | None, float | None, float]] = {}
-    out["accuracy"] = ((tp + below_rows - fn) / n, math.sqrt(v_tp + v_fn) / n, -k_correct / n ** 3) if n else none
-    out["precision"] = ((tp / predicted, math.sqrt(v_tp) / predicted, -float(skew[above].sum()) / predicted ** 3)
+    out[ACCURACY] = ((tp + below_rows - fn) / n, math.sqrt(v_tp + v_fn) / n, -k_correct / n ** 3) if n else none
+    out[PRECISION] = ((tp / predicted, math.sqrt(v_tp) / predicted, -float(skew[above].sum()) / predicted ** 3)
                         if predicted else none)
     if actual > 0:
         recall = tp / actual
-        out["recall"] = (recall, math.sqrt((1 - recall) ** 2 * v_tp + recall ** 2 * v_fn) / actual, 0.0)
+        out[RECALL] = (recall, math.sqrt((1 - recall) ** 2 * v_tp + recall ** 2 * v_fn) / actual, 0.0)
         total = predicted + actual
         d_tp, d_fn = 2.0 * (total - tp) / total ** 2, -2.0 * tp / total ** 2
-        out["f1"] = (2.0 * tp / total, math.sqrt(d_tp ** 2 * v_tp + d_fn ** 2 * v_fn), 0.0)
+        out[F1] = (2.0 * tp / total, math.sqrt(d_tp ** 2 * v_tp + d_fn ** 2 * v_fn), 0.0)
     else:
-        out["recall"] = out["f1"] = none
+        out[RECALL] = out[F1] = none
     expected_pos, expected_neg = rows * c, rows * (1.0 - c)
     if actual > 0 and n - actual > 0:
         below_neg = np.concatenate(([0.0], np.cumsum(expected_neg)[:-1]))
         auc = float((expected_pos * (below_neg + 0.5 * expected_neg)).sum() / (actual * (n - actual)))
         variance = hanley_mcneil_variance(auc, actual, n - actual)
-        out["roc_auc"] = (auc, None if variance is None else math.sqrt(variance), 0.0)
+        out[ROC_AUC] = (auc, None if variance is None else math.sqrt(variance), 0.0)
     else:
-        out["roc_auc"] = none
+        out[ROC_AUC] = none
     _, loss_pos, loss_neg = bin_losses(current.bins)
     if n:
         gap = loss_pos - loss_neg
         log_loss = float(rows @ (c * loss_pos + (1.0 - c) * loss_neg)) / n
-        out["log_loss"] = (log_loss, math.sqrt(float(spread @ gap ** 2)) / n, float(skew @ gap ** 3) / n ** 3)
+        out[LOG_LOSS] = (log_loss, math.sqrt(float(spread @ gap ** 2)) / n, float(skew @ gap ** 3) / n ** 3)
     else:
-        out["log_loss"] = none
+        out[LOG_LOSS] = none
     return out

@@ -26,7 +26,7 @@ class WindowResult:
 
     @property
     def insufficient_data(self) -> bool:
-        return bool(self.details.get("insufficient_data"))
+        return bool(self.details.get(vocabulary.INSUFFICIENT_DATA_KEY))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (NaN and infinities become None)."""

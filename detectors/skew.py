@@ -11,7 +11,7 @@ from detectors.decision import INSUFFICIENT_DATA
 from detectors.results import WindowResult, insufficient, json_safe
 from detectors.thresholds import WindowThresholds
 from driftline.baseline import Baseline, NumericProfile, category_key, is_null
-from driftline.vocabulary import SKEW
+from driftline.vocabulary import DISTRIBUTION_PSI, PARITY_MISMATCH_RATE, SKEW
 from driftline.window_state import WindowState
 
 __all__ = ["ParityCheck", "parity_skew", "skew", "skew_with_parity"]
@@ -81,7 +81,7 @@ def skew_with_parity(baseline: Baseline, state: WindowState, thresholds: WindowT
                                  "distribution difference is drift (data_drift), not skew")
         elif large:
             details["reason"] = "no parity check possible for this feature: distribution skew is the only evidence"
-        results.append(WindowResult(SKEW, name, "distribution_psi", value, thresholds.skew_distribution_psi,
+        results.append(WindowResult(SKEW, name, DISTRIBUTION_PSI, value, thresholds.skew_distribution_psi,
                                       bool(breached), details))
     return results + parity_results, parity
 
@@ -119,7 +119,7 @@ def _parity_check(baseline: Baseline, state: WindowState, thresholds: WindowThre
     if len(records) < thresholds.parity_min_sample:
         insufficient(details, f"{INSUFFICIENT_DATA}: {len(records)} sampled events with inputs "
                                f"< {thresholds.parity_min_sample}")
-        return [WindowResult(SKEW, None, "parity_mismatch_rate", None, thresholds.parity_mismatch_rate, False,
+        return [WindowResult(SKEW, None, PARITY_MISMATCH_RATE, None, thresholds.parity_mismatch_rate, False,
                                details)], ParityCheck()
     try:
         recomputed = _apply(transform, [r["inputs"] for r in records])
@@ -127,7 +127,7 @@ def _parity_check(baseline: Baseline, state: WindowState, thresholds: WindowThre
             raise ValueError(f"returned {len(recomputed)} records for {len(records)} inputs")
     except Exception as exc:  # a transform that cannot process served inputs is itself skew
         details["error"] = f"{type(exc).__name__}: {exc}"
-        return [WindowResult(SKEW, None, "parity_mismatch_rate", 1.0, thresholds.parity_mismatch_rate, True,
+        return [WindowResult(SKEW, None, PARITY_MISMATCH_RATE, 1.0, thresholds.parity_mismatch_rate, True,
                                details)], ParityCheck()
     parity = ParityCheck(served=[r["features"] for r in records], recomputed=recomputed)
     results = []
@@ -153,6 +153,6 @@ def _parity_check(baseline: Baseline, state: WindowState, thresholds: WindowThre
             parity.judged.add(name)
             if breached:
                 parity.skewed.add(name)
-        results.append(WindowResult(SKEW, name, "parity_mismatch_rate", rate, thresholds.parity_mismatch_rate,
+        results.append(WindowResult(SKEW, name, PARITY_MISMATCH_RATE, rate, thresholds.parity_mismatch_rate,
                                       bool(breached), json_safe(feature_details)))
     return results, parity

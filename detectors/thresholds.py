@@ -8,7 +8,13 @@ from typing import Any, Mapping
 from detectors.decision import DriftThresholds
 from driftline import defaults
 from driftline.errors import UserError
-from driftline.vocabulary import QUALITY_VS_CALIBRATION, QUALITY_VS_TRAINING
+from driftline.vocabulary import (
+    DATA_QUALITY,
+    MODEL_QUALITY,
+    QUALITY_VS_CALIBRATION,
+    QUALITY_VS_TRAINING,
+    SKEW,
+)
 
 __all__ = ["LatencySLO", "WindowThresholds"]
 
@@ -83,12 +89,12 @@ class WindowThresholds:
         models = mapping.pop("models", {}) or {}
         drift = DriftThresholds.from_mapping(mapping.pop("drift", None), model)
         flat: dict[str, Any] = {}
-        for section in ("data_quality", "skew", "model_quality"):
+        for section in (DATA_QUALITY, SKEW, MODEL_QUALITY):
             flat.update(mapping.pop(section, {}) or {})
         flat.update(mapping)
         if model is not None and model in models:
             overrides = dict(models[model])
-            for section in ("data_quality", "skew", "model_quality"):
+            for section in (DATA_QUALITY, SKEW, MODEL_QUALITY):
                 flat.update(overrides.pop(section, {}) or {})
             flat.update(overrides)
         return _from_mapping(cls, {**flat, "drift": drift}, "[window thresholds]")

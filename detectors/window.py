@@ -52,7 +52,8 @@ from driftline.baseline import Baseline
 from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, LATENCY, MODEL_QUALITY, PREDICTION_DRIFT, SKEW
 from driftline.window_state import WindowState
 
-__all__ = ["FAMILIES", "evaluate_window"]
+# The thresholds and result types are part of evaluate_window's signature, so they are importable here too.
+__all__ = ["FAMILIES", "LatencySLO", "WindowResult", "WindowThresholds", "evaluate_window"]
 
 # The families evaluate_window can run; data_drift's run also gives the dataset_drift result.
 FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY)

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, defer
 
+from driftline import vocabulary
 from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
                                     WindowQuarantine, WindowStateRecord)
 
@@ -138,12 +139,12 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: "Ev
                               transform=cache.transform(session, key.model, key.version) if baseline else None)
     if pooled_windows:
         for r in results:
-            if r.detector == "model_quality":
+            if r.detector == vocabulary.MODEL_QUALITY:
                 r.details.update(window_labels=window_labels, pooled_windows=pooled_windows,
                                  pooled_labels=state.labels.n)
     if baseline is None:
         status = "no_baseline"
-    elif any(r.insufficient_data for r in results if r.detector == "data_drift"):
+    elif any(r.insufficient_data for r in results if r.detector == vocabulary.DATA_DRIFT):
         status = "insufficient_data"
     else:
         status = "ok"
@@ -218,19 +219,19 @@ class EvaluationConfig:
 
     @classmethod
     def from_settings(cls, settings: Any) -> "EvaluationConfig":
-        names = ("drift", "data_quality", "skew", "model_quality", "latency")
+        names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY, vocabulary.LATENCY)
         config = cls(settings.window_seconds, {name: settings.section(name) for name in names})
         config.thresholds_for(None)  # a bad key fails at start-up, not at the first window
         config.slo_for(None)
         return config
 
     def thresholds_for(self, model: str | None) -> Any:
-        from detectors.thresholds import WindowThresholds
+        from detectors.window import WindowThresholds
 
         # Per-model overrides are written inside each section ([skew.models."credit-default"]);
         # WindowThresholds takes them as one top-level `models` table of sections.
         mapping: dict[str, Any] = {"models": {}}
-        for name in ("drift", "data_quality", "skew", "model_quality"):
+        for name in ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY):
             section = dict(self.sections.get(name, {}))
             if name != "drift":  # DriftThresholds reads its own [drift.models.*]
                 for model_name, overrides in (section.pop("models", {}) or {}).items():
@@ -239,9 +240,9 @@ class EvaluationConfig:
         return WindowThresholds.from_mapping(mapping, model=model)
 
     def slo_for(self, model: str | None) -> Any:
-        from detectors.thresholds import LatencySLO
+        from detectors.window import LatencySLO
 
-        return LatencySLO.from_mapping(self.sections.get("latency", {}), model=model)
+        return LatencySLO.from_mapping(self.sections.get(vocabulary.LATENCY, {}), model=model)
 
 
 def now_ms() -> int:

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, derive, queries, ui
+from driftline.vocabulary import INSUFFICIENT_DATA_KEY, LATENCY, PREDICTION_DRIFT
 
 PREDICTION = "__prediction__"
 
@@ -80,7 +81,7 @@ def window_options(windows: pd.DataFrame, drift: pd.DataFrame) -> dict[int, str]
 
 def decision(results: pd.DataFrame, label: str) -> None:
     breached = results[results["breached"]]
-    insufficient = [d for d in results["details"] if isinstance(d, dict) and d.get("insufficient_data")]
+    insufficient = [d for d in results["details"] if isinstance(d, dict) and d.get(INSUFFICIENT_DATA_KEY)]
     if results.empty:
         st.info(f"No detector results for {label} in this window.")
     elif breached.empty and len(insufficient) == len(results):
@@ -189,9 +190,9 @@ def body(ctx: ui.Context) -> None:
     directions = derive.worse_direction(buckets)
     worst = {}
     for row in results.itertuples():
-        if row.detector == "latency":
+        if row.detector == LATENCY:
             continue
-        key = PREDICTION if row.detector == "prediction_drift" else row.feature
+        key = PREDICTION if row.detector == PREDICTION_DRIFT else row.feature
         score = derive.relative_score(row.value, row.threshold, directions.get((row.detector, row.metric),
                                                                                derive.HIGHER), row.metric)
         if key and not math.isnan(score):
@@ -205,7 +206,7 @@ def body(ctx: ui.Context) -> None:
     feature = pick_feature.selectbox("Feature (most breached first)", names, key="feature", bind="query-params",
                                      format_func=lambda n: feature_label(n) + ("  ⚠" if worst.get(n, 0) >= 10 else ""))
     label = feature_label(feature)
-    own = (results[results["detector"] == "prediction_drift"] if feature == PREDICTION
+    own = (results[results["detector"] == PREDICTION_DRIFT] if feature == PREDICTION
            else results[(results["feature"] == feature) & ~results["detector"].isin(derive.NOT_FEATURES)])
     decision(own, label)
     distribution_charts(distributions(ctx.db_url, ctx.model, ctx.version, int(window), feature), label)
@@ -214,7 +215,7 @@ def body(ctx: ui.Context) -> None:
         st.caption("No detector results for this feature in this window.")
     else:
         statistics_table(own, directions)
-    mine = (scored[scored["detector"] == "prediction_drift"] if feature == PREDICTION
+    mine = (scored[scored["detector"] == PREDICTION_DRIFT] if feature == PREDICTION
             else scored[(scored["feature"] == feature) & ~scored["detector"].isin(derive.NOT_FEATURES)])
     history(ctx, scored, mine, label)
 

@@ -8,6 +8,7 @@ import streamlit as st
 
 from dashboard import charts, derive, queries, ui
 from driftline import defaults
+from driftline.vocabulary import CONCURRENCY, DATA_DRIFT, ERROR_RATE, LATENCY, MODEL_QUALITY, QPS
 
 WORST = "worst of all metrics"
 
@@ -48,7 +49,7 @@ def header(ctx: ui.Context, scored: pd.DataFrame, versions: pd.DataFrame) -> Non
     cols[0].metric(f"Windows ({ctx.range_key})", len(windows))
     cols[1].metric(f"Events ({ctx.range_key})", f"{int(windows['events'].sum()):,}")
     cols[2].metric("Features drifting (any window)",
-                   breached.loc[(breached["detector"] == "data_drift") & (breached["feature"] != ""), "feature"].nunique())
+                   breached.loc[(breached["detector"] == DATA_DRIFT) & (breached["feature"] != ""), "feature"].nunique())
     cols[3].metric("Detector families breached", breached["detector"].nunique(),
                    help=", ".join(derive.ordered_detectors(set(breached["detector"]))) or "none")
     alerts = queries.alerts(ctx.db_url, ctx.start_ms, ctx.model)
@@ -75,7 +76,7 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
             st.altair_chart(charts.latency_chart(series, float(p99.max()) if not p99.empty else None, ctx.span_ms),
                             width="stretch")
     with right:
-        traffic = [m for key in ("qps", "concurrency") if (m := derive.pick_metric(names, derive.HEADLINE_METRICS[key]))]
+        traffic = [m for key in (QPS, CONCURRENCY) if (m := derive.pick_metric(names, derive.HEADLINE_METRICS[key]))]
         rows = model_level[model_level["metric"].isin(traffic)]
         st.markdown("**Traffic**: requests per second and requests in flight")
         if rows.empty:
@@ -90,7 +91,7 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
     p99 = derive.pick_metric(set(parts["metric"]), derive.HEADLINE_METRICS["p99"])
     cols = st.columns(4 if p99 else 3)
     with cols[0]:
-        error = derive.pick_metric(names, derive.HEADLINE_METRICS["error_rate"])
+        error = derive.pick_metric(names, derive.HEADLINE_METRICS[ERROR_RATE])
         rows = model_level[model_level["metric"] == error] if error else model_level.iloc[0:0]
         if rows.empty:
             st.caption("No error-rate results in this range.")
@@ -215,11 +216,11 @@ def body(ctx: ui.Context) -> None:
         if window_ms and bucket_ms > window_ms:
             st.caption(f"Each point and cell covers {bucket_ms // window_ms} windows of {window_ms // 1000} s "
                        "and shows the worst of them.")
-        serving(ctx, scored[scored["detector"] == "latency"])
-        for detector in derive.ordered_detectors(set(scored["detector"]) - {"latency"}):
+        serving(ctx, scored[scored["detector"] == LATENCY])
+        for detector in derive.ordered_detectors(set(scored["detector"]) - {LATENCY}):
             detector_section(ctx, detector, scored[scored["detector"] == detector])
-        if "model_quality" not in set(scored["detector"]):
-            st.header(derive.detector_title("model_quality"), divider="gray")
+        if MODEL_QUALITY not in set(scored["detector"]):
+            st.header(derive.detector_title(MODEL_QUALITY), divider="gray")
             st.caption("No labels joined in this range yet: model quality appears once labels arrive on the "
                        "`driftline.labels` topic.")
     versions_section(ctx, versions)

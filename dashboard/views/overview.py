@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, derive, queries, ui
+from driftline.vocabulary import DATA_DRIFT, LATENCY
 
 GET_STARTED = """\
 # everything at once: broker, store, a trained model, worker, collector, scheduler, this dashboard, demo traffic
@@ -72,8 +73,8 @@ def fleet_charts(ctx: ui.Context) -> None:
     first = queries.first_window_ms(ctx.db_url, None, None, ctx.start_ms, ctx.end_ms) or ctx.start_ms
     bucket = derive.bucket_size_ms(first, ctx.end_ms, queries.window_length_ms(ctx.db_url))
     latency = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket,
-                                       detectors=("latency",), metrics=derive.HEADLINE_METRICS["p99"])
-    drift = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket, detectors=("data_drift",))
+                                       detectors=(LATENCY,), metrics=derive.HEADLINE_METRICS["p99"])
+    drift = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket, detectors=(DATA_DRIFT,))
     left, right = st.columns(2)
     with left:
         st.markdown("**p99 latency by version** (dashed: its SLO)")

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import click
 
+from driftline import vocabulary
 from driftline.errors import UserError
 from driftline.tables import read_table, split_names
 
@@ -51,7 +52,7 @@ def _write_json(result: dict[str, Any], path: str | None) -> None:
 
 def _summary(result: dict[str, Any]) -> str:
     windows = result["windows"]
-    drifted = sum(1 for w in windows if w["dataset_drift"])
+    drifted = sum(1 for w in windows if w[vocabulary.DATASET_DRIFT])
     features = len(windows[0]["features"]) if windows else 0
     return (f"driftline detect: {len(windows)} window(s), {features} feature(s), "
             f"dataset drift in {drifted} window(s)")

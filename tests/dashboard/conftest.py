@@ -1,6 +1,6 @@
 """Dashboard fixtures: one seeded store per test session, copied fresh for each test.
 
-Seeding (dashboard/demo_seed.py) takes a few seconds, so it runs once into a
+Seeding (tests/support/demo_store.py) takes a few seconds, so it runs once into a
 template file; each test gets its own copy, as `sqlite_url` does for empty stores.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import streamlit as st
 
-from dashboard.demo_seed import SeedSummary, seed_store
 from driftline.store import db as store_db
+from tests.support.demo_store import SeedSummary, seed_store
 
 # 120 windows of a minute per model: a few hundred windows in all, two hours of history.
 SEED_WINDOWS = 120
@@ -28,28 +28,6 @@ def _seeded_template(tmp_path_factory) -> tuple[Path, SeedSummary]:
     store_db.get_engine(url).dispose()
     store_db._engines.pop(url, None)
     return path, summary
-
-
-@pytest.fixture(scope="session")
-def _local_template(tmp_path_factory) -> tuple[Path, SeedSummary]:
-    path = tmp_path_factory.mktemp("dashboard-seed-local") / "local.db"
-    url = f"sqlite:///{path}"
-    store_db.upgrade(url)
-    summary = seed_store(url, windows=60, evaluator="local")
-    store_db.get_engine(url).dispose()
-    store_db._engines.pop(url, None)
-    return path, summary
-
-
-@pytest.fixture
-def seeded_local(_local_template, tmp_path, monkeypatch) -> tuple[str, SeedSummary]:
-    """Like `seeded`, with results under other metric names (the seed's local formulas)."""
-    template, summary = _local_template
-    path = tmp_path / "local.db"
-    shutil.copyfile(template, path)
-    url = f"sqlite:///{path}"
-    monkeypatch.setenv("DRIFTLINE_DB", url)
-    return url, summary
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from dashboard.demo_seed import CREDIT
 from driftline.broker import free_port, wait_for_port
+from tests.support.demo_store import CREDIT
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from dashboard import derive
+from driftline import vocabulary
 from driftline.baseline import NumericProfile
 
 
@@ -123,7 +124,7 @@ def test_category_shares_mark_unseen_and_fold_the_tail():
 
 def test_headline_picks_latency_and_drift_from_the_newest_window():
     latest = pd.DataFrame([
-        ("m", "1", 60_000, "latency", "", "p99", 150.0, 100.0, True),
+        ("m", "1", 60_000, "latency", "", vocabulary.P99_MS, 150.0, 100.0, True),
         ("m", "1", 60_000, "latency", "", "qps", 12.0, None, False),
         ("m", "1", 60_000, "latency", "", "error_rate", 0.01, 0.02, False),
         ("m", "1", 60_000, "data_drift", "age", "psi", 0.4, 0.2, True),

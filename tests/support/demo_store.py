@@ -13,10 +13,9 @@ page has something true to show:
   one notification failed to deliver.
 * ``fraud-score``: one healthy version, with a latency alert that fired and resolved.
 
-The detector results use the metric names of the streaming detectors (psi,
-ks_p_value, p50/p95/p99, qps, error_rate, missing_rate, accuracy, ...), computed by
-short local formulas: the dashboard only reads results, so the seed must not depend
-on the detectors stage. Run ``python -m dashboard.demo_seed --db URL`` to fill a
+Every window is evaluated by the real detectors, through the scheduler's evaluation
+job, so the pages show the names and details of `driftline.vocabulary`. Run
+``python -m tests.support.demo_store --db URL`` from the repository root to fill a
 store for a demo (the store must be migrated: ``driftline db upgrade``).
 """
 from __future__ import annotations
@@ -31,28 +30,19 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
 from driftline.baseline import Baseline, compute_baseline
 from driftline.store.db import session_scope
 from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
-                                    ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
-                                    WindowStateRecord)
+                                    ModelVersion, Notification, RetrainRequest, Silence, WindowStateRecord)
+from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, LATENCY, PREDICTION_DRIFT, SKEW
 from driftline.window_state import EventBatch, WindowState
 
 CREDIT = "credit-default"
 FRAUD = "fraud-score"
 CREDIT_CATEGORICAL = ("region", "employment_type", "home_ownership")
 FRAUD_CATEGORICAL = ("merchant_category", "channel")
-SLO_P99_MS = 250.0
-ERROR_RATE_MAX = 0.02
-PSI_MAX = 0.2
-ALPHA = 0.05
-MISSING_RATE_DELTA = 0.05
-OUT_OF_RANGE_MAX = 0.05
-PARITY_MISMATCH_MAX = 0.01
-ACCURACY_MIN = 0.75
 # Events kept per partition state: enough for the report page, small enough to seed fast.
 SAMPLE_PER_PARTITION = 100
 
@@ -153,123 +143,6 @@ def _events(rng: np.random.Generator, model: str, version: str, frame: pd.DataFr
     return out
 
 
-# --- detector results (short local formulas; see the module docstring) -------------
-
-def _psi(reference: np.ndarray, current: np.ndarray) -> float:
-    p = np.maximum(reference / max(reference.sum(), 1), 1e-4)
-    q = np.maximum(current / max(current.sum(), 1), 1e-4)
-    return float(np.sum((q - p) * np.log(q / p)))
-
-
-def _numeric_results(baseline: Baseline, state: WindowState, name: str) -> list[dict[str, Any]]:
-    profile, window = baseline.profiles[name], state.features.get(name)
-    rows = []
-    if window is None or window.counts is None or window.binned == 0:
-        return rows
-    cuts = np.concatenate(([0], profile.decile_index + 1, [profile.counts.size]))
-    ref_dec = np.add.reduceat(profile.counts, cuts[:-1])
-    cur_dec = np.add.reduceat(window.counts, cuts[:-1])
-    psi = _psi(ref_dec, cur_dec)
-    n, m = profile.count, window.binned
-    d = float(np.max(np.abs(np.cumsum(profile.counts) / n - np.cumsum(window.counts) / m)))
-    p_value = float(special.kolmogorov(d * math.sqrt(n * m / (n + m))))
-    drift = p_value < ALPHA and psi >= PSI_MAX
-    rows.append(dict(metric="psi", value=psi, threshold=PSI_MAX, breached=drift))
-    rows.append(dict(metric="ks_p_value", value=p_value, threshold=ALPHA, breached=drift,
-                     details={"statistic": d}))
-    return rows
-
-
-def _categorical_results(baseline: Baseline, state: WindowState, name: str) -> list[dict[str, Any]]:
-    profile, window = baseline.profiles[name], state.features.get(name)
-    if window is None or not window.categories:
-        return []
-    keys = sorted(set(profile.counts) | set(window.categories))
-    ref = np.array([profile.counts.get(k, 0) for k in keys], dtype=float)
-    cur = np.array([window.categories.get(k, 0) for k in keys], dtype=float)
-    psi = _psi(ref, cur)
-    expected = np.maximum(ref / ref.sum() * cur.sum(), 1e-9)
-    p_value = float(stats.chi2.sf(np.sum((cur - expected) ** 2 / expected), len(keys) - 1))
-    drift = p_value < ALPHA and psi >= PSI_MAX
-    return [dict(metric="psi", value=psi, threshold=PSI_MAX, breached=drift),
-            dict(metric="chi2_p_value", value=p_value, threshold=ALPHA, breached=drift)]
-
-
-def detector_results(baseline: Baseline, state: WindowState, window_seconds: int,
-                     labels: tuple[np.ndarray, np.ndarray] | None, parity_bug: bool) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-
-    def add(detector: str, feature: str, rows: list[dict[str, Any]]) -> None:
-        out.extend({"detector": detector, "feature": feature, "details": {}, **r} for r in rows)
-
-    drifted = 0
-    for name, profile in baseline.profiles.items():
-        rows = (_numeric_results if profile.kind == "numeric" else _categorical_results)(baseline, state, name)
-        add("data_drift", name, rows)
-        drifted += any(r["breached"] for r in rows)
-        window = state.features.get(name)
-        if window is None:
-            continue
-        missing = window.nulls / state.events if state.events else 0.0
-        add("data_quality", name, [dict(metric="missing_rate", value=missing,
-                                        threshold=profile.null_rate + MISSING_RATE_DELTA,
-                                        breached=missing > profile.null_rate + MISSING_RATE_DELTA,
-                                        details={"baseline": profile.null_rate})])
-        if profile.kind == "numeric":
-            share = (window.below_min + window.above_max) / state.events if state.events else 0.0
-            add("data_quality", name, [dict(metric="out_of_range_share", value=share, threshold=OUT_OF_RANGE_MAX,
-                                            breached=share > OUT_OF_RANGE_MAX)])
-        else:
-            unseen = sum(c for k, c in window.categories.items() if k not in profile.counts)
-            share = unseen / state.events if state.events else 0.0
-            add("data_quality", name, [dict(metric="unseen_share", value=share, threshold=OUT_OF_RANGE_MAX,
-                                            breached=share > OUT_OF_RANGE_MAX)])
-        mismatch = 0.04 if parity_bug and name == "debt_to_income" else 0.0
-        add("skew", name, [dict(metric="parity_mismatch_rate", value=mismatch, threshold=PARITY_MISMATCH_MAX,
-                                breached=mismatch > PARITY_MISMATCH_MAX)])
-    share = drifted / len(baseline.profiles)
-    add("dataset_drift", "", [dict(metric="drifted_share", value=share, threshold=0.5, breached=share >= 0.5,
-                                   details={"drifted": drifted, "features": len(baseline.profiles)})])
-
-    prediction = state.prediction
-    if prediction is not None and prediction.counts is not None and prediction.binned:
-        profile = baseline.prediction
-        cuts = np.concatenate(([0], profile.decile_index + 1, [profile.counts.size]))
-        psi = _psi(np.add.reduceat(profile.counts, cuts[:-1]), np.add.reduceat(prediction.counts, cuts[:-1]))
-        add("prediction_drift", "", [dict(metric="psi", value=psi, threshold=PSI_MAX, breached=psi >= PSI_MAX),
-                                     dict(metric="mean", value=prediction.mean, threshold=None, breached=False)])
-
-    latency = state.latency["total"]
-    qps = state.events / window_seconds
-    p99 = latency.quantile(0.99)
-    error_rate = state.errors / state.events if state.events else 0.0
-    add("latency", "", [
-        dict(metric="p50", value=latency.quantile(0.5), threshold=None, breached=False),
-        dict(metric="p95", value=latency.quantile(0.95), threshold=None, breached=False),
-        dict(metric="p99", value=p99, threshold=SLO_P99_MS, breached=p99 > SLO_P99_MS),
-        dict(metric="qps", value=qps, threshold=None, breached=False),
-        dict(metric="concurrency", value=qps * (latency.mean or 0.0) / 1000.0, threshold=None, breached=False),
-        dict(metric="error_rate", value=error_rate, threshold=ERROR_RATE_MAX, breached=error_rate > ERROR_RATE_MAX),
-    ])
-    if labels is not None:
-        scores, truth = labels
-        accuracy = float(np.mean((scores >= 0.5) == (truth == 1)))
-        positives = int(truth.sum())
-        negatives = truth.size - positives
-        # ROC AUC as the Mann-Whitney U of the positives' score ranks over n_pos * n_neg.
-        auc = (float((stats.rankdata(scores)[truth == 1].sum() - positives * (positives + 1) / 2)
-                     / (positives * negatives)) if positives and negatives else None)
-        clipped = np.clip(scores, 1e-15, 1 - 1e-15)
-        log_loss = float(-np.mean(truth * np.log(clipped) + (1 - truth) * np.log(1 - clipped)))
-        add("model_quality", "", [
-            dict(metric="accuracy", value=accuracy, threshold=ACCURACY_MIN, breached=accuracy < ACCURACY_MIN,
-                 details={"labelled": int(truth.size)}),
-            dict(metric="roc_auc", value=auc, threshold=None, breached=False),
-            dict(metric="log_loss", value=log_loss, threshold=None, breached=False),
-        ])
-    return out
-
-
 # --- the scenario ---------------------------------------------------------------------
 
 def _dt(ms: int) -> datetime:
@@ -289,17 +162,12 @@ def _baseline(rng: np.random.Generator, model: str, rows: int = 4000) -> Baselin
 
 
 def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, window_seconds: int = 60,
-               events_per_window: int = 240, seed: int = 7, evaluator: str = "detectors") -> SeedSummary:
+               events_per_window: int = 240, seed: int = 7) -> SeedSummary:
     """Fill a migrated, empty store with the scenario of the module docstring; returns what was written.
 
     `windows` windows of `window_seconds` end at the last whole window before `now_ms`.
-    `evaluator`: "detectors" evaluates every window with the scheduler's own job
-    (`driftline.evaluation.evaluate`, the real detectors and their metric names);
-    "local" writes results from this module's short formulas (other metric names:
-    the dashboard must not depend on them).
+    Every window is evaluated with the scheduler's own job (the real detectors).
     """
-    if evaluator not in ("detectors", "local"):
-        raise ValueError(f"evaluator must be 'detectors' or 'local', got {evaluator!r}")
     if windows < 60:
         raise ValueError("the scenario needs at least 60 windows")
     rng = np.random.default_rng(seed)
@@ -352,7 +220,6 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
                                    action=action, reason=reason, at=_dt(when)))
         summary.production = {CREDIT: "2", FRAUD: "1"}
 
-        result_rows: list[dict[str, Any]] = []
         for index, start in enumerate(starts):
             for model in (CREDIT, FRAUD):
                 version = serving(model, start)
@@ -377,7 +244,6 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
                 labels = (rng.random(n) < probability * (1.25 if version == "3" else 1.0)).astype(np.int64)
                 labelled = index < windows - 10  # the newest windows wait for their labels
                 ok = np.array([e["status"] == "ok" for e in events])
-                merged = None
                 partitions = ((0, events[::2]), (1, events[1::2])) if model == CREDIT else ((0, events),)
                 for partition, part in partitions:
                     state = WindowState.empty(baseline, sample_size=SAMPLE_PER_PARTITION).add_batch(
@@ -388,31 +254,14 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
                                                   window_end_ms=start + window_ms, partition=partition,
                                                   events=len(part), state=state.to_bytes(),
                                                   updated_at=_dt(start + window_ms + 2_000)))
-                    merged = state if merged is None else merged.merge(state)
                 summary.windows.setdefault((model, version), []).append(start)
-                if evaluator == "local":
-                    results = detector_results(baseline, merged, window_seconds,
-                                               (probability[ok], labels[ok]) if labelled else None,
-                                               parity_bug=model == CREDIT and version == "3")
-                    session.add(WindowEvaluation(
-                        model=model, version=version, window_start_ms=start, window_end_ms=start + window_ms,
-                        events=len(events), partitions=len(partitions), status="ok",
-                        summary={"breached": sorted({f"{r['detector']}:{r['feature']}" for r in results
-                                                     if r["breached"]})},
-                        evaluated_at=_dt(start + window_ms + 31_000)))
-                    result_rows.extend({"model": model, "version": version, "window_start_ms": start,
-                                        "window_end_ms": start + window_ms,
-                                        "evaluated_at": _dt(start + window_ms + 31_000), **r} for r in results)
         session.flush()
-        if evaluator == "local":
-            session.execute(insert(DetectorResult), result_rows)
-        else:
-            _evaluate_with_detectors(session, summary, window_seconds)
+        _evaluate_with_detectors(session, summary, window_seconds)
         session.flush()
         for model, version, start, feature in session.execute(
                 select(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms,
                        DetectorResult.feature)
-                .where(DetectorResult.detector == "data_drift", DetectorResult.breached, DetectorResult.feature != "")
+                .where(DetectorResult.detector == DATA_DRIFT, DetectorResult.breached, DetectorResult.feature != "")
                 .order_by(DetectorResult.feature)):
             summary.drifted_windows.setdefault((model, version), {}).setdefault(int(start), []).append(feature)
         _alerts(session, summary, at, v2_from, v3_from, v3_to, trouble_from, window_ms)
@@ -442,15 +291,15 @@ def _alerts(session, summary: SeedSummary, at, v2_from: int, v3_from: int, v3_to
             summary.firing.append({"model": model, "version": version, "detector": detector, "feature": feature})
         return fingerprint
 
-    drift_fp = alert(CREDIT, "1", "data_drift", "annual_income", "warning", "resolved", 0.41, 0.2,
+    drift_fp = alert(CREDIT, "1", DATA_DRIFT, "annual_income", "warning", "resolved", 0.41, 0.2,
                      "annual_income drifted: psi 0.41 over 0.2", at(0.24), at(0.26), v2_from + 3 * window_ms)
-    latency_fp = alert(CREDIT, "2", "latency", "total", "critical", "firing", 402.0, 250.0,
+    latency_fp = alert(CREDIT, "2", LATENCY, "total", "critical", "firing", 402.0, 250.0,
                        "p99 latency 402 ms over the 250 ms SLO", trouble_from, trouble_from + 3 * window_ms, None)
-    quality_fp = alert(CREDIT, "2", "data_quality", "credit_score", "warning", "firing", 0.15, 0.05,
+    quality_fp = alert(CREDIT, "2", DATA_QUALITY, "credit_score", "warning", "firing", 0.15, 0.05,
                        "credit_score missing rate 15% (baseline 0%)", at(0.86), at(0.86) + 3 * window_ms, None)
-    alert(CREDIT, "2", "data_drift", "credit_utilization", "warning", "pending", None, 0.2,
+    alert(CREDIT, "2", DATA_DRIFT, "credit_utilization", "warning", "pending", None, 0.2,
           "credit_utilization drifting (psi over 0.2), waiting for a third window", at(0.97), None, None)
-    fraud_fp = alert(FRAUD, "1", "latency", "total", "critical", "resolved", 321.0, 250.0,
+    fraud_fp = alert(FRAUD, "1", LATENCY, "total", "critical", "resolved", 321.0, 250.0,
                      "p99 latency 321 ms over the 250 ms SLO", at(0.4), at(0.4) + 3 * window_ms, at(0.45) + 5 * window_ms)
     rows = [
         (drift_fp, "slack", "trigger", "sent", 1, None, 200, at(0.26)),
@@ -472,9 +321,9 @@ def _alerts(session, summary: SeedSummary, at, v2_from: int, v3_from: int, v3_to
                                  payload={"seed": True}, status=status, attempts=attempts, last_error=error,
                                  response_status=code, created_at=_dt(created - 30_000),
                                  next_attempt_at=_dt(created), sent_at=None if status != "sent" else _dt(sent)))
-    session.add(Silence(model=FRAUD, detector="prediction_drift", feature=None, comment="known seasonal shift",
+    session.add(Silence(model=FRAUD, detector=PREDICTION_DRIFT, feature=None, comment="known seasonal shift",
                         created_by="ana", starts_at=_dt(at(0.5)), expires_at=_dt(at(0.5) + 7 * 86_400_000)))
-    session.add(Silence(model=CREDIT, detector="skew", feature="debt_to_income", comment="parity fix deploying",
+    session.add(Silence(model=CREDIT, detector=SKEW, feature="debt_to_income", comment="parity fix deploying",
                         created_by="sam", starts_at=_dt(v3_from), expires_at=_dt(v3_to)))
     for key, version, reason, status, new, promoted, requested, completed, response in (
             ("seed-r1", "1", {"trigger": "drift", "features": ["annual_income", "credit_score"], "windows": 5},
@@ -500,12 +349,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db", required=True, help="store URL, e.g. sqlite:///demo.db (run `driftline db upgrade` first)")
     parser.add_argument("--windows", type=int, default=240)
     parser.add_argument("--window-seconds", type=int, default=60)
-    parser.add_argument("--evaluator", choices=("detectors", "local"), default="detectors",
-                        help="detectors: the scheduler's evaluation job; local: this module's short formulas")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    summary = seed_store(args.db, windows=args.windows, window_seconds=args.window_seconds,
-                         evaluator=args.evaluator)
+    summary = seed_store(args.db, windows=args.windows, window_seconds=args.window_seconds)
     count = sum(len(v) for v in summary.windows.values())
     print(f"seeded {count} windows in {time.perf_counter() - started:.1f} s")
 

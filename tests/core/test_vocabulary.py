@@ -1,0 +1,80 @@
+"""One vocabulary: no stage spells a detector family as a bare string; it names `driftline.vocabulary`'s."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from driftline import vocabulary
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("driftline", "detectors", "alerts", "dashboard")
+# Strings equal to a family name that mean something else.
+NOT_FAMILIES = {
+    # The defaults are shown to users as the names they write in TOML; alerts.rules checks them.
+    ("driftline/defaults.py", "ALERT_DETECTOR_DEFAULTS"),
+    ("driftline/defaults.py", "ALERT_INHIBIT_RULES"),
+    ("driftline/commands/up.py", "SCENARIOS"),  # the demo's scenario names (a "skew" scenario, ...)
+    ("driftline/window_state.py", "latency"),  # a field of the window-state codec
+}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def _exports(tree: ast.Module) -> set[int]:
+    """The strings of ``__all__`` (a function may share a family's name)."""
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            out |= {id(c) for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
+    return out
+
+
+def _bare_family_names() -> list[str]:
+    families = set(vocabulary.DETECTORS)
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if relative == "driftline/vocabulary.py":
+                continue
+            tree = ast.parse(path.read_text())
+            skip = _docstrings(tree) | _exports(tree)
+            allowed = {name for file, name in NOT_FAMILIES if file == relative}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in allowed
+                                                        for t in node.targets):
+                    skip |= {id(c) for c in ast.walk(node.value)}
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in families
+                        and id(node) not in skip and node.value not in allowed):
+                    found.append(f"{relative}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_no_stage_spells_a_family_name():
+    assert _bare_family_names() == []
+
+
+@pytest.mark.parametrize("family", vocabulary.DETECTORS)
+def test_every_family_has_metrics_and_typed_details(family):
+    assert vocabulary.METRICS[family]
+    assert issubclass(vocabulary.DETAILS[family], vocabulary.Details)
+
+
+def test_details_round_trip_and_keep_what_was_set():
+    stored = {"training": 0.8, "expected": None, "margin": 0.03, "compared_with": vocabulary.QUALITY_VS_CALIBRATION}
+    typed = vocabulary.details_of(vocabulary.MODEL_QUALITY, {**stored, "not_a_field": 1})
+    assert typed.to_dict() == stored
+    assert typed.reference is None  # compared with the calibration, which had no value
+    assert vocabulary.details_of(vocabulary.MODEL_QUALITY, {"training": 0.8}).reference == 0.8
+    assert vocabulary.details_of("a_future_family", {"reason": "x"}).to_dict() == {"reason": "x"}
