@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 
 from driftline import defaults, vocabulary
 from driftline.errors import UserError
+from driftline.sections import Section, parse_section
 
 from alerts.endpoints import NOTIFY_CHANNELS, configured_channels
 from alerts.times import parse_duration
@@ -35,11 +36,64 @@ from alerts.times import parse_duration
 DETECTORS = vocabulary.DETECTORS
 SEVERITIES = tuple(defaults.ALERT_SEVERITIES)
 
-_RULE_KEYS = {"severity", "for_windows", "resolve_after_windows", "repeat_interval", "group", "enabled"}
-_TOP_KEYS = _RULE_KEYS - {"group"} | {"detectors", "models", "channels", "inhibit", "delivery", "retrain"}
-_MODEL_KEYS = _RULE_KEYS - {"group"} | {"detectors"}
-_DELIVERY_KEYS = {"timeout", "lease", "backoff_initial", "backoff_max", "max_age", "max_attempts"}
-_RETRAIN_KEYS = {"enabled", "windows", "features", "detectors", "quality_drop", "quality_metrics", "cooldown"}
+
+
+# The tables of [alerts] and the keys each may hold. Values are checked below, where
+# each kind of value has its own message (a severity, a duration, a whole number).
+class _Defaults(Section):
+    """What a rule may set at the top of [alerts] or of a model's table."""
+
+    severity: Any = None
+    for_windows: Any = None
+    resolve_after_windows: Any = None
+    repeat_interval: Any = None
+    enabled: Any = None
+
+
+class _RuleSection(_Defaults):
+    """[alerts.detectors.NAME]: one detector's rule."""
+
+    group: Any = None
+
+
+class _ModelSection(_Defaults):
+    detectors: Any = None
+
+
+class _AlertsSection(_Defaults):
+    detectors: Any = None
+    models: Any = None
+    channels: Any = None
+    inhibit: Any = None
+    delivery: Any = None
+    retrain: Any = None
+
+
+class _InhibitSection(Section):
+    source: Any = None
+    targets: Any = None
+
+
+class _DeliverySection(Section):
+    timeout: Any = None
+    lease: Any = None
+    backoff_initial: Any = None
+    backoff_max: Any = None
+    max_age: Any = None
+    max_attempts: Any = None
+
+
+class _RetrainSection(Section):
+    enabled: Any = None
+    windows: Any = None
+    features: Any = None
+    detectors: Any = None
+    quality_drop: Any = None
+    quality_metrics: Any = None
+    cooldown: Any = None
+
+
+_RULE_KEYS = frozenset(_RuleSection.model_fields)
 
 
 def severity_rank(severity: str) -> int:
@@ -158,8 +212,7 @@ class AlertRules:
 
         `channels` are the channels that have an endpoint; others get no notifications.
         """
-        mapping = dict(mapping or {})
-        _check_keys(mapping, _TOP_KEYS, "[alerts]")
+        mapping = _table(mapping, "[alerts]", _AlertsSection)
         general = _rule_fields({k: v for k, v in mapping.items() if k in _RULE_KEYS}, "[alerts]")
         detector_tables = _table(mapping.get("detectors"), "[alerts.detectors]")
         for name in detector_tables:
@@ -174,8 +227,7 @@ class AlertRules:
         models: dict[str, dict[str, AlertRule]] = {}
         for model, table in _table(mapping.get("models"), "[alerts.models]").items():
             where = f'[alerts.models."{model}"]'
-            table = _table(table, where)
-            _check_keys(table, _MODEL_KEYS, where)
+            table = _table(table, where, _ModelSection)
             model_general = _rule_fields({k: v for k, v in table.items() if k in _RULE_KEYS}, where)
             model_detectors = _table(table.get("detectors"), f"{where}.detectors")
             rules = {}
@@ -226,22 +278,19 @@ def load_rules(settings: Any = None, config_file: str | Path | None = None) -> A
 
 # --- parsing helpers ------------------------------------------------------------------
 
-def _check_keys(mapping: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(mapping) - allowed)
-    if unknown:
-        raise UserError(f"{where}: unknown key {unknown[0]!r}; expected one of {', '.join(sorted(allowed))}")
-
-
 def _check_detector(name: str, where: str) -> None:
     if name not in DETECTORS:
         raise UserError(f"{where}: unknown detector {name!r}; expected one of {', '.join(DETECTORS)}")
 
 
-def _table(value: Any, where: str) -> dict[str, Any]:
+def _table(value: Any, where: str, section: type[Section] | None = None) -> dict[str, Any]:
+    """`value` as a dict (None: empty); with `section`, its keys checked against that table's."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise UserError(f"{where} must be a table, got {value!r}")
+    if section is not None:
+        parse_section(section, value, where)
     return dict(value)
 
 
@@ -258,7 +307,7 @@ def _positive_int(value: Any, where: str) -> int:
 
 
 def _rule_fields(table: Mapping[str, Any], where: str) -> dict[str, Any]:
-    _check_keys(table, _RULE_KEYS, where)
+    parse_section(_RuleSection, table, where)
     out: dict[str, Any] = {}
     for key, value in table.items():
         if key == "severity":
@@ -286,8 +335,7 @@ def _inhibit_rules(value: Any) -> list[InhibitRule]:
     rules = []
     for i, item in enumerate(value):
         where = f"[[alerts.inhibit]] #{i + 1}"
-        item = _table(item, where)
-        _check_keys(item, {"source", "targets"}, where)
+        item = _table(item, where, _InhibitSection)
         if "source" not in item or "targets" not in item:
             raise UserError(f"{where}: needs source and targets")
         _check_detector(item["source"], where)
@@ -301,7 +349,7 @@ def _inhibit_rules(value: Any) -> list[InhibitRule]:
 
 
 def _delivery(table: dict[str, Any]) -> DeliveryPolicy:
-    _check_keys(table, _DELIVERY_KEYS, "[alerts.delivery]")
+    parse_section(_DeliverySection, table, "[alerts.delivery]")
     values: dict[str, Any] = {}
     for key, value in table.items():
         if key == "max_attempts":
@@ -312,7 +360,7 @@ def _delivery(table: dict[str, Any]) -> DeliveryPolicy:
 
 
 def _retrain(table: dict[str, Any]) -> RetrainPolicy:
-    _check_keys(table, _RETRAIN_KEYS, "[alerts.retrain]")
+    parse_section(_RetrainSection, table, "[alerts.retrain]")
     values: dict[str, Any] = {}
     for key, value in table.items():
         where = f"[alerts.retrain] {key}"

@@ -32,6 +32,7 @@ from scipy import stats as _scipy_stats
 
 from driftline import defaults
 from driftline.errors import UserError
+from driftline.sections import Section, given, parse_section
 
 __all__ = [
     "DriftThresholds",
@@ -46,8 +47,30 @@ __all__ = [
 # The start of the reason string when a verdict could not be reached.
 INSUFFICIENT_DATA = "insufficient data"
 
-_THRESHOLD_FIELDS = ("alpha", "psi", "wasserstein", "jensenshannon", "linf", "missing_rate_delta",
-                     "min_rows", "dataset_drift_share")
+
+class DriftValues(Section):
+    """The keys of a ``[drift]`` table, or of one feature's overrides in ``[drift.features.NAME]``."""
+
+    alpha: float | None = None
+    psi: float | None = None
+    wasserstein: float | None = None
+    jensenshannon: float | None = None
+    linf: float | None = None
+    missing_rate_delta: float | None = None
+    min_rows: int | None = None
+    dataset_drift_share: float | None = None
+
+
+class DriftModelSection(DriftValues):
+    """``[drift.models.MODEL]``: a model's values and its own per-feature overrides."""
+
+    features: dict[str, DriftValues] = {}
+
+
+class DriftSection(DriftModelSection):
+    """The whole ``[drift]`` section."""
+
+    models: dict[str, DriftModelSection] = {}
 
 
 @dataclass(frozen=True)
@@ -82,7 +105,7 @@ class DriftThresholds:
             if getattr(self, name) < 0:
                 raise UserError(f"drift threshold {name} must not be negative, got {getattr(self, name)}")
         for feature, overrides in self.features.items():
-            _check_keys(overrides, f"drift threshold overrides for feature {feature!r}", allow_nested=False)
+            parse_section(DriftValues, overrides, f"drift threshold overrides for feature {feature!r}")
 
     def for_feature(self, name: str) -> "DriftThresholds":
         """These thresholds with feature `name`'s overrides applied (and no per-feature table)."""
@@ -98,25 +121,17 @@ class DriftThresholds:
         (with its own ``features`` table), which win over the top level when
         `model` is given. Unknown keys are a `UserError` naming them.
         """
-        mapping = dict(mapping or {})
-        models = mapping.pop("models", {}) or {}
-        _check_keys(mapping, "[drift]", allow_nested=True)
-        values = {k: v for k, v in mapping.items() if k != "features"}
-        features = {name: dict(o) for name, o in (mapping.get("features") or {}).items()}
-        if model is not None and model in models:
-            model_section = dict(models[model])
-            _check_keys(model_section, f"[drift.models.{model}]", allow_nested=True)
-            values.update({k: v for k, v in model_section.items() if k != "features"})
-            for name, overrides in (model_section.get("features") or {}).items():
-                features[name] = {**features.get(name, {}), **dict(overrides)}
+        section = parse_section(DriftSection, mapping, "[drift]")
+        values = given(section)
+        values.pop("models", None)
+        features = {name: given(o) for name, o in values.pop("features", {}).items()}
+        model_section = section.models.get(model) if model is not None else None
+        if model_section is not None:
+            overrides = given(model_section)
+            for name, o in overrides.pop("features", {}).items():
+                features[name] = {**features.get(name, {}), **given(o)}
+            values.update(overrides)
         return cls(**values, features=features)
-
-
-def _check_keys(mapping: Mapping[str, Any], where: str, allow_nested: bool) -> None:
-    allowed = set(_THRESHOLD_FIELDS) | ({"features"} if allow_nested else set())
-    unknown = sorted(set(mapping) - allowed)
-    if unknown:
-        raise UserError(f"unknown key(s) {', '.join(unknown)} in {where}; known: {', '.join(sorted(allowed))}")
 
 
 def benjamini_hochberg(p_values: Any, alpha: float = defaults.DRIFT_ALPHA) -> tuple[np.ndarray, np.ndarray]:

@@ -5,9 +5,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from pydantic import create_model
+
 from detectors.decision import DriftThresholds
 from driftline import defaults
 from driftline.errors import UserError
+from driftline.sections import Section, given, parse_section
 from driftline.vocabulary import (
     DATA_QUALITY,
     MODEL_QUALITY,
@@ -38,11 +41,11 @@ class LatencySLO:
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "LatencySLO":
         """From a ``[latency]`` TOML section; ``[latency.models.NAME]`` overrides for `model`."""
-        mapping = dict(mapping or {})
-        models = mapping.pop("models", {}) or {}
-        if model is not None and model in models:
-            mapping.update(models[model])
-        return _from_mapping(cls, mapping, "[latency]")
+        section = parse_section(_LatencySection, mapping, "[latency]")
+        values = {k: v for k, v in given(section).items() if k != "models"}
+        if model is not None and model in section.models:
+            values.update(given(section.models[model]))
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -85,24 +88,52 @@ class WindowThresholds:
         """From a config dict: ``drift`` (a `DriftThresholds` section), the other fields at
         the top level or in ``data_quality`` / ``skew`` / ``model_quality`` sections, and
         ``models.NAME`` overrides for `model`."""
-        mapping = dict(mapping or {})
-        models = mapping.pop("models", {}) or {}
-        drift = DriftThresholds.from_mapping(mapping.pop("drift", None), model)
-        flat: dict[str, Any] = {}
-        for section in (DATA_QUALITY, SKEW, MODEL_QUALITY):
-            flat.update(mapping.pop(section, {}) or {})
-        flat.update(mapping)
-        if model is not None and model in models:
-            overrides = dict(models[model])
-            for section in (DATA_QUALITY, SKEW, MODEL_QUALITY):
-                flat.update(overrides.pop(section, {}) or {})
-            flat.update(overrides)
-        return _from_mapping(cls, {**flat, "drift": drift}, "[window thresholds]")
+        section = parse_section(_WindowSection, mapping, "[window thresholds]")
+        drift = DriftThresholds.from_mapping(section.drift, model)
+        values = _flatten(section)
+        if model is not None and model in section.models:
+            values.update(_flatten(section.models[model]))
+        return cls(**values, drift=drift)
 
 
-def _from_mapping(cls, mapping: Mapping[str, Any], where: str):
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(mapping) - known)
-    if unknown:
-        raise UserError(f"unknown key(s) {', '.join(unknown)} in {where}; known: {', '.join(sorted(known))}")
-    return cls(**mapping)
+# Field types of the dataclasses above, as the sections accept them (every key optional).
+_TYPES = {"int": int | None, "float": float | None, "str": str | None, "float | None": float | None}
+
+
+def _values(cls: type, name: str) -> type[Section]:
+    """A section holding any of `cls`'s fields (but a nested ``drift``), each optional."""
+    fields = {f.name: (_TYPES[f.type], None) for f in dataclasses.fields(cls) if f.name != "drift"}
+    return create_model(name, __base__=Section, **fields)
+
+
+_LatencyValues = _values(LatencySLO, "LatencyValues")
+_WindowValues = _values(WindowThresholds, "WindowValues")
+
+
+class _LatencySection(_LatencyValues):
+    models: dict[str, _LatencyValues] = {}
+
+
+class _WindowModelSection(_WindowValues):
+    """The values at the top level or in a family's table (as today, any value in any of them)."""
+
+    data_quality: _WindowValues | None = None
+    skew: _WindowValues | None = None
+    model_quality: _WindowValues | None = None
+
+
+class _WindowSection(_WindowModelSection):
+    drift: Any = None  # read by DriftThresholds.from_mapping
+    models: dict[str, _WindowModelSection] = {}
+
+
+def _flatten(section: _WindowModelSection) -> dict[str, Any]:
+    """The values a section sets: its families' tables, then its top level (which wins)."""
+    values: dict[str, Any] = {}
+    for family in (DATA_QUALITY, SKEW, MODEL_QUALITY):
+        table = getattr(section, family)
+        if table is not None:
+            values.update(given(table))
+    top = given(section)
+    values.update({k: v for k, v in top.items() if k in _WindowValues.model_fields})
+    return values

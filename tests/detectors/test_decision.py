@@ -85,6 +85,17 @@ def test_bad_threshold_sections_are_user_errors(section):
         DriftThresholds.from_mapping(section, model="m")
 
 
+@pytest.mark.parametrize("section, message", [
+    ({"pis": 0.2}, r"\[drift\]: unknown key 'pis'"),
+    ({"psi": "0.2"}, r"\[drift\] psi: "),  # a quoted number is a typo, not a number
+    ({"min_rows": True}, r"\[drift\] min_rows: "),
+    ({"features": {"age": {"bogus": 1}}}, "unknown key 'features.age.bogus'"),
+])
+def test_threshold_section_errors_name_the_section_and_key(section, message):
+    with pytest.raises(UserError, match=message):
+        DriftThresholds.from_mapping(section)
+
+
 def _numeric_tests(p=1e-9, psi=0.3, wasserstein=0.2, js=0.05, missing=(0.0, 0.0, 1.0)):
     return {
         "psi": {"value": psi},
