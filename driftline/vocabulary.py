@@ -226,6 +226,10 @@ class QualityDetails(Details):
     minimum_margin: float | None = None
     dropped_labels: int | None = None
     skewed_features: list[str] | None = None
+    # Set by the evaluation when a window with few labels is judged on labels pooled with earlier windows.
+    window_labels: int | None = None
+    pooled_windows: int | None = None
+    pooled_labels: int | None = None
 
     @property
     def reference(self) -> float | None:

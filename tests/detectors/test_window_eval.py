@@ -13,6 +13,7 @@ from detectors.quality_stats import quality_metrics
 from detectors.results import WindowResult
 from detectors.thresholds import LatencySLO, WindowThresholds
 from detectors.window import evaluate_window
+from driftline import vocabulary
 from driftline.baseline import LabelSummary, compute_baseline
 from driftline.errors import UserError
 from driftline.window_state import EventBatch, WindowState
@@ -110,6 +111,20 @@ def test_every_family_reports(baseline):
     assert "p_value_adjusted" in drift.details["tests"]["ks"]
     metrics = {r.metric for r in results if r.detector == "model_quality"}
     assert metrics == {"accuracy", "precision", "recall", "f1", "roc_auc", "log_loss"}
+
+
+@pytest.mark.parametrize("trouble", [{}, {"parity_bug": 0.3, "nulls": 0.2, "unseen": 0.1, "out_of_range": 0.1}])
+def test_details_are_the_typed_details_of_their_family(baseline, trouble):
+    """Every key a detector writes is a field of its family's details type, and reads back as written."""
+    state = window(baseline, 5, **trouble)
+    results = evaluate_window(baseline, state, transform=transform)
+    assert {r.detector for r in results} == set(vocabulary.DETECTORS)
+    for r in results:
+        assert r.metric in vocabulary.METRICS[r.detector], (r.detector, r.metric)
+        stored = r.to_dict()["details"]
+        typed = vocabulary.details_of(r.detector, stored)
+        assert set(stored) <= type(typed).keys(), (r.detector, r.metric, set(stored) - type(typed).keys())
+        assert typed.to_dict() == stored
 
 
 def test_mean_shift_is_drift(baseline):
