@@ -1,20 +1,9 @@
-"""Pure functions that turn what the store returned into what the pages draw (no I/O, no Streamlit).
+"""Pure helpers of the pages (no I/O, no Streamlit): names and titles, time ranges, the overview's
+headline, the drill-down's statistics table, number formatting.
 
 The dashboard never re-decides anything: verdicts (`breached`) and thresholds come
-from the detectors' results. What it derives is presentation:
-
-* **relative score** of a result: how far its value lies towards or past its threshold,
-  1 meaning "at the threshold", so metrics with different units share one colour scale.
-  For a metric where higher is worse (PSI, p99, error rate) it is ``value / threshold``;
-  where lower is worse it is ``threshold / value``, except for p-values, whose scale is
-  logarithmic: ``log(p) / log(alpha)`` (p = alpha gives 1, p = alpha^2 gives 2). Scores
-  are capped at `defaults.DASHBOARD_SCORE_CAP`.
-* **which side is worse** is read from the results themselves (breached values above or
-  below their thresholds, clean values on the other side), so a new metric needs no
-  code here; only a metric never seen breached or clean falls back to its name.
-* **distributions** for the drill-down: the baseline's and the window's counts on the
-  baseline's fine bins, regrouped into fewer display bins (histogram) or accumulated
-  (ECDF); category shares.
+from the detectors' results. Relative scores live in `dashboard.scores`, distributions
+in `dashboard.distributions`, merged window states in `dashboard.states`.
 """
 from __future__ import annotations
 
@@ -22,9 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
+from dashboard.scores import HIGHER, LOWER, relative_score
 from driftline import defaults, vocabulary
 from driftline.vocabulary import (
     CONCURRENCY,
@@ -42,12 +31,6 @@ from driftline.vocabulary import (
     QPS,
     SKEW,
 )
-
-HIGHER = "higher"
-LOWER = "lower"
-# Names of metrics where a smaller value is the bad one, for metrics never seen breached or clean.
-_LOWER_IS_WORSE_HINTS = ("p_value", "pvalue", "accuracy", "auc", "f1", "precision", "recall", "r2", "hit_rate")
-_P_VALUE_HINTS = ("p_value", "pvalue")
 
 # Headline numbers of the overview: the latency metrics the detectors emit.
 HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
@@ -103,121 +86,11 @@ def to_time(ms: pd.Series | Sequence[int] | int) -> Any:
     """Epoch milliseconds to timezone-aware UTC timestamps."""
     return pd.to_datetime(ms, unit="ms", utc=True)
 
-
-# --- relative scores ------------------------------------------------------------------
-
-def worse_direction(buckets: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """Per (detector, metric): HIGHER when large values are the bad ones, else LOWER.
-
-    Evidence for HIGHER: breached values above their threshold, clean values below it;
-    for LOWER the opposite. Ties (no evidence) fall back to the metric's name.
-    """
-    out: dict[tuple[str, str], str] = {}
-    if buckets.empty:
-        return out
-    sums = buckets.groupby(["detector", "metric"])[["breached_above", "breached_below", "clean_above",
-                                                     "clean_below"]].sum()
-    for (detector, metric), row in sums.iterrows():
-        higher = row["breached_above"] + row["clean_below"]
-        lower = row["breached_below"] + row["clean_above"]
-        if higher != lower:
-            out[(detector, metric)] = HIGHER if higher > lower else LOWER
-        else:
-            out[(detector, metric)] = LOWER if _hinted(metric, _LOWER_IS_WORSE_HINTS) else HIGHER
-    return out
-
-
-def _hinted(metric: str, hints: Sequence[str]) -> bool:
-    name = metric.lower()
-    return any(h in name for h in hints)
-
-
-def relative_score(value: float | None, threshold: float | None, direction: str, metric: str = "",
-                   cap: float = defaults.DASHBOARD_SCORE_CAP) -> float:
-    """The value against its threshold, 1 at the threshold (module docstring); NaN without both."""
-    if value is None or threshold is None or not np.isfinite(value) or not np.isfinite(threshold):
-        return math.nan
-    if direction == HIGHER:
-        if threshold > 0:
-            score = value / threshold
-        else:
-            score = cap if value > threshold else 0.0
-    elif _hinted(metric, _P_VALUE_HINTS) and 0.0 < threshold < 1.0:
-        score = 0.0 if value >= 1.0 else math.log(max(value, 1e-300)) / math.log(threshold)
-    elif value > 0:
-        score = threshold / value
-    else:
-        score = cap if threshold > 0 else 0.0
-    return float(min(max(score, 0.0), cap))
-
-
-def scored(buckets: pd.DataFrame) -> pd.DataFrame:
-    """`queries.detector_buckets` rows plus: direction, worst (the bucket's worst value), score, start, end.
-
-    Needs the bucket size in ``bucket_ms`` differences; `end` is the next bucket's start.
-    """
-    frame = buckets.copy()
-    if frame.empty:
-        for column in ("direction", "worst", "score", "start", "end"):
-            frame[column] = pd.Series(dtype="float64" if column in ("worst", "score") else "object")
-        return frame
-    directions = worse_direction(frame)
-    frame["direction"] = [directions[(d, m)] for d, m in zip(frame["detector"], frame["metric"])]
-    frame["worst"] = np.where(frame["direction"] == HIGHER, frame["max_value"], frame["min_value"])
-    frame["score"] = [relative_score(v, t, d, m) for v, t, d, m in
-                      zip(frame["worst"], frame["threshold"], frame["direction"], frame["metric"])]
-    return frame
-
-
 def with_bucket_times(frame: pd.DataFrame, bucket_ms: int) -> pd.DataFrame:
     frame = frame.copy()
     frame["start"] = to_time(frame["bucket_ms"])
     frame["end"] = to_time(frame["bucket_ms"] + bucket_ms)
     return frame
-
-
-# Highest score a heatmap cell without a breach is drawn at, over all metrics (feature_heatmap).
-NOT_BREACHED_MAX = 0.99
-
-
-def feature_heatmap(scored_buckets: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
-    """One cell per (feature, bucket): the worst score over the metrics (or over `metric` only).
-
-    Over all metrics, a cell with no breached result is capped at NOT_BREACHED_MAX (one
-    metric past its own threshold is not a verdict when the rule needs several) and a
-    cell with a breached result is drawn at 1 at least (the verdict fired).
-
-    Columns: feature, bucket_ms, score, metric (the one that gave the score), worst, threshold,
-    windows, breached (windows of the bucket with any breached metric of the feature, at most).
-    """
-    frame = scored_buckets[scored_buckets["feature"] != ""]
-    if metric is not None:
-        frame = frame[frame["metric"] == metric]
-    columns = ["feature", "bucket_ms", "score", "metric", "worst", "threshold", "windows", "breached"]
-    if frame.empty:
-        return pd.DataFrame(columns=columns)
-    ranked = frame.assign(_rank=frame["score"].fillna(-1.0)).sort_values("_rank", ascending=False)
-    best = ranked.drop_duplicates(["feature", "bucket_ms"])[["feature", "bucket_ms", "score", "metric", "worst",
-                                                             "threshold", "windows"]]
-    breached = frame.groupby(["feature", "bucket_ms"])["breached"].max().rename("breached")
-    cells = best.merge(breached, on=["feature", "bucket_ms"]).reset_index(drop=True)[columns]
-    if metric is None:
-        # The verdict combines metrics (significant AND large enough, or a missing-rate
-        # change): a cell whose detectors did not fire is drawn under the threshold, and
-        # one where they did at or past it, whatever the single metric shown says.
-        cells["score"] = cells["score"].where(cells["breached"] > 0, cells["score"].clip(upper=NOT_BREACHED_MAX))
-        cells["score"] = cells["score"].where(cells["breached"] == 0, cells["score"].fillna(1.0).clip(lower=1.0))
-    return cells
-
-
-def feature_order(heatmap: pd.DataFrame) -> list[str]:
-    """Features most in trouble first: by breached buckets, then by peak score."""
-    if heatmap.empty:
-        return []
-    stats = heatmap.groupby("feature").agg(breached=("breached", lambda b: int((b > 0).sum())),
-                                           peak=("score", "max"))
-    return stats.sort_values(["breached", "peak"], ascending=False).index.tolist()
-
 
 # --- the overview -------------------------------------------------------------------
 
@@ -285,96 +158,6 @@ def health(firing: int, pending: int, head: Headline, has_windows: bool) -> tupl
         return "no traffic in range", "gray"
     return "healthy", "green"
 
-
-# --- distributions for the drill-down -------------------------------------------------------
-
-def regroup_edges(edges: np.ndarray, groups: int) -> np.ndarray:
-    """About `groups` display bins from the fine edges (a subset of them, equal baseline mass)."""
-    if edges.size <= groups:
-        return edges
-    index = np.unique(np.linspace(0, edges.size - 1, groups - 1).round().astype(int))
-    return edges[index]
-
-
-def regroup_counts(edges: np.ndarray, counts: np.ndarray, group_edges: np.ndarray) -> np.ndarray:
-    """Counts on the fine bins (``len(edges) + 1`` of them) summed into the display bins."""
-    counts = np.asarray(counts, dtype=np.float64)
-    # Fine bin i >= 1 starts at edges[i - 1]; bin 0 is the open lower bin.
-    starts = np.concatenate(([-np.inf], edges))
-    group = np.searchsorted(group_edges, starts, side="right")
-    return np.bincount(group, weights=counts, minlength=group_edges.size + 1)
-
-
-def numeric_histogram(edges: Sequence[float], baseline_counts: Sequence[float], window_counts: Sequence[float],
-                      low: float, high: float, groups: int = 30) -> pd.DataFrame:
-    """Baseline and window on the same display bins: left, right, source, share, density.
-
-    The two open outer bins are closed at `low` and `high` (the smallest and largest
-    value either side saw), so every bin has a width and density = share / width.
-    """
-    edges = np.asarray(edges, dtype=np.float64)
-    group_edges = regroup_edges(edges, groups)
-    bounds = np.concatenate(([min(low, group_edges[0]) if group_edges.size else low], group_edges,
-                             [max(high, group_edges[-1]) if group_edges.size else high]))
-    rows = []
-    for source, counts in (("baseline", baseline_counts), ("window", window_counts)):
-        grouped = regroup_counts(edges, np.asarray(counts), group_edges)
-        total = grouped.sum()
-        share = grouped / total if total else grouped
-        width = np.diff(bounds)
-        density = np.divide(share, width, out=np.zeros_like(share), where=width > 0)
-        rows.append(pd.DataFrame({"left": bounds[:-1], "right": bounds[1:], "source": source, "share": share,
-                                  "density": density}))
-    return pd.concat(rows, ignore_index=True)
-
-
-def numeric_ecdf(edges: Sequence[float], baseline_counts: Sequence[float], window_counts: Sequence[float],
-                 max_points: int = 300) -> tuple[pd.DataFrame, dict[str, float] | None]:
-    """ECDFs at the fine edges (share of values below each edge) and where they differ most.
-
-    Returns (frame with x, source, cdf; {"x", "baseline", "window", "gap"} or None).
-    """
-    edges = np.asarray(edges, dtype=np.float64)
-    if edges.size == 0:
-        return pd.DataFrame(columns=["x", "source", "cdf"]), None
-    curves = {}
-    for source, counts in (("baseline", baseline_counts), ("window", window_counts)):
-        counts = np.asarray(counts, dtype=np.float64)
-        total = counts.sum()
-        curves[source] = np.cumsum(counts)[:-1] / total if total else np.zeros(edges.size)
-    gap = np.abs(curves["baseline"] - curves["window"])
-    at = int(np.argmax(gap))
-    keep = np.unique(np.concatenate((np.linspace(0, edges.size - 1, min(max_points, edges.size)).round().astype(int),
-                                     [at])))
-    frame = pd.concat([pd.DataFrame({"x": edges[keep], "source": s, "cdf": c[keep]}) for s, c in curves.items()],
-                      ignore_index=True)
-    return frame, {"x": float(edges[at]), "baseline": float(curves["baseline"][at]),
-                   "window": float(curves["window"][at]), "gap": float(gap[at])}
-
-
-def category_shares(baseline_counts: Mapping[str, int], window_counts: Mapping[str, int],
-                    top: int = 15) -> pd.DataFrame:
-    """Shares per category on both sides (top categories by either side's share, the rest as "(other)").
-
-    Columns: category, source, share, unseen (the baseline never saw it).
-    """
-    base_total = sum(baseline_counts.values()) or 1
-    window_total = sum(window_counts.values()) or 1
-    keys = set(baseline_counts) | set(window_counts)
-    peak = {k: max(baseline_counts.get(k, 0) / base_total, window_counts.get(k, 0) / window_total) for k in keys}
-    shown = sorted(keys, key=lambda k: (-peak[k], k))[:top]
-    rest = keys - set(shown)
-    rows = []
-    for source, counts, total in (("baseline", baseline_counts, base_total), ("window", window_counts, window_total)):
-        for key in shown:
-            rows.append({"category": key, "source": source, "share": counts.get(key, 0) / total,
-                         "unseen": key not in baseline_counts})
-        if rest:
-            rows.append({"category": "(other)", "source": source,
-                         "share": sum(counts.get(k, 0) for k in rest) / total, "unseen": False})
-    return pd.DataFrame(rows, columns=["category", "source", "share", "unseen"])
-
-
 # --- the drill-down's statistics table -------------------------------------------------------
 
 # Detector families whose `feature` is not a model feature (latency parts, the prediction).
@@ -428,95 +211,6 @@ def statistics_rows(results: pd.DataFrame, directions: Mapping[tuple[str, str], 
 
 
 # --- window states -------------------------------------------------------------------------
-
-def merge_states(blobs: Sequence[bytes], baseline: Any) -> tuple[Any, list[str]]:
-    """Merge a window's partial states (`WindowState.merge`); returns (state or None, problems).
-
-    A blob that cannot be read (corrupt, or binned on another baseline) is skipped and
-    named in `problems`, so one bad partition does not hide the others.
-    """
-    from driftline.window_state import WindowState
-
-    states, problems = [], []
-    for partition, blob in enumerate(blobs):
-        try:
-            states.append(WindowState.from_bytes(blob, baseline))
-        except (ValueError, KeyError, TypeError) as exc:
-            problems.append(f"partition state {partition}: {exc}")
-    if not states:
-        return None, problems
-    merged = states[0]
-    for state in states[1:]:
-        try:
-            merged = merged.merge(state)
-        except ValueError as exc:
-            problems.append(str(exc))
-    return merged, problems
-
-
-def serving_frames(states: Sequence[tuple[int, int, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """From (start, end, state) per partition state: per-window cache-hit rate and events, and batch-size counts.
-
-    Partitions of one window are summed (cache and batch counts add up; no full merge needed).
-    """
-    windows: dict[int, dict[str, Any]] = {}
-    sizes: dict[int, int] = {}
-    for start, end, state in states:
-        row = windows.setdefault(start, {"start": start, "end": end, "events": 0, "hits": 0, "lookups": 0})
-        row["events"] += state.events
-        row["hits"] += state.cache_hits
-        row["lookups"] += state.cache_hits + state.cache_misses
-        for size, count in state.batch_sizes.items():
-            sizes[int(size)] = sizes.get(int(size), 0) + int(count)
-    rows = [{"start": r["start"], "end": r["end"], "events": r["events"],
-             "cache_hit_rate": r["hits"] / r["lookups"] if r["lookups"] else math.nan}
-            for r in sorted(windows.values(), key=lambda r: r["start"])]
-    per_window = pd.DataFrame(rows, columns=["start", "end", "events", "cache_hit_rate"])
-    batch = pd.DataFrame(sorted(sizes.items()), columns=["batch_size", "requests"])
-    return per_window, batch
-
-
-def sample_frames(baseline_summary: Mapping[str, Any], window_sample: Sequence[Mapping[str, Any]]
-                  ) -> tuple[pd.DataFrame, pd.DataFrame, list[str], list[str]]:
-    """(reference, current, numeric columns, categorical columns) for a report on the samples.
-
-    Columns are the baseline's features (kinds from the baseline) plus ``prediction``
-    when both samples carry a numeric one; a value of the wrong type becomes null.
-    """
-    kinds = {f["name"]: f["kind"] for f in baseline_summary.get("features", [])}
-    numeric = [n for n, k in kinds.items() if k == "numeric"]
-    categorical = [n for n, k in kinds.items() if k != "numeric"]
-
-    def frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-        out = pd.DataFrame(index=range(len(records)))
-        for name, kind in kinds.items():
-            values = [(r.get("features") or {}).get(name) for r in records]
-            if kind == "numeric":
-                out[name] = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype("float64")
-            else:
-                # object dtype keeps None as None (pandas 3 would make a str column with NaN)
-                out[name] = pd.Series([None if v is None else str(v) for v in values], dtype=object)
-        out["prediction"] = pd.to_numeric(pd.Series([_score(r.get("prediction")) for r in records], dtype=object),
-                                          errors="coerce").astype("float64")
-        return out
-
-    reference, current = frame(baseline_summary.get("sample") or []), frame(window_sample)
-    if reference["prediction"].notna().any() and current["prediction"].notna().any():
-        numeric = numeric + ["prediction"]
-    else:
-        reference, current = reference.drop(columns="prediction"), current.drop(columns="prediction")
-    return reference, current, numeric, categorical
-
-
-def _score(prediction: Any) -> float | None:
-    if isinstance(prediction, bool):
-        return float(prediction)
-    if isinstance(prediction, (int, float)):
-        return float(prediction)
-    if isinstance(prediction, list) and prediction and all(isinstance(p, (int, float)) for p in prediction):
-        return float(prediction[1] if len(prediction) == 2 else max(prediction))
-    return None
-
 
 # --- formatting ---------------------------------------------------------------------------
 

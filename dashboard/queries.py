@@ -185,7 +185,7 @@ def detector_buckets(db_url: str, model: str | None, version: str | None, start_
 
     Per (model, version, detector, feature, metric, bucket): min/max/mean value, the
     largest threshold, how many windows, how many breached, and on which side of the
-    threshold the breached and clean values lay (derive.worse_direction reads those).
+    threshold the breached and clean values lay (scores.worse_direction reads those).
     `model`/`version` None means all.
 
     Buckets are aligned to multiples of `bucket_ms` since the epoch (the first one may

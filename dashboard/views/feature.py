@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, derive, queries, ui
+from dashboard import charts, derive, distributions, queries, scores, states, ui
 from driftline.vocabulary import INSUFFICIENT_DATA_KEY, LATENCY, PREDICTION_DRIFT
 
 PREDICTION = "__prediction__"
@@ -20,7 +20,7 @@ def feature_label(name: str) -> str:
 
 
 @st.cache_data(ttl=queries.TTL, show_spinner=False, max_entries=64)
-def distributions(db_url: str, model: str, version: str, window_start_ms: int, feature: str) -> dict[str, Any]:
+def feature_distributions(db_url: str, model: str, version: str, window_start_ms: int, feature: str) -> dict[str, Any]:
     """Everything the charts need about one feature in one window (merged over partitions)."""
     from driftline.baseline import Baseline, NumericProfile
 
@@ -35,7 +35,7 @@ def distributions(db_url: str, model: str, version: str, window_start_ms: int, f
     except Exception as exc:  # noqa: BLE001 - a malformed stored baseline is reported, not raised
         out["problems"].append(f"the stored baseline cannot be read: {exc}")
         return out
-    state, problems = derive.merge_states(queries.window_state_blobs(db_url, model, version, window_start_ms),
+    state, problems = states.merge_states(queries.window_state_blobs(db_url, model, version, window_start_ms),
                                           baseline)
     out["problems"] += problems
     if state is None:
@@ -60,10 +60,10 @@ def distributions(db_url: str, model: str, version: str, window_start_ms: int, f
             return out
         low = min(v for v in (profile.min, window.min) if v is not None and math.isfinite(v))
         high = max(v for v in (profile.max, window.max) if v is not None and math.isfinite(v))
-        out["histogram"] = derive.numeric_histogram(profile.edges, profile.counts, window.counts, low, high)
-        out["ecdf"], out["gap"] = derive.numeric_ecdf(profile.edges, profile.counts, window.counts)
+        out["histogram"] = distributions.numeric_histogram(profile.edges, profile.counts, window.counts, low, high)
+        out["ecdf"], out["gap"] = distributions.numeric_ecdf(profile.edges, profile.counts, window.counts)
     else:
-        out["shares"] = derive.category_shares(profile.counts, window.categories)
+        out["shares"] = distributions.category_shares(profile.counts, window.categories)
         unseen = sum(c for k, c in window.categories.items() if k not in profile.counts)
         out["unseen"] = unseen
     return out
@@ -171,7 +171,7 @@ def body(ctx: ui.Context) -> None:
     first = queries.first_window_ms(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms) or ctx.start_ms
     bucket_ms = derive.bucket_size_ms(first, ctx.end_ms, window_ms)
     buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first, ctx.end_ms, bucket_ms)
-    scored = derive.with_bucket_times(derive.scored(buckets), bucket_ms)
+    scored = derive.with_bucket_times(scores.scored(buckets), bucket_ms)
     drift = queries.breached_features(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
     labels = window_options(windows, drift)
     starts = list(labels)
@@ -187,14 +187,14 @@ def body(ctx: ui.Context) -> None:
     names += sorted(set(features["feature"]) - set(names))
     if summary.get("prediction") is not None:
         names.append(PREDICTION)
-    directions = derive.worse_direction(buckets)
+    directions = scores.worse_direction(buckets)
     worst = {}
     for row in results.itertuples():
         if row.detector == LATENCY:
             continue
         key = PREDICTION if row.detector == PREDICTION_DRIFT else row.feature
-        score = derive.relative_score(row.value, row.threshold, directions.get((row.detector, row.metric),
-                                                                               derive.HIGHER), row.metric)
+        score = scores.relative_score(row.value, row.threshold, directions.get((row.detector, row.metric),
+                                                                               scores.HIGHER), row.metric)
         if key and not math.isnan(score):
             worst[key] = max(worst.get(key, 0.0), score + (10.0 if row.breached else 0.0))
     names.sort(key=lambda n: -worst.get(n, -1.0))
@@ -209,7 +209,7 @@ def body(ctx: ui.Context) -> None:
     own = (results[results["detector"] == PREDICTION_DRIFT] if feature == PREDICTION
            else results[(results["feature"] == feature) & ~results["detector"].isin(derive.NOT_FEATURES)])
     decision(own, label)
-    distribution_charts(distributions(ctx.db_url, ctx.model, ctx.version, int(window), feature), label)
+    distribution_charts(feature_distributions(ctx.db_url, ctx.model, ctx.version, int(window), feature), label)
     st.subheader("Statistics and decision")
     if own.empty:
         st.caption("No detector results for this feature in this window.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, derive, queries, ui
+from dashboard import charts, derive, queries, scores, states, ui
 from driftline import defaults
 from driftline.vocabulary import CONCURRENCY, DATA_DRIFT, ERROR_RATE, LATENCY, MODEL_QUALITY, QPS
 
@@ -19,14 +19,14 @@ def serving_from_states(db_url: str, model: str, version: str, start_ms: int, en
     """Cache-hit rate per window and batch sizes, from up to DASHBOARD_MAX_STATE_WINDOWS window states."""
     from driftline.window_state import WindowState
 
-    states, problems = [], []
+    decoded, problems = [], []
     for start, end, blob in queries.sampled_state_blobs(db_url, model, version, start_ms, end_ms,
                                                         defaults.DASHBOARD_MAX_STATE_WINDOWS):
         try:
-            states.append((start, end, WindowState.from_bytes(blob)))
+            decoded.append((start, end, WindowState.from_bytes(blob)))
         except ValueError as exc:
             problems.append(f"window {ui.window_label(start, end)}: {exc}")
-    per_window, batch = derive.serving_frames(states)
+    per_window, batch = states.serving_frames(decoded)
     return per_window, batch, problems
 
 
@@ -151,8 +151,8 @@ def detector_section(ctx: ui.Context, detector: str, rows: pd.DataFrame) -> None
         metrics = sorted(per_feature["metric"].unique())
         choice = st.segmented_control("Colour by", [WORST] + metrics, default=WORST, key=f"colour_{detector}",
                                       label_visibility="collapsed") if len(metrics) > 1 else WORST
-        cells = derive.feature_heatmap(per_feature, None if choice in (None, WORST) else choice)
-        order = derive.feature_order(cells)
+        cells = scores.feature_heatmap(per_feature, None if choice in (None, WORST) else choice)
+        order = scores.feature_order(cells)
         bucket_ms = int(rows["end"].iloc[0].timestamp() * 1000 - rows["start"].iloc[0].timestamp() * 1000)
         cells = derive.with_bucket_times(cells, bucket_ms)
         st.altair_chart(charts.score_heatmap(cells, order, ctx.span_ms), width="stretch")
@@ -206,7 +206,7 @@ def body(ctx: ui.Context) -> None:
     bucket_ms = derive.bucket_size_ms(first or ctx.start_ms, ctx.end_ms, window_ms)
     buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first or ctx.start_ms, ctx.end_ms,
                                        bucket_ms)
-    scored = derive.with_bucket_times(derive.scored(buckets), bucket_ms)
+    scored = derive.with_bucket_times(scores.scored(buckets), bucket_ms)
     header(ctx, scored, versions)
     ui.quarantine_notice(ctx, ctx.model, ctx.version)
     if scored.empty:

@@ -6,7 +6,7 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard import derive, queries, ui
+from dashboard import queries, states, ui
 from dashboard.report import evidently_html
 
 # Evidently's report is a long page; it scrolls inside a frame this tall.
@@ -19,10 +19,10 @@ def build_report(db_url: str, model: str, version: str, window_start_ms: int) ->
     summary = queries.baseline_summary(db_url, model, version)
     if summary is None:
         return {"problems": [f"v{version} has no baseline to compare with."]}
-    state, problems = derive.merge_states(queries.window_state_blobs(db_url, model, version, window_start_ms), None)
+    state, problems = states.merge_states(queries.window_state_blobs(db_url, model, version, window_start_ms), None)
     if state is None:
         return {"problems": problems or ["no window state stored for this window"]}
-    reference, current, numeric, categorical = derive.sample_frames(summary, state.sample)
+    reference, current, numeric, categorical = states.sample_frames(summary, state.sample)
     try:
         html = evidently_html(reference, current, numeric, categorical)
     except ValueError as exc:

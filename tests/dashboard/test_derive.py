@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard import derive
+from dashboard import derive, distributions, scores, states
 from driftline import vocabulary
 from driftline.baseline import NumericProfile
 
@@ -43,47 +43,47 @@ def test_worse_direction_is_read_from_the_results_not_the_names():
         ("data_drift", "f", "ks_p_value", 0, None, None, None, None, 1, 0, 0, 0, 0, 0),
         ("data_drift", "f", "psi", 0, None, None, None, None, 1, 0, 0, 0, 0, 0),
     ])
-    directions = derive.worse_direction(frame)
-    assert directions[("custom", "weirdness")] == derive.HIGHER
-    assert directions[("custom", "goodness")] == derive.LOWER
-    assert directions[("data_drift", "ks_p_value")] == derive.LOWER
-    assert directions[("data_drift", "psi")] == derive.HIGHER
+    directions = scores.worse_direction(frame)
+    assert directions[("custom", "weirdness")] == scores.HIGHER
+    assert directions[("custom", "goodness")] == scores.LOWER
+    assert directions[("data_drift", "ks_p_value")] == scores.LOWER
+    assert directions[("data_drift", "psi")] == scores.HIGHER
 
 
 def test_relative_score_is_one_at_the_threshold_on_both_sides():
-    assert derive.relative_score(0.2, 0.2, derive.HIGHER, "psi") == pytest.approx(1.0)
-    assert derive.relative_score(0.4, 0.2, derive.HIGHER, "psi") == pytest.approx(2.0)
-    assert derive.relative_score(0.8, 0.8, derive.LOWER, "accuracy") == pytest.approx(1.0)
-    assert derive.relative_score(0.4, 0.8, derive.LOWER, "accuracy") == pytest.approx(2.0)
+    assert scores.relative_score(0.2, 0.2, scores.HIGHER, "psi") == pytest.approx(1.0)
+    assert scores.relative_score(0.4, 0.2, scores.HIGHER, "psi") == pytest.approx(2.0)
+    assert scores.relative_score(0.8, 0.8, scores.LOWER, "accuracy") == pytest.approx(1.0)
+    assert scores.relative_score(0.4, 0.8, scores.LOWER, "accuracy") == pytest.approx(2.0)
     # p-values on a log scale: alpha -> 1, alpha squared -> 2, 1 -> 0.
-    assert derive.relative_score(0.05, 0.05, derive.LOWER, "ks_p_value") == pytest.approx(1.0)
-    assert derive.relative_score(0.0025, 0.05, derive.LOWER, "ks_p_value") == pytest.approx(2.0)
-    assert derive.relative_score(1.0, 0.05, derive.LOWER, "ks_p_value") == 0.0
-    assert derive.relative_score(0.0, 0.05, derive.LOWER, "ks_p_value") == derive.defaults.DASHBOARD_SCORE_CAP
-    assert math.isnan(derive.relative_score(0.3, None, derive.HIGHER, "psi"))
-    assert math.isnan(derive.relative_score(float("nan"), 0.2, derive.HIGHER, "psi"))
+    assert scores.relative_score(0.05, 0.05, scores.LOWER, "ks_p_value") == pytest.approx(1.0)
+    assert scores.relative_score(0.0025, 0.05, scores.LOWER, "ks_p_value") == pytest.approx(2.0)
+    assert scores.relative_score(1.0, 0.05, scores.LOWER, "ks_p_value") == 0.0
+    assert scores.relative_score(0.0, 0.05, scores.LOWER, "ks_p_value") == derive.defaults.DASHBOARD_SCORE_CAP
+    assert math.isnan(scores.relative_score(0.3, None, scores.HIGHER, "psi"))
+    assert math.isnan(scores.relative_score(float("nan"), 0.2, scores.HIGHER, "psi"))
 
 
 def test_heatmap_keeps_the_worst_metric_and_caps_cells_without_a_breach():
-    scored = derive.scored(_buckets([
+    scored = scores.scored(_buckets([
         ("data_drift", "age", "psi", 0, 0.1, 0.5, 0.3, 0.2, 2, 1, 1, 0, 0, 1),
         ("data_drift", "age", "ks_p_value", 0, 1e-6, 0.2, 0.1, 0.05, 2, 1, 0, 1, 1, 0),
         ("data_drift", "region", "psi", 0, 0.1, 0.3, 0.2, 0.2, 1, 0, 0, 0, 1, 0),
         ("data_drift", "region", "chi2_p_value", 0, 0.5, 0.5, 0.5, 0.05, 1, 0, 0, 0, 1, 0),
     ]))
-    cells = derive.feature_heatmap(scored).set_index("feature")
+    cells = scores.feature_heatmap(scored).set_index("feature")
     # age: psi 0.5 / 0.2 = 2.5; the p-value 1e-6 at alpha 0.05 gives log(1e-6) / log(0.05) = 4.6, the worst.
     assert cells.loc["age", "metric"] == "ks_p_value"
     assert cells.loc["age", "score"] == pytest.approx(math.log(1e-6) / math.log(0.05))
     # region: psi 0.3 is past its threshold alone, but nothing breached: drawn just under 1.
-    assert cells.loc["region", "score"] == derive.NOT_BREACHED_MAX
+    assert cells.loc["region", "score"] == scores.NOT_BREACHED_MAX
     # A breach decided by another rule (say the missing rate) is drawn at the threshold at least.
     # (Two clean windows below the threshold tell that PSI is bad when high.)
-    low_psi = derive.scored(_buckets([("data_drift", "x", "psi", 0, 0.01, 0.02, 0.015, 0.2, 3, 1, 0, 1, 0, 2)]))
-    assert derive.feature_heatmap(low_psi)["score"].tolist() == [1.0]
-    only_psi = derive.feature_heatmap(scored, "psi").set_index("feature")
+    low_psi = scores.scored(_buckets([("data_drift", "x", "psi", 0, 0.01, 0.02, 0.015, 0.2, 3, 1, 0, 1, 0, 2)]))
+    assert scores.feature_heatmap(low_psi)["score"].tolist() == [1.0]
+    only_psi = scores.feature_heatmap(scored, "psi").set_index("feature")
     assert only_psi.loc["region", "score"] == pytest.approx(1.5)
-    assert derive.feature_order(derive.feature_heatmap(scored)) == ["age", "region"]
+    assert scores.feature_order(scores.feature_heatmap(scored)) == ["age", "region"]
 
 
 def test_histogram_and_ecdf_from_fine_bins_match_the_raw_values():
@@ -94,7 +94,7 @@ def test_histogram_and_ecdf_from_fine_bins_match_the_raw_values():
     window_counts = np.bincount(np.searchsorted(profile.edges, current, side="right"), minlength=profile.counts.size)
     low, high = min(reference.min(), current.min()), max(reference.max(), current.max())
 
-    bins = derive.numeric_histogram(profile.edges, profile.counts, window_counts, low, high, groups=20)
+    bins = distributions.numeric_histogram(profile.edges, profile.counts, window_counts, low, high, groups=20)
     for source, values in (("baseline", reference), ("window", current)):
         part = bins[bins["source"] == source]
         assert part["share"].sum() == pytest.approx(1.0)
@@ -104,7 +104,7 @@ def test_histogram_and_ecdf_from_fine_bins_match_the_raw_values():
         assert np.allclose(inner["share"], expected)
         assert np.allclose(part["density"] * (part["right"] - part["left"]), part["share"])
 
-    curves, gap = derive.numeric_ecdf(profile.edges, profile.counts, window_counts)
+    curves, gap = distributions.numeric_ecdf(profile.edges, profile.counts, window_counts)
     # The largest gap between the binned ECDFs is the KS statistic evaluated at the fine edges.
     exact = max(abs(np.mean(reference < e) - np.mean(current < e)) for e in profile.edges)
     assert gap["gap"] == pytest.approx(exact)
@@ -114,7 +114,7 @@ def test_histogram_and_ecdf_from_fine_bins_match_the_raw_values():
 def test_category_shares_mark_unseen_and_fold_the_tail():
     baseline = {"a": 50, "b": 30, "c": 20}
     window = {"a": 10, "b": 10, "new": 20, **{f"t{i}": 1 for i in range(30)}}
-    shares = derive.category_shares(baseline, window, top=4)
+    shares = distributions.category_shares(baseline, window, top=4)
     for source in ("baseline", "window"):
         assert shares.loc[shares["source"] == source, "share"].sum() == pytest.approx(1.0)
     assert shares.loc[(shares["category"] == "new"), "unseen"].all()
@@ -146,7 +146,7 @@ def test_sample_frames_follow_the_baseline_kinds_and_null_bad_types():
                           {"features": {"age": 40, "region": "south"}, "prediction": 0.7}]}
     window = [{"features": {"age": "forty", "region": "north", "extra": 1}, "prediction": [0.3, 0.7]},
               {"features": {"age": 51.5}, "prediction": 0.1}]
-    reference, current, numeric, categorical = derive.sample_frames(summary, window)
+    reference, current, numeric, categorical = states.sample_frames(summary, window)
     assert numeric == ["age", "prediction"] and categorical == ["region"]
     assert list(current.columns) == ["age", "region", "prediction"]
     assert current["age"].isna().tolist() == [True, False]
@@ -159,10 +159,10 @@ def test_merge_states_skips_a_corrupt_partition_and_says_so():
 
     event = {"event_id": "e1", "ts": 1000, "features": {"x": 1.0}, "prediction": 0.5, "latency_ms": {"total": 3.0}}
     good = WindowState.empty(None).add_batch(EventBatch.from_events([event])).to_bytes()
-    state, problems = derive.merge_states([good, b"not a state"], None)
+    state, problems = states.merge_states([good, b"not a state"], None)
     assert state.events == 1
     assert len(problems) == 1 and "partition state 1" in problems[0]
-    assert derive.merge_states([b"junk"], None)[0] is None
+    assert states.merge_states([b"junk"], None)[0] is None
 
 
 def test_formatting():

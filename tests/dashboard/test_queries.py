@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, insert, select
 
-from dashboard import derive, queries
+from dashboard import queries, scores
 from driftline.store.db import session_scope
 from driftline.store.models import (Alert, AliasEvent, DetectorResult, ModelAlias, ModelVersion, Notification,
                                     WindowEvaluation)
@@ -49,7 +49,7 @@ def test_detector_buckets_fold_windows_in_sql(db_url):
         assert row.breached_above == int((part > 0.2).sum())
         assert row.clean_below == int((part < 0.2).sum())
     # Evidence from the rows says PSI is bad when high.
-    assert derive.worse_direction(frame)[("data_drift", "psi")] == derive.HIGHER
+    assert scores.worse_direction(frame)[("data_drift", "psi")] == scores.HIGHER
     assert queries.first_window_ms(db_url, "m", "1", start + 2 * MINUTE, start + 27 * MINUTE) == start + 2 * MINUTE
     # One window per bucket: every window on its own.
     single = queries.detector_buckets(db_url, "m", "1", start, start + 30 * MINUTE, MINUTE).sort_values("bucket_ms")
