@@ -17,12 +17,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from driftline import defaults
+from driftline import defaults, vocabulary
 
 HIGHER = "higher"
 LOWER = "lower"
 # Names of metrics where a smaller value is the bad one, for metrics never seen breached or clean.
-_LOWER_IS_WORSE_HINTS = ("p_value", "pvalue", "accuracy", "auc", "f1", "precision", "recall", "r2", "hit_rate")
+_LOWER_IS_WORSE_HINTS = (*sorted(vocabulary.QUALITY_SCORES), "p_value", "pvalue", "auc", "r2", "hit_rate")
 _P_VALUE_HINTS = ("p_value", "pvalue")
 
 

@@ -42,6 +42,7 @@ import numpy as np
 from detectors import stats
 from driftline import defaults
 from driftline.baseline import CategoricalProfile, NumericProfile
+from driftline.vocabulary import PSI
 from driftline.window_state import FeatureWindow
 
 __all__ = [
@@ -174,7 +175,7 @@ def numeric_tests(profile: NumericProfile, window: FeatureWindow) -> dict[str, d
     """The drift tests of one numeric feature, in `detectors.decision.decide_feature`'s shape."""
     statistic, p_value = ks_binned(profile, window)
     return {
-        "psi": {"value": psi_binned(profile, window)},
+        PSI: {"value": psi_binned(profile, window)},
         "ks": {"statistic": statistic, "p_value": p_value},
         "wasserstein": {"value": wasserstein_normed_binned(profile, window)},
         "jensenshannon": {"value": jensenshannon_binned(profile, window)},
@@ -195,7 +196,7 @@ def categorical_tests(profile: CategoricalProfile, window: FeatureWindow) -> dic
     statistic, p_value = stats.chi2(reference, current)
     return {
         "chi2": {"statistic": statistic, "p_value": p_value},
-        "psi": {"value": stats.psi(reference, current)},
+        PSI: {"value": stats.psi(reference, current)},
         "jensenshannon": {"value": stats.jensenshannon(reference, current)},
         "linf": {"value": stats.linf(reference, current)},
     }

@@ -33,6 +33,7 @@ from scipy import stats as _scipy_stats
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.sections import Section, given, parse_section
+from driftline.vocabulary import PSI
 
 __all__ = [
     "DriftThresholds",
@@ -182,14 +183,14 @@ def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: Drif
             test["threshold"] = thresholds.missing_rate_delta
             test["drift"] = bool(abs(test["value"] - test["reference"]) >= thresholds.missing_rate_delta
                                  and _p(test) < thresholds.alpha)
-        elif name in ("psi", "wasserstein", "jensenshannon", "linf"):
+        elif name in (PSI, "wasserstein", "jensenshannon", "linf"):
             test["threshold"] = getattr(thresholds, name)
             test["drift"] = bool(test["value"] >= test["threshold"])
     return tests
 
 
 def _effects(kind: str) -> tuple[str, ...]:
-    return ("psi", "jensenshannon") if kind == "categorical" else ("psi", "wasserstein", "jensenshannon")
+    return (PSI, "jensenshannon") if kind == "categorical" else (PSI, "wasserstein", "jensenshannon")
 
 
 def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,

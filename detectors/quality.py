@@ -113,17 +113,17 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
     results = []
     for metric, value in current.items():
         if metric not in QUALITY_SCORES and metric not in QUALITY_ERRORS:
-            details: dict[str, Any] = {"task": summary.task, "labels": summary.n}
+            details: dict[str, Any] = dict(task=summary.task, labels=summary.n)
             results.append(WindowResult(MODEL_QUALITY, None, metric, value, None, False, details))
             continue
         support = supports.get(metric, summary.n)
-        details = {"task": summary.task, "labels": summary.n, "training": training.get(metric),
-                   "compared_with": compared_with, "support": support,
-                   "support_of": _SUPPORT_NAMES.get(metric, "labels")}
+        # The keys are QualityDetails' fields (driftline.vocabulary), which alerts and the dashboard read.
+        details = dict(task=summary.task, labels=summary.n, training=training.get(metric),
+                       compared_with=compared_with, support=support, support_of=_SUPPORT_NAMES.get(metric, "labels"))
         if calibrated:
-            details["expected"] = reference.get(metric)
+            details.update(expected=reference.get(metric))
         if summary.dropped:
-            details["dropped_labels"] = summary.dropped
+            details.update(dropped_labels=summary.dropped)
         target = reference.get(metric)
         threshold = None
         breached = False
