@@ -1,6 +1,6 @@
 """Every default threshold of driftline, in one place.
 
-Each value says why it is what it is. The README's "Default thresholds" table is
+Each value says why it is what it is. The "Default thresholds" table of docs/configuration.md is
 written from this file; per-model and per-feature overrides come from the
 `--config` TOML file. Sections are owned by the stage that uses them.
 """
