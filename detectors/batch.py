@@ -1,4 +1,4 @@
-"""Batch drift detection: a reference and a current DataFrame in, the `driftline detect` JSON (docs/detectors.md) out.
+"""Batch drift detection: a reference DataFrame and a current DataFrame in, the result documented in docs/detectors.md out.
 
 Pure (no files, no printing): `driftline.commands.detect` reads the files and
 writes the JSON/HTML; this module validates columns, splits the current data

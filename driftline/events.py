@@ -1,4 +1,4 @@
-"""The event contract (CONTRACTS.md §1-2): bytes in, a typed event or a precise reason out.
+"""The inference and label event contract: bytes in, a typed event or a precise reason out.
 
 This sits on the collector's hot path, so it is hand-written over orjson rather
 than built on a general schema library: one dict look-up and one type check per
@@ -299,7 +299,7 @@ def check_not_future(ts_ms: int, max_ts_ms: int | None, field: str = "ts") -> No
 
 
 def validate_inference(doc: dict[str, Any], decoded: bool = False, max_ts_ms: int | None = None) -> InferenceEvent:
-    """Check a message against CONTRACTS.md §1 (`decoded`: `doc` came straight from orjson;
+    """Check a message against the inference event contract (`decoded`: `doc` came straight from orjson;
     `max_ts_ms`: the latest event time accepted, see `check_not_future`)."""
     _check_schema(doc, INFERENCE_SCHEMA)
     event_id = _required_str(doc, "event_id")
@@ -390,7 +390,7 @@ def parse_inference(raw: bytes | bytearray | memoryview | str, max_ts_ms: int | 
 
 
 def parse_label(raw: bytes | bytearray | memoryview | str) -> LabelEvent:
-    """Decode and validate one label event (CONTRACTS.md §2)."""
+    """Decode and validate one label event."""
     doc = _decode(raw)
     _check_schema(doc, LABEL_SCHEMA)
     request_id = _required_str(doc, "request_id")

@@ -1,4 +1,4 @@
-"""The inference server (CONTRACTS.md §3): FastAPI on uvicorn, one model, hot-swapped on alias moves.
+"""The inference server (HTTP API in docs/worker.md): FastAPI on uvicorn, one model, hot-swapped on alias moves.
 
 Request path of POST /predict, all on the event loop except the forward pass:
 read the body (413 above the limit) -> validate against the version's input schema
@@ -449,9 +449,7 @@ class PredictFastPath:
 
     The handler is the same one the FastAPI route calls, with the same Starlette Request
     and Response; only FastAPI's routing, dependency and middleware layers are skipped.
-    Those cost more than the whole prediction path: on the 2-core development machine,
-    at 32 concurrent requests with batching, worker CPU per request fell from 0.48 ms to
-    0.32 ms and requests/s rose from 2 200 to 3 000 (at 128: 0.51 -> 0.24 ms, 2 100 -> 4 700).
+    Those cost more than the whole prediction path (figures in docs/worker.md).
     """
 
     def __init__(self, app: FastAPI, answer: Callable[[Request], Awaitable[Response]]):
