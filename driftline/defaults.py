@@ -378,7 +378,7 @@ DASHBOARD_MAX_STATE_WINDOWS = 120
 # here: ten times over is "very far over", more would wash out the colour scale.
 DASHBOARD_SCORE_CAP = 10.0
 
-# --- Data quality (detectors/window.py) -----------------------------------------
+# --- Data quality (detectors/data_quality.py) -----------------------------------
 # Every data-quality check needs this many events in the window; below, results are
 # reported as insufficient data (a window of 10 events with 1 null is not news).
 DATA_QUALITY_MIN_ROWS = 100
@@ -404,14 +404,14 @@ MISSING_FEATURE_SHARE = 0.01
 # Share of events that carry a feature training never had (a schema change).
 NEW_FEATURE_SHARE = 0.0
 
-# --- Training-serving skew (detectors/window.py) ----------------------------------
+# --- Training-serving skew (detectors/skew.py) ------------------------------------
 # Distribution skew: serving against the training baseline by effect size only, so it
 # reads "how far is serving from training" rather than "did it change now". 0.25 is
 # above the drift PSI floor (0.2): at that size training and serving disagree for sure.
 # It is data drift's comparison, so it cannot tell a serving bug from a changed world:
 # it is always reported but breaches only for a feature whose parity could not be
 # checked (no transform, no raw inputs sampled); where parity holds, the difference is
-# drift, and where parity fails, parity skew is the alert (detectors.window.skew_with_parity).
+# drift, and where parity fails, parity skew is the alert (detectors.skew.skew_with_parity).
 SKEW_DISTRIBUTION_PSI = 0.25
 # Parity skew: the training transform re-run on logged raw inputs must reproduce the
 # served feature. A numeric pair matches within this relative tolerance (float32
@@ -423,7 +423,7 @@ SKEW_PARITY_MISMATCH_RATE = 0.01
 # At least this many sampled events with raw inputs are needed to judge parity.
 SKEW_PARITY_MIN_SAMPLE = 30
 
-# --- Latency SLO (detectors/window.py; per model in [latency.models.NAME]) --------
+# --- Latency SLO (detectors/latency.py; per model in [latency.models.NAME]) -------
 # A typical online-inference budget; the bundled worker answers in a few ms, so these
 # fire only for real slowness. Quantiles come from the window's latency histogram (1 %).
 LATENCY_SLO_P50_MS = 50.0
@@ -435,7 +435,7 @@ ERROR_RATE_MAX = 0.01
 # fewer than 100 events is the maximum of a handful.
 LATENCY_MIN_EVENTS = 100
 
-# --- Model quality (detectors/window.py) -------------------------------------------
+# --- Model quality (detectors/quality.py) ------------------------------------------
 # What a binary classifier's window metrics are compared with. "calibration": the value
 # each metric would have on the window's own scores if labels followed the training
 # reliability curve (P(label | score bin), isotonic fit). A covariate shift moves the
@@ -448,7 +448,7 @@ QUALITY_REFERENCE = "calibration"
 # max(floor, QUALITY_Z x standard error of the difference), the standard error
 # computed from the window's own label counts (binomial for accuracy,
 # precision, recall; Hanley-McNeil for ROC AUC; per-row spread for log loss, MAE,
-# RMSE; see detectors.window.quality_standard_errors). A flat floor alone flagged
+# RMSE; see detectors.quality_stats.quality_standard_errors). A flat floor alone flagged
 # normal traffic: recall from 40 actual positives has a standard error of ~0.06.
 #
 # Labelled predictions needed in a window before quality is judged: accuracy from
