@@ -43,6 +43,7 @@ def json_number(value: float | None) -> float | None:
 
 
 def json_safe(value: Any) -> Any:
+    """`value` with numpy scalars as Python ones and non-finite floats as None (the store keeps JSON)."""
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -64,4 +65,5 @@ def insufficient(details: dict[str, Any], reason: str) -> dict[str, Any]:
 
 
 def finite_or_none(value: float) -> float | None:
+    """An empty window's min/max are infinite; details carry None instead."""
     return value if math.isfinite(value) else None
