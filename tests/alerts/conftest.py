@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from driftline import vocabulary
 from driftline.config import Settings
 from driftline.store.db import session_scope
 from driftline.store.models import DetectorResult, WindowEvaluation
@@ -371,19 +372,20 @@ def write_window():
             common = dict(model=model, version=version, window_start_ms=start, window_end_ms=start + WINDOW_MS)
             for feature in features:
                 hit = feature in drifted
-                s.add(DetectorResult(**common, detector="data_drift", feature=feature, metric="psi",
+                s.add(DetectorResult(**common, detector=vocabulary.DATA_DRIFT, feature=feature, metric=vocabulary.PSI,
                                      value=0.31 if hit else 0.02, threshold=0.2, breached=hit,
                                      details={"reason": "ks p<0.05 and psi >= 0.2"} if hit else {}))
             if dataset is not None:
                 share = len([f for f in features if f in drifted]) / len(features)
-                s.add(DetectorResult(**common, detector="dataset_drift", feature="", metric="share_drifted",
+                s.add(DetectorResult(**common, detector=vocabulary.DATASET_DRIFT, feature="",
+                                     metric=vocabulary.DRIFTED_SHARE,
                                      value=share, threshold=0.5, breached=dataset,
                                      details={"drifted_features": sorted(drifted)}))
             if latency_ms is not None:
-                s.add(DetectorResult(**common, detector="latency", feature="", metric="p99_ms", value=latency_ms,
-                                     threshold=100.0, breached=latency_ms > 100.0))
+                s.add(DetectorResult(**common, detector=vocabulary.LATENCY, feature="", metric=vocabulary.P99_MS,
+                                     value=latency_ms, threshold=100.0, breached=latency_ms > 100.0))
             if quality is not None:
-                s.add(DetectorResult(**common, detector="model_quality", feature="", **quality))
+                s.add(DetectorResult(**common, detector=vocabulary.MODEL_QUALITY, feature="", **quality))
             for row in extra or []:
                 s.add(DetectorResult(**common, **row))
         return start

@@ -14,7 +14,7 @@ from alerts.channels.slack import SlackChannel, render_slack
 from alerts.channels.webhook import WebhookChannel, render_webhook, verify
 from alerts.fingerprint import fingerprint, group_key
 from alerts.messages import alert_summary, group_message
-from driftline import defaults
+from driftline import defaults, vocabulary
 
 NOW = datetime(2026, 1, 5, 12, 30, tzinfo=timezone.utc)
 ROUTING_KEY = "R0UT1NGKEY0123456789abcdefABCDEF"
@@ -140,8 +140,9 @@ def test_slack_lines_that_overflow_one_section_are_split_and_names_are_escaped()
 
 def test_slack_dataset_drift_lists_drifted_features_within_one_section():
     related = [f"column_{i:04d}" for i in range(1000)]
-    body = render_slack(message("trigger", [make_alert("", "dataset_drift", 0.8, 0.5, "error", "share_drifted")],
-                                group="dataset_drift", related=related))
+    body = render_slack(message("trigger", [make_alert("", vocabulary.DATASET_DRIFT, 0.8, 0.5, "error",
+                                                        vocabulary.DRIFTED_SHARE)],
+                                group=vocabulary.DATASET_DRIFT, related=related))
     drifted = next(t for t in _section_texts(body) if t.startswith("*Drifted features (1000):*"))
     assert len(drifted) <= defaults.SLACK_MAX_SECTION_CHARS
     shown = drifted.count("`column_")

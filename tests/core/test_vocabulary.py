@@ -9,7 +9,8 @@ import pytest
 from driftline import vocabulary
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("driftline", "detectors", "alerts", "dashboard")
+# The core and the stages that read results (the scheduler, once it is a stage of its own).
+PACKAGES = [p for p in ("driftline", "detectors", "alerts", "dashboard", "scheduler") if (ROOT / p).is_dir()]
 # Strings equal to a family name that mean something else.
 NOT_FAMILIES = {
     # The defaults are shown to users as the names they write in TOML; alerts.rules checks them.
