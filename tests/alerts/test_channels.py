@@ -15,12 +15,13 @@ from alerts.channels.webhook import WebhookChannel, render_webhook, verify
 from alerts.fingerprint import fingerprint, group_key
 from alerts.messages import alert_summary, group_message
 from driftline import defaults, vocabulary
+from driftline.vocabulary import DATA_DRIFT, LATENCY
 
 NOW = datetime(2026, 1, 5, 12, 30, tzinfo=timezone.utc)
 ROUTING_KEY = "R0UT1NGKEY0123456789abcdefABCDEF"
 
 
-def make_alert(feature: str, detector: str = "data_drift", value: float = 0.31, threshold: float = 0.2,
+def make_alert(feature: str, detector: str = DATA_DRIFT, value: float = 0.31, threshold: float = 0.2,
                severity: str = "warning", metric: str = "psi"):
     return SimpleNamespace(
         fingerprint=fingerprint("credit", "3", detector, feature), detector=detector, feature=feature, value=value,
@@ -29,7 +30,7 @@ def make_alert(feature: str, detector: str = "data_drift", value: float = 0.31, 
         started_at=NOW, fired_at=NOW, resolved_at=None, last_window_start_ms=1_767_614_400_000)
 
 
-def message(kind: str, alerts, group: str = "data_drift", related=()):
+def message(kind: str, alerts, group: str = DATA_DRIFT, related=()):
     return group_message(kind, model="credit", version="3", group=group, group_key=group_key("credit", "3", group),
                          alerts=alerts, window_start_ms=1_767_614_400_000, window_end_ms=1_767_614_460_000,
                          related_features=list(related), dashboard_url="http://dash.example:8501", now=NOW)
@@ -39,11 +40,11 @@ def message(kind: str, alerts, group: str = "data_drift", related=()):
 
 @pytest.mark.parametrize("severity", ["critical", "error", "warning", "info"])
 def test_pagerduty_trigger_matches_the_events_v2_contract_field_by_field(severity):
-    alerts = [make_alert("", "latency", 250.0, 100.0, severity, "p99_ms")]
-    event = render_pagerduty(message("trigger", alerts, group="latency"))
+    alerts = [make_alert("", LATENCY, 250.0, 100.0, severity, "p99_ms")]
+    event = render_pagerduty(message("trigger", alerts, group=LATENCY))
     assert set(event) == {"event_action", "dedup_key", "payload", "links", "client", "client_url"}
     assert event["event_action"] == "trigger"
-    assert event["dedup_key"] == fingerprint("credit", "3", "latency", "") and len(event["dedup_key"]) <= 255
+    assert event["dedup_key"] == fingerprint("credit", "3", LATENCY, "") and len(event["dedup_key"]) <= 255
     payload = event["payload"]
     assert set(payload) == {"summary", "source", "severity", "timestamp", "component", "group", "class",
                             "custom_details"}
@@ -51,14 +52,14 @@ def test_pagerduty_trigger_matches_the_events_v2_contract_field_by_field(severit
     assert payload["source"] == "driftline:credit:3"
     assert payload["severity"] == severity
     assert datetime.fromisoformat(payload["timestamp"].replace("Z", "+00:00")) == NOW
-    assert (payload["component"], payload["group"], payload["class"]) == ("credit", "3", "latency")
+    assert (payload["component"], payload["group"], payload["class"]) == ("credit", "3", LATENCY)
     details = payload["custom_details"]
     assert details["model"] == "credit" and details["version"] == "3"
     assert details["window_start"] == "2026-01-05T12:00:00Z" and details["window_end"] == "2026-01-05T12:01:00Z"
-    assert details["alerts"] == [{"detector": "latency", "feature": "", "metric": "p99_ms", "value": 250.0,
+    assert details["alerts"] == [{"detector": LATENCY, "feature": "", "metric": "p99_ms", "value": 250.0,
                                   "threshold": 100.0, "severity": severity,
                                   "summary": "latency SLO breach: p99_ms 250 vs threshold 100",
-                                  "fingerprint": fingerprint("credit", "3", "latency", "")}]
+                                  "fingerprint": fingerprint("credit", "3", LATENCY, "")}]
     assert event["links"] == [{"href": "http://dash.example:8501/?model=credit&version=3",
                                "text": "driftline dashboard"}]
     assert event["client"] == "driftline" and event["client_url"] == event["links"][0]["href"]

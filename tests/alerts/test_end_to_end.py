@@ -14,6 +14,7 @@ from driftline.cli import cli
 from driftline.errors import UserError
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, Notification, RetrainRequest, Silence
+from driftline.vocabulary import DATASET_DRIFT, LATENCY
 
 ROUTING_KEY = "R0UT1NGKEY0123456789abcdefABCDEF"
 
@@ -62,7 +63,7 @@ def test_drift_pages_once_through_failures_asks_for_one_retrain_and_resolves(
     windows = [(i, clean) for i in range(3)] + [(i, drift) for i in range(3, 8)] + [(i, clean) for i in range(8, 12)]
     run(db_url, rules, chans, write_window, run_window, clock, windows)
 
-    dataset_key = group_key("credit", "1", "dataset_drift")
+    dataset_key = group_key("credit", "1", DATASET_DRIFT)
     # Slack: one trigger listing the ten drifted features, one resolve
     assert [r.status for r in fake_slack.requests] == [200, 200]
     trigger, resolve = (r.json() for r in fake_slack.requests)
@@ -116,7 +117,7 @@ def test_a_run_without_drift_sends_nothing(db_url, stack, write_window, run_wind
 
 def test_silence_list_and_expire_from_the_command_line(sqlite_url):
     runner = CliRunner()
-    made = runner.invoke(cli, ["alerts", "silence", "--model", "credit", "--detector", "latency", "--for", "2h",
+    made = runner.invoke(cli, ["alerts", "silence", "--model", "credit", "--detector", LATENCY, "--for", "2h",
                                "--comment", "load test", "--created-by", "ana", "--db", sqlite_url])
     assert made.exit_code == 0, made.output
     assert made.output.startswith("silence #1 until ")
@@ -153,7 +154,7 @@ def test_a_page_lost_to_an_outage_is_triggered_again_at_the_repeat_interval(db_u
             deliver_due(db_url, channels=chans, now=clock.now(i) + timedelta(seconds=offset), policy=rules.delivery)
         if i == 0:
             fake_pagerduty.script_queue.clear()  # PagerDuty is back
-    key = group_key("credit", "1", "latency")
+    key = group_key("credit", "1", LATENCY)
     with session_scope(db_url) as s:
         rows = [(n.kind, n.status) for n in s.scalars(select(Notification).order_by(Notification.id))]
     assert rows == [("trigger", "failed"), ("repeat", "sent")]  # the repeat came 3 windows (3 minutes) later

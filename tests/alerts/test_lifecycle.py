@@ -11,6 +11,7 @@ from alerts.silences import create_silence
 from alerts.state import advance
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, Notification
+from driftline.vocabulary import DATASET_DRIFT, DATA_DRIFT, LATENCY
 
 ALL_CHANNELS = ["slack", "pagerduty", "webhook"]
 
@@ -26,7 +27,7 @@ def notifications(url):
                 s.scalars(select(Notification).order_by(Notification.id))]
 
 
-def alert(url, detector="data_drift", feature="feature_00", version="1"):
+def alert(url, detector=DATA_DRIFT, feature="feature_00", version="1"):
     with session_scope(url) as s:
         return s.scalar(select(Alert).where(Alert.fingerprint == fingerprint("credit", version, detector, feature)))
 
@@ -64,7 +65,7 @@ def test_k_breaches_fire_m_clean_windows_resolve_and_one_clean_window_does_not(d
     sent = notifications(db_url)
     assert [(c, k) for c, k, _, _ in sent] == [("slack", "trigger"), ("webhook", "trigger"),
                                                 ("slack", "resolve"), ("webhook", "resolve")]
-    key = group_key("credit", "1", "data_drift")
+    key = group_key("credit", "1", DATA_DRIFT)
     assert {fp for _, _, fp, _ in sent} == {key}
     webhook_trigger = sent[1][3]
     assert webhook_trigger["status"] == "firing" and webhook_trigger["severity"] == "warning"
@@ -121,12 +122,12 @@ def test_dataset_drift_inhibits_its_per_feature_notifications(db_url, write_wind
         write_window(db_url, i, drifted=drifted, dataset=True)
         run_window(db_url, i, r)
     sent = notifications(db_url)
-    dataset_key = group_key("credit", "1", "dataset_drift")
-    assert dataset_key == fingerprint("credit", "1", "dataset_drift", "")
+    dataset_key = group_key("credit", "1", DATASET_DRIFT)
+    assert dataset_key == fingerprint("credit", "1", DATASET_DRIFT, "")
     # dataset drift is an error: Slack, PagerDuty and the webhook; the per-feature group says nothing
     assert [(c, k, fp) for c, k, fp, _ in sent] == [(c, "trigger", dataset_key) for c in ALL_CHANNELS]
     webhook = sent[2][3]
-    assert [a["detector"] for a in webhook["alerts"]] == ["dataset_drift"]
+    assert [a["detector"] for a in webhook["alerts"]] == [DATASET_DRIFT]
     assert webhook["related_features"] == drifted
     assert sent[1][3]["payload"]["custom_details"]["drifted_features"] == drifted
     assert alert(db_url, feature="feature_05").state == "firing"
@@ -145,12 +146,12 @@ def test_latency_slo_breach_is_its_own_group(db_url, write_window, run_window):
         write_window(db_url, i, drifted=["feature_01", "feature_02"], latency_ms=250.0)
         run_window(db_url, i, r)
     sent = notifications(db_url)
-    latency_key = group_key("credit", "1", "latency")
-    assert latency_key == fingerprint("credit", "1", "latency", "")
+    latency_key = group_key("credit", "1", LATENCY)
+    assert latency_key == fingerprint("credit", "1", LATENCY, "")
     by_group = {}
     for channel, _, fp, _ in sent:
         by_group.setdefault(fp, []).append(channel)
-    assert by_group == {group_key("credit", "1", "data_drift"): ["slack", "webhook"],
+    assert by_group == {group_key("credit", "1", DATA_DRIFT): ["slack", "webhook"],
                         latency_key: ["slack", "pagerduty", "webhook"]}
     pd = next(p for c, _, _, p in sent if c == "pagerduty")
     assert pd["payload"]["severity"] == "critical" and pd["dedup_key"] == latency_key
@@ -163,7 +164,7 @@ def test_still_firing_groups_repeat_after_the_repeat_interval(db_url, write_wind
         write_window(db_url, i, drifted=["feature_00"], dataset=None, latency_ms=300.0)
         run_window(db_url, i, r)
     sent = notifications(db_url)
-    latency_key = group_key("credit", "1", "latency")
+    latency_key = group_key("credit", "1", LATENCY)
     kinds = [(k, c) for c, k, fp, _ in sent if fp == latency_key]
     # fires at window 1; window i is processed at minute i + 1.5, so repeats at windows 6 and 11
     # repeats go to PagerDuty too (a trigger with the same dedup_key): a page lost to an outage comes back
@@ -181,12 +182,12 @@ def test_still_firing_groups_repeat_after_the_repeat_interval(db_url, write_wind
 def test_silence_mutes_until_expiry_and_never_holds_back_a_resolve(db_url, write_window, run_window, clock):
     r = rules()
     with session_scope(db_url) as s:
-        create_silence(s, model="credit", detector="latency", duration=timedelta(minutes=4),
+        create_silence(s, model="credit", detector=LATENCY, duration=timedelta(minutes=4),
                        comment="planned load test", now=clock.t0)
     for i in range(3):  # fires at window 1 (processed at minute 2.5), silence ends at minute 4
         write_window(db_url, i, latency_ms=300.0)
         run_window(db_url, i, r)
-    assert alert(db_url, "latency", "").state == "firing"
+    assert alert(db_url, LATENCY, "").state == "firing"
     assert notifications(db_url) == []
     write_window(db_url, 3, latency_ms=300.0)
     run_window(db_url, 3, r)  # minute 4.5: the silence has expired, the alert still fires
@@ -224,22 +225,22 @@ def test_alerts_of_a_version_that_stopped_serving_resolve_as_stale(db_url, write
     for i in range(2):
         write_window(db_url, i, version="1", latency_ms=400.0)
         run_window(db_url, i, r, version="1")
-    assert alert(db_url, "latency", "", version="1").state == "firing"
+    assert alert(db_url, LATENCY, "", version="1").state == "firing"
     for i in range(2, 5):  # version 2 serves from window 2 on
         write_window(db_url, i, version="2", latency_ms=20.0)
         run_window(db_url, i, r, version="2")
-    old = alert(db_url, "latency", "", version="1")
+    old = alert(db_url, LATENCY, "", version="1")
     assert old.state == "resolved" and "stale" in old.details["resolved_reason"]
     resolves = [(c, fp) for c, k, fp, _ in notifications(db_url) if k == "resolve"]
-    assert resolves == [(c, group_key("credit", "1", "latency")) for c in ALL_CHANNELS]
+    assert resolves == [(c, group_key("credit", "1", LATENCY)) for c in ALL_CHANNELS]
 
 
 def test_disabled_detector_raises_no_alert(db_url, write_window, run_window):
-    r = rules(detectors={"latency": {"enabled": False}})
+    r = rules(detectors={LATENCY: {"enabled": False}})
     for i in range(3):
         write_window(db_url, i, latency_ms=400.0)
         run_window(db_url, i, r)
-    assert alert(db_url, "latency", "") is None and notifications(db_url) == []
+    assert alert(db_url, LATENCY, "") is None and notifications(db_url) == []
 
 
 def test_unevaluated_window_is_a_clear_error(db_url):

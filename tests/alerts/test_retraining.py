@@ -9,6 +9,7 @@ from alerts.channels.retrain import RetrainChannel
 from alerts.retraining import quality_drop
 from driftline.store.db import session_scope
 from driftline.store.models import Notification, RetrainRequest
+from driftline.vocabulary import DATASET_DRIFT
 
 TOKEN = "retrain-token-for-tests"
 
@@ -67,7 +68,7 @@ def test_only_the_chosen_features_count_and_a_clean_window_restarts_the_count(db
 
 
 def test_dataset_level_drift_counts_when_no_features_are_chosen(db_url, write_window, run_window):
-    r = rules(detectors=["dataset_drift"])
+    r = rules(detectors=[DATASET_DRIFT])
     for i in range(3):
         write_window(db_url, i, drifted=["feature_00"], dataset=True)
         run_window(db_url, i, r, retrain=True)

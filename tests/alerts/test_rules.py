@@ -9,48 +9,49 @@ from alerts.rules import AlertRules, load_rules
 from alerts.times import parse_duration
 from driftline import defaults
 from driftline.errors import UserError
+from driftline.vocabulary import DATASET_DRIFT, DATA_DRIFT, LATENCY, PREDICTION_DRIFT, SKEW
 
 
 def test_defaults_come_from_driftline_defaults():
     rules = AlertRules.from_mapping({})
-    latency = rules.rule_for("any-model", "latency")
-    assert latency.severity == defaults.ALERT_DETECTOR_DEFAULTS["latency"]["severity"] == "critical"
-    assert latency.for_windows == defaults.ALERT_DETECTOR_DEFAULTS["latency"]["for_windows"]
-    drift = rules.rule_for("any-model", "data_drift")
+    latency = rules.rule_for("any-model", LATENCY)
+    assert latency.severity == defaults.ALERT_DETECTOR_DEFAULTS[LATENCY]["severity"] == "critical"
+    assert latency.for_windows == defaults.ALERT_DETECTOR_DEFAULTS[LATENCY]["for_windows"]
+    drift = rules.rule_for("any-model", DATA_DRIFT)
     assert drift.for_windows == defaults.ALERT_FOR_WINDOWS
     assert drift.resolve_after_windows == defaults.ALERT_RESOLVE_AFTER_WINDOWS
     assert drift.repeat_interval == timedelta(seconds=defaults.ALERT_REPEAT_INTERVAL_SECONDS)
-    assert drift.group_name == "data_drift" and latency.group_name == "latency"
+    assert drift.group_name == DATA_DRIFT and latency.group_name == LATENCY
     assert rules.channels_for("warning") == ["slack", "webhook"]
     assert rules.channels_for("error") == ["slack", "pagerduty", "webhook"]
-    assert [(r.source, r.targets) for r in rules.inhibit] == [("dataset_drift", ("data_drift",))]
+    assert [(r.source, r.targets) for r in rules.inhibit] == [(DATASET_DRIFT, (DATA_DRIFT,))]
     assert rules.retrain.windows == defaults.RETRAIN_DRIFT_WINDOWS
 
 
 def test_toml_overrides_general_then_detector_then_model():
     rules = AlertRules.from_mapping({
         "for_windows": 4, "resolve_after_windows": 5, "repeat_interval": "1h",
-        "detectors": {"latency": {"for_windows": 1, "group": "slo"}, "skew": {"enabled": False}},
-        "models": {"fraud": {"for_windows": 6, "detectors": {"data_drift": {"severity": "error"}}}},
+        "detectors": {LATENCY: {"for_windows": 1, "group": "slo"}, SKEW: {"enabled": False}},
+        "models": {"fraud": {"for_windows": 6, "detectors": {DATA_DRIFT: {"severity": "error"}}}},
         "channels": {"pagerduty": "critical", "slack": "warning"},
-        "inhibit": [{"source": "dataset_drift", "targets": ["data_drift", "prediction_drift"]}],
+        "inhibit": [{"source": DATASET_DRIFT, "targets": [DATA_DRIFT, PREDICTION_DRIFT]}],
         "delivery": {"max_age": "30m", "backoff_initial": 2, "max_attempts": 3},
         "retrain": {"windows": 2, "features": ["income"], "cooldown": "1d", "quality_drop": False},
     })
     # general beats every built-in, including per-detector ones
-    assert rules.rule_for("credit", "dataset_drift").for_windows == 4
-    assert rules.rule_for("credit", "latency").for_windows == 1
-    assert rules.rule_for("credit", "latency").group_name == "slo"
-    assert rules.rule_for("credit", "latency").resolve_after_windows == 5
-    assert rules.rule_for("credit", "data_drift").repeat_interval == timedelta(hours=1)
-    assert rules.rule_for("credit", "skew").enabled is False
-    fraud = rules.rule_for("fraud", "data_drift")
+    assert rules.rule_for("credit", DATASET_DRIFT).for_windows == 4
+    assert rules.rule_for("credit", LATENCY).for_windows == 1
+    assert rules.rule_for("credit", LATENCY).group_name == "slo"
+    assert rules.rule_for("credit", LATENCY).resolve_after_windows == 5
+    assert rules.rule_for("credit", DATA_DRIFT).repeat_interval == timedelta(hours=1)
+    assert rules.rule_for("credit", SKEW).enabled is False
+    fraud = rules.rule_for("fraud", DATA_DRIFT)
     assert (fraud.for_windows, fraud.severity) == (6, "error")
-    assert rules.rule_for("fraud", "latency").for_windows == 6  # a model's table beats every global one
+    assert rules.rule_for("fraud", LATENCY).for_windows == 6  # a model's table beats every global one
     assert rules.channels_for("error") == ["slack", "webhook"]
     assert rules.channels_for("critical") == ["slack", "pagerduty", "webhook"]
     assert rules.channels_for("info") == ["webhook"]
-    assert rules.inhibit[0].targets == ("data_drift", "prediction_drift")
+    assert rules.inhibit[0].targets == (DATA_DRIFT, PREDICTION_DRIFT)
     assert rules.delivery.max_age == timedelta(minutes=30) and rules.delivery.max_attempts == 3
     assert rules.delivery.backoff_initial == timedelta(seconds=2)
     assert rules.retrain.features == ("income",) and rules.retrain.quality_drop is None
@@ -60,15 +61,15 @@ def test_toml_overrides_general_then_detector_then_model():
 @pytest.mark.parametrize("mapping, message", [
     ({"for": 3}, "unknown key 'for'"),
     ({"detectors": {"drift": {}}}, "unknown detector 'drift'"),
-    ({"detectors": {"latency": {"severity": "page"}}}, "severity must be one of"),
+    ({"detectors": {LATENCY: {"severity": "page"}}}, "severity must be one of"),
     ({"for_windows": 0}, "at least 1"),
     ({"repeat_interval": "soon"}, "cannot read 'soon' as a duration"),
     ({"channels": {"email": "info"}}, "unknown channel 'email'"),
-    ({"inhibit": {"source": "dataset_drift"}}, "array of tables"),
+    ({"inhibit": {"source": DATASET_DRIFT}}, "array of tables"),
     ({"delivery": {"lease": "5s", "timeout": "10s"}}, "lease"),
     ({"retrain": {"windows": "five"}}, "whole number"),
     ({"models": {"m": {"group": "x"}}}, "unknown key 'group'"),
-    ({"inhibit": [{"source": "dataset_drift", "targets": ["feature_drift"]}]},
+    ({"inhibit": [{"source": DATASET_DRIFT, "targets": ["feature_drift"]}]},
      r"\[\[alerts.inhibit\]\] #1: unknown detector 'feature_drift'"),
     ({"retrain": {"detectors": ["drift"]}}, r"\[alerts.retrain\] detectors: unknown detector 'drift'"),
     ({"retrain": {"quality_metrics": ["auc"]}}, r"\[alerts.retrain\] quality_metrics: model_quality emits no "
@@ -86,7 +87,7 @@ def test_channels_without_endpoint_get_no_route_and_retrain_is_off_without_webho
     rules = load_rules(settings_for(slack=fake_slack), config_file=config)
     assert rules.channels_for("critical") == ["slack"]
     assert rules.retrain.enabled is False
-    assert rules.rule_for("m", "data_drift").for_windows == 2
+    assert rules.rule_for("m", DATA_DRIFT).for_windows == 2
     assert rules.dashboard_url == "http://dash.example:8501"
 
 
@@ -106,6 +107,6 @@ def test_the_defaults_name_only_what_the_detectors_emit(monkeypatch):
     rules = AlertRules.from_mapping(None)
     named = {r.source for r in rules.inhibit} | {t for r in rules.inhibit for t in r.targets}
     assert named | set(defaults.ALERT_DETECTOR_DEFAULTS) | set(rules.retrain.detectors) <= set(vocabulary.DETECTORS)
-    monkeypatch.setattr(defaults, "ALERT_INHIBIT_RULES", ({"source": "drift", "targets": ("data_drift",)},))
+    monkeypatch.setattr(defaults, "ALERT_INHIBIT_RULES", ({"source": "drift", "targets": (DATA_DRIFT,)},))
     with pytest.raises(UserError, match="unknown detector 'drift'"):
         AlertRules.from_mapping(None)

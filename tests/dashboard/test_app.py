@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from driftline.store.db import session_scope
 from driftline.store.models import BaselineRecord, WindowStateRecord
+from driftline.vocabulary import LATENCY
 from tests.support.demo_store import CREDIT, FRAUD
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -203,7 +204,7 @@ def test_alerts_page_lists_alerts_notifications_and_silences(seeded):
     assert_clean(at)
     assert set(at.dataframe[0].value["state"]) == {"resolved"}
     picker = at.selectbox(key="alert_pick")
-    picker.set_value(next(o for o in picker.options if "latency" in o and CREDIT in o)).run()
+    picker.set_value(next(o for o in picker.options if LATENCY in o and CREDIT in o)).run()
     assert_clean(at)
     notes = at.dataframe[1].value
     assert len(notes) == 2 and set(notes["channel"]) == {"slack", "pagerduty"}

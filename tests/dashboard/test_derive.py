@@ -10,6 +10,7 @@ import pytest
 from dashboard import derive, distributions, scores, states
 from driftline import vocabulary
 from driftline.baseline import NumericProfile
+from driftline.vocabulary import DATA_DRIFT, LATENCY
 
 
 def _buckets(rows):
@@ -40,14 +41,14 @@ def test_worse_direction_is_read_from_the_results_not_the_names():
         # a made-up metric breached below its threshold: lower is worse
         ("custom", "f", "goodness", 0, 0.1, 0.9, 0.5, 0.5, 3, 1, 0, 1, 2, 0),
         # no evidence at all: the name decides (p-values are bad when low)
-        ("data_drift", "f", "ks_p_value", 0, None, None, None, None, 1, 0, 0, 0, 0, 0),
-        ("data_drift", "f", "psi", 0, None, None, None, None, 1, 0, 0, 0, 0, 0),
+        (DATA_DRIFT, "f", "ks_p_value", 0, None, None, None, None, 1, 0, 0, 0, 0, 0),
+        (DATA_DRIFT, "f", "psi", 0, None, None, None, None, 1, 0, 0, 0, 0, 0),
     ])
     directions = scores.worse_direction(frame)
     assert directions[("custom", "weirdness")] == scores.HIGHER
     assert directions[("custom", "goodness")] == scores.LOWER
-    assert directions[("data_drift", "ks_p_value")] == scores.LOWER
-    assert directions[("data_drift", "psi")] == scores.HIGHER
+    assert directions[(DATA_DRIFT, "ks_p_value")] == scores.LOWER
+    assert directions[(DATA_DRIFT, "psi")] == scores.HIGHER
 
 
 def test_relative_score_is_one_at_the_threshold_on_both_sides():
@@ -66,10 +67,10 @@ def test_relative_score_is_one_at_the_threshold_on_both_sides():
 
 def test_heatmap_keeps_the_worst_metric_and_caps_cells_without_a_breach():
     scored = scores.scored(_buckets([
-        ("data_drift", "age", "psi", 0, 0.1, 0.5, 0.3, 0.2, 2, 1, 1, 0, 0, 1),
-        ("data_drift", "age", "ks_p_value", 0, 1e-6, 0.2, 0.1, 0.05, 2, 1, 0, 1, 1, 0),
-        ("data_drift", "region", "psi", 0, 0.1, 0.3, 0.2, 0.2, 1, 0, 0, 0, 1, 0),
-        ("data_drift", "region", "chi2_p_value", 0, 0.5, 0.5, 0.5, 0.05, 1, 0, 0, 0, 1, 0),
+        (DATA_DRIFT, "age", "psi", 0, 0.1, 0.5, 0.3, 0.2, 2, 1, 1, 0, 0, 1),
+        (DATA_DRIFT, "age", "ks_p_value", 0, 1e-6, 0.2, 0.1, 0.05, 2, 1, 0, 1, 1, 0),
+        (DATA_DRIFT, "region", "psi", 0, 0.1, 0.3, 0.2, 0.2, 1, 0, 0, 0, 1, 0),
+        (DATA_DRIFT, "region", "chi2_p_value", 0, 0.5, 0.5, 0.5, 0.05, 1, 0, 0, 0, 1, 0),
     ]))
     cells = scores.feature_heatmap(scored).set_index("feature")
     # age: psi 0.5 / 0.2 = 2.5; the p-value 1e-6 at alpha 0.05 gives log(1e-6) / log(0.05) = 4.6, the worst.
@@ -79,7 +80,7 @@ def test_heatmap_keeps_the_worst_metric_and_caps_cells_without_a_breach():
     assert cells.loc["region", "score"] == scores.NOT_BREACHED_MAX
     # A breach decided by another rule (say the missing rate) is drawn at the threshold at least.
     # (Two clean windows below the threshold tell that PSI is bad when high.)
-    low_psi = scores.scored(_buckets([("data_drift", "x", "psi", 0, 0.01, 0.02, 0.015, 0.2, 3, 1, 0, 1, 0, 2)]))
+    low_psi = scores.scored(_buckets([(DATA_DRIFT, "x", "psi", 0, 0.01, 0.02, 0.015, 0.2, 3, 1, 0, 1, 0, 2)]))
     assert scores.feature_heatmap(low_psi)["score"].tolist() == [1.0]
     only_psi = scores.feature_heatmap(scored, "psi").set_index("feature")
     assert only_psi.loc["region", "score"] == pytest.approx(1.5)
@@ -124,11 +125,11 @@ def test_category_shares_mark_unseen_and_fold_the_tail():
 
 def test_headline_picks_latency_and_drift_from_the_newest_window():
     latest = pd.DataFrame([
-        ("m", "1", 60_000, "latency", "", vocabulary.P99_MS, 150.0, 100.0, True),
-        ("m", "1", 60_000, "latency", "", "qps", 12.0, None, False),
-        ("m", "1", 60_000, "latency", "", "error_rate", 0.01, 0.02, False),
-        ("m", "1", 60_000, "data_drift", "age", "psi", 0.4, 0.2, True),
-        ("m", "1", 60_000, "data_drift", "region", "psi", 0.1, 0.2, False),
+        ("m", "1", 60_000, LATENCY, "", vocabulary.P99_MS, 150.0, 100.0, True),
+        ("m", "1", 60_000, LATENCY, "", "qps", 12.0, None, False),
+        ("m", "1", 60_000, LATENCY, "", "error_rate", 0.01, 0.02, False),
+        ("m", "1", 60_000, DATA_DRIFT, "age", "psi", 0.4, 0.2, True),
+        ("m", "1", 60_000, DATA_DRIFT, "region", "psi", 0.1, 0.2, False),
     ], columns=["model", "version", "window_start_ms", "detector", "feature", "metric", "value", "threshold",
                 "breached"])
     head = derive.headline(latest)

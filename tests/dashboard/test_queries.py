@@ -11,6 +11,7 @@ from dashboard import queries, scores
 from driftline.store.db import session_scope
 from driftline.store.models import (Alert, AliasEvent, DetectorResult, ModelAlias, ModelVersion, Notification,
                                     WindowEvaluation)
+from driftline.vocabulary import DATA_DRIFT, LATENCY, SKEW
 
 MINUTE = 60_000
 
@@ -20,7 +21,7 @@ def _results(url: str, start_ms: int, windows: int, seed: int = 0) -> np.ndarray
     rng = np.random.default_rng(seed)
     values = rng.uniform(0.0, 0.4, windows)
     rows = [{"model": "m", "version": "1", "window_start_ms": start_ms + i * MINUTE,
-             "window_end_ms": start_ms + (i + 1) * MINUTE, "detector": "data_drift", "feature": "age",
+             "window_end_ms": start_ms + (i + 1) * MINUTE, "detector": DATA_DRIFT, "feature": "age",
              "metric": "psi", "value": float(v), "threshold": 0.2, "breached": bool(v >= 0.2), "details": {}}
             for i, v in enumerate(values)]
     with session_scope(url) as session:
@@ -49,7 +50,7 @@ def test_detector_buckets_fold_windows_in_sql(db_url):
         assert row.breached_above == int((part > 0.2).sum())
         assert row.clean_below == int((part < 0.2).sum())
     # Evidence from the rows says PSI is bad when high.
-    assert scores.worse_direction(frame)[("data_drift", "psi")] == scores.HIGHER
+    assert scores.worse_direction(frame)[(DATA_DRIFT, "psi")] == scores.HIGHER
     assert queries.first_window_ms(db_url, "m", "1", start + 2 * MINUTE, start + 27 * MINUTE) == start + 2 * MINUTE
     # One window per bucket: every window on its own.
     single = queries.detector_buckets(db_url, "m", "1", start, start + 30 * MINUTE, MINUTE).sort_values("bucket_ms")
@@ -73,11 +74,11 @@ def test_alerts_notifications_and_versions_are_bounded_by_time(db_url):
     since_ms = int((now - timedelta(hours=1)).timestamp() * 1000)
     with session_scope(db_url) as session:
         session.add_all([
-            Alert(fingerprint="a-firing-old", model="m", version="1", detector="latency", state="firing",
+            Alert(fingerprint="a-firing-old", model="m", version="1", detector=LATENCY, state="firing",
                   started_at=old, fired_at=old),
-            Alert(fingerprint="a-resolved-old", model="m", version="1", detector="skew", state="resolved",
+            Alert(fingerprint="a-resolved-old", model="m", version="1", detector=SKEW, state="resolved",
                   started_at=old, resolved_at=old),
-            Alert(fingerprint="a-resolved-new", model="m", version="1", detector="data_drift", feature="age",
+            Alert(fingerprint="a-resolved-new", model="m", version="1", detector=DATA_DRIFT, feature="age",
                   state="resolved", started_at=old, resolved_at=now),
             Notification(idempotency_key="n-old-sent", alert_fingerprint="a-resolved-old", channel="slack",
                          kind="trigger", payload={}, status="sent", created_at=old),
@@ -107,7 +108,7 @@ def test_the_seeded_store_has_what_the_pages_show(seeded):
         assert activity.loc[key, "windows"] == len(starts) == activity.loc[key, "evaluated_windows"]
     with session_scope(url) as session:
         drift_rows = session.scalar(select(func.count()).select_from(DetectorResult).where(
-            DetectorResult.detector == "data_drift", DetectorResult.breached))
+            DetectorResult.detector == DATA_DRIFT, DetectorResult.breached))
     assert drift_rows > 0  # the scenario really drifts
     firing = queries.alerts(url, start)
     assert sorted(firing.loc[firing["state"] == "firing", "detector"]) == sorted(a["detector"] for a in summary.firing)

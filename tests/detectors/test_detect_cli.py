@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from driftline.cli import main
+from driftline.vocabulary import DATASET_DRIFT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,7 +66,7 @@ def test_json_to_stdout_matches_the_contract(files, capfd):
     assert result["schema_version"] == 1 and result["reference_rows"] == 2000
     [window] = result["windows"]
     assert {"index", "rows", "start", "end", "features", "prediction", "drifted_features",
-            "dataset_drift"} <= set(window)
+            DATASET_DRIFT} <= set(window)
     assert window["index"] == 0 and window["rows"] == 1500 and window["start"] is None and window["end"] is None
     features = {f["name"]: f for f in window["features"]}
     assert list(features) == ["income", "age", "zip", "region", "member"]
@@ -81,7 +82,7 @@ def test_json_to_stdout_matches_the_contract(files, capfd):
     assert window["drifted_features"] == [n for n, f in features.items() if f["drift"]] == ["income"]
     assert window["prediction"]["name"] == "y_pred" and window["prediction"]["kind"] == "numeric"
     assert window["prediction"]["drift"] is False and "tests" in window["prediction"]
-    assert window["dataset_drift"] is False
+    assert window[DATASET_DRIFT] is False
 
 
 def test_parquet_json_file_and_categorical_override(files, capfd):
@@ -99,7 +100,7 @@ def test_no_drift_still_exits_zero(files, capfd):
     code, out, _ = run(["--reference", files["ref_csv"], "--current", files["ref_csv"], "--ignore", "id,ts"], capfd)
     assert code == 0
     window = json.loads(out)["windows"][0]
-    assert window["drifted_features"] == [] and window["dataset_drift"] is False
+    assert window["drifted_features"] == [] and window[DATASET_DRIFT] is False
 
 
 def test_chunk_size_windows_and_progress(files, capfd):

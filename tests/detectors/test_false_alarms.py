@@ -7,6 +7,7 @@ import pytest
 
 from detectors.batch import detect
 from driftline import defaults
+from driftline.vocabulary import DATASET_DRIFT
 
 CATEGORIES = np.array(["north", "south", "east", "west", "centre"])
 CATEGORY_SHARES = np.array([0.35, 0.25, 0.2, 0.15, 0.05])
@@ -35,7 +36,7 @@ def _false_alarm_rate(reference: pd.DataFrame, window_rows: int, windows: int, s
     current = draw(np.random.default_rng(seed), window_rows * windows)
     result = detect(reference, current, chunk_size=window_rows)
     verdicts = [f["drift"] for w in result["windows"] for f in w["features"]]
-    dataset_alarms = sum(w["dataset_drift"] for w in result["windows"])
+    dataset_alarms = sum(w[DATASET_DRIFT] for w in result["windows"])
     return sum(verdicts), len(verdicts), dataset_alarms
 
 
@@ -115,4 +116,4 @@ def test_many_drifted_features_make_dataset_drift(reference):
     for column in ["income", "age", "score", "balance", "ratio"]:
         current[column] = current[column] * 1.5
     window = detect(reference, current)["windows"][0]
-    assert len(window["drifted_features"]) >= 4 and window["dataset_drift"] is True
+    assert len(window["drifted_features"]) >= 4 and window[DATASET_DRIFT] is True

@@ -16,6 +16,15 @@ from detectors.window import evaluate_window
 from driftline import vocabulary
 from driftline.baseline import LabelSummary, compute_baseline
 from driftline.errors import UserError
+from driftline.vocabulary import (
+    DATASET_DRIFT,
+    DATA_DRIFT,
+    DATA_QUALITY,
+    LATENCY,
+    MODEL_QUALITY,
+    PREDICTION_DRIFT,
+    SKEW,
+)
 from driftline.window_state import EventBatch, WindowState
 
 T0 = 1_767_225_600_000
@@ -103,13 +112,13 @@ def test_no_false_alarms_on_windows_from_the_training_distribution(baseline):
 def test_every_family_reports(baseline):
     results = evaluate_window(baseline, window(baseline, 99), transform=transform)
     families = {r.detector for r in results}
-    assert families == {"data_drift", "dataset_drift", "prediction_drift", "data_quality", "skew", "latency", "model_quality"}
+    assert families == {DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY}
     assert all(isinstance(r, WindowResult) for r in results)
     json.dumps([r.to_dict() for r in results], allow_nan=False)  # storable as JSON
-    drift = next(r for r in results if r.detector == "data_drift" and r.feature == "income")
+    drift = next(r for r in results if r.detector == DATA_DRIFT and r.feature == "income")
     assert set(drift.details["tests"]) == {"psi", "ks", "wasserstein", "jensenshannon", "missing"}
     assert "p_value_adjusted" in drift.details["tests"]["ks"]
-    metrics = {r.metric for r in results if r.detector == "model_quality"}
+    metrics = {r.metric for r in results if r.detector == MODEL_QUALITY}
     assert metrics == {"accuracy", "precision", "recall", "f1", "roc_auc", "log_loss"}
 
 
@@ -129,43 +138,43 @@ def test_details_are_the_typed_details_of_their_family(baseline, trouble):
 
 def test_mean_shift_is_drift(baseline):
     results = evaluate_window(baseline, window(baseline, 3, income_shift=0.2))
-    assert ("data_drift", "income", "psi") in breached(results)
-    assert ("data_drift", "age", "psi") not in breached(results)
-    assert ("dataset_drift", None, "drifted_share") not in breached(results)  # 1 of 4 features
+    assert (DATA_DRIFT, "income", "psi") in breached(results)
+    assert (DATA_DRIFT, "age", "psi") not in breached(results)
+    assert (DATASET_DRIFT, None, "drifted_share") not in breached(results)  # 1 of 4 features
 
 
 def test_scale_change_is_drift(baseline):
     results = evaluate_window(baseline, window(baseline, 4, age_scale=2.0))
-    assert breached(results, "data_drift") >= {("data_drift", "age", "psi")}
-    age = next(r for r in results if r.detector == "data_drift" and r.feature == "age")
+    assert breached(results, DATA_DRIFT) >= {(DATA_DRIFT, "age", "psi")}
+    age = next(r for r in results if r.detector == DATA_DRIFT and r.feature == "age")
     assert age.details["tests"]["wasserstein"]["value"] > 0.3
 
 
 def test_category_mix_is_drift(baseline):
     results = evaluate_window(baseline, window(baseline, 5, region_p=[0.1, 0.2, 0.3, 0.4]))
-    assert ("data_drift", "region", "psi") in breached(results)
-    region = next(r for r in results if r.detector == "data_drift" and r.feature == "region")
+    assert (DATA_DRIFT, "region", "psi") in breached(results)
+    region = next(r for r in results if r.detector == DATA_DRIFT and r.feature == "region")
     assert region.details["tests"]["chi2"]["drift"] and region.details["kind"] == "categorical"
 
 
 def test_nulls_are_data_quality_and_drift(baseline):
     results = evaluate_window(baseline, window(baseline, 6, nulls=0.3))
-    assert ("data_quality", "income", "missing_rate") in breached(results)
-    assert ("data_drift", "income", "psi") in breached(results)
+    assert (DATA_QUALITY, "income", "missing_rate") in breached(results)
+    assert (DATA_DRIFT, "income", "psi") in breached(results)
     quality = next(r for r in results if r.metric == "missing_rate" and r.feature == "income")
     assert 0.25 < quality.value < 0.35 and quality.details["reference"] == 0.0
 
 
 def test_out_of_range_values(baseline):
     results = evaluate_window(baseline, window(baseline, 7, out_of_range=0.05))
-    assert breached(results, "data_quality") == {("data_quality", "age", "out_of_range_share")}
+    assert breached(results, DATA_QUALITY) == {(DATA_QUALITY, "age", "out_of_range_share")}
     result = next(r for r in results if r.metric == "out_of_range_share" and r.feature == "age")
     assert result.details["above_max"] == pytest.approx(100, abs=35) and result.details["window_max"] == 250.0
 
 
 def test_unseen_categories(baseline):
     results = evaluate_window(baseline, window(baseline, 8, unseen=0.05))
-    assert ("data_quality", "region", "unseen_category_share") in breached(results)
+    assert (DATA_QUALITY, "region", "unseen_category_share") in breached(results)
     result = next(r for r in results if r.metric == "unseen_category_share")
     assert list(result.details["unseen"]) == ["atlantis"]
 
@@ -180,34 +189,34 @@ def test_type_changes_missing_and_new_features(baseline):
                        "latency_ms": {"total": 5.0}, "status": "ok"})
     state = WindowState.empty(baseline).add_batch(EventBatch.from_events(events))
     results = evaluate_window(baseline, state)
-    quality = breached(results, "data_quality")
-    assert ("data_quality", "income", "type_change_share") in quality
-    assert ("data_quality", "debt_ratio", "missing_feature_share") in quality
-    assert ("data_quality", "loyalty_tier", "new_feature_share") in quality
+    quality = breached(results, DATA_QUALITY)
+    assert (DATA_QUALITY, "income", "type_change_share") in quality
+    assert (DATA_QUALITY, "debt_ratio", "missing_feature_share") in quality
+    assert (DATA_QUALITY, "loyalty_tier", "new_feature_share") in quality
     change = next(r for r in results if r.metric == "type_change_share" and r.feature == "income")
     assert change.value == pytest.approx(0.1) and change.details["changed"] == {"string": 30}
 
 
 def test_latency_over_slo_and_errors(baseline):
     slow = evaluate_window(baseline, window(baseline, 9, latency_ms=400.0, errors=0.05), window_seconds=60)
-    assert breached(slow, "latency") >= {("latency", "total", "p50_ms"), ("latency", "total", "p95_ms"),
-                                         ("latency", "total", "p99_ms"), ("latency", None, "error_rate")}
+    assert breached(slow, LATENCY) >= {(LATENCY, "total", "p50_ms"), (LATENCY, "total", "p95_ms"),
+                                         (LATENCY, "total", "p99_ms"), (LATENCY, None, "error_rate")}
     assert not any(r.breached for r in slow if r.feature in ("queue", "compute"))  # no SLO on parts
-    by_metric = {(r.feature, r.metric): r for r in slow if r.detector == "latency"}
+    by_metric = {(r.feature, r.metric): r for r in slow if r.detector == LATENCY}
     assert by_metric[(None, "qps")].value == pytest.approx(2000 / 60)
     mean_ms = by_metric[(None, "concurrency")].details["mean_latency_ms"]
     assert by_metric[(None, "concurrency")].value == pytest.approx(2000 / 60 * mean_ms / 1000)
     relaxed = LatencySLO(p50_ms=1000, p95_ms=2000, p99_ms=3000, error_rate=0.2)
     assert breached(evaluate_window(baseline, window(baseline, 9, latency_ms=400.0, errors=0.05), slo=relaxed),
-                    "latency") == set()
+                    LATENCY) == set()
     capped = LatencySLO(max_qps=10.0)
-    assert ("latency", None, "qps") in breached(evaluate_window(baseline, window(baseline, 2), slo=capped))
+    assert (LATENCY, None, "qps") in breached(evaluate_window(baseline, window(baseline, 2), slo=capped))
 
 
 def test_parity_skew_finds_the_broken_feature(baseline):
     state = window(baseline, 10, parity_bug=0.3)
     results = evaluate_window(baseline, state, transform=transform)
-    assert breached(results, "skew", "parity_mismatch_rate") == {("skew", "debt_ratio", "parity_mismatch_rate")}
+    assert breached(results, SKEW, "parity_mismatch_rate") == {(SKEW, "debt_ratio", "parity_mismatch_rate")}
     result = next(r for r in results if r.metric == "parity_mismatch_rate" and r.feature == "debt_ratio")
     assert 0.15 < result.value < 0.45 and result.details["examples"]
     # A transform that cannot handle served inputs is skew too, and says why.
@@ -218,7 +227,7 @@ def test_parity_skew_finds_the_broken_feature(baseline):
 
 def test_distribution_skew_on_a_large_shift(baseline):
     results = evaluate_window(baseline, window(baseline, 11, income_shift=0.6))
-    assert ("skew", "income", "distribution_psi") in breached(results)
+    assert (SKEW, "income", "distribution_psi") in breached(results)
 
 
 def by_key(results):
@@ -228,47 +237,47 @@ def by_key(results):
 def test_covariate_shift_is_drift_not_skew_when_parity_holds(baseline):
     state = window(baseline, 11, income_shift=0.6)
     results = by_key(evaluate_window(baseline, state, transform=transform))
-    assert breached(results.values(), "skew") == set()
-    income_skew = results[("skew", "income", "distribution_psi")]
+    assert breached(results.values(), SKEW) == set()
+    income_skew = results[(SKEW, "income", "distribution_psi")]
     # Still reported, with the value that would have fired it, but parity says serving is right.
     assert income_skew.value >= income_skew.threshold and income_skew.details["parity_checked"]
     assert "drift" in income_skew.details["reason"]
-    assert results[("data_drift", "income", "psi")].breached
-    assert "explained_by" not in results[("data_drift", "income", "psi")].details
+    assert results[(DATA_DRIFT, "income", "psi")].breached
+    assert "explained_by" not in results[(DATA_DRIFT, "income", "psi")].details
     # Without raw inputs in the sample parity cannot be checked: distribution skew is the only evidence.
     for record in state.sample:
         record["inputs"] = None
     blind = by_key(evaluate_window(baseline, state, transform=transform))
-    assert blind[("skew", "income", "distribution_psi")].breached
-    assert not blind[("skew", "income", "distribution_psi")].details["parity_checked"]
-    assert blind[("skew", None, "parity_mismatch_rate")].insufficient_data
+    assert blind[(SKEW, "income", "distribution_psi")].breached
+    assert not blind[(SKEW, "income", "distribution_psi")].details["parity_checked"]
+    assert blind[(SKEW, None, "parity_mismatch_rate")].insufficient_data
 
 
 def test_a_serving_bug_is_skew_not_drift(baseline):
     state = window(baseline, 15, parity_bug=1.0)  # every served debt_ratio is 12x the training transform's
     results = by_key(evaluate_window(baseline, state, transform=transform))
-    assert breached(results.values(), "skew") == {("skew", "debt_ratio", "parity_mismatch_rate")}
-    drift = results[("data_drift", "debt_ratio", "psi")]
-    assert not drift.breached and drift.details["explained_by"] == "skew"
+    assert breached(results.values(), SKEW) == {(SKEW, "debt_ratio", "parity_mismatch_rate")}
+    drift = results[(DATA_DRIFT, "debt_ratio", "psi")]
+    assert not drift.breached and drift.details["explained_by"] == SKEW
     assert drift.details["breached_without_skew"] and drift.value >= drift.threshold
-    assert breached(results.values(), "data_drift") == set()
-    dataset = results[("dataset_drift", None, "drifted_share")]
+    assert breached(results.values(), DATA_DRIFT) == set()
+    dataset = results[(DATASET_DRIFT, None, "drifted_share")]
     assert dataset.details["explained_by_skew"] == ["debt_ratio"] and dataset.details["features"] == 3
     # 12x ratios leave the training range; the training transform's output for the same inputs does not.
-    out_of_range = results[("data_quality", "debt_ratio", "out_of_range_share")]
+    out_of_range = results[(DATA_QUALITY, "debt_ratio", "out_of_range_share")]
     assert out_of_range.value > out_of_range.threshold
-    assert not out_of_range.breached and out_of_range.details["explained_by"] == "skew"
+    assert not out_of_range.breached and out_of_range.details["explained_by"] == SKEW
     assert out_of_range.details["recomputed_value"] <= out_of_range.threshold
-    distribution = results[("skew", "debt_ratio", "distribution_psi")]
+    distribution = results[(SKEW, "debt_ratio", "distribution_psi")]
     assert distribution.value >= distribution.threshold and not distribution.breached
-    assert results[("prediction_drift", "prediction", "psi")].details["explained_by"] == "skew"
-    assert results[("model_quality", None, "accuracy")].details["skewed_features"] == ["debt_ratio"]
-    assert breached(results.values()) == {("skew", "debt_ratio", "parity_mismatch_rate")}
+    assert results[(PREDICTION_DRIFT, "prediction", "psi")].details["explained_by"] == SKEW
+    assert results[(MODEL_QUALITY, None, "accuracy")].details["skewed_features"] == ["debt_ratio"]
+    assert breached(results.values()) == {(SKEW, "debt_ratio", "parity_mismatch_rate")}
     # The same window without a transform: nothing can tell skew from drift, so drift it is.
     plain = by_key(evaluate_window(baseline, state))
-    assert plain[("data_drift", "debt_ratio", "psi")].breached
-    assert "explained_by" not in plain[("data_drift", "debt_ratio", "psi")].details
-    assert plain[("skew", "debt_ratio", "distribution_psi")].breached
+    assert plain[(DATA_DRIFT, "debt_ratio", "psi")].breached
+    assert "explained_by" not in plain[(DATA_DRIFT, "debt_ratio", "psi")].details
+    assert plain[(SKEW, "debt_ratio", "distribution_psi")].breached
 
 
 def test_bad_inputs_stay_data_quality_even_with_skew(baseline):
@@ -276,30 +285,30 @@ def test_bad_inputs_stay_data_quality_even_with_skew(baseline):
     # transform reproduces the out-of-range ratios, so they are a data-quality finding of their own.
     state = window(baseline, 16, parity_bug=0.5, bad_debt=0.05)
     results = by_key(evaluate_window(baseline, state, transform=transform))
-    assert results[("skew", "debt_ratio", "parity_mismatch_rate")].breached
-    out_of_range = results[("data_quality", "debt_ratio", "out_of_range_share")]
+    assert results[(SKEW, "debt_ratio", "parity_mismatch_rate")].breached
+    out_of_range = results[(DATA_QUALITY, "debt_ratio", "out_of_range_share")]
     assert out_of_range.breached and "explained_by" not in out_of_range.details
     assert out_of_range.details["recomputed_value"] > out_of_range.threshold
 
 
 def test_prediction_drift(baseline):
     results = evaluate_window(baseline, window(baseline, 12, income_shift=0.0, region_p=REGION_P))
-    assert breached(results, "prediction_drift") == set()
+    assert breached(results, PREDICTION_DRIFT) == set()
     state = window(baseline, 12)
     shifted = WindowState.empty(baseline)
     events = [{"event_id": f"p{i}", "ts": T0 + i, "features": {}, "prediction": 0.9,
                "latency_ms": {"total": 5.0}} for i in range(500)]
     shifted.add_batch(EventBatch.from_events(events))
-    assert breached(evaluate_window(baseline, state.merge(shifted)), "prediction_drift") == {
-        ("prediction_drift", "prediction", "psi")}
+    assert breached(evaluate_window(baseline, state.merge(shifted)), PREDICTION_DRIFT) == {
+        (PREDICTION_DRIFT, "prediction", "psi")}
 
 
 @pytest.mark.parametrize("reference", ["training", "calibration"])
 def test_model_quality_drop(baseline, reference):
     thresholds = WindowThresholds(quality_reference=reference)
     results = evaluate_window(baseline, window(baseline, 13, label_flip=0.4), thresholds=thresholds)
-    quality = breached(results, "model_quality")
-    assert ("model_quality", None, "accuracy") in quality and ("model_quality", None, "roc_auc") in quality
+    quality = breached(results, MODEL_QUALITY)
+    assert (MODEL_QUALITY, None, "accuracy") in quality and (MODEL_QUALITY, None, "roc_auc") in quality
     log_loss = next(r for r in results if r.metric == "log_loss")
     assert log_loss.value > log_loss.details["training"]
     assert log_loss.details["compared_with"] == reference
@@ -341,18 +350,18 @@ def test_regression_quality_against_training():
     assert baseline.quality.task == "regression"
     good = WindowState.empty(baseline).add_labels(3 * frame["x"].to_numpy()[:500], y[:500])
     bad = WindowState.empty(baseline).add_labels(3 * frame["x"].to_numpy()[:500] + 1.0, y[:500])
-    assert breached(evaluate_window(baseline, good), "model_quality") == set()
-    assert breached(evaluate_window(baseline, bad), "model_quality") == {
-        ("model_quality", None, "mae"), ("model_quality", None, "rmse")}
+    assert breached(evaluate_window(baseline, good), MODEL_QUALITY) == set()
+    assert breached(evaluate_window(baseline, bad), MODEL_QUALITY) == {
+        (MODEL_QUALITY, None, "mae"), (MODEL_QUALITY, None, "rmse")}
 
 
 def test_small_windows_are_insufficient_data_not_alarms(baseline):
     state = window(baseline, 14, n=25, income_shift=1.0, nulls=0.5, latency_ms=900.0, label_flip=0.5)
     results = evaluate_window(baseline, state, transform=transform)
     assert breached(results) == set()
-    judged = [r for r in results if r.detector != "latency" or r.metric not in ("qps", "concurrency")]
-    assert all(r.insufficient_data for r in judged if r.detector in ("data_drift", "data_quality", "latency",
-                                                                     "model_quality"))
+    judged = [r for r in results if r.detector != LATENCY or r.metric not in ("qps", "concurrency")]
+    assert all(r.insufficient_data for r in judged if r.detector in (DATA_DRIFT, DATA_QUALITY, LATENCY,
+                                                                     MODEL_QUALITY))
     parity = [r for r in results if r.metric == "parity_mismatch_rate"]
     assert parity and all(r.insufficient_data for r in parity)
 
@@ -362,8 +371,8 @@ def test_without_baseline_only_latency(baseline):
         [{"event_id": f"x{i}", "ts": T0 + i, "features": {"a": 1.0}, "prediction": 0.5,
           "latency_ms": {"total": 900.0}} for i in range(200)]))
     results = evaluate_window(None, state)
-    assert {r.detector for r in results} == {"latency"}
-    assert ("latency", "total", "p99_ms") in breached(results)
+    assert {r.detector for r in results} == {LATENCY}
+    assert (LATENCY, "total", "p99_ms") in breached(results)
 
 
 def test_state_without_bins_waits_for_the_baseline(baseline):
@@ -372,23 +381,23 @@ def test_state_without_bins_waits_for_the_baseline(baseline):
                                                           "region": "north"},
           "prediction": 0.5, "latency_ms": {"total": 5.0}} for i in range(300)]))
     results = evaluate_window(baseline, WindowState.merge_all([unbinned], baseline))
-    income = next(r for r in results if r.detector == "data_drift" and r.feature == "income")
+    income = next(r for r in results if r.detector == DATA_DRIFT and r.feature == "income")
     assert not income.breached and income.insufficient_data
     assert "before the baseline" in income.details["reason"]
 
 
 def test_thresholds_from_config_and_overrides(baseline):
     thresholds = WindowThresholds.from_mapping({
-        "drift": {"psi": 0.3}, "data_quality": {"out_of_range_share": 0.5},
-        "models": {"credit": {"skew": {"parity_mismatch_rate": 0.9}}}}, model="credit")
+        "drift": {"psi": 0.3}, DATA_QUALITY: {"out_of_range_share": 0.5},
+        "models": {"credit": {SKEW: {"parity_mismatch_rate": 0.9}}}}, model="credit")
     assert thresholds.drift.psi == 0.3 and thresholds.out_of_range_share == 0.5
     assert thresholds.parity_mismatch_rate == 0.9
     results = evaluate_window(baseline, window(baseline, 7, out_of_range=0.05), thresholds=thresholds)
-    assert breached(results, "data_quality") == set()
+    assert breached(results, DATA_QUALITY) == set()
     # A bare DriftThresholds works too; per-feature overrides apply.
     strict = DriftThresholds(features={"income": {"min_rows": 10**9}})
     income = next(r for r in evaluate_window(baseline, window(baseline, 3, income_shift=0.2), thresholds=strict)
-                  if r.detector == "data_drift" and r.feature == "income")
+                  if r.detector == DATA_DRIFT and r.feature == "income")
     assert not income.breached and income.insufficient_data
     with pytest.raises(UserError, match="unknown key"):
         WindowThresholds.from_mapping({"bogus": 1})
