@@ -13,6 +13,7 @@ from driftline.redact import scrub
 from driftline.store import db as store_db
 from driftline.store.models import Alert, Notification
 
+from alerts.endpoints import CHANNELS
 from alerts.outbox import requeue_failed
 from alerts.rules import DETECTORS
 from alerts.silences import active_silences, create_silence, expire_silence
@@ -119,7 +120,7 @@ def expire(silence_id: int, settings) -> None:  # noqa: ANN001
 @alerts.command("retry")
 @click.argument("ids", type=int, nargs=-1)
 @click.option("--failed", "all_failed", is_flag=True, help="Every failed notification.")
-@click.option("--channel", type=click.Choice(["slack", "pagerduty", "webhook", "retrain"]), default=None,
+@click.option("--channel", type=click.Choice(list(CHANNELS)), default=None,
               help="Only this channel's failed notifications.")
 @common_options
 def retry(ids: tuple[int, ...], all_failed: bool, channel: str | None, settings) -> None:  # noqa: ANN001

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, aliased
 from driftline.redact import scrub
 from driftline.store.models import Notification, RetrainRequest
 
+from alerts.endpoints import RETRAIN
 from alerts.times import as_utc
 
 SessionFactory = Callable[[], ContextManager[Session]]
@@ -117,7 +118,7 @@ def record_success(session_factory: SessionFactory, claim: Claim, *, now: dateti
     now = as_utc(now)
     with session_factory() as session:
         done = _finish(session, claim, status="sent", sent_at=now, response_status=status_code, last_error=None)
-        if done and claim.channel == "retrain":
+        if done and claim.channel == RETRAIN:
             _retrain_outcome(session, claim, "running", response, now)
         return done
 
@@ -131,7 +132,7 @@ def record_failure(session_factory: SessionFactory, claim: Claim, *, now: dateti
         if retry_at is None:
             done = _finish(session, claim, status="failed", response_status=status_code, last_error=error,
                            next_attempt_at=now)
-            if done and claim.channel == "retrain":
+            if done and claim.channel == RETRAIN:
                 rejected = status_code is not None and 400 <= status_code < 500 and status_code != 429
                 _retrain_outcome(session, claim, "rejected" if rejected else "failed",
                                  response if response is not None else {"error": error}, now)
@@ -190,7 +191,7 @@ def requeue_failed(session: Session, *, now: datetime, ids: Iterable[int] | None
         row.last_error = f"requeued at {now.isoformat()} after: {row.last_error or 'failure'}"[:4000]
         row.created_at = now
         requeued.append(row.id)
-        if row.channel == "retrain":
+        if row.channel == RETRAIN:
             request = session.scalar(select(RetrainRequest).where(
                 RetrainRequest.idempotency_key == RETRAIN_ROW_PREFIX + row.idempotency_key))
             if request is not None:

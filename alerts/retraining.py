@@ -39,6 +39,7 @@ from driftline.store.models import DetectorResult, Notification, RetrainRequest,
 from driftline.vocabulary import MODEL_QUALITY, QUALITY_ERRORS, QualityDetails
 
 from alerts import outbox
+from alerts.endpoints import RETRAIN
 from alerts.fingerprint import retrain_key
 from alerts.rules import RetrainPolicy
 from alerts.times import as_utc, iso, iso_from_ms
@@ -120,7 +121,7 @@ def apply_retrain_policy(session: Session, model: str, version: str, window_star
     request = RetrainRequest(idempotency_key=outbox.RETRAIN_ROW_PREFIX + key, model=model, version=version,
                              reason=body, status="requested", requested_at=now)
     session.add(request)
-    outbox.enqueue(session, idempotency_key=key, channel="retrain", kind="retrain", payload=body,
+    outbox.enqueue(session, idempotency_key=key, channel=RETRAIN, kind="retrain", payload=body,
                    alert_fingerprint=None, now=now)
     session.flush()
     return request

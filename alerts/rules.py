@@ -29,7 +29,7 @@ from driftline import defaults, vocabulary
 from driftline.errors import UserError
 from driftline.sections import Section, parse_section
 
-from alerts.endpoints import NOTIFY_CHANNELS, configured_channels
+from alerts.endpoints import NOTIFY_CHANNELS, RETRAIN, configured_channels
 from alerts.times import parse_duration
 
 # Rules, inhibit rules and the retraining policy may only name what a detector emits.
@@ -271,7 +271,7 @@ def load_rules(settings: Any = None, config_file: str | Path | None = None) -> A
     rules = AlertRules.from_mapping(load_toml_section(config_file, "alerts"),
                                     channels=[c for c in enabled if c in NOTIFY_CHANNELS],
                                     dashboard_url=settings.dashboard_url)
-    if "retrain" not in enabled and rules.retrain.enabled:
+    if RETRAIN not in enabled and rules.retrain.enabled:
         rules = dataclasses.replace(rules, retrain=dataclasses.replace(rules.retrain, enabled=False))
     return rules
 

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from driftline import defaults
 
 from alerts.channels.http import HttpPoster, SendResult
+from alerts.endpoints import PAGERDUTY
 
 SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
 
@@ -75,7 +76,7 @@ def render_pagerduty(message: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 class PagerDutyChannel:
-    name = "pagerduty"
+    name = PAGERDUTY
 
     def __init__(self, url: str, routing_key: str, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url

@@ -13,10 +13,11 @@ from driftline import defaults
 
 from alerts.channels.http import HttpPoster, SendResult
 from alerts.channels.webhook import encode
+from alerts.endpoints import RETRAIN
 
 
 class RetrainChannel:
-    name = "retrain"
+    name = RETRAIN
 
     def __init__(self, url: str, token: str | None, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url

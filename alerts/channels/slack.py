@@ -16,6 +16,7 @@ from slack_sdk.webhook import WebhookClient
 from driftline import defaults
 
 from alerts.channels.http import SendResult, result_from_exception, result_from_http
+from alerts.endpoints import SLACK
 from alerts.messages import detector_label, format_number
 
 _EMOJI = {"trigger": ":rotating_light:", "repeat": ":repeat:", "resolve": ":white_check_mark:"}
@@ -128,7 +129,7 @@ def render_slack(message: Mapping[str, Any]) -> dict[str, Any]:
 class SlackChannel:
     """Posts rendered messages to one incoming webhook; retries are the outbox's job, not slack_sdk's."""
 
-    name = "slack"
+    name = SLACK
 
     def __init__(self, url: str, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from driftline import defaults
 
 from alerts.channels.http import HttpPoster, SendResult
+from alerts.endpoints import WEBHOOK
 
 TIMESTAMP_HEADER = "X-Driftline-Timestamp"
 SIGNATURE_HEADER = "X-Driftline-Signature"
@@ -54,7 +55,7 @@ def encode(payload: Mapping[str, Any]) -> bytes:
 
 
 class WebhookChannel:
-    name = "webhook"
+    name = WEBHOOK
 
     def __init__(self, url: str, secret: str | None, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url
