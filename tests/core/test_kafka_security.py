@@ -102,7 +102,8 @@ def test_the_collector_consumer_and_dlq_producer_take_the_settings(monkeypatch):
     import kafka
 
     from collector import consumer as consumer_module
-    from collector.consumer import Collector, CollectorConfig
+    from collector.config import CollectorConfig
+    from collector.consumer import Collector
 
     consumer_spy, producer_spy = _Spy(), _Spy()
     monkeypatch.setattr(consumer_module, "KafkaConsumer", consumer_spy)
