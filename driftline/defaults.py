@@ -135,7 +135,7 @@ WASSERSTEIN_MIN_STD = 0.001
 # from the reference distribution.
 FEATURE_FALSE_ALARM_RATE_MAX = 0.01
 
-# --- Baseline and window state (driftline/baseline.py, driftline/window_state/) --
+# --- Baseline and window state (driftline/baseline/, driftline/window_state/) --
 # Fine bins per numeric feature, at the training data's quantiles 1/1000 ... 999/1000.
 # Window statistics re-aggregate these: within one fine bin the reference CDF moves
 # by at most 1/1000, so the KS statistic from bins is within 0.001 of the exact one
