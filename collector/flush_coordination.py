@@ -69,8 +69,8 @@ class FlushCoordination:
     # A flush with decoders is split in two, so that the collector keeps polling while its
     # decoders fold what is queued to them: `_begin_take` splits off what each buffer holds
     # (its offset stays where it is at this moment) and asks the decoders for their deltas;
-    # `_finish_take`, once they have answered, writes the split-off part. Measured with two
-    # decoders on two cores: the collector had waited for the answer 28 % of its time.
+    # `_finish_take`, once they have answered, writes the split-off part (a collector waiting
+    # for the answer instead sat idle for a good part of its time).
     # Anything else that flushes or moves offsets (a revocation, log verification, shutdown)
     # settles a flush in flight first, so it sees the buffers as a synchronous flush leaves them.
     def _begin_take(self, buffers: list[PartitionBuffer]) -> None:

@@ -30,7 +30,7 @@ _second_text: tuple[int, str] = (-1, "")
 
 
 def now_rfc3339() -> str:
-    """Now as `driftline.events.rfc3339()` writes it (UTC, milliseconds truncated), in 0.6 us instead of 3.6.
+    """Now as `driftline.events.rfc3339()` writes it (UTC, milliseconds truncated), several times faster.
 
     It runs once per served request: the date and time are formatted once a second.
     """

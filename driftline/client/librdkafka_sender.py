@@ -16,9 +16,9 @@ log = logging.getLogger(__name__)
 class LibrdkafkaSender:
     """The producer process's Kafka side: a confluent-kafka (librdkafka) producer, fed whole batches.
 
-    kafka-python spends about 50 us of Python per record (`send`, the record batch
+    kafka-python spends most of its per-record time in Python (`send`, the record batch
     builder, its I/O thread); librdkafka does that work in C, and what is left in Python
-    is one `produce` call and one delivery callback per record (about 5 us). Every
+    is one `produce` call and one delivery callback per record. Every
     record gets an explicit partition, as in `EventSender`: keyed ones
     `partition_for_key` (crc32, which librdkafka's `consistent_random` partitioner, the
     fallback while a topic's partitions are unknown, also computes), keyless ones one

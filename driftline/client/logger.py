@@ -25,11 +25,8 @@ class InferenceLogger:
     `producer_process=True` runs the Kafka producer in a child process
     (`ProcessEventSender`, with confluent-kafka there). `producer_config` adds to the
     producer's settings: kafka-python options on a thread, librdkafka properties in the
-    child. Measured on a 2-core machine (`bench/worker.py --logger-cost`, events at
-    2 000/s from a paced loop), CPU per event: in the serving process about 30 us with
-    the child (`log()`, which builds and encodes the event, and the thread that ships
-    batches to the child) against about 60 us with the producer on a thread; in the
-    child about 8 us (45-50 us when it ran kafka-python); in the embedded broker about 8 us.
+    child. The child halves the serving process's CPU per event against the producer on a
+    thread (`bench/worker.py --logger-cost`).
     `security` (`driftline.kafka_security.KafkaSecurity.from_settings(settings)`) adds TLS and
     SASL to either producer; `producer_config` still overrides single options.
     """
@@ -85,11 +82,8 @@ class InferenceLogger:
 
         The event's id and time are taken now; building and encoding it waits for the end of
         the loop's current iteration, where the events of every request answered in that
-        iteration are built and encoded one after another. The same work costs less that way:
-        in the worker under load (2-core machine, c=32, ~16 requests answered per iteration;
-        five runs each way) 7.4-8.4 us of the event loop per event (2.9-3.4 us in the call,
-        4.4-5.1 us at the end of the iteration) against 8.5-11.9 us when each request builds
-        and encodes its own event between its other work (`log` in a tight loop: 3.5 us).
+        iteration are built and encoded one after another, which costs the loop less than
+        each request building its own event between its other work.
         The caller must not change the dicts it passes until then (the worker builds fresh
         ones per request). An event that turns out not to be JSON-encodable (or a
         `latency_ms` that is neither a number nor a mapping) is logged and counted as failed

@@ -22,8 +22,8 @@ def partition_for_key(key: bytes, partitions: Collection[int]) -> int:
 class KeyHashPartitioner(Partitioner):
     """kafka-python partitioner: `partition_for_key` for keyed records, a random available partition otherwise.
 
-    kafka-python's default hashes keys with a pure-Python murmur2, about 8 us a record
-    here (15 % of `send`); zlib's crc32 is C.
+    kafka-python's default hashes keys with a pure-Python murmur2, a noticeable share of
+    `send`; zlib's crc32 is C.
     """
 
     def partition(self, topic, key, serialized_key, value, serialized_value, cluster):  # noqa: ANN001

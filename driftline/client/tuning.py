@@ -8,9 +8,8 @@ DEFAULT_MAX_BUFFERED = 20_000
 PRODUCER_LINGER_MS = 20
 PRODUCER_BATCH_BYTES = 262_144
 # Event batches are compressed: JSON events shrink about 4x with lz4, and the broker's CPU
-# per event drops with its bytes (embedded broker, 2-core machine: 5.5 us -> 2.0 us per
-# event, for 0.2 us more in the producer). Every Kafka client reads lz4 (kafka-python
-# through the `lz4` package, a dependency).
+# per event drops with its bytes for little more in the producer (bench/collector.py).
+# Every Kafka client reads lz4 (kafka-python through the `lz4` package, a dependency).
 PRODUCER_COMPRESSION = "lz4"
 # How long an accepted event may wait for Kafka before it counts as failed.
 DELIVERY_TIMEOUT_MS = 60_000
@@ -18,11 +17,9 @@ RECONNECT_BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
 # The sender thread wakes this often, hands everything waiting to the producer in one
 # burst and flushes it: one produce request per interval instead of one per linger or
 # per event. Waking per event would also hand the GIL back and forth with the serving
-# thread on every request. Measured on the 2-core development machine (where a socket
-# send costs ~1 ms of system time) at 1 000 events/s, CPU per event in all: waking per
-# event 156 us, every 10 ms 120 us, every 50 ms 72 us, every 100 ms 69 us; at 200
-# events/s: 50 ms 210 us, 100 ms 164 us. 100 ms of extra delay is nothing next to
-# one-minute monitoring windows.
+# thread on every request; CPU per event falls as the interval grows and flattens by
+# 100 ms (bench/worker.py --logger-cost), a delay that is nothing next to one-minute
+# monitoring windows.
 DRAIN_INTERVAL_S = 0.1
 # A flush that Kafka does not acknowledge in time is left to the producer's retries.
 FLUSH_TIMEOUT_S = 5.0

@@ -41,7 +41,7 @@ class EventBatch:
 
     @classmethod
     def from_events(cls, events: Sequence[Any]) -> "EventBatch":
-        """Columns from validated events: dicts as in CONTRACTS.md §1, or `InferenceEvent`s.
+        """Columns from validated events: inference event dicts (driftline.events), or `InferenceEvent`s.
 
         Feature columns: a batch whose events carry the same feature keys in the
         same order (the usual case: one producer) takes the fast path, a 2-D
