@@ -12,21 +12,26 @@ from driftline import defaults
 def json_type(value: Any) -> str:
     """The JSON type name of a non-null feature value: number, string, boolean, array or object."""
     kind = type(value)
-    if kind is float or kind is int:
+    if kind is float or kind is int:  # the common cases first: this runs per value
         return "number"
     if kind is str:
         return "string"
-    if kind is bool or isinstance(value, np.bool_):
+    return json_type_of_class(kind)
+
+
+def json_type_of_class(kind: type) -> str:
+    """The JSON type name of values of class `kind` (numpy scalars included; any other class by its name)."""
+    if issubclass(kind, (bool, np.bool_)):
         return "boolean"
-    if isinstance(value, (int, float, np.integer, np.floating)):
+    if issubclass(kind, (int, float, np.integer, np.floating)):
         return "number"
-    if isinstance(value, str):
+    if issubclass(kind, str):
         return "string"
-    if isinstance(value, (list, tuple)):
+    if issubclass(kind, (list, tuple)):
         return "array"
-    if isinstance(value, dict):
+    if issubclass(kind, dict):
         return "object"
-    return type(value).__name__
+    return kind.__name__
 
 
 def category_key(value: Any) -> str:

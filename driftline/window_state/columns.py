@@ -12,6 +12,7 @@ import pandas as pd
 from pandas.api.types import infer_dtype
 
 from driftline.baseline import prediction_values
+from driftline.baseline.values import json_type_of_class
 
 
 _TYPE_NAMES = {float: "number", int: "number", str: "string", bool: "boolean", list: "array", dict: "object"}
@@ -22,23 +23,9 @@ def _type_counts(types: Counter) -> dict[str, int]:
     for kind, count in types.items():
         if kind is type(None):
             continue
-        name = _TYPE_NAMES.get(kind) or _json_type_of_class(kind)
+        name = _TYPE_NAMES.get(kind) or json_type_of_class(kind)
         out[name] = out.get(name, 0) + count
     return out
-
-
-def _json_type_of_class(kind: type) -> str:
-    if issubclass(kind, (bool, np.bool_)):
-        return "boolean"
-    if issubclass(kind, (int, float, np.integer, np.floating)):
-        return "number"
-    if issubclass(kind, str):
-        return "string"
-    if issubclass(kind, (list, tuple)):
-        return "array"
-    if issubclass(kind, dict):
-        return "object"
-    return kind.__name__
 
 
 MISSING = object()
