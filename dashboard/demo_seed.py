@@ -294,7 +294,7 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
 
     `windows` windows of `window_seconds` end at the last whole window before `now_ms`.
     `evaluator`: "detectors" evaluates every window with the scheduler's own job
-    (`driftline.evaluation.evaluate`, the real detectors and their metric names);
+    (`scheduler.evaluation.evaluate`, the real detectors and their metric names);
     "local" writes results from this module's short formulas (other metric names:
     the dashboard must not depend on them).
     """
@@ -421,7 +421,7 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
 
 def _evaluate_with_detectors(session, summary: SeedSummary, window_seconds: int) -> None:
     """Every window through the scheduler's evaluation job, as `driftline scheduler` would."""
-    from driftline.evaluation import BaselineCache, EvaluationConfig, WindowKey, evaluate
+    from scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, evaluate
 
     cache, config = BaselineCache(), EvaluationConfig(window_seconds, {})
     for (model, version), starts in summary.windows.items():

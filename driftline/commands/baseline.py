@@ -42,7 +42,8 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
     from sqlalchemy import select
 
     from driftline.baseline import compute_baseline
-    from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
+    from driftline.store.aliases import move_alias
+    from driftline.store.models import BaselineRecord, ModelVersion
 
     frame = read_table(path, "training")
     special = {c for c in (prediction, label) if c}
@@ -71,14 +72,8 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
         session.add(BaselineRecord(model=model, version=version, rows=summary.rows, summary=summary.to_dict(),
                                    source=str(Path(path).resolve())))
         if promote:
-            alias = session.get(ModelAlias, (model, "production"))
-            previous = alias.version if alias else None
-            if alias is None:
-                session.add(ModelAlias(model=model, alias="production", version=version))
-            else:
-                alias.version = version
-            session.add(AliasEvent(model=model, alias="production", version=version, previous_version=previous,
-                                   action="promote", reason="driftline baseline"))
+            session.flush()  # the new version's row exists before its stage is set
+            move_alias(session, model, version, "promote", "driftline baseline")
     kinds = [summary.kind(n) for n in summary.feature_names]
     click.echo(f"registered {model} version {version}: baseline of {summary.rows:,} rows, "
                f"{kinds.count('numeric')} numeric and {kinds.count('categorical')} categorical features"

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from driftline.baseline import Baseline
 from driftline.cli import cli
 from driftline.store.db import session_scope
-from driftline.store.models import BaselineRecord, ModelAlias, ModelVersion
+from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
 
 
 def training_file(tmp_path, rows=2000):
@@ -41,6 +41,21 @@ def test_registers_version_baseline_and_alias(sqlite_url, tmp_path):
     assert sorted(baseline.feature_names) == ["age", "income", "region"]
     assert baseline.kind("region") == "categorical" and baseline.kind("income") == "numeric"
     assert baseline.prediction is not None and baseline.quality is not None
+
+
+def test_promoting_moves_the_alias_like_the_registry_does(sqlite_url, tmp_path):
+    """One alias writer: the stages and the history rows rollback replays are those of `driftline promote`."""
+    path = training_file(tmp_path)
+    for version in ("1", "2"):
+        invoke("baseline", "--model", "ext", "--version", version, "--file", str(path), "--db", sqlite_url)
+    invoke("baseline", "--model", "ext", "--version", "3", "--file", str(path), "--no-promote", "--db", sqlite_url)
+    with session_scope(sqlite_url) as s:
+        stages = {v.version: v.stage for v in s.scalars(select(ModelVersion))}
+        history = [(e.alias, e.action, e.version, e.previous_version, e.reason)
+                   for e in s.scalars(select(AliasEvent).order_by(AliasEvent.id))]
+    assert stages == {"1": "archived", "2": "production", "3": "registered"}
+    assert history == [("production", "promote", "1", None, "driftline baseline"),
+                       ("production", "promote", "2", "1", "driftline baseline")]
 
 
 def test_second_baseline_for_the_same_version_is_refused(sqlite_url, tmp_path):
