@@ -37,7 +37,7 @@ from driftline.config import Settings, secret
 from driftline.errors import UserError
 from driftline.heap import freeze_long_lived
 from driftline.kafka_security import KafkaSecurity
-from driftline.transform import FeatureTransform
+from worker.feature_transform import FeatureTransform
 from worker.admin import admin_token_problem
 from worker.batcher import BatcherFull, DynamicBatcher
 from worker.cache import PredictionCache, RedisPredictionCache, cache_key
