@@ -1,4 +1,4 @@
-"""The inference server (CONTRACTS.md §3): FastAPI on uvicorn, one model, hot-swapped on alias moves.
+"""The inference server (HTTP API: docs/contract.md): FastAPI on uvicorn, one model, hot-swapped on alias moves.
 
 Request path of POST /predict, all on the event loop except the forward pass:
 read the body (413 above the limit) -> validate against the version's input schema
