@@ -18,7 +18,7 @@ as the worker sends them (`--compression none` for uncompressed).
 Events carry 20 features (17 numeric, 3 categorical) and a request id (time-ordered, as the
 worker and `InferenceLogger` make them; `--request-ids random` for uuid4); event times advance
 so that windows open and close during the run (memory must stay flat: RSS is printed
-over time). Aims (issue 4): >= 60 % of the raw rate and >= 80 000 events/s per process.
+over time). Aims: >= 60 % of the raw rate and >= 80 000 events/s per process.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Decode + validate rate of the event contract (driftline.events), beside orjson.loads alone.
 
 Run by hand: `.venv/bin/python bench/events.py`. Prints figures; asserts nothing.
-Target (issue 2): >= 200k events/s decode+validate on one core, 20 features.
+Target: >= 200k events/s decode+validate on one core, 20 features.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@
 #              the levels and the length; about 10 minutes at the defaults)
 #   profile    py-spy of the same at c=128: raw stacks of every process in worker-profile.txt
 #   collector  bench/collector.py, 1 000 000 events: one collector with 2 and 4 decoders, two collectors,
-#              and one with kafka-python's record reader (the aim of issue 4 is per collector process;
+#              and one with kafka-python's record reader (the aim is per collector process;
 #              COLLECTOR_EVENTS and COLLECTOR_RUNS change them)
 #
 # Figures go to $OUT (default bench/out): gpu.txt and one .txt (and .json) per step.

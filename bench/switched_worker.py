@@ -5,7 +5,7 @@
 SIGUSR1 turns logging on, SIGUSR2 off (it starts on when `--events`). `bench/worker.py` runs
 this for its "logging on/off" configuration, to compare one process with itself, logging on
 and off in alternate rounds, instead of a logging process with another process: two
-processes of the same code differ by several % of requests/s (docs/worker.md, session 9),
+processes of the same code differ by several % of requests/s (bench/RESULTS.md),
 which hides a cost of a few %. Off, the worker serves exactly as `--no-events` does (it
 logs nothing); the logger, its thread and its producer child stay, idle. Requests in flight
 when the switch turns are logged or not depending on when they finish: the benchmark only

@@ -86,12 +86,9 @@ def decoder_count(setting: int | str, cpus: int | None = None) -> int:
 
     Two even on two cores: the collector process waits on its decoder (the flush gathers
     from it, and its queue fills) for about half its time, so a second decoder finds a
-    core free. Measured on a 2-core machine (`bench/collector.py`, 800 000 events, a
-    fresh store each run): one decoder 45-47k events/s, two 54-56k. Four where cores are
-    plenty: a decoder needs ~2.5 times the collector process's CPU per event (22 vs 8 us
-    with the lean record reader), so two of them were the limit on 16 cores: 71k events/s
-    (steady 95k) with two, 86k (steady 105k) with four (1 000 000 events, session 7).
-    More would wait on the collector process (~8 us an event, ~125k/s).
+    core free. Four where cores are plenty: a decoder needs about 2.5 times the collector
+    process's CPU per event, so two of them are the limit on many cores; more would wait on
+    the collector process (figures: bench/RESULTS.md).
     """
     if setting != "auto":
         return int(setting)

@@ -46,8 +46,7 @@ from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
 from driftline.window_state import EventBatch, WindowStateError
 
 # Predictions a folder with a writer inserts at a time: SQLite's cost per row falls with
-# the batch (measured, 600k rows: 21 us CPU per row at 2 000 a commit, 15 us at 10 000),
-# and 10 000 rows (~2 MB) hold the store's write lock for well under a second.
+# the batch, and 10 000 rows (~2 MB) hold the store's write lock for well under a second.
 PREDICTION_WRITE_BATCH = 10_000
 # After a failed insert, predictions go straight to the flush (which retries with backoff)
 # for this long: a store that is down (a PostgreSQL connect timeout is 5 s) must not stall

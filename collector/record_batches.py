@@ -2,10 +2,9 @@
 
 kafka-python turns each record of a fetched batch into a `DefaultRecord` through eight calls
 of a Python varint decoder, a deserializer call and a size sum, then a `ConsumerRecord`:
-8-14 us a record on the development machine against 5-7 us here (docs/collector.md,
-"Measured"; `bench/collector.py --runs 1:auto 1:auto:kafka-python` compares the two end to
-end), most of the collector process's CPU. The only C reader of record batches in Python is librdkafka's, and the
-collector's consumer group stays kafka-python's (ARCHITECTURE.md, issue 4), so this module
+about twice the CPU a record this module needs (`bench/collector.py --runs 1:auto
+1:auto:kafka-python` compares the two end to end), most of the collector process's CPU. The only C reader of record batches in Python is librdkafka's, and the
+collector's consumer group stays kafka-python's (one client library for the group protocol), so this module
 keeps kafka-python's fetcher, group membership and offsets and replaces only the per-record
 unpacking: `LeanPartitionRecords` reads a v2 batch's records in one loop over the
 decompressed bytes, with the one- and two-byte varints (almost every length, delta and

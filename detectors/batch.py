@@ -1,4 +1,4 @@
-"""Batch drift detection: a reference DataFrame and a current DataFrame in, the CONTRACTS.md §4 result out.
+"""Batch drift detection: a reference DataFrame and a current DataFrame in, the result documented in docs/detectors.md out.
 
 Pure (no files, no printing): `driftline.commands.detect` reads the files and
 writes the JSON/HTML; this module validates columns, splits the current data
@@ -382,7 +382,7 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
            chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
            prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
            on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None) -> dict[str, Any]:
-    """Compare `current` (whole, or in windows) with `reference`; the CONTRACTS.md §4 JSON as a dict.
+    """Compare `current` (whole, or in windows) with `reference`; the `driftline detect` JSON as a dict.
 
     `on_window(done, total, rows)` is called after each window (for progress).
     `workers` threads share the per-feature work (default: `default_workers()`;

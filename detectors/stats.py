@@ -235,7 +235,7 @@ def psi_numeric_sorted(reference_sorted: np.ndarray, current_sorted: np.ndarray,
 
 
 def psi_numeric(reference: Any, current: Any, n_bins: int = defaults.PSI_NUMERIC_BINS) -> float:
-    """PSI of a numeric feature on ten bins at the reference's deciles (CONTRACTS.md §4).
+    """PSI of a numeric feature on ten bins at the reference's deciles (documented bins, unlike Evidently's Sturges bins).
 
     Bins are `decile_edges(reference)` with open outer bins, so each holds about
     a tenth of the reference; `psi` then applies. Bins are ``[e_i, e_{i+1})``: a

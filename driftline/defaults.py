@@ -1,6 +1,6 @@
 """Every default threshold of driftline, in one place.
 
-Each value says why it is what it is. The README's "Default thresholds" table is
+Each value says why it is what it is. The "Default thresholds" table of docs/configuration.md is
 written from this file; per-model and per-feature overrides come from the
 `--config` TOML file. Sections are owned by the stage that uses them.
 """
@@ -121,7 +121,7 @@ DATASET_DRIFT_SHARE = 0.5
 # empty on one side gets share PSI_EPSILON, or the smallest non-zero share / 1e6
 # when that share is itself at or below PSI_EPSILON. Without it PSI is infinite.
 PSI_EPSILON = 1e-4
-# Numeric PSI bins: ten, at the reference's deciles (CONTRACTS.md §4), so each
+# Numeric PSI bins: ten, at the reference's deciles, so each
 # bin holds a tenth of the reference and no bin is empty by construction.
 PSI_NUMERIC_BINS = 10
 # Evidently (and our raw-array Jensen-Shannon) treats a numeric feature with at
@@ -139,7 +139,8 @@ FEATURE_FALSE_ALARM_RATE_MAX = 0.01
 # Fine bins per numeric feature, at the training data's quantiles 1/1000 ... 999/1000.
 # Window statistics re-aggregate these: within one fine bin the reference CDF moves
 # by at most 1/1000, so the KS statistic from bins is within 0.001 of the exact one
-# (issue 5 asks for 2e-3), and the deciles for PSI are a subset of the edges.
+# (well inside the 2e-3 the window statistics promise), and the deciles for PSI are a
+# subset of the edges.
 BASELINE_FINE_BINS = 1000
 # The outermost fine bins (below 1/1000, above 999/1000) are each split into this many
 # more at finer quantiles: heavy tails are wide, and window values beyond the training

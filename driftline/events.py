@@ -1,4 +1,4 @@
-"""The event contract (docs/contract.md): bytes in, a typed event or a precise reason out.
+"""The inference and label event contract (docs/contract.md): bytes in, a typed event or a precise reason out.
 
 This sits on the collector's hot path, so it is hand-written over orjson rather
 than built on a general schema library: one dict look-up and one type check per

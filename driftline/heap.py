@@ -11,10 +11,8 @@ def freeze_long_lived() -> None:
     collector and its decoders import torch, pandas, pyarrow, SQLAlchemy or FastAPI: over a
     million objects that live as long as the process. CPython's full collection walks all of
     them again whenever enough new objects have survived, which under load is every few
-    seconds, and every thread of the process waits for it. Measured on the development
-    machine: the worker at 128 concurrent requests ran a full collection every ~4 s that took
-    ~160 ms and freed nothing (~1 ms once frozen); the collector's process 62-88 ms and each
-    decoder's 13-60 ms, several times in a 10-s run (1-8 ms once frozen).
+    seconds, and every thread of the process waits for it: a pause of a tenth of a second
+    that frees nothing (docs/worker.md, docs/collector.md).
 
     Objects made later (requests, windows, a model swapped in) are collected as before.
     Frozen objects are still freed when their reference count drops to zero; only cycles

@@ -1,7 +1,7 @@
-"""Write the README's "Default thresholds" table from driftline/defaults.py (the one place they live).
+"""Write docs/configuration.md's "Default thresholds" table from driftline/defaults.py (the one place they live).
 
-Usage: `.venv/bin/python scripts/thresholds_table.py` rewrites the README between its markers;
-`--check` exits 1 when the README is out of date (tests/core/test_readme.py runs it).
+Usage: `.venv/bin/python scripts/thresholds_table.py` rewrites the table between its markers;
+`--check` exits 1 when the table is out of date (tests/core/test_readme.py runs it).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = ROOT / "driftline" / "defaults.py"
-README = ROOT / "README.md"
+TARGET = ROOT / "docs" / "configuration.md"
 START, END = "<!-- thresholds:start -->", "<!-- thresholds:end -->"
 
 
@@ -53,19 +53,20 @@ def table() -> str:
 
 
 def main() -> int:
-    text = README.read_text()
+    text = TARGET.read_text()
     if START not in text or END not in text:
-        print(f"README.md has no {START} ... {END} markers", file=sys.stderr)
+        print(f"{TARGET.relative_to(ROOT)} has no {START} ... {END} markers", file=sys.stderr)
         return 1
     before, rest = text.split(START, 1)
     after = rest.split(END, 1)[1]
     updated = before + table() + after
     if "--check" in sys.argv:
         if updated != text:
-            print("README.md's default thresholds are out of date: run scripts/thresholds_table.py", file=sys.stderr)
+            print(f"{TARGET.relative_to(ROOT)}'s default thresholds are out of date: run scripts/thresholds_table.py",
+                  file=sys.stderr)
             return 1
         return 0
-    README.write_text(updated)
+    TARGET.write_text(updated)
     return 0
 
 

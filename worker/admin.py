@@ -1,6 +1,6 @@
 """Who may open the worker's admin API (/admin/*): the bind address decides what token is acceptable.
 
-The published default token (config.DEFAULT_RETRAIN_TOKEN) is in the README, so it is
+The default token (config.DEFAULT_RETRAIN_TOKEN) is published in docs/configuration.md, so it is
 only good where nobody else can connect: a loopback bind. On any other address the
 worker refuses to start with it (and with an empty token), naming the setting to change,
 rather than generating a token nobody knows about.

@@ -1,4 +1,4 @@
-"""Replay scenarios (CONTRACTS.md §4): what traffic looks like and which worker fault is switched on.
+"""Replay scenarios: what traffic looks like and which worker fault is switched on.
 
 | scenario | inputs | labels | worker fault |
 |---|---|---|---|

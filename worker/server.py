@@ -449,9 +449,7 @@ class PredictFastPath:
 
     The handler is the same one the FastAPI route calls, with the same Starlette Request
     and Response; only FastAPI's routing, dependency and middleware layers are skipped.
-    Those cost more than the whole prediction path: on the 2-core development machine,
-    at 32 concurrent requests with batching, worker CPU per request fell from 0.48 ms to
-    0.32 ms and requests/s rose from 2 200 to 3 000 (at 128: 0.51 -> 0.24 ms, 2 100 -> 4 700).
+    Those cost more than the whole prediction path (figures in docs/worker.md).
     """
 
     def __init__(self, app: FastAPI, answer: Callable[[Request], Awaitable[Response]]):

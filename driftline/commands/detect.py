@@ -1,4 +1,4 @@
-"""`driftline detect`: batch drift detection between two files (CONTRACTS.md §4).
+"""`driftline detect`: batch drift detection between two files (docs/detectors.md).
 
 This module is the I/O around `detectors.batch.detect`: it reads CSV/Parquet,
 turns every unreadable input into a one-line `UserError`, prints progress on

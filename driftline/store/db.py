@@ -28,13 +28,10 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API
     cursor.execute("PRAGMA synchronous=NORMAL")
     # 64 MiB of page cache instead of 2: the collector inserts predictions under random
     # request ids, and once their primary-key index outgrows the cache each insert reads
-    # pages back (measured: 12 -> 29 us per row over the first 600k rows with the default,
-    # 9 -> 14 us with this). Only pages actually touched take memory.
+    # pages back, more than doubling the cost per row. Only pages actually touched take memory.
     cursor.execute("PRAGMA cache_size=-65536")
     # Checkpoint the WAL every ~40 MB instead of ~4 MB: a page the collector's inserts touch
-    # over and over is copied back once per checkpoint, and each checkpoint syncs. Measured
-    # on prediction inserts (600k rows, 10k per commit): 18 -> 15 us CPU and 24 -> 17 us
-    # wall per row.
+    # over and over is copied back once per checkpoint, and each checkpoint syncs.
     cursor.execute("PRAGMA wal_autocheckpoint=10000")
     cursor.close()
 

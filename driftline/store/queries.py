@@ -11,7 +11,7 @@ from driftline.store.models import Alert, DeadLetter, ModelAlias, ModelVersion, 
 
 
 def status_report(session: Session) -> dict[str, Any]:
-    """The `status --json` document (CONTRACTS.md §4).
+    """The `status --json` document, a stable interface for programs.
 
     `events` counts valid events ingested per model version (the window states
     are the ledger, so the count is exact under the collector's exactly-once flush);

@@ -1,4 +1,4 @@
-"""Issue 6's "done when": drift injected -> Slack, PagerDuty (through failures) and the retraining
+"""Alerting end to end: drift injected -> Slack, PagerDuty (through failures) and the retraining
 webhook each receive exactly what they should, once; resolves follow; a no-drift run sends nothing."""
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The README stays true: its thresholds table is generated from driftline/defaults.py, and it names every command."""
+"""The README and docs/configuration.md stay true: the thresholds table is generated from driftline/defaults.py,
+and the README names every command."""
 from __future__ import annotations
 
 import subprocess
@@ -14,6 +15,12 @@ def test_thresholds_table_matches_defaults():
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "thresholds_table.py"), "--check"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_thresholds_table_lives_in_the_configuration_reference():
+    assert "<!-- thresholds:start -->" in (ROOT / "docs" / "configuration.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "<!-- thresholds:start -->" not in readme and "docs/configuration.md" in readme
 
 
 def test_readme_shows_the_two_commands_and_every_cli_command():

@@ -1,4 +1,4 @@
-"""Statistics from summaries agree with the raw-array statistics (issue 5: KS and Wasserstein within 2e-3)."""
+"""Statistics from summaries agree with the raw-array statistics (KS and Wasserstein within 2e-3)."""
 from __future__ import annotations
 
 import zlib

@@ -1,4 +1,4 @@
-"""`driftline detect` end to end: files in, CONTRACTS.md §4 JSON out, one-line errors for bad input."""
+"""`driftline detect` end to end: files in, the documented JSON out, one-line errors for bad input."""
 from __future__ import annotations
 
 import json

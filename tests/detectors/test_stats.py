@@ -241,7 +241,7 @@ def test_ks_p_value_equals_evidently(evidently_values):
 
 def test_psi_on_evidentlys_bins_equals_evidently(evidently_values):
     # Evidently bins numeric PSI by Sturges over both samples (we use reference
-    # deciles, CONTRACTS.md §4); on the same bins `psi` gives the same value.
+    # deciles, the documented bins); on the same bins `psi` gives the same value.
     reference, current, values = evidently_values
     r, c = np.sort(reference["n_psi"].to_numpy()), np.sort(current["n_psi"].to_numpy())
     edges = stats.sturges_edges_sorted(r, c)
