@@ -431,7 +431,7 @@ def forward_pass(device: str, batch_sizes: tuple[int, ...] = (1, 8, 64, 256), re
     """
     import torch
 
-    from driftline.transform import FeatureTransform
+    from worker.feature_transform import FeatureTransform
     from worker.model import CreditMLP, resolve_device
 
     device = resolve_device(device)

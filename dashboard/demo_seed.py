@@ -74,7 +74,7 @@ class SeedSummary:
 
 def credit_rows(rng: np.random.Generator, n: int, income_shift: float = 0.0, score_shift: float = 0.0,
                 score_nulls: float = 0.0, utilization_shift: float = 0.0) -> pd.DataFrame:
-    """Loan applications as model features (the names of driftline.transform.FEATURES)."""
+    """Loan applications as model features (the names of worker.feature_transform.FEATURES)."""
     age = np.clip(rng.normal(41, 12, n), 18, 90).round()
     income = np.exp(rng.normal(np.log(52_000) + income_shift, 0.45, n)).round(-2)
     loan = np.clip(np.exp(rng.normal(np.log(14_000), 0.65, n)), 500, 500_000).round(-2)

@@ -10,6 +10,7 @@ evaluation raises is quarantined (scheduler.quarantine) and skipped until its ne
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from driftline.baseline import Baseline, LabelSummary
 from driftline.config import Settings
 from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
                                     WindowQuarantine, WindowStateRecord, utcnow)
-from driftline.transform import FeatureTransform
+from driftline.transform import load_transform
 from driftline.window_state import WindowState
 
 # Windows older than this are not re-examined for changes (labels may arrive days late,
@@ -107,9 +108,11 @@ class BaselineCache:
         if key not in self._transforms:
             spec = session.scalar(select(ModelVersion.transform).where(ModelVersion.model == model,
                                                                        ModelVersion.version == version))
-            if spec:
-                self._transforms[key] = FeatureTransform.from_dict(spec).apply
-            else:
+            try:
+                self._transforms[key] = load_transform(spec)
+            except Exception as exc:  # noqa: BLE001 - one missing transform must not stop the other detectors
+                logging.getLogger(__name__).error("%s version %s: its feature transform cannot be loaded, so parity "
+                                                  "skew is not checked: %s", model, version, exc)
                 self._transforms[key] = None
         return self._transforms[key]
 

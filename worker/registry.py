@@ -36,7 +36,7 @@ from driftline.names import name_problem
 from driftline.store.aliases import PRODUCTION, move_alias
 from driftline.store.db import session_scope
 from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
-from driftline.transform import FeatureTransform
+from worker.feature_transform import FeatureTransform
 
 log = logging.getLogger(__name__)
 

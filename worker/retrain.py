@@ -59,7 +59,7 @@ from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.store.db import session_scope
 from driftline.store.models import RetrainRequest
 from driftline.supervisor import start_python_child
-from driftline.transform import FeatureTransform
+from worker.feature_transform import FeatureTransform
 from worker.dataset import RAW_COLUMNS
 from worker.model import load_model
 from worker.publish import publish

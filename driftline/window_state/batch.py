@@ -1,7 +1,7 @@
 """`EventBatch`: a batch of events as columns, the unit the collector folds into a window state."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
