@@ -123,7 +123,7 @@ class HttpPoster:
 
 
 def configured_channels(settings: Any) -> list[str]:
-    """Channels that have an endpoint in the settings (CONTRACTS.md §4); the others are skipped."""
+    """Channels that have an endpoint in the settings; the others are skipped."""
     names = []
     if settings.slack_webhook_url:
         names.append("slack")
