@@ -36,7 +36,7 @@ another, and takes the cost's interval over the sets' means (Student's t), so th
 "logging on/off" leaves that spread out: it compares each worker process with itself, logging on and
 off in alternate rounds (requests answered with logging on are counted against events sent, which must
 match). On the 2-core machine that narrowed the interval little: 2-s rounds of one process vary by
-±10-15 % there, and that round noise dominates (docs/worker.md, session 10). Each logging cost is also
+±10-15 % there, and that round noise dominates (bench/RESULTS.md). Each logging cost is also
 broken down into CPU per request in the serving process, its event loop's thread (the one that limits
 requests/s where cores are to spare), its producer child and the broker.
 
@@ -431,7 +431,7 @@ def forward_pass(device: str, batch_sizes: tuple[int, ...] = (1, 8, 64, 256), re
     """
     import torch
 
-    from driftline.transform import FeatureTransform
+    from worker.feature_transform import FeatureTransform
     from worker.model import CreditMLP, resolve_device
 
     device = resolve_device(device)

@@ -36,33 +36,30 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 
 from collector import store
 from collector.baselines import BaselineCache, stored_watermark_or_none
+from collector.config import CollectorConfig
 from collector.dead_letters import DeadLetterPublisher, DeadLetterRow
 from collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
-from collector.flush import Fenced, PartitionFlush, flush
-from collector.folding import (FoldDelta, InferenceFolder, PartitionFolders, Watermarks, check_store_limits,
-                               merge_windows)
-from collector.labels import LabelRow, PredictionRow, label_row_partition
+from collector.flush_coordination import FlushCoordination
+from collector.folding import InferenceFolder, PartitionFolders, check_store_limits
+from collector.kafka_internals import connections, partition_names, same_connections
+from collector.labels import LabelRow, label_row_partition
 from collector.metrics import CollectorMetrics
+from collector.partition_buffer import PartitionBuffer
+from collector.placement import PartitionPlacement
 from collector.record_batches import (GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch,
                                       malformed_range, use_reader)
-from collector.store import StoredOffset
-from collector.windows import PartitionWindows
 from driftline import defaults
 from driftline.baseline import Baseline
-from driftline.config import TOPIC_DEAD_LETTERS, TOPIC_INFERENCE, TOPIC_LABELS, Settings
 from driftline.events import EventError, LabelEvent, parse_label
 from driftline.heap import freeze_long_lived
-from driftline.kafka_security import KafkaSecurity, kafka_python_options
+from driftline.kafka_security import kafka_python_options
 from driftline.store.db import get_engine
 
 log = logging.getLogger(__name__)
@@ -71,157 +68,12 @@ _POLL_TIMEOUT_MS = 200
 _RECONNECT_DELAY_S = 1.0
 
 
-@dataclass
-class CollectorConfig:
-    bootstrap_servers: str
-    db_url: str
-    group_id: str = defaults.COLLECTOR_GROUP_ID
-    window_seconds: int = defaults.WINDOW_SECONDS
-    allowed_lateness_seconds: int = defaults.ALLOWED_LATENESS_SECONDS
-    flush_interval_s: float = defaults.COLLECTOR_FLUSH_INTERVAL_SECONDS
-    flush_max_events: int = defaults.COLLECTOR_FLUSH_MAX_EVENTS
-    poll_max_records: int = defaults.COLLECTOR_POLL_MAX_RECORDS
-    session_timeout_ms: int = defaults.COLLECTOR_SESSION_TIMEOUT_MS
-    heartbeat_interval_ms: int = defaults.COLLECTOR_HEARTBEAT_INTERVAL_MS
-    prediction_retention_days: float = defaults.COLLECTOR_PREDICTION_RETENTION_DAYS
-    prune_interval_s: float = defaults.COLLECTOR_PRUNE_INTERVAL_SECONDS
-    label_sweep_s: float = defaults.COLLECTOR_LABEL_SWEEP_SECONDS
-    baseline_recheck_s: float = defaults.COLLECTOR_BASELINE_RECHECK_SECONDS
-    dead_letter_raw_bytes: int = defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES
-    dedup_event_ids: int = defaults.COLLECTOR_DEDUP_EVENT_IDS
-    retry_min_s: float = defaults.COLLECTOR_FLUSH_RETRY_MIN_SECONDS
-    retry_max_s: float = defaults.COLLECTOR_FLUSH_RETRY_MAX_SECONDS
-    shutdown_flush_s: float = defaults.COLLECTOR_SHUTDOWN_FLUSH_SECONDS
-    decoders: int | str = defaults.COLLECTOR_DECODERS  # decoder processes, or "auto" (collector.decoders)
-    record_reader: str = defaults.COLLECTOR_RECORD_READER  # "lean" or "kafka-python" (collector.record_batches)
-    poll_stuck_s: float = defaults.COLLECTOR_POLL_STUCK_SECONDS  # a poll running longer is stuck
-    metrics_port: int = 0  # 0: no /metrics server
-    max_messages: int | None = None  # stop once this many messages are consumed and flushed
-    idle_exit_s: float | None = None  # stop after this long without a message (everything flushed)
-    inference_topic: str = TOPIC_INFERENCE
-    labels_topic: str = TOPIC_LABELS
-    dead_letter_topic: str = TOPIC_DEAD_LETTERS
-    client_id: str = "driftline-collector"
-    security: KafkaSecurity | None = None  # TLS / SASL for the consumer and the DLQ producer (None: plaintext)
+class Collector(FlushCoordination, PartitionPlacement):
+    """Consume, window, flush; `run()` until `stop()` (or the max-messages / idle-exit limits).
 
-    def __post_init__(self) -> None:
-        if self.record_reader not in defaults.COLLECTOR_RECORD_READERS:
-            raise ValueError(f"record_reader must be one of {', '.join(defaults.COLLECTOR_RECORD_READERS)}, "
-                             f"got {self.record_reader!r}")
-
-    @classmethod
-    def from_settings(cls, settings: Settings, **overrides: Any) -> "CollectorConfig":
-        values = {"bootstrap_servers": settings.bootstrap_servers, "db_url": settings.db_url,
-                  "window_seconds": settings.window_seconds,
-                  "allowed_lateness_seconds": settings.allowed_lateness_seconds,
-                  "metrics_port": settings.collector_metrics_port,
-                  "security": KafkaSecurity.from_settings(settings).checked()}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
-
-
-@dataclass
-class PartitionBuffer:
-    """One owned partition: where it stands and what it consumed since the last flush."""
-
-    topic: str
-    partition: int
-    row_partition: int
-    window_ms: int
-    lateness_ms: int
-    ready: bool = False  # offsets loaded, log verified, sought: its records are processed
-    expected: StoredOffset | None = None  # the stored offset (the fence)
-    next_offset: int = 0  # the next offset to process
-    topic_id: str | None = None  # the log that next_offset refers to
-    windows: PartitionWindows = field(init=False)
-    dead_letters: list[DeadLetterRow] = field(default_factory=list)
-    predictions: dict[str, PredictionRow] = field(default_factory=dict)
-    labels: dict[str, LabelRow] = field(default_factory=dict)
-    stored_predictions: int = 0  # predictions a folder stored ahead of the flush
-    labels_waiting: set[str] = field(default_factory=set)  # ... whose label was waiting (joined by the flush)
-    messages: int = 0  # consumed since the last flush
-    # (model, version) -> largest event time on this partition: as of the last gather, and the last flush
-    gathered_watermarks: Watermarks = field(default_factory=dict)
-    committed_watermarks: Watermarks = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.topic, self.partition
-
-    def to_flush(self) -> PartitionFlush:
-        return PartitionFlush(self.topic, self.partition, self.row_partition, self.expected, self.next_offset,
-                              self.topic_id, self.windows.windows, self.dead_letters, self.predictions, self.labels,
-                              self.stored_predictions, self.labels_waiting)
-
-    def add(self, delta: FoldDelta) -> None:
-        merge_windows(self.windows.windows, delta.windows)
-        self.dead_letters.extend(delta.dead_letters)
-        for rid, row in delta.predictions.items():
-            self.predictions.setdefault(rid, row)
-        self.stored_predictions += delta.stored_predictions
-        self.labels_waiting.update(delta.labels_waiting)
-        self.gathered_watermarks = delta.watermarks
-
-    def split(self) -> "PartitionBuffer":
-        """Hand what was consumed so far to a new buffer (a flush in flight); this one goes on from here."""
-        frozen = PartitionBuffer(self.topic, self.partition, self.row_partition, self.window_ms, self.lateness_ms,
-                                 ready=True, expected=self.expected, next_offset=self.next_offset,
-                                 topic_id=self.topic_id)
-        frozen.windows, frozen.dead_letters, frozen.predictions = self.windows, self.dead_letters, self.predictions
-        frozen.labels, frozen.messages = self.labels, self.messages
-        frozen.stored_predictions, frozen.labels_waiting = self.stored_predictions, self.labels_waiting
-        frozen.gathered_watermarks = dict(self.gathered_watermarks)
-        frozen.committed_watermarks = dict(self.committed_watermarks)
-        self._clear()
-        return frozen
-
-    def rejoin(self, frozen: "PartitionBuffer") -> None:
-        """Take back what `split` handed out (its flush failed): it comes first, as it was read first."""
-        merge_windows(frozen.windows.windows, self.windows.windows)
-        self.windows = frozen.windows
-        self.dead_letters = frozen.dead_letters + self.dead_letters
-        for rid, row in self.predictions.items():
-            frozen.predictions.setdefault(rid, row)
-        self.predictions = frozen.predictions
-        for rid, label in self.labels.items():
-            frozen.labels.setdefault(rid, label)
-        self.labels = frozen.labels
-        self.stored_predictions += frozen.stored_predictions
-        self.labels_waiting = frozen.labels_waiting | self.labels_waiting
-        self.messages += frozen.messages
-        self.gathered_watermarks = frozen.gathered_watermarks
-
-    def committed_as(self, frozen: "PartitionBuffer") -> None:
-        """`frozen` (split from this buffer) was stored: the fence and the watermarks move to where it stood."""
-        self.expected = frozen.expected
-        self.committed_watermarks = dict(frozen.committed_watermarks)
-        self.gathered_watermarks = dict(frozen.committed_watermarks)
-
-    def committed(self) -> None:
-        self.expected = StoredOffset(self.next_offset, self.topic_id)
-        self.committed_watermarks = dict(self.gathered_watermarks)
-        self._clear()
-
-    def discard(self) -> None:
-        """Forget what was consumed since the last flush (it will be read again from the stored offset).
-
-        The partition's folder is reset by the collector.
-        """
-        self._clear()
-        self.gathered_watermarks = dict(self.committed_watermarks)
-
-    def _clear(self) -> None:
-        self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
-        self.dead_letters, self.predictions, self.labels = [], {}, {}
-        self.stored_predictions, self.labels_waiting = 0, set()
-        self.messages = 0
-
-
-class Collector:
-    """Consume, window, flush; `run()` until `stop()` (or the max-messages / idle-exit limits)."""
+    The poll loop, its watchdog, rebalances and processing live here; flushing
+    (`collector.flush_coordination`) and placing partitions (`collector.placement`) are its other sides.
+    """
 
     def __init__(self, config: CollectorConfig, engine: Engine | None = None):
         self.config = config
@@ -379,14 +231,14 @@ class Collector:
         try:
             self._assign(partitions)
         except Exception:  # an exception would abort kafka-python's rebalance; verification re-places them
-            log.exception("handling the assignment of %s failed", _names(partitions))
+            log.exception("handling the assignment of %s failed", partition_names(partitions))
             self._needs_verify = True
 
     def _on_revoked(self, partitions: Iterable[Any]) -> None:
         try:
             self._revoke(partitions)
         except Exception:
-            log.exception("handling the revocation of %s failed", _names(partitions))
+            log.exception("handling the revocation of %s failed", partition_names(partitions))
 
     def _assign(self, partitions: Iterable[Any]) -> None:
         with self._lock:
@@ -401,7 +253,7 @@ class Collector:
                 # Nothing is read before the stored offset is known and the log verified.
                 self._consumer.pause(*new)
                 self._needs_verify = True
-            log.info("assigned %s", _names(partitions))
+            log.info("assigned %s", partition_names(partitions))
 
     def _revoke(self, partitions: Iterable[Any]) -> None:
         with self._lock:
@@ -421,12 +273,12 @@ class Collector:
                     pass
             self._update_assigned()
             if gone:
-                log.info("revoked %s", _names(gone))
+                log.info("revoked %s", partition_names(gone))
 
     # --- processing ---------------------------------------------------------------------------------
     def _handle(self, records: dict[Any, list[Any]]) -> None:
-        snapshot = _connections(self._consumer)
-        if not _same(snapshot, self._conn_snapshot):
+        snapshot = connections(self._consumer)
+        if not same_connections(snapshot, self._conn_snapshot):
             # A connection was (re)made: the broker may be a new one with a new log behind the
             # same partition numbers. Nothing fetched in this poll is trusted until verified.
             self._conn_snapshot = snapshot
@@ -490,32 +342,6 @@ class Collector:
                                lambda model, version: stored_watermark_or_none(self.engine, model, version, partition),
                                lambda rows: store.store_predictions_ahead(self.engine, rows))
 
-    def _gather(self, buffers: list[PartitionBuffer]) -> None:
-        """Bring what the folders (here or in decoders) accumulated into the buffers to flush."""
-        inference = [b for b in buffers if b.topic == self.config.inference_topic]
-        self._add_deltas(inference, self._folders.take([b.key for b in inference], self._baseline))
-
-    def _add_deltas(self, inference: list[PartitionBuffer], deltas: dict[tuple[str, int], FoldDelta]) -> None:
-        valid = late = duplicates = 0
-        for buf in inference:
-            delta = deltas.get(buf.key)
-            if delta is None:
-                continue
-            buf.add(delta)
-            valid, late, duplicates = valid + delta.valid, late + delta.late, duplicates + delta.duplicates
-        if valid:
-            self.metrics.valid.inc(valid)
-        if late:
-            self.metrics.late.inc(late)
-        if duplicates:
-            self.metrics.duplicates.inc(duplicates)
-            log.debug("%d duplicate events dropped", duplicates)
-
-    def _discard(self, buf: PartitionBuffer) -> None:
-        buf.discard()
-        if buf.topic == self.config.inference_topic and not self._folders.failed:
-            self._folders.reset(buf.key, buf.committed_watermarks)
-
     def _process_labels(self, buf: PartitionBuffer, records: list[Any]) -> None:
         labels = buf.labels
         count = 0
@@ -535,7 +361,7 @@ class Collector:
     def _baseline(self, model: str, version: str) -> Baseline | None:
         return self._baselines.get(model, version)
 
-    # --- verification, flushing, housekeeping ----------------------------------------------------
+    # --- housekeeping --------------------------------------------------------------------------------
     def _maintain(self) -> None:
         now = time.monotonic()
         if self._needs_verify and self._verify_future is None and now >= self._retry_at:
@@ -570,226 +396,6 @@ class Collector:
     def _pending(self) -> int:
         in_flight = sum(frozen.messages for _, frozen in self._in_flight[0]) if self._in_flight else 0
         return in_flight + sum(b.messages for b in self._buffers.values())
-
-    def _begin_verify(self) -> None:
-        cluster = _cluster(self._consumer)
-        if cluster is None:  # no way to verify on this client: trust it
-            self._needs_verify = False
-            self._finish_verify()
-            return
-        if self._verify_future is None:
-            self._verify_future = cluster.request_update()
-        self._apply_pauses()
-
-    def _finish_verify(self) -> None:
-        """Fresh metadata arrived: compare topic ids, place every owned partition, resume."""
-        self._settle_in_flight()
-        self._verify_future = None
-        self._needs_verify = False
-        current = {topic: _topic_id(self._consumer, topic)
-                   for topic in (self.config.inference_topic, self.config.labels_topic)}
-        replaced = [topic for topic, tid in current.items()
-                    if tid is not None and self._topic_ids.get(topic) not in (None, tid)]
-        if replaced:
-            ready = [b for b in self._buffers.values() if b.ready and b.topic in replaced]
-            # What was read from the old log can never be read again: store it before moving on.
-            if ready and not self._flush(ready):
-                self._needs_verify = True  # retried after the flush succeeds
-                return
-            for buf in ready:
-                log.warning("%s[%d]: the topic was replaced (new topic id %s; broker restart?); "
-                            "reading the new log from its beginning", buf.topic, buf.partition, current[buf.topic])
-                buf.next_offset = 0
-                buf.topic_id = current[buf.topic]
-                if buf.topic == self.config.inference_topic and not self._folders.failed:
-                    self._folders.forget_ids(buf.key)
-                self._seek(_tp(buf), None)
-            for topic in replaced:
-                self.metrics.log_resets.labels(topic).inc()
-        self._topic_ids.update({t: tid for t, tid in current.items() if tid is not None})
-        for tp, buf in self._buffers.items():
-            if buf.ready and buf.topic not in replaced:
-                self._seek(tp, buf.next_offset)
-        self._place_new_partitions(current)
-        self._apply_pauses()
-
-    def _place_new_partitions(self, current: dict[str, str | None]) -> None:
-        new = [(tp, buf) for tp, buf in self._buffers.items() if not buf.ready]
-        if not new:
-            return
-        try:
-            stored: dict[tuple[str, int], StoredOffset] = {}
-            for topic in {buf.topic for _, buf in new}:
-                for partition, offset in store.load_offsets(self.engine, self.config.group_id, topic,
-                                                            [b.partition for _, b in new if b.topic == topic]).items():
-                    stored[(topic, partition)] = offset
-        except SQLAlchemyError as exc:
-            log.warning("cannot read the stored offsets (%s); retrying", exc)
-            self._needs_verify = True
-            self._retry_at = time.monotonic() + self._retry_delay
-            return
-        for tp, buf in new:
-            offset = stored.get((buf.topic, buf.partition))
-            tid = current.get(buf.topic)
-            buf.expected = offset
-            buf.topic_id = tid
-            if offset is None:
-                buf.next_offset = 0
-                self._seek(tp, None)
-            elif offset.topic_id is not None and tid is not None and offset.topic_id != tid:
-                log.warning("%s[%d]: stored offset %d belongs to an earlier log of this topic; "
-                            "reading the current log from its beginning", buf.topic, buf.partition, offset.next_offset)
-                buf.next_offset = 0
-                self._seek(tp, None)
-                self.metrics.log_resets.labels(buf.topic).inc()
-            else:
-                buf.next_offset = offset.next_offset
-                if tid is None:
-                    buf.topic_id = offset.topic_id
-                self._seek(tp, offset.next_offset)
-            buf.ready = True
-        self._last_message = time.monotonic()  # --idle-exit counts from the first placed partitions
-        self._placed_once = True
-        self._update_assigned()
-
-    def _seek(self, tp: Any, offset: int | None) -> None:
-        """Seek to `offset` (None: the log's beginning); a partition revoked meanwhile is skipped."""
-        try:
-            if offset is None:
-                self._consumer.seek_to_beginning(tp)
-            else:
-                self._consumer.seek(tp, offset)
-        except Exception as exc:  # IllegalStateError: no longer assigned
-            log.debug("seek %s to %s: %s", tp, offset, exc)
-
-    def _apply_pauses(self) -> None:
-        consumer = self._consumer
-        if consumer is None:
-            return
-        assigned = set(consumer.assignment())
-        hold_all = self._verify_future is not None or self._needs_verify or (
-            self._flush_failing and self._pending() >= self.config.flush_max_events) or (
-            self._pending() >= 2 * self.config.flush_max_events)
-        want = assigned if hold_all else {tp for tp in assigned
-                                          if tp not in self._buffers or not self._buffers[tp].ready}
-        paused = set(consumer.paused())
-        if want - paused:
-            consumer.pause(*(want - paused))
-        if (paused & assigned) - want:
-            consumer.resume(*((paused & assigned) - want))
-
-    # A flush with decoders is split in two, so that the collector keeps polling while its
-    # decoders fold what is queued to them: `_begin_take` splits off what each buffer holds
-    # (its offset stays where it is at this moment) and asks the decoders for their deltas;
-    # `_finish_take`, once they have answered, writes the split-off part. Measured with two
-    # decoders on two cores: the collector had waited for the answer 28 % of its time.
-    # Anything else that flushes or moves offsets (a revocation, log verification, shutdown)
-    # settles a flush in flight first, so it sees the buffers as a synchronous flush leaves them.
-    def _begin_take(self, buffers: list[PartitionBuffer]) -> None:
-        pairs = [(b, b.split()) for b in buffers]
-        keys = [frozen.key for _, frozen in pairs if frozen.topic == self.config.inference_topic]
-        self._in_flight = (pairs, self._folders.take_begin(keys) if keys else [])
-
-    def _finish_take(self) -> bool:
-        pairs, asked = self._in_flight
-        self._in_flight = None  # a decoder failure below stops the collector: nothing is flushed after it
-        frozen = [f for _, f in pairs]
-        self._add_deltas([f for f in frozen if f.topic == self.config.inference_topic],
-                         self._folders.take_finish(asked, self._baseline) if asked else {})
-
-        def rejoin() -> list[PartitionBuffer]:
-            for live, part in pairs:
-                live.rejoin(part)
-            return [live for live, _ in pairs]
-
-        if not self._write(frozen, on_failure=rejoin):
-            return False
-        for live, part in pairs:
-            live.committed_as(part)
-        return True
-
-    def _settle_in_flight(self) -> None:
-        if self._in_flight is not None and not self._folders.failed:
-            self._finish_take()
-
-    def _flush(self, buffers: list[PartitionBuffer]) -> bool:
-        """Flush `buffers` in one transaction; True when it committed (or there was nothing to do)."""
-        self._settle_in_flight()
-        self._gather(buffers)
-        return self._write(buffers)
-
-    def _write(self, buffers: list[PartitionBuffer],
-               on_failure: Callable[[], list[PartitionBuffer]] | None = None) -> bool:
-        """Write gathered `buffers`; on failure `on_failure` (if given) names the buffers that keep their data."""
-        parts = [b.to_flush() for b in buffers]
-        if not any(p.moves for p in parts):
-            for b in buffers:
-                b.committed()
-            return True
-        started = time.perf_counter()
-        sweep = self.engine.dialect.name == "postgresql" and time.monotonic() >= self._next_sweep
-        try:
-            self.publisher.publish([letter for p in parts for letter in p.dead_letters])
-            result = flush(self.engine, self.config.group_id, parts, window_ms=self.window_ms,
-                           baseline_for=self._baseline, now_ms=int(time.time() * 1000), sweep=sweep,
-                           raw_bound=self.config.dead_letter_raw_bytes)
-        except Fenced as fenced:
-            if on_failure is not None:
-                buffers = on_failure()
-            self.metrics.flushes.labels("fenced").inc()
-            lost = set(fenced.partitions)
-            log.warning("another collector moved the offsets of %s; dropping what this one read", sorted(lost))
-            for b in buffers:
-                if (b.topic, b.partition) in lost:
-                    self._discard(b)
-                    b.ready = False  # re-placed from the stored offset
-            self._needs_verify = True
-            return False
-        except Exception as exc:  # database or DLQ topic unavailable: retry with backoff, commit nothing
-            if on_failure is not None:
-                on_failure()
-            self.metrics.flushes.labels("error").inc()
-            self._flush_failing = True
-            self._retry_at = time.monotonic() + self._retry_delay
-            log.warning("flush failed (%s: %s); retrying in %.1f s", type(exc).__name__,
-                        str(exc).splitlines()[0] if str(exc) else "", self._retry_delay)
-            if not isinstance(exc, (SQLAlchemyError, KafkaError, OSError)):
-                log.exception("unexpected flush error")  # a bug, not an outage: show where
-            self._retry_delay = min(self._retry_delay * 2, self.config.retry_max_s)
-            return False
-        flushed = sum(b.messages for b in buffers)
-        for b in buffers:
-            b.committed()
-        self.flushed += flushed
-        if sweep:
-            self._next_sweep = time.monotonic() + self.config.label_sweep_s
-        self._flush_failing = False
-        self._retry_delay = self.config.retry_min_s
-        self._retry_at = 0.0
-        self.metrics.flushes.labels("ok").inc()
-        self.metrics.flush_seconds.observe(time.perf_counter() - started)
-        self.metrics.dead_letters.labels(self.config.inference_topic).inc(
-            sum(1 for p in parts for d in p.dead_letters if d.topic == self.config.inference_topic))
-        self.metrics.dead_letters.labels(self.config.labels_topic).inc(
-            sum(1 for p in parts for d in p.dead_letters if d.topic == self.config.labels_topic))
-        if result.labels_joined:
-            self.metrics.labels_joined.inc(result.labels_joined)
-        if result.labels_rejected:
-            self.metrics.labels_rejected.inc(result.labels_rejected)
-        log.debug("flushed %d messages: %s", flushed, result)
-        return True
-
-    def _prune(self) -> None:
-        self._next_prune = time.monotonic() + self.config.prune_interval_s
-        cutoff = int(time.time() * 1000 - self.config.prediction_retention_days * 86_400_000)
-        try:
-            predictions, labels = store.prune(self.engine, cutoff)
-        except SQLAlchemyError as exc:
-            log.warning("pruning old predictions failed (%s); retrying later", exc)
-            return
-        if predictions or labels:
-            log.info("pruned %d predictions and %d labels older than %s days", predictions, labels,
-                     self.config.prediction_retention_days)
 
     def _update_lag(self) -> None:
         for tp, buf in self._buffers.items():
@@ -868,36 +474,3 @@ class _RebalanceListener(ConsumerRebalanceListener):
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         self.collector._on_assigned(assigned)
-
-
-
-# --- kafka-python internals, in one place (kafka-python is pinned to 3.0.x) ---------------------------
-
-def _connections(consumer: Any) -> tuple[Any, ...]:
-    """The consumer's live connection objects (a new object means a new TCP connection)."""
-    manager = getattr(consumer, "_manager", None)
-    conns = getattr(manager, "_conns", None)
-    return tuple(conns.values()) if isinstance(conns, dict) else ()
-
-
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
-
-
-def _cluster(consumer: Any) -> Any:
-    return getattr(consumer, "_cluster", None)
-
-
-def _topic_id(consumer: Any, topic: str) -> str | None:
-    cluster = _cluster(consumer)
-    topic_id = cluster.topic_id(topic) if cluster is not None and hasattr(cluster, "topic_id") else None
-    return str(topic_id) if topic_id is not None else None
-
-
-def _tp(buf: PartitionBuffer) -> TopicPartition:
-    return TopicPartition(buf.topic, buf.partition)
-
-
-def _names(partitions: Iterable[Any]) -> str:
-    return ", ".join(sorted(f"{tp.topic}[{tp.partition}]" for tp in partitions)) or "nothing"
-

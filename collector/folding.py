@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Sequence
 
 from collector.dead_letters import DeadLetterRow
+from collector.event_columns import InferenceColumns, parse_inference_columns
 from collector.labels import PredictionRow, PredictionValues, prediction_values
 from collector.windows import PartialWindow, PartitionWindows, WindowKey
 from driftline import defaults
 from driftline.baseline import Baseline
-from driftline.event_columns import InferenceColumns, parse_inference_columns
 from driftline.events import EventError, InferenceEvent, parse_inference
 from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
 from driftline.window_state import EventBatch, WindowStateError

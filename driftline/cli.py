@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "baseline": ("driftline.commands.baseline", "baseline", "Register a baseline from a CSV/Parquet file, for a model served elsewhere."),
     "worker": ("worker.commands", "worker", "Run the inference server."),
     "collector": ("collector.commands", "collector", "Run the Kafka consumer that folds events into windows."),
-    "scheduler": ("driftline.commands.scheduler", "scheduler", "Evaluate closed windows, deliver alerts, apply the retraining policy and retention."),
+    "scheduler": ("scheduler.commands", "scheduler", "Evaluate closed windows, deliver alerts, apply the retraining policy and retention."),
     "dashboard": ("dashboard.commands", "dashboard", "Run the Streamlit dashboard."),
     "replay": ("worker.commands", "replay", "Send scenario traffic to a worker."),
     "detect": ("driftline.commands.detect", "detect", "Batch drift detection between two files (no Kafka, no store)."),

@@ -135,7 +135,7 @@ WASSERSTEIN_MIN_STD = 0.001
 # from the reference distribution.
 FEATURE_FALSE_ALARM_RATE_MAX = 0.01
 
-# --- Baseline and window state (driftline/baseline.py, driftline/window_state.py) --
+# --- Baseline and window state (driftline/baseline/, driftline/window_state/) --
 # Fine bins per numeric feature, at the training data's quantiles 1/1000 ... 999/1000.
 # Window statistics re-aggregate these: within one fine bin the reference CDF moves
 # by at most 1/1000, so the KS statistic from bins is within 0.001 of the exact one
@@ -319,7 +319,7 @@ RETRAIN_QUALITY_DROP = 0.05
 # hours and the drift persists meanwhile; without a cooldown every window would ask again.
 RETRAIN_COOLDOWN_SECONDS = 6 * 3600
 
-# --- Scheduler: window quarantine (driftline/quarantine.py) ---------------------------
+# --- Scheduler: window quarantine (scheduler/quarantine.py) ---------------------------
 # A window whose evaluation raises is set aside and tried again after a delay that
 # doubles per failure, from one minute (a passing cause, e.g. a baseline being
 # registered, clears by the next default window) ...
@@ -331,7 +331,7 @@ QUARANTINE_RETRY_MAX_SECONDS = 3600
 # message, while a runaway message (a whole blob in a repr) cannot bloat the row or the page.
 QUARANTINE_ERROR_CHARS = 1000
 
-# --- Retention (driftline/retention.py; [retention] in the --config TOML) --------------
+# --- Retention (scheduler/retention.py; [retention] in the --config TOML) --------------
 # Dead letters are read when a producer breaks; two weeks covers noticing, fixing and
 # checking the fix, and the DLQ topic keeps the whole messages per its own retention.
 RETENTION_DEAD_LETTER_DAYS = 14

@@ -1,15 +1,18 @@
-"""The inference and label event contract: bytes in, a typed event or a precise reason out.
+"""The inference and label event contract (docs/contract.md): bytes in, a typed event or a precise reason out.
 
 This sits on the collector's hot path, so it is hand-written over orjson rather
 than built on a general schema library: one dict look-up and one type check per
 field, no intermediate model objects (see bench/events.py for the rate).
-Unknown fields are kept in `InferenceEvent.raw`, never fatal.
+Unknown fields are kept in `InferenceEvent.raw`, never fatal. The same rules, as JSON
+Schema for producers, ship in driftline/schemas/ (`json_schema`); tests check the two agree.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from importlib import resources
 from typing import Any
 
 import orjson
@@ -26,6 +29,14 @@ MAX_ID_CHARS = 256
 MIN_TS_MS = 946_684_800_000  # 2000-01-01
 MAX_TS_MS = 4_102_444_800_000  # 2100-01-01
 _STATUSES = ("ok", "error")
+_SCHEMA_FILES = {"inference": "inference.v1.json", "label": "label.v1.json"}
+
+
+def json_schema(event: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the "inference" or "label" event, as shipped in the package."""
+    if event not in _SCHEMA_FILES:
+        raise ValueError(f"no schema for {event!r}; expected one of {', '.join(_SCHEMA_FILES)}")
+    return json.loads(resources.files("driftline").joinpath("schemas", _SCHEMA_FILES[event]).read_text("utf-8"))
 
 
 class EventError(ValueError):

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from driftline import defaults
-from driftline.transform import FeatureTransform
+from worker.feature_transform import FeatureTransform
 from worker.registry import Registry
 from worker.training import TrainConfig, TrainResult, train_model
 

@@ -33,13 +33,13 @@ from sqlalchemy.exc import IntegrityError
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.names import name_problem
+from driftline.store.aliases import PRODUCTION, move_alias
 from driftline.store.db import session_scope
 from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
-from driftline.transform import FeatureTransform
+from worker.feature_transform import FeatureTransform
 
 log = logging.getLogger(__name__)
 
-PRODUCTION = "production"
 PRUNED = "pruned"  # the stage of a version whose artifact folder was deleted
 MODEL_FILE = "model.pt"
 # The version's training holdout (features and labels), kept so a later candidate can be judged on it.
@@ -185,7 +185,7 @@ class Registry:
         """Point the production alias at `version`; returns the version it pointed at before."""
         _refuse_pruned(self.get(model, version))  # a clear error for an unknown or pruned version
         with session_scope(self.db_url) as session:
-            return _move_alias(session, model, version, action, reason)
+            return move_alias(session, model, version, action, reason)
 
     def rollback(self, model: str, reason: str | None = None) -> tuple[str, str]:
         """Point production back at the version before the current one; returns (from, to)."""
@@ -210,7 +210,7 @@ class Registry:
             target = stack[-2]
             _refuse_pruned(VersionInfo.from_row(session.scalar(
                 select(ModelVersion).where(ModelVersion.model == model, ModelVersion.version == target))))
-            previous = _move_alias(session, model, target, "rollback", reason)
+            previous = move_alias(session, model, target, "rollback", reason)
             return previous or current.version, target
 
 
@@ -259,20 +259,6 @@ class Registry:
 def _refuse_pruned(info: VersionInfo) -> None:
     if info.stage == PRUNED:
         raise UserError(f"{info.model} version {info.version} was pruned: its artifact is gone; train a new version")
-
-
-def _move_alias(session: Any, model: str, version: str, action: str, reason: str | None) -> str | None:
-    alias = session.get(ModelAlias, (model, PRODUCTION), with_for_update=True)
-    previous = alias.version if alias is not None else None
-    if alias is None:
-        session.add(ModelAlias(model=model, alias=PRODUCTION, version=version))
-    else:
-        alias.version = version
-    for row in session.scalars(select(ModelVersion).where(ModelVersion.model == model)):
-        row.stage = PRODUCTION if row.version == version else ("archived" if row.stage == PRODUCTION else row.stage)
-    session.add(AliasEvent(model=model, alias=PRODUCTION, version=version, previous_version=previous,
-                           action=action, reason=reason))
-    return previous
 
 
 def _write_json_once(path: Path, document: Any) -> None:

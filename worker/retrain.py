@@ -59,7 +59,7 @@ from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.store.db import session_scope
 from driftline.store.models import RetrainRequest
 from driftline.supervisor import start_python_child
-from driftline.transform import FeatureTransform
+from worker.feature_transform import FeatureTransform
 from worker.dataset import RAW_COLUMNS
 from worker.model import load_model
 from worker.publish import publish
@@ -446,7 +446,9 @@ class RetrainManager:
             with self._lock:
                 self.process = None
         if message is None:
-            if self._stopping:
+            # SIGTERM or SIGINT reach the child straight from its process group when the whole stack stops,
+            # possibly before this worker hears of it: a stop, not a failure.
+            if self._stopping or process.poll() in (-signal.SIGTERM, -signal.SIGINT):
                 raise RetrainInterrupted("the worker stopped during training")
             raise RuntimeError(f"the training process exited with code {process.poll()} without an answer")
         if message[0] == "failed":

@@ -1,4 +1,4 @@
-"""The inference server (HTTP API in docs/worker.md): FastAPI on uvicorn, one model, hot-swapped on alias moves.
+"""The inference server (HTTP API: docs/contract.md): FastAPI on uvicorn, one model, hot-swapped on alias moves.
 
 Request path of POST /predict, all on the event loop except the forward pass:
 read the body (413 above the limit) -> validate against the version's input schema
@@ -37,7 +37,7 @@ from driftline.config import Settings, secret
 from driftline.errors import UserError
 from driftline.heap import freeze_long_lived
 from driftline.kafka_security import KafkaSecurity
-from driftline.transform import FeatureTransform
+from worker.feature_transform import FeatureTransform
 from worker.admin import admin_token_problem
 from worker.batcher import BatcherFull, DynamicBatcher
 from worker.cache import PredictionCache, RedisPredictionCache, cache_key

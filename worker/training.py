@@ -12,7 +12,7 @@ import torch
 from scipy.stats import mannwhitneyu
 from torch import nn
 
-from driftline.transform import FeatureTransform
+from worker.feature_transform import FeatureTransform
 from worker.dataset import data_sha256
 from worker.model import ARCHITECTURES, CreditMLP
 

@@ -33,17 +33,27 @@ def _sha256(path: str) -> str:
 @click.option("--prediction", default=None, help="Column holding the model's prediction on each row.")
 @click.option("--label", default=None, help="Column holding the true label (training quality metrics).")
 @click.option("--ignore", default=None, help="Comma-separated columns that are not features (ids, timestamps).")
+@click.option("--transform", "transform", default=None, metavar="MODULE:NAME",
+              help="Your feature transform (raw inputs -> features), for the parity-skew check; "
+                   "importable where the scheduler runs.")
 @click.option("--promote/--no-promote", default=True, show_default=True,
               help="Point the model's production alias at this version.")
 @common_options
 def baseline(model: str, version: str, path: str, categorical: str | None, prediction: str | None,
-             label: str | None, ignore: str | None, promote: bool, settings) -> None:  # noqa: ANN001
+             label: str | None, ignore: str | None, transform: str | None, promote: bool,
+             settings) -> None:  # noqa: ANN001
     """Register a baseline from a CSV/Parquet file, for a model served elsewhere."""
     from sqlalchemy import select
 
     from driftline.baseline import compute_baseline
-    from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
+    from driftline.store.aliases import move_alias
+    from driftline.store.models import BaselineRecord, ModelVersion
+    from driftline.transform import transform_spec
 
+    try:
+        spec = transform_spec(transform) if transform else None
+    except Exception as exc:  # noqa: BLE001 - any failure to load it is the user's to fix, in one line
+        raise UserError(f"--transform {transform}: cannot load it ({type(exc).__name__}: {exc})") from None
     frame = read_table(path, "training")
     special = {c for c in (prediction, label) if c}
     for column in [*special, *split_names(ignore), *split_names(categorical)]:
@@ -67,20 +77,17 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
             session.add(ModelVersion(
                 model=model, version=version, training_data_sha256=_sha256(path), metrics={},
                 feature_schema=[{"name": name, "kind": summary.kind(name)} for name in summary.feature_names],
-                description=f"baseline registered from {Path(path).name}"))
+                transform=spec, description=f"baseline registered from {Path(path).name}"))
+        elif spec is not None and row.transform is None:
+            row.transform = spec
         session.add(BaselineRecord(model=model, version=version, rows=summary.rows, summary=summary.to_dict(),
                                    source=str(Path(path).resolve())))
         if promote:
-            alias = session.get(ModelAlias, (model, "production"))
-            previous = alias.version if alias else None
-            if alias is None:
-                session.add(ModelAlias(model=model, alias="production", version=version))
-            else:
-                alias.version = version
-            session.add(AliasEvent(model=model, alias="production", version=version, previous_version=previous,
-                                   action="promote", reason="driftline baseline"))
+            session.flush()  # the new version's row exists before its stage is set
+            move_alias(session, model, version, "promote", "driftline baseline")
     kinds = [summary.kind(n) for n in summary.feature_names]
     click.echo(f"registered {model} version {version}: baseline of {summary.rows:,} rows, "
                f"{kinds.count('numeric')} numeric and {kinds.count('categorical')} categorical features"
                + (", prediction" if prediction else "") + (", labels" if label else "")
+               + (f", transform {transform}" if transform else "")
                + ("; production alias set" if promote else ""))

@@ -222,7 +222,7 @@ class WindowQuarantine(Base):
     """A window whose evaluation failed: the error, and when it is tried again (backoff).
 
     Its row goes when an evaluation of the window succeeds; meanwhile other windows and
-    models are evaluated as usual (driftline/quarantine.py).
+    models are evaluated as usual (scheduler/quarantine.py).
     """
 
     __tablename__ = "window_quarantine"

@@ -10,11 +10,11 @@ from sqlalchemy import select
 from alerts import group_key
 from driftline import vocabulary
 from driftline.baseline import compute_baseline
-from driftline.commands.scheduler import SchedulerJobs
 from driftline.config import Settings
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, BaselineRecord, DetectorResult, ModelVersion, RetrainRequest, WindowStateRecord
 from driftline.window_state import EventBatch, WindowState
+from scheduler.jobs import SchedulerJobs
 
 WINDOW_MS = 10_000
 T0 = 1_796_040_000_000  # a window boundary

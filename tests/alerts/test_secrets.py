@@ -12,13 +12,13 @@ from sqlalchemy import select
 from alerts import Channels, DeliveryPolicy, deliver_due
 from alerts import outbox
 from driftline.cli import cli
-from driftline.commands.scheduler import SchedulerJobs
 from driftline.config import Settings
 from driftline.errors import UserError
 from driftline.logs import HTTP_CLIENT_LOGGERS, quiet_http_clients
 from driftline.redact import scrub
 from driftline.store.db import redacted_url, session_scope
 from driftline.store.models import Notification
+from scheduler.jobs import SchedulerJobs
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 SLACK_TOKEN = "T0AAA/B0BBB/xOxOxOsecretpath42"

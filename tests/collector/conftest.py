@@ -191,7 +191,7 @@ def collector_thread(config: Any) -> Iterator[Any]:
 
 
 def config(bootstrap: str, url: str, **overrides: Any) -> Any:
-    from collector.consumer import CollectorConfig
+    from collector.config import CollectorConfig
 
     values = dict(bootstrap_servers=bootstrap, db_url=url, group_id=f"test-{uuid.uuid4().hex[:10]}",
                   session_timeout_ms=2000, heartbeat_interval_ms=500, flush_interval_s=0.2, metrics_port=0)

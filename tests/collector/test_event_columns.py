@@ -18,7 +18,7 @@ import pytest
 import collector.folding as folding
 from collector.folding import InferenceFolder
 from driftline.baseline import compute_baseline
-from driftline.event_columns import parse_inference_columns
+from collector.event_columns import parse_inference_columns
 from driftline.events import INFERENCE_SCHEMA, rfc3339
 
 # Fixed for the session, on an hour boundary, two days in the past: the collector dead-letters

@@ -221,7 +221,7 @@ def test_prune_drops_predictions_and_labels_past_the_retention(db_url):
 
 def _buffer_with(first: int, count: int, next_offset: int):
     """A partition buffer holding `count` folded events, predictions and labels numbered from `first`."""
-    from collector.consumer import PartitionBuffer
+    from collector.partition_buffer import PartitionBuffer
 
     buf = PartitionBuffer(TOPIC_INFERENCE, 0, 0, W, 30_000, ready=True, expected=StoredOffset(5, "tid-1"),
                           next_offset=next_offset, topic_id="tid-1")

@@ -30,7 +30,8 @@ def test_a_huge_value_is_counted_out_of_range_and_the_collector_keeps_storing(br
     first[7]["latency_ms"] = {"total": 1e300}
     ckit.produce(broker, [ckit.encode(d) for d in first])
     with ckit.collector_thread(ckit.config(broker, db_url, decoders=decoders)) as collector:
-        ckit.wait_for(lambda: ckit.events(db_url, model) == 20, what="the first events, the huge ones among them")
+        ckit.wait_for(lambda: ckit.events(db_url, model) == 20, timeout_s=90,
+                      what="the first events, the huge ones among them")  # start-up: group join, decoders
         ckit.produce(broker, [ckit.encode(ckit.event(model, i)) for i in range(20, 30)])
         ckit.wait_for(lambda: ckit.events(db_url, model) == 30, what="events sent after the huge ones")
         assert collector.consumed >= 30

@@ -200,6 +200,6 @@ def test_a_fetcher_without_the_hook_keeps_its_reader(caplog):
 
 
 def test_an_unknown_record_reader_is_refused():
-    from collector.consumer import CollectorConfig
+    from collector.config import CollectorConfig
     with pytest.raises(ValueError, match="lean, kafka-python"):
         CollectorConfig("127.0.0.1:9092", "sqlite://", record_reader="confluent")

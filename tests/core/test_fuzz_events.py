@@ -14,7 +14,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from driftline.event_columns import parse_inference_columns
+from collector.event_columns import parse_inference_columns
 from driftline.events import EventError, _decode, _fast_inference, parse_inference, validate_inference
 from driftline.window_state import EventBatch
 
@@ -152,3 +152,204 @@ def test_a_columnar_batch_is_accepted_only_when_every_message_is_valid(raws):
     assert columns.event_ids == [e.event_id for e in events]
     assert all(math.isfinite(v) for column in columns.batch.features.values() if column.dtype == np.float64
                for v in column.tolist())
+
+
+# --- Cases generated from the shipped JSON Schema (driftline/schemas) ------------------------------
+# What the schema accepts, every path accepts with the same fields; what it refuses, every path refuses.
+
+def _legacy_many_for_hypothesis_jsonschema() -> None:
+    """hypothesis-jsonschema 0.23 drives Hypothesis's private `many` as `while elements.more()`,
+    which current Hypothesis replaced by iteration; give it the old calls over the new object."""
+    import types
+
+    import hypothesis_jsonschema._from_schema as from_schema_module
+    from hypothesis.internal.conjecture import utils as conjecture_utils
+
+    if hasattr(conjecture_utils.many, "more"):
+        return
+
+    class LegacyMany:
+        def __init__(self, *args, **kwargs):
+            self._many = conjecture_utils.many(*args, **kwargs)
+            self._many.__enter__()
+            self._steps = iter(self._many)
+
+        def more(self) -> bool:
+            if next(self._steps, False) is None:
+                return True
+            self._many.__exit__(None, None, None)
+            return False
+
+        def reject(self, why=None) -> None:
+            self._many.reject(why)
+
+    from_schema_module.cu = types.SimpleNamespace(many=LegacyMany)
+
+
+_legacy_many_for_hypothesis_jsonschema()
+
+import copy  # noqa: E402
+from datetime import datetime  # noqa: E402
+
+import jsonschema  # noqa: E402
+from hypothesis import assume  # noqa: E402
+from hypothesis_jsonschema import from_schema  # noqa: E402
+
+from driftline.events import (INFERENCE_SCHEMA, LABEL_SCHEMA, MAX_ID_CHARS, MAX_TS_MS, MIN_TS_MS,  # noqa: E402
+                              json_schema, parse_label)
+from driftline.names import NAME_PATTERN  # noqa: E402
+
+INFERENCE_JSON_SCHEMA = json_schema("inference")
+LABEL_JSON_SCHEMA = json_schema("label")
+SCHEMA_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+_inference_validator = jsonschema.Draft202012Validator(INFERENCE_JSON_SCHEMA)
+_label_validator = jsonschema.Draft202012Validator(LABEL_JSON_SCHEMA)
+
+
+def _common_shape() -> dict:
+    """The inference schema narrowed to the shape the fast and columnar paths take (status "ok", a scalar
+    prediction, no tags, integer or ".mmmZ" times); the full schema alone almost never reaches them."""
+    schema = copy.deepcopy(INFERENCE_JSON_SCHEMA)
+    for key in ("if", "then", "else"):  # implied by status "ok" and a required, non-null prediction
+        del schema[key]
+    ms_z = r"^20(0[1-9]|[1-8][0-9]|9[0-8])-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.][0-9]{3}Z$"
+    schema["properties"].update(
+        status={"const": "ok"}, prediction={"type": ["number", "string", "boolean"]}, tags={"type": "null"},
+        ts={"anyOf": [{"type": "integer", "minimum": MIN_TS_MS, "exclusiveMaximum": MAX_TS_MS},
+                      {"type": "string", "pattern": ms_z}]})
+    schema["required"] = [*schema["required"], "status", "prediction"]
+    return schema
+
+
+# Built once: turning a schema into a strategy is the slow part.
+inference_events = from_schema(INFERENCE_JSON_SCHEMA, codec="utf-8")
+common_inference_events = from_schema(_common_shape(), codec="utf-8")
+label_events = from_schema(LABEL_JSON_SCHEMA, codec="utf-8")
+
+
+def test_the_schemas_state_the_decoders_constants():
+    for schema, title in ((INFERENCE_JSON_SCHEMA, INFERENCE_SCHEMA), (LABEL_JSON_SCHEMA, LABEL_SCHEMA)):
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["title"] == schema["properties"]["schema"]["const"] == title
+        defs = schema["$defs"]
+        assert defs["id"]["maxLength"] == MAX_ID_CHARS
+        assert defs["name"]["pattern"] == f"^{NAME_PATTERN}$"
+        number = defs["timestamp"]["anyOf"][1]
+        assert (number["minimum"], number["exclusiveMaximum"]) == (MIN_TS_MS, MAX_TS_MS)
+    # the label schema carries its own copy of the shared definitions: they must not drift apart
+    assert LABEL_JSON_SCHEMA["$defs"] == {k: INFERENCE_JSON_SCHEMA["$defs"][k] for k in LABEL_JSON_SCHEMA["$defs"]}
+    assert sorted(INFERENCE_JSON_SCHEMA["required"]) == sorted(
+        ["schema", "event_id", "ts", "model", "version", "features", "latency_ms"])
+
+
+def _encodable(doc: dict) -> bytes:
+    """The generated event as bytes; rules the schema cannot state (docs/contract.md) are assumed away."""
+    try:
+        raw = orjson.dumps(doc)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits: not a JSON number orjson reads
+        assume(False)
+    ts = doc.get("ts")
+    if isinstance(ts, str) and ts.startswith("20"):  # a calendar date (no 31 April): datetime decides
+        try:
+            datetime.fromisoformat(ts)
+        except ValueError:
+            assume(False)
+    return raw
+
+
+@SCHEMA_SETTINGS
+@given(st.one_of(inference_events, common_inference_events))
+def test_every_schema_valid_inference_event_is_accepted_by_every_path(doc):
+    raw = _encodable(doc)
+    _inference_validator.validate(doc)  # the shipped schema, also for the narrowed cases
+    precise = _precise(raw, None)
+    assert not isinstance(precise, tuple), precise
+    assert precise.raw == orjson.loads(raw)  # unknown fields kept
+    assert _fields(parse_inference(raw)) == _fields(precise)
+    fast = _fast_inference(orjson.loads(raw))
+    assert fast is None or _fields(fast) == _fields(precise)
+    columns = parse_inference_columns([raw], None)
+    if columns is not None:
+        assert (columns.event_ids[0], columns.models[0], columns.versions[0], columns.request_ids[0]) == (
+            precise.event_id, precise.model, precise.version, precise.request_id)
+        assert int(columns.batch.event_time_ms[0]) == precise.ts_ms
+        _assert_same_columns(columns.batch, EventBatch.from_events([precise]))
+
+
+@SCHEMA_SETTINGS
+@given(label_events)
+def test_every_schema_valid_label_event_is_accepted(doc):
+    raw = _encodable(doc)
+    _label_validator.validate(doc)
+    label = parse_label(raw)
+    assert (label.request_id, label.model, label.label) == (doc["request_id"], doc["model"], doc["label"])
+    assert label.raw == orjson.loads(raw)
+
+
+UNSAFE_NAMES = ["", "../x", "a/b", "a b", ".hidden", "a..b", "x" * 129, "é", "tab\t", 7]
+OUT_OF_RANGE_TS = [1_700_000_000, MIN_TS_MS - 1, MAX_TS_MS, 1e300, "1999-12-31T23:59:59Z",
+                   "2026-11-30T12:00:00", "2026-11-30", "yesterday", True, None]
+WRONG_TYPES = {"event_id": [5, "", "x" * (MAX_ID_CHARS + 1), None], "features": [[1.0], "x", {"a": [1]}, {"a": {}}],
+               "latency_ms": [5, {}, {"total": -1}, {"total": "5"}], "prediction": [{"p": 1}, [], ["a"]],
+               "status": ["meh", None], "batch_size": [0, "2", 1.5], "cache_hit": ["yes", 1],
+               "tags": [{"a": 1}, ["a"]], "inputs": [[1], {"a": [1]}], "request_id": [5],
+               "entity_id": [5], "device": [False], "schema": ["driftline.inference/v2", LABEL_SCHEMA, None]}
+
+
+@st.composite
+def invalid_inference_events(draw) -> dict:
+    """A schema-valid event with one mutation: a required field dropped, a wrong type, a bad ts or name."""
+    doc = dict(draw(st.one_of(inference_events, common_inference_events)))
+    kind = draw(st.sampled_from(["drop", "type", "ts", "name"]))
+    if kind == "drop":
+        required = list(INFERENCE_JSON_SCHEMA["required"])
+        required.append("error" if doc.get("status") == "error" else "prediction")
+        doc.pop(draw(st.sampled_from(required)))
+    elif kind == "type":
+        field = draw(st.sampled_from(sorted(WRONG_TYPES)))
+        doc[field] = draw(st.sampled_from(WRONG_TYPES[field]))
+    elif kind == "ts":
+        doc["ts"] = draw(st.sampled_from(OUT_OF_RANGE_TS))
+    else:
+        doc[draw(st.sampled_from(["model", "version"]))] = draw(st.sampled_from(UNSAFE_NAMES))
+    return doc
+
+
+@SCHEMA_SETTINGS
+@given(invalid_inference_events())
+def test_every_mutated_inference_event_is_refused_by_the_schema_and_every_path(doc):
+    raw = _encodable(doc)
+    assert not _inference_validator.is_valid(doc)
+    assert isinstance(_precise(raw, None), tuple)
+    try:
+        parse_inference(raw)
+    except EventError:
+        pass
+    else:
+        raise AssertionError(f"parse_inference accepted {doc}")
+    assert _fast_inference(orjson.loads(raw)) is None
+    assert parse_inference_columns([raw], None) is None
+
+
+@SCHEMA_SETTINGS
+@given(label_events, st.data())
+def test_every_mutated_label_event_is_refused_by_the_schema_and_the_decoder(doc, data):
+    doc = dict(doc)
+    kind = data.draw(st.sampled_from(["drop", "label", "ts", "name", "request_id"]))
+    if kind == "drop":
+        doc.pop(data.draw(st.sampled_from(LABEL_JSON_SCHEMA["required"])))
+    elif kind == "label":
+        doc["label"] = data.draw(st.sampled_from([None, [1], {"a": 1}]))
+    elif kind == "ts":
+        doc["ts"] = data.draw(st.sampled_from(OUT_OF_RANGE_TS))
+    elif kind == "name":
+        doc["model"] = data.draw(st.sampled_from(UNSAFE_NAMES))
+    else:
+        doc["request_id"] = data.draw(st.sampled_from(WRONG_TYPES["event_id"]))
+    assert not _label_validator.is_valid(doc)
+    try:
+        parse_label(_encodable(doc))
+    except EventError:
+        pass
+    else:
+        raise AssertionError(f"parse_label accepted {doc}")

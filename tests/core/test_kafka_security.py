@@ -102,7 +102,8 @@ def test_the_collector_consumer_and_dlq_producer_take_the_settings(monkeypatch):
     import kafka
 
     from collector import consumer as consumer_module
-    from collector.consumer import Collector, CollectorConfig
+    from collector.config import CollectorConfig
+    from collector.consumer import Collector
 
     consumer_spy, producer_spy = _Spy(), _Spy()
     monkeypatch.setattr(consumer_module, "KafkaConsumer", consumer_spy)
@@ -130,9 +131,9 @@ def test_the_inference_logger_takes_the_settings_on_a_thread_and_in_its_child(mo
         logger.sender.close(timeout_s=1) if hasattr(logger.sender, "close") else None
     assert _has_security(spy.calls[0])
     child = InferenceLogger.__new__(InferenceLogger)  # the child's librdkafka properties, without a child
-    from driftline import client
+    from driftline.client import logger as client_logger
     captured = {}
-    monkeypatch.setattr(client, "ProcessEventSender", lambda *a, **kw: captured.update(kw))
+    monkeypatch.setattr(client_logger, "ProcessEventSender", lambda *a, **kw: captured.update(kw))
     InferenceLogger.__init__(child, "127.0.0.1:1", "m", "1", security=SASL, producer_process=True,
                              producer_config={"linger.ms": 1})
     assert captured["producer_config"]["sasl.password"] == PASSWORD

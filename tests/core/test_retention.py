@@ -9,13 +9,13 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from driftline.commands.db import db
-from driftline.commands.scheduler import SchedulerJobs
 from driftline.config import load_settings
 from driftline.errors import UserError
-from driftline.retention import RetentionPolicy, prune
 from driftline.store.db import session_scope
 from driftline.store.models import (Alert, DeadLetter, DetectorResult, LabelRecord, Notification, PredictionRecord,
                                     WindowEvaluation, WindowQuarantine, WindowStateRecord)
+from scheduler.jobs import SchedulerJobs
+from scheduler.retention import RetentionPolicy, prune
 
 DAY_MS = 86_400_000
 WINDOW_MS = 60_000

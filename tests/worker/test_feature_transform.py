@@ -1,4 +1,4 @@
-"""driftline.transform: the formulas, nulls, unseen categories, the registry round trip, purity."""
+"""worker.feature_transform: the formulas, nulls, unseen categories, the registry round trip, purity."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from driftline.transform import FEATURES, RAW_INPUTS, Z_CLIP, FeatureTransform, transform_row
+from worker.feature_transform import FEATURES, RAW_INPUTS, Z_CLIP, FeatureTransform, transform_row
 from worker.dataset import generate_inputs
 
 ROW = {"age": 40, "annual_income": 60_000.0, "monthly_debt": 1_000.0, "loan_amount": 15_000.0, "loan_term_months": 36,
@@ -83,7 +83,17 @@ def test_unknown_transform_versions_are_refused():
 
 
 def test_importable_without_torch_or_fastapi():
-    code = ("import sys, driftline.transform as t; t.FeatureTransform().apply([{}]); "
+    code = ("import sys, worker.feature_transform as t; t.FeatureTransform().apply([{}]); "
             "print(sorted(m for m in ('torch', 'fastapi', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_scheduler_finds_it_by_the_import_path_in_its_spec_as_a_users_own():
+    from driftline.transform import load_transform
+
+    spec = json.loads(json.dumps(FeatureTransform.fit(FeatureTransform().apply([ROW])).to_dict()))
+    assert spec["import"].endswith("feature_transform:FeatureTransform")  # whatever package the worker installs as
+    assert load_transform(spec)([ROW]) == [transform_row(ROW)]
+    legacy = {k: v for k, v in spec.items() if k != "import"}  # stored before transforms were named by path
+    assert load_transform(legacy) is None and load_transform(None) is None

@@ -312,17 +312,17 @@ def test_ids_are_uuid7_and_sort_by_the_time_they_were_made(monkeypatch):
     import time
     import uuid
 
-    from driftline import client
+    from driftline.client import ids as client_ids
 
     clock = iter([1_800_000_000_000_000_000 + k * 1_000_000 for k in range(50)])  # ns, 1 ms apart
-    monkeypatch.setattr(client.time, "time_ns", lambda: next(clock))
-    ids = [client.new_id() for _ in range(50)]
+    monkeypatch.setattr(client_ids.time, "time_ns", lambda: next(clock))
+    ids = [client_ids.new_id() for _ in range(50)]
     assert ids == sorted(ids) and len(set(ids)) == 50 and all(len(i) == 32 for i in ids)
     parsed = uuid.UUID(ids[0])
     assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
     assert int(ids[0][:12], 16) == 1_800_000_000_000  # the Unix milliseconds, first
     monkeypatch.undo()
     before = time.time_ns() // 1_000_000
-    fresh = [client.new_id() for _ in range(1000)]
+    fresh = [client_ids.new_id() for _ in range(1000)]
     assert before <= int(fresh[0][:12], 16) <= time.time_ns() // 1_000_000
     assert len({i[12:] for i in fresh}) == 1000  # the random part differs within a millisecond

@@ -18,7 +18,7 @@ import pytest
 from driftline.broker import free_port
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.errors import UserError
-from driftline.transform import FeatureTransform
+from worker.feature_transform import FeatureTransform
 from worker.dataset import generate_inputs
 from worker.replay import ReplayConfig, build_traffic, run_replay
 from worker.scenarios import SCENARIOS, UNSEEN

@@ -13,7 +13,7 @@ import pytest
 
 from driftline.config import TOPIC_INFERENCE
 from driftline.events import parse_inference
-from driftline.transform import FeatureTransform
+from worker.feature_transform import FeatureTransform
 from worker.dataset import generate_inputs
 from worker.server import Worker, WorkerConfig
 

@@ -4,12 +4,13 @@ Finds closed windows (event-time end + allowed lateness before now) that have no
 evaluation yet, or whose partial states changed since (late events, labels), merges
 the partial states every collector wrote, runs the detectors against the version's
 training baseline, and replaces that window's results in one transaction. Then the
-alert lifecycle and the retraining policy see the new results (driftline.scheduling).
+alert lifecycle and the retraining policy see the new results (scheduler.jobs).
 Evaluating a window twice gives the same rows: the job is idempotent. A window whose
-evaluation raises is quarantined (driftline.quarantine) and skipped until its next retry.
+evaluation raises is quarantined (scheduler.quarantine) and skipped until its next retry.
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -19,9 +20,14 @@ from typing import Any, Callable
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, defer
 
+from detectors.window import LatencySLO, WindowThresholds, evaluate_window
 from driftline import vocabulary
+from driftline.baseline import Baseline, LabelSummary
+from driftline.config import Settings
 from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
-                                    WindowQuarantine, WindowStateRecord)
+                                    WindowQuarantine, WindowStateRecord, utcnow)
+from driftline.transform import load_transform
+from driftline.window_state import WindowState
 
 # Windows older than this are not re-examined for changes (labels may arrive days late,
 # and the collector keeps predictions for the label join for 7 days by default).
@@ -59,7 +65,7 @@ def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 50
                    & (WindowQuarantine.version == states.c.version)
                    & (WindowQuarantine.window_start_ms == states.c.window_start_ms))
         .where((WindowEvaluation.id.is_(None)) | (WindowEvaluation.evaluated_at < states.c.updated_at))
-        # a quarantined window waits for its next retry (driftline.quarantine)
+        # a quarantined window waits for its next retry (scheduler.quarantine)
         .where((WindowQuarantine.id.is_(None)) | (WindowQuarantine.next_retry_at <= now))
         .order_by(states.c.window_start_ms)
         .limit(limit))
@@ -70,16 +76,14 @@ class BaselineCache:
     """Baselines and transforms per model version (immutable once registered, so cached for good)."""
 
     def __init__(self) -> None:
-        self._baselines: dict[tuple[str, str], Any] = {}
+        self._baselines: dict[tuple[str, str], Baseline] = {}
         self._transforms: dict[tuple[str, str], Callable | None] = {}
         # (row id, updated_at) -> the row's LabelSummary: earlier windows are read again for
         # every later window that pools their labels
-        self._labels: OrderedDict[tuple[Any, Any], Any] = OrderedDict()
+        self._labels: OrderedDict[tuple[Any, Any], LabelSummary] = OrderedDict()
 
-    def labels(self, record: WindowStateRecord) -> Any:
+    def labels(self, record: WindowStateRecord) -> LabelSummary:
         """The label summary of one stored partial state (decoded once per version of the row)."""
-        from driftline.window_state import WindowState
-
         key = (record.id, record.updated_at)
         found = self._labels.get(key)
         if found is None:
@@ -90,9 +94,7 @@ class BaselineCache:
             self._labels.move_to_end(key)
         return found
 
-    def baseline(self, session: Session, model: str, version: str) -> Any:
-        from driftline.baseline import Baseline
-
+    def baseline(self, session: Session, model: str, version: str) -> Baseline | None:
         key = (model, version)
         if key not in self._baselines:
             record = session.scalar(select(BaselineRecord).where(BaselineRecord.model == model,
@@ -107,20 +109,17 @@ class BaselineCache:
         if key not in self._transforms:
             spec = session.scalar(select(ModelVersion.transform).where(ModelVersion.model == model,
                                                                        ModelVersion.version == version))
-            if spec:
-                from driftline.transform import FeatureTransform
-
-                self._transforms[key] = FeatureTransform.from_dict(spec).apply
-            else:
+            try:
+                self._transforms[key] = load_transform(spec)
+            except Exception as exc:  # noqa: BLE001 - one missing transform must not stop the other detectors
+                logging.getLogger(__name__).error("%s version %s: its feature transform cannot be loaded, so parity "
+                                                  "skew is not checked: %s", model, version, exc)
                 self._transforms[key] = None
         return self._transforms[key]
 
 
-def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: "EvaluationConfig") -> WindowEvaluation:
+def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: EvaluationConfig) -> WindowEvaluation:
     """Merge the window's partial states, run the detectors, replace the window's stored results."""
-    from detectors.window import evaluate_window
-    from driftline.window_state import WindowState
-
     baseline = cache.baseline(session, key.model, key.version)
     records = session.scalars(select(WindowStateRecord).where(
         WindowStateRecord.model == key.model, WindowStateRecord.version == key.version,
@@ -163,8 +162,6 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: "Ev
     evaluation.status = status
     evaluation.summary = {"breached": sorted({f"{r.detector}:{r.feature}" if r.feature else r.detector
                                               for r in results if r.breached})}
-    from driftline.store.models import utcnow
-
     evaluation.evaluated_at = utcnow()
     session.add_all(DetectorResult(
         model=key.model, version=key.version, window_start_ms=key.window_start_ms, window_end_ms=key.window_end_ms,
@@ -173,8 +170,8 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: "Ev
     return evaluation
 
 
-def pool_labels(session: Session, key: WindowKey, cache: BaselineCache, labels: Any, min_labels: int,
-                max_windows: int) -> tuple[Any, int]:
+def pool_labels(session: Session, key: WindowKey, cache: BaselineCache, labels: LabelSummary, min_labels: int,
+                max_windows: int) -> tuple[LabelSummary, int]:
     """`labels` merged with the labels of the windows just before `key` (same model version), newest
     first, until at least `min_labels` or `max_windows` windows back; returns (labels, windows added)."""
     window_ms = key.window_end_ms - key.window_start_ms
@@ -218,16 +215,14 @@ class EvaluationConfig:
     sections: dict[str, dict[str, Any]]
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "EvaluationConfig":
+    def from_settings(cls, settings: Settings) -> EvaluationConfig:
         names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY, vocabulary.LATENCY)
         config = cls(settings.window_seconds, {name: settings.section(name) for name in names})
         config.thresholds_for(None)  # a bad key fails at start-up, not at the first window
         config.slo_for(None)
         return config
 
-    def thresholds_for(self, model: str | None) -> Any:
-        from detectors.window import WindowThresholds
-
+    def thresholds_for(self, model: str | None) -> WindowThresholds:
         # Per-model overrides are written inside each section ([skew.models."credit-default"]);
         # WindowThresholds takes them as one top-level `models` table of sections.
         mapping: dict[str, Any] = {"models": {}}
@@ -239,9 +234,7 @@ class EvaluationConfig:
             mapping[name] = section
         return WindowThresholds.from_mapping(mapping, model=model)
 
-    def slo_for(self, model: str | None) -> Any:
-        from detectors.window import LatencySLO
-
+    def slo_for(self, model: str | None) -> LatencySLO:
         return LatencySLO.from_mapping(self.sections.get(vocabulary.LATENCY, {}), model=model)
 
 

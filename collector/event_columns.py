@@ -119,7 +119,10 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
     names = set(table.column_names)
     if not {"schema", "event_id", "ts", "model", "version", "features", "latency_ms", "prediction"} <= names:
         return None
-    column = {name: table.column(name).combine_chunks() for name in table.column_names}
+    try:
+        column = {name: table.column(name).combine_chunks() for name in table.column_names}
+    except pa.ArrowException:  # e.g. a list of nulls where an object belongs: pyarrow cannot join its chunks
+        return None
     if not all(map(_finite, column.values())):
         return None  # NaN or Infinity literals, which pyarrow reads and JSON does not allow
 

@@ -1,0 +1,111 @@
+"""`PartitionBuffer`: one owned partition, where it stands and what it consumed since the last flush."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from collector.dead_letters import DeadLetterRow
+from collector.flush import PartitionFlush
+from collector.folding import FoldDelta, Watermarks, merge_windows
+from collector.labels import LabelRow, PredictionRow
+from collector.store import StoredOffset
+from collector.windows import PartitionWindows
+
+
+@dataclass
+class PartitionBuffer:
+    """One owned partition: where it stands and what it consumed since the last flush."""
+
+    topic: str
+    partition: int
+    row_partition: int
+    window_ms: int
+    lateness_ms: int
+    ready: bool = False  # offsets loaded, log verified, sought: its records are processed
+    expected: StoredOffset | None = None  # the stored offset (the fence)
+    next_offset: int = 0  # the next offset to process
+    topic_id: str | None = None  # the log that next_offset refers to
+    windows: PartitionWindows = field(init=False)
+    dead_letters: list[DeadLetterRow] = field(default_factory=list)
+    predictions: dict[str, PredictionRow] = field(default_factory=dict)
+    labels: dict[str, LabelRow] = field(default_factory=dict)
+    stored_predictions: int = 0  # predictions a folder stored ahead of the flush
+    labels_waiting: set[str] = field(default_factory=set)  # ... whose label was waiting (joined by the flush)
+    messages: int = 0  # consumed since the last flush
+    # (model, version) -> largest event time on this partition: as of the last gather, and the last flush
+    gathered_watermarks: Watermarks = field(default_factory=dict)
+    committed_watermarks: Watermarks = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    def to_flush(self) -> PartitionFlush:
+        return PartitionFlush(self.topic, self.partition, self.row_partition, self.expected, self.next_offset,
+                              self.topic_id, self.windows.windows, self.dead_letters, self.predictions, self.labels,
+                              self.stored_predictions, self.labels_waiting)
+
+    def add(self, delta: FoldDelta) -> None:
+        merge_windows(self.windows.windows, delta.windows)
+        self.dead_letters.extend(delta.dead_letters)
+        for rid, row in delta.predictions.items():
+            self.predictions.setdefault(rid, row)
+        self.stored_predictions += delta.stored_predictions
+        self.labels_waiting.update(delta.labels_waiting)
+        self.gathered_watermarks = delta.watermarks
+
+    def split(self) -> "PartitionBuffer":
+        """Hand what was consumed so far to a new buffer (a flush in flight); this one goes on from here."""
+        frozen = PartitionBuffer(self.topic, self.partition, self.row_partition, self.window_ms, self.lateness_ms,
+                                 ready=True, expected=self.expected, next_offset=self.next_offset,
+                                 topic_id=self.topic_id)
+        frozen.windows, frozen.dead_letters, frozen.predictions = self.windows, self.dead_letters, self.predictions
+        frozen.labels, frozen.messages = self.labels, self.messages
+        frozen.stored_predictions, frozen.labels_waiting = self.stored_predictions, self.labels_waiting
+        frozen.gathered_watermarks = dict(self.gathered_watermarks)
+        frozen.committed_watermarks = dict(self.committed_watermarks)
+        self._clear()
+        return frozen
+
+    def rejoin(self, frozen: "PartitionBuffer") -> None:
+        """Take back what `split` handed out (its flush failed): it comes first, as it was read first."""
+        merge_windows(frozen.windows.windows, self.windows.windows)
+        self.windows = frozen.windows
+        self.dead_letters = frozen.dead_letters + self.dead_letters
+        for rid, row in self.predictions.items():
+            frozen.predictions.setdefault(rid, row)
+        self.predictions = frozen.predictions
+        for rid, label in self.labels.items():
+            frozen.labels.setdefault(rid, label)
+        self.labels = frozen.labels
+        self.stored_predictions += frozen.stored_predictions
+        self.labels_waiting = frozen.labels_waiting | self.labels_waiting
+        self.messages += frozen.messages
+        self.gathered_watermarks = frozen.gathered_watermarks
+
+    def committed_as(self, frozen: "PartitionBuffer") -> None:
+        """`frozen` (split from this buffer) was stored: the fence and the watermarks move to where it stood."""
+        self.expected = frozen.expected
+        self.committed_watermarks = dict(frozen.committed_watermarks)
+        self.gathered_watermarks = dict(frozen.committed_watermarks)
+
+    def committed(self) -> None:
+        self.expected = StoredOffset(self.next_offset, self.topic_id)
+        self.committed_watermarks = dict(self.gathered_watermarks)
+        self._clear()
+
+    def discard(self) -> None:
+        """Forget what was consumed since the last flush (it will be read again from the stored offset).
+
+        The partition's folder is reset by the collector.
+        """
+        self._clear()
+        self.gathered_watermarks = dict(self.committed_watermarks)
+
+    def _clear(self) -> None:
+        self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
+        self.dead_letters, self.predictions, self.labels = [], {}, {}
+        self.stored_predictions, self.labels_waiting = 0, set()
+        self.messages = 0

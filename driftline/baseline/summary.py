@@ -1,0 +1,177 @@
+"""`Baseline` and `compute_baseline`: the whole training summary of a model version, computed once."""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from driftline import defaults
+from driftline.baseline.labels import LabelSummary
+from driftline.baseline.predictions import CLASS, prediction_values
+from driftline.baseline.profiles import CategoricalProfile, NumericProfile, Profile, profile_from_dict
+from driftline.errors import UserError
+
+# the layout version of `Baseline.to_dict()`
+BASELINE_FORMAT = 1
+
+
+@dataclass
+class Baseline:
+    """A model version's training summary (module docstring). Build with `compute_baseline`."""
+
+    rows: int
+    profiles: dict[str, Profile]  # feature name -> profile, in training column order
+    prediction: Profile | None = None
+    prediction_source: str | None = None  # SCORE, PROBABILITY or CLASS
+    quality: LabelSummary | None = None
+    sample: list[dict[str, Any]] = field(default_factory=list)
+    fine_bins: int = defaults.BASELINE_FINE_BINS
+    fingerprint: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.fingerprint:
+            self.fingerprint = self._compute_fingerprint()
+
+    @property
+    def feature_names(self) -> list[str]:
+        return list(self.profiles)
+
+    def kind(self, name: str) -> str:
+        """"numeric" or "categorical"; a KeyError names an unknown feature."""
+        try:
+            return self.profiles[name].kind
+        except KeyError:
+            raise KeyError(f"feature {name!r} is not in the baseline (known: {', '.join(self.profiles)})") from None
+
+    def profile(self, name: str) -> Profile:
+        return self.profiles[name]
+
+    @property
+    def numeric(self) -> dict[str, NumericProfile]:
+        return {k: v for k, v in self.profiles.items() if isinstance(v, NumericProfile)}
+
+    @property
+    def categorical(self) -> dict[str, CategoricalProfile]:
+        return {k: v for k, v in self.profiles.items() if isinstance(v, CategoricalProfile)}
+
+    def _compute_fingerprint(self) -> str:
+        # Window states count on these bins; states built on different bins must not merge.
+        digest = hashlib.sha1(f"{BASELINE_FORMAT}:{self.rows}".encode())
+        parts = list(self.profiles.items()) + ([("\x00prediction", self.prediction)] if self.prediction else [])
+        for name, profile in parts:
+            digest.update(name.encode("utf-8", "surrogatepass") + b"\x00" + profile.kind.encode())
+            if isinstance(profile, NumericProfile):
+                digest.update(np.ascontiguousarray(profile.edges, dtype="<f8").tobytes())
+        return digest.hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe (no NaN, no numpy types): what the store keeps."""
+        return {"format": BASELINE_FORMAT, "rows": self.rows, "fine_bins": self.fine_bins,
+                "fingerprint": self.fingerprint,
+                "features": [{"name": name, **profile.to_dict()} for name, profile in self.profiles.items()],
+                "prediction": None if self.prediction is None else self.prediction.to_dict(),
+                "prediction_source": self.prediction_source,
+                "quality": None if self.quality is None else self.quality.to_dict(),
+                "sample": self.sample}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Baseline":
+        if not isinstance(data, Mapping) or data.get("format") != BASELINE_FORMAT:
+            found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
+            raise UserError(f"not a driftline baseline (format {found!r}, expected {BASELINE_FORMAT})")
+        profiles = {entry["name"]: profile_from_dict(entry) for entry in data["features"]}
+        return cls(rows=int(data["rows"]), profiles=profiles,
+                   prediction=None if data.get("prediction") is None else profile_from_dict(data["prediction"]),
+                   prediction_source=data.get("prediction_source"),
+                   quality=None if data.get("quality") is None else LabelSummary.from_dict(data["quality"]),
+                   sample=list(data.get("sample") or []), fine_bins=int(data.get("fine_bins", defaults.BASELINE_FINE_BINS)),
+                   fingerprint=str(data.get("fingerprint") or ""))
+
+
+def _is_categorical_column(column: pd.Series) -> bool:
+    return not pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype)
+
+
+def _json_value(value: Any) -> Any:
+    """A JSON-safe copy of one cell: numpy scalars to Python, NaN to None."""
+    if isinstance(value, np.ndarray):
+        return [_json_value(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
+                     predictions: np.ndarray | pd.Series | list | None = None, labels: Any = None,
+                     sample_size: int = defaults.BASELINE_SAMPLE_SIZE, seed: int = 0,
+                     fine_bins: int = defaults.BASELINE_FINE_BINS) -> Baseline:
+    """Summarise a model version's training data (module docstring).
+
+    `features`: one row per training example, one column per model feature.
+    Columns named in `categorical`, and any non-numeric or boolean column, are
+    categorical; the rest numeric. `predictions` (optional, one per row): the
+    model's outputs on the training rows; `labels` (optional, needs predictions):
+    their true labels, for the training quality metrics. A uniform sample of
+    `sample_size` rows (seeded by `seed`) is kept. Raises `UserError` for input a
+    user can fix (no rows, unknown categorical column, length mismatch).
+    """
+    if not isinstance(features, pd.DataFrame):
+        raise UserError(f"baseline features must be a pandas DataFrame, got {type(features).__name__}")
+    if len(features) == 0 or features.shape[1] == 0:
+        raise UserError(f"cannot compute a baseline from {len(features)} rows and {features.shape[1]} columns")
+    if fine_bins < defaults.PSI_NUMERIC_BINS or fine_bins % defaults.PSI_NUMERIC_BINS:
+        raise UserError(f"fine_bins must be a multiple of {defaults.PSI_NUMERIC_BINS}, got {fine_bins}")
+    names = [str(c) for c in features.columns]
+    if len(set(names)) != len(names):
+        raise UserError("baseline feature names must be unique")
+    categorical = set(categorical)
+    unknown = sorted(categorical - set(names))
+    if unknown:
+        raise UserError(f"categorical column(s) not in the data: {', '.join(unknown)}")
+    profiles: dict[str, Profile] = {}
+    for name, column in zip(names, (features.iloc[:, j] for j in range(features.shape[1]))):
+        if name in categorical or _is_categorical_column(column):
+            profiles[name] = CategoricalProfile.from_values(column.astype(object))
+        else:
+            profiles[name] = NumericProfile.from_values(column.to_numpy(dtype=np.float64, na_value=np.nan), fine_bins)
+
+    prediction = source = quality = None
+    if predictions is not None:
+        if len(predictions) != len(features):
+            raise UserError(f"{len(predictions)} predictions for {len(features)} training rows")
+        source, values = prediction_values(predictions)
+        prediction = (CategoricalProfile.from_values(values) if source == CLASS
+                      else NumericProfile.from_values(values, fine_bins))
+        if labels is not None:
+            if len(labels) != len(features):
+                raise UserError(f"{len(labels)} labels for {len(features)} training rows")
+            quality = LabelSummary().add(predictions, labels)
+    elif labels is not None:
+        raise UserError("training labels need the training predictions too (for the training metrics)")
+
+    rng = np.random.default_rng(seed)
+    take = np.sort(rng.choice(len(features), size=min(sample_size, len(features)), replace=False))
+    records = features.iloc[take].astype(object).to_dict(orient="records")
+    prediction_list = None if predictions is None else (
+        predictions.to_numpy() if isinstance(predictions, pd.Series) else predictions)
+    label_list = None if labels is None else (labels.to_numpy() if isinstance(labels, pd.Series) else labels)
+    sample = []
+    for position, record in zip(take.tolist(), records):
+        row: dict[str, Any] = {"features": {str(k): _json_value(v) for k, v in record.items()}}
+        if prediction_list is not None:
+            row["prediction"] = _json_value(prediction_list[position])
+        if label_list is not None:
+            row["label"] = _json_value(label_list[position])
+        sample.append(row)
+    return Baseline(rows=len(features), profiles=profiles, prediction=prediction, prediction_source=source,
+                    quality=quality, sample=sample, fine_bins=fine_bins)

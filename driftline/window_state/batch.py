@@ -1,0 +1,135 @@
+"""`EventBatch`: a batch of events as columns, the unit the collector folds into a window state."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from driftline.window_state.columns import (MISSING, attr_field, column_from_objects, dict_field, event_times,
+                                            feature_columns, latency_columns, object_field, optional_column,
+                                            prediction_column, types_of)
+
+
+@dataclass
+class EventBatch:
+    """One poll's worth of valid inference events, as columns (build with `from_events`).
+
+    Every array has `n` rows, one per event, in the events' order.
+    """
+
+    n: int
+    # feature name -> float64 (NaN: null or absent) when every non-null value is a
+    # number, else an object array of the raw values (None: null or absent)
+    features: dict[str, np.ndarray]
+    # feature name -> {JSON type: count} of the non-null values
+    feature_types: dict[str, dict[str, int]]
+    # feature name -> how many events lacked the key (their rows hold null)
+    absent: dict[str, int]
+    # float64 score (NaN: none) or object array of class keys (None: none); see
+    # `driftline.baseline.prediction_values` for lists of class probabilities
+    prediction: np.ndarray
+    prediction_source: str | None
+    # latency part ("total", "queue", "compute", ...) -> float64 ms (NaN: part absent)
+    latency_ms: dict[str, np.ndarray]
+    status: np.ndarray  # object array of "ok" / "error"
+    cache_hit: np.ndarray  # float64: 1 hit, 0 miss, NaN unknown
+    batch_size: np.ndarray  # float64, NaN unknown
+    event_time_ms: np.ndarray  # int64 epoch milliseconds
+    event_ids: np.ndarray | None  # object array of str (keys of the uniform sample)
+    events: Sequence[Any] = ()  # the source events (dicts or InferenceEvent), read for the sample only
+
+    @classmethod
+    def from_events(cls, events: Sequence[Any]) -> "EventBatch":
+        """Columns from validated events: inference event dicts (driftline.events), or `InferenceEvent`s.
+
+        Feature columns: a batch whose events carry the same feature keys in the
+        same order (the usual case: one producer) takes the fast path, a 2-D
+        object array sliced into columns; otherwise each column is gathered by key.
+        """
+        events = list(events)
+        n = len(events)
+        if n == 0:
+            return cls.empty()
+        if type(events[0]) is dict and all(type(e) is dict for e in events):
+            field = dict_field
+            raws = events
+            times = field(events, "ts_ms")
+            if times.count(None):
+                times = [t if t is not None else e.get("ts") for t, e in zip(times, events)]
+        else:
+            field = attr_field if any(type(e) is dict for e in events) else object_field
+            raws = [getattr(e, "raw", None) or {} for e in events] if field is object_field else [
+                e if type(e) is dict else (getattr(e, "raw", None) or {}) for e in events]
+            times = field(events, "ts_ms")
+        features = field(events, "features")
+        if features.count(None):
+            features = [f or {} for f in features]
+        latencies = field(events, "latency_ms")
+        if latencies.count(None):
+            latencies = [lat or {} for lat in latencies]
+        statuses = field(events, "status")
+        ids = field(events, "event_id")
+        columns, types, absent = feature_columns(features)
+        source, prediction = prediction_column(field(events, "prediction"))
+        return cls(n=n, features=columns, feature_types=types, absent=absent, prediction=prediction,
+                   prediction_source=source, latency_ms=latency_columns(latencies),
+                   status=np.array(statuses, dtype=object), cache_hit=optional_column(raws, "cache_hit"),
+                   batch_size=optional_column(raws, "batch_size"), event_time_ms=event_times(times),
+                   event_ids=None if ids.count(None) else np.array(ids, dtype=object), events=events)
+
+    @classmethod
+    def empty(cls) -> "EventBatch":
+        return cls(n=0, features={}, feature_types={}, absent={}, prediction=np.empty(0), prediction_source=None,
+                   latency_ms={}, status=np.empty(0, dtype=object), cache_hit=np.empty(0), batch_size=np.empty(0),
+                   event_time_ms=np.empty(0, dtype=np.int64), event_ids=None, events=())
+
+    def take(self, indices: np.ndarray | Sequence[int]) -> "EventBatch":
+        """The sub-batch of the events at `indices` (e.g. one event-time window of a poll)."""
+        index = np.asarray(indices, dtype=np.intp)
+        if index.ndim != 1:
+            raise ValueError("take needs a 1-D array of positions")
+        positions = index.tolist()
+        absent = {}
+        for name, count in self.absent.items():
+            if count:
+                rows = [self._feature(self.events[i], name) is MISSING for i in positions] if self.events else []
+                missing = int(sum(rows))
+                if missing:
+                    absent[name] = missing
+        features, types = {}, {}
+        for name, column in self.features.items():
+            features[name], types[name] = column_from_objects(column[index]) if column.dtype == object else (
+                column[index], types_of(column[index]))
+        return EventBatch(n=len(positions), features=features, feature_types=types, absent=absent,
+                          prediction=self.prediction[index], prediction_source=self.prediction_source,
+                          latency_ms={part: v[index] for part, v in self.latency_ms.items()},
+                          status=self.status[index], cache_hit=self.cache_hit[index], batch_size=self.batch_size[index],
+                          event_time_ms=self.event_time_ms[index],
+                          event_ids=None if self.event_ids is None else self.event_ids[index],
+                          events=self._events_at(positions))
+
+    def _events_at(self, positions: list[int]) -> Sequence[Any]:
+        if not self.events:
+            return ()
+        subset = getattr(self.events, "subset", None)  # undecoded messages stay undecoded (event_columns.RawRecords)
+        return subset(positions) if subset is not None else [self.events[i] for i in positions]
+
+    @staticmethod
+    def _feature(event: Any, name: str) -> Any:
+        features = event.get("features") if isinstance(event, dict) else getattr(event, "features", None)
+        return (features or {}).get(name, MISSING)
+
+    def sample_record(self, i: int) -> dict[str, Any]:
+        """The sample's copy of event `i`: ids, time, features, raw inputs, prediction, status."""
+        event = self.events[i]
+        if isinstance(event, dict):
+            raw = event
+            get = event.get
+        else:
+            raw = getattr(event, "raw", None) or {}
+            get = lambda key, default=None: getattr(event, key, raw.get(key, default))  # noqa: E731
+        return {"event_id": get("event_id"), "request_id": get("request_id"),
+                "ts_ms": int(self.event_time_ms[i]) if self.event_time_ms.size else None,
+                "features": get("features"), "inputs": raw.get("inputs"), "prediction": get("prediction"),
+                "status": get("status", "ok")}

@@ -1,0 +1,354 @@
+"""`WindowState`: the mergeable summary of one (model, version, window, partition)."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from driftline import defaults
+from driftline.baseline import CATEGORICAL, CLASS, NUMERIC, Baseline, LabelSummary, Profile
+from driftline.window_state.batch import EventBatch
+from driftline.window_state.codec import STATE_FORMAT, pack_document, unpack_document
+from driftline.window_state.feature import FeatureWindow
+from driftline.window_state.latency import LatencyHistogram
+
+
+# The name under which quantile() and the detectors address the prediction.
+PREDICTION = "prediction"
+
+
+class WindowState:
+    """Mergeable summary of one (model, version, window, partition); see the module docstring.
+
+    Build with `WindowState.empty(baseline)`, fold batches in with `add_batch`,
+    labels with `add_labels`; combine with `merge`; store with `to_bytes`.
+    """
+
+    def __init__(self, baseline: Baseline | None = None, sample_size: int = defaults.WINDOW_SAMPLE_SIZE):
+        if sample_size < 0:
+            raise ValueError(f"sample_size must be >= 0, got {sample_size}")
+        self.baseline = baseline
+        self.baseline_fingerprint: str | None = baseline.fingerprint if baseline is not None else None
+        self.events = 0
+        self.min_event_ms: int | None = None
+        self.max_event_ms: int | None = None
+        self.status_counts: dict[str, int] = {}
+        self.cache_hits = 0
+        self.cache_misses = 0
+        self.batch_sizes: dict[int, int] = {}
+        self.features: dict[str, FeatureWindow] = {}
+        self.prediction: FeatureWindow | None = None
+        self.latency: dict[str, LatencyHistogram] = {}
+        self.sample_size = sample_size
+        self.sample_keys = np.empty(0, dtype=np.uint64)
+        self.sample: list[dict[str, Any]] = []
+        self.labels = LabelSummary()
+
+    @classmethod
+    def empty(cls, baseline: Baseline | None, sample_size: int = defaults.WINDOW_SAMPLE_SIZE) -> "WindowState":
+        return cls(baseline, sample_size)
+
+    # -- reading ----------------------------------------------------------------------
+    @property
+    def errors(self) -> int:
+        return self.status_counts.get("error", 0)
+
+    @property
+    def duration_ms(self) -> int:
+        if self.min_event_ms is None:
+            return 0
+        return self.max_event_ms - self.min_event_ms
+
+    def feature_names(self) -> list[str]:
+        return list(self.features)
+
+    def quantile(self, name: str, q: float) -> float | None:
+        """The q-quantile of a latency part ("latency" = "latency.total", "latency.queue", or the
+        bare part name), of the prediction ("prediction") or of a numeric feature.
+
+        Latency: within 1 % (`LatencyHistogram`). Features and the prediction: from the
+        fine bins, linear inside the bin (outer bins bounded by the window's min/max);
+        needs the baseline attached. None when there is nothing to answer from.
+        """
+        part = name.split(".", 1)[1] if name.startswith("latency.") else ("total" if name == "latency" else name)
+        if part in self.latency and name not in self.features:
+            return self.latency[part].quantile(q)
+        window = self.prediction if name == PREDICTION else self.features.get(name)
+        if window is None or window.counts is None or self.baseline is None:
+            return None
+        profile = self.baseline.prediction if name == PREDICTION else self.baseline.profiles.get(name)
+        return _binned_quantile(profile.edges, window, q)
+
+    # -- writing -----------------------------------------------------------------------
+    def _require_baseline(self) -> None:
+        if self.baseline_fingerprint is not None and self.baseline is None:
+            raise ValueError("this state was binned on a baseline; attach it (WindowState.from_bytes(data, baseline)) "
+                             "before adding events")
+
+    def _profile(self, name: str) -> Profile | None:
+        return self.baseline.profiles.get(name) if self.baseline is not None else None
+
+    def add_batch(self, batch: EventBatch) -> "WindowState":
+        """Fold a batch in (vectorised per column). Returns self."""
+        if batch.n == 0:
+            return self
+        self._require_baseline()
+        n = batch.n
+        self.events += n
+        times = batch.event_time_ms
+        if times.size:
+            low, high = int(times.min()), int(times.max())
+            self.min_event_ms = low if self.min_event_ms is None else min(self.min_event_ms, low)
+            self.max_event_ms = high if self.max_event_ms is None else max(self.max_event_ms, high)
+        for status, count in Counter(batch.status.tolist()).items():
+            self.status_counts[str(status)] = self.status_counts.get(str(status), 0) + count
+        if batch.cache_hit.size:
+            hits = int(np.count_nonzero(batch.cache_hit == 1.0))
+            self.cache_hits += hits
+            self.cache_misses += int(np.count_nonzero(batch.cache_hit == 0.0))
+        if batch.batch_size.size and not np.isnan(batch.batch_size).all():
+            sizes = batch.batch_size[~np.isnan(batch.batch_size)].astype(np.int64)
+            values, counts = np.unique(sizes, return_counts=True)
+            for size, count in zip(values.tolist(), counts.tolist()):
+                self.batch_sizes[size] = self.batch_sizes.get(size, 0) + count
+
+        for name, column in batch.features.items():
+            window = self.features.get(name)
+            profile = self._profile(name)
+            if window is None:
+                kind = profile.kind if profile is not None else (NUMERIC if column.dtype == np.float64 else CATEGORICAL)
+                window = self.features[name] = FeatureWindow(kind=kind)
+            window.add(column, batch.feature_types.get(name, {}), batch.absent.get(name, 0), profile)
+        expected = self.baseline.profiles if self.baseline is not None else self.features
+        for name in expected:
+            if name not in batch.features:
+                window = self.features.get(name)
+                if window is None:
+                    window = self.features[name] = FeatureWindow(kind=expected[name].kind)
+                window.add_missing(n)
+
+        self._add_prediction(batch)
+        for part, values in batch.latency_ms.items():
+            histogram = self.latency.get(part)
+            if histogram is None:
+                if np.isnan(values).all():
+                    continue
+                histogram = self.latency[part] = LatencyHistogram()
+            histogram.add(values)
+        self._add_sample(batch)
+        return self
+
+    def _add_prediction(self, batch: EventBatch) -> None:
+        values = batch.prediction
+        profile = self.baseline.prediction if self.baseline is not None else None
+        if self.prediction is None:
+            if profile is not None:
+                kind = profile.kind
+            else:
+                kind = CATEGORICAL if batch.prediction_source == CLASS else NUMERIC
+            self.prediction = FeatureWindow(kind=kind)
+        if values.dtype == np.float64:
+            types = {"number": int(np.count_nonzero(~np.isnan(values)))}
+        else:
+            types = {"string": int(sum(v is not None for v in values))}
+        self.prediction.add(values, types, 0, profile)
+
+    def _add_sample(self, batch: EventBatch) -> None:
+        k = self.sample_size
+        if k == 0:
+            return
+        if batch.event_ids is not None:
+            keys = pd.util.hash_array(batch.event_ids, categorize=False)
+        else:
+            keys = np.random.default_rng().integers(0, np.iinfo(np.uint64).max, batch.n, dtype=np.uint64,
+                                                    endpoint=True)
+        if len(self.sample) >= k:
+            candidates = np.flatnonzero(keys < self.sample_keys.max())
+        else:
+            candidates = np.arange(batch.n)
+        if candidates.size > k:
+            candidates = candidates[np.argpartition(keys[candidates], k - 1)[:k]]
+        if candidates.size == 0:
+            return
+        new_keys = np.concatenate((self.sample_keys, keys[candidates]))
+        new_records = self.sample + [batch.sample_record(int(i)) for i in candidates]
+        self.sample_keys, self.sample = _bottom_k(new_keys, new_records, k)
+
+    def add_labels(self, predictions: Any, labels: Any) -> "WindowState":
+        """Count joined (prediction, label) pairs for model quality (see `LabelSummary`).
+
+        The task (binary / regression / multiclass) comes from the baseline's
+        training labels when it has them, else from the first values.
+        """
+        if self.labels.task is None and self.baseline is not None and self.baseline.quality is not None:
+            self.labels.task = self.baseline.quality.task
+        self.labels.add(predictions, labels)
+        return self
+
+    # -- combining -----------------------------------------------------------------------
+    def merge(self, other: "WindowState") -> "WindowState":
+        """A new state equal to the state of both inputs' events together.
+
+        Associative and commutative. States binned on different baselines do not merge
+        (ValueError); a state without a baseline merges with one that has it (its
+        numeric values stay ``unbinned``).
+        """
+        if (self.baseline_fingerprint and other.baseline_fingerprint
+                and self.baseline_fingerprint != other.baseline_fingerprint):
+            raise ValueError(f"cannot merge window states of different baselines "
+                             f"({self.baseline_fingerprint} and {other.baseline_fingerprint})")
+        baseline = self.baseline if self.baseline is not None else other.baseline
+        out = WindowState(baseline, max(self.sample_size, other.sample_size))
+        out.baseline_fingerprint = self.baseline_fingerprint or other.baseline_fingerprint
+        out.events = self.events + other.events
+        mins = [t for t in (self.min_event_ms, other.min_event_ms) if t is not None]
+        maxs = [t for t in (self.max_event_ms, other.max_event_ms) if t is not None]
+        out.min_event_ms = min(mins) if mins else None
+        out.max_event_ms = max(maxs) if maxs else None
+        out.status_counts = _add_dicts(self.status_counts, other.status_counts)
+        out.cache_hits = self.cache_hits + other.cache_hits
+        out.cache_misses = self.cache_misses + other.cache_misses
+        out.batch_sizes = _add_dicts(self.batch_sizes, other.batch_sizes)
+        # A feature one side never saw was absent from that side's events.
+        for name in dict.fromkeys(list(self.features) + list(other.features)):
+            mine, theirs = self.features.get(name), other.features.get(name)
+            kind = (mine or theirs).kind
+            mine = mine or _absent_window(kind, self.events)
+            theirs = theirs or _absent_window(kind, other.events)
+            out.features[name] = mine.merged(theirs)
+        if self.prediction is not None and other.prediction is not None:
+            out.prediction = self.prediction.merged(other.prediction)
+        else:
+            out.prediction = self.prediction or other.prediction
+        for part in dict.fromkeys(list(self.latency) + list(other.latency)):
+            mine, theirs = self.latency.get(part), other.latency.get(part)
+            out.latency[part] = mine.merged(theirs) if mine and theirs else (mine or theirs).merged(LatencyHistogram())
+        out.sample_keys, out.sample = _bottom_k(np.concatenate((self.sample_keys, other.sample_keys)),
+                                                self.sample + other.sample, out.sample_size)
+        out.labels = self.labels.merge(other.labels)
+        return out
+
+    @classmethod
+    def merge_all(cls, states: Iterable["WindowState"], baseline: Baseline | None = None) -> "WindowState":
+        """Merge any number of partial states (none: an empty state on `baseline`)."""
+        out: WindowState | None = None
+        for state in states:
+            out = state if out is None else out.merge(state)
+        if out is None:
+            return cls.empty(baseline)
+        if baseline is not None and out.baseline is None:
+            out = out.merge(cls.empty(baseline))
+        return out
+
+    # -- storing ---------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """A compact blob: a JSON header with the arrays' raw bytes behind it, zlib-compressed.
+
+        A state holding a non-finite number (never one built by `add_batch`, which keeps
+        them out of sums) raises `WindowStateError` rather than store a null.
+        """
+        doc = {
+            "format": STATE_FORMAT, "baseline": self.baseline_fingerprint, "events": self.events,
+            "min_event_ms": self.min_event_ms, "max_event_ms": self.max_event_ms,
+            "status": self.status_counts, "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
+            "batch_sizes": [[k, v] for k, v in self.batch_sizes.items()],
+            "features": {name: w._pack() for name, w in self.features.items()},
+            "prediction": None if self.prediction is None else self.prediction._pack(),
+            "latency": {part: h._pack() for part, h in self.latency.items()},
+            "sample_size": self.sample_size, "sample_keys": self.sample_keys, "sample": self.sample,
+            "labels": self.labels.to_dict(),
+        }
+        return pack_document(doc)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, baseline: Baseline | None = None) -> "WindowState":
+        """Read a `to_bytes` blob; pass the baseline to keep adding events or to read quantiles.
+
+        A blob that is not a window state, or was binned on another baseline than
+        the one given, raises ValueError.
+        """
+        doc = unpack_document(data)
+        if doc.get("format") != STATE_FORMAT:
+            raise ValueError(f"unsupported window state format {doc.get('format')!r}")
+        fingerprint = doc.get("baseline")
+        if baseline is not None and fingerprint is not None and baseline.fingerprint != fingerprint:
+            raise ValueError(f"window state was binned on baseline {fingerprint}, not {baseline.fingerprint}")
+        # A state counted before its baseline existed takes the baseline now: later
+        # events are binned, the earlier ones stay `unbinned`.
+        out = cls(baseline, int(doc["sample_size"]))
+        out.baseline_fingerprint = fingerprint if baseline is None else baseline.fingerprint
+        out.events = int(doc["events"])
+        out.min_event_ms, out.max_event_ms = doc["min_event_ms"], doc["max_event_ms"]
+        out.status_counts = {str(k): int(v) for k, v in doc["status"].items()}
+        out.cache_hits, out.cache_misses = int(doc["cache_hits"]), int(doc["cache_misses"])
+        out.batch_sizes = {int(k): int(v) for k, v in doc["batch_sizes"]}
+        out.features = {name: FeatureWindow._unpack(w) for name, w in doc["features"].items()}
+        out.prediction = None if doc["prediction"] is None else FeatureWindow._unpack(doc["prediction"])
+        out.latency = {part: LatencyHistogram._unpack(h) for part, h in doc["latency"].items()}
+        out.sample_keys = np.asarray(doc["sample_keys"], dtype=np.uint64)
+        out.sample = list(doc["sample"])
+        out.labels = LabelSummary.from_dict(doc["labels"])
+        return out
+
+    def nonfinite_field(self) -> str | None:
+        """Where the state holds a non-finite sum (None: nowhere), without encoding it.
+
+        The collector checks each freshly folded batch with this: cheaper than `to_bytes`, and
+        a state that passes encodes (the empty min/max are stored as null on purpose).
+        """
+        windows = dict(self.features)
+        if self.prediction is not None:
+            windows[PREDICTION] = self.prediction
+        for name, window in windows.items():
+            if not (math.isfinite(window.total) and math.isfinite(window.total_sq)):
+                return f"features.{name}.total"
+            if window.sums is not None and not np.isfinite(window.sums).all():
+                return f"features.{name}.sums"
+        for part, histogram in self.latency.items():
+            if not math.isfinite(histogram.sum):
+                return f"latency.{part}.sum"
+        labels = self.labels
+        for name in ("log_loss_sum", "sum_error", "sum_abs_error", "sum_sq_error", "sum_label", "sum_sq_label"):
+            if not math.isfinite(getattr(labels, name)):
+                return f"labels.{name}"
+        return None
+
+    def __repr__(self) -> str:
+        return (f"WindowState(events={self.events}, features={len(self.features)}, "
+                f"baseline={self.baseline_fingerprint}, sample={len(self.sample)})")
+
+
+def _absent_window(kind: str, events: int) -> FeatureWindow:
+    return FeatureWindow(kind=kind, absent=events, nulls=events)
+
+
+def _add_dicts(a: Mapping[Any, int], b: Mapping[Any, int]) -> dict[Any, int]:
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = out.get(key, 0) + value
+    return out
+
+
+def _bottom_k(keys: np.ndarray, records: list[dict[str, Any]], k: int) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """The `k` records with the smallest keys, ordered by key (ties: lower position first)."""
+    order = np.argsort(keys, kind="stable")[:k]
+    return keys[order], [records[i] for i in order.tolist()]
+
+
+def _binned_quantile(edges: np.ndarray, window: FeatureWindow, q: float) -> float | None:
+    counts = window.counts
+    total = int(counts.sum())
+    if total == 0:
+        return None
+    target = q * total
+    cumulative = np.cumsum(counts)
+    i = int(min(np.searchsorted(cumulative, target, side="left"), counts.size - 1))
+    low = edges[i - 1] if i > 0 else window.min
+    high = edges[i] if i < edges.size else window.max
+    low, high = max(low, window.min), min(high, window.max)
+    before = cumulative[i] - counts[i]
+    fraction = (target - before) / counts[i] if counts[i] else 0.0
+    return float(low + (high - low) * min(max(fraction, 0.0), 1.0))

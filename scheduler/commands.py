@@ -1,0 +1,59 @@
+"""`driftline scheduler`: run the scheduler's jobs (scheduler.jobs) on an interval, or once.
+
+One APScheduler BlockingScheduler per deployment; the jobs are idempotent per window.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+from datetime import datetime, timezone
+
+import click
+
+from driftline.config import Settings, common_options
+from driftline.logs import configure_logging
+from driftline.store import db as store_db
+from scheduler.jobs import SchedulerJobs
+
+log = logging.getLogger("driftline.scheduler")
+
+
+@click.command()
+@click.option("--interval", type=click.FloatRange(min=0.2), default=None,
+              help="Seconds between evaluation runs (default: a fifth of the window, between 1 and 10 s).")
+@click.option("--once", is_flag=True,
+              help="Evaluate due windows, deliver due notifications and apply retention once, then exit.")
+@common_options
+def scheduler(interval: float | None, once: bool, settings: Settings) -> None:
+    """Evaluate closed windows, deliver alerts, apply the retraining policy and retention."""
+    from apscheduler.schedulers.blocking import BlockingScheduler
+
+    configure_logging(logging.INFO)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    store_db.require_migrated(settings.db_url)
+    jobs = SchedulerJobs(settings)
+    if once:
+        count = jobs.evaluate_due_windows()
+        jobs.deliver_notifications()
+        jobs.apply_retention()
+        click.echo(f"evaluated {count} window(s)")
+        return
+    interval = interval or min(10.0, max(1.0, settings.window_seconds / 5))
+    blocking = BlockingScheduler(timezone="UTC")
+    # max_instances=1 + coalesce: a slow run is never overlapped by the next one.
+    blocking.add_job(jobs.evaluate_due_windows, "interval", seconds=interval, id="evaluate",
+                     max_instances=1, coalesce=True, next_run_time=_now())
+    blocking.add_job(jobs.deliver_notifications, "interval", seconds=2, id="deliver",
+                     max_instances=1, coalesce=True, next_run_time=_now())
+    blocking.add_job(jobs.apply_retention, "interval", seconds=jobs.retention.interval_seconds, id="retention",
+                     max_instances=1, coalesce=True, next_run_time=_now())
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: blocking.shutdown(wait=False))
+    log.info("scheduler started: evaluating every %.1fs on %s", interval, store_db.redacted_url(settings.db_url))
+    blocking.start()
+    log.info("scheduler stopped")
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
