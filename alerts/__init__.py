@@ -15,14 +15,14 @@ and `.delivery`), `Channels.from_settings(settings)`. See docs/alerts.md.
 """
 from __future__ import annotations
 
-from alerts.channels import Channels
-from alerts.channels.http import SendResult
-from alerts.delivery import DeliveryReport, deliver_due
-from alerts.fingerprint import fingerprint, group_key
-from alerts.lifecycle import process_window
-from alerts.outbox import requeue_failed
-from alerts.retraining import apply_retrain_policy
-from alerts.rules import AlertRule, AlertRules, DeliveryPolicy, InhibitRule, RetrainPolicy, load_rules
+from driftline.alerts.channels import Channels
+from driftline.alerts.channels.http import SendResult
+from driftline.alerts.delivery import DeliveryReport, deliver_due
+from driftline.alerts.fingerprint import fingerprint, group_key
+from driftline.alerts.lifecycle import process_window
+from driftline.alerts.outbox import requeue_failed
+from driftline.alerts.retraining import apply_retrain_policy
+from driftline.alerts.rules import AlertRule, AlertRules, DeliveryPolicy, InhibitRule, RetrainPolicy, load_rules
 
 __all__ = [
     "AlertRule", "AlertRules", "Channels", "DeliveryPolicy", "DeliveryReport", "InhibitRule", "RetrainPolicy",

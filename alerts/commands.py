@@ -13,11 +13,11 @@ from driftline.redact import scrub
 from driftline.store import db as store_db
 from driftline.store.models import Alert, Notification
 
-from alerts.endpoints import CHANNELS
-from alerts.outbox import requeue_failed
-from alerts.rules import DETECTORS
-from alerts.silences import active_silences, create_silence, expire_silence
-from alerts.times import iso, parse_duration, utcnow
+from driftline.alerts.endpoints import CHANNELS
+from driftline.alerts.outbox import requeue_failed
+from driftline.alerts.rules import DETECTORS
+from driftline.alerts.silences import active_silences, create_silence, expire_silence
+from driftline.alerts.times import iso, parse_duration, utcnow
 
 
 @click.group()

@@ -1,7 +1,7 @@
 """Deliver due outbox notifications over HTTP, with retries (DB + HTTP).
 
 `deliver_due` is the scheduler's periodic job. One row at a time: claim it (a short
-transaction, see alerts.outbox), make one HTTP call through its channel, record the
+transaction, see driftline.alerts.outbox), make one HTTP call through its channel, record the
 outcome (another short transaction). No transaction is open during the HTTP call.
 
 Retries: a 2xx is success. 408, 425, 429, 5xx and network errors (refused, reset,
@@ -45,11 +45,11 @@ from sqlalchemy.orm import Session
 from driftline import defaults
 from driftline.store.db import session_scope
 
-from alerts import outbox
-from alerts.channels import Channels
-from alerts.channels.http import SendResult
-from alerts.rules import DeliveryPolicy
-from alerts.times import as_utc, utcnow
+from driftline.alerts import outbox
+from driftline.alerts.channels import Channels
+from driftline.alerts.channels.http import SendResult
+from driftline.alerts.rules import DeliveryPolicy
+from driftline.alerts.times import as_utc, utcnow
 
 log = logging.getLogger(__name__)
 

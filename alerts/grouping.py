@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Protocol, Sequence
 
-from alerts.state import FIRING, RESOLVED
-from alerts.times import as_utc
+from driftline.alerts.state import FIRING, RESOLVED
+from driftline.alerts.times import as_utc
 
 
 class AlertLike(Protocol):

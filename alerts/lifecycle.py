@@ -31,15 +31,15 @@ from sqlalchemy.orm import Session
 
 from driftline.store.models import Alert, DetectorResult, Silence, WindowEvaluation
 
-from alerts import outbox
-from alerts.channels import render
-from alerts.fingerprint import fingerprint, group_key, notification_key
-from alerts.grouping import inhibited, plan_group
-from alerts.messages import alert_summary, group_message
-from alerts.rules import AlertRules
-from alerts.silences import matches
-from alerts.state import ACTIVE, RESOLVED, advance
-from alerts.times import as_utc, iso_from_ms
+from driftline.alerts import outbox
+from driftline.alerts.channels import render
+from driftline.alerts.fingerprint import fingerprint, group_key, notification_key
+from driftline.alerts.grouping import inhibited, plan_group
+from driftline.alerts.messages import alert_summary, group_message
+from driftline.alerts.rules import AlertRules
+from driftline.alerts.silences import matches
+from driftline.alerts.state import ACTIVE, RESOLVED, advance
+from driftline.alerts.times import as_utc, iso_from_ms
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from driftline.vocabulary import (
     SKEW,
 )
 
-from alerts.rules import severity_rank
-from alerts.times import iso, iso_from_ms
+from driftline.alerts.rules import severity_rank
+from driftline.alerts.times import iso, iso_from_ms
 
 SCHEMA = "driftline.alert/v1"
 

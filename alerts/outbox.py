@@ -27,8 +27,8 @@ from sqlalchemy.orm import Session, aliased
 from driftline.redact import scrub
 from driftline.store.models import Notification, RetrainRequest
 
-from alerts.endpoints import RETRAIN
-from alerts.times import as_utc
+from driftline.alerts.endpoints import RETRAIN
+from driftline.alerts.times import as_utc
 
 SessionFactory = Callable[[], ContextManager[Session]]
 # A retraining notification's RetrainRequest row: its key is this prefix + the notification's key.

@@ -1,7 +1,7 @@
 """The retraining trigger: when drift persists or quality drops, ask for a retrain, once (DB only).
 
 `apply_retrain_policy` is called by the scheduler after `process_window`. When the
-policy (alerts.rules.RetrainPolicy) fires and the model is out of its cooldown, it
+policy (driftline.alerts.rules.RetrainPolicy) fires and the model is out of its cooldown, it
 writes, in the caller's transaction, a `RetrainRequest` row (status "requested") and
 an outbox row for the "retrain" channel; `deliver_due` then POSTs it to the
 retraining webhook and records the outcome on the RetrainRequest: "running" (2xx:
@@ -38,11 +38,11 @@ from sqlalchemy.orm import Session
 from driftline.store.models import DetectorResult, Notification, RetrainRequest, WindowEvaluation
 from driftline.vocabulary import MODEL_QUALITY, QUALITY_ERRORS, QualityDetails
 
-from alerts import outbox
-from alerts.endpoints import RETRAIN
-from alerts.fingerprint import retrain_key
-from alerts.rules import RetrainPolicy
-from alerts.times import as_utc, iso, iso_from_ms
+from driftline.alerts import outbox
+from driftline.alerts.endpoints import RETRAIN
+from driftline.alerts.fingerprint import retrain_key
+from driftline.alerts.rules import RetrainPolicy
+from driftline.alerts.times import as_utc, iso, iso_from_ms
 
 SCHEMA = "driftline.retrain/v1"
 

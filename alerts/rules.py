@@ -29,8 +29,8 @@ from driftline import defaults, vocabulary
 from driftline.errors import UserError
 from driftline.sections import Section, parse_section
 
-from alerts.endpoints import NOTIFY_CHANNELS, RETRAIN, configured_channels
-from alerts.times import parse_duration
+from driftline.alerts.endpoints import NOTIFY_CHANNELS, RETRAIN, configured_channels
+from driftline.alerts.times import parse_duration
 
 # Rules, inhibit rules and the retraining policy may only name what a detector emits.
 DETECTORS = vocabulary.DETECTORS
@@ -126,7 +126,7 @@ class InhibitRule:
 
 @dataclass(frozen=True)
 class DeliveryPolicy:
-    """How the outbox retries (see alerts.delivery)."""
+    """How the outbox retries (see driftline.alerts.delivery)."""
 
     timeout: timedelta = timedelta(seconds=defaults.ALERT_HTTP_TIMEOUT_SECONDS)
     lease: timedelta = timedelta(seconds=defaults.ALERT_DELIVERY_LEASE_SECONDS)
@@ -145,7 +145,7 @@ class DeliveryPolicy:
 
 @dataclass(frozen=True)
 class RetrainPolicy:
-    """When to ask for a retrain (see alerts.retraining).
+    """When to ask for a retrain (see driftline.alerts.retraining).
 
     Fires when, in each of the last `windows` evaluated windows of a model version, a
     `detectors` result breached on one of `features` (any feature when empty; the

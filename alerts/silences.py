@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from driftline.errors import UserError
 from driftline.store.models import Silence
 
-from alerts.rules import DETECTORS
-from alerts.times import as_utc
+from driftline.alerts.rules import DETECTORS
+from driftline.alerts.times import as_utc
 
 
 def matches(silence: Any, alert: Any) -> bool:

@@ -12,7 +12,7 @@ as the worker sends them (`--compression none` for uncompressed).
   the offsets - once with everything in that process (`--decoders 0`) and once with decoding
   and folding in decoder processes (`--decoders auto`); then two collectors in one group (the
   partitions split between them). Each run uses a fresh group, so each reads all N events.
-  `--runs 1:auto 1:auto:kafka-python` compares the record-batch readers (collector.record_batches)
+  `--runs 1:auto 1:auto:kafka-python` compares the record-batch readers (driftline.collector.record_batches)
   in one run. Extra collector options go after `--`.
 
 Events carry 20 features (17 numeric, 3 categorical) and a request id (time-ordered, as the

@@ -67,7 +67,7 @@ def timed(fn, repeat: int = 3) -> tuple[float, object]:
 def main(argv: list[str] | None = None) -> None:
     import streamlit as st
 
-    from dashboard import derive, queries
+    from driftline.dashboard import derive, queries
     from driftline import defaults
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -30,7 +30,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detectors.batch import (  # noqa: E402
+from driftline.detectors.batch import (  # noqa: E402
     ReferenceProfile,
     Window,
     default_workers,
@@ -38,7 +38,7 @@ from detectors.batch import (  # noqa: E402
     detect_window,
     feature_kinds,
 )
-from detectors.decision import DriftThresholds  # noqa: E402
+from driftline.detectors.decision import DriftThresholds  # noqa: E402
 
 NUMERIC = [f"num_{i:02d}" for i in range(20)]
 CATEGORICAL = ["cat_region", "cat_plan", "cat_channel"]

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from worker import server  # noqa: E402
-from worker.commands import worker as worker_command  # noqa: E402
+from driftline.worker import server  # noqa: E402
+from driftline.worker.commands import worker as worker_command  # noqa: E402
 
 _start, _stop = server.Worker.start, server.Worker.stop
 

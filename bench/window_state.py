@@ -7,7 +7,7 @@ measured in the same run on the same events: orjson decoding of the raw messages
 the feature dicts (the obvious columnar alternative to `from_events`).
 
 Then the flush path (a stored row decoded, merged with a poll's partial state and
-encoded again, as `collector.store.merge_window_row` does) over one window, for ordinary
+encoded again, as `driftline.collector.store.merge_window_row` does) over one window, for ordinary
 traffic and for a cardinality flood (`--flood-events` events whose 3 categorical features
 carry unique 200-character values): the encoded row's size and the time per flush.
 

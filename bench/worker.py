@@ -69,7 +69,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from driftline.broker import EmbeddedBroker, free_port, wait_for_port  # noqa: E402
-from worker.dataset import generate_inputs  # noqa: E402
+from driftline.worker.dataset import generate_inputs  # noqa: E402
 
 _SCRIPT = Path(sys.executable).with_name("driftline")
 # Without the installed script (packages unpacked with `pip install --target`, as on the GPU machine), the module.
@@ -431,8 +431,8 @@ def forward_pass(device: str, batch_sizes: tuple[int, ...] = (1, 8, 64, 256), re
     """
     import torch
 
-    from worker.feature_transform import FeatureTransform
-    from worker.model import CreditMLP, resolve_device
+    from driftline.worker.feature_transform import FeatureTransform
+    from driftline.worker.model import CreditMLP, resolve_device
 
     device = resolve_device(device)
     records = FeatureTransform().apply(generate_inputs(2_000, seed=3).to_dict("records"))

@@ -7,7 +7,7 @@ import time
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from collector import store
+from driftline.collector import store
 from driftline.baseline import Baseline
 
 log = logging.getLogger(__name__)

@@ -75,8 +75,8 @@ def collector(group_id: str, metrics_port: int | None, flush_interval: float, fl
     are written in one transaction with the consumed offsets; SIGTERM or Ctrl-C
     flushes and exits.
     """
-    from collector.config import CollectorConfig
-    from collector.consumer import Collector
+    from driftline.collector.config import CollectorConfig
+    from driftline.collector.consumer import Collector
     from driftline.store.db import require_migrated
 
     if heartbeat_interval_ms >= session_timeout_ms:

@@ -30,8 +30,8 @@ class CollectorConfig:
     retry_min_s: float = defaults.COLLECTOR_FLUSH_RETRY_MIN_SECONDS
     retry_max_s: float = defaults.COLLECTOR_FLUSH_RETRY_MAX_SECONDS
     shutdown_flush_s: float = defaults.COLLECTOR_SHUTDOWN_FLUSH_SECONDS
-    decoders: int | str = defaults.COLLECTOR_DECODERS  # decoder processes, or "auto" (collector.decoders)
-    record_reader: str = defaults.COLLECTOR_RECORD_READER  # "lean" or "kafka-python" (collector.record_batches)
+    decoders: int | str = defaults.COLLECTOR_DECODERS  # decoder processes, or "auto" (driftline.collector.decoders)
+    record_reader: str = defaults.COLLECTOR_RECORD_READER  # "lean" or "kafka-python" (driftline.collector.record_batches)
     poll_stuck_s: float = defaults.COLLECTOR_POLL_STUCK_SECONDS  # a poll running longer is stuck
     metrics_port: int = 0  # 0: no /metrics server
     max_messages: int | None = None  # stop once this many messages are consumed and flushed

@@ -2,9 +2,9 @@
 
 Loop: ``poll`` a batch (up to `poll_max_records`) -> per partition, decode and validate
 each message (`driftline.events`), dead-letter the invalid ones, group the valid ones by
-model version and fold them vectorised into partial window states (`collector.windows`)
+model version and fold them vectorised into partial window states (`driftline.collector.windows`)
 -> every `flush_interval_s` (or `flush_max_events` messages) write everything and the
-offsets in one transaction (`collector.flush`).
+offsets in one transaction (`driftline.collector.flush`).
 
 Offsets live in the store, not in Kafka (``enable_auto_commit=False``, nothing is
 committed to the broker): on assignment a partition is sought to its stored
@@ -22,8 +22,8 @@ the old one, then read the new one from its beginning. Stored offsets carry thei
 id, so a collector that was down while the log was replaced starts the new log from
 its beginning too.
 
-Decoding and folding (`collector.folding`) run in this process, or with `decoders`
-> 0 in decoder processes (`collector.decoders`) that hand their partial states back
+Decoding and folding (`driftline.collector.folding`) run in this process, or with `decoders`
+> 0 in decoder processes (`driftline.collector.decoders`) that hand their partial states back
 before each flush; either way the flush, the offsets and everything above stay here.
 
 Threads: kafka-python runs heartbeats and the rebalance callbacks on its IO thread; the
@@ -41,19 +41,19 @@ from typing import Any, Callable, Iterable
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from sqlalchemy import Engine
 
-from collector import store
-from collector.baselines import BaselineCache, stored_watermark_or_none
-from collector.config import CollectorConfig
-from collector.dead_letters import DeadLetterPublisher, DeadLetterRow
-from collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
-from collector.flush_coordination import FlushCoordination
-from collector.folding import InferenceFolder, PartitionFolders, check_store_limits
-from collector.kafka_internals import connections, partition_names, same_connections
-from collector.labels import LabelRow, label_row_partition
-from collector.metrics import CollectorMetrics
-from collector.partition_buffer import PartitionBuffer
-from collector.placement import PartitionPlacement
-from collector.record_batches import (GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch,
+from driftline.collector import store
+from driftline.collector.baselines import BaselineCache, stored_watermark_or_none
+from driftline.collector.config import CollectorConfig
+from driftline.collector.dead_letters import DeadLetterPublisher, DeadLetterRow
+from driftline.collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
+from driftline.collector.flush_coordination import FlushCoordination
+from driftline.collector.folding import InferenceFolder, PartitionFolders, check_store_limits
+from driftline.collector.kafka_internals import connections, partition_names, same_connections
+from driftline.collector.labels import LabelRow, label_row_partition
+from driftline.collector.metrics import CollectorMetrics
+from driftline.collector.partition_buffer import PartitionBuffer
+from driftline.collector.placement import PartitionPlacement
+from driftline.collector.record_batches import (GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch,
                                       malformed_range, use_reader)
 from driftline import defaults
 from driftline.baseline import Baseline
@@ -72,7 +72,7 @@ class Collector(FlushCoordination, PartitionPlacement):
     """Consume, window, flush; `run()` until `stop()` (or the max-messages / idle-exit limits).
 
     The poll loop, its watchdog, rebalances and processing live here; flushing
-    (`collector.flush_coordination`) and placing partitions (`collector.placement`) are its other sides.
+    (`driftline.collector.flush_coordination`) and placing partitions (`driftline.collector.placement`) are its other sides.
     """
 
     def __init__(self, config: CollectorConfig, engine: Engine | None = None):

@@ -4,7 +4,7 @@ One collector process spends about as much CPU inside kafka-python (fetching and
 unpacking records) and the store (the flush) as it does decoding JSON and folding
 events; with the GIL, threads cannot overlap the two. With `--decoders N` the
 collector process keeps Kafka, the offsets and the flush, and ships each poll's raw
-record values to N decoder processes, which run `collector.folding.InferenceFolder`
+record values to N decoder processes, which run `driftline.collector.folding.InferenceFolder`
 for the partitions they are given (partition number modulo N, so one partition's
 records are always folded in order by one process).
 
@@ -20,7 +20,7 @@ block the other for good):
   last take (the collector may go on sending while it waits: see `take_begin`), window
   states as `WindowState.to_bytes` blobs (the collector binds them to its own baseline
   objects). Decoders store the predictions for the label join themselves (idempotent
-  inserts, `collector.folding`), so a delta carries only their count and the request ids
+  inserts, `driftline.collector.folding`), so a delta carries only their count and the request ids
   whose label was waiting, which the collector's flush joins.
 * ``("reset", key, watermarks)``, ``("forget_ids", key)``, ``("drop", key)``, ``("stop",)``.
 
@@ -45,10 +45,10 @@ from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Sequence
 
-from collector.dead_letters import DeadLetterRow
-from collector.folding import FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
-from collector.labels import PredictionRow
-from collector.windows import PartialWindow
+from driftline.collector.dead_letters import DeadLetterRow
+from driftline.collector.folding import FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
+from driftline.collector.labels import PredictionRow
+from driftline.collector.windows import PartialWindow
 from driftline.baseline import Baseline
 from driftline.heap import freeze_long_lived
 from driftline.supervisor import start_python_child
@@ -99,7 +99,7 @@ def decoder_count(setting: int | str, cpus: int | None = None) -> int:
 class DecoderPool:
     """N decoder processes; partition `p` of a topic is folded by decoder ``p % N``.
 
-    The same calls as `collector.folding.PartitionFolders`. Once a decoder has failed
+    The same calls as `driftline.collector.folding.PartitionFolders`. Once a decoder has failed
     (`failed`), nothing gathered from the pool can be trusted and it must only be closed.
     """
 
@@ -110,7 +110,7 @@ class DecoderPool:
         self._conns: list[Connection] = []
         self._procs: list[subprocess.Popen[bytes]] = []
         for index in range(count):
-            proc, conn = start_python_child("from collector.decoders import decoder_main; decoder_main()",
+            proc, conn = start_python_child("from driftline.collector.decoders import decoder_main; decoder_main()",
                                             str(index), json.dumps(asdict(config)), preexec_fn=_child_setup)
             self._conns.append(conn)
             self._procs.append(proc)
@@ -330,8 +330,8 @@ def decoder_main() -> None:
 
 
 def _serve(conn: Connection, config: DecoderConfig) -> None:
-    from collector import store
-    from collector.baselines import BaselineCache, stored_watermark_or_none
+    from driftline.collector import store
+    from driftline.collector.baselines import BaselineCache, stored_watermark_or_none
     from driftline.store.db import get_engine
 
     engine = get_engine(config.db_url)

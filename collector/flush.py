@@ -9,10 +9,10 @@ The transaction, in this order:
    new owner reads it again from the stored offsets);
 2. **predictions** (for the label join), and the labels that waited for them; predictions a
    folder already stored (idempotent inserts ahead of the flush, see
-   `collector.folding`) come as a count, with the request ids whose label was waiting
+   `driftline.collector.folding`) come as a count, with the request ids whose label was waiting
    when they were stored (`labels_waiting`), which are joined here;
 3. **labels**, joined with stored predictions, or stored to wait for them;
-4. the **label sweep** when due (`collector.labels`);
+4. the **label sweep** when due (`driftline.collector.labels`);
 5. **dead letters** (already acknowledged on the DLQ topic before the transaction);
 6. **window states**: each (model, version, window, partition) row is read, merged
    with the partial state and any label pairs, and written back, with its event and
@@ -31,11 +31,11 @@ from typing import Any, Callable
 
 from sqlalchemy import Engine
 
-from collector import store
-from collector.dead_letters import DeadLetterRow
-from collector.labels import LabelPairs, LabelRow, PredictionRow, RowKey
-from collector.store import StoredOffset
-from collector.windows import PartialWindow, WindowKey
+from driftline.collector import store
+from driftline.collector.dead_letters import DeadLetterRow
+from driftline.collector.labels import LabelPairs, LabelRow, PredictionRow, RowKey
+from driftline.collector.store import StoredOffset
+from driftline.collector.windows import PartialWindow, WindowKey
 from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.window_state import WindowStateError
@@ -58,7 +58,7 @@ class PartitionFlush:
 
     topic: str
     partition: int
-    row_partition: int  # its window-state rows (collector.labels.label_row_partition for labels)
+    row_partition: int  # its window-state rows (driftline.collector.labels.label_row_partition for labels)
     expected: StoredOffset | None  # the stored offset as this collector last saw it
     next_offset: int
     topic_id: str | None

@@ -1,7 +1,7 @@
 """Flush coordination: what the collector consumed goes to the store with its offsets, in one transaction.
 
-`FlushCoordination` is one side of `collector.consumer.Collector`: it gathers the folders'
-deltas into the partition buffers, writes them (`collector.flush`), backs off while the store
+`FlushCoordination` is one side of `driftline.collector.consumer.Collector`: it gathers the folders'
+deltas into the partition buffers, writes them (`driftline.collector.flush`), backs off while the store
 or the DLQ topic is down, drops what another collector fenced, and, with decoder processes,
 splits a flush in two so the poll loop keeps running while the decoders answer.
 """
@@ -14,16 +14,16 @@ from typing import Any, Callable
 from kafka.errors import KafkaError
 from sqlalchemy.exc import SQLAlchemyError
 
-from collector import store
-from collector.config import CollectorConfig
-from collector.decoders import DecoderPool
-from collector.flush import Fenced, flush
-from collector.folding import FoldDelta, PartitionFolders
-from collector.metrics import CollectorMetrics
-from collector.partition_buffer import PartitionBuffer
+from driftline.collector import store
+from driftline.collector.config import CollectorConfig
+from driftline.collector.decoders import DecoderPool
+from driftline.collector.flush import Fenced, flush
+from driftline.collector.folding import FoldDelta, PartitionFolders
+from driftline.collector.metrics import CollectorMetrics
+from driftline.collector.partition_buffer import PartitionBuffer
 from driftline.baseline import Baseline
 
-log = logging.getLogger("collector.consumer")
+log = logging.getLogger("driftline.collector.consumer")
 
 
 class FlushCoordination:

@@ -2,7 +2,7 @@
 
 `InferenceFolder` is the CPU-heavy part of the collector (decode, validate, window,
 fold), kept apart from Kafka and from the store so that it can run in the collector's
-process or in a decoder process (`collector.decoders`) with the same code. What it
+process or in a decoder process (`driftline.collector.decoders`) with the same code. What it
 accumulates since the last `take()` is a `FoldDelta`; the collector merges deltas
 into its partition buffers and flushes those with the offsets.
 
@@ -24,7 +24,7 @@ batch is folded again one event at a time and only the culprits are dead-lettere
 
 The folder keeps the state that must follow a partition's records in order: the
 recently seen event ids (duplicates from a producer's retry are dropped) and the
-per-model-version watermarks that decide lateness (`collector.windows`). After a
+per-model-version watermarks that decide lateness (`driftline.collector.windows`). After a
 failed flush the collector rolls both back with `reset`, because the records are
 read again from the stored offset.
 """
@@ -35,10 +35,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Sequence
 
-from collector.dead_letters import DeadLetterRow
-from collector.event_columns import InferenceColumns, parse_inference_columns
-from collector.labels import PredictionRow, PredictionValues, prediction_values
-from collector.windows import PartialWindow, PartitionWindows, WindowKey
+from driftline.collector.dead_letters import DeadLetterRow
+from driftline.collector.event_columns import InferenceColumns, parse_inference_columns
+from driftline.collector.labels import PredictionRow, PredictionValues, prediction_values
+from driftline.collector.windows import PartialWindow, PartitionWindows, WindowKey
 from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.events import EventError, InferenceEvent, parse_inference
@@ -364,7 +364,7 @@ def merge_windows(into: dict[WindowKey, PartialWindow], delta: dict[WindowKey, P
 class PartitionFolders:
     """The folders of the inference partitions folded in this process, made on first use.
 
-    The collector talks to these the same way as to a `collector.decoders.DecoderPool`
+    The collector talks to these the same way as to a `driftline.collector.decoders.DecoderPool`
     (which runs one of these in each decoder process): process, take, reset,
     forget_ids, drop, close.
     """

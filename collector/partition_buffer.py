@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from collector.dead_letters import DeadLetterRow
-from collector.flush import PartitionFlush
-from collector.folding import FoldDelta, Watermarks, merge_windows
-from collector.labels import LabelRow, PredictionRow
-from collector.store import StoredOffset
-from collector.windows import PartitionWindows
+from driftline.collector.dead_letters import DeadLetterRow
+from driftline.collector.flush import PartitionFlush
+from driftline.collector.folding import FoldDelta, Watermarks, merge_windows
+from driftline.collector.labels import LabelRow, PredictionRow
+from driftline.collector.store import StoredOffset
+from driftline.collector.windows import PartitionWindows
 
 
 @dataclass

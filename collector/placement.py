@@ -1,6 +1,6 @@
 """Placing partitions: where each owned partition reads from, and whether its log is still the same one.
 
-`PartitionPlacement` is one side of `collector.consumer.Collector`. A new partition waits,
+`PartitionPlacement` is one side of `driftline.collector.consumer.Collector`. A new partition waits,
 paused, until its stored offset is loaded; a new connection to Kafka (a restarted broker, a
 recreated topic) pauses everything until fresh metadata shows whether the topic ids changed:
 the same log -> seek back to where processing stopped; a new log -> flush what was read from
@@ -14,16 +14,16 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from collector import store
-from collector.config import CollectorConfig
-from collector.decoders import DecoderPool
-from collector.folding import PartitionFolders
-from collector.kafka_internals import cluster_of, topic_id_of, topic_partition
-from collector.metrics import CollectorMetrics
-from collector.partition_buffer import PartitionBuffer
-from collector.store import StoredOffset
+from driftline.collector import store
+from driftline.collector.config import CollectorConfig
+from driftline.collector.decoders import DecoderPool
+from driftline.collector.folding import PartitionFolders
+from driftline.collector.kafka_internals import cluster_of, topic_id_of, topic_partition
+from driftline.collector.metrics import CollectorMetrics
+from driftline.collector.partition_buffer import PartitionBuffer
+from driftline.collector.store import StoredOffset
 
-log = logging.getLogger("collector.consumer")
+log = logging.getLogger("driftline.collector.consumer")
 
 
 class PartitionPlacement:

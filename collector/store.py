@@ -1,7 +1,7 @@
 """The collector's SQL: offsets with a fence, window rows read-merge-write, predictions, labels.
 
 Every function takes an open `Connection` inside the caller's transaction (see
-`collector.flush`), except the few look-ups at the bottom that open their own.
+`driftline.collector.flush`), except the few look-ups at the bottom that open their own.
 Only SQLite and PostgreSQL are supported (``INSERT ... ON CONFLICT DO NOTHING``).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 import orjson
 from sqlalchemy import Connection, Engine, and_, delete, insert, select, update
 
-from collector.labels import PredictionValues, fold_pairs
+from driftline.collector.labels import PredictionValues, fold_pairs
 from driftline.baseline import Baseline
 from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord,
                                     WindowStateRecord, utcnow)
@@ -177,7 +177,7 @@ def insert_predictions(conn: Connection, rows: Sequence[PredictionValues], label
 
 def store_predictions_ahead(engine: Engine, rows: Sequence[PredictionValues]) -> Collection[str]:
     """Insert predictions ahead of the flush, in their own transaction (idempotent, see
-    `collector.folding`); returns the request ids among them whose label is waiting."""
+    `driftline.collector.folding`); returns the request ids among them whose label is waiting."""
     with engine.begin() as conn:
         insert_predictions(conn, rows)
         # Not locked: the flush looks these up again, locked, and joins them.

@@ -11,10 +11,10 @@ from pathlib import Path
 import streamlit as st
 
 try:
-    from dashboard import queries, ui
+    from driftline.dashboard import queries, ui
 except ModuleNotFoundError:  # run from a checkout that is not installed: the repository root is the parent
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from dashboard import queries, ui
+    from driftline.dashboard import queries, ui
 from driftline.store.db import redacted_url  # noqa: E402 - after the path set-up above
 
 st.set_page_config(page_title="driftline", page_icon=":material/monitoring:", layout="wide")

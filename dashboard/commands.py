@@ -13,7 +13,7 @@ from driftline.errors import UserError
 from driftline.store import db as store_db
 
 APP = Path(__file__).resolve().with_name("app.py")
-# How the launcher tells the app its refresh interval (read by dashboard.ui). This module imports no
+# How the launcher tells the app its refresh interval (read by driftline.dashboard.ui). This module imports no
 # Streamlit code: imported outside a Streamlit server, its cached functions log a warning each.
 REFRESH_ENV = "DRIFTLINE_DASHBOARD_REFRESH_SECONDS"
 

@@ -2,8 +2,8 @@
 headline, the drill-down's statistics table, number formatting.
 
 The dashboard never re-decides anything: verdicts (`breached`) and thresholds come
-from the detectors' results. Relative scores live in `dashboard.scores`, distributions
-in `dashboard.distributions`, merged window states in `dashboard.states`.
+from the detectors' results. Relative scores live in `driftline.dashboard.scores`, distributions
+in `driftline.dashboard.distributions`, merged window states in `driftline.dashboard.states`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from dashboard.scores import HIGHER, LOWER, relative_score
+from driftline.dashboard.scores import HIGHER, LOWER, relative_score
 from driftline import defaults, vocabulary
 from driftline.vocabulary import (
     CONCURRENCY,

@@ -15,8 +15,8 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from dashboard import derive, queries
-from dashboard.commands import REFRESH_ENV
+from driftline.dashboard import derive, queries
+from driftline.dashboard.commands import REFRESH_ENV
 from driftline import defaults
 from driftline.config import load_settings
 from driftline.errors import UserError

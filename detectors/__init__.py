@@ -1,6 +1,6 @@
 """Drift detectors: pure statistics, the decision rule and batch detection (no I/O)."""
-from detectors.batch import ReferenceProfile, Window, detect, detect_window, feature_kinds, split_windows
-from detectors.decision import (
+from driftline.detectors.batch import ReferenceProfile, Window, detect, detect_window, feature_kinds, split_windows
+from driftline.detectors.decision import (
     INSUFFICIENT_DATA,
     DriftThresholds,
     annotate_tests,
@@ -8,7 +8,7 @@ from detectors.decision import (
     decide_dataset,
     decide_feature,
 )
-from detectors.stats import (
+from driftline.detectors.stats import (
     bin_counts,
     category_counts,
     chi2,

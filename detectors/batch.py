@@ -3,7 +3,7 @@
 Pure (no files, no printing): `driftline.commands.detect` reads the files and
 writes the JSON/HTML; this module validates columns, splits the current data
 into windows, computes every statistic of every feature and applies the
-decision rule of `detectors.decision`.
+decision rule of `driftline.detectors.decision`.
 
 The reference is profiled once (`ReferenceProfile`: sorted values, standard
 deviation, decile bins, category counts), so each window costs one sort per
@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from detectors import stats
-from detectors.decision import (
+from driftline.detectors import stats
+from driftline.detectors.decision import (
     DriftThresholds,
     annotate_tests,
     benjamini_hochberg,

@@ -6,12 +6,12 @@ sum of the values in each bin. From counts :math:`a_i, b_i` (totals :math:`n, m`
 and sums :math:`S_i, T_i`:
 
 * **PSI** on the reference deciles: the decile edges are fine edges, so decile
-  counts are sums of fine counts, exactly `detectors.stats.psi_numeric`'s counts.
+  counts are sums of fine counts, exactly `driftline.detectors.stats.psi_numeric`'s counts.
 * **KS**: the ECDFs are known exactly at every edge; between two edges both are
   monotone, so the supremum inside bin *i* exceeds the larger of its edge values
   by at most :math:`\min(a_i/n, b_i/m)` <= the reference share of the bin,
   ~1/1000. The statistic is the maximum at the edges; the p-value is Smirnov's
-  asymptotic one (`detectors.stats.ks_p_value`).
+  asymptotic one (`driftline.detectors.stats.ks_p_value`).
 * **Wasserstein-1**: :math:`W_1 = \int |F(x) - G(x)|\,dx`. Over one bin
   :math:`[l, u)` the integral of an ECDF is exact from the bin's count and sum,
 
@@ -21,12 +21,12 @@ and sums :math:`S_i, T_i`:
   image above :math:`e_{k-1}`), so :math:`\sum_i |\int_{bin_i} (F - G)|` equals
   :math:`W_1` except inside bins where :math:`F - G` changes sign, where it is a
   lower bound. Divided by the baseline's standard deviation (ddof=0, floored at
-  `defaults.WASSERSTEIN_MIN_STD`) as `detectors.stats.wasserstein_normed`.
+  `defaults.WASSERSTEIN_MIN_STD`) as `driftline.detectors.stats.wasserstein_normed`.
 * **Jensen-Shannon**: on the fine bins re-aggregated to Evidently's bins (Sturges
   equal-width bins over the range of both samples; inside a fine bin the values
   are taken as evenly spread, the outer ones up to the sample's min and max), or value by value for a feature with at most
   `defaults.JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES` distinct training values.
-  This approximates `detectors.stats.jensenshannon_numeric` to the width of a fine bin.
+  This approximates `driftline.detectors.stats.jensenshannon_numeric` to the width of a fine bin.
 * **Categories**: chi-square, Jensen-Shannon, PSI and L-infinity over the union
   of categories (an unseen category has baseline count 0), the same functions as
   the raw-array versions apply to counts.
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from detectors import stats
+from driftline.detectors import stats
 from driftline import defaults
 from driftline.baseline import CategoricalProfile, NumericProfile
 from driftline.vocabulary import PSI
@@ -73,7 +73,7 @@ def decile_counts(profile: NumericProfile, fine_counts: np.ndarray) -> np.ndarra
 
 
 def psi_binned(profile: NumericProfile, window: FeatureWindow) -> float:
-    """PSI on the reference's deciles (`detectors.stats.psi` on re-aggregated fine counts)."""
+    """PSI on the reference's deciles (`driftline.detectors.stats.psi` on re-aggregated fine counts)."""
     counts, _ = _window_counts(profile, window)
     return stats.psi(decile_counts(profile, profile.counts), decile_counts(profile, counts))
 
@@ -83,7 +83,7 @@ def ks_binned(profile: NumericProfile, window: FeatureWindow) -> tuple[float, fl
 
     .. math::  D = \max\big(\max_j |F(e_j^-) - G(e_j^-)|,\; 1 - G(\max_{ref})\big), \quad F(e_j^-) = \sum_{i < j} a_i / n
 
-    within ~1/1000 of the exact statistic; p-value by `detectors.stats.ks_p_value`.
+    within ~1/1000 of the exact statistic; p-value by `driftline.detectors.stats.ks_p_value`.
     An empty side gives ``(0.0, 1.0)``.
     """
     counts, _ = _window_counts(profile, window)
@@ -172,7 +172,7 @@ def _sturges_bins(low: float, high: float, total: int) -> int:
 
 
 def numeric_tests(profile: NumericProfile, window: FeatureWindow) -> dict[str, dict[str, Any]]:
-    """The drift tests of one numeric feature, in `detectors.decision.decide_feature`'s shape."""
+    """The drift tests of one numeric feature, in `driftline.detectors.decision.decide_feature`'s shape."""
     statistic, p_value = ks_binned(profile, window)
     return {
         PSI: {"value": psi_binned(profile, window)},

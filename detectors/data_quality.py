@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from detectors import stats
-from detectors.decision import INSUFFICIENT_DATA
-from detectors.results import WindowResult, finite_or_none, insufficient
-from detectors.thresholds import WindowThresholds
+from driftline.detectors import stats
+from driftline.detectors.decision import INSUFFICIENT_DATA
+from driftline.detectors.results import WindowResult, finite_or_none, insufficient
+from driftline.detectors.thresholds import WindowThresholds
 from driftline.baseline import Baseline, NumericProfile, Profile
 from driftline.vocabulary import (
     DATA_QUALITY,

@@ -1,10 +1,10 @@
-"""Data and prediction drift of one window: binned tests per feature, verdict by `detectors.decision`."""
+"""Data and prediction drift of one window: binned tests per feature, verdict by `driftline.detectors.decision`."""
 from __future__ import annotations
 
 from typing import Any
 
-from detectors import binned, stats
-from detectors.decision import (
+from driftline.detectors import binned, stats
+from driftline.detectors.decision import (
     INSUFFICIENT_DATA,
     DriftThresholds,
     annotate_tests,
@@ -13,7 +13,7 @@ from detectors.decision import (
     decide_feature,
     significance_test,
 )
-from detectors.results import WindowResult, insufficient
+from driftline.detectors.results import WindowResult, insufficient
 from driftline.baseline import Baseline, NumericProfile, Profile
 from driftline.vocabulary import (
     DATASET_DRIFT,

@@ -6,10 +6,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from detectors import binned, stats
-from detectors.decision import INSUFFICIENT_DATA
-from detectors.results import WindowResult, insufficient, json_safe
-from detectors.thresholds import WindowThresholds
+from driftline.detectors import binned, stats
+from driftline.detectors.decision import INSUFFICIENT_DATA
+from driftline.detectors.results import WindowResult, insufficient, json_safe
+from driftline.detectors.thresholds import WindowThresholds
 from driftline.baseline import Baseline, NumericProfile, category_key, is_null
 from driftline.vocabulary import DISTRIBUTION_PSI, PARITY_MISMATCH_RATE, SKEW
 from driftline.window_state import WindowState

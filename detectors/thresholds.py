@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from pydantic import create_model
 
-from detectors.decision import DriftThresholds
+from driftline.detectors.decision import DriftThresholds
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.sections import Section, given, parse_section
@@ -70,7 +70,7 @@ class WindowThresholds:
     quality_reference: str = defaults.QUALITY_REFERENCE
     quality_max_drop: float = defaults.QUALITY_MAX_DROP
     quality_max_error_increase: float = defaults.QUALITY_MAX_ERROR_INCREASE
-    # read by the evaluation (scheduler.evaluation), which pools labels before calling model_quality
+    # read by the evaluation (driftline.scheduler.evaluation), which pools labels before calling model_quality
     quality_pool_min_labels: int = defaults.QUALITY_POOL_MIN_LABELS
     quality_pool_max_windows: int = defaults.QUALITY_POOL_MAX_WINDOWS
 

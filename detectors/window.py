@@ -4,9 +4,9 @@
 returns a flat list of `WindowResult`s (detector, feature, metric, value,
 threshold, breached, details) for these families:
 
-* ``data_drift``: per feature, the binned tests (`detectors.binned`), p-values
+* ``data_drift``: per feature, the binned tests (`driftline.detectors.binned`), p-values
   corrected by Benjamini-Hochberg across the window's features, verdict by
-  `detectors.decision.decide_feature`; plus one dataset-level result, detector
+  `driftline.detectors.decision.decide_feature`; plus one dataset-level result, detector
   ``dataset_drift`` (metric ``drifted_share``: share of drifted features against
   ``dataset_drift_share``), the name the alert rules and `detect`'s JSON use.
 * ``prediction_drift``: the same tests on the model's output.
@@ -38,15 +38,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
-from detectors.attribution import explain_drift_by_skew, explain_quality_by_skew
-from detectors.data_quality import data_quality
-from detectors.decision import DriftThresholds
-from detectors.drift import data_drift, prediction_drift
-from detectors.latency import latency
-from detectors.quality import model_quality
-from detectors.results import WindowResult
-from detectors.skew import ParityCheck, skew_with_parity
-from detectors.thresholds import LatencySLO, WindowThresholds
+from driftline.detectors.attribution import explain_drift_by_skew, explain_quality_by_skew
+from driftline.detectors.data_quality import data_quality
+from driftline.detectors.decision import DriftThresholds
+from driftline.detectors.drift import data_drift, prediction_drift
+from driftline.detectors.latency import latency
+from driftline.detectors.quality import model_quality
+from driftline.detectors.results import WindowResult
+from driftline.detectors.skew import ParityCheck, skew_with_parity
+from driftline.detectors.thresholds import LatencySLO, WindowThresholds
 from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, LATENCY, MODEL_QUALITY, PREDICTION_DRIFT, SKEW

@@ -66,7 +66,7 @@ COLLECTOR_SHUTDOWN_FLUSH_SECONDS = 30.0
 # from overlapping them with kafka-python's record unpacking (collector/decoders.py).
 COLLECTOR_DECODERS = "auto"
 # How fetched Kafka record batches become records: "lean" reads v2 batches in one tight
-# loop (collector.record_batches; ~2x less CPU per event than kafka-python's reader, the
+# loop (driftline.collector.record_batches; ~2x less CPU per event than kafka-python's reader, the
 # same records); "kafka-python" is the library's own reader, for comparison or if in doubt.
 COLLECTOR_RECORD_READER = "lean"
 # The choices of `driftline collector --record-reader`.
@@ -411,7 +411,7 @@ NEW_FEATURE_SHARE = 0.0
 # It is data drift's comparison, so it cannot tell a serving bug from a changed world:
 # it is always reported but breaches only for a feature whose parity could not be
 # checked (no transform, no raw inputs sampled); where parity holds, the difference is
-# drift, and where parity fails, parity skew is the alert (detectors.skew.skew_with_parity).
+# drift, and where parity fails, parity skew is the alert (driftline.detectors.skew.skew_with_parity).
 SKEW_DISTRIBUTION_PSI = 0.25
 # Parity skew: the training transform re-run on logged raw inputs must reproduce the
 # served feature. A numeric pair matches within this relative tolerance (float32
@@ -448,7 +448,7 @@ QUALITY_REFERENCE = "calibration"
 # max(floor, QUALITY_Z x standard error of the difference), the standard error
 # computed from the window's own label counts (binomial for accuracy,
 # precision, recall; Hanley-McNeil for ROC AUC; per-row spread for log loss, MAE,
-# RMSE; see detectors.quality_stats.quality_standard_errors). A flat floor alone flagged
+# RMSE; see driftline.detectors.quality_stats.quality_standard_errors). A flat floor alone flagged
 # normal traffic: recall from 40 actual positives has a standard error of ~0.06.
 #
 # Labelled predictions needed in a window before quality is judged: accuracy from

@@ -131,7 +131,7 @@ class Details:
 
 @dataclass(frozen=True)
 class _Attributable(Details):
-    """Details of a finding that parity skew can explain (`detectors.attribution`)."""
+    """Details of a finding that parity skew can explain (`driftline.detectors.attribution`)."""
 
     explained_by: str | None = None
     breached_without_skew: bool | None = None

@@ -1,4 +1,4 @@
-"""`driftline scheduler`: run the scheduler's jobs (scheduler.jobs) on an interval, or once.
+"""`driftline scheduler`: run the scheduler's jobs (driftline.scheduler.jobs) on an interval, or once.
 
 One APScheduler BlockingScheduler per deployment; the jobs are idempotent per window.
 """
@@ -13,7 +13,7 @@ import click
 from driftline.config import Settings, common_options
 from driftline.logs import configure_logging
 from driftline.store import db as store_db
-from scheduler.jobs import SchedulerJobs
+from driftline.scheduler.jobs import SchedulerJobs
 
 log = logging.getLogger("driftline.scheduler")
 

@@ -1,12 +1,12 @@
-"""Window evaluation: the I/O around the pure detectors (detectors.window.evaluate_window).
+"""Window evaluation: the I/O around the pure detectors (driftline.detectors.window.evaluate_window).
 
 Finds closed windows (event-time end + allowed lateness before now) that have no
 evaluation yet, or whose partial states changed since (late events, labels), merges
 the partial states every collector wrote, runs the detectors against the version's
 training baseline, and replaces that window's results in one transaction. Then the
-alert lifecycle and the retraining policy see the new results (scheduler.jobs).
+alert lifecycle and the retraining policy see the new results (driftline.scheduler.jobs).
 Evaluating a window twice gives the same rows: the job is idempotent. A window whose
-evaluation raises is quarantined (scheduler.quarantine) and skipped until its next retry.
+evaluation raises is quarantined (driftline.scheduler.quarantine) and skipped until its next retry.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any, Callable
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, defer
 
-from detectors.window import LatencySLO, WindowThresholds, evaluate_window
+from driftline.detectors.window import LatencySLO, WindowThresholds, evaluate_window
 from driftline import vocabulary
 from driftline.baseline import Baseline, LabelSummary
 from driftline.config import Settings
@@ -65,7 +65,7 @@ def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 50
                    & (WindowQuarantine.version == states.c.version)
                    & (WindowQuarantine.window_start_ms == states.c.window_start_ms))
         .where((WindowEvaluation.id.is_(None)) | (WindowEvaluation.evaluated_at < states.c.updated_at))
-        # a quarantined window waits for its next retry (scheduler.quarantine)
+        # a quarantined window waits for its next retry (driftline.scheduler.quarantine)
         .where((WindowQuarantine.id.is_(None)) | (WindowQuarantine.next_retry_at <= now))
         .order_by(states.c.window_start_ms)
         .limit(limit))

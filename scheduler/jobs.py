@@ -8,15 +8,15 @@ import logging
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from alerts import Channels, apply_retrain_policy, deliver_due, load_rules, process_window
-from alerts.channels.validation import check_channel_settings
+from driftline.alerts import Channels, apply_retrain_policy, deliver_due, load_rules, process_window
+from driftline.alerts.channels.validation import check_channel_settings
 from driftline.config import Settings
 from driftline.store import db as store_db
 from driftline.store.models import utcnow
-from scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, due_windows, evaluate
-from scheduler.evaluation import now_ms as wall_now_ms
-from scheduler.quarantine import RetryPolicy, record_failure, release
-from scheduler.retention import RetentionPolicy, prune
+from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, due_windows, evaluate
+from driftline.scheduler.evaluation import now_ms as wall_now_ms
+from driftline.scheduler.quarantine import RetryPolicy, record_failure, release
+from driftline.scheduler.retention import RetentionPolicy, prune
 
 log = logging.getLogger("driftline.scheduler")
 

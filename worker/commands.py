@@ -31,7 +31,7 @@ model_option = click.option("--model", default=DEFAULT_MODEL, show_default=True,
 
 def _registry(settings: Settings, migrate: bool = False) -> Any:
     from driftline.store import db
-    from worker.registry import Registry
+    from driftline.worker.registry import Registry
 
     if migrate:
         db.upgrade(settings.db_url)
@@ -54,9 +54,9 @@ def _registry(settings: Settings, migrate: bool = False) -> Any:
 def train(settings: Settings, model: str, rows: int, seed: int, epochs: int, size: str, promote: bool | None,
           description: str | None) -> None:
     """Train a model version on the bundled data set and register it with its baseline."""
-    from worker.dataset import generate
-    from worker.publish import train_and_publish
-    from worker.training import TrainConfig
+    from driftline.worker.dataset import generate
+    from driftline.worker.publish import train_and_publish
+    from driftline.worker.training import TrainConfig
 
     registry = _registry(settings, migrate=True)
     inputs, labels = generate(rows, seed)
@@ -172,7 +172,7 @@ def worker(settings: Settings, model: str, host: str | None, port: int | None, d
     import uvicorn
 
     from driftline.errors import UserError
-    from worker.server import Worker, WorkerConfig, create_app
+    from driftline.worker.server import Worker, WorkerConfig, create_app
 
     host = host or settings.worker_host
     faults = settings.worker_faults if faults is None else faults
@@ -220,8 +220,8 @@ def replay(settings: Settings, scenario: str, rate: float, duration: float, warm
            concurrency: int, seed: int, label_delay: float, labels: bool, as_json: bool) -> None:
     """Send scenario traffic to a worker (none, covariate_shift, concept_drift, skew, latency, data_quality)."""
     from driftline.kafka_security import KafkaSecurity
-    from worker.replay import ReplayConfig
-    from worker.replay import replay as run
+    from driftline.worker.replay import ReplayConfig
+    from driftline.worker.replay import replay as run
 
     config = ReplayConfig(worker_url=worker_url or f"http://127.0.0.1:{settings.worker_port}", scenario=scenario,
                           rate=rate, duration_s=duration, warmup_s=warmup, concurrency=concurrency, seed=seed,

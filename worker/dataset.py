@@ -1,6 +1,6 @@
 """The bundled credit-default data set: a seeded, documented generating process.
 
-Each row is one loan application (the raw `inputs` of worker.feature_transform) and a
+Each row is one loan application (the raw `inputs` of driftline.worker.feature_transform) and a
 label, 1 if the loan defaults. The process, in order (N = normal, LN = log-normal):
 
 - age ~ N(age_mean, 12) clipped to [18, 90], rounded.
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from worker.feature_transform import RAW_INPUTS, FeatureTransform
+from driftline.worker.feature_transform import RAW_INPUTS, FeatureTransform
 
 EMPLOYMENT_TYPES = ("salaried", "self_employed", "contract", "unemployed", "retired")
 REGIONS = ("north", "south", "east", "west", "central")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from worker.feature_transform import transform_row
+from driftline.worker.feature_transform import transform_row
 
 
 @dataclass

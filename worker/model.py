@@ -1,4 +1,4 @@
-"""The credit-default classifier: an MLP over the encoded features (worker.feature_transform).
+"""The credit-default classifier: an MLP over the encoded features (driftline.worker.feature_transform).
 
 Sized so that batching matters: the "default" architecture has about 3.2 M weights
 (12.7 MB in float32), so one request's forward pass reads every weight from memory

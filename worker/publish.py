@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from driftline import defaults
-from worker.feature_transform import FeatureTransform
-from worker.registry import Registry
-from worker.training import TrainConfig, TrainResult, train_model
+from driftline.worker.feature_transform import FeatureTransform
+from driftline.worker.registry import Registry
+from driftline.worker.training import TrainConfig, TrainResult, train_model
 
 
 @dataclass(frozen=True)

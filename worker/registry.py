@@ -36,7 +36,7 @@ from driftline.names import name_problem
 from driftline.store.aliases import PRODUCTION, move_alias
 from driftline.store.db import session_scope
 from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
-from worker.feature_transform import FeatureTransform
+from driftline.worker.feature_transform import FeatureTransform
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Registry:
                  training_data_sha256: str, baseline: dict[str, Any], baseline_rows: int,
                  description: str | None = None, holdout: dict[str, Any] | None = None) -> str:
         """Write a new immutable version (artifact files, ModelVersion, BaselineRecord); returns its number."""
-        from worker.model import save_model
+        from driftline.worker.model import save_model
 
         model_dir = self._inside(self.artifacts_dir / check_name(model))
         model_dir.mkdir(parents=True, exist_ok=True)

@@ -26,8 +26,8 @@ from driftline import defaults
 from driftline.client import InferenceLogger, new_id
 from driftline.errors import UserError
 from driftline.kafka_security import KafkaSecurity
-from worker.dataset import default_probability, generate_inputs, sample_labels
-from worker.scenarios import SCENARIOS, Scenario, corrupt
+from driftline.worker.dataset import default_probability, generate_inputs, sample_labels
+from driftline.worker.scenarios import SCENARIOS, Scenario, corrupt
 
 log = logging.getLogger(__name__)
 

@@ -59,12 +59,12 @@ from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.store.db import session_scope
 from driftline.store.models import RetrainRequest
 from driftline.supervisor import start_python_child
-from worker.feature_transform import FeatureTransform
-from worker.dataset import RAW_COLUMNS
-from worker.model import load_model
-from worker.publish import publish
-from worker.registry import Registry, VersionInfo
-from worker.training import (TrainConfig, classification_metrics, is_better, is_not_worse, predict_proba,
+from driftline.worker.feature_transform import FeatureTransform
+from driftline.worker.dataset import RAW_COLUMNS
+from driftline.worker.model import load_model
+from driftline.worker.publish import publish
+from driftline.worker.registry import Registry, VersionInfo
+from driftline.worker.training import (TrainConfig, classification_metrics, is_better, is_not_worse, predict_proba,
                              train_model)
 
 log = logging.getLogger(__name__)
@@ -427,7 +427,7 @@ class RetrainManager:
                 raise RetrainInterrupted("the worker is shutting down")
             # Lower priority before the imports (torch, pandas: seconds of CPU) as well.
             process, conn = start_python_child(
-                f"import os; os.nice({int(self.niceness)}); from worker.retrain import child_main; child_main()",
+                f"import os; os.nice({int(self.niceness)}); from driftline.worker.retrain import child_main; child_main()",
                 str(os.getpid()))
             self.process = process
         try:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from worker.dataset import Population, RiskModel
+from driftline.worker.dataset import Population, RiskModel
 
 # data_quality corruption rates, per row.
 NULL_RATE = 0.15

@@ -37,17 +37,17 @@ from driftline.config import Settings, secret
 from driftline.errors import UserError
 from driftline.heap import freeze_long_lived
 from driftline.kafka_security import KafkaSecurity
-from worker.feature_transform import FeatureTransform
-from worker.admin import admin_token_problem
-from worker.batcher import BatcherFull, DynamicBatcher
-from worker.cache import PredictionCache, RedisPredictionCache, cache_key
-from worker.dataset import generate_inputs
-from worker.faults import Faults
-from worker.metrics import WorkerMetrics
-from worker.model import CreditMLP, load_model, resolve_device
-from worker.registry import Registry, VersionInfo
-from worker.retrain import LabelListener, RecentTraffic, RetrainManager
-from worker.validation import InputError, parse_predict
+from driftline.worker.feature_transform import FeatureTransform
+from driftline.worker.admin import admin_token_problem
+from driftline.worker.batcher import BatcherFull, DynamicBatcher
+from driftline.worker.cache import PredictionCache, RedisPredictionCache, cache_key
+from driftline.worker.dataset import generate_inputs
+from driftline.worker.faults import Faults
+from driftline.worker.metrics import WorkerMetrics
+from driftline.worker.model import CreditMLP, load_model, resolve_device
+from driftline.worker.registry import Registry, VersionInfo
+from driftline.worker.retrain import LabelListener, RecentTraffic, RetrainManager
+from driftline.worker.validation import InputError, parse_predict
 
 log = logging.getLogger(__name__)
 

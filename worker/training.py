@@ -12,9 +12,9 @@ import torch
 from scipy.stats import mannwhitneyu
 from torch import nn
 
-from worker.feature_transform import FeatureTransform
-from worker.dataset import data_sha256
-from worker.model import ARCHITECTURES, CreditMLP
+from driftline.worker.feature_transform import FeatureTransform
+from driftline.worker.dataset import data_sha256
+from driftline.worker.model import ARCHITECTURES, CreditMLP
 
 
 @dataclass

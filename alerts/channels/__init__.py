@@ -3,7 +3,7 @@
 Rendering happens when a notification is written to the outbox, so the stored
 payload is exactly the body that will be sent (secrets excepted: the PagerDuty
 routing key, the webhook signature and the retraining token are added at send time
-and never stored). Sending happens in `alerts.delivery`, which owns all retries:
+and never stored). Sending happens in `driftline.alerts.delivery`, which owns all retries:
 a channel makes one HTTP call and reports a `SendResult`.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from driftline import defaults
 from driftline.config import secret
 from driftline.redact import scrub
 
-from alerts.channels.http import Channel
-from alerts.endpoints import CHANNELS, PAGERDUTY, SLACK, WEBHOOK
+from driftline.alerts.channels.http import Channel
+from driftline.alerts.endpoints import CHANNELS, PAGERDUTY, SLACK, WEBHOOK
 
 
 @dataclass
@@ -56,10 +56,10 @@ class Channels:
     @classmethod
     def from_settings(cls, settings: Any,
                       timeout: timedelta | float = defaults.ALERT_HTTP_TIMEOUT_SECONDS) -> "Channels":
-        from alerts.channels.pagerduty import PagerDutyChannel
-        from alerts.channels.retrain import RetrainChannel
-        from alerts.channels.slack import SlackChannel
-        from alerts.channels.webhook import WebhookChannel
+        from driftline.alerts.channels.pagerduty import PagerDutyChannel
+        from driftline.alerts.channels.retrain import RetrainChannel
+        from driftline.alerts.channels.slack import SlackChannel
+        from driftline.alerts.channels.webhook import WebhookChannel
 
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
         return cls(
@@ -77,12 +77,12 @@ class Channels:
 def render(channel: str, message: Mapping[str, Any], idempotency_key: str) -> dict[str, Any] | None:
     """The body `channel` will receive for `message` (None: this channel skips this kind)."""
     if channel == SLACK:
-        from alerts.channels.slack import render_slack
+        from driftline.alerts.channels.slack import render_slack
         return render_slack(message)
     if channel == PAGERDUTY:
-        from alerts.channels.pagerduty import render_pagerduty
+        from driftline.alerts.channels.pagerduty import render_pagerduty
         return render_pagerduty(message)
     if channel == WEBHOOK:
-        from alerts.channels.webhook import render_webhook
+        from driftline.alerts.channels.webhook import render_webhook
         return render_webhook(message, idempotency_key)
     raise ValueError(f"unknown alert channel {channel!r}")

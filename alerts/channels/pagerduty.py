@@ -25,8 +25,8 @@ from typing import Any, Mapping
 
 from driftline import defaults
 
-from alerts.channels.http import HttpPoster, SendResult
-from alerts.endpoints import PAGERDUTY
+from driftline.alerts.channels.http import HttpPoster, SendResult
+from driftline.alerts.endpoints import PAGERDUTY
 
 SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
 

@@ -1,7 +1,7 @@
 """The retraining webhook: POST the request document with a bearer token and an idempotency key.
 
 Headers: `Authorization: Bearer <settings.retrain_token>`, `Idempotency-Key: <key>`,
-`Content-Type: application/json`. The body is built by alerts.retraining (schema
+`Content-Type: application/json`. The body is built by driftline.alerts.retraining (schema
 "driftline.retrain/v1"). The worker's `POST /admin/retrain` answers 202 with
 {"request_id", "idempotency_key", "status", "duplicate"}; any 2xx counts as accepted.
 """
@@ -11,9 +11,9 @@ from typing import Any, Mapping
 
 from driftline import defaults
 
-from alerts.channels.http import HttpPoster, SendResult
-from alerts.channels.webhook import encode
-from alerts.endpoints import RETRAIN
+from driftline.alerts.channels.http import HttpPoster, SendResult
+from driftline.alerts.channels.webhook import encode
+from driftline.alerts.endpoints import RETRAIN
 
 
 class RetrainChannel:

@@ -15,9 +15,9 @@ from slack_sdk.webhook import WebhookClient
 
 from driftline import defaults
 
-from alerts.channels.http import SendResult, result_from_exception, result_from_http
-from alerts.endpoints import SLACK
-from alerts.messages import detector_label, format_number
+from driftline.alerts.channels.http import SendResult, result_from_exception, result_from_http
+from driftline.alerts.endpoints import SLACK
+from driftline.alerts.messages import detector_label, format_number
 
 _EMOJI = {"trigger": ":rotating_light:", "repeat": ":repeat:", "resolve": ":white_check_mark:"}
 # One alert line is cut here, so that a single absurd feature name cannot eat a section.
@@ -86,7 +86,7 @@ def _name_list(names: list[str], limit_chars: int) -> str:
 
 
 def render_slack(message: Mapping[str, Any]) -> dict[str, Any]:
-    """The incoming-webhook body for a group message (see alerts.messages)."""
+    """The incoming-webhook body for a group message (see driftline.alerts.messages)."""
     kind = message["kind"]
     resolved = kind == "resolve"
     alerts = list(message["alerts"])

@@ -1,6 +1,6 @@
 """A generic JSON webhook, signed with HMAC-SHA256 over the timestamp and the body.
 
-Request: POST <DRIFTLINE_WEBHOOK_URL>, body = the group message (alerts.messages,
+Request: POST <DRIFTLINE_WEBHOOK_URL>, body = the group message (driftline.alerts.messages,
 schema "driftline.alert/v1") plus its `idempotency_key`; headers
 
     Content-Type: application/json
@@ -24,8 +24,8 @@ from typing import Any, Mapping
 
 from driftline import defaults
 
-from alerts.channels.http import HttpPoster, SendResult
-from alerts.endpoints import WEBHOOK
+from driftline.alerts.channels.http import HttpPoster, SendResult
+from driftline.alerts.endpoints import WEBHOOK
 
 TIMESTAMP_HEADER = "X-Driftline-Timestamp"
 SIGNATURE_HEADER = "X-Driftline-Signature"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, queries, ui
+from driftline.dashboard import charts, queries, ui
 
 STATES = ("firing", "pending", "resolved")
 

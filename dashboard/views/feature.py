@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, derive, distributions, queries, scores, states, ui
+from driftline.dashboard import charts, derive, distributions, queries, scores, states, ui
 from driftline.vocabulary import INSUFFICIENT_DATA_KEY, LATENCY, PREDICTION_DRIFT
 
 PREDICTION = "__prediction__"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, derive, queries, scores, states, ui
+from driftline.dashboard import charts, derive, queries, scores, states, ui
 from driftline import defaults
 from driftline.vocabulary import CONCURRENCY, DATA_DRIFT, ERROR_RATE, LATENCY, MODEL_QUALITY, QPS
 

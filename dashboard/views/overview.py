@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, derive, queries, ui
+from driftline.dashboard import charts, derive, queries, ui
 from driftline.vocabulary import DATA_DRIFT, LATENCY
 
 GET_STARTED = """\

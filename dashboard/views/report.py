@@ -6,8 +6,8 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard import queries, states, ui
-from dashboard.report import evidently_html
+from driftline.dashboard import queries, states, ui
+from driftline.dashboard.report import evidently_html
 
 # Evidently's report is a long page; it scrolls inside a frame this tall.
 REPORT_HEIGHT = 1100

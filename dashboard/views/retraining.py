@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, queries, ui
+from driftline.dashboard import charts, queries, ui
 
 
 def _reason(reason: object) -> str:

@@ -19,7 +19,7 @@ Per numeric feature (`NumericProfile`):
   nothing thanks to the per-bin **sums**: the Wasserstein integral over a bin is
   exact from its count and sum (see detectors/binned.py).
 * **counts and sums** of the training values per fine bin;
-* the **decile edges** (`detectors.stats.decile_edges`, the same arithmetic), a
+* the **decile edges** (`driftline.detectors.stats.decile_edges`, the same arithmetic), a
   subset of the fine edges, so decile PSI re-aggregates fine bins exactly;
 * min, max, mean, standard deviation (``ddof=0``, as the normalised Wasserstein
   uses it), null count and rate.

@@ -26,8 +26,8 @@ def upgrade(revision: str, settings) -> None:  # noqa: ANN001
 @common_options
 def prune(dry_run: bool, settings) -> None:  # noqa: ANN001
     """Delete rows past the [retention] ages, and rows timestamped too far in the future."""
-    from scheduler.retention import RetentionPolicy
-    from scheduler.retention import prune as prune_store
+    from driftline.scheduler.retention import RetentionPolicy
+    from driftline.scheduler.retention import prune as prune_store
 
     policy = RetentionPolicy.from_settings(settings)
     store_db.require_migrated(settings.db_url)

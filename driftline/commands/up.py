@@ -118,7 +118,7 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         supervisor.add(Component("scheduler", _driftline("scheduler"), env=env))
         # Loopback whatever DRIFTLINE_WORKER_HOST says (up reaches it there); fault injection only for the
         # scenarios that switch a fault on (skew, latency).
-        from worker.scenarios import SCENARIOS as TRAFFIC
+        from driftline.worker.scenarios import SCENARIOS as TRAFFIC
 
         faults = ["--faults"] if TRAFFIC[scenario].faults else []
         supervisor.add(Component("worker", _driftline("worker", "--host", "127.0.0.1", "--port",

@@ -1,6 +1,6 @@
 """The one writer of model aliases: every move of the production alias goes through `move_alias`.
 
-`worker.registry` (train, promote, rollback, retrain) and `driftline baseline` both call it, so
+`driftline.worker.registry` (train, promote, rollback, retrain) and `driftline baseline` both call it, so
 each move locks the alias row, updates the versions' stages and appends the same `AliasEvent`
 history row, which rollback replays and the dashboard shows.
 """

@@ -16,7 +16,7 @@ from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, Index, Integ
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Widths of the model, version and request id columns (migration 0001). Longer values
-# cannot be stored: the collector dead-letters them (`collector.folding.check_store_limits`).
+# cannot be stored: the collector dead-letters them (`driftline.collector.folding.check_store_limits`).
 MODEL_CHARS = 200
 VERSION_CHARS = 100
 REQUEST_ID_CHARS = 256
@@ -186,7 +186,7 @@ class LabelRecord(Base):
 
     __tablename__ = "labels"
     # The labels still waiting for their prediction: the collector lists them for every batch
-    # of predictions it stores (collector.store.unjoined_labels), and most labels are joined.
+    # of predictions it stores (driftline.collector.store.unjoined_labels), and most labels are joined.
     __table_args__ = (Index("ix_labels_waiting", "request_id", sqlite_where=text("joined = 0"),
                             postgresql_where=text("joined = false")),)
 

@@ -46,7 +46,7 @@ def status_report(session: Session) -> dict[str, Any]:
 
 def quarantined_windows(session: Session, model: str | None = None, version: str | None = None,
                         limit: int | None = None) -> list[dict[str, Any]]:
-    """Windows whose evaluation failed and waits for a retry (scheduler.quarantine), oldest window first."""
+    """Windows whose evaluation failed and waits for a retry (driftline.scheduler.quarantine), oldest window first."""
     query = select(WindowQuarantine).order_by(WindowQuarantine.window_start_ms, WindowQuarantine.model,
                                               WindowQuarantine.version).limit(limit)
     if model is not None:

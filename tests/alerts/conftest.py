@@ -410,7 +410,7 @@ def clock():
 @pytest.fixture
 def run_window():
     """Process window `index` as the scheduler does: alerts, then the retraining policy, in one transaction."""
-    from alerts import apply_retrain_policy, process_window
+    from driftline.alerts import apply_retrain_policy, process_window
 
     def run(url: str, index: int, rules, *, model: str = "credit", version: str = "1", retrain: bool = False):
         with session_scope(url) as s:

@@ -8,12 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from alerts.channels.http import parse_retry_after
-from alerts.channels.pagerduty import PagerDutyChannel, render_pagerduty
-from alerts.channels.slack import SlackChannel, render_slack
-from alerts.channels.webhook import WebhookChannel, render_webhook, verify
-from alerts.fingerprint import fingerprint, group_key
-from alerts.messages import alert_summary, group_message
+from driftline.alerts.channels.http import parse_retry_after
+from driftline.alerts.channels.pagerduty import PagerDutyChannel, render_pagerduty
+from driftline.alerts.channels.slack import SlackChannel, render_slack
+from driftline.alerts.channels.webhook import WebhookChannel, render_webhook, verify
+from driftline.alerts.fingerprint import fingerprint, group_key
+from driftline.alerts.messages import alert_summary, group_message
 from driftline import defaults, vocabulary
 from driftline.vocabulary import DATA_DRIFT, LATENCY
 

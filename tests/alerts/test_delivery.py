@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from alerts import Channels, DeliveryPolicy, deliver_due, requeue_failed
-from alerts import outbox
-from alerts.channels.pagerduty import PagerDutyChannel
-from alerts.channels.slack import SlackChannel
-from alerts.channels.webhook import WebhookChannel
-from alerts.delivery import retry_delay
+from driftline.alerts import Channels, DeliveryPolicy, deliver_due, requeue_failed
+from driftline.alerts import outbox
+from driftline.alerts.channels.pagerduty import PagerDutyChannel
+from driftline.alerts.channels.slack import SlackChannel
+from driftline.alerts.channels.webhook import WebhookChannel
+from driftline.alerts.delivery import retry_delay
 from driftline import defaults
 from driftline.cli import cli
 from driftline.store.db import session_scope
@@ -175,8 +175,8 @@ def test_a_delivery_process_killed_mid_request_loses_nothing_and_sends_once(sqli
     script = tmp_path / "deliver.py"
     script.write_text(textwrap.dedent(f"""
         from datetime import timedelta
-        from alerts import Channels, DeliveryPolicy, deliver_due
-        from alerts.channels.webhook import WebhookChannel
+        from driftline.alerts import Channels, DeliveryPolicy, deliver_due
+        from driftline.alerts.channels.webhook import WebhookChannel
         deliver_due({sqlite_url!r}, channels=Channels(webhook=WebhookChannel({fake_webhook.url!r}, {SECRET!r},
                     timeout=10)), policy=DeliveryPolicy(timeout=timedelta(seconds=10), lease=timedelta(seconds=30)))
     """))

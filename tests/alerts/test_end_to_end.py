@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from alerts import AlertRules, Channels, deliver_due, group_key, load_rules
-from alerts.channels.pagerduty import PagerDutyChannel
+from driftline.alerts import AlertRules, Channels, deliver_due, group_key, load_rules
+from driftline.alerts.channels.pagerduty import PagerDutyChannel
 from driftline.cli import cli
 from driftline.errors import UserError
 from driftline.store.db import session_scope

@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from alerts import AlertRules, fingerprint, group_key
-from alerts.silences import create_silence
-from alerts.state import advance
+from driftline.alerts import AlertRules, fingerprint, group_key
+from driftline.alerts.silences import create_silence
+from driftline.alerts.state import advance
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, Notification
 from driftline.vocabulary import DATASET_DRIFT, DATA_DRIFT, LATENCY
@@ -244,7 +244,7 @@ def test_disabled_detector_raises_no_alert(db_url, write_window, run_window):
 
 
 def test_unevaluated_window_is_a_clear_error(db_url):
-    from alerts import process_window
+    from driftline.alerts import process_window
 
     with session_scope(db_url) as s, pytest.raises(LookupError, match="has not been evaluated"):
         process_window(s, "credit", "1", 123, rules=rules(), now=__import__("datetime").datetime.now())

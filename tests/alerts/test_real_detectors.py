@@ -7,14 +7,14 @@ import pandas as pd
 import pytest
 from sqlalchemy import select
 
-from alerts import group_key
+from driftline.alerts import group_key
 from driftline import vocabulary
 from driftline.baseline import compute_baseline
 from driftline.config import Settings
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, BaselineRecord, DetectorResult, ModelVersion, RetrainRequest, WindowStateRecord
 from driftline.window_state import EventBatch, WindowState
-from scheduler.jobs import SchedulerJobs
+from driftline.scheduler.jobs import SchedulerJobs
 
 WINDOW_MS = 10_000
 T0 = 1_796_040_000_000  # a window boundary
@@ -129,7 +129,7 @@ def test_a_quality_drop_makes_the_retrain_policy_ask_when_it_is_large_enough(
 
 
 def test_every_family_the_detectors_emit_is_one_the_rules_know(store):
-    from detectors.window import evaluate_window
+    from driftline.detectors.window import evaluate_window
 
     db_url, baseline, rng = store
     frame, score = inputs(rng, EVENTS)

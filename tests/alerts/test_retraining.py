@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from alerts import AlertRules, Channels, apply_retrain_policy, deliver_due
-from alerts.channels.retrain import RetrainChannel
-from alerts.retraining import quality_drop
+from driftline.alerts import AlertRules, Channels, apply_retrain_policy, deliver_due
+from driftline.alerts.channels.retrain import RetrainChannel
+from driftline.alerts.retraining import quality_drop
 from driftline.store.db import session_scope
 from driftline.store.models import Notification, RetrainRequest
 from driftline.vocabulary import DATASET_DRIFT
@@ -124,7 +124,7 @@ def test_a_refused_request_is_stored_as_rejected(sqlite_url, write_window, run_w
 
 
 def test_the_policy_is_off_without_a_retraining_webhook(sqlite_url, write_window, run_window, settings_for):
-    from alerts import load_rules
+    from driftline.alerts import load_rules
 
     r = load_rules(settings_for(), config_file=None)
     assert r.retrain.enabled is False

@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
-from alerts.rules import AlertRules, load_rules
-from alerts.times import parse_duration
+from driftline.alerts.rules import AlertRules, load_rules
+from driftline.alerts.times import parse_duration
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.vocabulary import DATASET_DRIFT, DATA_DRIFT, LATENCY, PREDICTION_DRIFT, SKEW

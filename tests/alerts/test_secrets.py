@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from alerts import Channels, DeliveryPolicy, deliver_due
-from alerts import outbox
+from driftline.alerts import Channels, DeliveryPolicy, deliver_due
+from driftline.alerts import outbox
 from driftline.cli import cli
 from driftline.config import Settings
 from driftline.errors import UserError
@@ -18,7 +18,7 @@ from driftline.logs import HTTP_CLIENT_LOGGERS, quiet_http_clients
 from driftline.redact import scrub
 from driftline.store.db import redacted_url, session_scope
 from driftline.store.models import Notification
-from scheduler.jobs import SchedulerJobs
+from driftline.scheduler.jobs import SchedulerJobs
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 SLACK_TOKEN = "T0AAA/B0BBB/xOxOxOsecretpath42"

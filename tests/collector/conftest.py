@@ -167,7 +167,7 @@ def merged(url: str, model: str) -> dict[int, WindowState]:
 @contextlib.contextmanager
 def collector_thread(config: Any) -> Iterator[Any]:
     """Run a `Collector` in a thread; on exit stop it, join it, re-raise what it raised."""
-    from collector.consumer import Collector
+    from driftline.collector.consumer import Collector
 
     runner = Collector(config)
     errors: list[BaseException] = []
@@ -191,7 +191,7 @@ def collector_thread(config: Any) -> Iterator[Any]:
 
 
 def config(bootstrap: str, url: str, **overrides: Any) -> Any:
-    from collector.config import CollectorConfig
+    from driftline.collector.config import CollectorConfig
 
     values = dict(bootstrap_servers=bootstrap, db_url=url, group_id=f"test-{uuid.uuid4().hex[:10]}",
                   session_timeout_ms=2000, heartbeat_interval_ms=500, flush_interval_s=0.2, metrics_port=0)

@@ -146,7 +146,7 @@ def test_a_bad_decoders_value_is_one_line(value, ckit):
 
 
 def test_auto_runs_two_decoders_on_two_to_seven_cores_and_four_from_eight():
-    from collector.decoders import decoder_count
+    from driftline.collector.decoders import decoder_count
 
     assert [decoder_count("auto", cpus) for cpus in (1, 2, 3, 7, 8, 16)] == [0, 2, 2, 2, 4, 4]
     assert decoder_count(3, 2) == 3

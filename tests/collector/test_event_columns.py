@@ -15,10 +15,10 @@ import orjson
 import pandas as pd
 import pytest
 
-import collector.folding as folding
-from collector.folding import InferenceFolder
+import driftline.collector.folding as folding
+from driftline.collector.folding import InferenceFolder
 from driftline.baseline import compute_baseline
-from collector.event_columns import parse_inference_columns
+from driftline.collector.event_columns import parse_inference_columns
 from driftline.events import INFERENCE_SCHEMA, rfc3339
 
 # Fixed for the session, on an hour boundary, two days in the past: the collector dead-letters

@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select, update
 
-from collector.dead_letters import DeadLetterRow
-from collector.flush import Fenced, PartitionFlush, flush
-from collector.labels import LabelRow, PredictionRow, label_row_partition
-from collector.store import StoredOffset, insert_predictions, unjoined_labels
-from collector.windows import PartitionWindows
+from driftline.collector.dead_letters import DeadLetterRow
+from driftline.collector.flush import Fenced, PartitionFlush, flush
+from driftline.collector.labels import LabelRow, PredictionRow, label_row_partition
+from driftline.collector.store import StoredOffset, insert_predictions, unjoined_labels
+from driftline.collector.windows import PartitionWindows
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.events import EventError, parse_inference
 from driftline.store import db as store_db
@@ -207,7 +207,7 @@ def test_dead_letter_rows_keep_a_bounded_prefix_and_the_full_size(db_url):
 
 
 def test_prune_drops_predictions_and_labels_past_the_retention(db_url):
-    from collector.store import prune
+    from driftline.collector.store import prune
 
     _flush(db_url, [_part(0, None, 3, predictions={"old": PredictionRow("old", "m", "1", BASE - 10, BASE - 60_000, 0.1),
                                                    "new": PredictionRow("new", "m", "1", BASE + 10, BASE, 0.2)}),
@@ -221,7 +221,7 @@ def test_prune_drops_predictions_and_labels_past_the_retention(db_url):
 
 def _buffer_with(first: int, count: int, next_offset: int):
     """A partition buffer holding `count` folded events, predictions and labels numbered from `first`."""
-    from collector.partition_buffer import PartitionBuffer
+    from driftline.collector.partition_buffer import PartitionBuffer
 
     buf = PartitionBuffer(TOPIC_INFERENCE, 0, 0, W, 30_000, ready=True, expected=StoredOffset(5, "tid-1"),
                           next_offset=next_offset, topic_id="tid-1")

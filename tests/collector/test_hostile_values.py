@@ -9,10 +9,10 @@ import orjson
 import pytest
 from sqlalchemy import select
 
-import collector.folding as folding
-from collector.flush import PartitionFlush, flush
-from collector.folding import InferenceFolder
-from collector.windows import PartitionWindows
+import driftline.collector.folding as folding
+from driftline.collector.flush import PartitionFlush, flush
+from driftline.collector.folding import InferenceFolder
+from driftline.collector.windows import PartitionWindows
 from driftline.config import TOPIC_INFERENCE
 from driftline.events import parse_inference
 from driftline.store import db as store_db

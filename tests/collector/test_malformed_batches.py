@@ -12,7 +12,7 @@ import orjson
 import pytest
 from sqlalchemy import select
 
-from collector.record_batches import GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch, malformed_range
+from driftline.collector.record_batches import GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch, malformed_range
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter
 

@@ -19,7 +19,7 @@ def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 @pytest.mark.parametrize("record_reader", ["lean", "kafka-python"])
 def test_metrics_count_what_the_collector_did(record_reader, embedded_broker_factory, sqlite_url, ckit, unique_id):
-    from collector.record_batches import LeanPartitionRecords
+    from driftline.collector.record_batches import LeanPartitionRecords
 
     broker = embedded_broker_factory()  # its own topics: the counters are exact
     model = f"metrics-{unique_id}"

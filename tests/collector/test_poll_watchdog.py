@@ -13,7 +13,7 @@ import orjson
 import pytest
 from sqlalchemy import select
 
-from collector import record_batches
+from driftline.collector import record_batches
 from driftline import defaults
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter

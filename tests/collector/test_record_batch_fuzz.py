@@ -14,7 +14,7 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka.record.util import calc_crc32c
 from kafka.structs import TopicPartition
 
-from collector.record_batches import GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch
+from driftline.collector.record_batches import GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch
 
 TP = TopicPartition("driftline.inference", 0)
 

@@ -18,7 +18,7 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka.record.util import calc_crc32c
 from kafka.structs import TopicPartition
 
-from collector.record_batches import (GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch, read_v2_batch,
+from driftline.collector.record_batches import (GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch, read_v2_batch,
                                       use_lean_records)
 
 TP = TopicPartition("driftline.inference", 3)
@@ -200,6 +200,6 @@ def test_a_fetcher_without_the_hook_keeps_its_reader(caplog):
 
 
 def test_an_unknown_record_reader_is_refused():
-    from collector.config import CollectorConfig
+    from driftline.collector.config import CollectorConfig
     with pytest.raises(ValueError, match="lean, kafka-python"):
         CollectorConfig("127.0.0.1:9092", "sqlite://", record_reader="confluent")

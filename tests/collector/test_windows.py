@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collector.labels import label_row_partition
-from collector.windows import PartitionWindows, late_mask, window_starts
+from driftline.collector.labels import label_row_partition
+from driftline.collector.windows import PartitionWindows, late_mask, window_starts
 from driftline.events import parse_inference
 from driftline.window_state import EventBatch
 
@@ -76,7 +76,7 @@ def test_label_rows_use_a_partition_space_disjoint_from_inference_partitions():
 
 
 def test_prediction_rows_in_bulk_are_what_one_by_one_would_be():
-    from collector.labels import PredictionRow, prediction_values
+    from driftline.collector.labels import PredictionRow, prediction_values
 
     ids = ["a", None, "c", "d", "e", "f"]
     times = [60_001, 5, 120_000, 7, 59_999, 3]

@@ -108,7 +108,7 @@ def _served_window(sqlite_url, income, debt, parity_bug_every):
 
 
 def _parity(sqlite_url):
-    from scheduler.jobs import SchedulerJobs
+    from driftline.scheduler.jobs import SchedulerJobs
     from driftline.config import load_settings
     from driftline.store.models import DetectorResult
 

@@ -14,7 +14,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.event_columns import parse_inference_columns
+from driftline.collector.event_columns import parse_inference_columns
 from driftline.events import EventError, _decode, _fast_inference, parse_inference, validate_inference
 from driftline.window_state import EventBatch
 

@@ -101,9 +101,9 @@ def _has_security(kwargs):
 def test_the_collector_consumer_and_dlq_producer_take_the_settings(monkeypatch):
     import kafka
 
-    from collector import consumer as consumer_module
-    from collector.config import CollectorConfig
-    from collector.consumer import Collector
+    from driftline.collector import consumer as consumer_module
+    from driftline.collector.config import CollectorConfig
+    from driftline.collector.consumer import Collector
 
     consumer_spy, producer_spy = _Spy(), _Spy()
     monkeypatch.setattr(consumer_module, "KafkaConsumer", consumer_spy)
@@ -146,7 +146,7 @@ def test_the_label_listener_and_topic_creation_take_the_settings(monkeypatch):
     import kafka.admin
 
     from driftline.broker import create_topics
-    from worker.retrain import LabelListener
+    from driftline.worker.retrain import LabelListener
 
     admin_spy, consumer_spy = _Spy(), _Spy()
     monkeypatch.setattr(kafka.admin, "KafkaAdminClient", admin_spy)

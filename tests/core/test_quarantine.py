@@ -17,8 +17,8 @@ from driftline.config import load_settings
 from driftline.store.db import session_scope
 from driftline.store.models import BaselineRecord, ModelVersion, WindowEvaluation, WindowQuarantine, WindowStateRecord
 from driftline.window_state import EventBatch, WindowState
-from scheduler.jobs import SchedulerJobs
-from scheduler.quarantine import RetryPolicy, describe
+from driftline.scheduler.jobs import SchedulerJobs
+from driftline.scheduler.quarantine import RetryPolicy, describe
 
 WINDOW_MS = 10_000
 T0 = 1_796_040_000_000  # a window boundary
@@ -116,18 +116,18 @@ def test_a_corrupt_window_is_quarantined_and_every_other_window_of_every_model_i
 
 
 def test_a_raising_detector_is_quarantined_without_secrets_and_with_a_bounded_message(store, monkeypatch):
-    import scheduler.evaluation
+    import driftline.scheduler.evaluation
 
     db_url, _, _ = store
     secret = "https://hooks.slack.com/services/T0/B0/very-secret-token"
-    real = scheduler.evaluation.evaluate_window
+    real = driftline.scheduler.evaluation.evaluate_window
 
     def flaky(baseline, state, **kwargs):
         if state.events and state.max_event_ms is not None and state.max_event_ms >= T0 + 2 * WINDOW_MS:
             raise RuntimeError(f"cannot post to {secret}: " + "x" * 5_000)
         return real(baseline, state, **kwargs)
 
-    monkeypatch.setattr(scheduler.evaluation, "evaluate_window", flaky)
+    monkeypatch.setattr(driftline.scheduler.evaluation, "evaluate_window", flaky)
     jobs = _jobs(db_url, slack_webhook_url=secret)
     assert jobs.evaluate_due_windows(now_ms=T0 + 3 * WINDOW_MS + 5_000) == 3  # windows 0 of both, window 1 of n
     rows = {(q.model, (q.window_start_ms - T0) // WINDOW_MS): q for q in _quarantine(db_url)}
@@ -155,7 +155,7 @@ def test_describe_names_the_type_scrubs_secrets_longest_first_and_bounds_the_tex
 
 
 def test_label_pooling_skips_an_undecodable_earlier_window_instead_of_failing_the_later_one(db_url):
-    from scheduler.evaluation import BaselineCache, WindowKey, pool_labels
+    from driftline.scheduler.evaluation import BaselineCache, WindowKey, pool_labels
 
     rng = np.random.default_rng(4)
     scores = rng.uniform(size=2000)

@@ -14,8 +14,8 @@ from driftline.errors import UserError
 from driftline.store.db import session_scope
 from driftline.store.models import (Alert, DeadLetter, DetectorResult, LabelRecord, Notification, PredictionRecord,
                                     WindowEvaluation, WindowQuarantine, WindowStateRecord)
-from scheduler.jobs import SchedulerJobs
-from scheduler.retention import RetentionPolicy, prune
+from driftline.scheduler.jobs import SchedulerJobs
+from driftline.scheduler.retention import RetentionPolicy, prune
 
 DAY_MS = 86_400_000
 WINDOW_MS = 60_000

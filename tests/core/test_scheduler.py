@@ -13,8 +13,8 @@ from driftline.store.db import session_scope
 from driftline.store.models import (Alert, BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
                                     WindowStateRecord)
 from driftline.window_state import EventBatch, WindowState
-from scheduler.evaluation import due_windows
-from scheduler.jobs import SchedulerJobs
+from driftline.scheduler.evaluation import due_windows
+from driftline.scheduler.jobs import SchedulerJobs
 
 WINDOW_MS = 10_000
 T0 = 1_796_040_000_000  # a window boundary
@@ -145,7 +145,7 @@ def test_window_without_baseline_is_evaluated_for_latency_only(db_url):
 
 def test_thresholds_and_slos_come_from_the_config_file_with_per_model_overrides(tmp_path):
     from driftline.errors import UserError
-    from scheduler.evaluation import EvaluationConfig
+    from driftline.scheduler.evaluation import EvaluationConfig
 
     toml = tmp_path / "driftline.toml"
     toml.write_text('[drift]\npsi = 0.3\n[drift.models.m]\npsi = 0.4\n'
@@ -238,7 +238,7 @@ def test_pooling_reads_an_earlier_windows_state_once_while_the_row_is_unchanged(
     from sqlalchemy import event
 
     from driftline.store.db import get_engine
-    from scheduler.evaluation import BaselineCache, WindowKey, pool_labels
+    from driftline.scheduler.evaluation import BaselineCache, WindowKey, pool_labels
 
     rng = np.random.default_rng(13)
     baseline = _labelled_baseline(db_url, rng)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = [p for p in ("driftline", "detectors", "alerts", "dashboard", "scheduler") if (ROOT / p).is_dir()]
 # Strings equal to a family name that mean something else.
 NOT_FAMILIES = {
-    # The defaults are shown to users as the names they write in TOML; alerts.rules checks them.
+    # The defaults are shown to users as the names they write in TOML; driftline.alerts.rules checks them.
     ("driftline/defaults.py", "ALERT_DETECTOR_DEFAULTS"),
     ("driftline/defaults.py", "ALERT_INHIBIT_RULES"),
     ("driftline/commands/up.py", "SCENARIOS"),  # the demo's scenario names (a "skew" scenario, ...)

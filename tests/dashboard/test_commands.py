@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dashboard.commands import streamlit_argv
+from driftline.dashboard.commands import streamlit_argv
 
 DRIFTLINE = str(Path(sys.executable).with_name("driftline"))
 
@@ -46,7 +46,7 @@ def test_streamlit_is_headless_on_loopback():
 
 def test_the_launcher_imports_no_streamlit_code():
     """Imported outside a Streamlit server, the app's cached functions log a warning each (18 lines at start)."""
-    probe = ("import sys; from dashboard.commands import streamlit_env; from driftline.config import load_settings; "
+    probe = ("import sys; from driftline.dashboard.commands import streamlit_env; from driftline.config import load_settings; "
              "streamlit_env(load_settings(), 5); "
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'streamlit'))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard import derive, distributions, scores, states
+from driftline.dashboard import derive, distributions, scores, states
 from driftline import vocabulary
 from driftline.baseline import NumericProfile
 from driftline.vocabulary import DATA_DRIFT, LATENCY

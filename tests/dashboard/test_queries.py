@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, insert, select
 
-from dashboard import queries, scores
+from driftline.dashboard import queries, scores
 from driftline.store.db import session_scope
 from driftline.store.models import (Alert, AliasEvent, DetectorResult, ModelAlias, ModelVersion, Notification,
                                     WindowEvaluation)

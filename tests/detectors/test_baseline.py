@@ -8,7 +8,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from detectors import stats
+from driftline.detectors import stats
 from driftline import defaults
 from driftline.baseline import (
     BINARY,

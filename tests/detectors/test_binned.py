@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from detectors import binned, stats
+from driftline.detectors import binned, stats
 from driftline.baseline import compute_baseline
 from driftline.window_state import FeatureWindow
 

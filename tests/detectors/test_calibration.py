@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from scipy.special import expit, logit
 
-from detectors import binned, stats
-from detectors.quality_stats import hanley_mcneil_variance
-from detectors.thresholds import WindowThresholds
-from detectors.window import evaluate_window
+from driftline.detectors import binned, stats
+from driftline.detectors.quality_stats import hanley_mcneil_variance
+from driftline.detectors.thresholds import WindowThresholds
+from driftline.detectors.window import evaluate_window
 from driftline import defaults
 from driftline.baseline import compute_baseline
 from driftline.vocabulary import MODEL_QUALITY

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as scipy_stats
 from scipy.spatial import distance
 
-from detectors import stats
+from driftline.detectors import stats
 from driftline import defaults
 
 GENERATORS = {

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from detectors.decision import DriftThresholds
-from detectors.quality_stats import quality_metrics
-from detectors.results import WindowResult
-from detectors.thresholds import LatencySLO, WindowThresholds
-from detectors.window import evaluate_window
+from driftline.detectors.decision import DriftThresholds
+from driftline.detectors.quality_stats import quality_metrics
+from driftline.detectors.results import WindowResult
+from driftline.detectors.thresholds import LatencySLO, WindowThresholds
+from driftline.detectors.window import evaluate_window
 from driftline import vocabulary
 from driftline.baseline import LabelSummary, compute_baseline
 from driftline.errors import UserError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from alerts.fingerprint import group_key
+from driftline.alerts.fingerprint import group_key
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, DetectorResult, RetrainRequest, WindowEvaluation
 

@@ -64,7 +64,7 @@ class SeedSummary:
 
 def credit_rows(rng: np.random.Generator, n: int, income_shift: float = 0.0, score_shift: float = 0.0,
                 score_nulls: float = 0.0, utilization_shift: float = 0.0) -> pd.DataFrame:
-    """Loan applications as model features (the names of worker.feature_transform.FEATURES)."""
+    """Loan applications as model features (the names of driftline.worker.feature_transform.FEATURES)."""
     age = np.clip(rng.normal(41, 12, n), 18, 90).round()
     income = np.exp(rng.normal(np.log(52_000) + income_shift, 0.45, n)).round(-2)
     loan = np.clip(np.exp(rng.normal(np.log(14_000), 0.65, n)), 500, 500_000).round(-2)
@@ -166,7 +166,7 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
     """Fill a migrated, empty store with the scenario of the module docstring; returns what was written.
 
     `windows` windows of `window_seconds` end at the last whole window before `now_ms`.
-    Every window is evaluated with the scheduler's own job (`scheduler.evaluation.evaluate`, the real detectors).
+    Every window is evaluated with the scheduler's own job (`driftline.scheduler.evaluation.evaluate`, the real detectors).
     """
     if windows < 60:
         raise ValueError("the scenario needs at least 60 windows")
@@ -270,7 +270,7 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
 
 def _evaluate_with_detectors(session, summary: SeedSummary, window_seconds: int) -> None:
     """Every window through the scheduler's evaluation job, as `driftline scheduler` would."""
-    from scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, evaluate
+    from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, evaluate
 
     cache, config = BaselineCache(), EvaluationConfig(window_seconds, {})
     for (model, version), starts in summary.windows.items():

@@ -20,10 +20,10 @@ import pytest
 from driftline.broker import free_port
 from driftline.config import Settings, load_settings
 from driftline.store import db as store_db
-from worker.dataset import generate
-from worker.publish import publish
-from worker.registry import Registry
-from worker.training import TrainConfig, TrainResult, train_model
+from driftline.worker.dataset import generate
+from driftline.worker.publish import publish
+from driftline.worker.registry import Registry
+from driftline.worker.training import TrainConfig, TrainResult, train_model
 
 MODEL = "credit-default"
 
@@ -45,10 +45,10 @@ def registry_with_versions(settings: Settings, results: list[TrainResult]) -> Re
 
 @contextlib.contextmanager
 def serving(worker: Any) -> Iterator[str]:
-    """Run `worker` (a worker.server.Worker) under uvicorn on 127.0.0.1 in a thread; yields its base URL."""
+    """Run `worker` (a driftline.worker.server.Worker) under uvicorn on 127.0.0.1 in a thread; yields its base URL."""
     import uvicorn
 
-    from worker.server import create_app
+    from driftline.worker.server import create_app
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(worker), host="127.0.0.1", port=port, log_level="warning",

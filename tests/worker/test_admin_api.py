@@ -8,9 +8,9 @@ import pytest
 
 from driftline.config import DEFAULT_RETRAIN_TOKEN
 from driftline.errors import UserError
-from worker.admin import admin_token_problem, is_loopback
-from worker.replay import ReplayConfig, run_replay
-from worker.server import Worker, WorkerConfig
+from driftline.worker.admin import admin_token_problem, is_loopback
+from driftline.worker.replay import ReplayConfig, run_replay
+from driftline.worker.server import Worker, WorkerConfig
 
 TOKEN = "admin-test-token"
 

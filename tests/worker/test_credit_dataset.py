@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from worker.dataset import (RAW_COLUMNS, Population, RiskModel, data_sha256, default_probability, generate,
+from driftline.worker.dataset import (RAW_COLUMNS, Population, RiskModel, data_sha256, default_probability, generate,
                             generate_inputs)
 
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from worker.batcher import BatcherFull, DynamicBatcher
+from driftline.worker.batcher import BatcherFull, DynamicBatcher
 
 
 def doubling(calls: list[int], gate: threading.Event | None = None):

@@ -1,4 +1,4 @@
-"""worker.feature_transform: the formulas, nulls, unseen categories, the registry round trip, purity."""
+"""driftline.worker.feature_transform: the formulas, nulls, unseen categories, the registry round trip, purity."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from worker.feature_transform import FEATURES, RAW_INPUTS, Z_CLIP, FeatureTransform, transform_row
-from worker.dataset import generate_inputs
+from driftline.worker.feature_transform import FEATURES, RAW_INPUTS, Z_CLIP, FeatureTransform, transform_row
+from driftline.worker.dataset import generate_inputs
 
 ROW = {"age": 40, "annual_income": 60_000.0, "monthly_debt": 1_000.0, "loan_amount": 15_000.0, "loan_term_months": 36,
        "credit_score": 700, "num_credit_lines": 5, "num_late_payments": 1, "employment_years": 4.5,
@@ -83,7 +83,7 @@ def test_unknown_transform_versions_are_refused():
 
 
 def test_importable_without_torch_or_fastapi():
-    code = ("import sys, worker.feature_transform as t; t.FeatureTransform().apply([{}]); "
+    code = ("import sys, driftline.worker.feature_transform as t; t.FeatureTransform().apply([{}]); "
             "print(sorted(m for m in ('torch', 'fastapi', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -11,9 +11,9 @@ from driftline.baseline import Baseline
 from driftline.errors import UserError
 from driftline.store.db import session_scope
 from driftline.store.models import AliasEvent, BaselineRecord, ModelVersion
-from worker.model import load_model
-from worker.publish import publish
-from worker.registry import MODEL_FILE, Registry
+from driftline.worker.model import load_model
+from driftline.worker.publish import publish
+from driftline.worker.registry import MODEL_FILE, Registry
 
 MODEL = "credit-default"
 

@@ -1,7 +1,7 @@
 """The prediction cache: LRU eviction, TTL expiry, keys that hold the version."""
 from __future__ import annotations
 
-from worker.cache import PredictionCache, cache_key
+from driftline.worker.cache import PredictionCache, cache_key
 
 
 class FakeClock:

@@ -20,9 +20,9 @@ import redis
 
 from driftline import defaults
 from driftline.broker import free_port
-from worker.cache import RedisPredictionCache, cache_key, redis_key
-from worker.dataset import generate_inputs
-from worker.server import Worker, WorkerConfig
+from driftline.worker.cache import RedisPredictionCache, cache_key, redis_key
+from driftline.worker.dataset import generate_inputs
+from driftline.worker.server import Worker, WorkerConfig
 
 
 class RedisProcess:
@@ -187,7 +187,7 @@ def test_redis_down_or_frozen_is_a_counted_miss_logged_once_and_recovered(redis_
         finally:
             await cache.close()
 
-    with caplog.at_level(logging.WARNING, logger="worker.cache"):
+    with caplog.at_level(logging.WARNING, logger="driftline.worker.cache"):
         asyncio.run(scenario())
     outages = [r for r in caplog.records if "unavailable" in r.getMessage()]
     recoveries = [r for r in caplog.records if "is back" in r.getMessage()]

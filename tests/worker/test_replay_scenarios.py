@@ -18,11 +18,11 @@ import pytest
 from driftline.broker import free_port
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.errors import UserError
-from worker.feature_transform import FeatureTransform
-from worker.dataset import generate_inputs
-from worker.replay import ReplayConfig, build_traffic, run_replay
-from worker.scenarios import SCENARIOS, UNSEEN
-from worker.server import Worker, WorkerConfig
+from driftline.worker.feature_transform import FeatureTransform
+from driftline.worker.dataset import generate_inputs
+from driftline.worker.replay import ReplayConfig, build_traffic, run_replay
+from driftline.worker.scenarios import SCENARIOS, UNSEEN
+from driftline.worker.server import Worker, WorkerConfig
 
 TOKEN = "replay-token"
 

@@ -16,10 +16,10 @@ from sqlalchemy import func, select
 from driftline.client import InferenceLogger
 from driftline.store.db import session_scope
 from driftline.store.models import BaselineRecord, RetrainRequest
-from worker.dataset import RiskModel, default_probability, generate, generate_inputs, sample_labels
-from worker.registry import HOLDOUT_FILE
-from worker.retrain import RecentTraffic, RetrainJob, RetrainManager, run_retrain_job
-from worker.server import Worker, WorkerConfig
+from driftline.worker.dataset import RiskModel, default_probability, generate, generate_inputs, sample_labels
+from driftline.worker.registry import HOLDOUT_FILE
+from driftline.worker.retrain import RecentTraffic, RetrainJob, RetrainManager, run_retrain_job
+from driftline.worker.server import Worker, WorkerConfig
 
 TOKEN = "retrain-token"
 
@@ -142,11 +142,11 @@ ORPHAN_SCRIPT = textwrap.dedent("""
     from types import SimpleNamespace
     from driftline.config import load_settings
     from driftline.store import db
-    from worker.dataset import generate
-    from worker.publish import publish
-    from worker.registry import Registry
-    from worker.retrain import RecentTraffic, RetrainManager
-    from worker.training import TrainConfig, train_model
+    from driftline.worker.dataset import generate
+    from driftline.worker.publish import publish
+    from driftline.worker.registry import Registry
+    from driftline.worker.retrain import RecentTraffic, RetrainManager
+    from driftline.worker.training import TrainConfig, train_model
 
     home = sys.argv[1]
     settings = load_settings(home=home, db=f"sqlite:///{home}/driftline.db", bootstrap_servers="127.0.0.1:1")
@@ -211,7 +211,7 @@ def _job(registry, tiny_results, labels_of, **changes) -> RetrainJob:
 
 def test_a_candidate_poisoned_by_recent_traffic_is_not_promoted(kit, tiny_results, tmp_path):
     """Flipped labels: the candidate wins on the (poisoned) recent traffic but loses on version 1's training holdout."""
-    from worker.publish import publish
+    from driftline.worker.publish import publish
 
     settings = kit.make_settings(tmp_path, "127.0.0.1:1")
     registry = kit.registry_with_versions(settings, [])
@@ -225,7 +225,7 @@ def test_a_candidate_poisoned_by_recent_traffic_is_not_promoted(kit, tiny_result
 
 
 def test_without_a_stored_training_holdout_a_candidate_is_not_promoted(kit, tiny_results, tmp_path):
-    from worker.publish import publish
+    from driftline.worker.publish import publish
 
     settings = kit.make_settings(tmp_path, "127.0.0.1:1")
     registry = kit.registry_with_versions(settings, [])

@@ -13,9 +13,9 @@ import pytest
 
 from driftline.config import TOPIC_INFERENCE
 from driftline.events import parse_inference
-from worker.feature_transform import FeatureTransform
-from worker.dataset import generate_inputs
-from worker.server import Worker, WorkerConfig
+from driftline.worker.feature_transform import FeatureTransform
+from driftline.worker.dataset import generate_inputs
+from driftline.worker.server import Worker, WorkerConfig
 
 TOKEN = "test-token"
 
