@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from driftline.json_types import json_type_name
 from driftline.names import is_safe_name, name_problem
 
 INFERENCE_SCHEMA = "driftline.inference/v1"
@@ -113,22 +114,6 @@ def _optional_str(doc: dict[str, Any], field: str) -> str | None:
     if not isinstance(value, str):
         raise EventError(f"expected a string, got {json_type_name(value)}", field)
     return value
-
-
-def json_type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _is_number(value: Any) -> bool:

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import orjson
 
 from driftline import defaults
-from driftline.events import json_type_name
+from driftline.json_types import json_type_name
 
 MAX_ID_CHARS = 256
 MAX_CATEGORY_CHARS = 200

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from driftline import defaults
+from driftline.json_types import json_type_of_class
 
 
 def json_type(value: Any) -> str:
@@ -17,21 +18,6 @@ def json_type(value: Any) -> str:
     if kind is str:
         return "string"
     return json_type_of_class(kind)
-
-
-def json_type_of_class(kind: type) -> str:
-    """The JSON type name of values of class `kind` (numpy scalars included; any other class by its name)."""
-    if issubclass(kind, (bool, np.bool_)):
-        return "boolean"
-    if issubclass(kind, (int, float, np.integer, np.floating)):
-        return "number"
-    if issubclass(kind, str):
-        return "string"
-    if issubclass(kind, (list, tuple)):
-        return "array"
-    if issubclass(kind, dict):
-        return "object"
-    return kind.__name__
 
 
 def category_key(value: Any) -> str:

@@ -12,7 +12,7 @@ import pandas as pd
 from pandas.api.types import infer_dtype
 
 from driftline.baseline import prediction_values
-from driftline.baseline.values import json_type_of_class
+from driftline.json_types import json_type_of_class
 
 
 _TYPE_NAMES = {float: "number", int: "number", str: "string", bool: "boolean", list: "array", dict: "object"}
