@@ -3,7 +3,7 @@
 | scenario | inputs | labels | worker fault |
 |---|---|---|---|
 | none | the training population | the training risk model | none |
-| covariate_shift | younger, poorer applicants with lower credit scores, more from the south | training risk model | none |
+| covariate_shift | younger, poorer applicants with lower credit scores, more on contracts, more from the south | training risk model | none |
 | concept_drift | the training population | a new risk model: debt-to-income and late payments weigh far more, credit score half as much, the south defaults more (a regional downturn) | none |
 | skew | the training population | training risk model | `skew`: debt_to_income computed with a units bug on the serving path |
 | latency | the training population | training risk model | 5 % of requests take 250 ms longer (p99 over the 100 ms SLO) |
@@ -42,8 +42,10 @@ class Scenario:
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("none", "training-like traffic; nothing should fire"),
-    Scenario("covariate_shift", "younger, poorer applicants with lower credit scores, more from the south",
+    # Eight of the fourteen features move, so the dataset-level verdict (half of them) is clear, not a coin toss.
+    Scenario("covariate_shift", "younger, poorer applicants with lower credit scores, more on contracts, more from the south",
              population=Population(age_mean=31.0, income_median=38_000.0, credit_shift=-45.0,
+                                    employment_probs=(0.48, 0.16, 0.26, 0.06, 0.04),
                                     region_probs=(0.12, 0.46, 0.14, 0.14, 0.14))),
     Scenario("concept_drift", "same applicants, new relation between inputs and default",
              risk=RiskModel(w_dti=7.0, w_score=0.0055, w_late=0.9, w_south=1.2)),

@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from driftline.broker import free_port
 from driftline.config import TOPIC_INFERENCE
 from driftline.store.db import session_scope
-from driftline.store.models import Alert, DeadLetter, WindowEvaluation
+from driftline.store.models import Alert, DeadLetter, DetectorResult, WindowEvaluation
 
 from .conftest import DRIFTLINE, MODEL
 
@@ -142,6 +142,9 @@ def test_hostile_traffic_does_not_stop_monitoring_and_drift_still_pages(home, si
             WindowEvaluation.model == MODEL, WindowEvaluation.status == "ok")) or 0
         fired = s.scalars(select(Alert).where(Alert.fired_at.is_not(None))).all()
         fired = [(a.detector, a.feature, a.severity) for a in fired]
+        shares = [(r.window_start_ms, r.value, r.breached, r.details.get("features"))
+                  for r in s.scalars(select(DetectorResult).where(DetectorResult.detector == "dataset_drift")
+                                     .order_by(DetectorResult.window_start_ms))]
     # Every malformed message is a dead letter with its reason; the extreme-but-valid ones are not.
     assert len(letters) == sent["bad"], reasons
     assert all(reason for reason in reasons)
@@ -149,7 +152,7 @@ def test_hostile_traffic_does_not_stop_monitoring_and_drift_still_pages(home, si
     assert any("future" in letter.reason for letter in letters), reasons
     assert evaluated >= 10
     # The shift is still seen and still pages: the dataset-level verdict is an error, which goes to PagerDuty.
-    assert [f for f in fired if f[0] == "dataset_drift"], fired
+    assert [f for f in fired if f[0] == "dataset_drift"], (fired, shares)
     triggers = [b for b in sink.bodies("/pagerduty") if b["event_action"] == "trigger"]
     assert triggers, fired
     assert sink.bodies("/slack")

@@ -11,11 +11,10 @@ from driftline.alerts.fingerprint import group_key
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, DetectorResult, RetrainRequest, WindowEvaluation
 
-# Features the covariate_shift population changes directly (age, income, credit score, region) or
-# through the generating process (worker/dataset.py); the others must not be reported as drifted.
-COVARIATE_SHIFTED = {"age", "annual_income", "credit_score", "region"}
-COVARIATE_DOWNSTREAM = {"loan_to_income", "employment_years", "num_credit_lines", "home_ownership",
-                        "employment_type"}
+# Features the covariate_shift population changes directly (age, income, credit score, employment type,
+# region) or through the generating process (worker/dataset.py); the others must not be reported as drifted.
+COVARIATE_SHIFTED = {"age", "annual_income", "credit_score", "employment_type", "region"}
+COVARIATE_DOWNSTREAM = {"loan_to_income", "employment_years", "num_credit_lines", "home_ownership"}
 COVARIATE_UNAFFECTED = {"loan_amount", "loan_term_months", "debt_to_income", "credit_utilization",
                         "num_late_payments"}
 
