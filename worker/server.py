@@ -30,6 +30,7 @@ import torch
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import ClientDisconnect
 
 from driftline import defaults
 from driftline.client import InferenceLogger, new_id
@@ -50,6 +51,9 @@ from driftline.worker.retrain import LabelListener, RecentTraffic, RetrainManage
 from driftline.worker.validation import InputError, parse_predict
 
 log = logging.getLogger(__name__)
+
+# The requests counter's status for a client that left mid-request (nginx's name for it).
+CLIENT_CLOSED_REQUEST = "499"
 
 DEFAULT_MODEL = "credit-default"
 
@@ -376,6 +380,10 @@ def create_app(worker: Worker) -> "PredictFastPath":
             response = _json({"detail": f"the worker is overloaded ({exc}); retry later"}, 503)
             response.headers["Retry-After"] = str(defaults.WORKER_RETRY_AFTER_SECONDS)
             return response
+        except ClientDisconnect:  # the client left before its body arrived: nothing failed here
+            log.info("a client disconnected before its request body was read")
+            worker.metrics.requests.labels(CLIENT_CLOSED_REQUEST).inc()
+            return _json({"detail": "the client disconnected"}, 400)
         except Exception as exc:  # the model failed: say so, keep serving
             log.exception("prediction failed")
             worker.metrics.requests.labels("500").inc()

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -330,3 +332,21 @@ def test_a_full_request_queue_answers_503_with_retry_after(kit, served, monkeypa
     assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
     assert "overloaded" in refused.json()["detail"]
     assert httpx.post(f"{url}/predict", json=bodies[2]).status_code == 200
+
+
+def test_a_client_that_leaves_mid_body_is_counted_not_logged_as_a_failure(kit, served, caplog):
+    url, worker = served
+    host, port = url.removeprefix("http://").split(":")
+    def closed() -> float:
+        line = [x for x in httpx.get(f"{url}/metrics").text.splitlines()
+                if x.startswith("driftline_worker_requests_total") and 'code="499"' in x]
+        return float(line[0].rsplit(" ", 1)[1]) if line else 0.0
+
+    before = closed()
+    with caplog.at_level(logging.INFO, logger="driftline.worker.server"):
+        with socket.create_connection((host, int(port)), timeout=5) as conn:
+            conn.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 5000\r\n\r\n{\"features\": {")
+        assert kit.wait_for(lambda: closed() > before), "the disconnect was never counted"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert httpx.post(f"{url}/predict", json=_body_with()).status_code == 200
