@@ -1,4 +1,4 @@
-"""Configuration sections ([drift], [data_quality], [skew], [model_quality], [latency], [alerts]) as pydantic models.
+"""Configuration sections ([drift], [data_quality], [skew], [model_quality], [latency], [alerts], [retention]) as pydantic models.
 
 One way to read a TOML table: a `Section` subclass lists the keys a table may hold,
 `parse_section` validates a mapping against it, and any unknown key or wrong type

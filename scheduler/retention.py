@@ -21,19 +21,36 @@ A days setting of 0 keeps that table's rows for good.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from sqlalchemy import ColumnElement, and_, delete, exists, false, func, or_, select
 
 from driftline import defaults
-from driftline.errors import UserError
+from driftline.sections import Section, given, parse_section
 from driftline.store.db import get_engine
 from driftline.store.models import (Alert, DeadLetter, DetectorResult, LabelRecord, Notification, PredictionRecord,
                                     WindowEvaluation, WindowQuarantine, WindowStateRecord)
 
 _ACTIVE = ("pending", "firing")
+_Age = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+_Count = Annotated[int, Field(gt=0)]
+
+
+class _RetentionSection(Section):
+    """The [retention] keys: ages at least 0 (0 keeps for good), counts and the interval above 0."""
+
+    dead_letter_days: _Age = defaults.RETENTION_DEAD_LETTER_DAYS
+    window_state_days: _Age = defaults.RETENTION_WINDOW_STATE_DAYS
+    result_days: _Age = defaults.RETENTION_RESULT_DAYS
+    notification_days: _Age = defaults.RETENTION_NOTIFICATION_DAYS
+    future_seconds: _Age = defaults.RETENTION_FUTURE_SECONDS
+    batch_rows: _Count = defaults.RETENTION_BATCH_ROWS
+    max_batches_per_run: _Count = defaults.RETENTION_MAX_BATCHES_PER_RUN
+    interval_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = defaults.RETENTION_INTERVAL_SECONDS
 _DAY_MS = 86_400_000
 
 
@@ -53,18 +70,9 @@ class RetentionPolicy:
     lateness_seconds: float = defaults.ALLOWED_LATENESS_SECONDS
 
     @classmethod
-    def from_mapping(cls, mapping: dict[str, Any], lateness_seconds: float) -> "RetentionPolicy":
-        known = {f.name: f for f in fields(cls) if f.name != "lateness_seconds"}
-        values: dict[str, Any] = {}
-        for key, value in mapping.items():
-            if key not in known:
-                raise UserError(f"unknown setting [retention] {key}; known: {', '.join(sorted(known))}")
-            positive = key in ("batch_rows", "max_batches_per_run", "interval_seconds")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (positive and value <= 0):
-                raise UserError(f"[retention] {key} must be a number {'above' if positive else 'at least'} 0, "
-                                f"not {value!r}")
-            values[key] = int(value) if known[key].type in (int, "int") else float(value)
-        return cls(**values, lateness_seconds=lateness_seconds)
+    def from_mapping(cls, mapping: Any, lateness_seconds: float) -> "RetentionPolicy":
+        section = parse_section(_RetentionSection, mapping, "[retention]")
+        return cls(**given(section), lateness_seconds=lateness_seconds)
 
     @classmethod
     def from_settings(cls, settings: Any) -> "RetentionPolicy":

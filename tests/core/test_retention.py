@@ -141,7 +141,8 @@ def test_db_prune_prints_what_it_deleted_per_table(filled, tmp_path):
 def test_retention_settings_are_checked(tmp_path):
     assert RetentionPolicy.from_mapping({"dead_letter_days": 3, "batch_rows": 10}, 30) == RetentionPolicy(
         dead_letter_days=3.0, batch_rows=10, lateness_seconds=30)
-    for bad in ({"dead_letters_days": 3}, {"result_days": -1}, {"batch_rows": 0}, {"future_seconds": "1d"}):
+    for bad in ({"dead_letters_days": 3}, {"result_days": -1}, {"batch_rows": 0}, {"future_seconds": "1d"},
+                {"result_days": float("inf")}, {"batch_rows": True}):
         with pytest.raises(UserError, match="retention"):
             RetentionPolicy.from_mapping(bad, 30)
     config = tmp_path / "bad.toml"
