@@ -22,7 +22,8 @@ def _check_counts(successes: int, count: int) -> None:
 def wilson_interval(successes: int, count: int, alpha: float) -> tuple[float, float]:
     r"""Two-sided Wilson score interval of a proportion, level ``1 - alpha``.
 
-    .. math::  \frac{\hat p + \frac{z^2}{2n} \pm z \sqrt{\frac{\hat p(1-\hat p)}{n} + \frac{z^2}{4n^2}}}{1 + \frac{z^2}{n}}
+    .. math::  \frac{\hat p + \frac{z^2}{2n} \pm z \sqrt{\frac{\hat p(1-\hat p)}{n} + \frac{z^2}{4n^2}}}
+               {1 + \frac{z^2}{n}}
 
     Unlike the Wald interval it stays inside [0, 1] and does not collapse to a
     point at 0 or n successes. No rows: ``(0.0, 1.0)``.

@@ -24,6 +24,7 @@ from driftline.vocabulary import (
     QUALITY_DELTA,
     ROLLOUT_AB,
     ROLLOUT_MODES,
+    ROLLOUT_SHADOW,
     SEQUENTIAL_P_VALUE,
     VERDICT_FAIL,
     VERDICT_INCONCLUSIVE,
@@ -174,7 +175,9 @@ def _majority_verdict(windows: Sequence[Sequence[Comparison]], metric: str, poli
                              f"< windows {policy.windows}", **common)
     recent = judged[-policy.windows:]
     fails = sum(_window_fails(c, policy) for c in recent)
-    values = [c.value for c in recent if c.value is not None]
+    # p99: the median relative increase, in the allowed delta's terms; drift: the median PSI.
+    values = [c.value if metric == CANDIDATE_DRIFT else c.details.get("relative") for c in recent]
+    values = [v for v in values if v is not None]
     value = float(np.median(values)) if values else None
     what = "drifted" if metric == CANDIDATE_DRIFT else (
         f"over {policy.max_p99_increase:.0%} and {policy.p99_tolerance_ms:g} ms slower")
@@ -223,10 +226,11 @@ def rollout_verdict(windows: Sequence[Sequence[Comparison]], mode: str, policy: 
       by the majority of the last ``windows`` windows with enough data.
 
     The rollout fails when any critical metric fails; it passes when every critical
-    metric passes, and is inconclusive otherwise (a critical metric without data
-    counts as inconclusive). An A/B test (``mode="ab"``) also needs a winner: the quality
-    test's confidence sequence entirely on the candidate's side passes, entirely on the
-    other side fails. A non-critical fail is listed among the reasons.
+    metric passes, and is inconclusive otherwise. A critical metric without data counts
+    as inconclusive, except in a shadow, which passes on the critical metrics it compared
+    (at least one). An A/B test (``mode="ab"``) also needs a winner: the quality test's
+    confidence sequence entirely on the candidate's side passes, entirely on the other
+    side fails. A non-critical fail is listed among the reasons.
     """
     if mode not in ROLLOUT_MODES:
         raise UserError(f"unknown rollout mode {mode!r}; expected one of {', '.join(ROLLOUT_MODES)}")
@@ -242,8 +246,10 @@ def rollout_verdict(windows: Sequence[Sequence[Comparison]], mode: str, policy: 
         judged_window = _majority_verdict(windows, metric, policy, metric in policy.critical)
         if judged_window is not None:
             metrics[metric] = judged_window
+    compared = any(m in metrics for m in policy.critical)
     for metric in policy.critical:
-        if metric not in metrics:
+        # A shadow is a pre-check of what it can see: a metric it never compared does not hold it back.
+        if metric not in metrics and (mode != ROLLOUT_SHADOW or not compared):
             metrics[metric] = MetricVerdict(metric=metric, verdict=VERDICT_INCONCLUSIVE, critical=True,
                                             reason="no comparison yet")
     reasons = [f"{m.metric}: {m.verdict}: {m.reason}" + ("" if m.critical else " (not critical)")
@@ -251,7 +257,7 @@ def rollout_verdict(windows: Sequence[Sequence[Comparison]], mode: str, policy: 
     critical = [m for m in metrics.values() if m.critical]
     if any(m.verdict == VERDICT_FAIL for m in critical):
         verdict = VERDICT_FAIL
-    elif all(m.verdict == VERDICT_PASS for m in critical):
+    elif critical and all(m.verdict == VERDICT_PASS for m in critical):
         verdict = VERDICT_PASS
     else:
         verdict = VERDICT_INCONCLUSIVE

@@ -219,3 +219,17 @@ def test_compare_states_reads_both_window_states():
     assert results[P50_DELTA_MS].details["relative"] == pytest.approx(1.0, abs=0.03)
     assert results[QUALITY_DELTA].value == 0.0
     assert CANDIDATE_DRIFT not in results
+
+
+def test_every_comparison_detail_is_a_rollout_details_field():
+    rng = np.random.default_rng(11)
+    production = rng.uniform(0, 1, 400)
+    comparisons = shadow_comparisons(range(400), production, production[::-1], alpha=ALPHA)
+    comparisons += shadow_comparisons(range(3), [0.1] * 3, [0.2] * 3, alpha=ALPHA)
+    comparisons += [error_rate_comparison(1, 500, 2, 500, alpha=ALPHA), error_rate_comparison(1, 5, 2, 5, alpha=ALPHA)]
+    comparisons += latency_comparisons(_histogram(production * 100 + 1), _histogram(production * 90 + 1))
+    comparisons += [quality_comparison(_binary(production, production > 0.5), _binary(production, production > 0.3),
+                                       alpha=ALPHA), drift_comparison(None)]
+    for comparison in comparisons:
+        assert set(comparison.details) <= RolloutDetails.keys(), comparison.metric
+        assert RolloutDetails.from_dict(comparison.details).to_dict() == comparison.details

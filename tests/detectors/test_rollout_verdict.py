@@ -137,6 +137,7 @@ def test_p99_is_judged_by_the_majority_of_recent_windows():
     burst = rollout_verdict(_windows(5, slowdown=2.0, slow_windows=2), ROLLOUT_CANARY, POLICY)
     assert burst.metrics[P99_DELTA_MS].verdict == VERDICT_PASS
     assert "2 of the last 5" in burst.metrics[P99_DELTA_MS].reason
+    assert slow.metrics[P99_DELTA_MS].value == pytest.approx(1.0, abs=0.15)  # the median relative increase
     # Within the millisecond tolerance a slower model is not failed.
     tolerant = rollout_verdict(_windows(6, slowdown=2.0), ROLLOUT_CANARY, RolloutPolicy(p99_tolerance_ms=1000.0))
     assert tolerant.metrics[P99_DELTA_MS].verdict == VERDICT_PASS
@@ -163,6 +164,12 @@ def test_shadow_flip_rate_is_judged_against_its_allowed_share():
     policy = RolloutPolicy(critical=(FLIP_RATE,))
     assert rollout_verdict([window(0.02) for _ in range(5)], ROLLOUT_SHADOW, policy).verdict == VERDICT_PASS
     assert rollout_verdict([window(0.6) for _ in range(5)], ROLLOUT_SHADOW, policy).verdict == VERDICT_FAIL
+    # A shadow without labels passes on what it compared; a canary without them cannot.
+    unlabelled = [[*window(0.02), *w] for w in _windows(5, labels=0)]
+    shadow = rollout_verdict(unlabelled, ROLLOUT_SHADOW, POLICY)
+    assert shadow.verdict == VERDICT_PASS and QUALITY_DELTA not in shadow.metrics
+    assert rollout_verdict(unlabelled, ROLLOUT_CANARY, POLICY).verdict == VERDICT_INCONCLUSIVE
+    assert rollout_verdict([], ROLLOUT_SHADOW, POLICY).verdict == VERDICT_INCONCLUSIVE
 
 
 @pytest.mark.parametrize("accuracies, verdict, winner", [
@@ -203,7 +210,9 @@ def test_any_critical_fail_fails_and_every_verdict_is_known(rows, critical, mode
                for a, b, d in rows]
     judged = rollout_verdict(windows, mode, policy)
     assert judged.verdict in VERDICTS
-    critical_verdicts = [judged.metrics[m].verdict for m in critical]
+    critical_verdicts = [judged.metrics[m].verdict for m in critical if m in judged.metrics]
+    # Only a shadow may leave out a critical metric it never compared.
+    assert mode == ROLLOUT_SHADOW or len(critical_verdicts) == len(critical)
     if VERDICT_FAIL in critical_verdicts:
         assert judged.verdict == VERDICT_FAIL
     if judged.verdict == VERDICT_PASS:
@@ -260,7 +269,8 @@ def test_next_step(mode, weight, verdict, policy, action, to):
     assert step.reason
 
 
-@pytest.mark.parametrize("args", [("blue", 5, VERDICT_PASS), (ROLLOUT_CANARY, 5, "ok"), (ROLLOUT_CANARY, 150, VERDICT_PASS)])
+@pytest.mark.parametrize("args", [("blue", 5, VERDICT_PASS), (ROLLOUT_CANARY, 5, "ok"),
+                                  (ROLLOUT_CANARY, 150, VERDICT_PASS)])
 def test_next_step_refuses_unknown_input(args):
     with pytest.raises(UserError):
         next_step(*args, ON)
