@@ -233,3 +233,23 @@ def test_every_comparison_detail_is_a_rollout_details_field():
     for comparison in comparisons:
         assert set(comparison.details) <= RolloutDetails.keys(), comparison.metric
         assert RolloutDetails.from_dict(comparison.details).to_dict() == comparison.details
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.one_of(st.floats(0, 1), st.just(float("nan")))), min_size=0,
+                max_size=60), st.integers(0, 8), st.floats(0.05, 0.95))
+def test_shadow_comparisons_stay_in_range_on_any_pairs(pairs, top, threshold):
+    production = [p for p, _ in pairs]
+    candidate = [c for _, c in pairs]
+    results = shadow_comparisons(list(range(len(pairs))), production, candidate, alpha=ALPHA, top=top,
+                                 threshold=threshold, min_pairs=1)
+    flip = results[0]
+    assert flip.metric == FLIP_RATE
+    if flip.insufficient_data:
+        assert flip.value is None and all(c.insufficient_data for c in results)
+        return
+    assert flip.details["lower"] <= flip.value <= flip.details["upper"]
+    assert 0.0 <= flip.value <= 1.0 and flip.details["count"] <= len(pairs)
+    assert len(flip.details["largest_differences"]) <= top
+    assert all(math.isfinite(d["difference"]) for d in flip.details["largest_differences"])
+    assert 0.0 <= results[1].value <= 1.0 and results[2].value >= 0.0

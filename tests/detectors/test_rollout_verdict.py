@@ -290,3 +290,27 @@ def test_next_step_only_moves_to_a_configured_weight(mode, weight, verdict, prom
         assert verdict == VERDICT_PASS and promote
     if step.action == STEP_ROLLBACK:
         assert verdict == VERDICT_FAIL and rollback
+
+
+def test_error_rate_at_the_allowed_delta_rarely_fails_however_often_it_is_judged():
+    # The worst case for a false fail: the candidate exactly `max_error_rate_increase` worse. Judged after
+    # every window, a rollout should fail on it in at most alpha of runs (confidence sequences).
+    runs, peeks, events = 150, 15, 1000
+    rng = np.random.default_rng(21)
+    production = rng.binomial(events, 0.01, (runs, peeks))
+    candidate = rng.binomial(events, 0.01 + POLICY.max_error_rate_increase, (runs, peeks))
+    policy = RolloutPolicy(critical=(ERROR_RATE_DELTA,))
+    ever_failed = 0
+    for run in range(runs):
+        windows = [[error_rate_comparison(int(a), events, int(b), events, alpha=policy.alpha)]
+                   for a, b in zip(production[run], candidate[run])]
+        ever_failed += any(rollout_verdict(windows[:n], ROLLOUT_CANARY, policy).verdict == VERDICT_FAIL
+                           for n in range(policy.windows, peeks + 1))
+    rate = ever_failed / runs
+    assert rate <= policy.alpha + 3 * np.sqrt(policy.alpha * (1 - policy.alpha) / runs)
+    # ... while three times that increase fails nearly every run within the same windows.
+    worse = rng.binomial(events, 0.01 + 3 * POLICY.max_error_rate_increase, (20, peeks))
+    caught = sum(rollout_verdict([[error_rate_comparison(int(a), events, int(b), events, alpha=policy.alpha)]
+                                  for a, b in zip(production[run], worse[run])], ROLLOUT_CANARY, policy).verdict
+                 == VERDICT_FAIL for run in range(20))
+    assert caught >= 18
