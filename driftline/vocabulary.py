@@ -83,6 +83,45 @@ METRICS: Mapping[str, tuple[str, ...]] = {
 QUALITY_VS_CALIBRATION = "calibration"
 QUALITY_VS_TRAINING = "training"
 
+# --- rollouts ----------------------------------------------------------------------------
+
+# How a candidate version meets live traffic (the routing plan's mode).
+ROLLOUT_SHADOW = "shadow"
+ROLLOUT_CANARY = "canary"
+ROLLOUT_AB = "ab"
+ROLLOUT_MODES = (ROLLOUT_SHADOW, ROLLOUT_CANARY, ROLLOUT_AB)
+
+# Comparison metrics, candidate minus production (an A/B test: arm B minus arm A), per window.
+FLIP_RATE = "flip_rate"  # shadow: share of paired requests whose decision differs
+SCORE_KS = "score_ks"  # shadow: KS statistic between the two versions' scores
+SCORE_WASSERSTEIN = "score_wasserstein"  # shadow: normalised Wasserstein distance of the scores
+ERROR_RATE_DELTA = "error_rate_delta"
+P50_DELTA_MS = "p50_delta_ms"
+P95_DELTA_MS = "p95_delta_ms"
+P99_DELTA_MS = "p99_delta_ms"
+QUALITY_DELTA = "quality_delta"
+# The candidate's prediction drift against its own baseline (the prediction_drift family's verdict).
+CANDIDATE_DRIFT = "candidate_drift"
+# A/B: the always-valid p-value of the quality difference over all windows so far.
+SEQUENTIAL_P_VALUE = "sequential_p_value"
+ROLLOUT_METRICS = (FLIP_RATE, SCORE_KS, SCORE_WASSERSTEIN, ERROR_RATE_DELTA, P50_DELTA_MS, P95_DELTA_MS,
+                   P99_DELTA_MS, QUALITY_DELTA, CANDIDATE_DRIFT, SEQUENTIAL_P_VALUE)
+# The metrics a verdict judges against an allowed delta (the others are reported).
+ROLLOUT_JUDGED = (FLIP_RATE, ERROR_RATE_DELTA, P99_DELTA_MS, QUALITY_DELTA, CANDIDATE_DRIFT)
+
+# A rollout's verdict, and of each judged metric.
+VERDICT_PASS = "pass"
+VERDICT_FAIL = "fail"
+VERDICT_INCONCLUSIVE = "inconclusive"
+VERDICTS = (VERDICT_PASS, VERDICT_FAIL, VERDICT_INCONCLUSIVE)
+
+# What the rollout does next (`next_step`).
+STEP_PROMOTE = "promote"
+STEP_ROLLBACK = "rollback"
+STEP_UP = "step_up"
+STEP_HOLD = "hold"
+STEPS = (STEP_PROMOTE, STEP_ROLLBACK, STEP_UP, STEP_HOLD)
+
 # --- details ---------------------------------------------------------------------------
 
 # Keys every family may set: a verdict without enough data, and why.
@@ -235,6 +274,29 @@ class QualityDetails(Details):
     def reference(self) -> float | None:
         """What the detector compared with: the calibration's expectation when set, else the training metric."""
         return self.expected if self.has("expected") else self.training
+
+
+@dataclass(frozen=True)
+class RolloutDetails(Details):
+    """A rollout comparison: each side's value, the interval of the difference, the rows behind it.
+
+    ``count`` is the rows behind the comparison (the smaller side; paired requests for shadow
+    metrics); ``sums`` the per-side (count, sum, sum of squares) a sequential test accumulates.
+    """
+
+    production: float | None = None
+    candidate: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    count: int | None = None
+    relative: float | None = None
+    metric: str | None = None  # quality_delta: which quality metric was compared
+    higher_is_better: bool | None = None
+    sums: Mapping[str, list[float]] | None = None
+    flips: int | None = None
+    largest_differences: list[Mapping[str, Any]] | None = None
+    drift: bool | None = None
+    p_value: float | None = None
 
 
 DETAILS: Mapping[str, type[Details]] = {

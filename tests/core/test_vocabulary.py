@@ -79,3 +79,45 @@ def test_details_round_trip_and_keep_what_was_set():
     assert typed.reference is None  # compared with the calibration, which had no value
     assert vocabulary.details_of(vocabulary.MODEL_QUALITY, {"training": 0.8}).reference == 0.8
     assert vocabulary.details_of("a_future_family", {"reason": "x"}).to_dict() == {"reason": "x"}
+
+
+# Strings equal to a rollout comparison metric that stand for one on purpose.
+NOT_ROLLOUT_METRICS = {
+    ("driftline/defaults.py", "ROLLOUT_CRITICAL"),  # shown to users as the names they write in [rollouts] critical
+}
+
+
+def _bare_rollout_metric_names() -> list[str]:
+    metrics = set(vocabulary.ROLLOUT_METRICS)
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if relative == "driftline/vocabulary.py":
+                continue
+            tree = ast.parse(path.read_text())
+            skip = _docstrings(tree) | _exports(tree)
+            allowed = {name for file, name in NOT_ROLLOUT_METRICS if file == relative}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in allowed
+                                                        for t in node.targets):
+                    skip |= {id(c) for c in ast.walk(node.value)}
+            found += [f"{relative}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                      if isinstance(node, ast.Constant) and node.value in metrics and id(node) not in skip]
+    return found
+
+
+def test_no_stage_spells_a_rollout_metric():
+    assert _bare_rollout_metric_names() == []
+
+
+def test_rollout_names_are_distinct_and_judged_metrics_are_metrics():
+    names = [*vocabulary.ROLLOUT_METRICS, *vocabulary.VERDICTS, *vocabulary.STEPS, *vocabulary.ROLLOUT_MODES]
+    assert len(names) == len(set(names))
+    assert set(vocabulary.ROLLOUT_JUDGED) <= set(vocabulary.ROLLOUT_METRICS)
+    from driftline import defaults
+
+    assert set(defaults.ROLLOUT_CRITICAL) <= set(vocabulary.ROLLOUT_JUDGED)
+    details = {"production": 0.01, "candidate": 0.02, "lower": 0.0, "upper": 0.03, "count": 900,
+               "sums": {"production": [900, 9, 9], "candidate": [900, 18, 18]}}
+    assert vocabulary.RolloutDetails.from_dict({**details, "unknown": 1}).to_dict() == details
