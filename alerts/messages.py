@@ -9,36 +9,19 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlencode
 
-from driftline.vocabulary import (
-    DATASET_DRIFT,
-    DATA_DRIFT,
-    DATA_QUALITY,
-    LATENCY,
-    MODEL_QUALITY,
-    PREDICTION_DRIFT,
-    SKEW,
-)
+from driftline.vocabulary import family
 
 from driftline.alerts.rules import severity_rank
 from driftline.alerts.times import iso, iso_from_ms
 
 SCHEMA = "driftline.alert/v1"
 
-DETECTOR_LABELS = {
-    DATA_DRIFT: "data drift",
-    DATASET_DRIFT: "dataset drift",
-    PREDICTION_DRIFT: "prediction drift",
-    DATA_QUALITY: "data quality",
-    SKEW: "training-serving skew",
-    LATENCY: "latency SLO breach",
-    MODEL_QUALITY: "model quality drop",
-}
 # Features named in a one-line title before "and N more".
 TITLE_FEATURES = 5
 
 
 def detector_label(detector: str) -> str:
-    return DETECTOR_LABELS.get(detector, detector.replace("_", " "))
+    return family(detector).problem
 
 
 def format_number(value: float | None) -> str:

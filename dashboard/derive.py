@@ -16,20 +16,18 @@ import pandas as pd
 from driftline.dashboard.scores import HIGHER, LOWER, relative_score
 from driftline import defaults, vocabulary
 from driftline.vocabulary import (
+    DETECTORS,
+    family,
     CONCURRENCY,
-    DATASET_DRIFT,
     DATA_DRIFT,
-    DATA_QUALITY,
     ERROR_RATE,
     INSUFFICIENT_DATA_KEY,
     LATENCY,
-    MODEL_QUALITY,
     P50_MS,
     P95_MS,
     P99_MS,
     PREDICTION_DRIFT,
     QPS,
-    SKEW,
 )
 
 # Headline numbers of the overview: the latency metrics the detectors emit.
@@ -42,23 +40,13 @@ LATENCY_QUANTILES = ("p50", "p95", "p99")
 # (the detectors report p50/p95/p99 per part: total, queue, compute).
 LATENCY_TOTAL = ("", vocabulary.LATENCY_TOTAL)
 
-# Order of the detector families on the model page; families not listed follow, by name.
-DETECTOR_ORDER = (DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY,
-                  MODEL_QUALITY)
-DETECTOR_TITLES = {
-    DATA_DRIFT: "Feature drift", DATASET_DRIFT: "Dataset drift", PREDICTION_DRIFT: "Prediction drift",
-    DATA_QUALITY: "Data quality", SKEW: "Training-serving skew", LATENCY: "Latency and traffic",
-    MODEL_QUALITY: "Model quality",
-}
-
-
 def detector_title(detector: str) -> str:
-    return DETECTOR_TITLES.get(detector, detector.replace("_", " ").capitalize())
+    return family(detector).title
 
 
 def ordered_detectors(names: Iterable[str]) -> list[str]:
     present = set(names)
-    return [d for d in DETECTOR_ORDER if d in present] + sorted(present - set(DETECTOR_ORDER))
+    return [d for d in DETECTORS if d in present] + sorted(present - set(DETECTORS))
 
 
 # --- time ------------------------------------------------------------------------

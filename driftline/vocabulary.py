@@ -24,6 +24,35 @@ LATENCY = "latency"
 MODEL_QUALITY = "model_quality"
 DETECTORS = (DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY)
 
+
+@dataclass(frozen=True)
+class Family:
+    """How people read a family: its heading on the dashboard, and the problem an alert names."""
+
+    title: str
+    problem: str
+
+
+# In DETECTORS order, which is also the dashboard's order of sections.
+FAMILIES = {
+    DATA_DRIFT: Family("Feature drift", "data drift"),
+    DATASET_DRIFT: Family("Dataset drift", "dataset drift"),
+    PREDICTION_DRIFT: Family("Prediction drift", "prediction drift"),
+    DATA_QUALITY: Family("Data quality", "data quality"),
+    SKEW: Family("Training-serving skew", "training-serving skew"),
+    LATENCY: Family("Latency and traffic", "latency SLO breach"),
+    MODEL_QUALITY: Family("Model quality", "model quality drop"),
+}
+
+
+def family(detector: str) -> Family:
+    """The family's names; a detector this version does not know (an old row) is named after itself."""
+    known = FAMILIES.get(detector)
+    if known is not None:
+        return known
+    words = detector.replace("_", " ")
+    return Family(words.capitalize(), words)
+
 # --- metrics ---------------------------------------------------------------------------
 
 # data_drift and prediction_drift: the primary effect size of a feature's (or the output's) drift.
