@@ -29,7 +29,7 @@ from driftline.detectors.decision import (
     significance_test,
 )
 from driftline.errors import UserError
-from driftline.vocabulary import DATASET_DRIFT, MISSING_RATE, PSI
+from driftline.vocabulary import CHI2, DATASET_DRIFT, JENSENSHANNON, KS, MISSING_RATE, PSI, WASSERSTEIN
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -299,9 +299,9 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
                                                    reference_psi_counts=reference.psi_counts)
         tests = {
             PSI: {"value": measured[PSI]},
-            "ks": {"statistic": measured["ks_statistic"], "p_value": measured["ks_p_value"]},
-            "wasserstein": {"value": measured["wasserstein"]},
-            "jensenshannon": {"value": measured["jensenshannon"]},
+            KS: {"statistic": measured["ks_statistic"], "p_value": measured["ks_p_value"]},
+            WASSERSTEIN: {"value": measured[WASSERSTEIN]},
+            JENSENSHANNON: {"value": measured[JENSENSHANNON]},
         }
     else:
         assert isinstance(reference, _CategoricalReference)
@@ -310,8 +310,8 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
         reference_counts, current_counts = reference.aligned_counts(present)
         statistic, p_value = stats.chi2(reference_counts, current_counts)
         tests = {
-            "chi2": {"statistic": statistic, "p_value": p_value},
-            "jensenshannon": {"value": stats.jensenshannon(reference_counts, current_counts)},
+            CHI2: {"statistic": statistic, "p_value": p_value},
+            JENSENSHANNON: {"value": stats.jensenshannon(reference_counts, current_counts)},
             PSI: {"value": stats.psi(reference_counts, current_counts)},
         }
     change, p_missing = stats.missing_rate_test(reference.missing, reference.rows, missing, rows)

@@ -42,7 +42,7 @@ import numpy as np
 from driftline.detectors import stats
 from driftline import defaults
 from driftline.baseline import CategoricalProfile, NumericProfile
-from driftline.vocabulary import PSI
+from driftline.vocabulary import CHI2, JENSENSHANNON, KS, LINF, PSI, WASSERSTEIN
 from driftline.window_state import FeatureWindow
 
 __all__ = [
@@ -176,9 +176,9 @@ def numeric_tests(profile: NumericProfile, window: FeatureWindow) -> dict[str, d
     statistic, p_value = ks_binned(profile, window)
     return {
         PSI: {"value": psi_binned(profile, window)},
-        "ks": {"statistic": statistic, "p_value": p_value},
-        "wasserstein": {"value": wasserstein_normed_binned(profile, window)},
-        "jensenshannon": {"value": jensenshannon_binned(profile, window)},
+        KS: {"statistic": statistic, "p_value": p_value},
+        WASSERSTEIN: {"value": wasserstein_normed_binned(profile, window)},
+        JENSENSHANNON: {"value": jensenshannon_binned(profile, window)},
     }
 
 
@@ -195,8 +195,8 @@ def categorical_tests(profile: CategoricalProfile, window: FeatureWindow) -> dic
     _, reference, current = category_counts(profile, window)
     statistic, p_value = stats.chi2(reference, current)
     return {
-        "chi2": {"statistic": statistic, "p_value": p_value},
+        CHI2: {"statistic": statistic, "p_value": p_value},
         PSI: {"value": stats.psi(reference, current)},
-        "jensenshannon": {"value": stats.jensenshannon(reference, current)},
-        "linf": {"value": stats.linf(reference, current)},
+        JENSENSHANNON: {"value": stats.jensenshannon(reference, current)},
+        LINF: {"value": stats.linf(reference, current)},
     }

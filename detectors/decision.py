@@ -33,7 +33,7 @@ from scipy import stats as _scipy_stats
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.sections import Section, given, parse_section
-from driftline.vocabulary import PSI
+from driftline.vocabulary import CHI2, DISTANCES, JENSENSHANNON, KS, PSI, SIGNIFICANCE_TESTS, WASSERSTEIN
 
 __all__ = [
     "DriftThresholds",
@@ -102,7 +102,7 @@ class DriftThresholds:
             raise UserError(f"drift threshold alpha must be between 0 and 1, got {self.alpha}")
         if not 0.0 < self.dataset_drift_share <= 1.0:
             raise UserError(f"dataset_drift_share must be in (0, 1], got {self.dataset_drift_share}")
-        for name in ("psi", "wasserstein", "jensenshannon", "linf", "missing_rate_delta", "min_rows"):
+        for name in (*DISTANCES, "missing_rate_delta", "min_rows"):
             if getattr(self, name) < 0:
                 raise UserError(f"drift threshold {name} must not be negative, got {getattr(self, name)}")
         for feature, overrides in self.features.items():
@@ -161,7 +161,7 @@ def benjamini_hochberg(p_values: Any, alpha: float = defaults.DRIFT_ALPHA) -> tu
 
 def significance_test(kind: str) -> str:
     """The name of the test whose p-value goes into the BH family for a feature of `kind`."""
-    return "chi2" if kind == "categorical" else "ks"
+    return CHI2 if kind == "categorical" else KS
 
 
 def _p(test: Mapping[str, Any]) -> float:
@@ -176,21 +176,21 @@ def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: Drif
     `decide_feature`'s.
     """
     for name, test in tests.items():
-        if name in ("ks", "chi2"):
+        if name in SIGNIFICANCE_TESTS:
             test["threshold"] = thresholds.alpha
             test["drift"] = bool(_p(test) < thresholds.alpha)
         elif name == "missing":
             test["threshold"] = thresholds.missing_rate_delta
             test["drift"] = bool(abs(test["value"] - test["reference"]) >= thresholds.missing_rate_delta
                                  and _p(test) < thresholds.alpha)
-        elif name in (PSI, "wasserstein", "jensenshannon", "linf"):
+        elif name in DISTANCES:
             test["threshold"] = getattr(thresholds, name)
             test["drift"] = bool(test["value"] >= test["threshold"])
     return tests
 
 
 def _effects(kind: str) -> tuple[str, ...]:
-    return (PSI, "jensenshannon") if kind == "categorical" else (PSI, "wasserstein", "jensenshannon")
+    return (PSI, JENSENSHANNON) if kind == "categorical" else (PSI, WASSERSTEIN, JENSENSHANNON)
 
 
 def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,

@@ -34,6 +34,7 @@ from scipy import stats as _scipy_stats
 from scipy.spatial import distance as _scipy_distance
 
 from driftline import defaults
+from driftline.vocabulary import JENSENSHANNON, PSI, WASSERSTEIN
 
 __all__ = [
     "bin_counts",
@@ -425,7 +426,7 @@ def numeric_statistics_sorted(reference_sorted: np.ndarray, current_sorted: np.n
     """
     n1, n2 = reference_sorted.size, current_sorted.size
     if n1 == 0 or n2 == 0:
-        return {"psi": 0.0, "ks_statistic": 0.0, "ks_p_value": 1.0, "wasserstein": 0.0, "jensenshannon": 0.0}
+        return {PSI: 0.0, "ks_statistic": 0.0, "ks_p_value": 1.0, WASSERSTEIN: 0.0, JENSENSHANNON: 0.0}
     if psi_edges is None:
         psi_edges = decile_edges(reference_sorted)
         reference_psi_counts = None
@@ -442,11 +443,11 @@ def numeric_statistics_sorted(reference_sorted: np.ndarray, current_sorted: np.n
         ks_statistic = float(np.abs(gaps).max(initial=0.0))
         ks_p = ks_p_value(ks_statistic, n1, n2)
     return {
-        "psi": psi(reference_psi_counts, _bin_counts_sorted(current_sorted, psi_edges)),
+        PSI: psi(reference_psi_counts, _bin_counts_sorted(current_sorted, psi_edges)),
         "ks_statistic": ks_statistic,
         "ks_p_value": ks_p,
-        "wasserstein": wasserstein / std,
-        "jensenshannon": jensenshannon_numeric_sorted(reference_sorted, current_sorted),
+        WASSERSTEIN: wasserstein / std,
+        JENSENSHANNON: jensenshannon_numeric_sorted(reference_sorted, current_sorted),
     }
 
 

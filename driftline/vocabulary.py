@@ -57,6 +57,15 @@ def family(detector: str) -> Family:
 
 # data_drift and prediction_drift: the primary effect size of a feature's (or the output's) drift.
 PSI = "psi"
+# The drift tests a feature's `tests` hold (detect's JSON, a data_drift result's details):
+# significance tests (a p-value) and distances (a value against a threshold).
+KS = "ks"
+CHI2 = "chi2"
+WASSERSTEIN = "wasserstein"
+JENSENSHANNON = "jensenshannon"
+LINF = "linf"
+SIGNIFICANCE_TESTS = (KS, CHI2)
+DISTANCES = (PSI, WASSERSTEIN, JENSENSHANNON, LINF)
 # dataset_drift: the share of judged features that drifted.
 DRIFTED_SHARE = "drifted_share"
 

@@ -40,8 +40,9 @@ def _exports(tree: ast.Module) -> set[int]:
     return out
 
 
-def _bare_family_names() -> list[str]:
-    families = set(vocabulary.DETECTORS)
+def _bare_names(names: set[str], not_names: set[tuple[str, str]]) -> list[str]:
+    """file:line of every string literal in `names` outside docstrings, ``__all__`` and the `not_names`
+    (file, assigned name or the string itself) that stand for something else."""
     found = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -50,20 +51,24 @@ def _bare_family_names() -> list[str]:
                 continue
             tree = ast.parse(path.read_text())
             skip = _docstrings(tree) | _exports(tree)
-            allowed = {name for file, name in NOT_FAMILIES if file == relative}
+            allowed = {name for file, name in not_names if file == relative}
             for node in ast.walk(tree):
                 if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in allowed
                                                         for t in node.targets):
                     skip |= {id(c) for c in ast.walk(node.value)}
             for node in ast.walk(tree):
-                if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in families
+                if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
                         and id(node) not in skip and node.value not in allowed):
                     found.append(f"{relative}:{node.lineno}: {node.value!r}")
     return found
 
 
 def test_no_stage_spells_a_family_name():
-    assert _bare_family_names() == []
+    assert _bare_names(set(vocabulary.DETECTORS), NOT_FAMILIES) == []
+
+
+def test_no_stage_spells_a_drift_test_name():
+    assert _bare_names({*vocabulary.SIGNIFICANCE_TESTS, *vocabulary.DISTANCES}, set()) == []
 
 
 @pytest.mark.parametrize("family", vocabulary.DETECTORS)
@@ -87,28 +92,8 @@ NOT_ROLLOUT_METRICS = {
 }
 
 
-def _bare_rollout_metric_names() -> list[str]:
-    metrics = set(vocabulary.ROLLOUT_METRICS)
-    found = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            relative = path.relative_to(ROOT).as_posix()
-            if relative == "driftline/vocabulary.py":
-                continue
-            tree = ast.parse(path.read_text())
-            skip = _docstrings(tree) | _exports(tree)
-            allowed = {name for file, name in NOT_ROLLOUT_METRICS if file == relative}
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in allowed
-                                                        for t in node.targets):
-                    skip |= {id(c) for c in ast.walk(node.value)}
-            found += [f"{relative}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
-                      if isinstance(node, ast.Constant) and node.value in metrics and id(node) not in skip]
-    return found
-
-
 def test_no_stage_spells_a_rollout_metric():
-    assert _bare_rollout_metric_names() == []
+    assert _bare_names(set(vocabulary.ROLLOUT_METRICS), NOT_ROLLOUT_METRICS) == []
 
 
 def test_rollout_names_are_distinct_and_judged_metrics_are_metrics():
