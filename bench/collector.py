@@ -32,15 +32,10 @@ import time
 import uuid
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and its name would shadow
-# the `collector` package; the repository root goes there instead.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [os.path.dirname(_HERE)] + [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-
-import numpy as np  # noqa: E402
-import orjson  # noqa: E402
-import pandas as pd  # noqa: E402
-from sqlalchemy import delete, func, select  # noqa: E402
+import numpy as np
+import orjson
+import pandas as pd
+from sqlalchemy import delete, func, select
 
 from driftline.baseline import compute_baseline
 from driftline.broker import EmbeddedBroker, free_port

@@ -19,18 +19,14 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import sys
 import time
 import tracemalloc
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from driftline.detectors.batch import (  # noqa: E402
+from driftline.detectors.batch import (
     ReferenceProfile,
     Window,
     default_workers,
@@ -38,7 +34,7 @@ from driftline.detectors.batch import (  # noqa: E402
     detect_window,
     feature_kinds,
 )
-from driftline.detectors.decision import DriftThresholds  # noqa: E402
+from driftline.detectors.decision import DriftThresholds
 
 NUMERIC = [f"num_{i:02d}" for i in range(20)]
 CATEGORICAL = ["cat_region", "cat_plan", "cat_channel"]

@@ -19,12 +19,9 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from driftline.worker import server  # noqa: E402
-from driftline.worker.commands import worker as worker_command  # noqa: E402
+from driftline.worker import server
+from driftline.worker.commands import worker as worker_command
 
 _start, _stop = server.Worker.start, server.Worker.stop
 

@@ -66,10 +66,9 @@ import numpy as np
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from driftline.broker import EmbeddedBroker, free_port, wait_for_port  # noqa: E402
-from driftline.worker.dataset import generate_inputs  # noqa: E402
+from driftline.broker import EmbeddedBroker, free_port, wait_for_port
+from driftline.worker.dataset import generate_inputs
 
 _SCRIPT = Path(sys.executable).with_name("driftline")
 # Without the installed script (packages unpacked with `pip install --target`, as on the GPU machine), the module.

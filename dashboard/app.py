@@ -1,21 +1,14 @@
 """The driftline dashboard (Streamlit entry script): `driftline dashboard`, or
-`streamlit run dashboard/app.py` with DRIFTLINE_DB pointing at the store.
+`streamlit run dashboard/app.py` (with driftline installed) and DRIFTLINE_DB pointing at the store.
 
 The sidebar holds the shared selectors; each page is a file in dashboard/pages/.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import streamlit as st
 
-try:
-    from driftline.dashboard import queries, ui
-except ModuleNotFoundError:  # run from a checkout that is not installed: the repository root is the parent
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from driftline.dashboard import queries, ui
-from driftline.store.db import redacted_url  # noqa: E402 - after the path set-up above
+from driftline.dashboard import queries, ui
+from driftline.store.db import redacted_url
 
 st.set_page_config(page_title="driftline", page_icon=":material/monitoring:", layout="wide")
 
