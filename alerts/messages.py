@@ -13,6 +13,7 @@ from driftline.vocabulary import (
     DATASET_DRIFT,
     DATA_DRIFT,
     DATA_QUALITY,
+    ESTIMATED_QUALITY,
     LATENCY,
     MODEL_QUALITY,
     PREDICTION_DRIFT,
@@ -32,6 +33,7 @@ DETECTOR_LABELS = {
     SKEW: "training-serving skew",
     LATENCY: "latency SLO breach",
     MODEL_QUALITY: "model quality drop",
+    ESTIMATED_QUALITY: "estimated quality drop",
 }
 # Features named in a one-line title before "and N more".
 TITLE_FEATURES = 5

@@ -1,0 +1,109 @@
+"""`detect --label`: each window's estimated performance (CBPE) and, when the current data holds labels, realized.
+
+Pure: the reference's scores and labels give the calibration once (`PerformanceReference`);
+each window's scores give the estimate with its band (`driftline.detectors.estimated_quality`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from driftline.detectors.estimated_quality import judge_estimates
+from driftline.detectors.estimation import score_counts
+from driftline.detectors.quality_stats import training_calibration
+from driftline.detectors.thresholds import WindowThresholds
+from driftline.baseline import BINARY, LabelSummary
+from driftline.errors import UserError
+from driftline.vocabulary import INSUFFICIENT_DATA_KEY, REASON_KEY
+
+__all__ = ["PerformanceReference", "window_performance"]
+
+_NOT_ESTIMATED = ("estimated performance covers binary classifiers (labels 0/1, a score in [0, 1] in --prediction); "
+                  "multiclass and regression models are not estimated yet")
+
+
+def _scores(frame: pd.DataFrame, prediction: str, where: str) -> np.ndarray:
+    series = frame[prediction]
+    if not pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
+        raise UserError(f"--prediction {prediction} must hold the model's scores (numbers in [0, 1]) for --label; "
+                        f"the {where} holds {series.dtype} values. {_NOT_ESTIMATED}")
+    scores = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    finite = scores[np.isfinite(scores)]
+    if finite.size and (finite.min() < 0.0 or finite.max() > 1.0):
+        raise UserError(f"--prediction {prediction} has values outside [0, 1] in the {where} "
+                        f"({finite.min():.4g} to {finite.max():.4g}). {_NOT_ESTIMATED}")
+    return scores
+
+
+def _labels(frame: pd.DataFrame, label: str, where: str) -> np.ndarray:
+    present = frame[label].dropna()
+    values = set(present.unique().tolist())
+    if not values <= {0, 1, True, False}:
+        shown = ", ".join(map(str, sorted(values, key=str)[:5]))
+        raise UserError(f"--label {label}: the {where} holds {len(values)} distinct values ({shown}"
+                        f"{', ...' if len(values) > 5 else ''}), not 0/1. {_NOT_ESTIMATED}")
+    return frame[label].to_numpy(dtype=object)
+
+
+@dataclass(frozen=True)
+class PerformanceReference:
+    """The reference's label summary and training calibration, from its scores and labels."""
+
+    prediction: str
+    label: str
+    summary: LabelSummary
+    calibration: np.ndarray
+
+    @classmethod
+    def from_frame(cls, reference: pd.DataFrame, prediction: str | None, label: str) -> "PerformanceReference":
+        """Raises `UserError` without --prediction, without the label column, or for a non-binary model."""
+        if prediction is None:
+            raise UserError(f"--label {label} needs --prediction COL, the column of the model's scores "
+                            f"(the probability of label 1) in both files")
+        if label not in reference.columns:
+            raise UserError(f"--label {label}: the reference has no such column; performance is estimated from the "
+                            f"reference's labels (columns: {', '.join(map(str, reference.columns))})")
+        if label == prediction:
+            raise UserError(f"--label and --prediction name the same column {label}")
+        scores = _scores(reference, prediction, "reference")
+        labels = _labels(reference, label, "reference")
+        summary = LabelSummary(task=BINARY).add(scores, labels)
+        if not summary.n or not summary.positives.sum() or not summary.negatives.sum():
+            raise UserError(f"--label {label}: the reference needs rows of both labels (0 and 1) with a score")
+        calibration = training_calibration(summary)
+        assert calibration is not None  # a binary summary with rows always has one
+        return cls(prediction, label, summary, calibration)
+
+
+def _entry(result: Any) -> dict[str, Any]:
+    d = result.details
+    entry = {"value": result.value, "lower": d.get("lower"), "upper": d.get("upper"), "alert": result.breached,
+             "standard_error": d.get("standard_error"), "training": d.get("training")}
+    if d.get(INSUFFICIENT_DATA_KEY):
+        entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: d.get(REASON_KEY)})
+    return entry
+
+
+def window_performance(reference: PerformanceReference, frame: pd.DataFrame,
+                       thresholds: WindowThresholds) -> dict[str, Any]:
+    """``{"estimated": {metric: {value, lower, upper, alert, ...}}, "realized": {metric: {value, gap, ...}}}``.
+
+    ``realized`` only when `frame` holds the label column: the metric on the rows
+    with a label, ``gap`` realized minus what the estimate expects on those rows,
+    ``concept_drift`` the gap beyond ``z`` standard errors (`judge_estimates`).
+    """
+    scores = _scores(frame, reference.prediction, "current data")
+    rows = score_counts(scores, reference.summary.bins)
+    labelled = None
+    if reference.label in frame.columns:
+        labelled = LabelSummary(task=BINARY).add(scores, _labels(frame, reference.label, "current data"))
+    results = judge_estimates(reference.summary, reference.calibration, rows, thresholds, labelled)
+    out: dict[str, Any] = {"estimated": {r.metric: _entry(r) for r in results}}
+    if labelled is not None:
+        out["realized"] = {r.metric: {"value": r.details.get("realized"), "labels": int(labelled.n),
+                                      "gap": r.details.get("gap"), "concept_drift": r.details.get("concept_drift")}
+                           for r in results}
+    return out
