@@ -21,6 +21,7 @@ from driftline.vocabulary import (
     DATA_DRIFT,
     DATA_QUALITY,
     ERROR_RATE,
+    ESTIMATED_QUALITY,
     INSUFFICIENT_DATA_KEY,
     LATENCY,
     MODEL_QUALITY,
@@ -44,11 +45,11 @@ LATENCY_TOTAL = ("", vocabulary.LATENCY_TOTAL)
 
 # Order of the detector families on the model page; families not listed follow, by name.
 DETECTOR_ORDER = (DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY,
-                  MODEL_QUALITY)
+                  ESTIMATED_QUALITY, MODEL_QUALITY)
 DETECTOR_TITLES = {
     DATA_DRIFT: "Feature drift", DATASET_DRIFT: "Dataset drift", PREDICTION_DRIFT: "Prediction drift",
     DATA_QUALITY: "Data quality", SKEW: "Training-serving skew", LATENCY: "Latency and traffic",
-    MODEL_QUALITY: "Model quality",
+    ESTIMATED_QUALITY: "Estimated quality (before labels)", MODEL_QUALITY: "Model quality",
 }
 
 
