@@ -28,7 +28,7 @@ from driftline.detectors.decision import (
     decide_feature,
     significance_test,
 )
-from driftline.detectors.batch_performance import PerformanceReference, window_performance
+from driftline.detectors.batch_performance import performance_reference, window_performance
 from driftline.detectors.thresholds import WindowThresholds
 from driftline.errors import UserError
 from driftline.vocabulary import DATASET_DRIFT, MISSING_RATE, PSI
@@ -402,8 +402,16 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     if len(current) == 0:
         raise UserError("the current data has no rows")
     performance = None
+    if prediction is not None and "," in prediction:
+        # One probability column per class: judged by the estimate, not as features or one prediction.
+        columns = [name.strip() for name in prediction.split(",") if name.strip()]
+        if label is None:
+            raise UserError("several --prediction columns (class probabilities) need --label; "
+                            "name one column for prediction drift")
+        performance = performance_reference(reference, columns, label)
+        ignore, prediction = [*ignore, *[c for c in columns if c not in ignore]], None
     if label is not None:
-        performance = PerformanceReference.from_frame(reference, prediction, label)
+        performance = performance or performance_reference(reference, prediction, label)
         ignore = [*ignore, label] if label not in ignore else ignore  # the label is the target, not a feature
     kinds = feature_kinds(reference, current, categorical=categorical, ignore=ignore, prediction=prediction,
                           timestamp=timestamp)

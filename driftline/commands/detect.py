@@ -70,7 +70,8 @@ def _summary(result: dict[str, Any]) -> str:
 @click.option("--timestamp", default=None, help="Column with each row's time (RFC 3339 or epoch milliseconds).")
 @click.option("--categorical", default=None, help="Comma-separated columns to treat as categorical "
               "(default: inferred; text, category and bool columns are categorical).")
-@click.option("--prediction", default=None, help="Model output column, checked for prediction drift.")
+@click.option("--prediction", default=None, help="Model output column, checked for prediction drift; with --label "
+              "several comma-separated columns are a multiclass model's class probabilities (sorted class order).")
 @click.option("--label", default=None, help="Label column of the reference (0/1): estimate each window's ROC AUC, "
               "accuracy, precision, recall and F1 from the --prediction scores (CBPE); realized too if CUR has it.")
 @click.option("--ignore", default=None, help="Comma-separated columns not to compare (ids, timestamps).")
@@ -127,5 +128,8 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
     if html_path is not None:
         if label is not None:
             options["ignore"] = [*split_names(ignore), label]
+        if prediction is not None and "," in prediction:  # class probabilities: not compared as drift
+            options["ignore"] = [*(options["ignore"] or []), *split_names(prediction)]
+            options["prediction"] = None
         kinds = feature_kinds(reference, current, timestamp=timestamp, **options)  # type: ignore[arg-type]
         write_evidently_html(reference, current, kinds, html_path)

@@ -209,7 +209,9 @@ def test_detect_flags_the_gap_under_concept_drift():
 @pytest.mark.parametrize("change, message", [
     (dict(prediction=None), "needs --prediction"),
     (dict(label="nope"), "the reference has no such column"),
-    (dict(label="grade"), "multiclass and regression models are not estimated yet"),
+    (dict(label="grade"), "regression models are not estimated yet"),
+    (dict(label="grade", prediction="score,x"), "names 2 probability columns but --label grade has 3 classes"),
+    (dict(label=None, prediction="score,x"), "need --label"),
     (dict(prediction="grade"), "must hold the model's scores"),
 ])
 def test_detect_label_errors_are_clear(change, message):
@@ -235,3 +237,40 @@ def test_detect_label_on_the_command_line(tmp_path, capfd):
     window = json.loads(capfd.readouterr().out)["windows"][0]
     assert window["performance"]["estimated"][ROC_AUC]["alert"] is False
     assert window["performance"]["realized"][ROC_AUC]["value"] > 0.7
+
+
+# --- multiclass (detect --label with one probability column per class) ---------------------
+
+def _multiclass_frame(rng, n, shift=0.0, concept=False):
+    x = rng.normal(shift, 1.0, (n, 2))
+    logits = np.column_stack([1.5 * x[:, 0], 1.5 * x[:, 1], np.full(n, -0.3)])
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    truth = np.roll(p, 1, axis=1) * 0.7 + p * 0.3 if concept else p  # concept drift: the classes' meaning moves
+    y = (rng.random(n)[:, None] > truth.cumsum(axis=1)).sum(axis=1).clip(0, 2)
+    return pd.DataFrame({"x1": x[:, 0], "x2": x[:, 1], "p_a": p[:, 0], "p_b": p[:, 1], "p_c": p[:, 2],
+                         "y": np.array(["a", "b", "c"])[y]})
+
+
+def test_multiclass_accuracy_and_macro_f1_within_their_band():
+    rng = np.random.default_rng(21)
+    reference, current = _multiclass_frame(rng, 20_000), _multiclass_frame(rng, 40_000, shift=0.5)
+    result = detect(reference, current, prediction="p_a,p_b,p_c", label="y", chunk_size=1000)
+    inside = {"accuracy": [], "macro_f1": []}
+    for window in result["windows"]:
+        assert window["prediction"] is None and {f["name"] for f in window["features"]} == {"x1", "x2"}
+        estimated, realized = window["performance"]["estimated"], window["performance"]["realized"]
+        assert set(estimated) == set(inside)
+        for metric, flags in inside.items():
+            flags.append(estimated[metric]["lower"] <= realized[metric]["value"] <= estimated[metric]["upper"])
+            assert realized[metric]["concept_drift"] is not None
+    assert len(inside["accuracy"]) == 40
+    for metric, flags in inside.items():
+        assert np.mean(flags) >= 0.9, (metric, np.mean(flags))
+
+
+def test_multiclass_concept_drift_opens_a_flagged_gap():
+    rng = np.random.default_rng(22)
+    reference, current = _multiclass_frame(rng, 20_000), _multiclass_frame(rng, 3000, concept=True)
+    realized = detect(reference, current, prediction="p_a,p_b,p_c", label="y")["windows"][0]["performance"]["realized"]
+    assert realized["accuracy"]["concept_drift"] is True and realized["accuracy"]["gap"] < -0.1
