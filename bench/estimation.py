@@ -13,7 +13,9 @@ windows whose realized value lies inside the band (coverage) for every metric, a
 z = 3 and at z = 1.96. A second table: how often the realized-vs-estimated gap is flagged
 (|gap| > z standard errors, `estimation_gap`) for ROC AUC and accuracy, on windows that
 follow the calibration (false flags) and on windows under concept drift (the score's
-logit explains less: slope 0.3 plus a hidden factor). Prints tables; asserts nothing.
+logit explains less: slope 0.3 plus a hidden factor). A third table: multiclass accuracy and
+macro F1 (`driftline.detectors.estimation_multiclass`) on a calibrated three-class softmax
+model, the same error and coverage figures. Prints tables; asserts nothing.
 """
 from __future__ import annotations
 
@@ -29,8 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from driftline import defaults  # noqa: E402
 from driftline.baseline import BINARY, LabelSummary  # noqa: E402
 from driftline.detectors.estimation import estimate_performance, estimation_gap, score_counts  # noqa: E402
+from driftline.detectors.estimation_multiclass import (  # noqa: E402
+    calibrated_probabilities,
+    class_calibrations,
+    estimate_multiclass,
+    realized_multiclass,
+    reference_variances,
+)
 from driftline.detectors.quality_stats import quality_metrics, training_calibration  # noqa: E402
-from driftline.vocabulary import ACCURACY, ESTIMATED_METRICS, ROC_AUC  # noqa: E402
+from driftline.vocabulary import ACCURACY, ESTIMATED_METRICS, MACRO_F1, ROC_AUC  # noqa: E402
 
 LOGIT_MEAN, LOGIT_SD = -0.5, 1.5
 SIZES = (100, 500, 2000, 10_000)
@@ -78,6 +87,43 @@ def main() -> None:
             cells.append(f"{np.mean(err <= z * se):.1%} / {np.mean(err <= 1.96 * se):.1%} (n={err.size})")
         print("| " + " | ".join(cells) + " |")
     gap_table(rng, reference, calibration, args.windows, z)
+    multiclass_table(rng, args.reference_rows, args.windows, z)
+
+
+def draw_multiclass(rng: np.random.Generator, n: int, shift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Softmax probabilities of three classes from two normal inputs, labels drawn from them (calibrated)."""
+    x = rng.normal(shift, 1.0, (n, 2))
+    logits = np.column_stack([1.5 * x[:, 0], 1.5 * x[:, 1], np.full(n, -0.3)])
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return p, (rng.random(n)[:, None] > p.cumsum(axis=1)).sum(axis=1).clip(0, 2)
+
+
+def multiclass_table(rng: np.random.Generator, reference_rows: int, windows: int, z: float) -> None:
+    probabilities, labels = draw_multiclass(rng, reference_rows)
+    calibrations = class_calibrations(probabilities, labels, LabelSummary().bins)
+    variances = reference_variances(calibrations, probabilities)
+    print()
+    print("| rows | multiclass accuracy |err| mean / p95 | coverage z=3 / 1.96 | macro F1 |err| mean / p95 | "
+          "coverage z=3 / 1.96 |")
+    print("|---|---|---|---|---|")
+    for size in SIZES:
+        errors: dict[str, list[float]] = {ACCURACY: [], MACRO_F1: []}
+        ses: dict[str, list[float]] = {ACCURACY: [], MACRO_F1: []}
+        for _ in range(windows):
+            p, y = draw_multiclass(rng, size, rng.uniform(-1.0, 1.0))
+            predicted = p.argmax(axis=1)
+            estimates = estimate_multiclass(calibrated_probabilities(calibrations, p), predicted, z, variances)
+            realized = realized_multiclass(y, predicted, 3)
+            for metric in errors:
+                errors[metric].append(abs(realized[metric] - estimates[metric].value))
+                ses[metric].append(estimates[metric].standard_error)
+        cells = [str(size)]
+        for metric in (ACCURACY, MACRO_F1):
+            err, se = np.asarray(errors[metric]), np.asarray(ses[metric])
+            cells += [f"{err.mean():.4f} / {np.quantile(err, 0.95):.4f}",
+                      f"{np.mean(err <= z * se):.1%} / {np.mean(err <= 1.96 * se):.1%}"]
+        print("| " + " | ".join(cells) + " |")
 
 
 def drifted(rng: np.random.Generator, scores: np.ndarray) -> np.ndarray:

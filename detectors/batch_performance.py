@@ -18,6 +18,7 @@ from driftline.detectors.estimation_multiclass import (
     class_calibrations,
     estimate_multiclass,
     realized_multiclass,
+    reference_variances,
 )
 from driftline.detectors.estimation import score_counts
 from driftline.detectors.quality_stats import training_calibration
@@ -95,6 +96,7 @@ class MulticlassReference:
     classes: list[str]
     calibrations: list[np.ndarray]
     training: dict[str, float | None]
+    variances: dict[str, float]  # the calibration's error, approximately (`reference_variances`)
 
     @classmethod
     def from_frame(cls, reference: pd.DataFrame, columns: list[str], label: str) -> "MulticlassReference":
@@ -116,7 +118,8 @@ class MulticlassReference:
         bins = LabelSummary().bins
         calibrations = class_calibrations(probabilities[keep], labels[keep], bins)
         training = realized_multiclass(labels[keep], probabilities[keep].argmax(axis=1), len(classes))
-        return cls(list(columns), label, classes, calibrations, training)
+        return cls(list(columns), label, classes, calibrations, training,
+                   reference_variances(calibrations, probabilities[keep]))
 
 
 def _probabilities(frame: pd.DataFrame, columns: list[str], where: str) -> np.ndarray:
@@ -148,7 +151,7 @@ def _multiclass_performance(reference: MulticlassReference, frame: pd.DataFrame,
     predicted = probabilities.argmax(axis=1)
     calibrated = calibrated_probabilities(reference.calibrations, probabilities)
     z = thresholds.estimated_quality_z
-    estimates = estimate_multiclass(calibrated, predicted, z)
+    estimates = estimate_multiclass(calibrated, predicted, z, reference.variances)
     estimated = {}
     for metric, estimate in estimates.items():
         training = reference.training.get(metric)
@@ -168,7 +171,7 @@ def _multiclass_performance(reference: MulticlassReference, frame: pd.DataFrame,
         labelled = frame[reference.label].notna().to_numpy()
         realized = realized_multiclass(np.where(labels[labelled] >= 0, labels[labelled], -1), predicted[labelled],
                                        len(reference.classes))
-        expected = estimate_multiclass(calibrated[labelled], predicted[labelled], z)
+        expected = estimate_multiclass(calibrated[labelled], predicted[labelled], z, reference.variances)
         out["realized"] = {}
         for metric in estimates:
             value, on_labels = realized[metric], expected[metric]

@@ -15,8 +15,9 @@ the predicted class, so
 and macro F1 the mean over the reference's classes. Standard errors: labels independent
 across rows, so accuracy :math:`\sqrt{\sum q_i (1 - q_i)} / n`; each class's F1 by the delta
 method on its expected true positives and false negatives; macro F1's variance the sum of the
-classes' over :math:`K^2` (their covariances are ignored). Only the window's sampling error:
-the calibration's own error is not added (unlike the binary case).
+classes' over :math:`K^2` (their covariances are ignored). The calibration's own error is
+approximated, as in the binary case, by the metric's sampling variance on the reference
+(`reference_variances`), added.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from driftline.baseline import BINARY, LabelSummary
 from driftline.vocabulary import ACCURACY, MACRO_F1
 
 __all__ = ["MULTICLASS_METRICS", "calibrated_probabilities", "class_calibrations", "estimate_multiclass",
-           "realized_multiclass"]
+           "realized_multiclass", "reference_variances"]
 
 MULTICLASS_METRICS = (ACCURACY, MACRO_F1)
 
@@ -60,8 +61,17 @@ def _f1(tp: float, fn: float, predicted: float) -> float:
     return 2.0 * tp / denominator if denominator else 0.0
 
 
-def estimate_multiclass(calibrated: np.ndarray, predicted: np.ndarray, z: float) -> dict[str, Estimate]:
-    """Accuracy and macro F1 expected for rows with `calibrated` probabilities and `predicted` class indices."""
+def reference_variances(calibrations: list[np.ndarray], probabilities: np.ndarray) -> dict[str, float]:
+    """The sampling variance of each metric over the reference's own rows: the calibration's error, approximately."""
+    estimates = estimate_multiclass(calibrated_probabilities(calibrations, probabilities),
+                                    probabilities.argmax(axis=1), 0.0)
+    return {metric: (e.standard_error or 0.0) ** 2 for metric, e in estimates.items()}
+
+
+def estimate_multiclass(calibrated: np.ndarray, predicted: np.ndarray, z: float,
+                        extra_variances: dict[str, float] | None = None) -> dict[str, Estimate]:
+    """Accuracy and macro F1 expected for rows with `calibrated` probabilities and `predicted` class indices;
+    `extra_variances` (`reference_variances`) are added to the window's."""
     n, classes = calibrated.shape
     if n == 0:
         return {metric: Estimate(None, None, None, None) for metric in MULTICLASS_METRICS}
@@ -83,7 +93,9 @@ def estimate_multiclass(calibrated: np.ndarray, predicted: np.ndarray, z: float)
         else:
             variances.append(0.0)
     macro = float(np.mean(f1s))
-    macro_se = math.sqrt(sum(variances)) / classes
+    extra = extra_variances or {}
+    accuracy_se = math.sqrt(accuracy_se ** 2 + extra.get(ACCURACY, 0.0))
+    macro_se = math.sqrt(sum(variances) / classes ** 2 + extra.get(MACRO_F1, 0.0))
 
     def band(value: float, se: float) -> Estimate:
         return Estimate(value, se, max(0.0, value - z * se), min(1.0, value + z * se))
