@@ -274,3 +274,27 @@ def test_multiclass_concept_drift_opens_a_flagged_gap():
     reference, current = _multiclass_frame(rng, 20_000), _multiclass_frame(rng, 3000, concept=True)
     realized = detect(reference, current, prediction="p_a,p_b,p_c", label="y")["windows"][0]["performance"]["realized"]
     assert realized["accuracy"]["concept_drift"] is True and realized["accuracy"]["gap"] < -0.1
+
+
+def test_thresholds_from_the_estimated_quality_section(tmp_path, capfd):
+    thresholds = WindowThresholds.from_mapping({"estimated_quality": {"estimated_quality_z": 2.0},
+                                                "models": {"m": {"estimated_quality": {"estimated_quality_z": 1.0}}}},
+                                               model="m")
+    assert thresholds.estimated_quality_z == 1.0
+    with pytest.raises(UserError, match="estimated_quality_zz"):
+        WindowThresholds.from_mapping({"estimated_quality": {"estimated_quality_zz": 2.0}})
+    with pytest.raises(UserError, match="must not be negative"):
+        WindowThresholds(estimated_quality_max_drop=-0.1)
+    # detect reads them from --config: too few rows for the estimate, so it says why and never alerts.
+    reference, current = _frames(np.random.default_rng(6), 3000, 1000)
+    reference.to_csv(tmp_path / "ref.csv", index=False)
+    current.to_csv(tmp_path / "cur.csv", index=False)
+    (tmp_path / "c.toml").write_text("[estimated_quality]\nestimated_quality_min_rows = 5000\n")
+    try:
+        main(["detect", "--reference", str(tmp_path / "ref.csv"), "--current", str(tmp_path / "cur.csv"),
+              "--prediction", "score", "--label", "y", "--config", str(tmp_path / "c.toml")])
+    except SystemExit as exc:
+        assert not exc.code
+    estimated = json.loads(capfd.readouterr().out)["windows"][0]["performance"]["estimated"]
+    assert all(e["insufficient_data"] and "1000 scored rows < 5000" in e["reason"] and e["alert"] is False
+               for e in estimated.values())
