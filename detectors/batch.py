@@ -391,8 +391,9 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     `on_window(done, total, rows)` is called after each window (for progress).
     `workers` threads share the per-feature work (default: `default_workers()`;
     results do not depend on it). `label` (a column of the reference, needs
-    `prediction` to be the score): each window gains ``performance``
-    (`driftline.detectors.batch_performance`), judged by `performance_thresholds`.
+    `prediction` to be the score, or ``"p_a,p_b,..."`` one probability column per
+    class): each window gains ``performance`` (`driftline.detectors.batch_performance`),
+    judged by `performance_thresholds`.
     Raises `UserError` for anything wrong with the inputs (empty frames,
     unknown or missing columns, type mismatches, bad chunking options).
     """
