@@ -26,11 +26,15 @@ from driftline.window_state import WindowState
 __all__ = ["estimated_quality", "judge_estimates"]
 
 
+_SUPPORT_NAMES = {"predicted": "predicted positives", "positives": "expected positives",
+                  "negatives": "expected negatives"}
+
+
 def _support(metric: str, counts: Mapping[str, float]) -> tuple[float | None, str | None]:
     names = SUPPORT_OF[metric]
     if names is None:
         return None, None
-    return min(counts[name] for name in names), " or ".join(f"expected {name}" for name in names)
+    return min(counts[name] for name in names), " or ".join(_SUPPORT_NAMES[name] for name in names)
 
 
 def judge_estimates(reference: LabelSummary, calibration: np.ndarray, rows: np.ndarray,
