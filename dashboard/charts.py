@@ -69,6 +69,30 @@ def metric_lines(series: pd.DataFrame, title: str, span_ms: int, height: int = 1
     return alt.layer(*layers).properties(title=title, height=height)
 
 
+def estimate_band(series: pd.DataFrame, title: str, span_ms: int, height: int = 170) -> alt.Chart:
+    """Estimated (line, its band shaded) vs realized (points, once labels joined) over time, with the alert level.
+
+    `series`: ``time``, ``value`` (estimate), ``lower``, ``upper``, ``realized``, ``threshold``, ``breached``.
+    """
+    base = alt.Chart(series).encode(x=_time("time:T", span_ms))
+    tooltip = [alt.Tooltip("time:T", title="from (UTC)", format="%b %d %H:%M"),
+               alt.Tooltip("value:Q", title="estimated", format=".3f"), alt.Tooltip("lower:Q", format=".3f"),
+               alt.Tooltip("upper:Q", format=".3f"), alt.Tooltip("realized:Q", format=".3f")]
+    layers = [base.mark_area(opacity=0.25, color="#1e88e5").encode(y=alt.Y("lower:Q", title=None,
+                                                                           scale=alt.Scale(zero=False)), y2="upper:Q"),
+              base.mark_line(color="#1565c0").encode(y="value:Q", tooltip=tooltip)]
+    if series["realized"].notna().any():
+        layers.append(base.transform_filter("isValid(datum.realized)").mark_line(
+            color="#ef6c00", strokeDash=[2, 2], point=alt.OverlayMarkDef(size=14, color="#ef6c00"))
+            .encode(y="realized:Q", tooltip=tooltip))
+    if series["threshold"].notna().any():
+        layers.append(base.mark_line(strokeDash=[5, 4], color="#c62828").encode(y="threshold:Q"))
+    if (series["breached"] > 0).any():
+        layers.append(base.transform_filter(alt.datum.breached > 0).mark_point(color="#c62828", filled=True, size=40)
+                      .encode(y="upper:Q"))
+    return alt.layer(*layers).properties(title=title, height=height)
+
+
 def latency_chart(series: pd.DataFrame, slo: float | None, span_ms: int, height: int = 220) -> alt.Chart:
     """p50/p95/p99 (`time`, `quantile`, `value`) against the SLO (dashed red rule)."""
     lines = alt.Chart(series).mark_line(interpolate="monotone").encode(

@@ -24,7 +24,7 @@ from driftline.store.db import get_engine, session_scope
 from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
                                     ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
                                     WindowStateRecord)
-from driftline.vocabulary import DATA_DRIFT
+from driftline.vocabulary import DATA_DRIFT, ESTIMATED_QUALITY
 
 PRODUCTION = "production"
 TTL = defaults.DASHBOARD_CACHE_TTL_SECONDS
@@ -151,6 +151,35 @@ def window_results(db_url: str, model: str, version: str, window_start_ms: int) 
             .order_by(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric)).all()
     frame = _frame(rows, ["detector", "feature", "metric", "value", "threshold", "breached", "details"])
     frame["breached"] = frame["breached"].astype(bool)
+    return frame
+
+
+@cached
+def estimated_quality(db_url: str, model: str, version: str, start_ms: int, end_ms: int) -> pd.DataFrame:
+    """Estimated quality per window with its band and, once labels joined, realized (the newest
+    `DASHBOARD_MAX_TIME_BUCKETS` windows of the range: as many points as any chart draws).
+
+    Columns: window_start_ms, metric, value, threshold, breached, lower, upper, realized, insufficient.
+    """
+    r = DetectorResult
+    with session_scope(db_url) as session:
+        starts = select(r.window_start_ms).distinct().where(
+            r.model == model, r.version == version, r.detector == ESTIMATED_QUALITY,
+            r.window_start_ms >= start_ms, r.window_start_ms < end_ms
+        ).order_by(r.window_start_ms.desc()).limit(defaults.DASHBOARD_MAX_TIME_BUCKETS).subquery()
+        rows = session.execute(
+            select(r.window_start_ms, r.metric, r.value, r.threshold, r.breached, r.details)
+            .where(r.model == model, r.version == version, r.detector == ESTIMATED_QUALITY,
+                   r.window_start_ms.in_(select(starts.c.window_start_ms)))
+            .order_by(r.window_start_ms, r.metric)).all()
+    records = [(start, metric, value, threshold, bool(breached), (details or {}).get("lower"),
+                (details or {}).get("upper"), (details or {}).get("realized"),
+                bool((details or {}).get("insufficient_data")))
+               for start, metric, value, threshold, breached, details in rows]
+    frame = _frame(records, ["window_start_ms", "metric", "value", "threshold", "breached", "lower", "upper",
+                             "realized", "insufficient"])
+    for column in ("value", "threshold", "lower", "upper", "realized"):
+        frame[column] = frame[column].astype("float64")
     return frame
 
 

@@ -28,6 +28,8 @@ from driftline.detectors.decision import (
     decide_feature,
     significance_test,
 )
+from driftline.detectors.batch_performance import performance_reference, window_performance
+from driftline.detectors.thresholds import WindowThresholds
 from driftline.errors import UserError
 from driftline.vocabulary import CHI2, DATASET_DRIFT, JENSENSHANNON, KS, MISSING_RATE, PSI, WASSERSTEIN
 
@@ -382,12 +384,16 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
 def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | None = None,
            chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
            prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
-           on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None) -> dict[str, Any]:
+           on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None,
+           label: str | None = None, performance_thresholds: WindowThresholds | None = None) -> dict[str, Any]:
     """Compare `current` (whole, or in windows) with `reference`; the `driftline detect` JSON as a dict.
 
     `on_window(done, total, rows)` is called after each window (for progress).
     `workers` threads share the per-feature work (default: `default_workers()`;
-    results do not depend on it).
+    results do not depend on it). `label` (a column of the reference, needs
+    `prediction` to be the score, or ``"p_a,p_b,..."`` one probability column per
+    class): each window gains ``performance`` (`driftline.detectors.batch_performance`),
+    judged by `performance_thresholds`.
     Raises `UserError` for anything wrong with the inputs (empty frames,
     unknown or missing columns, type mismatches, bad chunking options).
     """
@@ -396,6 +402,18 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
         raise UserError("the reference has no rows")
     if len(current) == 0:
         raise UserError("the current data has no rows")
+    performance = None
+    if prediction is not None and "," in prediction:
+        # One probability column per class: judged by the estimate, not as features or one prediction.
+        columns = [name.strip() for name in prediction.split(",") if name.strip()]
+        if label is None:
+            raise UserError("several --prediction columns (class probabilities) need --label; "
+                            "name one column for prediction drift")
+        performance = performance_reference(reference, columns, label)
+        ignore, prediction = [*ignore, *[c for c in columns if c not in ignore]], None
+    if label is not None:
+        performance = performance or performance_reference(reference, prediction, label)
+        ignore = [*ignore, label] if label not in ignore else ignore  # the label is the target, not a feature
     kinds = feature_kinds(reference, current, categorical=categorical, ignore=ignore, prediction=prediction,
                           timestamp=timestamp)
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
@@ -404,6 +422,9 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     results = []
     for done, window in enumerate(windows, start=1):
         results.append(detect_window(profile, window, prediction, thresholds, workers))
+        if performance is not None:
+            results[-1]["performance"] = window_performance(performance, window.frame,
+                                                            performance_thresholds or WindowThresholds())
         if on_window is not None:
             on_window(done, len(windows), len(window.frame))
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(len(reference)), "windows": results}

@@ -12,6 +12,7 @@ from driftline.vocabulary import ACCURACY, BIAS, F1, LOG_LOSS, MACRO_F1, MAE, PR
 
 __all__ = [
     "expected_binary_quality",
+    "expected_quality_of_scores",
     "hanley_mcneil_variance",
     "null_third_cumulants",
     "null_variances",
@@ -347,10 +348,16 @@ def expected_binary_quality(calibration: np.ndarray,
     A covariate shift moves the scores, so these expectations move with it; only
     labels that stop following the training calibration (concept drift) open a gap.
     """
-    pos, neg = current.positives.astype(np.float64), current.negatives.astype(np.float64)
-    rows = pos + neg
+    rows = current.positives.astype(np.float64) + current.negatives.astype(np.float64)
+    return expected_quality_of_scores(calibration, rows)
+
+
+def expected_quality_of_scores(calibration: np.ndarray,
+                               rows: np.ndarray) -> dict[str, tuple[float | None, float | None, float]]:
+    """`expected_binary_quality` from the rows per score bin alone (no labels needed: CBPE)."""
+    rows = np.asarray(rows, dtype=np.float64)
     n = float(rows.sum())
-    cut = current.bins // 2
+    cut = rows.size // 2
     c = np.clip(np.asarray(calibration, dtype=np.float64), 0.0, 1.0)
     spread = rows * c * (1.0 - c)
     skew = spread * (1.0 - 2.0 * c)  # third cumulant of each bin's positive count
@@ -382,7 +389,7 @@ def expected_binary_quality(calibration: np.ndarray,
         out[ROC_AUC] = (auc, None if variance is None else math.sqrt(variance), 0.0)
     else:
         out[ROC_AUC] = none
-    _, loss_pos, loss_neg = bin_losses(current.bins)
+    _, loss_pos, loss_neg = bin_losses(rows.size)
     if n:
         gap = loss_pos - loss_neg
         log_loss = float(rows @ (c * loss_pos + (1.0 - c) * loss_neg)) / n

@@ -13,6 +13,7 @@ from driftline.errors import UserError
 from driftline.sections import Section, given, parse_section
 from driftline.vocabulary import (
     DATA_QUALITY,
+    ESTIMATED_QUALITY,
     MODEL_QUALITY,
     QUALITY_VS_CALIBRATION,
     QUALITY_VS_TRAINING,
@@ -73,6 +74,10 @@ class WindowThresholds:
     # read by the evaluation (driftline.scheduler.evaluation), which pools labels before calling model_quality
     quality_pool_min_labels: int = defaults.QUALITY_POOL_MIN_LABELS
     quality_pool_max_windows: int = defaults.QUALITY_POOL_MAX_WINDOWS
+    estimated_quality_z: float = defaults.ESTIMATED_QUALITY_Z
+    estimated_quality_max_drop: float = defaults.ESTIMATED_QUALITY_MAX_DROP
+    estimated_quality_min_rows: int = defaults.ESTIMATED_QUALITY_MIN_ROWS
+    estimated_quality_max_outside_share: float = defaults.ESTIMATED_QUALITY_MAX_OUTSIDE_SHARE
 
     def __post_init__(self) -> None:
         if self.quality_reference not in (QUALITY_VS_CALIBRATION, QUALITY_VS_TRAINING):
@@ -82,6 +87,9 @@ class WindowThresholds:
             raise UserError("quality_z, quality_min_class_count and quality_min_labels must not be negative")
         if self.quality_pool_min_labels < 0 or self.quality_pool_max_windows < 0:
             raise UserError("quality_pool_min_labels and quality_pool_max_windows must not be negative")
+        if min(self.estimated_quality_z, self.estimated_quality_max_drop, self.estimated_quality_min_rows,
+               self.estimated_quality_max_outside_share) < 0:
+            raise UserError("the estimated_quality_* thresholds must not be negative")
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "WindowThresholds":
@@ -120,6 +128,7 @@ class _WindowModelSection(_WindowValues):
     data_quality: _WindowValues | None = None
     skew: _WindowValues | None = None
     model_quality: _WindowValues | None = None
+    estimated_quality: _WindowValues | None = None
 
 
 class _WindowSection(_WindowModelSection):
@@ -130,7 +139,7 @@ class _WindowSection(_WindowModelSection):
 def _flatten(section: _WindowModelSection) -> dict[str, Any]:
     """The values a section sets: its families' tables, then its top level (which wins)."""
     values: dict[str, Any] = {}
-    for family in (DATA_QUALITY, SKEW, MODEL_QUALITY):
+    for family in (DATA_QUALITY, SKEW, MODEL_QUALITY, ESTIMATED_QUALITY):
         table = getattr(section, family)
         if table is not None:
             values.update(given(table))

@@ -29,6 +29,10 @@ threshold, breached, details) for these families:
   macro F1 (multiclass); compared with what the training relation predicts for
   the window's scores (binary, `expected_binary_quality`) or with the training
   metrics, breaching only beyond max(floor, z x standard error) (`model_quality`).
+* ``estimated_quality``: a binary classifier's ROC AUC, accuracy, precision, recall
+  and F1 estimated from the window's scores and the training calibration before
+  labels arrive (CBPE, `estimated_quality`), each with a band; realized and the gap
+  beside it once labels join.
 
 Sample-size awareness: a result with too little data behind it has
 ``breached=False`` and ``details["insufficient_data"] = True``. Every threshold
@@ -42,6 +46,7 @@ from driftline.detectors.attribution import explain_drift_by_skew, explain_quali
 from driftline.detectors.data_quality import data_quality
 from driftline.detectors.decision import DriftThresholds
 from driftline.detectors.drift import data_drift, prediction_drift
+from driftline.detectors.estimated_quality import estimated_quality
 from driftline.detectors.latency import latency
 from driftline.detectors.quality import model_quality
 from driftline.detectors.results import WindowResult
@@ -49,14 +54,22 @@ from driftline.detectors.skew import ParityCheck, skew_with_parity
 from driftline.detectors.thresholds import LatencySLO, WindowThresholds
 from driftline import defaults
 from driftline.baseline import Baseline
-from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, LATENCY, MODEL_QUALITY, PREDICTION_DRIFT, SKEW
+from driftline.vocabulary import (
+    DATA_DRIFT,
+    DATA_QUALITY,
+    ESTIMATED_QUALITY,
+    LATENCY,
+    MODEL_QUALITY,
+    PREDICTION_DRIFT,
+    SKEW,
+)
 from driftline.window_state import WindowState
 
 # The thresholds and result types are part of evaluate_window's signature, so they are importable here too.
 __all__ = ["FAMILIES", "LatencySLO", "WindowResult", "WindowThresholds", "evaluate_window"]
 
 # The families evaluate_window can run; data_drift's run also gives the dataset_drift result.
-FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY)
+FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY, ESTIMATED_QUALITY)
 
 
 def evaluate_window(baseline: Baseline | None, state: WindowState, *,
@@ -105,6 +118,8 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
                 # this says where to look first.
                 result.details["skewed_features"] = sorted(parity.skewed)
             results += quality
+        if ESTIMATED_QUALITY in families:
+            results += estimated_quality(baseline, state, thresholds)
     if LATENCY in families:
         results += latency(state, slo, window_seconds or defaults.WINDOW_SECONDS)
     return results

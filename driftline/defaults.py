@@ -267,6 +267,9 @@ ALERT_DETECTOR_DEFAULTS = {
     "skew": {"severity": "error", "for_windows": 2},
     "latency": {"severity": "critical", "for_windows": 2},
     "model_quality": {"severity": "error", "for_windows": 1},
+    # An estimate moves slowly with the score mix and needs no labels, so it is judged
+    # window by window like drift; a warning, as the drop is predicted, not measured.
+    "estimated_quality": {"severity": "warning", "for_windows": 2},
 }
 # Lowest severity each channel receives: chat and webhooks see everything,
 # PagerDuty only pages for errors and worse (one page per real problem).
@@ -489,6 +492,24 @@ QUALITY_POOL_MAX_WINDOWS = 10
 # windows (~200 labels, drawn from the training relation) with any model-quality breach.
 # Above the measured 0.03-0.2 %, so the check is about the rule, not one seed's luck.
 QUALITY_FALSE_ALARM_RATE_MAX = 0.005
+
+# --- Estimated quality before labels (detectors/estimated_quality.py) ----------------
+# Confidence-based performance estimation: a binary classifier's ROC AUC, accuracy,
+# precision, recall and F1 from the window's scores and the training calibration.
+# Band: estimate +/- ESTIMATED_QUALITY_Z standard errors of the realized metric around
+# it; 3, as NannyML's CBPE bands (three sampling standard errors), so a window's
+# realized metric leaves the band about 0.3 % of the time when the assumptions hold.
+ESTIMATED_QUALITY_Z = 3.0
+# The alert: the band's upper end lies more than this below the training value, i.e.
+# even the optimistic reading of the estimate is five points (absolute) worse than
+# training; the same size of drop model_quality's floor (QUALITY_MAX_DROP) pages on.
+ESTIMATED_QUALITY_MAX_DROP = 0.05
+# Fewer scored rows than this and the estimate is untrusted (insufficient data): with
+# 100 rows accuracy's band is already about +/- 0.1 wide.
+ESTIMATED_QUALITY_MIN_ROWS = 100
+# The share of a window's scores outside the score range the training labels covered
+# (the calibration is extrapolated there) above which the estimate is untrusted.
+ESTIMATED_QUALITY_MAX_OUTSIDE_SHARE = 0.05
 
 # --- Worker: shared Redis cache and the retraining process (worker/) ---------------
 # The optional Redis tier of the prediction cache (`driftline worker --cache-url`).

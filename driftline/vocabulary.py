@@ -22,7 +22,10 @@ DATA_QUALITY = "data_quality"
 SKEW = "skew"
 LATENCY = "latency"
 MODEL_QUALITY = "model_quality"
-DETECTORS = (DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY)
+# A binary classifier's quality estimated from its scores before labels arrive (CBPE).
+ESTIMATED_QUALITY = "estimated_quality"
+DETECTORS = (DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY,
+             ESTIMATED_QUALITY)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ FAMILIES = {
     SKEW: Family("Training-serving skew", "training-serving skew"),
     LATENCY: Family("Latency and traffic", "latency SLO breach"),
     MODEL_QUALITY: Family("Model quality", "model quality drop"),
+    ESTIMATED_QUALITY: Family("Estimated quality (before labels)", "estimated quality drop"),
 }
 
 
@@ -106,6 +110,8 @@ BIAS = "bias"  # regression's mean error: reported, never compared
 QUALITY_SCORES = frozenset((ACCURACY, PRECISION, RECALL, F1, ROC_AUC, MACRO_F1))
 QUALITY_ERRORS = frozenset((LOG_LOSS, MAE, RMSE))
 QUALITY_METRICS = QUALITY_SCORES | QUALITY_ERRORS
+# What estimated_quality estimates, in the order `detect`'s JSON lists them.
+ESTIMATED_METRICS = (ROC_AUC, ACCURACY, PRECISION, RECALL, F1)
 
 METRICS: Mapping[str, tuple[str, ...]] = {
     DATA_DRIFT: (PSI,),
@@ -115,6 +121,7 @@ METRICS: Mapping[str, tuple[str, ...]] = {
     SKEW: SKEW_METRICS,
     LATENCY: LATENCY_METRICS,
     MODEL_QUALITY: (ACCURACY, PRECISION, RECALL, F1, ROC_AUC, LOG_LOSS, MAE, RMSE, BIAS, MACRO_F1),
+    ESTIMATED_QUALITY: ESTIMATED_METRICS,
 }
 
 # What model quality is compared with (the ``quality_reference`` setting, ``compared_with`` in details).
@@ -337,6 +344,35 @@ class RolloutDetails(Details):
     p_value: float | None = None
 
 
+@dataclass(frozen=True)
+class EstimatedQualityDetails(Details):
+    """estimated_quality: the estimate's band, what it was judged against, and realized beside it once labels join.
+
+    ``value`` of the result is the estimate; ``lower``/``upper`` its band at ``z``; it
+    breaches when ``upper`` < ``training`` - ``max_drop`` (the result's threshold).
+    ``realized``, ``gap`` (realized minus the estimate on the labelled rows' own scores),
+    ``gap_standard_error`` and ``concept_drift`` (the gap beyond ``z`` of them) once labels join.
+    """
+
+    rows: int | None = None
+    training: float | None = None
+    standard_error: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    z: float | None = None
+    max_drop: float | None = None
+    support: float | None = None
+    support_of: str | None = None
+    calibrated_range: list[float] | None = None
+    outside_calibrated_share: float | None = None
+    labels: int | None = None
+    realized: float | None = None
+    expected_on_labels: float | None = None
+    gap: float | None = None
+    gap_standard_error: float | None = None
+    concept_drift: bool | None = None
+
+
 DETAILS: Mapping[str, type[Details]] = {
     DATA_DRIFT: DriftDetails,
     PREDICTION_DRIFT: DriftDetails,
@@ -345,6 +381,7 @@ DETAILS: Mapping[str, type[Details]] = {
     SKEW: SkewDetails,
     LATENCY: LatencyDetails,
     MODEL_QUALITY: QualityDetails,
+    ESTIMATED_QUALITY: EstimatedQualityDetails,
 }
 
 

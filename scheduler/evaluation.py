@@ -209,14 +209,16 @@ def _finite(value: Any) -> float | None:
 
 @dataclass
 class EvaluationConfig:
-    """Thresholds from the --config TOML: [drift], [data_quality], [skew], [model_quality], [latency]."""
+    """Thresholds from the --config TOML: [drift], [data_quality], [skew], [model_quality], [estimated_quality],
+    [latency]."""
 
     window_seconds: int
     sections: dict[str, dict[str, Any]]
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluationConfig:
-        names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY, vocabulary.LATENCY)
+        names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
+                 vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY)
         config = cls(settings.window_seconds, {name: settings.section(name) for name in names})
         config.thresholds_for(None)  # a bad key fails at start-up, not at the first window
         config.slo_for(None)
@@ -226,7 +228,8 @@ class EvaluationConfig:
         # Per-model overrides are written inside each section ([skew.models."credit-default"]);
         # WindowThresholds takes them as one top-level `models` table of sections.
         mapping: dict[str, Any] = {"models": {}}
-        for name in ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY):
+        for name in ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
+                     vocabulary.ESTIMATED_QUALITY):
             section = dict(self.sections.get(name, {}))
             if name != "drift":  # DriftThresholds reads its own [drift.models.*]
                 for model_name, overrides in (section.pop("models", {}) or {}).items():

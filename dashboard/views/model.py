@@ -8,7 +8,16 @@ import streamlit as st
 
 from driftline.dashboard import charts, derive, queries, scores, states, ui
 from driftline import defaults
-from driftline.vocabulary import CONCURRENCY, DATA_DRIFT, ERROR_RATE, LATENCY, MODEL_QUALITY, QPS
+from driftline.vocabulary import (
+    CONCURRENCY,
+    DATA_DRIFT,
+    ERROR_RATE,
+    ESTIMATED_METRICS,
+    ESTIMATED_QUALITY,
+    LATENCY,
+    MODEL_QUALITY,
+    QPS,
+)
 
 WORST = "worst of all metrics"
 
@@ -169,6 +178,33 @@ def detector_section(ctx: ui.Context, detector: str, rows: pd.DataFrame) -> None
         metric_grid(ctx, model_level, sorted(model_level["metric"].unique()))
 
 
+def estimated_section(ctx: ui.Context) -> None:
+    """Estimated quality (before labels) per window with its band, realized beside it once labels joined."""
+    st.header(derive.detector_title(ESTIMATED_QUALITY), divider="gray")
+    rows = queries.estimated_quality(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
+    if rows.empty:
+        st.caption("No estimates in this range.")
+        return
+    st.caption("Blue: estimated from the window's scores and the training calibration (CBPE), shaded: its band; "
+               "orange: realized once labels joined; dashed red: the alert level (training value − margin), "
+               "breached when the band's top lies below it. A realized value outside the band means labels no "
+               "longer follow the training calibration (concept drift).")
+    rows = rows.assign(time=derive.to_time(rows["window_start_ms"]), breached=rows["breached"].astype(int))
+    metrics = [m for m in ESTIMATED_METRICS if m in set(rows["metric"])]
+    per_row = 3
+    for offset in range(0, len(metrics), per_row):
+        cols = st.columns(per_row)
+        for col, metric in zip(cols, metrics[offset:offset + per_row]):
+            with col:
+                series = rows[rows["metric"] == metric][["time", "value", "lower", "upper", "realized", "threshold",
+                                                         "breached"]]
+                st.altair_chart(charts.estimate_band(series, metric, ctx.span_ms), width="stretch")
+    untrusted = int(rows.loc[rows["metric"] == metrics[0], "insufficient"].sum()) if metrics else 0
+    if untrusted:
+        st.caption(f"{untrusted} window(s) untrusted (too few rows, or scores outside the calibrated range): "
+                   "drawn, never alerted on.")
+
+
 def versions_section(ctx: ui.Context, versions: pd.DataFrame) -> None:
     st.header("Versions", divider="gray")
     events = queries.alias_events(ctx.db_url, ctx.model)
@@ -218,6 +254,9 @@ def body(ctx: ui.Context) -> None:
                        "and shows the worst of them.")
         serving(ctx, scored[scored["detector"] == LATENCY])
         for detector in derive.ordered_detectors(set(scored["detector"]) - {LATENCY}):
+            if detector == ESTIMATED_QUALITY:
+                estimated_section(ctx)
+                continue
             detector_section(ctx, detector, scored[scored["detector"] == detector])
         if MODEL_QUALITY not in set(scored["detector"]):
             st.header(derive.detector_title(MODEL_QUALITY), divider="gray")

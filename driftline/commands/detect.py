@@ -70,7 +70,11 @@ def _summary(result: dict[str, Any]) -> str:
 @click.option("--timestamp", default=None, help="Column with each row's time (RFC 3339 or epoch milliseconds).")
 @click.option("--categorical", default=None, help="Comma-separated columns to treat as categorical "
               "(default: inferred; text, category and bool columns are categorical).")
-@click.option("--prediction", default=None, help="Model output column, checked for prediction drift.")
+@click.option("--prediction", default=None, help="Model output column, checked for prediction drift; with --label "
+              "several comma-separated columns are a multiclass model's class probabilities (sorted class order).")
+@click.option("--label", default=None, help="Label column of the reference: estimate each window's ROC AUC, "
+              "accuracy, precision, recall and F1 (labels 0/1; multiclass: accuracy and macro F1) from --prediction "
+              "(CBPE); realized too if CUR has it.")
 @click.option("--ignore", default=None, help="Comma-separated columns not to compare (ids, timestamps).")
 @click.option("--json", "json_path", default=None, help="Write the JSON result here (default: stdout).")
 @click.option("--html", "html_path", default=None, help="Also write an Evidently DataDriftPreset report here.")
@@ -79,7 +83,8 @@ def _summary(result: dict[str, Any]) -> str:
 @click.option("--model", default=None, help="Apply the [drift.models.MODEL] overrides of --config.")
 def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk_period: str | None,
            timestamp: str | None, categorical: str | None, prediction: str | None, ignore: str | None,
-           json_path: str | None, html_path: str | None, config_file: str | None, model: str | None) -> None:
+           json_path: str | None, html_path: str | None, config_file: str | None, model: str | None,
+           label: str | None) -> None:
     """Compare CURRENT with REFERENCE, feature by feature, and report drift as JSON.
 
     Exit status 0 whether or not drift is found; 1 for bad input.
@@ -87,9 +92,15 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
     from driftline.detectors.batch import detect as detect_drift
     from driftline.detectors.batch import feature_kinds
     from driftline.detectors.decision import DriftThresholds
+    from driftline.detectors.thresholds import WindowThresholds
     from driftline.config import load_toml_section
 
     thresholds = DriftThresholds.from_mapping(load_toml_section(config_file, "drift"), model=model)
+    section = load_toml_section(config_file, vocabulary.ESTIMATED_QUALITY)
+    overrides = {name: {vocabulary.ESTIMATED_QUALITY: dict(values)}
+                 for name, values in (section.pop("models", None) or {}).items()}
+    performance_thresholds = WindowThresholds.from_mapping(
+        {vocabulary.ESTIMATED_QUALITY: section, "models": overrides}, model=model)
     if chunk_size is not None and chunk_period is not None:
         raise UserError("use either --chunk-size or --chunk-period, not both")
     if chunk_size is not None and chunk_size < 1:
@@ -110,10 +121,16 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
     options: dict[str, Sequence[str] | str | None] = dict(
         categorical=split_names(categorical), prediction=prediction, ignore=split_names(ignore))
     result = detect_drift(reference, current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp,
-                          thresholds=thresholds, on_window=progress, **options)  # type: ignore[arg-type]
+                          thresholds=thresholds, on_window=progress, label=label,
+                          performance_thresholds=performance_thresholds, **options)  # type: ignore[arg-type]
     _write_json(result, json_path)
     if json_path is not None:
         click.echo(_summary(result), err=True)
     if html_path is not None:
+        if label is not None:
+            options["ignore"] = [*split_names(ignore), label]
+        if prediction is not None and "," in prediction:  # class probabilities: not compared as drift
+            options["ignore"] = [*(options["ignore"] or []), *split_names(prediction)]
+            options["prediction"] = None
         kinds = feature_kinds(reference, current, timestamp=timestamp, **options)  # type: ignore[arg-type]
         write_evidently_html(reference, current, kinds, html_path)

@@ -115,8 +115,10 @@ def test_model_page_draws_every_detector_family(seeded):
     assert at.title[0].value == f"{CREDIT} · v2"
     headers = [h.value for h in at.header]
     for section in ("Serving", "Feature drift", "Prediction drift", "Data quality", "Training-serving skew",
-                    "Model quality", "Versions"):
+                    "Estimated quality (before labels)", "Model quality", "Versions"):
         assert section in headers
+    # Estimated vs realized with bands: the caption says how to read them, no generic metric grid instead.
+    assert any("estimated from the window's scores" in c.value for c in at.caption)
     assert metric(at, "Windows (24h)") == str(len(summary.windows[(CREDIT, "2")]))
     assert charts(at) >= 10
     assert metric(at, "Firing alerts") == str(sum(a["version"] == "2" for a in summary.firing))

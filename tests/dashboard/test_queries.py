@@ -136,3 +136,23 @@ def test_queries_never_write(seeded):
     queries.alerts(url, start)
     queries.retrain_requests(url, start)
     assert before[0] > 0 and fingerprint() == before
+
+
+def test_estimated_quality_reads_the_band_and_realized_of_the_newest_windows(db_url, monkeypatch):
+    from driftline import defaults
+    from driftline.vocabulary import ESTIMATED_QUALITY, ROC_AUC
+
+    monkeypatch.setattr(defaults, "DASHBOARD_MAX_TIME_BUCKETS", 4)
+    start = 1_700_000_000_000
+    rows = [{"model": "m", "version": "1", "window_start_ms": start + i * MINUTE,
+             "window_end_ms": start + (i + 1) * MINUTE, "detector": ESTIMATED_QUALITY, "feature": "",
+             "metric": ROC_AUC, "value": 0.8 - i / 100, "threshold": 0.75, "breached": False,
+             "details": {"lower": 0.7 - i / 100, "upper": 0.9 - i / 100, **({"realized": 0.79} if i % 2 else {})}}
+            for i in range(6)]
+    with session_scope(db_url) as session:
+        session.execute(insert(DetectorResult), rows)
+    frame = queries.estimated_quality(db_url, "m", "1", start, start + 10 * MINUTE)
+    assert frame["window_start_ms"].tolist() == [start + i * MINUTE for i in range(2, 6)]  # the newest four
+    assert frame["lower"].tolist() == pytest.approx([0.7 - i / 100 for i in range(2, 6)])
+    assert frame["upper"].tolist() == pytest.approx([0.9 - i / 100 for i in range(2, 6)])
+    assert frame["realized"].isna().tolist() == [True, False, True, False]

@@ -20,6 +20,7 @@ from driftline.vocabulary import (
     DATASET_DRIFT,
     DATA_DRIFT,
     DATA_QUALITY,
+    ESTIMATED_QUALITY,
     LATENCY,
     MODEL_QUALITY,
     PREDICTION_DRIFT,
@@ -112,7 +113,8 @@ def test_no_false_alarms_on_windows_from_the_training_distribution(baseline):
 def test_every_family_reports(baseline):
     results = evaluate_window(baseline, window(baseline, 99), transform=transform)
     families = {r.detector for r in results}
-    assert families == {DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY}
+    assert families == {DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY,
+                        ESTIMATED_QUALITY}
     assert all(isinstance(r, WindowResult) for r in results)
     json.dumps([r.to_dict() for r in results], allow_nan=False)  # storable as JSON
     drift = next(r for r in results if r.detector == DATA_DRIFT and r.feature == "income")

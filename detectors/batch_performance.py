@@ -1,0 +1,218 @@
+"""`detect --label`: each window's estimated performance (CBPE) and, when the current data holds labels, realized.
+
+Pure: the reference's scores and labels give the calibration once (`PerformanceReference`);
+each window's scores give the estimate with its band (`driftline.detectors.estimated_quality`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from driftline.detectors.decision import INSUFFICIENT_DATA
+from driftline.detectors.estimated_quality import judge_estimates
+from driftline.detectors.estimation_multiclass import (
+    calibrated_probabilities,
+    class_calibrations,
+    estimate_multiclass,
+    realized_multiclass,
+    reference_variances,
+)
+from driftline.detectors.estimation import score_counts
+from driftline.detectors.quality_stats import training_calibration
+from driftline.detectors.thresholds import WindowThresholds
+from driftline.baseline import BINARY, LabelSummary, category_key
+from driftline.errors import UserError
+from driftline.vocabulary import INSUFFICIENT_DATA_KEY, REASON_KEY
+
+__all__ = ["MulticlassReference", "PerformanceReference", "performance_reference", "window_performance"]
+
+_NOT_ESTIMATED = ("estimated performance covers binary classifiers (labels 0/1, a score in [0, 1] in --prediction) "
+                  "and multiclass ones (one probability column per class: --prediction p_a,p_b,p_c); "
+                  "regression models are not estimated yet")
+
+
+def _scores(frame: pd.DataFrame, prediction: str, where: str) -> np.ndarray:
+    series = frame[prediction]
+    if not pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
+        raise UserError(f"--prediction {prediction} must hold the model's scores (numbers in [0, 1]) for --label; "
+                        f"the {where} holds {series.dtype} values. {_NOT_ESTIMATED}")
+    scores = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    finite = scores[np.isfinite(scores)]
+    if finite.size and (finite.min() < 0.0 or finite.max() > 1.0):
+        raise UserError(f"--prediction {prediction} has values outside [0, 1] in the {where} "
+                        f"({finite.min():.4g} to {finite.max():.4g}). {_NOT_ESTIMATED}")
+    return scores
+
+
+def _labels(frame: pd.DataFrame, label: str, where: str) -> np.ndarray:
+    present = frame[label].dropna()
+    values = set(present.unique().tolist())
+    if not values <= {0, 1, True, False}:
+        shown = ", ".join(map(str, sorted(values, key=str)[:5]))
+        raise UserError(f"--label {label}: the {where} holds {len(values)} distinct values ({shown}"
+                        f"{', ...' if len(values) > 5 else ''}), not 0/1. {_NOT_ESTIMATED}")
+    return frame[label].to_numpy(dtype=object)
+
+
+@dataclass(frozen=True)
+class PerformanceReference:
+    """The reference's label summary and training calibration, from its scores and labels."""
+
+    prediction: str
+    label: str
+    summary: LabelSummary
+    calibration: np.ndarray
+
+    @classmethod
+    def from_frame(cls, reference: pd.DataFrame, prediction: str | None, label: str) -> "PerformanceReference":
+        """Raises `UserError` without --prediction, without the label column, or for a non-binary model."""
+        if prediction is None:
+            raise UserError(f"--label {label} needs --prediction COL, the column of the model's scores "
+                            f"(the probability of label 1) in both files")
+        if label not in reference.columns:
+            raise UserError(f"--label {label}: the reference has no such column; performance is estimated from the "
+                            f"reference's labels (columns: {', '.join(map(str, reference.columns))})")
+        if label == prediction:
+            raise UserError(f"--label and --prediction name the same column {label}")
+        scores = _scores(reference, prediction, "reference")
+        labels = _labels(reference, label, "reference")
+        summary = LabelSummary(task=BINARY).add(scores, labels)
+        if not summary.n or not summary.positives.sum() or not summary.negatives.sum():
+            raise UserError(f"--label {label}: the reference needs rows of both labels (0 and 1) with a score")
+        calibration = training_calibration(summary)
+        assert calibration is not None  # a binary summary with rows always has one
+        return cls(prediction, label, summary, calibration)
+
+
+@dataclass(frozen=True)
+class MulticlassReference:
+    """The reference's classes (sorted), their probability columns (same order) and per-class calibrations."""
+
+    columns: list[str]
+    label: str
+    classes: list[str]
+    calibrations: list[np.ndarray]
+    training: dict[str, float | None]
+    variances: dict[str, float]  # the calibration's error, approximately (`reference_variances`)
+
+    @classmethod
+    def from_frame(cls, reference: pd.DataFrame, columns: list[str], label: str) -> "MulticlassReference":
+        if label not in reference.columns:
+            raise UserError(f"--label {label}: the reference has no such column; performance is estimated from the "
+                            f"reference's labels (columns: {', '.join(map(str, reference.columns))})")
+        missing = [c for c in columns if c not in reference.columns]
+        if missing:
+            raise UserError(f"--prediction: column(s) {', '.join(missing)} not in the reference")
+        present = reference[label].dropna()
+        classes = sorted({category_key(v) for v in present.unique().tolist()})
+        if len(columns) != len(classes):
+            raise UserError(f"--prediction names {len(columns)} probability columns but --label {label} has "
+                            f"{len(classes)} classes ({', '.join(classes[:10])}): name one column per class, "
+                            f"in the classes' sorted order")
+        probabilities = _probabilities(reference, columns, "reference")
+        labels = _class_index(reference[label], classes)
+        keep = labels >= 0
+        bins = LabelSummary().bins
+        calibrations = class_calibrations(probabilities[keep], labels[keep], bins)
+        training = realized_multiclass(labels[keep], probabilities[keep].argmax(axis=1), len(classes))
+        return cls(list(columns), label, classes, calibrations, training,
+                   reference_variances(calibrations, probabilities[keep]))
+
+
+def _probabilities(frame: pd.DataFrame, columns: list[str], where: str) -> np.ndarray:
+    for column in columns:
+        _scores(frame, column, where)  # numbers in [0, 1], or a clear error
+    values = frame[columns].to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.nan_to_num(values, nan=0.0)
+
+
+def _class_index(series: pd.Series, classes: list[str]) -> np.ndarray:
+    """Each row's class position in `classes`; -1 for a null or a class the reference never had."""
+    position = {c: i for i, c in enumerate(classes)}
+    return np.array([-1 if pd.isna(v) else position.get(category_key(v), -1) for v in series.tolist()], dtype=np.intp)
+
+
+def performance_reference(reference: pd.DataFrame, prediction: str | list[str] | None,
+                          label: str) -> "PerformanceReference | MulticlassReference":
+    """Binary (one score column) or multiclass (several probability columns) reference for `detect --label`."""
+    if isinstance(prediction, list) and len(prediction) > 1:
+        return MulticlassReference.from_frame(reference, prediction, label)
+    if isinstance(prediction, list):
+        prediction = prediction[0] if prediction else None
+    return PerformanceReference.from_frame(reference, prediction, label)
+
+
+def _multiclass_performance(reference: MulticlassReference, frame: pd.DataFrame,
+                            thresholds: WindowThresholds) -> dict[str, Any]:
+    probabilities = _probabilities(frame, reference.columns, "current data")
+    predicted = probabilities.argmax(axis=1)
+    calibrated = calibrated_probabilities(reference.calibrations, probabilities)
+    z = thresholds.estimated_quality_z
+    estimates = estimate_multiclass(calibrated, predicted, z, reference.variances)
+    estimated = {}
+    for metric, estimate in estimates.items():
+        training = reference.training.get(metric)
+        alert = (training is not None and estimate.upper is not None
+                 and estimate.upper < training - thresholds.estimated_quality_max_drop)
+        entry = {"value": estimate.value, "lower": estimate.lower, "upper": estimate.upper, "alert": False,
+                 "standard_error": estimate.standard_error, "training": training}
+        if len(frame) < thresholds.estimated_quality_min_rows:
+            entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: f"{INSUFFICIENT_DATA}: {len(frame)} scored rows < "
+                                                                   f"{thresholds.estimated_quality_min_rows}"})
+        else:
+            entry["alert"] = bool(alert)
+        estimated[metric] = entry
+    out: dict[str, Any] = {"estimated": estimated}
+    if reference.label in frame.columns:
+        labels = _class_index(frame[reference.label], reference.classes)
+        labelled = frame[reference.label].notna().to_numpy()
+        realized = realized_multiclass(np.where(labels[labelled] >= 0, labels[labelled], -1), predicted[labelled],
+                                       len(reference.classes))
+        expected = estimate_multiclass(calibrated[labelled], predicted[labelled], z, reference.variances)
+        out["realized"] = {}
+        for metric in estimates:
+            value, on_labels = realized[metric], expected[metric]
+            gap = None if value is None or on_labels.value is None else value - on_labels.value
+            concept = None
+            if gap is not None and on_labels.standard_error and labelled.sum() >= thresholds.quality_min_labels:
+                concept = bool(abs(gap) > z * on_labels.standard_error)
+            out["realized"][metric] = {"value": value, "labels": int(labelled.sum()), "gap": gap,
+                                       "concept_drift": concept}
+    return out
+
+
+def _entry(result: Any) -> dict[str, Any]:
+    d = result.details
+    entry = {"value": result.value, "lower": d.get("lower"), "upper": d.get("upper"), "alert": result.breached,
+             "standard_error": d.get("standard_error"), "training": d.get("training")}
+    if d.get(INSUFFICIENT_DATA_KEY):
+        entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: d.get(REASON_KEY)})
+    return entry
+
+
+def window_performance(reference: PerformanceReference | MulticlassReference, frame: pd.DataFrame,
+                       thresholds: WindowThresholds) -> dict[str, Any]:
+    """``{"estimated": {metric: {value, lower, upper, alert, ...}}, "realized": {metric: {value, gap, ...}}}``.
+
+    ``realized`` only when `frame` holds the label column: the metric on the rows
+    with a label, ``gap`` realized minus what the estimate expects on those rows,
+    ``concept_drift`` the gap beyond ``z`` standard errors (`judge_estimates`).
+    Multiclass: accuracy and macro F1 only (`driftline.detectors.estimation_multiclass`).
+    """
+    if isinstance(reference, MulticlassReference):
+        return _multiclass_performance(reference, frame, thresholds)
+    scores = _scores(frame, reference.prediction, "current data")
+    rows = score_counts(scores, reference.summary.bins)
+    labelled = None
+    if reference.label in frame.columns:
+        labelled = LabelSummary(task=BINARY).add(scores, _labels(frame, reference.label, "current data"))
+    results = judge_estimates(reference.summary, reference.calibration, rows, thresholds, labelled)
+    out: dict[str, Any] = {"estimated": {r.metric: _entry(r) for r in results}}
+    if labelled is not None:
+        out["realized"] = {r.metric: {"value": r.details.get("realized"), "labels": int(labelled.n),
+                                      "gap": r.details.get("gap"), "concept_drift": r.details.get("concept_drift")}
+                           for r in results}
+    return out
