@@ -3,7 +3,9 @@
 A production request that the rollout plan samples is put on a bounded queue after its answer
 is on its way; one task drains the queue in batches (up to `max_batch_size`) and runs each batch's
 forward pass on a thread of its own, so the production batcher's thread never waits for a shadow
-batch. When the candidate falls behind and the queue is full, the copy is dropped and counted
+batch. That thread (and the torch threads it starts) runs at a lower scheduling priority (`nice`):
+where production and the candidate contend for the cores, the kernel gives them to production
+first. When the candidate falls behind and the queue is full, the copy is dropped and counted
 (`driftline_worker_shadow_dropped`): shadow work may lose samples, never delay production.
 The answers go to `on_answer` (the server logs them as events with role ``shadow``); they are
 never returned to a client.
@@ -13,10 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
+
+from driftline import defaults
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +56,8 @@ class ShadowRunner:
     """A bounded queue of shadow requests and the task that answers them on its own thread."""
 
     def __init__(self, max_queued: int, max_batch_size: int, on_answer: Callable[[ShadowAnswer], None],
-                 on_drop: Callable[[], None], on_error: Callable[[], None]):
+                 on_drop: Callable[[], None], on_error: Callable[[], None],
+                 nice: int = defaults.WORKER_SHADOW_NICE):
         if max_queued < 1 or max_batch_size < 1:
             raise ValueError("the shadow queue and batch size must be at least 1")
         self.max_queued = max_queued
@@ -60,7 +67,8 @@ class ShadowRunner:
         self.on_error = on_error
         self._queue: asyncio.Queue[ShadowRequest] | None = None
         self._task: asyncio.Task | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftline-shadow")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftline-shadow",
+                                            initializer=_lower_priority, initargs=(nice,))
         self.dropped = 0
         self.answered = 0
 
@@ -120,3 +128,12 @@ class ShadowRunner:
                     self.answered += 1
                     self.on_answer(ShadowAnswer(request, prediction, (started - request.queued_at) * 1000.0,
                                                 (finished - started) * 1000.0, len(requests)))
+
+
+def _lower_priority(nice: int) -> None:
+    """Raise this thread's nice value by `nice` (Linux: per thread; threads it starts, torch's among them, inherit it)."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except (AttributeError, OSError) as exc:  # not on this platform: the bounded queue still protects production
+        log.warning("cannot lower the shadow thread's priority: %s", exc)

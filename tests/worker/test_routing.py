@@ -2,9 +2,12 @@
 returned, a full shadow queue dropped and counted, plans picked up while serving."""
 from __future__ import annotations
 
+import asyncio
 import math
+import os
 import re
 import threading
+import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -16,6 +19,7 @@ from driftline.store import db as store_db
 from driftline.store.rollouts import clear_plan, set_plan
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.server import Worker, WorkerConfig, create_app
+from driftline.worker.shadow import ShadowAnswer, ShadowRequest, ShadowRunner
 
 MODEL = "credit-default"
 
@@ -214,3 +218,32 @@ def test_shadow_events_on_kafka_follow_the_contract(kit, broker, tiny_results, t
         roles = sorted((e.role, e.version) for e in found[request_id])
         assert roles == [("production", "1"), ("shadow", "2")]
         assert len({e.event_id for e in found[request_id]}) == 2
+
+
+def test_shadow_batches_run_at_a_lower_scheduling_priority():
+    seen: list[int] = []
+
+    class Candidate:
+        version = "2"
+
+        def predict(self, records):
+            seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            return [0.5] * len(records)
+
+    answers: list[ShadowAnswer] = []
+
+    async def run() -> None:
+        runner = ShadowRunner(4, 8, answers.append, lambda: None, lambda: None, nice=5)
+        await runner.start()
+        try:
+            assert runner.offer(ShadowRequest(Candidate(), {"x": 1}, {"x": 1}, "r1", None, time.perf_counter()))
+            for _ in range(500):
+                if answers:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await runner.stop()
+
+    asyncio.run(run())
+    assert [(a.request.request_id, a.prediction) for a in answers] == [("r1", 0.5)]
+    assert seen == [min(19, os.getpriority(os.PRIO_PROCESS, 0) + 5)]
