@@ -95,3 +95,20 @@ def test_chunks_and_spread():
     values = [0.1, 0.2, 0.3, float("nan")]
     assert spread_threshold(values, k=2.0) == pytest.approx(0.2 + 2 * 0.1)
     assert np.isnan(spread_threshold([0.1]))
+
+
+def test_the_config_file_switches_detect_to_derived_thresholds(tmp_path):
+    import json
+
+    from driftline.cli import main
+
+    rng = np.random.default_rng(6)
+    _reference(rng, 10_000).to_csv(tmp_path / "ref.csv", index=False)
+    _reference(rng, 1_000).to_csv(tmp_path / "cur.csv", index=False)
+    (tmp_path / "drift.toml").write_text('[drift.models.credit]\nthresholds = "reference"\n')
+    args = ["detect", "--reference", str(tmp_path / "ref.csv"), "--current", str(tmp_path / "cur.csv"),
+            "--config", str(tmp_path / "drift.toml")]
+    for model, source in (("credit", "reference"), ("other", "fixed")):
+        main([*args, "--model", model, "--json", str(tmp_path / f"{model}.json")])
+        window = json.loads((tmp_path / f"{model}.json").read_text())["windows"][0]
+        assert {f["threshold_source"] for f in window["features"]} == {source}
