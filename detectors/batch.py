@@ -30,6 +30,9 @@ from driftline.detectors.decision import (
 )
 from driftline.detectors.batch_performance import performance_reference, window_performance
 from driftline.detectors.thresholds import WindowThresholds
+from driftline.detectors.reference_thresholds import FIXED as FIXED_SOURCE
+from driftline.detectors.reference_thresholds import REFERENCE as REFERENCE_SOURCE
+from driftline.detectors.reference_thresholds import ReferenceThresholds
 from driftline.errors import UserError
 from driftline.vocabulary import CHI2, DATASET_DRIFT, JENSENSHANNON, KS, MISSING_RATE, PSI, WASSERSTEIN
 
@@ -385,7 +388,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
            chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
            prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
            on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None,
-           label: str | None = None, performance_thresholds: WindowThresholds | None = None) -> dict[str, Any]:
+           label: str | None = None, performance_thresholds: WindowThresholds | None = None,
+           segment_by: str | None = None) -> dict[str, Any]:
     """Compare `current` (whole, or in windows) with `reference`; the `driftline detect` JSON as a dict.
 
     `on_window(done, total, rows)` is called after each window (for progress).
@@ -393,7 +397,10 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     results do not depend on it). `label` (a column of the reference, needs
     `prediction` to be the score, or ``"p_a,p_b,..."`` one probability column per
     class): each window gains ``performance`` (`driftline.detectors.batch_performance`),
-    judged by `performance_thresholds`.
+    judged by `performance_thresholds`. `segment_by` adds each window's ``segments``
+    (`driftline.detectors.segments`); ``thresholds.threshold_source ==
+    "reference"`` derives effect-size thresholds from the reference
+    (`driftline.detectors.reference_thresholds`).
     Raises `UserError` for anything wrong with the inputs (empty frames,
     unknown or missing columns, type mismatches, bad chunking options).
     """
@@ -419,15 +426,45 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
     workers = default_workers() if workers is None else workers
     profile = ReferenceProfile(reference, kinds, workers)
+    segments = _segments(reference, current, segment_by, kinds, workers)
+    derived = None
+    if thresholds.threshold_source == REFERENCE_SOURCE:
+        derived = ReferenceThresholds(reference, list(kinds), lambda name, values: _feature_tests(
+            profile.columns[name], values, kinds[name])[0])
     results = []
     for done, window in enumerate(windows, start=1):
-        results.append(detect_window(profile, window, prediction, thresholds, workers))
+        own, source, note = (thresholds, FIXED_SOURCE, None) if derived is None else \
+            derived.for_window(thresholds, len(window.frame))
+        result = detect_window(profile, window, prediction, own, workers)
+        _label_threshold_source(result, source, note)
+        if segments is not None:
+            result["segments"] = segments.detect(window, prediction, thresholds, workers)
+            for segment in result["segments"]:
+                _label_threshold_source(segment, FIXED_SOURCE, None)
         if performance is not None:
-            results[-1]["performance"] = window_performance(performance, window.frame,
-                                                            performance_thresholds or WindowThresholds())
+            result["performance"] = window_performance(performance, window.frame,
+                                                       performance_thresholds or WindowThresholds())
+        results.append(result)
         if on_window is not None:
             on_window(done, len(windows), len(window.frame))
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(len(reference)), "windows": results}
+
+
+def _segments(reference: pd.DataFrame, current: pd.DataFrame, column: str | None, kinds: dict[str, str],
+              workers: int) -> Any:
+    if column is None:
+        return None
+    from driftline.detectors.segments import SegmentProfiles  # it builds on this module's windows and profiles
+
+    return SegmentProfiles(reference, current, column, kinds, workers)
+
+
+def _label_threshold_source(result: dict[str, Any], source: str, note: str | None) -> None:
+    """Each feature (and the prediction) says where its effect-size thresholds came from."""
+    for feature in [*result.get("features", []), *([result["prediction"]] if result.get("prediction") else [])]:
+        feature["threshold_source"] = source
+    if note is not None:
+        result["threshold_note"] = note
 
 
 def iter_features(result: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import numpy as np
 from scipy import stats as _scipy_stats
@@ -37,6 +37,7 @@ from driftline.vocabulary import CHI2, DISTANCES, JENSENSHANNON, KS, PSI, SIGNIF
 
 __all__ = [
     "DriftThresholds",
+    "THRESHOLD_SOURCES",
     "INSUFFICIENT_DATA",
     "annotate_tests",
     "benjamini_hochberg",
@@ -47,6 +48,8 @@ __all__ = [
 
 # The start of the reason string when a verdict could not be reached.
 INSUFFICIENT_DATA = "insufficient data"
+# Where effect-size thresholds come from: the fixed values, or each feature's spread over reference chunks.
+THRESHOLD_SOURCES = ("fixed", "reference")
 
 
 class DriftValues(Section):
@@ -65,6 +68,7 @@ class DriftValues(Section):
 class DriftModelSection(DriftValues):
     """``[drift.models.MODEL]``: a model's values and its own per-feature overrides."""
 
+    thresholds: Literal["fixed", "reference"] | None = None
     features: dict[str, DriftValues] = {}
 
 
@@ -95,6 +99,7 @@ class DriftThresholds:
     missing_rate_delta: float = defaults.MISSING_RATE_DELTA_THRESHOLD
     min_rows: int = defaults.DRIFT_MIN_ROWS
     dataset_drift_share: float = defaults.DATASET_DRIFT_SHARE
+    threshold_source: str = defaults.DRIFT_THRESHOLD_SOURCE
     features: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -102,6 +107,9 @@ class DriftThresholds:
             raise UserError(f"drift threshold alpha must be between 0 and 1, got {self.alpha}")
         if not 0.0 < self.dataset_drift_share <= 1.0:
             raise UserError(f"dataset_drift_share must be in (0, 1], got {self.dataset_drift_share}")
+        if self.threshold_source not in THRESHOLD_SOURCES:
+            raise UserError(f"[drift] thresholds must be one of {', '.join(THRESHOLD_SOURCES)}, "
+                            f"got {self.threshold_source!r}")
         for name in (*DISTANCES, "missing_rate_delta", "min_rows"):
             if getattr(self, name) < 0:
                 raise UserError(f"drift threshold {name} must not be negative, got {getattr(self, name)}")
@@ -120,7 +128,8 @@ class DriftThresholds:
         Layout: top-level keys are field names; ``[drift.features.NAME]`` holds a
         feature's overrides; ``[drift.models.MODEL]`` holds a model's overrides
         (with its own ``features`` table), which win over the top level when
-        `model` is given. Unknown keys are a `UserError` naming them.
+        `model` is given. ``thresholds = "fixed" | "reference"`` (top level or per
+        model) becomes `threshold_source`. Unknown keys are a `UserError` naming them.
         """
         section = parse_section(DriftSection, mapping, "[drift]")
         values = given(section)
@@ -132,6 +141,8 @@ class DriftThresholds:
             for name, o in overrides.pop("features", {}).items():
                 features[name] = {**features.get(name, {}), **given(o)}
             values.update(overrides)
+        if "thresholds" in values:
+            values["threshold_source"] = values.pop("thresholds")
         return cls(**values, features=features)
 
 

@@ -130,6 +130,29 @@ JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES = 20
 # A constant reference has standard deviation 0: the normalised Wasserstein
 # distance divides by at least this (Evidently's floor, so values coincide).
 WASSERSTEIN_MIN_STD = 0.001
+# Where the effect-size thresholds come from: "fixed" (the values above, the same for
+# every feature and window size, usable with any reference) unless a [drift] section
+# says "reference" (derived from the reference's own chunk-to-chunk spread).
+DRIFT_THRESHOLD_SOURCE = "fixed"
+# Reference-derived threshold = mean + k * standard deviation of the statistic over
+# reference chunks of the window's size: NannyML's default k, three standard
+# deviations, about a 0.1 % one-sided false-alarm rate if the spread were normal.
+REFERENCE_THRESHOLD_STD_MULTIPLIER = 3.0
+# Fewer reference chunks than this and a mean and standard deviation are noise, so
+# the window falls back to the fixed thresholds (and says so).
+REFERENCE_THRESHOLD_MIN_CHUNKS = 5
+# At most this many chunks (evenly spread over the reference) are measured: the
+# standard deviation is steady well before 50 samples and each chunk costs a
+# comparison per feature, so small windows on a large reference stay cheap.
+REFERENCE_THRESHOLD_MAX_CHUNKS = 50
+# `detect --segment-by`: segments kept per column, the largest by reference rows;
+# the rest are pooled as one "other" segment, so a high-cardinality column (ids,
+# zip codes) costs at most this many (plus "other") extra comparisons per window.
+SEGMENT_MAX_VALUES = 10
+# A numeric --segment-by column is used as is when it has at most this many distinct
+# reference values (codes, small counts); with more it is refused rather than binned,
+# since bins a user did not choose make segments nobody can act on.
+SEGMENT_MAX_NUMERIC_DISTINCT = 20
 # Documented false-alarm level checked by tests/detectors/test_false_alarms.py:
 # share of (window, feature) verdicts that flag drift when every window is drawn
 # from the reference distribution.

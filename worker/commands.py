@@ -13,7 +13,7 @@ from driftline import defaults
 from driftline.config import Settings, common_options, secret
 
 DEFAULT_MODEL = "credit-default"
-SCENARIO_NAMES = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality")
+SCENARIO_NAMES = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality", "segment_shift")
 
 
 def _model_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -221,7 +221,7 @@ def worker(settings: Settings, model: str, host: str | None, port: int | None, d
 @common_options
 def replay(settings: Settings, scenario: str, rate: float, duration: float, warmup: float, worker_url: str | None,
            concurrency: int, seed: int, label_delay: float, labels: bool, as_json: bool) -> None:
-    """Send scenario traffic to a worker (none, covariate_shift, concept_drift, skew, latency, data_quality)."""
+    """Send scenario traffic to a worker (none, covariate_shift, concept_drift, skew, latency, data_quality, segment_shift)."""
     from driftline.kafka_security import KafkaSecurity
     from driftline.worker.replay import ReplayConfig
     from driftline.worker.replay import replay as run

@@ -17,7 +17,9 @@ label, 1 if the loan defaults. The process, in order (N = normal, LN = log-norma
 - employment_years ~ min(age − 18, Gamma(2, 3.5)); 0 when unemployed.
 - credit_limit ~ LN(log(8 000) + 0.5·(credit_score − 690) / 100, 0.5);
   credit_balance = credit_limit · Beta(2, 3).
-- region ~ Categorical(region_probs); home_ownership: own with p = clip(0.01·(age − 25), 0.02, 0.6),
+- region ~ Categorical(region_probs); the applicants of a region named in `regional` are
+  then redrawn, by the same process, from that region's own population;
+  home_ownership: own with p = clip(0.01·(age − 25), 0.02, 0.6),
   mortgage 0.35, rent the rest.
 
 Default: y ~ Bernoulli(sigmoid(z)) with, in terms of the transformed features
@@ -37,7 +39,7 @@ drift changes the risk model.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -59,6 +61,8 @@ class Population:
     credit_shift: float = 0.0
     employment_probs: tuple[float, ...] = (0.62, 0.14, 0.14, 0.06, 0.04)
     region_probs: tuple[float, ...] = (0.22, 0.24, 0.20, 0.20, 0.14)
+    # (region, population) pairs: applicants drawn into that region come from that population instead.
+    regional: tuple[tuple[str, "Population"], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,24 @@ def generate_inputs(rows: int, seed: int, population: Population = Population())
         "employment_type": employment.astype(object),
         "home_ownership": home.astype(object),
     })
+    for number, (name, override) in enumerate(population.regional, start=1):
+        frame = _regional(frame, name, override, seed + 7919 * number)
     return frame[list(RAW_COLUMNS)]
+
+
+def _regional(frame: pd.DataFrame, region: str, population: Population, seed: int) -> pd.DataFrame:
+    """`frame` with its `region` rows redrawn from `population` (the other rows untouched)."""
+    if region not in REGIONS:
+        raise ValueError(f"unknown region {region!r}; expected one of {', '.join(REGIONS)}")
+    rows = frame["region"].to_numpy() == region
+    if not rows.any():
+        return frame
+    only_here = tuple(1.0 if name == region else 0.0 for name in REGIONS)
+    local = replace(population, region_probs=only_here, regional=())
+    redrawn = generate_inputs(int(rows.sum()), seed, local)
+    frame = frame.copy()
+    frame.loc[rows, list(redrawn.columns)] = redrawn.to_numpy()
+    return frame.astype(frame.dtypes.to_dict())
 
 
 def default_probability(inputs: pd.DataFrame, risk: RiskModel = RiskModel()) -> np.ndarray:

@@ -8,6 +8,7 @@
 | skew | the training population | training risk model | `skew`: debt_to_income computed with a units bug on the serving path |
 | latency | the training population | training risk model | 5 % of requests take 250 ms longer (p99 over the 100 ms SLO) |
 | data_quality | the training population, then corrupted: nulls, out-of-range values, unseen categories | from the clean inputs | none |
+| segment_shift | the training population, except applicants from the north: younger, poorer, lower credit scores | training risk model | none |
 
 Every scenario emits labels (so model quality can be measured); they are delayed,
 as ground truth is in real life.
@@ -53,6 +54,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              faults={"skew": True}),
     Scenario("latency", "5% of requests take 250 ms longer", faults={"latency_ms": 250.0, "latency_fraction": 0.05}),
     Scenario("data_quality", "nulls, out-of-range values and unseen categories", corrupt_inputs=True),
+    # One region in five moves, by about 0.4 standard deviation: clear inside the region, diluted
+    # below the effect-size floors in the whole population (what `detect --segment-by region` is for).
+    Scenario("segment_shift", "applicants from the north are younger and poorer; other regions unchanged",
+             population=Population(regional=(("north", Population(age_mean=36.0, income_median=44_000.0,
+                                                                   credit_shift=-10.0)),))),
 )}
 
 

@@ -81,10 +81,12 @@ def _summary(result: dict[str, Any]) -> str:
 @click.option("--config", "config_file", default=None,
               help="TOML file whose [drift] section overrides thresholds (env DRIFTLINE_CONFIG).")
 @click.option("--model", default=None, help="Apply the [drift.models.MODEL] overrides of --config.")
+@click.option("--segment-by", "segment_by", default=None,
+              help="Also compare each window segment by segment: one result per value of this column.")
 def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk_period: str | None,
            timestamp: str | None, categorical: str | None, prediction: str | None, ignore: str | None,
            json_path: str | None, html_path: str | None, config_file: str | None, model: str | None,
-           label: str | None) -> None:
+           label: str | None, segment_by: str | None) -> None:
     """Compare CURRENT with REFERENCE, feature by feature, and report drift as JSON.
 
     Exit status 0 whether or not drift is found; 1 for bad input.
@@ -122,7 +124,8 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
         categorical=split_names(categorical), prediction=prediction, ignore=split_names(ignore))
     result = detect_drift(reference, current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp,
                           thresholds=thresholds, on_window=progress, label=label,
-                          performance_thresholds=performance_thresholds, **options)  # type: ignore[arg-type]
+                          performance_thresholds=performance_thresholds, segment_by=segment_by,
+                          **options)  # type: ignore[arg-type]
     _write_json(result, json_path)
     if json_path is not None:
         click.echo(_summary(result), err=True)

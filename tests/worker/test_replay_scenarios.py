@@ -42,6 +42,12 @@ def test_scenarios_change_what_they_say_and_nothing_else():
     assert (frame["region"] == UNSEEN["region"]).any()
     assert (frame["age"] > 100).any() or (frame["age"] < 18).any()
     assert np.array_equal(dirty.labels, none.labels)  # labels come from the clean applicants
+    regional = pd.DataFrame(build_traffic(SCENARIOS["segment_shift"], 0, 3_000, seed=4).records)
+    north = base["region"] == "north"
+    assert regional["region"].equals(base["region"])
+    assert regional[~north].equals(base[~north])  # the other regions are the same applicants
+    assert regional.loc[north, "age"].mean() < base.loc[north, "age"].mean() - 2
+    assert regional.loc[north, "annual_income"].median() < base.loc[north, "annual_income"].median()
 
 
 def test_warmup_rows_come_first_from_the_none_scenario():

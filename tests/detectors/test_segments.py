@@ -1,0 +1,127 @@
+"""`detect --segment-by`: a drift confined to one segment is found there and nowhere else."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from driftline import defaults
+from driftline.cli import main
+from driftline.detectors.batch import detect
+from driftline.detectors.segments import OTHER
+from driftline.errors import UserError
+from driftline.vocabulary import DATASET_DRIFT, INSUFFICIENT_DATA_KEY
+from driftline.worker.dataset import generate_inputs
+from driftline.worker.scenarios import SCENARIOS
+
+
+@pytest.fixture(scope="module")
+def credit():
+    reference = generate_inputs(20_000, seed=11, population=SCENARIOS["none"].population)
+    current = generate_inputs(5_000, seed=12, population=SCENARIOS["segment_shift"].population)
+    return reference, current
+
+
+def _by_value(window):
+    return {segment["value"]: segment for segment in window["segments"]}
+
+
+def test_a_one_region_shift_is_silent_overall_and_loud_in_its_segment(credit):
+    reference, current = credit
+    whole = detect(reference, current)["windows"][0]
+    assert not whole[DATASET_DRIFT]
+    assert len(whole["drifted_features"]) <= 2, whole["drifted_features"]
+    assert "segments" not in whole
+
+    window = detect(reference, current, segment_by="region")["windows"][0]
+    segments = _by_value(window)
+    assert set(segments) == set(reference["region"].unique())
+    north = segments["north"]
+    assert north[DATASET_DRIFT], north["drifted_features"]
+    assert {"age", "annual_income", "credit_score"} <= set(north["drifted_features"])
+    assert north["rows"] == int((current["region"] == "north").sum())
+    for value, segment in segments.items():
+        assert "region" not in [f["name"] for f in segment["features"]]  # not tested inside its own segments
+        if value != "north":
+            assert not segment[DATASET_DRIFT] and len(segment["drifted_features"]) <= 1, (value, segment)
+    # the window's own result is the same with or without segments
+    assert window["drifted_features"] == whole["drifted_features"]
+
+
+def _frame(rng, rows, values, shift_value=None):
+    segment = rng.choice(values, rows)
+    x = rng.normal(0.0, 1.0, rows) + np.where(segment == shift_value, 1.5, 0.0)
+    return pd.DataFrame({"x": x, "y": rng.normal(0.0, 1.0, rows), "shop": segment})
+
+
+def test_many_values_are_capped_and_the_rest_pooled_as_other():
+    rng = np.random.default_rng(3)
+    values = np.array([f"s{i:02d}" for i in range(defaults.SEGMENT_MAX_VALUES + 5)])
+    reference, current = _frame(rng, 40_000, values), _frame(rng, 20_000, values)
+    segments = detect(reference, current, segment_by="shop")["windows"][0]["segments"]
+    assert len(segments) == defaults.SEGMENT_MAX_VALUES + 1
+    other = segments[-1]
+    assert other["value"] == OTHER and other["pooled_values"] == 5
+    kept = [s["value"] for s in segments[:-1]]
+    largest = reference["shop"].value_counts().index[:defaults.SEGMENT_MAX_VALUES]
+    assert set(kept) == set(largest)
+    assert sum(s["rows"] for s in segments) == len(current)
+
+
+def test_unseen_values_are_reported_not_compared_and_small_segments_are_insufficient():
+    rng = np.random.default_rng(4)
+    reference = _frame(rng, 5_000, np.array(["a", "b"]))
+    reference.loc[:29, "shop"] = "tiny"
+    current = _frame(rng, 3_000, np.array(["a", "b", "new"]))
+    current.loc[:9, "shop"] = "tiny"
+    segments = _by_value(detect(reference, current, segment_by="shop")["windows"][0])
+    assert segments["new"]["reference_rows"] == 0 and segments["new"]["features"] == []
+    assert "not in the reference" in segments["new"]["reason"]
+    assert segments["tiny"][INSUFFICIENT_DATA_KEY] and not segments["tiny"][DATASET_DRIFT]
+    assert segments["a"]["features"] and INSUFFICIENT_DATA_KEY not in segments["a"]
+
+
+def test_the_shifted_segment_drifts_in_every_window():
+    rng = np.random.default_rng(5)
+    values = np.array(["a", "b", "c"])
+    reference, current = _frame(rng, 9_000, values), _frame(rng, 6_000, values, shift_value="c")
+    windows = detect(reference, current, segment_by="shop", chunk_size=3_000)["windows"]
+    assert len(windows) == 2
+    for window in windows:
+        segments = _by_value(window)
+        assert "x" in segments["c"]["drifted_features"]
+        assert "x" not in segments["a"]["drifted_features"] and "x" not in segments["b"]["drifted_features"]
+
+
+def test_bad_segment_columns_are_user_errors():
+    rng = np.random.default_rng(6)
+    reference, current = _frame(rng, 500, np.array(["a", "b"])), _frame(rng, 500, np.array(["a", "b"]))
+    with pytest.raises(UserError, match="--segment-by nope: no such column in the reference"):
+        detect(reference, current, segment_by="nope")
+    with pytest.raises(UserError, match="current data"):
+        detect(reference.assign(extra="e"), current, segment_by="extra", ignore=["extra"])
+    with pytest.raises(UserError, match="numeric column with .* distinct values"):
+        detect(reference, current, segment_by="x")
+    # a numeric column with few distinct values is a segment column as it is
+    codes = reference.assign(code=rng.integers(0, 3, 500)), current.assign(code=rng.integers(0, 3, 500))
+    segments = detect(*codes, segment_by="code")["windows"][0]["segments"]
+    assert sorted(s["value"] for s in segments) == [0, 1, 2]
+
+
+def test_the_command_line_option(tmp_path, capfd):
+    rng = np.random.default_rng(7)
+    reference, current = _frame(rng, 2_000, np.array(["a", "b"])), _frame(rng, 2_000, np.array(["a", "b"]), "b")
+    reference.to_csv(tmp_path / "ref.csv", index=False)
+    current.to_csv(tmp_path / "cur.csv", index=False)
+    out = tmp_path / "out.json"
+    main(["detect", "--reference", str(tmp_path / "ref.csv"), "--current", str(tmp_path / "cur.csv"),
+          "--segment-by", "shop", "--json", str(out)])
+    window = json.loads(out.read_text())["windows"][0]
+    assert "x" in _by_value(window)["b"]["drifted_features"]
+    with pytest.raises(SystemExit) as exc:
+        main(["detect", "--reference", str(tmp_path / "ref.csv"), "--current", str(tmp_path / "cur.csv"),
+              "--segment-by", "nope"])
+    assert exc.value.code == 1
+    assert "--segment-by nope" in capfd.readouterr().err
