@@ -20,26 +20,22 @@ model, the same error and coverage figures. Prints tables; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 from scipy.special import expit, logit
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from driftline import defaults  # noqa: E402
-from driftline.baseline import BINARY, LabelSummary  # noqa: E402
-from driftline.detectors.estimation import estimate_performance, estimation_gap, score_counts  # noqa: E402
-from driftline.detectors.estimation_multiclass import (  # noqa: E402
+from driftline import defaults
+from driftline.baseline import BINARY, LabelSummary
+from driftline.detectors.estimation import estimate_performance, estimation_gap, score_counts
+from driftline.detectors.estimation_multiclass import (
     calibrated_probabilities,
     class_calibrations,
     estimate_multiclass,
     realized_multiclass,
     reference_variances,
 )
-from driftline.detectors.quality_stats import quality_metrics, training_calibration  # noqa: E402
-from driftline.vocabulary import ACCURACY, ESTIMATED_METRICS, MACRO_F1, ROC_AUC  # noqa: E402
+from driftline.detectors.quality_stats import quality_metrics, training_calibration
+from driftline.vocabulary import ACCURACY, ESTIMATED_METRICS, MACRO_F1, ROC_AUC
 
 LOGIT_MEAN, LOGIT_SD = -0.5, 1.5
 SIZES = (100, 500, 2000, 10_000)

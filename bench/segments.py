@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sys
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from driftline.detectors.batch import default_workers, detect  # noqa: E402
-from driftline.detectors.decision import DriftThresholds  # noqa: E402
+from driftline.detectors.batch import default_workers, detect
+from driftline.detectors.decision import DriftThresholds
 
 SEGMENTS = np.array(["north", "south", "east", "west", "central"])
 

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,20 +29,17 @@ import httpx
 import numpy as np
 import orjson
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from driftline.broker import EmbeddedBroker, free_port  # noqa: E402
-from driftline.rollouts import shadow_plan  # noqa: E402
-from driftline.store import db as store_db  # noqa: E402
-from driftline.store.rollouts import clear_plan, set_plan  # noqa: E402
-from driftline.worker.dataset import generate_inputs  # noqa: E402
+from driftline.broker import EmbeddedBroker, free_port
+from driftline.rollouts import shadow_plan
+from driftline.store import db as store_db
+from driftline.store.rollouts import clear_plan, set_plan
+from driftline.worker.dataset import generate_inputs
+from http_load import DRIFTLINE, closed_loop, metric_values, worker_process
 
-_spec = importlib.util.spec_from_file_location("bench_worker", ROOT / "bench" / "worker.py")
-bench_worker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_worker)
 
 MODEL = "credit-default"
+SETTLE_S = 2.0  # per worker, before the first round
 SHADOW_METRICS = ("driftline_worker_shadow_answers_total", "driftline_worker_shadow_dropped_total")
 
 
@@ -83,21 +78,21 @@ def main() -> None:
         env = {**os.environ, "DRIFTLINE_HOME": tmp, "DRIFTLINE_DB": db_url,
                "DRIFTLINE_BOOTSTRAP_SERVERS": broker.bootstrap_servers}
         for seed in (1, 2):  # version 1 (production) and version 2 (the candidate)
-            subprocess.run([*bench_worker.DRIFTLINE, "train", "--size", "default", "--rows", str(args.train_rows),
+            subprocess.run([*DRIFTLINE, "train", "--size", "default", "--rows", str(args.train_rows),
                             "--epochs", "1", "--seed", str(seed)], env=env, check=True, stdout=subprocess.DEVNULL)
         flags = ["--max-batch-size", "64", "--max-wait-ms", "2", "--events", "--alias-poll", "0.2"]
-        with bench_worker.worker_process(env, flags, args.device) as (port, _pid):
-            bench_worker.settle({"worker": (port, _pid, None)}, bodies)
+        with worker_process(env, flags, args.device) as (port, _pid):
+            asyncio.run(closed_loop(port, 32, SETTLE_S, bodies))  # unmeasured: the start is over
             for level in levels:
                 figures = {state: {"latencies": [], "rps_rounds": []} for state in ("off", "on")}
                 shadow = dict.fromkeys(SHADOW_METRICS, 0.0)
                 for round_ in range(args.rounds):
                     for state in (("off", "on") if round_ % 2 == 0 else ("on", "off")):
                         switch(db_url, port, args.share if state == "on" else None)
-                        before = bench_worker.metric_values(port, SHADOW_METRICS)
-                        lat, _errors, _done = asyncio.run(bench_worker.closed_loop(port, level,
-                                                                                   args.seconds / args.rounds, bodies))
-                        after = bench_worker.metric_values(port, SHADOW_METRICS)
+                        before = metric_values(port, SHADOW_METRICS)
+                        lat, _errors, _done = asyncio.run(closed_loop(port, level,
+                                                                       args.seconds / args.rounds, bodies))
+                        after = metric_values(port, SHADOW_METRICS)
                         if state == "on":
                             for name in SHADOW_METRICS:
                                 shadow[name] += after[name] - before[name]

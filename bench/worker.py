@@ -22,9 +22,7 @@ for the logging cost alone). For each concurrency level they are measured in tur
 interleaved rounds (so a change in background load hits all alike; the logging cost is also
 given as the median of per-round ratios, and as their mean with a 95 % interval), by a closed-loop client: `concurrency`
 keep-alive connections, each sending the next request as soon as the previous answer
-arrives. The client is a minimal HTTP/1.1 writer/reader on asyncio streams rather than
-httpx, because on a small machine the client shares the CPU with the worker and httpx's
-per-request cost (~0.3 ms of Python) would be measured as the worker's.
+arrives (bench/http_load.py; CPU figures from /proc by bench/procfs.py).
 On a machine with 8 CPUs or more the load generator, the workers and the broker get CPUs of
 their own (`--pin-cpus`). Figures are printed, not asserted. Whole run: about 2 minutes at the defaults.
 
@@ -60,19 +58,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import orjson
 
-ROOT = Path(__file__).resolve().parents[1]
-
-from driftline.broker import EmbeddedBroker, free_port, wait_for_port
+from driftline.broker import EmbeddedBroker, free_port
 from driftline.worker.dataset import generate_inputs
 
-_SCRIPT = Path(sys.executable).with_name("driftline")
-# Without the installed script (packages unpacked with `pip install --target`, as on the GPU machine), the module.
-DRIFTLINE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "driftline"]
+from http_load import DRIFTLINE, batch_totals, closed_loop, metric_values, worker_process
+from procfs import CPU_FIGURES, cpu_seconds, cpu_sets, cpu_snapshot, pin_children
 CONFIGS = {
     "batching": ["--max-batch-size", "64", "--max-wait-ms", "2", "--no-events"],
     "batch size 1": ["--max-batch-size", "1", "--no-events"],
@@ -91,176 +86,8 @@ CONFIGS["on/off control"] = CONFIGS["batching"]
 SWITCHED = ("logging on/off", "on/off control")
 DEFAULT_CONFIGS = [name for name in CONFIGS if name not in ("batching again", *SWITCHED)]
 SWITCH_SETTLE_S = 0.05  # after signalling a switched worker, before the round's connections open
-WARMUP_S = 0.5  # per round: connections opened, batches at steady size
 SETTLE_S = 2.0  # per worker, once its whole set has started (see settle)
-CPU_FIGURES = ("cpu", "own_cpu", "loop_cpu", "broker_cpu")  # what cpu_snapshot reads, per measured round
 
-
-def cpu_sets(pin: str) -> dict[str, set[int]] | None:
-    """With `--pin-cpus` (auto: where there are 8 CPUs or more), separate CPUs for the load generator (a
-    quarter), the workers with their producer children (half) and the broker (a quarter): on a many-core
-    machine the scheduler otherwise moves them across each other's cores, and the same configuration's
-    requests/s varied +-11 % from round to round on the 16-core GPU machine (docs/worker.md).
-
-    With fewer than 4 CPUs (`--pin-cpus yes` only), the worker being measured gets the first CPU alone and
-    everything else shares the rest, its producer child included ("children"): a serving host whose clients
-    and Kafka are elsewhere and whose spare cores run the producer, so what is left is the serving process's
-    own cost of logging."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if pin == "no" or (pin == "auto" and len(cpus) < 8):
-        return None
-    if len(cpus) < 2:
-        raise SystemExit("--pin-cpus yes needs 2 CPUs or more")
-    if len(cpus) < 4:
-        rest = set(cpus[1:])
-        return {"load": rest, "workers": {cpus[0]}, "broker": rest, "children": rest}
-    quarter = len(cpus) // 4
-    return {"load": set(cpus[:quarter]), "workers": set(cpus[quarter:len(cpus) - quarter]),
-            "broker": set(cpus[len(cpus) - quarter:])}
-
-
-@contextlib.contextmanager
-def worker_process(env: dict[str, str], flags: list[str], device: str, cpus: set[int] | None = None,
-                   switched: bool = False) -> Iterator[tuple[int, int]]:
-    """A worker on a free port, (port, pid) while the block runs; `switched`: bench/switched_worker.py's."""
-    port = free_port()
-    command = [sys.executable, str(ROOT / "bench" / "switched_worker.py")] if switched else [*DRIFTLINE, "worker"]
-    process = subprocess.Popen([*command, "--port", str(port), "--device", device, "--cache-size", "0",
-                                "--no-labels", "--log-level", "warning", *flags], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-                               preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-    try:
-        if not wait_for_port("127.0.0.1", port, 120, process):
-            raise SystemExit(f"worker did not start: {process.stderr.read().decode()[-2000:]}")
-        yield port, process.pid
-    finally:
-        with contextlib.suppress(ProcessLookupError):  # it may have exited already (a failed start)
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
-
-
-def cpu_seconds(pid: int, exclude: int | None = None) -> float:
-    """User + system CPU time of a process (all its threads) and of its live children (but `exclude`), from /proc.
-
-    The children count because the event producer can run in one: its CPU is the
-    logging's cost as much as a thread's would be.
-    """
-    return sum(stat_cpu_seconds(fields) for process, fields in process_stats()
-               if (process == pid or fields[1] == str(pid)) and process != exclude)
-
-
-def cpu_snapshot(pid: int, broker_pid: int | None) -> dict[str, float]:
-    """CPU seconds so far, from one scan of /proc: "cpu" the worker with its children, "own_cpu" the worker
-    alone, "loop_cpu" its main thread (the event loop: HTTP, validation, logging's own work), "broker_cpu"
-    the broker with its children."""
-    snapshot = dict.fromkeys(CPU_FIGURES, 0.0)
-    for process, fields in process_stats():
-        seconds = stat_cpu_seconds(fields)
-        if process == pid:
-            snapshot["own_cpu"] += seconds
-        if process == pid or fields[1] == str(pid):
-            snapshot["cpu"] += seconds
-        if broker_pid and (process == broker_pid or fields[1] == str(broker_pid)):
-            snapshot["broker_cpu"] += seconds
-    with contextlib.suppress(OSError):  # it exited meanwhile
-        snapshot["loop_cpu"] = stat_cpu_seconds(stat_fields(Path(f"/proc/{pid}/task/{pid}/stat")))
-    return snapshot
-
-
-def stat_fields(stat: Path) -> list[str]:
-    """The fields of a /proc stat file after the command name (which may hold spaces); [1] is the parent."""
-    return stat.read_text().rsplit(")", 1)[1].split()
-
-
-def stat_cpu_seconds(fields: list[str]) -> float:
-    """User + system CPU time from `stat_fields`."""
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def process_stats() -> Iterator[tuple[int, list[str]]]:
-    """(pid, `stat_fields`) of every live process."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            yield int(stat.parent.name), stat_fields(stat)
-        except OSError:
-            continue  # it exited meanwhile
-
-
-def pin_children(pid: int, cpus: set[int]) -> None:
-    """Move every thread of `pid`'s child processes to `cpus` (a child inherits its parent's CPUs, and
-    librdkafka's threads would otherwise stay on them; a child restarted meanwhile is caught next round)."""
-    for child, fields in process_stats():
-        if fields[1] != str(pid):
-            continue
-        try:
-            for task in Path(f"/proc/{child}/task").iterdir():
-                os.sched_setaffinity(int(task.name), cpus)
-        except OSError:
-            continue  # it exited meanwhile
-
-
-def metric_values(port: int, names: tuple[str, ...]) -> dict[str, float]:
-    """The worker's unlabelled metrics of these names, read from its /metrics (absent ones are 0)."""
-    import httpx
-
-    values = dict.fromkeys(names, 0.0)
-    for line in httpx.get(f"http://127.0.0.1:{port}/metrics").text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in values:
-            values[name] = float(value)
-    return values
-
-
-def batch_totals(port: int) -> tuple[float, float]:
-    """(rows, forward passes) so far, from the worker's batch-size histogram: their ratio over a round is the
-    mean batch size, which moves CPU per request (a forward pass of 64 rows costs far less than 64 of one)."""
-    values = metric_values(port, ("driftline_worker_batch_size_sum", "driftline_worker_batch_size_count"))
-    return values["driftline_worker_batch_size_sum"], values["driftline_worker_batch_size_count"]
-
-
-async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[bytes]) -> tuple[list[float], int, int]:
-    """`concurrency` keep-alive connections sending back to back for `seconds` after a warm-up.
-
-    Returns the latencies (s) of the requests sent after the warm-up, how many of those
-    were not 200, and how many requests were answered in all (warm-up included).
-    """
-    head = b"POST /predict HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-    start = time.perf_counter()
-    measure_from, stop_at = start + WARMUP_S, start + WARMUP_S + seconds
-    latencies: list[float] = []
-    errors = answered = 0
-
-    async def connection(offset: int) -> None:
-        nonlocal errors, answered
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        k = offset
-        try:
-            while True:
-                sent = time.perf_counter()
-                if sent >= stop_at:
-                    break
-                body = bodies[k % len(bodies)]
-                k += concurrency
-                writer.write(head % len(body) + body)
-                status = await reader.readline()
-                length = 0
-                while (line := await reader.readline()) not in (b"\r\n", b""):
-                    if line[:15].lower() == b"content-length:":
-                        length = int(line[15:])
-                await reader.readexactly(length)
-                answered += 1
-                if sent >= measure_from:
-                    latencies.append(time.perf_counter() - sent)
-                    errors += not status.startswith(b"HTTP/1.1 200")
-        finally:
-            writer.close()
-
-    await asyncio.gather(*(connection(i) for i in range(concurrency)))
-    return latencies, errors, answered
 
 
 def switch_logging(pid: int, on: bool | None) -> None:
