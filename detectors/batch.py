@@ -438,7 +438,9 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
         result = detect_window(profile, window, prediction, own, workers)
         _label_threshold_source(result, source, note)
         if segments is not None:
-            result["segments"] = segments.detect(window, prediction, thresholds, workers)
+            segment_performance = None if performance is None else (
+                lambda rows: window_performance(performance, rows, performance_thresholds or WindowThresholds()))
+            result["segments"] = segments.detect(window, prediction, thresholds, workers, segment_performance)
             for segment in result["segments"]:
                 _label_threshold_source(segment, FIXED_SOURCE, None)
         if performance is not None:

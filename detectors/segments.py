@@ -12,7 +12,7 @@ absent from the reference is reported but not compared; a segment with fewer tha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -87,13 +87,21 @@ class SegmentProfiles:
                                           ReferenceProfile(reference[rest], self.kinds, workers), len(pooled)))
 
     def detect(self, window: Window, prediction: str | None, thresholds: DriftThresholds,
-               workers: int = 1) -> list[dict[str, Any]]:
-        """Every segment's result for `window`: kept segments, then "other", then values the reference lacks."""
+               workers: int = 1, performance: Callable[[pd.DataFrame], dict[str, Any]] | None = None
+               ) -> list[dict[str, Any]]:
+        """Every segment's result for `window`: kept segments, then "other", then values the reference lacks.
+
+        `performance(rows)`, when given, adds each compared segment's ``performance`` (the estimate uses
+        the whole reference's calibration: a segment's scores mean what they mean everywhere)."""
         keys = segment_keys(window.frame[self.column])
         grouped = keys.where(keys.isin(self.kept) | ~keys.isin(self.known), _POOLED)
         groups = {key: window.frame.loc[index] for key, index in grouped.groupby(grouped, sort=False).groups.items()}
-        out = [self._segment_result(segment, groups.get(segment.key, window.frame.iloc[0:0]), window, prediction,
-                                    thresholds, workers) for segment in self.segments]
+        out = []
+        for segment in self.segments:
+            rows = groups.get(segment.key, window.frame.iloc[0:0])
+            out.append(self._segment_result(segment, rows, window, prediction, thresholds, workers))
+            if performance is not None and out[-1]["features"]:
+                out[-1]["performance"] = performance(rows)
         unseen = sorted((key for key in groups if key not in self.known and key != _POOLED),
                         key=lambda key: (-len(groups[key]), str(key)))
         for key in unseen:

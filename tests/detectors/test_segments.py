@@ -125,3 +125,24 @@ def test_the_command_line_option(tmp_path, capfd):
               "--segment-by", "nope"])
     assert exc.value.code == 1
     assert "--segment-by nope" in capfd.readouterr().err
+
+
+def test_with_a_label_each_compared_segment_has_its_own_performance():
+    rng = np.random.default_rng(11)
+
+    def frame(n: int, hard_in_b: bool) -> pd.DataFrame:
+        group = rng.choice(["a", "b"], n)
+        x = rng.normal(0.0, 1.0, n)
+        score = 1 / (1 + np.exp(-2 * x))
+        # In "b" the current scores are pushed towards 0.5: harder cases there, the same in "a".
+        if hard_in_b:
+            score = np.where(group == "b", 0.5 + (score - 0.5) * 0.2, score)
+        label = (rng.random(n) < score).astype(int)
+        return pd.DataFrame({"x": x, "g": group, "score": score, "y": label})
+
+    result = detect(frame(6000, False), frame(4000, True), prediction="score", label="y", segment_by="g")
+    segments = {s["value"]: s for s in result["windows"][0]["segments"]}
+    estimated = {key: s["performance"]["estimated"]["roc_auc"]["value"] for key, s in segments.items()}
+    realized = {key: s["performance"]["realized"]["roc_auc"]["value"] for key, s in segments.items()}
+    assert estimated["b"] < estimated["a"] - 0.1  # the segment's own scores, not the window's
+    assert abs(estimated["a"] - realized["a"]) < 0.05 and abs(estimated["b"] - realized["b"]) < 0.05
