@@ -35,6 +35,7 @@ import pyarrow.json as pa_json
 
 from driftline.events import INFERENCE_SCHEMA, MAX_EVENT_BYTES, MAX_ID_CHARS, MAX_TS_MS, MIN_TS_MS, minute_start_ms
 from driftline.names import NAME_PATTERN
+from driftline.rollouts import is_role
 from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
 from driftline.window_state import EventBatch, prediction_column
 
@@ -77,6 +78,7 @@ class InferenceColumns:
     versions: list[str]
     request_ids: list[str | None]
     predictions: list[Any]
+    roles: list[str | None]  # driftline.rollouts roles; None where the event names none
 
     @property
     def n(self) -> int:
@@ -156,6 +158,12 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
     for name in ("entity_id", "device"):
         if not _optional(column.get(name), (pa.string(),)):
             return None
+    roles = column.get("role")
+    if not _optional(roles, (pa.string(),)):
+        return None
+    role_list = roles.to_pylist() if roles is not None and roles.type == pa.string() else [None] * n
+    if not all(is_role(role) for role in set(role_list) if role is not None):  # a few distinct roles per poll
+        return None
     tags = column.get("tags")
     if tags is not None and tags.null_count != n:
         return None
@@ -184,7 +192,7 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
     return InferenceColumns(batch=batch, event_ids=event_ids, models=column["model"].to_pylist(),
                             versions=column["version"].to_pylist(),
                             request_ids=request_ids.to_pylist() if request_ids is not None else [None] * n,
-                            predictions=predictions)
+                            predictions=predictions, roles=role_list)
 
 
 def _finite(array: pa.Array) -> bool:

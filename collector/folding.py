@@ -42,6 +42,7 @@ from driftline.collector.windows import PartialWindow, PartitionWindows, WindowK
 from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.events import EventError, InferenceEvent, parse_inference
+from driftline.rollouts import ROLE_SHADOW
 from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
 from driftline.window_state import EventBatch, WindowStateError
 
@@ -169,6 +170,8 @@ class InferenceFolder:
             for i in keep:
                 groups.setdefault((models[i], versions[i]), []).append(i)
         request_ids, times = columns.request_ids, columns.batch.event_time_ms.tolist()
+        if ROLE_SHADOW in columns.roles:
+            request_ids = [None if role == ROLE_SHADOW else rid for rid, role in zip(request_ids, columns.roles)]
         predictions = columns.predictions
         for (model, version), rows in groups.items():
             if len(rows) == columns.n:
@@ -265,7 +268,7 @@ class InferenceFolder:
                 for event, offset, value in rows:
                     self._fold_one(model, version, event, offset, value)
                 continue
-            self._fold(model, version, batch, [e.request_id for e in events], [e.ts_ms for e in events],
+            self._fold(model, version, batch, [_joined_id(e) for e in events], [e.ts_ms for e in events],
                        [e.prediction for e in events], [row[1] for row in rows], [row[2] for row in rows])
         self.duplicates += duplicates
 
@@ -276,7 +279,7 @@ class InferenceFolder:
             error = EventError(f"could not be put into columns ({type(exc).__name__}: {exc})")
             self.dead_letters.append(DeadLetterRow.from_error(self.topic, self.partition, offset, value, error))
             return
-        self._fold(model, version, batch, [event.request_id], [event.ts_ms], [event.prediction], [offset], [value])
+        self._fold(model, version, batch, [_joined_id(event)], [event.ts_ms], [event.prediction], [offset], [value])
 
     def write_predictions(self, min_rows: int = 1) -> None:
         """Insert the pending predictions now if there are at least `min_rows` (a decoder with nothing
@@ -405,3 +408,9 @@ class PartitionFolders:
 
     def close(self) -> None:
         self._folders.clear()
+
+
+def _joined_id(event: InferenceEvent) -> str | None:
+    """The request id a label joins on; none for a shadow answer, which shares its production twin's request id
+    (the label belongs to the answer that was returned)."""
+    return None if event.role == ROLE_SHADOW else event.request_id

@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("driftline.commands.status", "status", "Models, versions, events, windows, dead letters, firing alerts, quarantined windows."),
     "db": ("driftline.commands.db", "db", "Database maintenance: migrations, retention."),
     "alerts": ("driftline.alerts.commands", "alerts", "List alerts and manage silences."),
+    "rollout": ("driftline.commands.rollout", "rollout", "Shadow, canary and A/B rollouts of a candidate version beside production."),
 }
 
 

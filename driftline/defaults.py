@@ -217,6 +217,15 @@ WORKER_RETRY_AFTER_SECONDS = 1
 # How often the worker reads the production alias; a rollback takes effect within
 # this time plus the model's load time (well under a second for the default MLP).
 WORKER_ALIAS_POLL_SECONDS = 1.0
+# Shadow requests waiting for the candidate at most; beyond it a copy is dropped and counted
+# (driftline_worker_shadow_dropped_total). 256 are four full batches of 64, about 25 ms of
+# compute for the default MLP on CPU: a candidate that falls further behind than that is
+# slower than production, and queueing more would only spend memory on stale copies.
+WORKER_SHADOW_QUEUE = 256
+# The shadow thread's nice increment: 10 of Linux's 0-19 lets the kernel give contended cores
+# to production's forward passes first (a niced thread gets ~10 % of a core against a normal one),
+# so a candidate that cannot keep up falls behind and drops copies instead of slowing production.
+WORKER_SHADOW_NICE = 10
 # Latency SLO per model: p99 of total request latency. The default MLP serves in a
 # few ms at p99 on a laptop under the replay's default load, so 100 ms flags real
 # trouble (a stalled device, a slow dependency) without paging on GC pauses.

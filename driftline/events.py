@@ -19,6 +19,7 @@ import orjson
 
 from driftline.json_types import json_type_name
 from driftline.names import is_safe_name, name_problem
+from driftline.rollouts import is_role
 
 INFERENCE_SCHEMA = "driftline.inference/v1"
 LABEL_SCHEMA = "driftline.label/v1"
@@ -61,6 +62,8 @@ class InferenceEvent:
     status: str
     request_id: str | None
     raw: dict[str, Any]  # the whole decoded message, unknown fields included
+    # which part of a rollout answered: production, shadow, canary, arm:<version> (None: not said)
+    role: str | None = None
 
     @property
     def latency_total(self) -> float:
@@ -252,7 +255,7 @@ def _check_latency(value: Any) -> dict[str, float]:
     return value
 
 
-_OPTIONAL_FIELDS = frozenset(("entity_id", "device", "inputs", "batch_size", "cache_hit", "tags"))
+_OPTIONAL_FIELDS = frozenset(("entity_id", "device", "inputs", "batch_size", "cache_hit", "tags", "role"))
 
 
 def _check_optional(doc: dict[str, Any], decoded: bool) -> None:
@@ -269,6 +272,9 @@ def _check_optional(doc: dict[str, Any], decoded: bool) -> None:
     cache_hit = doc.get("cache_hit")
     if cache_hit is not None and type(cache_hit) is not bool:
         raise EventError(f"expected a boolean, got {json_type_name(cache_hit)}", "cache_hit")
+    role = _optional_str(doc, "role")
+    if role is not None and not is_role(role):
+        raise EventError(f"expected production, shadow, canary or arm:<version>, got {role[:64]!r}", "role")
     tags = doc.get("tags")
     if tags is not None:
         if type(tags) is not dict:
@@ -319,7 +325,8 @@ def validate_inference(doc: dict[str, Any], decoded: bool = False, max_ts_ms: in
         prediction = _check_prediction(doc.get("prediction"))
     request_id = _optional_str(doc, "request_id")
     _check_optional(doc, decoded)
-    return InferenceEvent(event_id, ts_ms, model, version, features, prediction, latency, status, request_id, doc)
+    return InferenceEvent(event_id, ts_ms, model, version, features, prediction, latency, status, request_id, doc,
+                          doc.get("role"))
 
 
 _STR_OR_NONE = frozenset((str, type(None)))
@@ -364,7 +371,10 @@ def _fast_inference(doc: dict[str, Any], max_ts_ms: int | None = None) -> Infere
             or (batch_size is not None and (type(batch_size) is not int or batch_size < 1))
             or (cache_hit is not None and type(cache_hit) is not bool)):
         return None
-    return InferenceEvent(event_id, ts_ms, model, version, features, prediction, latency, "ok", request_id, doc)
+    role = get("role")
+    if role is not None and (type(role) is not str or not is_role(role)):
+        return None
+    return InferenceEvent(event_id, ts_ms, model, version, features, prediction, latency, "ok", request_id, doc, role)
 
 
 def parse_inference(raw: bytes | bytearray | memoryview | str, max_ts_ms: int | None = None) -> InferenceEvent:

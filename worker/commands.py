@@ -150,7 +150,9 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
 @click.option("--event-buffer", type=click.IntRange(1), default=defaults.WORKER_EVENT_BUFFER, show_default=True,
               help="Events held while Kafka is slow or down; beyond it they are dropped and counted.")
 @click.option("--alias-poll", type=click.FloatRange(0), default=defaults.WORKER_ALIAS_POLL_SECONDS, show_default=True,
-              help="Seconds between reads of the production alias (0: never hot-swap).")
+              help="Seconds between reads of the production alias and the rollout plan (0: never hot-swap).")
+@click.option("--shadow-queue", type=click.IntRange(1), default=defaults.WORKER_SHADOW_QUEUE, show_default=True,
+              help="Shadow copies waiting for a rollout's candidate at most; beyond it they are dropped and counted.")
 @click.option("--labels/--no-labels", default=True, show_default=True,
               help="Consume driftline.labels to join recent requests with labels (for POST /admin/retrain).")
 @click.option("--faults/--no-faults", default=None,
@@ -162,7 +164,7 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
 @common_options
 def worker(settings: Settings, model: str, host: str | None, port: int | None, device: str, max_batch_size: int,
            max_wait_ms: float, max_pending: int, cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
-           event_buffer: int, alias_poll: float, labels: bool, faults: bool | None, threads: int | None,
+           event_buffer: int, alias_poll: float, shadow_queue: int, labels: bool, faults: bool | None, threads: int | None,
            log_level: str) -> None:
     """Run the inference server (GET /healthz, GET /model, POST /predict, GET /metrics)."""
     import logging
@@ -189,7 +191,8 @@ def worker(settings: Settings, model: str, host: str | None, port: int | None, d
                           max_pending=max_pending,
                           cache_size=cache_size, cache_ttl_s=cache_ttl, cache_url=cache_url or settings.worker_cache_url,
                           log_events=events, event_producer=event_producer, event_buffer=event_buffer,
-                          alias_poll_s=alias_poll, listen_for_labels=labels, faults=faults)
+                          alias_poll_s=alias_poll, shadow_queue=shadow_queue, listen_for_labels=labels,
+                          faults=faults)
     try:
         serving = Worker(settings, config)
     except (RuntimeError, ValueError) as exc:  # --device cuda without a GPU; a malformed --cache-url

@@ -59,6 +59,17 @@ class WorkerMetrics:
                                            registry=r)
         self.model_swaps = Counter("driftline_worker_model_swaps", "Hot swaps to another production version.",
                                    registry=r)
+        self.shadow_answers = Counter("driftline_worker_shadow_answers",
+                                      "Shadow predictions made by a rollout's candidate (logged, never returned).",
+                                      registry=r)
+        self.shadow_dropped = Counter("driftline_worker_shadow_dropped",
+                                      "Shadow copies dropped because the candidate fell behind (queue full).",
+                                      registry=r)
+        self.shadow_errors = Counter("driftline_worker_shadow_errors", "Shadow batches the candidate failed on.",
+                                     registry=r)
+        self.routed = Counter("driftline_worker_routed_requests", "POST /predict answers by rollout role.", ["role"],
+                              registry=r)
+        self.plan_changes = Counter("driftline_worker_plan_changes", "Rollout plan changes picked up.", registry=r)
         self.queue_depth = Gauge("driftline_worker_queue_depth", "Requests waiting for a batch.", registry=r)
         self.queue_depth.set_function(queue_depth)
         self.model_info = Gauge("driftline_worker_model_info", "The version being served (value 1).",

@@ -14,6 +14,13 @@ different version is loaded on a thread and swapped in atomically (a reference
 assignment), so a promotion or rollback takes effect within that interval plus the
 load time, without dropping a request. In-flight batches finish on the old version
 and answer with its number.
+
+The model's rollout plan (driftline.rollouts, written by `driftline rollout`) is read on the
+same poll; its candidate versions are loaded on a thread and the plan and its loaded versions
+are swapped in together (`Routing`). A canary or A/B request is answered by the version
+`driftline.rollouts.assign` picks (sticky by entity_id), through the same batcher and cache
+(keyed by that version); a shadow plan copies sampled requests to `ShadowRunner`, off the
+request path. A candidate that cannot be loaded is never routed to: production answers.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
@@ -38,6 +46,9 @@ from driftline.config import Settings, secret
 from driftline.errors import UserError
 from driftline.heap import freeze_long_lived
 from driftline.kafka_security import KafkaSecurity
+from driftline.rollouts import ROLE_PRODUCTION, ROLE_SHADOW, RoutingPlan, assign, shadowed
+from driftline.store.db import session_scope
+from driftline.store.rollouts import current_plan
 from driftline.worker.feature_transform import FeatureTransform
 from driftline.worker.admin import admin_token_problem
 from driftline.worker.batcher import BatcherFull, DynamicBatcher
@@ -48,6 +59,7 @@ from driftline.worker.metrics import WorkerMetrics
 from driftline.worker.model import CreditMLP, load_model, resolve_device
 from driftline.worker.registry import Registry, VersionInfo
 from driftline.worker.retrain import LabelListener, RecentTraffic, RetrainManager
+from driftline.worker.shadow import ShadowAnswer, ShadowRequest, ShadowRunner
 from driftline.worker.validation import InputError, parse_predict
 
 log = logging.getLogger(__name__)
@@ -75,6 +87,8 @@ class WorkerConfig:
     # (logging cost at c=32 in bench/worker.py: see docs/worker.md); "thread": in this process.
     event_producer: str = "process"
     alias_poll_s: float = defaults.WORKER_ALIAS_POLL_SECONDS
+    # Shadow copies waiting for the candidate at most; beyond it they are dropped and counted.
+    shadow_queue: int = defaults.WORKER_SHADOW_QUEUE
     max_body_bytes: int = defaults.WORKER_MAX_BODY_BYTES
     # /admin/faults exists only when this is set (`driftline worker --faults`, settings.worker_faults).
     faults: bool = False
@@ -115,6 +129,31 @@ class LoadedVersion:
             return scores.cpu().tolist()
 
 
+@dataclass(frozen=True)
+class Routing:
+    """A rollout plan and its candidate versions, loaded: swapped in as one reference."""
+
+    plan: RoutingPlan | None = None
+    versions: dict[str, LoadedVersion] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any] | None:
+        if self.plan is None:
+            return None
+        return {**self.plan.to_dict(), "loaded": sorted(self.versions)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Routed:
+    """A batch payload for a version other than production (a canary or an A/B arm)."""
+
+    features: dict[str, Any]
+    version: LoadedVersion
+
+
+# `_run_batch`'s tag when a batch mixed versions: each output is then (value, the version that answered).
+_MIXED = object()
+
+
 def load_version(registry: Registry, model: str, version: str, device: str) -> LoadedVersion:
     info = registry.get(model, version)
     net = load_model(info.artifact_path, info.artifact_sha256, device)
@@ -152,6 +191,11 @@ class Worker:
                                         lambda: self.current, epochs=config.retrain_epochs)
         self._failed_versions: set[str] = set()
         self._poll_task: asyncio.Task | None = None
+        self.routing = Routing()
+        self._rng = random.Random()
+        self.shadow = ShadowRunner(config.shadow_queue, config.max_batch_size, self._log_shadow,
+                                   self.metrics.shadow_dropped.inc, self.metrics.shadow_errors.inc)
+        self._production_answers = self.metrics.routed.labels(ROLE_PRODUCTION)
         self.example: dict[str, Any] = generate_inputs(1, seed=0).to_dict("records")[0]
 
     # --- start-up and shut-down --------------------------------------------------------
@@ -169,6 +213,10 @@ class Worker:
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise UserError(f"cannot load {self.config.model} version {version}: {exc}") from None
         self._swap(loaded)
+        try:
+            self.routing = self._routing_for(self._read_plan())
+        except Exception as exc:  # the store may be briefly unavailable: production only until the next poll
+            log.warning("cannot read the rollout plan of %s, serving production only: %s", self.config.model, exc)
 
     def _swap(self, loaded: LoadedVersion) -> None:
         self.current = loaded
@@ -178,6 +226,7 @@ class Worker:
         if self.current is None:
             await asyncio.to_thread(self.load)
         await self.batcher.start()
+        await self.shadow.start()
         if self.config.log_events:
             self.logger = InferenceLogger(self.settings.bootstrap_servers, self.config.model, self.current.version,
                                           max_buffered=self.config.event_buffer, device=self.device,
@@ -196,6 +245,7 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poll_task
         await self.batcher.stop()
+        await self.shadow.stop()
         await asyncio.to_thread(self.retrainer.shutdown)
         if self.remote_cache is not None:
             await self.remote_cache.close()
@@ -211,6 +261,10 @@ class Worker:
                 await self.check_alias()
             except Exception as exc:  # the store may be briefly unavailable; keep serving
                 log.warning("cannot check the production alias: %s", exc)
+            try:
+                await self.check_plan()
+            except Exception as exc:
+                log.warning("cannot check the rollout plan: %s", exc)
 
     async def check_alias(self) -> bool:
         """Swap to the version the production alias points at, if it moved; True when swapped."""
@@ -232,17 +286,88 @@ class Worker:
         log.info("now serving %s version %s (was %s)", loaded.model, loaded.version, previous)
         return True
 
+    # --- rollout routing -------------------------------------------------------------
+    def _read_plan(self) -> RoutingPlan | None:
+        with session_scope(self.settings.db_url) as session:
+            return current_plan(session, self.config.model)
+
+    def _routing_for(self, plan: RoutingPlan | None) -> Routing:
+        """`plan` with its candidates loaded (on the calling thread); those already loaded are reused."""
+        if plan is None:
+            return Routing()
+        production = self.current.version if self.current is not None else None
+        versions: dict[str, LoadedVersion] = {}
+        for version in plan.versions:
+            if version == production:
+                continue  # production answers its own share
+            loaded = self.routing.versions.get(version)
+            if loaded is None and version not in self._failed_versions:
+                try:
+                    loaded = load_version(self.registry, self.config.model, version, self.device)
+                except Exception as exc:
+                    self._failed_versions.add(version)  # do not retry a broken artifact every second
+                    log.error("cannot load %s version %s for its %s, production answers instead: %s",
+                              self.config.model, version, plan.mode, exc)
+            if loaded is not None:
+                versions[version] = loaded
+        return Routing(plan, versions)
+
+    async def check_plan(self) -> bool:
+        """Take up the model's current rollout plan, if it changed; True when it did."""
+        plan = await asyncio.to_thread(self._read_plan)
+        routing = self.routing
+        production = self.current.version if self.current is not None else None
+        wanted = {v for v in plan.versions if v != production} if plan is not None else set()
+        if plan == routing.plan and wanted - self._failed_versions <= set(routing.versions):
+            return False
+        self.routing = await asyncio.to_thread(self._routing_for, plan)
+        self.metrics.plan_changes.inc()
+        log.info("%s rollout plan now %s", self.config.model, self.routing.describe() or "production only")
+        return True
+
+    def _log_shadow(self, answer: ShadowAnswer) -> None:
+        self.metrics.shadow_answers.inc()
+        if self.logger is None:
+            return
+        request = answer.request
+        total_ms = answer.queue_ms + answer.compute_ms
+        self.logger.log_soon(request.features, answer.prediction,
+                             {"total": round(total_ms, 3), "queue": round(answer.queue_ms, 3),
+                              "compute": round(answer.compute_ms, 3)},
+                             request_id=request.request_id, inputs=request.inputs, entity_id=request.entity_id,
+                             version=request.candidate.version, batch_size=answer.batch_size, cache_hit=False,
+                             role=ROLE_SHADOW)
+
     # --- serving ---------------------------------------------------------------------
-    def _run_batch(self, feature_records: Sequence[dict[str, Any]]) -> tuple[list[float], LoadedVersion]:
-        loaded = self.current  # one version per batch, even if a swap lands meanwhile
-        return loaded.predict(feature_records), loaded
+    def _run_batch(self, payloads: Sequence[Any]) -> tuple[list[Any], Any]:
+        loaded = self.current  # one production version per batch, even if a swap lands meanwhile
+        if all(type(p) is dict for p in payloads):  # the usual batch: production only
+            return loaded.predict(payloads), loaded
+        groups: dict[int, tuple[LoadedVersion, list[int]]] = {}
+        for i, payload in enumerate(payloads):
+            version = payload.version if type(payload) is _Routed else loaded
+            groups.setdefault(id(version), (version, []))[1].append(i)
+        outputs: list[Any] = [None] * len(payloads)
+        for version, positions in groups.values():
+            records = [payloads[i].features if type(payloads[i]) is _Routed else payloads[i] for i in positions]
+            for i, value in zip(positions, version.predict(records)):
+                outputs[i] = (value, version)
+        return outputs, _MIXED
 
     async def predict(self, request: Request) -> dict[str, Any]:
         started = time.perf_counter()
         with self.batcher.arriving():  # lets the batcher wait for this request rather than leave without it
             body = await _read_body(request, self.config.max_body_bytes)
-            loaded = self.current
+            loaded = production = self.current
+            routing = self.routing
             parsed = parse_predict(body, loaded.schema)
+            role = ROLE_PRODUCTION
+            if routing.plan is not None:
+                route = assign(routing.plan, production.version, parsed.entity_id, self._rng)
+                if route.version == production.version:  # production's share, or its arm of an A/B test
+                    role = route.role
+                elif (candidate := routing.versions.get(route.version)) is not None:  # None: failed to load
+                    loaded, role = candidate, route.role
             features = self.faults.serving_features(parsed.inputs)
             key = cache_key(loaded.model, loaded.version, features)
             cached = self.cache.get(key)
@@ -258,15 +383,19 @@ class Worker:
         else:
             self.metrics.cache_misses.inc()
             try:
-                result = await self.batcher.submit(features)
+                result = await self.batcher.submit(features if loaded is production else _Routed(features, loaded))
             except Exception as exc:  # the monitor counts failed requests too
                 if self.logger is not None:
                     total_ms = round((time.perf_counter() - started) * 1000.0, 3)
                     self.logger.log(features, None, {"total": total_ms}, request_id=request_id, inputs=parsed.inputs,
                                     entity_id=parsed.entity_id, version=loaded.version, cache_hit=False,
-                                    status="error", error=f"{type(exc).__name__}: {exc}")
+                                    status="error", error=f"{type(exc).__name__}: {exc}", role=role)
                 raise
-            prediction, version = result.value, result.tag.version
+            if result.tag is _MIXED:
+                prediction, answered = result.value
+                version = answered.version
+            else:
+                prediction, version = result.value, result.tag.version
             queue_ms, compute_ms, batch_size = result.queue_ms, result.compute_ms, result.batch_size
             if version != loaded.version:  # a swap landed meanwhile: the answer is the new version's
                 key = cache_key(loaded.model, version, features)
@@ -290,7 +419,16 @@ class Worker:
             self.logger.log_soon(features, prediction, latency, request_id=request_id, inputs=parsed.inputs,
                                  entity_id=parsed.entity_id, version=version, batch_size=batch_size,
                                  cache_hit=cached is not None,
-                                 event_id=request_id if parsed.request_id is None else None)
+                                 event_id=request_id if parsed.request_id is None else None, role=role)
+        if role == ROLE_PRODUCTION:
+            self._production_answers.inc()
+        else:
+            self.metrics.routed.labels(role).inc()
+        if routing.plan is not None and shadowed(routing.plan, self._rng):
+            candidate = routing.versions.get(routing.plan.versions[0])
+            if candidate is not None:  # after the answer is computed: the copy never delays it
+                self.shadow.offer(ShadowRequest(candidate, features, parsed.inputs, request_id, parsed.entity_id,
+                                                time.perf_counter()))
         if self.config.listen_for_labels:
             self.traffic.add_request(request_id, parsed.inputs)
         return {"request_id": request_id, "model": loaded.model, "version": version, "prediction": prediction,
@@ -361,7 +499,7 @@ def create_app(worker: Worker) -> "PredictFastPath":
     async def model_info() -> Response:
         current = worker.current
         return _json({"name": current.model, "version": current.version, "features": current.schema,
-                      "example": worker.example, "metrics": current.metrics,
+                      "example": worker.example, "metrics": current.metrics, "rollout": worker.routing.describe(),
                       "batching": {"max_batch_size": worker.config.max_batch_size,
                                    "max_wait_ms": worker.config.max_wait_ms}})
 

@@ -89,6 +89,55 @@ class AliasEvent(Base):
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class RolloutPlan(Base):
+    """A model's current rollout routing plan (driftline.rollouts), next to its production alias; none: production only.
+
+    Written only by `driftline.store.rollouts`; workers poll it as they poll the alias.
+    """
+
+    __tablename__ = "rollout_plans"
+
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS), primary_key=True)
+    mode: Mapped[str] = mapped_column(String(20))  # shadow | canary | ab
+    # RoutingPlan.to_dict(): candidate, and share (shadow), weight (canary) or arms (ab)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # the production version when the plan was set: the rollout compares its candidate with it
+    production_version: Mapped[str | None] = mapped_column(String(VERSION_CHARS))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class RolloutStep(Base):
+    """Append-only history of plan changes: who changed it (cli, policy), from what, to what."""
+
+    __tablename__ = "rollout_steps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS), index=True)
+    by: Mapped[str] = mapped_column(String(20))  # cli | policy
+    action: Mapped[str] = mapped_column(String(20))  # set | clear
+    from_plan: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    to_plan: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    reason: Mapped[str | None] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class RolloutVerdict(Base):
+    """The rollout analysis' verdict on a candidate for one window (re-analysis replaces it)."""
+
+    __tablename__ = "rollout_verdicts"
+    __table_args__ = (UniqueConstraint("model", "candidate", "window_start_ms"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    candidate: Mapped[str] = mapped_column(String(VERSION_CHARS))
+    window_start_ms: Mapped[int] = mapped_column(BigInteger)
+    window_end_ms: Mapped[int] = mapped_column(BigInteger)
+    verdict: Mapped[str] = mapped_column(String(20))  # pass | fail | inconclusive
+    reasons: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class BaselineRecord(Base):
     """A version's training baseline (driftline.baseline.Baseline.to_dict())."""
 

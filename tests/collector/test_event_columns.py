@@ -205,3 +205,18 @@ def test_a_store_that_fails_gets_the_predictions_through_the_flush_and_is_tried_
     folder.process(list(range(20, 30)), _encode(docs[20:30]))
     third = folder.take()  # tried again: stored ahead, the waiting label reported
     assert calls == [10, 10] and (third.stored_predictions, third.predictions, third.labels_waiting) == (10, {}, {"r20"})
+
+
+def test_a_shadow_answer_is_counted_in_its_window_but_keeps_no_label_join_row(monkeypatch):
+    """A shadow event shares its production twin's request id: the label belongs to the answer returned."""
+    docs = []
+    for i in range(20):
+        production = _event(i, role="production")
+        docs += [production, _event(i, version="2", role="shadow", request_id=production["request_id"])]
+    for columnar in (True, False):
+        [delta] = _fold([_encode(docs)], columnar, monkeypatch=monkeypatch)
+        assert delta.valid == 40
+        assert {key[1] for key in delta.windows} == {"1", "2"}
+        assert set(delta.predictions) == {doc["request_id"] for doc in docs}
+        assert {row.version for row in delta.predictions.values()} == {"1"}
+    assert parse_inference_columns(_encode(docs)).roles == ["production", "shadow"] * 20

@@ -42,7 +42,9 @@ wild = {"schema": st.sampled_from(["driftline.inference/v2", "x", None]), "event
         "ts": timestamps, "model": names, "version": names, "features": values,
         "prediction": st.one_of(values, st.lists(numbers, max_size=3)), "latency_ms": values,
         "status": st.sampled_from(["ok", "error", "meh"]), "error": texts, "request_id": st.one_of(texts, numbers),
-        "batch_size": numbers, "cache_hit": scalars, "tags": values, "inputs": values}
+        "batch_size": numbers, "cache_hit": scalars, "tags": values, "inputs": values,
+        "role": st.one_of(st.sampled_from(["production", "shadow", "canary", "arm:3", "arm:", "arm:../x", "Canary"]),
+                          scalars)}
 
 
 @st.composite
@@ -97,7 +99,7 @@ def _precise(raw: bytes, max_ts_ms: int | None):
 
 def _fields(event) -> tuple:
     return (event.event_id, event.ts_ms, event.model, event.version, event.features, event.prediction,
-            event.latency_ms, event.status, event.request_id)
+            event.latency_ms, event.status, event.request_id, event.role)
 
 
 @SETTINGS
@@ -123,6 +125,7 @@ def test_every_decoding_path_agrees_on_every_message(raw, max_ts_ms):
         precise.event_id, precise.model, precise.version)
     assert int(columns.batch.event_time_ms[0]) == precise.ts_ms
     assert columns.request_ids[0] == precise.request_id
+    assert columns.roles[0] == precise.role
     _assert_same_columns(columns.batch, EventBatch.from_events([precise]))
 
 
@@ -270,8 +273,9 @@ def test_every_schema_valid_inference_event_is_accepted_by_every_path(doc):
     assert fast is None or _fields(fast) == _fields(precise)
     columns = parse_inference_columns([raw], None)
     if columns is not None:
-        assert (columns.event_ids[0], columns.models[0], columns.versions[0], columns.request_ids[0]) == (
-            precise.event_id, precise.model, precise.version, precise.request_id)
+        assert (columns.event_ids[0], columns.models[0], columns.versions[0], columns.request_ids[0],
+                columns.roles[0]) == (precise.event_id, precise.model, precise.version, precise.request_id,
+                                      precise.role)
         assert int(columns.batch.event_time_ms[0]) == precise.ts_ms
         _assert_same_columns(columns.batch, EventBatch.from_events([precise]))
 
@@ -293,7 +297,7 @@ WRONG_TYPES = {"event_id": [5, "", "x" * (MAX_ID_CHARS + 1), None], "features": 
                "latency_ms": [5, {}, {"total": -1}, {"total": "5"}], "prediction": [{"p": 1}, [], ["a"]],
                "status": ["meh", None], "batch_size": [0, "2", 1.5], "cache_hit": ["yes", 1],
                "tags": [{"a": 1}, ["a"]], "inputs": [[1], {"a": [1]}], "request_id": [5],
-               "entity_id": [5], "device": [False], "schema": ["driftline.inference/v2", LABEL_SCHEMA, None]}
+               "entity_id": [5], "device": [False], "role": [5, "", "Production", "arm:", "arm:a/b"], "schema": ["driftline.inference/v2", LABEL_SCHEMA, None]}
 
 
 @st.composite
