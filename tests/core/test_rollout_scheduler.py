@@ -5,14 +5,16 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
+from driftline.baseline import compute_baseline
 from driftline.config import load_settings
 from driftline.rollouts import canary_plan, shadow_plan
 from driftline.store.aliases import move_alias
 from driftline.store.db import session_scope
-from driftline.store.models import ModelAlias, ModelVersion, RolloutVerdict, WindowStateRecord
+from driftline.store.models import BaselineRecord, ModelAlias, ModelVersion, RolloutVerdict, WindowStateRecord
 from driftline.store.queries import status_report
 from driftline.store.rollouts import BY_POLICY, current_plan, set_plan, steps, verdicts
 from driftline.window_state import EventBatch, WindowState
@@ -50,13 +52,14 @@ def _registry(db_url, plan) -> None:
         set_plan(s, plan)
 
 
-def _write(db_url, rng, version, start, error_rate, n=EVENTS) -> None:
+def _write(db_url, rng, version, start, error_rate, n=EVENTS, baseline=None, power=1.0) -> None:
+    """`n` events of `version` in the window at `start`, a share `error_rate` failed; predictions uniform ** power."""
     errors = rng.uniform(size=n) < error_rate
     evs = [{"event_id": f"{version}-{start}-{i}", "ts_ms": start + i * WINDOW_MS // n, "model": MODEL,
             "version": version, "features": {"x": float(rng.normal())}, "latency_ms": {"total": float(rng.uniform(5, 20))},
-            **({"status": "error", "error": "boom"} if failed else {"prediction": float(rng.uniform())})}
+            **({"status": "error", "error": "boom"} if failed else {"prediction": float(rng.uniform() ** power)})}
            for i, failed in enumerate(errors)]
-    state = WindowState.empty(None).add_batch(EventBatch.from_events(evs))
+    state = WindowState.empty(baseline).add_batch(EventBatch.from_events(evs))
     with session_scope(db_url) as s:
         s.add(WindowStateRecord(model=MODEL, version=version, window_start_ms=start, window_end_ms=start + WINDOW_MS,
                                 partition=0, events=n, state=state.to_bytes()))
@@ -194,3 +197,24 @@ def test_a_bad_rollouts_section_fails_at_start_up(db_url, tmp_path):
 
     with pytest.raises(UserError, match="no_such_setting"):
         _jobs(db_url, tmp_path, no_such_setting=1)
+
+
+def test_the_candidates_prediction_drift_from_the_window_evaluation_fails_the_rollout(db_url, tmp_path):
+    _registry(db_url, canary_plan(MODEL, "2", 5))
+    rng, t0 = np.random.default_rng(8), _start()
+    baseline = compute_baseline(pd.DataFrame({"x": rng.normal(size=5000)}), predictions=rng.uniform(size=5000))
+    with session_scope(db_url) as s:
+        for version in ("1", "2"):
+            s.add(BaselineRecord(model=MODEL, version=version, rows=5000, summary=baseline.to_dict()))
+    jobs = _jobs(db_url, tmp_path, critical=["candidate_drift"])
+    for w in range(3):
+        start = t0 + w * WINDOW_MS
+        _write(db_url, rng, "1", start, 0.0, baseline=baseline)
+        _write(db_url, rng, "2", start, 0.0, baseline=baseline, power=0.3)  # its scores pile up near 1
+    # one pass: the window evaluation stores each version's prediction drift, then the rollouts are judged
+    assert jobs.evaluate_and_analyse(now_ms=_closed(t0 + 2 * WINDOW_MS)) == 6
+    with session_scope(db_url) as s:
+        assert current_plan(s, MODEL) is None
+        [*_, last] = verdicts(s, MODEL, "2")
+    assert last["verdict"] == "fail"
+    assert any(r.startswith("candidate_drift: fail: drifted in 3 of the last 3") for r in last["reasons"])
