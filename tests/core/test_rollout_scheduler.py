@@ -2,6 +2,7 @@
 policy's step (roll back, step up, promote, hold) written to the plan's history."""
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -218,3 +219,23 @@ def test_the_candidates_prediction_drift_from_the_window_evaluation_fails_the_ro
         [*_, last] = verdicts(s, MODEL, "2")
     assert last["verdict"] == "fail"
     assert any(r.startswith("candidate_drift: fail: drifted in 3 of the last 3") for r in last["reasons"])
+
+
+def test_a_second_scheduler_waits_for_the_first_and_judges_nothing_again(db_url, tmp_path):
+    if not db_url.startswith("postgresql"):
+        pytest.skip("row locks: PostgreSQL (SQLite has one writer at a time)")
+    _registry(db_url, canary_plan(MODEL, "2", 5))
+    first, second, rng, t0 = _jobs(db_url, tmp_path), _jobs(db_url, tmp_path), np.random.default_rng(9), _start()
+    for w in range(2):
+        _window(db_url, rng, t0 + w * WINDOW_MS, 0.01, 0.01)
+    now, found = _closed(t0 + WINDOW_MS), {}
+    with session_scope(db_url) as s:
+        assert len(first.rollouts.analyse(s, MODEL, now, LATENESS_MS)) == 2  # holds the plan's row lock
+        other = threading.Thread(target=lambda: found.setdefault("second", second.analyse_rollouts(now_ms=now)))
+        other.start()
+        other.join(timeout=0.5)  # the second scheduler is blocked on the lock until this transaction commits
+        assert "second" not in found
+    other.join(timeout=30)
+    assert found["second"] == []
+    with session_scope(db_url) as s:
+        assert s.scalar(select(func.count()).select_from(RolloutVerdict)) == 2
