@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from driftline.baseline import compute_baseline
 from driftline.config import load_settings
-from driftline.rollouts import canary_plan, shadow_plan
+from driftline.rollouts import ab_plan, canary_plan, shadow_plan
 from driftline.store.aliases import move_alias
 from driftline.store.db import session_scope
 from driftline.store.models import BaselineRecord, ModelAlias, ModelVersion, RolloutVerdict, WindowStateRecord
@@ -20,6 +20,7 @@ from driftline.store.queries import status_report
 from driftline.store.rollouts import BY_POLICY, current_plan, set_plan, steps, verdicts
 from driftline.window_state import EventBatch, WindowState
 from driftline.scheduler.jobs import SchedulerJobs
+from driftline.scheduler.rollouts import versions_compared
 
 MODEL = "m"
 WINDOW_MS = 10_000
@@ -239,3 +240,27 @@ def test_a_second_scheduler_waits_for_the_first_and_judges_nothing_again(db_url,
     assert found["second"] == []
     with session_scope(db_url) as s:
         assert s.scalar(select(func.count()).select_from(RolloutVerdict)) == 2
+
+
+def test_an_ab_test_is_judged_arm_against_production_and_holds_without_a_winner(db_url, tmp_path):
+    _registry(db_url, ab_plan(MODEL, [("1", 50), ("2", 50)]))
+    jobs, rng, t0 = _jobs(db_url, tmp_path, auto_promote=True), np.random.default_rng(10), _start()
+    for w in range(3):
+        _window(db_url, rng, t0 + w * WINDOW_MS, 0.0, 0.0)
+    outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 2 * WINDOW_MS))
+    assert [(o.candidate, o.verdict.verdict, o.step.action) for o in outcomes][-1] == ("1,2", "inconclusive", "hold")
+    assert any(r.startswith("A/B test: ") for r in outcomes[-1].verdict.reasons)  # no labels: no winner yet
+    with session_scope(db_url) as s:
+        [rollout] = status_report(s)["rollouts"]
+    assert (rollout["mode"], rollout["verdict"]) == ("ab", "inconclusive")
+
+
+@pytest.mark.parametrize("plan, production, expected", [
+    (canary_plan(MODEL, "2", 5), "1", ("1", "2")),
+    (shadow_plan(MODEL, "2"), "1", ("1", "2")),
+    (ab_plan(MODEL, [("2", 50), ("1", 50)]), "1", ("1", "2")),
+    (ab_plan(MODEL, [("2", 50), ("3", 50)]), "1", ("2", "3")),  # production serves no traffic: the first arm
+    (ab_plan(MODEL, [("1", 40), ("2", 30), ("3", 30)]), "1", None),
+])
+def test_which_versions_a_plan_compares(plan, production, expected):
+    assert versions_compared(plan, production) == expected
