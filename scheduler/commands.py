@@ -22,10 +22,10 @@ log = logging.getLogger("driftline.scheduler")
 @click.option("--interval", type=click.FloatRange(min=0.2), default=None,
               help="Seconds between evaluation runs (default: a fifth of the window, between 1 and 10 s).")
 @click.option("--once", is_flag=True,
-              help="Evaluate due windows, deliver due notifications and apply retention once, then exit.")
+              help="Evaluate due windows, judge rollouts, deliver due notifications and apply retention once, then exit.")
 @common_options
 def scheduler(interval: float | None, once: bool, settings: Settings) -> None:
-    """Evaluate closed windows, deliver alerts, apply the retraining policy and retention."""
+    """Evaluate closed windows, judge rollouts, deliver alerts, apply the retraining policy and retention."""
     from apscheduler.schedulers.blocking import BlockingScheduler
 
     configure_logging(logging.INFO)
@@ -33,7 +33,7 @@ def scheduler(interval: float | None, once: bool, settings: Settings) -> None:
     store_db.require_migrated(settings.db_url)
     jobs = SchedulerJobs(settings)
     if once:
-        count = jobs.evaluate_due_windows()
+        count = jobs.evaluate_and_analyse()
         jobs.deliver_notifications()
         jobs.apply_retention()
         click.echo(f"evaluated {count} window(s)")
@@ -41,7 +41,7 @@ def scheduler(interval: float | None, once: bool, settings: Settings) -> None:
     interval = interval or min(10.0, max(1.0, settings.window_seconds / 5))
     blocking = BlockingScheduler(timezone="UTC")
     # max_instances=1 + coalesce: a slow run is never overlapped by the next one.
-    blocking.add_job(jobs.evaluate_due_windows, "interval", seconds=interval, id="evaluate",
+    blocking.add_job(jobs.evaluate_and_analyse, "interval", seconds=interval, id="evaluate",
                      max_instances=1, coalesce=True, next_run_time=_now())
     blocking.add_job(jobs.deliver_notifications, "interval", seconds=2, id="deliver",
                      max_instances=1, coalesce=True, next_run_time=_now())

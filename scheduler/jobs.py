@@ -1,4 +1,4 @@
-"""The scheduler's jobs: evaluate due windows, drive alerts, deliver notifications, apply retention.
+"""The scheduler's jobs: evaluate due windows, drive alerts, judge rollouts, deliver notifications, apply retention.
 
 Every job is idempotent per window, so a restarted scheduler simply picks up where the store says it was.
 """
@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from driftline.alerts import Channels, apply_retrain_policy, deliver_due, load_rules, process_window
 from driftline.alerts.channels.validation import check_channel_settings
 from driftline.config import Settings
 from driftline.store import db as store_db
 from driftline.store.models import utcnow
+from driftline.vocabulary import STEP_ROLLBACK
 from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, due_windows, evaluate
 from driftline.scheduler.evaluation import now_ms as wall_now_ms
 from driftline.scheduler.quarantine import RetryPolicy, record_failure, release
 from driftline.scheduler.retention import RetentionPolicy, prune
+from driftline.scheduler.rollouts import ROLLOUTS_SECTION, Outcome, RolloutAnalysis, RolloutPolicies, active_models
 
 log = logging.getLogger("driftline.scheduler")
 
@@ -34,6 +36,14 @@ class SchedulerJobs:
         self.cache = BaselineCache()
         self.retry = RetryPolicy()
         self.retention = RetentionPolicy.from_settings(settings)
+        self.rollouts = RolloutAnalysis(RolloutPolicies(settings.section(ROLLOUTS_SECTION)), self.cache)
+
+    def evaluate_and_analyse(self, now_ms: int | None = None) -> int:
+        """Evaluate due windows, then judge the rollouts on them (the candidate's drift results come first)."""
+        now_ms = wall_now_ms() if now_ms is None else now_ms
+        evaluated = self.evaluate_due_windows(now_ms)
+        self.analyse_rollouts(now_ms)
+        return evaluated
 
     def evaluate_due_windows(self, now_ms: int | None = None) -> int:
         """Evaluate every due window, each in its own transaction with its alert updates; returns how many
@@ -81,6 +91,33 @@ class SchedulerJobs:
             log.warning("window quarantined: %s v%s window %s (attempt %d, next try %s): %s: %s", key.model,
                         key.version, key.window_start_ms, row.attempts, f"{row.next_retry_at:%Y-%m-%d %H:%M:%S}Z",
                         row.error_type, row.error)
+
+    def analyse_rollouts(self, now_ms: int | None = None) -> list[Outcome]:
+        """Judge each active rollout's closed windows and take the policy's steps, one transaction per model;
+        returns the windows judged. A model whose analysis raises is logged and tried again next run."""
+        now_ms = wall_now_ms() if now_ms is None else now_ms
+        lateness_ms = self.settings.allowed_lateness_seconds * 1000
+        with store_db.session_scope(self.settings.db_url) as session:
+            models = active_models(session)
+        judged: list[Outcome] = []
+        for model in models:
+            try:
+                with store_db.session_scope(self.settings.db_url) as session:
+                    outcomes = self.rollouts.analyse(session, model, now_ms, lateness_ms)
+            except IntegrityError:  # another scheduler stored these verdicts first
+                log.info("rollout of %s: already judged by another scheduler", model)
+                continue
+            except (OperationalError, InterfaceError):
+                raise
+            except Exception:  # noqa: BLE001 - one model's rollout must not stop the others'
+                log.exception("rollout analysis of %s failed; it is tried again next run", model)
+                continue
+            for outcome in outcomes:
+                level = logging.WARNING if outcome.step.action == STEP_ROLLBACK else logging.INFO
+                log.log(level, "rollout %s candidate %s window %s: %s; %s: %s", outcome.model, outcome.candidate,
+                        outcome.window_start_ms, outcome.verdict.verdict, outcome.step.action, outcome.step.reason)
+            judged += outcomes
+        return judged
 
     def apply_retention(self, now_ms: int | None = None) -> dict[str, int]:
         """Prune rows past their retention, a bounded number per table per run; returns the counts."""

@@ -1,0 +1,197 @@
+"""Rollout analysis: a verdict on every closed window of each active plan, then the policy's next step.
+
+For each model with a routing plan (driftline.store.rollouts), the windows of the plan's current
+stage (ending after the plan was last set, and not judged by then) that have closed (the window evaluation's rule:
+event-time end plus the allowed lateness before now) and hold a window state for both versions are
+compared (`compare_states`: error rate, latency, quality on joined labels, and the candidate's
+prediction drift when the window evaluation stored it). The verdict over the stage's windows up to
+that one (`rollout_verdict`, policy from `[rollouts]`) is stored once per window; `next_step` then
+steps a canary up, promotes (the one alias writer, then the plan is cleared) or rolls back (plan
+cleared), each change written by the plan writer as a ``policy`` step with its reasons.
+
+The plan row is locked for the model's analysis, so two schedulers take turns and the second finds
+the windows already judged; the verdicts' uniqueness per (model, candidate, window) backs that up.
+"""
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from driftline import vocabulary
+from driftline.detectors.results import WindowResult
+from driftline.detectors.rollout import Comparison, compare_states
+from driftline.detectors.rollout_policy import RolloutPolicy, Step, next_step
+from driftline.detectors.rollout_verdict import RolloutVerdict, rollout_verdict
+from driftline.rollouts import AB, CANARY, RoutingPlan, canary_plan
+from driftline.store.aliases import move_alias
+from driftline.store.models import DetectorResult, RolloutPlan, RolloutVerdict as VerdictRecord, WindowStateRecord
+from driftline.store.rollouts import BY_POLICY, clear_plan, record_verdict, set_plan
+from driftline.scheduler.evaluation import REEVALUATION_HORIZON_MS, BaselineCache
+from driftline.window_state import WindowState
+
+log = logging.getLogger("driftline.scheduler")
+
+# Comparisons of windows already read, so a stage's earlier windows are not decoded again for every new one.
+_COMPARISON_CACHE_ENTRIES = 4_096
+ROLLOUTS_SECTION = "rollouts"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One judged window: the verdict stored and the step taken (``hold``: none)."""
+
+    model: str
+    candidate: str
+    window_start_ms: int
+    verdict: RolloutVerdict
+    step: Step
+
+
+class RolloutPolicies:
+    """`[rollouts]` per model (``[rollouts.models.NAME]`` overrides), checked when the scheduler starts."""
+
+    def __init__(self, section: Mapping[str, Any] | None):
+        self.section = dict(section or {})
+        self._policies = {None: RolloutPolicy.from_mapping(self.section)}
+        for model in (self.section.get("models") or {}):
+            self._policies[model] = RolloutPolicy.from_mapping(self.section, model=model)
+
+    def for_model(self, model: str) -> RolloutPolicy:
+        return self._policies.get(model, self._policies[None])
+
+
+def active_models(session: Session) -> list[str]:
+    return list(session.scalars(select(RolloutPlan.model).order_by(RolloutPlan.model)))
+
+
+def versions_compared(plan: RoutingPlan, production: str | None) -> tuple[str, str] | None:
+    """(reference, candidate): production and the candidate; an A/B test's other arm against production's
+    arm (or the first arm when production is not one). None for an A/B test of more than two arms."""
+    if plan.mode != AB:
+        return (production, plan.versions[0]) if production else None
+    reference = production if production in plan.versions else plan.versions[0]
+    others = [v for v in plan.versions if v != reference]
+    return (reference, others[0]) if len(others) == 1 else None
+
+
+class RolloutAnalysis:
+    """The analysis of one model's rollout per call of `analyse` (one transaction, the caller's)."""
+
+    def __init__(self, policies: RolloutPolicies, cache: BaselineCache):
+        self.policies = policies
+        self.cache = cache
+        self._comparisons: OrderedDict[tuple[Any, ...], list[Comparison]] = OrderedDict()
+
+    def analyse(self, session: Session, model: str, now_ms: int, lateness_ms: int) -> list[Outcome]:
+        """Judge the plan's closed, unjudged windows in order, acting on each verdict; stops when the plan changes."""
+        # the lock makes a second scheduler wait, then see this one's verdicts and steps
+        row = session.get(RolloutPlan, model, with_for_update=True)
+        if row is None:
+            return []
+        plan = RoutingPlan.from_dict(row.plan)
+        pair = versions_compared(plan, row.production_version)
+        if pair is None:
+            log.debug("rollout of %s: %s is not analysed automatically", model, plan.candidate)
+            return []
+        policy = self.policies.for_model(model)
+        judged = set(session.scalars(select(VerdictRecord.window_start_ms).where(
+            VerdictRecord.model == model, VerdictRecord.candidate == plan.candidate)))
+        # the stage began with the windows not judged yet when the plan was last set
+        judged_before = session.scalar(select(func.max(VerdictRecord.window_start_ms)).where(
+            VerdictRecord.model == model, VerdictRecord.candidate == plan.candidate,
+            VerdictRecord.evaluated_at <= row.updated_at))
+        windows = [w for w in self._stage_windows(session, model, pair, _ms(row.updated_at), now_ms, lateness_ms)
+                   if judged_before is None or w[0] > judged_before]
+        weight = plan.arms[0].weight if plan.mode == CANARY else 0.0
+        outcomes = []
+        for index, (start, end, updated) in enumerate(windows):
+            if start in judged:
+                continue
+            history = [self._compare(session, model, pair, s, u, policy) for s, _, u in windows[:index + 1]]
+            verdict = rollout_verdict(history, plan.mode, policy)
+            record_verdict(session, model, plan.candidate, start, end, verdict.verdict, verdict.reasons)
+            session.flush()  # stamped before a step's new stage begins
+            step = next_step(plan.mode, weight, verdict.verdict, policy)
+            outcomes.append(Outcome(model, plan.candidate, start, verdict, step))
+            if self._apply(session, plan, pair[1], step, verdict, start):
+                break  # a new stage (or no plan): its windows are judged from scratch
+        return outcomes
+
+    def _stage_windows(self, session: Session, model: str, pair: tuple[str, str], stage_start_ms: int,
+                       now_ms: int, lateness_ms: int) -> list[tuple[int, int, Any]]:
+        """(start, end, last update) of the closed windows of this stage with a state for both versions."""
+        rows = session.execute(
+            select(WindowStateRecord.window_start_ms, func.max(WindowStateRecord.window_end_ms),
+                   func.max(WindowStateRecord.updated_at))
+            .where(WindowStateRecord.model == model, WindowStateRecord.version.in_(pair),
+                   WindowStateRecord.window_end_ms + lateness_ms <= now_ms,
+                   WindowStateRecord.window_end_ms > stage_start_ms,
+                   WindowStateRecord.window_end_ms >= now_ms - REEVALUATION_HORIZON_MS)
+            .group_by(WindowStateRecord.window_start_ms)
+            .having(func.count(func.distinct(WindowStateRecord.version)) == 2)
+            .order_by(WindowStateRecord.window_start_ms))
+        return [(int(s), int(e), u) for s, e, u in rows]
+
+    def _compare(self, session: Session, model: str, pair: tuple[str, str], start: int, updated: Any,
+                 policy: RolloutPolicy) -> list[Comparison]:
+        key = (model, pair, start, updated, policy)
+        found = self._comparisons.get(key)
+        if found is not None:
+            self._comparisons.move_to_end(key)
+            return found
+        reference, candidate = (self._state(session, model, version, start) for version in pair)
+        found = compare_states(reference, candidate, alpha=policy.alpha, min_events=policy.min_events,
+                               min_labels=policy.min_labels,
+                               candidate_drift=_prediction_drift(session, model, pair[1], start))
+        self._comparisons[key] = found
+        if len(self._comparisons) > _COMPARISON_CACHE_ENTRIES:
+            self._comparisons.popitem(last=False)
+        return found
+
+    def _state(self, session: Session, model: str, version: str, start: int) -> WindowState:
+        baseline = self.cache.baseline(session, model, version)
+        records = session.scalars(select(WindowStateRecord.state).where(
+            WindowStateRecord.model == model, WindowStateRecord.version == version,
+            WindowStateRecord.window_start_ms == start))
+        return WindowState.merge_all([WindowState.from_bytes(blob, baseline) for blob in records], baseline)
+
+    def _apply(self, session: Session, plan: RoutingPlan, candidate: str, step: Step, verdict: RolloutVerdict,
+               start: int) -> bool:
+        """Carry out `step` as the ``policy`` author; True when the plan changed."""
+        reason = f"{step.reason} (window {start}: {verdict.verdict}" + (
+            f"; {'; '.join(verdict.reasons)})" if verdict.reasons else ")")
+        if step.action == vocabulary.STEP_UP:
+            set_plan(session, canary_plan(plan.model, candidate, step.weight), by=BY_POLICY, reason=reason)
+        elif step.action == vocabulary.STEP_PROMOTE:
+            clear_plan(session, plan.model, by=BY_POLICY, reason=reason)
+            move_alias(session, plan.model, candidate, "promote", f"rollout policy: {step.reason}")
+        elif step.action == vocabulary.STEP_ROLLBACK:
+            clear_plan(session, plan.model, by=BY_POLICY, reason=reason)
+        else:
+            return False
+        return True
+
+
+def _prediction_drift(session: Session, model: str, version: str, start: int) -> WindowResult | None:
+    """The candidate's prediction drift result for the window, when the window evaluation stored one."""
+    row = session.scalar(select(DetectorResult).where(
+        DetectorResult.model == model, DetectorResult.version == version, DetectorResult.window_start_ms == start,
+        DetectorResult.detector == vocabulary.PREDICTION_DRIFT))
+    if row is None:
+        return None
+    return WindowResult(detector=row.detector, feature=row.feature or None, metric=row.metric, value=row.value,
+                        threshold=row.threshold, breached=bool(row.breached), details=dict(row.details or {}))
+
+
+def _ms(at: datetime | None) -> int:
+    if at is None:
+        return 0
+    # SQLite hands back naive datetimes (stored as UTC), PostgreSQL aware ones
+    at = at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at
+    return int(at.timestamp() * 1000)
