@@ -222,9 +222,9 @@ def test_the_candidates_prediction_drift_from_the_window_evaluation_fails_the_ro
     assert any(r.startswith("candidate_drift: fail: drifted in 3 of the last 3") for r in last["reasons"])
 
 
-def test_a_second_scheduler_waits_for_the_first_and_judges_nothing_again(db_url, tmp_path):
-    if not db_url.startswith("postgresql"):
-        pytest.skip("row locks: PostgreSQL (SQLite has one writer at a time)")
+def test_a_second_scheduler_waits_for_the_first_and_judges_nothing_again(postgres_url, tmp_path):
+    """Row locks: PostgreSQL only (SQLite has one writer at a time)."""
+    db_url = postgres_url
     _registry(db_url, canary_plan(MODEL, "2", 5))
     first, second, rng, t0 = _jobs(db_url, tmp_path), _jobs(db_url, tmp_path), np.random.default_rng(9), _start()
     for w in range(2):
