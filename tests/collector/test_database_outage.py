@@ -41,7 +41,7 @@ def test_flushes_retry_through_a_database_outage(broker, postgres_url, ckit, uni
             assert collector.consumed - collector.flushed >= 700  # read, held, not committed
         finally:
             _set_connections(database, True)
-        wait_until(lambda: ckit.events(postgres_url, model) == 1_000, timeout=30, message="all 1 000 events")
+        wait_until(lambda: ckit.events(postgres_url, model) == 1_000, timeout=60, message="all 1 000 events")
         wait_until(lambda: not collector._pending(), message="the last flush")
         time.sleep(0.5)  # an observation window, not a wait: a late double count would show in it
     assert ckit.events(postgres_url, model) == 1_000

@@ -160,7 +160,7 @@ def test_sigkill_of_the_collector_leaves_no_decoder_behind(broker, sqlite_url, c
     decoders = wait_until(lambda: len(_children(collector.process.pid)) == 2 and _children(collector.process.pid),
                           message="two decoder processes")
     collector.kill()
-    wait_until(lambda: not any(_alive(pid) for pid in decoders), timeout=10,
+    wait_until(lambda: not any(_alive(pid) for pid in decoders), timeout=30,
                message="the decoders to exit with their collector")
 
 

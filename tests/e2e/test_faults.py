@@ -61,7 +61,7 @@ def topic_total(bootstrap: str) -> int:
                 consumer.poll(timeout_ms=500)
             return all(consumer.highwater(tp) is not None for tp in parts)
 
-        wait_until(highwaters_known, timeout=10, interval=0, message="the highwater mark of every partition")
+        wait_until(highwaters_known, timeout=30, interval=0, message="the highwater mark of every partition")
         for tp in parts:
             total += consumer.highwater(tp) or 0
         return total
@@ -92,7 +92,7 @@ def test_killing_collector_scheduler_and_worker_loses_and_double_counts_nothing(
             before = stored_events(db_url)
             pid = children(proc.pid)[name]
             os.kill(pid, signal.SIGKILL)
-            wait_until(lambda: children(proc.pid).get(name) not in (None, pid), timeout=30, interval=0.5,
+            wait_until(lambda: children(proc.pid).get(name) not in (None, pid), timeout=60, interval=0.5,
                        message=f"{name} to be restarted")
             wait_until(lambda: stored_events(db_url) > before + 100, timeout=60, interval=0.5,
                        message=f"progress after killing {name}")
@@ -122,7 +122,7 @@ def test_embedded_broker_crash_is_restarted_and_traffic_flows_again(home):
                    message="events to reach the store")
         crashed = children(proc.pid)["tansu"]
         os.kill(crashed, signal.SIGKILL)
-        wait_until(lambda: children(proc.pid).get("tansu") not in (None, crashed), timeout=30, interval=0.5,
+        wait_until(lambda: children(proc.pid).get("tansu") not in (None, crashed), timeout=60, interval=0.5,
                    message="`up` to restart the broker")
         before = stored_events(db_url)
         wait_until(lambda: stored_events(db_url) > before + 200, timeout=60, interval=0.5,

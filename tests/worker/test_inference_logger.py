@@ -181,7 +181,7 @@ def test_kafka_down_at_start_then_up_then_down_mid_run(kit, unique_id, embedded_
     assert (sender.stats().buffered, sender.stats().connected) == (40, False)
 
     broker = embedded_broker_factory(port=port)  # Kafka comes up: everything buffered is delivered
-    wait_until(lambda: sender.stats().sent == 40, timeout=40, message="all 40 events to be sent")
+    wait_until(lambda: sender.stats().sent == 40, timeout=60, message="all 40 events to be sent")
     stats = sender.stats()
     assert (stats.buffered, stats.failed, stats.dropped, stats.connected) == (0, 0, 0, True)
     assert set(kit.read_topic(broker.bootstrap_servers, TOPIC_LABELS, set(first))) == set(first)
@@ -301,7 +301,7 @@ def test_the_producer_process_exits_when_its_parent_is_killed(broker, kit):
         assert not process_gone(child)
         parent.kill()  # SIGKILL: no close(), no atexit
         parent.wait(timeout=10)
-        wait_until(lambda: process_gone(child), timeout=20, message="the orphaned producer process to exit")
+        wait_until(lambda: process_gone(child), timeout=60, message="the orphaned producer process to exit")
     finally:
         if parent.poll() is None:
             parent.kill()

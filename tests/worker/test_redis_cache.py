@@ -53,7 +53,7 @@ class RedisProcess:
                 return False
 
         try:
-            wait_until(answers, timeout=20, interval=0.02, message=f"redis-server to answer on 127.0.0.1:{self.port}")
+            wait_until(answers, timeout=60, interval=0.02, message=f"redis-server to answer on 127.0.0.1:{self.port}")
         finally:
             client.close()
 
@@ -248,6 +248,6 @@ def test_two_workers_share_hits_and_survive_a_redis_outage(kit, tiny_results, tm
 
         redis_server.start()  # empty again; the workers reconnect on their own
         store = redis_server.client()
-        shared = wait_until(lambda: answered_by_the_other_worker(url_a, url_b), timeout=15, interval=0.1,
+        shared = wait_until(lambda: answered_by_the_other_worker(url_a, url_b), timeout=60, interval=0.1,
                             message="B to find what A wrote to Redis after the restart")
         assert shared is not None and shared["version"] == "2"

@@ -42,7 +42,7 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         early = httpx.post(f"{url}/admin/retrain", json={"why": "too early"},
                            headers={**auth, "Idempotency-Key": f"{unique_id}-early"})
         assert early.status_code == 202
-        rejected = wait_until(lambda: _finished(url, early.json()["request_id"]), timeout=30,
+        rejected = wait_until(lambda: _finished(url, early.json()["request_id"]), timeout=60,
                               message="the early request to finish")
         assert rejected["status"] == "rejected" and "not enough labelled traffic" in rejected["response"]["error"]
 
@@ -62,7 +62,7 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         labeller.log_label("someone-else", 1)
         assert labeller.flush(20)
         labeller.close()
-        wait_until(lambda: worker.traffic.counts()["labelled"] == 400, timeout=30, message="400 labelled requests")
+        wait_until(lambda: worker.traffic.counts()["labelled"] == 400, timeout=60, message="400 labelled requests")
 
         first = httpx.post(f"{url}/admin/retrain", json={"alert": "quality"},
                            headers={**auth, "Idempotency-Key": f"{unique_id}-a"})
@@ -121,7 +121,7 @@ def test_shutdown_stops_a_running_training_process_and_records_the_interruption(
     manager = RetrainManager(registry, kit.MODEL, _labelled_traffic(300, seed=8), min_rows=100,
                              current=lambda: production, epochs=1_000_000)
     ticket = manager.submit(f"{unique_id}-long", {"why": "test"})
-    process = wait_until(lambda: manager.process, timeout=30, message="the training process to start")
+    process = wait_until(lambda: manager.process, timeout=60, message="the training process to start")
     assert process is not None and process.poll() is None and _alive(process.pid)
     assert manager.get(ticket.id)["status"] == "running"
     # While one is pending, any other POST (a new key, or none: a fresh one each time) answers that one.
@@ -183,7 +183,7 @@ def test_a_training_process_exits_when_the_worker_is_killed(kit, tmp_path):
         assert _alive(child)
         worker.kill()  # SIGKILL: no shutdown code runs in the worker
         worker.wait(timeout=10)
-        wait_until(lambda: not _alive(child), timeout=15, message="the orphaned training process to exit")
+        wait_until(lambda: not _alive(child), timeout=60, message="the orphaned training process to exit")
     finally:
         if worker.poll() is None:
             worker.kill()

@@ -274,7 +274,7 @@ def test_kafka_down_serving_continues_and_drops_are_counted(kit, tiny_results, t
         assert kit.metric(url, "driftline_worker_kafka_connected") == 0
 
         broker = embedded_broker_factory(port=port)  # Kafka comes back: the buffer drains
-        wait_until(lambda: kit.metric(url, "driftline_worker_events_sent_total") == 50, timeout=30,
+        wait_until(lambda: kit.metric(url, "driftline_worker_events_sent_total") == 50, timeout=60,
                    message="the 50 buffered events to be sent")
         assert kit.metric(url, "driftline_worker_events_buffered") == 0
         delivered = kit.read_topic(broker.bootstrap_servers, TOPIC_INFERENCE, {f"down-{i}" for i in range(120)},
