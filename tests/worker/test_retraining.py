@@ -71,7 +71,7 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         assert first.status_code == again.status_code == 202
         assert again.json()["request_id"] == first.json()["request_id"]
         assert first.json()["duplicate"] is False and again.json()["duplicate"] is True
-        done = wait_until(lambda: _finished(url, first.json()["request_id"]), timeout=60,
+        done = wait_until(lambda: _finished(url, first.json()["request_id"]), timeout=180,
                           message="the retraining request to finish")
         assert done["status"] == "succeeded", done
         assert done["new_version"] == "3" and done["reason"] == {"alert": "quality"}
