@@ -16,9 +16,9 @@ from driftline.alerts.fingerprint import fingerprint, group_key
 from driftline.alerts.messages import alert_summary, group_message
 from driftline import defaults, vocabulary
 from driftline.vocabulary import DATA_DRIFT, LATENCY
+from tests.support.fake_services import ROUTING_KEY
 
 NOW = datetime(2026, 1, 5, 12, 30, tzinfo=timezone.utc)
-ROUTING_KEY = "R0UT1NGKEY0123456789abcdefABCDEF"
 
 
 def make_alert(feature: str, detector: str = DATA_DRIFT, value: float = 0.31, threshold: float = 0.2,

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -25,10 +24,11 @@ from driftline import defaults
 from driftline.cli import cli
 from driftline.store.db import session_scope
 from driftline.store.models import Notification
+from tests.support.fake_services import ROUTING_KEY
+from tests.support.fake_services import WEBHOOK_SECRET as SECRET
+from tests.support.waiting import wait_until
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
-ROUTING_KEY = "R0UT1NGKEY0123456789abcdefABCDEF"
-SECRET = "s3cret-for-tests"
 POLICY = DeliveryPolicy(timeout=timedelta(seconds=1), lease=timedelta(seconds=5),
                         backoff_initial=timedelta(seconds=1), backoff_max=timedelta(seconds=10),
                         max_age=timedelta(minutes=2), max_attempts=25)
@@ -183,9 +183,11 @@ def test_a_delivery_process_killed_mid_request_loses_nothing_and_sends_once(sqli
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     job = subprocess.Popen([sys.executable, str(script)], env=env)
     try:
-        deadline = time.monotonic() + 30
-        while not fake_webhook.requests and time.monotonic() < deadline and job.poll() is None:
-            time.sleep(0.05)
+        def sent() -> bool:
+            assert job.poll() is None or fake_webhook.requests, "the delivery process exited without sending"
+            return bool(fake_webhook.requests)
+
+        wait_until(sent, message="the delivery process to send its request")
         assert fake_webhook.requests, "the delivery process never sent its request"
     finally:
         job.kill()

@@ -15,8 +15,7 @@ from driftline.errors import UserError
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, Notification, RetrainRequest, Silence
 from driftline.vocabulary import DATASET_DRIFT, LATENCY
-
-ROUTING_KEY = "R0UT1NGKEY0123456789abcdefABCDEF"
+from tests.support.fake_services import ROUTING_KEY
 
 CONFIG = """
 [alerts]

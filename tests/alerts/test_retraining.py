@@ -10,8 +10,7 @@ from driftline.alerts.retraining import quality_drop
 from driftline.store.db import session_scope
 from driftline.store.models import Notification, RetrainRequest
 from driftline.vocabulary import DATASET_DRIFT
-
-TOKEN = "retrain-token-for-tests"
+from tests.support.fake_services import RETRAIN_TOKEN as TOKEN
 
 
 def rules(**retrain) -> AlertRules:

@@ -7,7 +7,8 @@ returns each message's (partition, offset); `ckit.kcat(bootstrap, lines)` sends 
 `ckit.record_batch(values, mutate)` and `ckit.produce_raw(bootstrap, batch)` send a batch as built.
 Collectors: `ckit.collector_thread(config)` runs one in this process (a context manager that
 stops it and re-raises its errors); `ckit.spawn(args)` starts `.venv/bin/driftline collector`.
-Reading the store: `ckit.events(url, model)`, `ckit.merged(url, model)`, `ckit.wait_for(fn)`.
+Reading the store: `ckit.events(url, model)`, `ckit.merged(url, model)`; waiting for them:
+`tests.support.waiting.wait_until`.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, encode_event
 from driftline.store import db as store_db
 from driftline.store.models import WindowStateRecord
 from driftline.window_state import WindowState
+from tests.support.kafka_proxy import KafkaProxy
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIFTLINE = ROOT / ".venv" / "bin" / "driftline"
@@ -131,18 +133,6 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
     return out
 
 
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0, interval_s: float = 0.05,
-             what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(interval_s)
-
-
 def events(url: str, model: str) -> int:
     """Valid events stored for `model` (the status report's count)."""
     with store_db.session_scope(url) as session:
@@ -234,108 +224,6 @@ class Spawned:
         self._log.close()
 
 
-# --- kcat ------------------------------------------------------------------------------------
-# kcat 1.7.1 (librdkafka 2.0.2, the Debian package) cannot talk to the embedded broker directly:
-# Tansu writes every tagged field of its ApiVersions v3 response, default values included, and
-# librdkafka 2.0.2 misreads that section ("Read underflow ... ApiVersion v3 at 274/279") and drops
-# the connection. Real Kafka omits tags at their defaults. `KafkaProxy` sits between the clients and
-# a broker that advertises the proxy's address, and removes only that trailing tag section of
-# ApiVersions responses; every other byte (produce requests, record batches, fetches) passes through.
-
-API_VERSIONS = 18
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _skip_tags(buf: bytes, pos: int) -> int:
-    count, pos = _uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-    return pos
-
-
-def strip_api_versions_tags(payload: bytes) -> bytes:
-    """An ApiVersions v3+ response (correlation id first) with an empty top-level tag section."""
-    pos = 4 + 2  # correlation id, error code
-    entries, pos = _uvarint(payload, pos)  # compact array: length + 1
-    for _ in range(max(entries - 1, 0)):
-        pos = _skip_tags(payload, pos + 6)  # api key, min, max version, then the entry's tags
-    pos += 4  # throttle_time_ms
-    return payload[:pos] + b"\x00"
-
-
-class KafkaProxy:
-    """Forwards Kafka frames both ways, normalising ApiVersions responses (see above)."""
-
-    def __init__(self, listen_port: int, target_port: int, host: str = "127.0.0.1"):
-        self.host, self.target_port = host, target_port
-        self.server = socket.create_server((host, listen_port))
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                client, _ = self.server.accept()
-            except OSError:  # closed
-                return
-            try:
-                upstream = socket.create_connection((self.host, self.target_port), timeout=5)
-            except OSError:  # broker down: the client sees a closed connection and retries
-                client.close()
-                continue
-            upstream.settimeout(None)
-            asked: set[int] = set()  # correlation ids of ApiVersions v3+ requests in flight
-            threading.Thread(target=self._pump, args=(client, upstream, asked, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, asked, False), daemon=True).start()
-
-    @staticmethod
-    def _read(sock: socket.socket, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return bytes(data)
-
-    def _pump(self, src: socket.socket, dst: socket.socket, asked: set[int], requests: bool) -> None:
-        try:
-            while True:
-                payload = self._read(src, struct.unpack(">i", self._read(src, 4))[0])
-                if requests:
-                    key, version, corr = struct.unpack(">hhi", payload[:8])
-                    if key == API_VERSIONS and version >= 3:
-                        asked.add(corr)
-                else:
-                    corr = struct.unpack(">i", payload[:4])[0]
-                    if corr in asked:
-                        asked.discard(corr)
-                        payload = strip_api_versions_tags(payload)
-                dst.sendall(struct.pack(">i", len(payload)) + payload)
-        except (OSError, ConnectionError, struct.error):
-            pass
-        finally:
-            for sock in (src, dst):
-                with contextlib.suppress(OSError):
-                    sock.close()
-
-    def close(self) -> None:
-        self.closed = True
-        self.server.close()
-
-
 @pytest.fixture
 def kcat_broker() -> Iterator[str]:
     """A fresh embedded broker that kcat can talk to (through `KafkaProxy`); yields its bootstrap address."""
@@ -372,7 +260,7 @@ def ckit(tmp_path: Path) -> Iterator[SimpleNamespace]:
 
     yield SimpleNamespace(event=event, label=label, encode=encode_event, produce=produce, kcat=kcat,
                           record_batch=record_batch, produce_raw=produce_raw,
-                          wait_for=wait_for, events=events, rows=rows, merged=merged,
+                          events=events, rows=rows, merged=merged,
                           collector_thread=collector_thread, config=config, spawn=spawn, T0_MS=T0_MS,
                           driftline=str(DRIFTLINE))
     for proc in spawned:

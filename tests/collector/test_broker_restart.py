@@ -13,8 +13,10 @@ import time
 from sqlalchemy import select
 
 from driftline.broker import free_port
+from driftline.collector.kafka_internals import connections
 from driftline.store import db as store_db
 from driftline.store.models import ConsumerOffset
+from tests.support.waiting import wait_until
 
 
 def test_collector_survives_broker_restarts_while_running_and_while_stopped(embedded_broker_factory, sqlite_url,
@@ -34,17 +36,23 @@ def test_collector_survives_broker_restarts_while_running_and_while_stopped(embe
     send(400)
     cfg = ckit.config(broker.bootstrap_servers, sqlite_url)
     with ckit.collector_thread(cfg) as collector:
-        ckit.wait_for(lambda: ckit.events(sqlite_url, model) == 400, what="the first 400 events")
+        wait_until(lambda: ckit.events(sqlite_url, model) == 400, message="the first 400 events")
         ids_before = _topic_ids(sqlite_url, cfg.group_id)
 
+        before = connections(collector._consumer)
+        assert before, "the collector holds no connection to the broker"
         broker.stop()
-        time.sleep(1.0)  # the collector sees the broker gone
+        # the client drops a connection once it has seen it closed
+        wait_until(lambda: not any(old is now for old in before for now in connections(collector._consumer)),
+                   message="the collector to see the broker gone")
         broker = embedded_broker_factory(port=port)
         # More than before the restart: offsets of the new log run past the old stored ones.
         send(1_500)
-        ckit.wait_for(lambda: ckit.events(sqlite_url, model) == 1_900, timeout_s=60,
-                      what="the events produced after the restart")
-        time.sleep(1.0)  # nothing more may arrive (no double count from a late re-read)
+        wait_until(lambda: ckit.events(sqlite_url, model) == 1_900, timeout=60,
+                   message="the events produced after the restart")
+        wait_until(lambda: collector.consumed >= 1_900 and not collector._pending(),
+                   message="the collector to consume and flush all 1 900 messages")
+        time.sleep(1.0)  # an observation window, not a wait: a late re-read would be counted twice in it
         assert ckit.events(sqlite_url, model) == 1_900
         assert collector.metrics.log_resets.labels("driftline.inference")._value.get() >= 1
     assert _topic_ids(sqlite_url, cfg.group_id).isdisjoint(ids_before)
@@ -53,9 +61,11 @@ def test_collector_survives_broker_restarts_while_running_and_while_stopped(embe
     broker.stop()
     broker = embedded_broker_factory(port=port)
     send(1_000)
-    with ckit.collector_thread(ckit.config(broker.bootstrap_servers, sqlite_url, group_id=cfg.group_id)):
-        ckit.wait_for(lambda: ckit.events(sqlite_url, model) == 2_900, timeout_s=60, what="all 2 900 events")
-        time.sleep(1.0)
+    with ckit.collector_thread(ckit.config(broker.bootstrap_servers, sqlite_url, group_id=cfg.group_id)) as collector:
+        wait_until(lambda: ckit.events(sqlite_url, model) == 2_900, timeout=60, message="all 2 900 events")
+        wait_until(lambda: collector.consumed >= 1_000 and not collector._pending(),
+                   message="the collector to consume and flush the 1 000 messages of the new log")
+        time.sleep(1.0)  # an observation window, not a wait: a late re-read would be counted twice in it
     assert ckit.events(sqlite_url, model) == 2_900
     merged = ckit.merged(sqlite_url, model)
     assert sum(s.features["x"].total for s in merged.values()) == sum(range(2_900))

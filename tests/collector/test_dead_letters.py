@@ -12,6 +12,7 @@ from sqlalchemy import select
 from driftline.config import TOPIC_DEAD_LETTERS, TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter
+from tests.support.waiting import wait_until
 
 
 def _malformed(model: str, good: dict) -> list[tuple[str, bytes | None, str, str | None]]:
@@ -87,9 +88,9 @@ def test_every_malformed_message_is_dead_lettered_with_its_reason(broker, db_url
     bad_at.update({(TOPIC_LABELS,) + where: case for where, case in zip(label_sent, bad_labels)})
 
     with ckit.collector_thread(ckit.config(broker, db_url)) as collector:
-        ckit.wait_for(lambda: ckit.events(db_url, model) == 5, what="the valid events around the bad ones")
-        ckit.wait_for(lambda: collector.consumed >= len(sent) + len(label_sent) and not collector._pending(),
-                      what="everything flushed")
+        wait_until(lambda: ckit.events(db_url, model) == 5, message="the valid events around the bad ones")
+        wait_until(lambda: collector.consumed >= len(sent) + len(label_sent) and not collector._pending(),
+                   message="everything flushed")
 
     with store_db.session_scope(db_url) as session:
         letters = {(d.topic, d.partition, d.offset): d for d in session.scalars(select(DeadLetter))}
@@ -125,19 +126,20 @@ def _read_dlq(bootstrap: str, expected: int) -> dict[tuple[str, int, int], tuple
                              auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=2000,
                              heartbeat_interval_ms=500, max_partition_fetch_bytes=8 << 20)
     found: dict[tuple[str, int, int], tuple[bytes, dict[str, bytes]]] = {}
+
+    def read_to_the_end() -> bool:
+        for records in consumer.poll(timeout_ms=300).values():
+            for r in records:
+                headers = dict(r.headers)
+                key = (headers["driftline.topic"].decode(), int(headers["driftline.partition"]),
+                       int(headers["driftline.offset"]))
+                found[key] = (r.value or b"", headers)
+        return len(found) >= expected and all(consumer.highwater(tp) == consumer.position(tp)
+                                              for tp in consumer.assignment())
+
     try:
-        import time
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=300).values():
-                for r in records:
-                    headers = dict(r.headers)
-                    key = (headers["driftline.topic"].decode(), int(headers["driftline.partition"]),
-                           int(headers["driftline.offset"]))
-                    found[key] = (r.value or b"", headers)
-            if len(found) >= expected and all(consumer.highwater(tp) == consumer.position(tp)
-                                               for tp in consumer.assignment()):
-                break
+        # the poll itself waits for records: no pause between rounds
+        wait_until(read_to_the_end, interval=0, message=f"{expected} dead letters, read to the end of the topic")
     finally:
         consumer.close(autocommit=False)
     return found

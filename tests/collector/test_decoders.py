@@ -10,16 +10,21 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 import uuid
 from collections import Counter
+from typing import Callable
 
+import httpx
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
+from driftline.broker import free_port
+from driftline.config import TOPIC_INFERENCE
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter
+from tests.support.waiting import wait_until
 
 WINDOW_MS = 60_000
 
@@ -51,6 +56,27 @@ def _dead_letters(url: str, model: str) -> Counter:
     return Counter(reason for reason, raw in rows if model.encode() in bytes(raw))
 
 
+def _caught_up(sample: Callable[[str, dict[str, str]], float | None], partitions: int = 4) -> bool:
+    """The collector has read the whole inference topic: its lag gauge is 0 on every partition.
+
+    `sample(name, labels)` reads one of its metrics (from its registry, or from its /metrics page).
+    """
+    lags = [sample("driftline_collector_lag_messages", {"topic": TOPIC_INFERENCE, "partition": str(p)})
+            for p in range(partitions)]
+    return all(lag == 0 for lag in lags)
+
+
+def _scraped(port: int) -> Callable[[str, dict[str, str]], float | None]:
+    """`sample(name, labels)` over one scrape of the /metrics page on `port` (None: not there, or no answer yet)."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        text = ""
+    values = {(s.name, tuple(sorted(s.labels.items()))): s.value
+              for family in text_string_to_metric_families(text) for s in family.samples}
+    return lambda name, labels: values.get((name, tuple(sorted(labels.items()))))
+
+
 def _store(ckit, url: str, model: str) -> dict:
     states = ckit.merged(url, model)
     return {start: (s.events, s.features["x"].total, dict(s.features["color"].categories), s.latency["total"].count)
@@ -67,9 +93,11 @@ def test_in_process_and_two_decoders_store_the_same(broker, tmp_path, _sqlite_te
         url = f"sqlite:///{tmp_path}/decoders-{decoders}.db"
         shutil.copyfile(_sqlite_template, url.removeprefix("sqlite:///"))
         with ckit.collector_thread(ckit.config(broker, url, decoders=decoders)) as runner:
-            ckit.wait_for(lambda: ckit.events(url, model) >= len(docs) and sum(_dead_letters(url, model).values())
-                          >= bad, timeout_s=90, what=f"all events stored with decoders={decoders}")
-            time.sleep(0.5)  # a later flush must not add anything
+            wait_until(lambda: ckit.events(url, model) >= len(docs) and sum(_dead_letters(url, model).values())
+                       >= bad, timeout=90, message=f"all events stored with decoders={decoders}")
+            # the whole topic read (the duplicates after the last new event too) and nothing held back
+            wait_until(lambda: _caught_up(runner.metrics.registry.get_sample_value) and not runner._pending(),
+                       timeout=90, message=f"the whole topic read and flushed with decoders={decoders}")
             assert runner.metrics.duplicates._value.get() >= 600
         stored[decoders] = (_store(ckit, url, model), _dead_letters(url, model))
 
@@ -111,8 +139,8 @@ def test_a_killed_decoder_stops_the_collector_and_a_restart_stores_everything_on
 
     first = ckit.spawn(broker, sqlite_url, group, "--decoders", "2", "--flush-interval", "0.05",
                        "--poll-max-records", "200", name="first")
-    ckit.wait_for(lambda: ckit.events(sqlite_url, model) >= 500, timeout_s=60, what="the first collector to store")
-    decoders = ckit.wait_for(lambda: _children(first.process.pid), what="the decoder processes")
+    wait_until(lambda: ckit.events(sqlite_url, model) >= 500, timeout=60, message="the first collector to store")
+    decoders = wait_until(lambda: _children(first.process.pid), message="the decoder processes")
     assert len(decoders) == 2
     os.kill(decoders[0], signal.SIGKILL)
     code = first.wait(60)
@@ -129,11 +157,11 @@ def test_a_killed_decoder_stops_the_collector_and_a_restart_stores_everything_on
 
 def test_sigkill_of_the_collector_leaves_no_decoder_behind(broker, sqlite_url, ckit, unique_id):
     collector = ckit.spawn(broker, sqlite_url, f"orphans-{unique_id}", "--decoders", "2", name="killed")
-    decoders = ckit.wait_for(lambda: len(_children(collector.process.pid)) == 2 and _children(collector.process.pid),
-                             what="two decoder processes")
+    decoders = wait_until(lambda: len(_children(collector.process.pid)) == 2 and _children(collector.process.pid),
+                          message="two decoder processes")
     collector.kill()
-    ckit.wait_for(lambda: not any(_alive(pid) for pid in decoders), timeout_s=10,
-                  what="the decoders to exit with their collector")
+    wait_until(lambda: not any(_alive(pid) for pid in decoders), timeout=30,
+               message="the decoders to exit with their collector")
 
 
 @pytest.mark.parametrize("value", ["-1", "many", "65"])
@@ -159,10 +187,17 @@ def test_sigterm_to_the_process_group_still_flushes_what_the_decoders_hold(broke
     docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + i) for i in range(2_000)]
     ckit.produce(broker, [ckit.encode(d) for d in docs])
     # Flushes far apart: what is folded when the signal comes is still in the decoders.
+    port = free_port()
     collector = ckit.spawn(broker, sqlite_url, group, "--decoders", "2", "--flush-interval", "600",
-                           "--flush-max-events", "1000000", name="term")
-    ckit.wait_for(lambda: "assigned" in collector.output(), timeout_s=60, what="the collector to join")
-    time.sleep(3)  # reading the backlog; nothing is flushed for ten minutes
+                           "--flush-max-events", "1000000", "--metrics-port", str(port), name="term")
+    wait_until(lambda: "assigned" in collector.output(), timeout=60, message="the collector to join")
+
+    def holding_the_backlog() -> bool:
+        sample = _scraped(port)
+        return _caught_up(sample) and (sample("driftline_collector_pending_messages", {}) or 0) >= len(docs)
+
+    wait_until(holding_the_backlog, timeout=60, message="the collector to read the backlog (nothing is flushed "
+               "for ten minutes)")
     assert ckit.events(sqlite_url, model) == 0
     os.killpg(collector.process.pid, signal.SIGTERM)
     assert collector.wait(60) == 0, collector.output()
@@ -187,8 +222,8 @@ def test_a_flush_in_flight_never_deadlocks_with_a_backlog(broker, sqlite_url, ck
     ckit.produce(broker, [ckit.encode(d) for d in docs])
     cfg = ckit.config(broker, sqlite_url, decoders=2, flush_interval_s=0.05, poll_max_records=200)
     with ckit.collector_thread(cfg):
-        ckit.wait_for(lambda: ckit.events(sqlite_url, model) == count, timeout_s=120,
-                      what="every event stored through flushes in flight")
+        wait_until(lambda: ckit.events(sqlite_url, model) == count, timeout=120,
+                   message="every event stored through flushes in flight")
     windows = ckit.merged(sqlite_url, model)
     assert len(windows) == count // 20
     assert sum(s.events for s in windows.values()) == count

@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 
 from driftline.store import db as store_db
 from driftline.store.models import ConsumerOffset, PredictionRecord
+from tests.support.waiting import wait_until
 
 WINDOW_MS = 60_000
 
@@ -28,15 +29,15 @@ def test_sigkill_mid_stream_neither_loses_nor_double_counts(kcat_broker, sqlite_
     fast_flushes = ("--flush-interval", "0.05", "--poll-max-records", "200")
 
     first = ckit.spawn(broker, sqlite_url, group, *fast_flushes, name="first")
-    ckit.wait_for(lambda: ckit.events(sqlite_url, model) >= 1, timeout_s=60, what="the first collector to store")
+    wait_until(lambda: ckit.events(sqlite_url, model) >= 1, timeout=60, message="the first collector to store")
     first.kill()
     at_first_kill = ckit.events(sqlite_url, model)
     assert 0 < at_first_kill < len(by_python) + len(by_kcat), "the kill must land mid-stream"
 
     ckit.kcat(broker, [ckit.encode(d) for d in later])  # the stream goes on while no collector runs
     second = ckit.spawn(broker, sqlite_url, group, *fast_flushes, name="second")
-    ckit.wait_for(lambda: ckit.events(sqlite_url, model) > at_first_kill, timeout_s=60,
-                  what="the second collector to store")
+    wait_until(lambda: ckit.events(sqlite_url, model) > at_first_kill, timeout=60,
+               message="the second collector to store")
     second.kill()
     at_second_kill = ckit.events(sqlite_url, model)
     assert at_second_kill < len(docs), "the second kill must land mid-stream too"

@@ -18,6 +18,7 @@ from driftline.events import parse_inference
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter, WindowStateRecord
 from driftline.window_state import EventBatch, WindowState
+from tests.support.waiting import wait_until
 
 
 @pytest.mark.parametrize("decoders", [0, 2])
@@ -30,10 +31,10 @@ def test_a_huge_value_is_counted_out_of_range_and_the_collector_keeps_storing(br
     first[7]["latency_ms"] = {"total": 1e300}
     ckit.produce(broker, [ckit.encode(d) for d in first])
     with ckit.collector_thread(ckit.config(broker, db_url, decoders=decoders)) as collector:
-        ckit.wait_for(lambda: ckit.events(db_url, model) == 20, timeout_s=90,
-                      what="the first events, the huge ones among them")  # start-up: group join, decoders
+        wait_until(lambda: ckit.events(db_url, model) == 20, timeout=90,
+                   message="the first events, the huge ones among them")  # start-up: group join, decoders
         ckit.produce(broker, [ckit.encode(ckit.event(model, i)) for i in range(20, 30)])
-        ckit.wait_for(lambda: ckit.events(db_url, model) == 30, what="events sent after the huge ones")
+        wait_until(lambda: ckit.events(db_url, model) == 30, message="events sent after the huge ones")
         assert collector.consumed >= 30
     (state,) = ckit.merged(db_url, model).values()  # every stored row decodes
     x = state.features["x"]

@@ -7,6 +7,7 @@ from driftline.config import TOPIC_LABELS
 from driftline.store import db as store_db
 from driftline.store.models import LabelRecord, PredictionRecord, WindowStateRecord
 from driftline.window_state import WindowState
+from tests.support.waiting import wait_until
 
 
 def _labelled(url: str, model: str) -> int:
@@ -35,14 +36,14 @@ def test_labels_are_joined_whenever_they_arrive_and_counted_once(broker, db_url,
     ckit.produce(broker, [ckit.encode(ckit.label(model, f"{unique_id}-ghost", 1))], topic=TOPIC_LABELS)
     ckit.produce(broker, predictions(range(0, 100)))
     with ckit.collector_thread(ckit.config(broker, db_url)) as collector:
-        ckit.wait_for(lambda: ckit.events(db_url, model) == 100, what="the first predictions")
+        wait_until(lambda: ckit.events(db_url, model) == 100, message="the first predictions")
         # labels after their predictions: 0..49 right (label = i % 2), 50..59 wrong; a re-sent label for 0
         labels(list(range(50)))
         labels(list(range(50, 60)), lambda i: 1 - i % 2)
         labels([0], lambda i: 1)
         ckit.produce(broker, predictions(range(100, 120)))
-        ckit.wait_for(lambda: _labelled(db_url, model) == 70, what="70 labelled predictions")
-        ckit.wait_for(lambda: not collector._pending(), what="the last flush")
+        wait_until(lambda: _labelled(db_url, model) == 70, message="70 labelled predictions")
+        wait_until(lambda: not collector._pending(), message="the last flush")
 
     with store_db.session_scope(db_url) as session:
         rows = session.scalars(select(WindowStateRecord).where(WindowStateRecord.model == model)).all()

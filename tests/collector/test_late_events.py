@@ -5,6 +5,7 @@ from sqlalchemy import select
 
 from driftline.store import db as store_db
 from driftline.store.models import WindowStateRecord
+from tests.support.waiting import wait_until
 
 MINUTE = 60_000
 
@@ -30,7 +31,7 @@ def test_events_of_closed_windows_are_folded_in_and_flagged_late(broker, sqlite_
     send([t0 + 4 * MINUTE + 45_000], 15)  # window [t0+4, t0+5 min) ends 15 s before the watermark: on time
     cfg = ckit.config(broker, sqlite_url)
     with ckit.collector_thread(cfg) as collector:
-        ckit.wait_for(lambda: ckit.events(sqlite_url, model) == 16, what="16 events stored")
+        wait_until(lambda: ckit.events(sqlite_url, model) == 16, message="16 events stored")
     assert _window_rows(sqlite_url, model) == {t0: (12, 2), t0 + 5 * MINUTE: (3, 0), t0 + 4 * MINUTE: (1, 0)}
     assert collector.metrics.late._value.get() >= 2
     state = ckit.merged(sqlite_url, model)[t0]
@@ -39,5 +40,5 @@ def test_events_of_closed_windows_are_folded_in_and_flagged_late(broker, sqlite_
     # A new collector (same group) knows the partition's watermark from the store: A is still closed.
     send([t0 + 30_000], 16)
     with ckit.collector_thread(ckit.config(broker, sqlite_url, group_id=cfg.group_id)):
-        ckit.wait_for(lambda: ckit.events(sqlite_url, model) == 17, what="the 17th event")
+        wait_until(lambda: ckit.events(sqlite_url, model) == 17, message="the 17th event")
     assert _window_rows(sqlite_url, model)[t0] == (13, 3)

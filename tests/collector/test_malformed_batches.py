@@ -15,6 +15,7 @@ from sqlalchemy import select
 from driftline.collector.record_batches import GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch, malformed_range
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter
+from tests.support.waiting import wait_until
 
 # Offsets in a v2 batch (KIP-98): records count int32 at 57, the first record's length varint at 61
 _COUNT_AT, _FIRST_RECORD_AT = 57, 61
@@ -54,7 +55,7 @@ def _run(ckit, broker, url, mutation, reader, unique_id):
     unreadable = UNREADABLE[mutation]
     expected = 9 - (unreadable[1] - unreadable[0] if unreadable else 0)
     with ckit.collector_thread(ckit.config(broker, url, record_reader=reader, decoders=0)):
-        ckit.wait_for(lambda: ckit.events(url, model) >= expected, timeout_s=60, what="the events after the batch")
+        wait_until(lambda: ckit.events(url, model) >= expected, timeout=60, message="the events after the batch")
     assert ckit.events(url, model) == expected
     ours = [d for d in _dead_letters(url) if bad_base <= d[0] < bad_base + 3]
     if unreadable is None:  # every record was delivered: nothing to dead-letter

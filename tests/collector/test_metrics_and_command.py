@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from driftline.broker import free_port
 from driftline.config import TOPIC_LABELS
+from tests.support.waiting import wait_until
 
 
 def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -31,11 +32,11 @@ def test_metrics_count_what_the_collector_did(record_reader, embedded_broker_fac
     port = free_port()
     config = ckit.config(broker.bootstrap_servers, sqlite_url, metrics_port=port, record_reader=record_reader)
     with ckit.collector_thread(config) as collector:
-        ckit.wait_for(lambda: collector.flushed == 204, what="204 messages stored")
+        wait_until(lambda: collector.flushed == 204, message="204 messages stored")
         reader = collector._consumer._fetcher.PartitionRecords
-        ckit.wait_for(lambda: _samples(port).get(("driftline_collector_lag_messages",
-                                                  (("partition", "0"), ("topic", "driftline.inference")))) is not None,
-                      what="the lag gauge")
+        wait_until(lambda: _samples(port).get(("driftline_collector_lag_messages",
+                                               (("partition", "0"), ("topic", "driftline.inference")))) is not None,
+                   message="the lag gauge")
         samples = _samples(port)
     assert (reader is LeanPartitionRecords) == (record_reader == "lean")
     assert ckit.events(sqlite_url, model) == 200  # the duplicate is not counted again
@@ -90,7 +91,7 @@ def test_sigterm_flushes_and_exits_cleanly(embedded_broker_factory, sqlite_url, 
         except httpx.HTTPError:
             return 0
 
-    ckit.wait_for(lambda: pending() >= 50, timeout_s=40, what="the collector to hold the 50 events")
+    wait_until(lambda: pending() >= 50, timeout=40, message="the collector to hold the 50 events")
     assert ckit.events(sqlite_url, model) == 0
     assert proc.terminate() == 0, proc.output()
     assert ckit.events(sqlite_url, model) == 50

@@ -17,6 +17,7 @@ from driftline.collector import record_batches
 from driftline import defaults
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter
+from tests.support.waiting import wait_until
 
 MARK = b"block-the-poll"
 
@@ -46,10 +47,10 @@ def test_a_stuck_poll_is_dead_lettered_and_the_next_collector_reads_on(ckit, own
     try:
         with ckit.collector_thread(config) as runner:
             runner.exit_process = exits.append
-            ckit.wait_for(lambda: ckit.events(sqlite_url, model) == 3, timeout_s=60, what="the first events")
+            wait_until(lambda: ckit.events(sqlite_url, model) == 3, timeout=60, message="the first events")
             stuck_base = ckit.produce_raw(own_broker, ckit.record_batch([MARK, b"also skipped"]))
             ckit.produce_raw(own_broker, ckit.record_batch([orjson.dumps(ckit.event(model, i)) for i in range(3, 6)]))
-            ckit.wait_for(lambda: exits, timeout_s=60, what="the watchdog")
+            wait_until(lambda: exits, timeout=60, message="the watchdog")
             stalled = runner.metrics.registry.get_sample_value("driftline_collector_seconds_since_last_poll")
             release.set()
     finally:
@@ -65,15 +66,15 @@ def test_a_stuck_poll_is_dead_lettered_and_the_next_collector_reads_on(ckit, own
 
     monkeypatch.setattr(record_batches.LeanPartitionRecords, "_read", read)
     with ckit.collector_thread(ckit.config(own_broker, sqlite_url, decoders=0, group_id=config.group_id)):
-        ckit.wait_for(lambda: ckit.events(sqlite_url, model) >= 6, timeout_s=60, what="the events after the range")
+        wait_until(lambda: ckit.events(sqlite_url, model) >= 6, timeout=60, message="the events after the range")
     assert ckit.events(sqlite_url, model) == 6
 
 
 def test_metrics_expose_seconds_since_the_last_poll(ckit, own_broker, sqlite_url):
     with ckit.collector_thread(ckit.config(own_broker, sqlite_url, decoders=0, metrics_port=0)) as runner:
         port = runner.metrics.serve(0)
-        ckit.wait_for(lambda: runner.metrics.registry.get_sample_value(
-            "driftline_collector_seconds_since_last_poll") < 5, timeout_s=30, what="a poll")
+        wait_until(lambda: runner.metrics.registry.get_sample_value(
+         "driftline_collector_seconds_since_last_poll") < 5, timeout=30, message="a poll")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
             text = answer.read().decode()
     assert "driftline_collector_seconds_since_last_poll " in text

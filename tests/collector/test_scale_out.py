@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
+from tests.support.waiting import wait_until
 
 WINDOW_MS = 60_000
 
@@ -27,15 +28,15 @@ def test_two_collectors_share_the_partitions_and_their_windows_merge_exactly(bro
     flags = ("--flush-interval", "0.1", "--poll-max-records", "250", "--log-level", "info")
     first = ckit.spawn(broker, postgres_url, group, *flags, name="a")
     second = ckit.spawn(broker, postgres_url, group, *flags, name="b")
-    ckit.wait_for(lambda: ckit.events(postgres_url, model) == 4_000, timeout_s=60, what="the first 4 000 events")
-    ckit.wait_for(lambda: _inference_partitions(first.output()) and _inference_partitions(second.output())
-                  and len(_inference_partitions(first.output()) | _inference_partitions(second.output())) == 4,
-                  timeout_s=20, what="both collectors to own inference partitions")
+    wait_until(lambda: ckit.events(postgres_url, model) == 4_000, timeout=60, message="the first 4 000 events")
+    wait_until(lambda: _inference_partitions(first.output()) and _inference_partitions(second.output())
+               and len(_inference_partitions(first.output()) | _inference_partitions(second.output())) == 4,
+               timeout=20, message="both collectors to own inference partitions")
 
     ckit.produce(broker, [ckit.encode(d) for d in docs[4_000:]], keys=keys[4_000:])
-    ckit.wait_for(lambda: ckit.events(postgres_url, model) > 4_000, timeout_s=30, what="the second batch to start")
+    wait_until(lambda: ckit.events(postgres_url, model) > 4_000, timeout=30, message="the second batch to start")
     second.kill()  # mid-stream: the first collector takes its partitions over after the session timeout
-    ckit.wait_for(lambda: ckit.events(postgres_url, model) == 8_000, timeout_s=60, what="all 8 000 events")
+    wait_until(lambda: ckit.events(postgres_url, model) == 8_000, timeout=60, message="all 8 000 events")
     assert first.terminate() == 0, first.output()
     assert "collector stopped" in first.output()
     assert ckit.events(postgres_url, model) == 8_000

@@ -1,8 +1,6 @@
 """The embedded broker: kafka-python produces to it and consumes from it; bad starts fail clearly."""
 from __future__ import annotations
 
-import time
-
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
@@ -10,6 +8,7 @@ from kafka.admin import KafkaAdminClient
 from driftline.broker import EmbeddedBroker, free_port
 from driftline.config import ALL_TOPICS, TOPIC_INFERENCE
 from driftline.errors import UserError
+from tests.support.waiting import wait_until
 
 
 def test_topics_are_created_with_partitions(broker):
@@ -32,11 +31,15 @@ def test_produce_and_consume_round_trip(broker, unique_id):
                              auto_offset_reset="earliest", session_timeout_ms=2000, heartbeat_interval_ms=500,
                              enable_auto_commit=False)
     received: set[bytes] = set()
-    deadline = time.monotonic() + 30
+
+    def all_received() -> bool:
+        for records in consumer.poll(timeout_ms=500).values():
+            received.update(r.value for r in records)
+        return sent <= received
+
     try:
-        while not sent <= received and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                received.update(r.value for r in records)
+        # the poll itself waits for records: no pause between rounds
+        wait_until(all_received, interval=0, message=f"the {len(sent)} messages sent")
         highwater = sum(consumer.highwater(TopicPartition(TOPIC_INFERENCE, p)) or 0 for p in range(4))
     finally:
         consumer.close()

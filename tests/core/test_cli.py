@@ -6,15 +6,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from driftline.broker import free_port, wait_for_port
 from driftline.cli import COMMANDS
+from driftline.config import ALL_TOPICS
 from driftline.store import db as store_db
 from driftline.store.models import ModelVersion, WindowStateRecord
+from tests.support.waiting import wait_until
 
 DRIFTLINE = str(Path(sys.executable).with_name("driftline"))
 CONTRACT_COMMANDS = ["up", "broker", "train", "baseline", "worker", "collector", "scheduler", "dashboard",
@@ -100,12 +101,22 @@ def test_missing_config_file():
     assert result.returncode == 1 and "config file" in result.stderr
 
 
+def _topics_created(bootstrap: str) -> bool:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return set(ALL_TOPICS) <= consumer.topics()
+    finally:
+        consumer.close()
+
+
 def test_broker_command_runs_and_stops_on_sigterm():
     port = free_port()
     proc = subprocess.Popen([DRIFTLINE, "broker", "--port", str(port)], stderr=subprocess.PIPE, text=True)
     try:
         assert wait_for_port("127.0.0.1", port, 15)
-        time.sleep(0.5)  # topics are created right after the port opens
+        wait_until(lambda: _topics_created(f"127.0.0.1:{port}"), message="the broker to create its topics")
         proc.send_signal(signal.SIGTERM)
         proc.wait(15)
         assert proc.returncode == 0

@@ -1,90 +1,28 @@
 """End-to-end harness: `driftline up` as a user runs it, with local HTTP sinks standing in for Slack and PagerDuty."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from driftline.broker import free_port
+from tests.support.fake_services import Sink
 
 DRIFTLINE = str(Path(sys.executable).with_name("driftline"))
 MODEL = "credit-default"
 
 
-@dataclass
-class Sink:
-    """A local HTTP server that records every request and answers like Slack / PagerDuty.
-
-    `fail_first[path] = N` makes the first N requests to that path answer 500 (a flaky channel).
-    """
-
-    server: ThreadingHTTPServer
-    requests: list[dict] = field(default_factory=list)
-    fail_first: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def bodies(self, path: str) -> list[dict]:
-        return [r["json"] for r in self.requests if r["path"] == path and r["status"] < 300]
-
-    def attempts(self, path: str) -> int:
-        return sum(1 for r in self.requests if r["path"] == path)
-
-
-def _start_sink() -> Sink:
-    sink: Sink
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:  # keep test output clean
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            try:
-                doc = json.loads(body or b"null")
-            except ValueError:
-                doc = None
-            remaining = sink.fail_first.get(self.path, 0)
-            if remaining > 0:
-                sink.fail_first[self.path] = remaining - 1
-                status, reply, ctype = 500, b'{"status": "error"}', "application/json"
-            elif self.path == "/slack":
-                status, reply, ctype = 200, b"ok", "text/plain"
-            elif self.path == "/pagerduty":
-                dedup = (doc or {}).get("dedup_key", "")
-                status, ctype = 202, "application/json"
-                reply = json.dumps({"status": "success", "message": "Event processed", "dedup_key": dedup}).encode()
-            else:
-                status, reply, ctype = 404, b"not found", "text/plain"
-            sink.requests.append({"path": self.path, "headers": dict(self.headers), "json": doc, "status": status})
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    sink = Sink(server)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return sink
-
-
 @pytest.fixture
 def sink():
-    s = _start_sink()
+    """One local server standing in for Slack (`/slack`) and PagerDuty (`/pagerduty`), see `Sink`."""
+    s = Sink().start()
     yield s
-    s.server.shutdown()
-    s.server.server_close()
+    s.stop()
 
 
 @pytest.fixture(scope="session")

@@ -13,12 +13,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 # what a wheel is built from: the packaging files and the folders it installs
@@ -118,10 +119,15 @@ def test_the_base_install_logs_an_event_that_kafka_python_reads_back(base_venv, 
         # The session's broker also holds other tests' traffic, malformed messages among them: pick
         # this model's event by its bytes before decoding anything.
         marker = f'"{model}"'.encode()
-        found, deadline = [], time.monotonic() + 90
-        while not found and time.monotonic() < deadline:
+        found: list[dict] = []
+
+        def read_until_found() -> bool:
             for records in consumer.poll(timeout_ms=200, max_records=50_000).values():
-                found += [json.loads(r.value) for r in records if r.value and marker in r.value]
+                found.extend(json.loads(r.value) for r in records if r.value and marker in r.value)
+            return bool(found)
+
+        # the poll itself waits for records: no pause between rounds
+        wait_until(read_until_found, timeout=90, interval=0, message=f"the event of {model} on the topic")
     finally:
         consumer.close()
     assert len(found) == 1, found

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from driftline.broker import free_port
 from driftline.config import TOPIC_INFERENCE
 from driftline.store.db import session_scope
 from driftline.store.models import WindowStateRecord
+from tests.support.waiting import wait_until
 
 DRIFTLINE = str(Path(sys.executable).with_name("driftline"))
 MODEL = "credit-default"
@@ -55,23 +55,18 @@ def topic_total(bootstrap: str) -> int:
         total = 0
         for tp in parts:
             consumer.seek_to_beginning(tp)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(consumer.highwater(tp) is None for tp in parts):
-            consumer.poll(timeout_ms=500)
+
+        def highwaters_known() -> bool:
+            if any(consumer.highwater(tp) is None for tp in parts):
+                consumer.poll(timeout_ms=500)
+            return all(consumer.highwater(tp) is not None for tp in parts)
+
+        wait_until(highwaters_known, timeout=30, interval=0, message="the highwater mark of every partition")
         for tp in parts:
             total += consumer.highwater(tp) or 0
         return total
     finally:
         consumer.close()
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
 
 
 def up_env(home: Path, **extra: str) -> dict[str, str]:
@@ -91,13 +86,16 @@ def test_killing_collector_scheduler_and_worker_loses_and_double_counts_nothing(
                              "--rate", "60", "--no-dashboard"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        assert wait_until(lambda: stored_events(db_url) > 200, 90), "no events reached the store"
+        wait_until(lambda: stored_events(db_url) > 200, timeout=90, interval=0.5,
+                   message="events to reach the store")
         for name in ("collector", "scheduler", "worker"):
             before = stored_events(db_url)
             pid = children(proc.pid)[name]
             os.kill(pid, signal.SIGKILL)
-            assert wait_until(lambda: children(proc.pid).get(name) not in (None, pid), 30), f"{name} not restarted"
-            assert wait_until(lambda: stored_events(db_url) > before + 100, 60), f"no progress after killing {name}"
+            wait_until(lambda: children(proc.pid).get(name) not in (None, pid), timeout=60, interval=0.5,
+                       message=f"{name} to be restarted")
+            wait_until(lambda: stored_events(db_url) > before + 100, timeout=60, interval=0.5,
+                       message=f"progress after killing {name}")
         output, _ = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
@@ -120,11 +118,15 @@ def test_embedded_broker_crash_is_restarted_and_traffic_flows_again(home):
                              "--rate", "60", "--no-dashboard", "--broker-port", str(free_port())],
                             env=up_env(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert wait_until(lambda: stored_events(db_url) > 200, 90), "no events reached the store"
-        os.kill(children(proc.pid)["tansu"], signal.SIGKILL)
-        time.sleep(2)
+        wait_until(lambda: stored_events(db_url) > 200, timeout=90, interval=0.5,
+                   message="events to reach the store")
+        crashed = children(proc.pid)["tansu"]
+        os.kill(crashed, signal.SIGKILL)
+        wait_until(lambda: children(proc.pid).get("tansu") not in (None, crashed), timeout=60, interval=0.5,
+                   message="`up` to restart the broker")
         before = stored_events(db_url)
-        assert wait_until(lambda: stored_events(db_url) > before + 200, 60), "no traffic after the broker restart"
+        wait_until(lambda: stored_events(db_url) > before + 200, timeout=60, interval=0.5,
+                   message="traffic after the broker restart")
         output, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

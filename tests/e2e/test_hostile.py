@@ -25,22 +25,20 @@ from driftline.broker import free_port
 from driftline.config import TOPIC_INFERENCE
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, DeadLetter, DetectorResult, WindowEvaluation
+from tests.support.waiting import wait_until
 
 from .conftest import DRIFTLINE, MODEL
 
 pytestmark = pytest.mark.timeout(600)
 
 
-def _wait_healthy(url: str, deadline: float) -> dict:
-    while time.monotonic() < deadline:
-        try:
-            answer = httpx.get(f"{url}/healthz", timeout=1.0)
-            if answer.status_code == 200:
-                return answer.json()
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError("the worker never became healthy")
+def _health(url: str) -> dict | None:
+    """The worker's /healthz answer once it is healthy; None before."""
+    try:
+        answer = httpx.get(f"{url}/healthz", timeout=1.0)
+    except httpx.HTTPError:
+        return None
+    return answer.json() if answer.status_code == 200 else None
 
 
 def hostile_requests(url: str, example: dict) -> list[tuple[str, int, str]]:
@@ -116,7 +114,7 @@ def test_hostile_traffic_does_not_stop_monitoring_and_drift_still_pages(home, si
     reader.start()
     try:
         url = f"http://127.0.0.1:{worker_port}"
-        _wait_healthy(url, time.monotonic() + 180)
+        wait_until(lambda: _health(url), timeout=180, interval=0.5, message="the worker to become healthy")
         example = httpx.get(f"{url}/model", timeout=5.0).json()["example"]
         answers = hostile_requests(url, example)
         sent = hostile_messages(f"127.0.0.1:{broker_port}", example)

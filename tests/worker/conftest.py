@@ -1,5 +1,5 @@
 """Fixtures for the worker tests: tiny trained models and `kit`, the helpers (a real uvicorn
-server in a thread, a registry with versions, a Kafka reader, bounded polling).
+server in a thread, a registry with versions, a Kafka reader); waiting is `tests.support.waiting`.
 
 The tests run with --import-mode=importlib, where test modules cannot import each
 other, so the helpers travel as a fixture.
@@ -24,6 +24,7 @@ from driftline.worker.dataset import generate
 from driftline.worker.publish import publish
 from driftline.worker.registry import Registry
 from driftline.worker.training import TrainConfig, TrainResult, train_model
+from tests.support.waiting import wait_until
 
 MODEL = "credit-default"
 
@@ -55,11 +56,13 @@ def serving(worker: Any) -> Iterator[str]:
                                            access_log=False, lifespan="on"))
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the worker did not start")
-        time.sleep(0.02)
+
+    def started() -> bool:
+        if not thread.is_alive():
+            raise RuntimeError("the worker's server thread ended before it started serving")
+        return server.started
+
+    wait_until(started, interval=0.02, message=f"the worker to serve on 127.0.0.1:{port}")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -78,6 +81,7 @@ def topic_records(bootstrap_servers: str, topic: str, done: Callable[[], bool],
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
+        # A read bounded in time rather than a wait: callers also ask for "what arrived within N s".
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not done():
             for tp, records in consumer.poll(timeout_ms=200, max_records=5_000).items():
@@ -105,16 +109,6 @@ def read_topic(bootstrap_servers: str, topic: str, want: set[str], key: str = "r
     return found
 
 
-def wait_for(predicate: Any, timeout_s: float = 20.0, interval_s: float = 0.05) -> Any:
-    """Poll `predicate` until it returns something truthy (bounded); returns that value or the last one."""
-    deadline = time.monotonic() + timeout_s
-    value = predicate()
-    while not value and time.monotonic() < deadline:
-        time.sleep(interval_s)
-        value = predicate()
-    return value
-
-
 @pytest.fixture(scope="session")
 def tiny_results() -> list[TrainResult]:
     """Two differently seeded tiny models (for promote/rollback)."""
@@ -136,4 +130,4 @@ def metric(url: str, name: str) -> float:
 @pytest.fixture(scope="session")
 def kit() -> SimpleNamespace:
     return SimpleNamespace(MODEL=MODEL, make_settings=make_settings, registry_with_versions=registry_with_versions,
-                           serving=serving, read_topic=read_topic, topic_records=topic_records, wait_for=wait_for, metric=metric)
+                           serving=serving, read_topic=read_topic, topic_records=topic_records, metric=metric)

@@ -7,10 +7,13 @@ import threading
 import pytest
 
 from driftline.worker.batcher import BatcherFull, DynamicBatcher
+from tests.support.waiting import wait_until_async
 
 
-def doubling(calls: list[int], gate: threading.Event | None = None):
+def doubling(calls: list[int], gate: threading.Event | None = None, entered: threading.Event | None = None):
     def run(payloads):
+        if entered is not None:
+            entered.set()
         if gate is not None:
             gate.wait(5)
         calls.append(len(payloads))
@@ -28,16 +31,16 @@ async def _gather_through(batcher: DynamicBatcher, payloads: list[int]):
 
 def test_concurrent_requests_share_forward_passes_and_get_their_own_results():
     calls: list[int] = []
-    gate = threading.Event()
-    batcher = DynamicBatcher(doubling(calls, gate), max_batch_size=16, max_wait_ms=50)
+    gate, entered = threading.Event(), threading.Event()
+    batcher = DynamicBatcher(doubling(calls, gate, entered), max_batch_size=16, max_wait_ms=50)
 
     async def scenario():
         await batcher.start()
         try:
             first = asyncio.ensure_future(batcher.submit(-1))  # occupies the worker thread until the gate opens
-            await asyncio.sleep(0.05)
+            await wait_until_async(entered.is_set, message="the first request's forward pass to start")
             rest = [asyncio.ensure_future(batcher.submit(i)) for i in range(40)]
-            await asyncio.sleep(0.05)
+            await wait_until_async(lambda: batcher.queue_depth == 40, message="the other 40 requests to queue")
             gate.set()
             return await first, await asyncio.gather(*rest)
         finally:
@@ -103,17 +106,15 @@ def test_invalid_settings_are_refused():
 
 def test_admission_is_bounded_and_reopens_once_the_queue_drains():
     calls: list[int] = []
-    gate = threading.Event()
+    gate, entered = threading.Event(), threading.Event()
 
     async def scenario():
-        batcher = DynamicBatcher(doubling(calls, gate), max_batch_size=1, max_wait_ms=0, max_pending=2)
+        batcher = DynamicBatcher(doubling(calls, gate, entered), max_batch_size=1, max_wait_ms=0, max_pending=2)
         await batcher.start()
         try:
             first = asyncio.create_task(batcher.submit(1))
-            for _ in range(500):  # until the first request left the queue for its forward pass
-                await asyncio.sleep(0.01)
-                if batcher.queue_depth == 0 and first.done() is False:
-                    break
+            await wait_until_async(entered.is_set, message="the first request to leave the queue for its forward pass")
+            assert batcher.queue_depth == 0 and first.done() is False
             queued = [asyncio.create_task(batcher.submit(p)) for p in (2, 3)]
             await asyncio.sleep(0)
             assert batcher.queue_depth == 2

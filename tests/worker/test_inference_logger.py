@@ -21,6 +21,7 @@ from driftline.client import (EventSender, InferenceLogger, KeyHashPartitioner, 
                               partition_for_key)
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.events import parse_inference, parse_label
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SENDERS = pytest.mark.parametrize("producer_process", [False, True], ids=["thread", "process"])
@@ -180,7 +181,7 @@ def test_kafka_down_at_start_then_up_then_down_mid_run(kit, unique_id, embedded_
     assert (sender.stats().buffered, sender.stats().connected) == (40, False)
 
     broker = embedded_broker_factory(port=port)  # Kafka comes up: everything buffered is delivered
-    assert kit.wait_for(lambda: sender.stats().sent == 40, timeout_s=40)
+    wait_until(lambda: sender.stats().sent == 40, timeout=60, message="all 40 events to be sent")
     stats = sender.stats()
     assert (stats.buffered, stats.failed, stats.dropped, stats.connected) == (0, 0, 0, True)
     assert set(kit.read_topic(broker.bootstrap_servers, TOPIC_LABELS, set(first))) == set(first)
@@ -292,7 +293,7 @@ def test_the_producer_process_exits_when_its_parent_is_killed(broker, kit):
         sender.submit("{TOPIC_LABELS}", None, {{"request_id": "orphan-test", "label": 1}})
         assert sender.flush(timeout_s=20)
         print(sender.child_pid, flush=True)
-        time.sleep(600)
+        time.sleep(600)  # a parent that lives on until the test kills it
     """)
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
@@ -300,7 +301,7 @@ def test_the_producer_process_exits_when_its_parent_is_killed(broker, kit):
         assert not process_gone(child)
         parent.kill()  # SIGKILL: no close(), no atexit
         parent.wait(timeout=10)
-        assert kit.wait_for(lambda: process_gone(child), timeout_s=20)
+        wait_until(lambda: process_gone(child), timeout=60, message="the orphaned producer process to exit")
     finally:
         if parent.poll() is None:
             parent.kill()

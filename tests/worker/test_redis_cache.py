@@ -10,7 +10,6 @@ import logging
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -23,6 +22,7 @@ from driftline.broker import free_port
 from driftline.worker.cache import RedisPredictionCache, cache_key, redis_key
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.server import Worker, WorkerConfig
+from tests.support.waiting import wait_until, wait_until_async
 
 
 class RedisProcess:
@@ -42,18 +42,20 @@ class RedisProcess:
              "--dir", str(self.folder), "--loglevel", "warning"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
-        deadline = time.monotonic() + 20
-        while True:
+
+        def answers() -> bool:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server did not start on 127.0.0.1:{self.port}: "
+                                   f"{self.process.stderr.read().decode()}")
             try:
-                if client.ping():
-                    break
+                return bool(client.ping())
             except redis.ConnectionError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                error = self.process.stderr.read().decode() if self.process.poll() is not None else "no answer"
-                raise RuntimeError(f"redis-server did not start on 127.0.0.1:{self.port}: {error}")
-            time.sleep(0.02)
-        client.close()
+                return False
+
+        try:
+            wait_until(answers, timeout=60, interval=0.02, message=f"redis-server to answer on 127.0.0.1:{self.port}")
+        finally:
+            client.close()
 
     def stop(self) -> None:
         if self.process is None:
@@ -91,6 +93,7 @@ def redis_server(tmp_path) -> Iterator[RedisProcess]:
 
 
 KEY = cache_key("credit-default", "1", {"age": 40, "region": "north"})
+SLOW_MACHINE_TIMEOUT_S = 5.0  # a round-trip bound no busy test machine reaches
 
 
 def test_redis_key_has_the_prefix_model_and_version_and_hashes_the_features():
@@ -105,24 +108,23 @@ def test_redis_key_has_the_prefix_model_and_version_and_hashes_the_features():
 
 def test_two_cache_objects_share_entries_which_expire_in_redis(redis_server):
     async def scenario() -> None:
-        writer = RedisPredictionCache(redis_server.url, ttl_s=0.5)
-        reader = RedisPredictionCache(redis_server.url, ttl_s=0.5)
+        # round trips bounded generously (the default is 20 ms): sharing and expiry are tested, not speed
+        writer = RedisPredictionCache(redis_server.url, ttl_s=0.5, timeout_s=SLOW_MACHINE_TIMEOUT_S)
+        reader = RedisPredictionCache(redis_server.url, ttl_s=0.5, timeout_s=SLOW_MACHINE_TIMEOUT_S)
         try:
             assert await reader.get(KEY) is None
             writer.put(KEY, 0.25)
-            for _ in range(200):
-                if await reader.get(KEY) is not None:
-                    break
-                await asyncio.sleep(0.01)
+            await wait_until_async(lambda: reader.get(KEY), message="the reader to find the writer's entry")
             assert await reader.get(KEY) == 0.25
             other_version = cache_key("credit-default", "2", {"age": 40, "region": "north"})
             assert await reader.get(other_version) is None
             ttl_ms = redis_server.client().pttl(redis_key(KEY))
             assert 0 < ttl_ms <= 500  # Redis owns the expiry
-            for _ in range(300):
-                if await reader.get(KEY) is None:
-                    break
-                await asyncio.sleep(0.01)
+
+            async def expired() -> bool:
+                return await reader.get(KEY) is None
+
+            await wait_until_async(expired, message="Redis to expire the entry")
             assert await reader.get(KEY) is None
             assert writer.errors == reader.errors == 0
         finally:
@@ -136,12 +138,11 @@ def test_concurrent_lookups_are_answered_each_with_its_own_value(redis_server):
     keys = [cache_key("m", "1", {"i": i}) for i in range(50)]
 
     async def scenario() -> list:
-        cache = RedisPredictionCache(redis_server.url, ttl_s=60)
+        cache = RedisPredictionCache(redis_server.url, ttl_s=60, timeout_s=SLOW_MACHINE_TIMEOUT_S)
         try:
             for i, key in enumerate(keys[:25]):
                 cache.put(key, i / 100)
-            while cache._write_task is not None:
-                await asyncio.sleep(0.01)
+            await wait_until_async(lambda: cache._write_task is None, message="the puts to reach Redis")
             return await asyncio.gather(*(cache.get(key) for key in keys))
         finally:
             await cache.close()
@@ -153,36 +154,36 @@ def test_redis_down_or_frozen_is_a_counted_miss_logged_once_and_recovered(redis_
     counted = []
 
     async def scenario() -> None:
-        cache = RedisPredictionCache(redis_server.url, ttl_s=60, retry_s=0.05, on_error=lambda: counted.append(1))
+        # a frozen Redis must time out; a busy machine's round trip must not
+        cache = RedisPredictionCache(redis_server.url, ttl_s=60, retry_s=0.05, timeout_s=0.5,
+                                     on_error=lambda: counted.append(1))
         try:
             cache.put(KEY, 0.5)
-            while cache._write_task is not None:
-                await asyncio.sleep(0.01)
+            await wait_until_async(lambda: cache._write_task is None, message="the puts to reach Redis")
             assert await cache.get(KEY) == 0.5
 
             redis_server.stop()
             for _ in range(4):
-                await asyncio.sleep(0.06)  # past retry_s, so every look-up asks (and fails)
+                await asyncio.sleep(0.06)  # time passes beyond retry_s, so every look-up asks (and fails)
                 assert await cache.get(KEY) is None
             assert cache.errors == len(counted) == 4 and not cache.healthy
             assert await cache.get(KEY) is None  # inside retry_s: not even asked
             assert cache.errors == 4
 
             redis_server.start()  # same port, empty (no persistence)
-            await asyncio.sleep(0.06)
+            await asyncio.sleep(0.06)  # time passes beyond retry_s: the next put asks again
             cache.put(KEY, 0.75)
-            while cache._write_task is not None:
-                await asyncio.sleep(0.01)
+            await wait_until_async(lambda: cache._write_task is None, message="the puts to reach Redis")
             assert await cache.get(KEY) == 0.75 and cache.healthy
 
             redis_server.freeze()  # slow rather than down: the timeout answers
             try:
-                await asyncio.sleep(0.06)
+                await asyncio.sleep(0.06)  # time passes beyond retry_s: the look-up asks (and times out)
                 assert await cache.get(KEY) is None
                 assert cache.errors == 5
             finally:
                 redis_server.thaw()
-            await asyncio.sleep(0.06)
+            await asyncio.sleep(0.06)  # time passes beyond retry_s: the look-up asks again
             assert await cache.get(KEY) == 0.75
         finally:
             await cache.close()
@@ -215,7 +216,9 @@ def test_two_workers_share_hits_and_survive_a_redis_outage(kit, tiny_results, tm
         """A answers a new row and writes it to Redis; B (which never saw it) must then find it there."""
         row, keys_before = next(rows), store.dbsize()
         assert _predict(url_a, row)["cached"] is False
-        if not kit.wait_for(lambda: store.dbsize() > keys_before, timeout_s=1):
+        try:
+            wait_until(lambda: store.dbsize() > keys_before, timeout=1, message="A to write the row to Redis")
+        except AssertionError:
             return None  # A is not writing yet (after an outage: the retry pause)
         answer = _predict(url_b, row)
         return answer if answer["cached"] else None
@@ -230,8 +233,10 @@ def test_two_workers_share_hits_and_survive_a_redis_outage(kit, tiny_results, tm
         row = next(rows)
         assert _predict(url_a, row)["cached"] is False and _predict(url_a, row)["cached"] is True
         registry.promote(kit.MODEL, "2")
-        assert kit.wait_for(lambda: httpx.get(f"{url_a}/healthz").json()["version"] == "2")
-        assert kit.wait_for(lambda: httpx.get(f"{url_b}/healthz").json()["version"] == "2")
+        wait_until(lambda: httpx.get(f"{url_a}/healthz").json()["version"] == "2",
+                   message="worker A to serve version 2")
+        wait_until(lambda: httpx.get(f"{url_b}/healthz").json()["version"] == "2",
+                   message="worker B to serve version 2")
         after_swap = _predict(url_a, row)
         assert after_swap["version"] == "2" and after_swap["cached"] is False
 
@@ -243,5 +248,6 @@ def test_two_workers_share_hits_and_survive_a_redis_outage(kit, tiny_results, tm
 
         redis_server.start()  # empty again; the workers reconnect on their own
         store = redis_server.client()
-        shared = kit.wait_for(lambda: answered_by_the_other_worker(url_a, url_b), timeout_s=15, interval_s=0.1)
+        shared = wait_until(lambda: answered_by_the_other_worker(url_a, url_b), timeout=60, interval=0.1,
+                            message="B to find what A wrote to Redis after the restart")
         assert shared is not None and shared["version"] == "2"

@@ -4,10 +4,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 import numpy as np
@@ -23,6 +23,7 @@ from driftline.worker.dataset import generate_inputs
 from driftline.worker.replay import ReplayConfig, build_traffic, run_replay
 from driftline.worker.scenarios import SCENARIOS, UNSEEN
 from driftline.worker.server import Worker, WorkerConfig
+from tests.support.waiting import wait_until
 
 TOKEN = "replay-token"
 
@@ -116,6 +117,13 @@ def test_bad_replay_settings_are_user_errors(replay_worker):
         asyncio.run(run_replay(ReplayConfig(worker_url=replay_worker, scenario="skew", duration_s=0.1, token="nope")))
 
 
+def _answered(url: str) -> float:
+    """Requests the worker has answered 200 (0 before the first)."""
+    match = re.search(r'^driftline_worker_requests_total\{code="200"\} (\S+)$', httpx.get(f"{url}/metrics").text,
+                      re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
 def test_sigterm_stops_a_replay_cleanly_and_switches_the_fault_off(replay_worker, tmp_path):
     """What `driftline up` does at its end: SIGTERM mid-scenario gives a summary, exit 0, no traceback."""
     env = {**os.environ, "DRIFTLINE_RETRAIN_TOKEN": TOKEN, "DRIFTLINE_HOME": str(tmp_path)}
@@ -124,11 +132,14 @@ def test_sigterm_stops_a_replay_cleanly_and_switches_the_fault_off(replay_worker
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     headers = {"Authorization": f"Bearer {TOKEN}"}
     try:
-        deadline = time.monotonic() + 60
-        while httpx.get(f"{replay_worker}/admin/faults", headers=headers).json()["latency_ms"] == 0:
-            assert replay.poll() is None and time.monotonic() < deadline, "the replay never switched the fault on"
-            time.sleep(0.1)
-        time.sleep(0.5)  # requests in flight, some of them held by the fault
+        def fault_on() -> bool:
+            assert replay.poll() is None, "the replay exited before it switched the fault on"
+            return httpx.get(f"{replay_worker}/admin/faults", headers=headers).json()["latency_ms"] != 0
+
+        wait_until(fault_on, timeout=60, interval=0.1, message="the replay to switch the latency fault on")
+        served = _answered(replay_worker)
+        # requests flow under the fault (some held by it) when the signal comes
+        wait_until(lambda: _answered(replay_worker) > served, message="requests answered under the latency fault")
         replay.send_signal(signal.SIGTERM)
         out, err = replay.communicate(timeout=30)
     finally:

@@ -20,6 +20,7 @@ from driftline.worker.dataset import RiskModel, default_probability, generate, g
 from driftline.worker.registry import HOLDOUT_FILE
 from driftline.worker.retrain import RecentTraffic, RetrainJob, RetrainManager, run_retrain_job
 from driftline.worker.server import Worker, WorkerConfig
+from tests.support.waiting import wait_until
 
 TOKEN = "retrain-token"
 
@@ -41,7 +42,8 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         early = httpx.post(f"{url}/admin/retrain", json={"why": "too early"},
                            headers={**auth, "Idempotency-Key": f"{unique_id}-early"})
         assert early.status_code == 202
-        rejected = kit.wait_for(lambda: _finished(url, early.json()["request_id"]), timeout_s=30)
+        rejected = wait_until(lambda: _finished(url, early.json()["request_id"]), timeout=60,
+                              message="the early request to finish")
         assert rejected["status"] == "rejected" and "not enough labelled traffic" in rejected["response"]["error"]
 
         # Traffic whose labels follow a drifted concept, then its labels on driftline.labels.
@@ -60,7 +62,7 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         labeller.log_label("someone-else", 1)
         assert labeller.flush(20)
         labeller.close()
-        assert kit.wait_for(lambda: worker.traffic.counts()["labelled"] == 400, timeout_s=30)
+        wait_until(lambda: worker.traffic.counts()["labelled"] == 400, timeout=60, message="400 labelled requests")
 
         first = httpx.post(f"{url}/admin/retrain", json={"alert": "quality"},
                            headers={**auth, "Idempotency-Key": f"{unique_id}-a"})
@@ -69,7 +71,8 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         assert first.status_code == again.status_code == 202
         assert again.json()["request_id"] == first.json()["request_id"]
         assert first.json()["duplicate"] is False and again.json()["duplicate"] is True
-        done = kit.wait_for(lambda: _finished(url, first.json()["request_id"]), timeout_s=60)
+        done = wait_until(lambda: _finished(url, first.json()["request_id"]), timeout=180,
+                          message="the retraining request to finish")
         assert done["status"] == "succeeded", done
         assert done["new_version"] == "3" and done["reason"] == {"alert": "quality"}
         candidate, incumbent = done["response"]["candidate"], done["response"]["incumbent"]
@@ -87,7 +90,8 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
             assert session.scalar(select(BaselineRecord.rows).where(BaselineRecord.version == "3")) == 400
             assert session.scalar(select(func.count()).select_from(RetrainRequest)) == 2
         expected = "3" if done["promoted"] else "1"
-        assert kit.wait_for(lambda: httpx.get(f"{url}/healthz").json()["version"] == expected)
+        wait_until(lambda: httpx.get(f"{url}/healthz").json()["version"] == expected,
+                   message=f"the worker to serve version {expected}")
         assert registry.alias(kit.MODEL) == expected
 
 
@@ -117,7 +121,7 @@ def test_shutdown_stops_a_running_training_process_and_records_the_interruption(
     manager = RetrainManager(registry, kit.MODEL, _labelled_traffic(300, seed=8), min_rows=100,
                              current=lambda: production, epochs=1_000_000)
     ticket = manager.submit(f"{unique_id}-long", {"why": "test"})
-    process = kit.wait_for(lambda: manager.process, timeout_s=30)
+    process = wait_until(lambda: manager.process, timeout=60, message="the training process to start")
     assert process is not None and process.poll() is None and _alive(process.pid)
     assert manager.get(ticket.id)["status"] == "running"
     # While one is pending, any other POST (a new key, or none: a fresh one each time) answers that one.
@@ -147,6 +151,7 @@ ORPHAN_SCRIPT = textwrap.dedent("""
     from driftline.worker.registry import Registry
     from driftline.worker.retrain import RecentTraffic, RetrainManager
     from driftline.worker.training import TrainConfig, train_model
+    from tests.support.waiting import wait_until
 
     home = sys.argv[1]
     settings = load_settings(home=home, db=f"sqlite:///{home}/driftline.db", bootstrap_servers="127.0.0.1:1")
@@ -161,10 +166,9 @@ ORPHAN_SCRIPT = textwrap.dedent("""
     production = SimpleNamespace(version="1", info=registry.get("m", "1"))
     manager = RetrainManager(registry, "m", traffic, min_rows=100, current=lambda: production, epochs=1_000_000)
     manager.submit("orphan", {})
-    while manager.process is None:
-        time.sleep(0.05)
+    wait_until(lambda: manager.process, timeout=60, message="the training process to start")
     print(manager.process.pid, flush=True)
-    time.sleep(600)
+    time.sleep(600)  # a worker that lives on until the test kills it
 """)
 
 
@@ -179,7 +183,7 @@ def test_a_training_process_exits_when_the_worker_is_killed(kit, tmp_path):
         assert _alive(child)
         worker.kill()  # SIGKILL: no shutdown code runs in the worker
         worker.wait(timeout=10)
-        assert kit.wait_for(lambda: not _alive(child), timeout_s=15)
+        wait_until(lambda: not _alive(child), timeout=60, message="the orphaned training process to exit")
     finally:
         if worker.poll() is None:
             worker.kill()

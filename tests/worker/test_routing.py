@@ -12,6 +12,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
+
 from driftline.config import TOPIC_INFERENCE
 from driftline.events import parse_inference
 from driftline.rollouts import ab_plan, canary_plan, shadow_plan
@@ -20,6 +21,7 @@ from driftline.store.rollouts import clear_plan, set_plan
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.server import Worker, WorkerConfig, create_app
 from driftline.worker.shadow import ShadowAnswer, ShadowRequest, ShadowRunner
+from tests.support.waiting import wait_until
 
 MODEL = "credit-default"
 
@@ -121,10 +123,10 @@ def test_a_running_worker_picks_a_plan_up_and_clear_restores_production(kit, sto
     with client:
         assert client.get("/model").json()["rollout"] is None
         _plan(store, canary_plan(MODEL, "2", 100))
-        assert kit.wait_for(lambda: client.get("/model").json()["rollout"] is not None, timeout_s=20)
+        wait_until(lambda: client.get("/model").json()["rollout"] is not None, timeout=20, message="GET /model to show the plan")
         assert {client.post("/predict", json={"features": row}).json()["version"] for row in ROWS[:20]} == {"2"}
         _plan(store, None)
-        assert kit.wait_for(lambda: client.get("/model").json()["rollout"] is None, timeout_s=20)
+        wait_until(lambda: client.get("/model").json()["rollout"] is None, timeout=20, message="GET /model to show no plan")
         assert {client.post("/predict", json={"features": row}).json()["version"] for row in ROWS[:20]} == {"1"}
         assert _metric(client, "driftline_worker_plan_changes_total") == 2
 
@@ -138,7 +140,7 @@ def test_shadow_answers_are_logged_with_the_request_id_and_never_returned(kit, s
         for i, row in enumerate(ROWS[:60]):
             answer = client.post("/predict", json={"features": row, "request_id": f"r{i}", "entity_id": f"e{i}"})
             answers[f"r{i}"] = answer.json()
-        assert kit.wait_for(lambda: sum(e["role"] == "shadow" for e in recorder.events) == 60, timeout_s=20)
+        wait_until(lambda: sum(e["role"] == "shadow" for e in recorder.events) == 60, timeout=20, message="60 shadow events")
         assert _metric(client, "driftline_worker_shadow_answers_total") == 60
         candidate, production = worker.routing.versions["2"], worker.current
     shadows = {e["request_id"]: e for e in recorder.events if e["role"] == "shadow"}
@@ -179,7 +181,7 @@ def test_a_full_shadow_queue_drops_copies_counts_them_and_production_keeps_answe
             assert dropped == worker.shadow.dropped >= 20 - 1 - 2  # one computing, two queued
         finally:
             gate.set()
-        assert kit.wait_for(lambda: worker.shadow.answered == 20 - dropped, timeout_s=20)
+        wait_until(lambda: worker.shadow.answered == 20 - dropped, timeout=20, message="every queued shadow copy answered")
     assert sum(e["role"] == "production" for e in recorder.events) == 20
     assert sum(e["role"] == "shadow" for e in recorder.events) == 20 - dropped
 

@@ -18,6 +18,7 @@ from driftline.events import parse_inference
 from driftline.worker.feature_transform import FeatureTransform
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.server import Worker, WorkerConfig
+from tests.support.waiting import wait_until
 
 TOKEN = "test-token"
 
@@ -245,11 +246,13 @@ def test_rollback_switches_the_served_version(kit, broker, tiny_results, tmp_pat
     with kit.serving(worker) as url:
         assert httpx.post(f"{url}/predict", json=body).json()["version"] == "1"
         registry.promote(MODEL, "2")
-        assert kit.wait_for(lambda: httpx.get(f"{url}/healthz").json()["version"] == "2")
+        wait_until(lambda: httpx.get(f"{url}/healthz").json()["version"] == "2",
+                   message="the worker to serve version 2")
         on_two = httpx.post(f"{url}/predict", json=body).json()
         assert on_two["version"] == "2" and on_two["cached"] is False  # the cache key holds the version
         assert registry.rollback(MODEL) == ("2", "1")
-        assert kit.wait_for(lambda: httpx.get(f"{url}/healthz").json()["version"] == "1")
+        wait_until(lambda: httpx.get(f"{url}/healthz").json()["version"] == "1",
+                   message="the worker to serve version 1")
         on_one = httpx.post(f"{url}/predict", json=body).json()
         assert on_one["version"] == "1" and on_one["prediction"] != on_two["prediction"]
         assert kit.metric(url, "driftline_worker_model_swaps_total") == 2
@@ -273,7 +276,8 @@ def test_kafka_down_serving_continues_and_drops_are_counted(kit, tiny_results, t
         assert kit.metric(url, "driftline_worker_kafka_connected") == 0
 
         broker = embedded_broker_factory(port=port)  # Kafka comes back: the buffer drains
-        assert kit.wait_for(lambda: kit.metric(url, "driftline_worker_events_sent_total") == 50, timeout_s=30)
+        wait_until(lambda: kit.metric(url, "driftline_worker_events_sent_total") == 50, timeout=60,
+                   message="the 50 buffered events to be sent")
         assert kit.metric(url, "driftline_worker_events_buffered") == 0
         delivered = kit.read_topic(broker.bootstrap_servers, TOPIC_INFERENCE, {f"down-{i}" for i in range(120)},
                                timeout_s=1)
@@ -323,7 +327,7 @@ def test_a_full_request_queue_answers_503_with_retry_after(kit, served, monkeypa
             computing = pool.submit(httpx.post, f"{url}/predict", json=bodies[0], timeout=60)
             assert entered.wait(30)  # the first request holds the forward pass
             queued = pool.submit(httpx.post, f"{url}/predict", json=bodies[1], timeout=60)
-            assert kit.wait_for(lambda: worker.batcher.queue_depth == 1)
+            wait_until(lambda: worker.batcher.queue_depth == 1, message="the second request to queue")
             refused = httpx.post(f"{url}/predict", json=bodies[2])
         finally:
             gate.set()
@@ -347,6 +351,6 @@ def test_a_client_that_leaves_mid_body_is_counted_not_logged_as_a_failure(kit, s
         with socket.create_connection((host, int(port)), timeout=5) as conn:
             conn.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 5000\r\n\r\n{\"features\": {")
-        assert kit.wait_for(lambda: closed() > before), "the disconnect was never counted"
+        wait_until(lambda: closed() > before, message="the disconnect to be counted")
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     assert httpx.post(f"{url}/predict", json=_body_with()).status_code == 200
