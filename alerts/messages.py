@@ -15,6 +15,7 @@ from driftline.vocabulary import (
     DATA_QUALITY,
     LATENCY,
     MODEL_QUALITY,
+    MULTIVARIATE_DRIFT,
     PREDICTION_DRIFT,
     SKEW,
 )
@@ -32,6 +33,7 @@ DETECTOR_LABELS = {
     SKEW: "training-serving skew",
     LATENCY: "latency SLO breach",
     MODEL_QUALITY: "model quality drop",
+    MULTIVARIATE_DRIFT: "multivariate drift",
 }
 # Features named in a one-line title before "and N more".
 TITLE_FEATURES = 5

@@ -24,6 +24,7 @@ from driftline.vocabulary import (
     INSUFFICIENT_DATA_KEY,
     LATENCY,
     MODEL_QUALITY,
+    MULTIVARIATE_DRIFT,
     P50_MS,
     P95_MS,
     P99_MS,
@@ -43,12 +44,12 @@ LATENCY_QUANTILES = ("p50", "p95", "p99")
 LATENCY_TOTAL = ("", vocabulary.LATENCY_TOTAL)
 
 # Order of the detector families on the model page; families not listed follow, by name.
-DETECTOR_ORDER = (DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY,
+DETECTOR_ORDER = (DATA_DRIFT, DATASET_DRIFT, MULTIVARIATE_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY,
                   MODEL_QUALITY)
 DETECTOR_TITLES = {
     DATA_DRIFT: "Feature drift", DATASET_DRIFT: "Dataset drift", PREDICTION_DRIFT: "Prediction drift",
     DATA_QUALITY: "Data quality", SKEW: "Training-serving skew", LATENCY: "Latency and traffic",
-    MODEL_QUALITY: "Model quality",
+    MODEL_QUALITY: "Model quality", MULTIVARIATE_DRIFT: "Multivariate drift",
 }
 
 

@@ -7,7 +7,10 @@ decision rule of `driftline.detectors.decision`.
 
 The reference is profiled once (`ReferenceProfile`: sorted values, standard
 deviation, decile bins, category counts), so each window costs one sort per
-numeric feature plus linear work.
+numeric feature plus linear work. Multivariate drift (`driftline.detectors.multivariate_drift`)
+fits its PCA and encodes its bounded reference sample once too; per window it adds
+one projection of the window's rows and a cross-validated classifier on at most
+`defaults.DOMAIN_CLASSIFIER_MAX_ROWS` rows per side.
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from driftline.detectors import stats
+from driftline.detectors.multivariate import MultivariateThresholds
+from driftline.detectors.multivariate_drift import BatchReference, batch_multivariate
 from driftline.detectors.decision import (
     DriftThresholds,
     annotate_tests,
@@ -334,8 +339,10 @@ def _feature_result(name: str, kind: str, tests: dict[str, dict[str, Any]], miss
 
 
 def detect_window(profile: ReferenceProfile, window: Window, prediction: str | None,
-                  thresholds: DriftThresholds, workers: int = 1) -> dict[str, Any]:
-    """One window's result: every feature's tests and verdict, prediction drift, dataset drift.
+                  thresholds: DriftThresholds, workers: int = 1, multivariate: BatchReference | None = None,
+                  multivariate_thresholds: MultivariateThresholds | None = None) -> dict[str, Any]:
+    """One window's result: every feature's tests and verdict, prediction drift, dataset drift,
+    and, given the `multivariate` reference, multivariate drift.
 
     p-values are corrected by Benjamini-Hochberg across the window's features,
     in two families: the distribution tests (KS/chi-square) and the missing-rate
@@ -367,7 +374,7 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
                              "drift": result["drift"], "reason": result["reason"], "tests": result["tests"],
                              "missing": result["missing"]}
 
-    return {
+    result = {
         "index": window.index,
         "rows": int(len(window.frame)),
         "start": window.start,
@@ -377,17 +384,22 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
         "drifted_features": drifted,
         DATASET_DRIFT: decide_dataset(len(drifted), len(features), thresholds),
     }
+    if multivariate is not None:
+        result["multivariate"] = batch_multivariate(multivariate, window.frame, multivariate_thresholds)
+    return result
 
 
 def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | None = None,
            chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
            prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
-           on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None) -> dict[str, Any]:
+           on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None,
+           multivariate: MultivariateThresholds | None = None) -> dict[str, Any]:
     """Compare `current` (whole, or in windows) with `reference`; the `driftline detect` JSON as a dict.
 
     `on_window(done, total, rows)` is called after each window (for progress).
     `workers` threads share the per-feature work (default: `default_workers()`;
-    results do not depend on it).
+    results do not depend on it). `multivariate`: the multivariate detectors' alarm
+    levels and sample bounds (default: `driftline.defaults`).
     Raises `UserError` for anything wrong with the inputs (empty frames,
     unknown or missing columns, type mismatches, bad chunking options).
     """
@@ -401,9 +413,13 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
     workers = default_workers() if workers is None else workers
     profile = ReferenceProfile(reference, kinds, workers)
+    multivariate = multivariate or MultivariateThresholds()
+    features = {name: kind for name, kind in kinds.items() if name != prediction}
+    multivariate_reference = BatchReference.build(reference, features, multivariate)
     results = []
     for done, window in enumerate(windows, start=1):
-        results.append(detect_window(profile, window, prediction, thresholds, workers))
+        results.append(detect_window(profile, window, prediction, thresholds, workers, multivariate_reference,
+                                     multivariate))
         if on_window is not None:
             on_window(done, len(windows), len(window.frame))
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(len(reference)), "windows": results}

@@ -22,7 +22,9 @@ DATA_QUALITY = "data_quality"
 SKEW = "skew"
 LATENCY = "latency"
 MODEL_QUALITY = "model_quality"
-DETECTORS = (DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY)
+MULTIVARIATE_DRIFT = "multivariate_drift"
+DETECTORS = (DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY,
+             MULTIVARIATE_DRIFT)
 
 # --- metrics ---------------------------------------------------------------------------
 
@@ -69,6 +71,11 @@ QUALITY_SCORES = frozenset((ACCURACY, PRECISION, RECALL, F1, ROC_AUC, MACRO_F1))
 QUALITY_ERRORS = frozenset((LOG_LOSS, MAE, RMSE))
 QUALITY_METRICS = QUALITY_SCORES | QUALITY_ERRORS
 
+# multivariate_drift: the window's mean PCA reconstruction error, and a domain classifier's AUC.
+PCA_RECONSTRUCTION_ERROR = "pca_reconstruction_error"
+DOMAIN_CLASSIFIER_AUC = "domain_classifier_auc"
+MULTIVARIATE_METRICS = (PCA_RECONSTRUCTION_ERROR, DOMAIN_CLASSIFIER_AUC)
+
 METRICS: Mapping[str, tuple[str, ...]] = {
     DATA_DRIFT: (PSI,),
     DATASET_DRIFT: (DRIFTED_SHARE,),
@@ -77,6 +84,7 @@ METRICS: Mapping[str, tuple[str, ...]] = {
     SKEW: SKEW_METRICS,
     LATENCY: LATENCY_METRICS,
     MODEL_QUALITY: (ACCURACY, PRECISION, RECALL, F1, ROC_AUC, LOG_LOSS, MAE, RMSE, BIAS, MACRO_F1),
+    MULTIVARIATE_DRIFT: MULTIVARIATE_METRICS,
 }
 
 # What model quality is compared with (the ``quality_reference`` setting, ``compared_with`` in details).
@@ -237,6 +245,30 @@ class QualityDetails(Details):
         return self.expected if self.has("expected") else self.training
 
 
+@dataclass(frozen=True)
+class MultivariateDetails(_Attributable):
+    """multivariate_drift: the rows compared and the features that contribute most.
+
+    pca_reconstruction_error: the band ``lower``..``upper`` (``threshold`` is ``upper``) around
+    ``reference_mean``, the kept ``components`` and their ``variance_share``; ``top_features``
+    as ``{"name", "share"}`` (share of the error increase). domain_classifier_auc: ``folds``,
+    ``auc_std`` across them; ``top_features`` as ``{"name", "importance"}`` (AUC lost when the
+    feature is permuted).
+    """
+
+    rows: int | None = None
+    reference_rows: int | None = None
+    lower: float | None = None
+    upper: float | None = None
+    reference_mean: float | None = None
+    components: int | None = None
+    variance_share: float | None = None
+    folds: int | None = None
+    auc_std: float | None = None
+    top_features: list[Mapping[str, Any]] | None = None
+    skewed_features: list[str] | None = None
+
+
 DETAILS: Mapping[str, type[Details]] = {
     DATA_DRIFT: DriftDetails,
     PREDICTION_DRIFT: DriftDetails,
@@ -245,6 +277,7 @@ DETAILS: Mapping[str, type[Details]] = {
     SKEW: SkewDetails,
     LATENCY: LatencyDetails,
     MODEL_QUALITY: QualityDetails,
+    MULTIVARIATE_DRIFT: MultivariateDetails,
 }
 
 

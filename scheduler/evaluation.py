@@ -209,14 +209,16 @@ def _finite(value: Any) -> float | None:
 
 @dataclass
 class EvaluationConfig:
-    """Thresholds from the --config TOML: [drift], [data_quality], [skew], [model_quality], [latency]."""
+    """Thresholds from the --config TOML: [drift], [data_quality], [skew], [model_quality], [multivariate_drift],
+    [latency]."""
 
     window_seconds: int
     sections: dict[str, dict[str, Any]]
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluationConfig:
-        names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY, vocabulary.LATENCY)
+        names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY, vocabulary.LATENCY,
+                 vocabulary.MULTIVARIATE_DRIFT)
         config = cls(settings.window_seconds, {name: settings.section(name) for name in names})
         config.thresholds_for(None)  # a bad key fails at start-up, not at the first window
         config.slo_for(None)
@@ -232,6 +234,8 @@ class EvaluationConfig:
                 for model_name, overrides in (section.pop("models", {}) or {}).items():
                     mapping["models"].setdefault(model_name, {})[name] = dict(overrides)
             mapping[name] = section
+        # one table for every model: the multivariate alarm levels are statistical, not per model
+        mapping[vocabulary.MULTIVARIATE_DRIFT] = dict(self.sections.get(vocabulary.MULTIVARIATE_DRIFT, {}))
         return WindowThresholds.from_mapping(mapping, model=model)
 
     def slo_for(self, model: str | None) -> LatencySLO:
