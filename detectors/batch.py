@@ -393,13 +393,14 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
            chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
            prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
            on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None,
-           multivariate: MultivariateThresholds | None = None) -> dict[str, Any]:
+           multivariate: MultivariateThresholds | bool = True) -> dict[str, Any]:
     """Compare `current` (whole, or in windows) with `reference`; the `driftline detect` JSON as a dict.
 
     `on_window(done, total, rows)` is called after each window (for progress).
     `workers` threads share the per-feature work (default: `default_workers()`;
     results do not depend on it). `multivariate`: the multivariate detectors' alarm
-    levels and sample bounds (default: `driftline.defaults`).
+    levels and sample bounds (True: `driftline.defaults`; False: no ``multivariate``
+    object, for callers that need only the per-feature verdicts and not its cost).
     Raises `UserError` for anything wrong with the inputs (empty frames,
     unknown or missing columns, type mismatches, bad chunking options).
     """
@@ -413,13 +414,13 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
     workers = default_workers() if workers is None else workers
     profile = ReferenceProfile(reference, kinds, workers)
-    multivariate = multivariate or MultivariateThresholds()
+    levels = multivariate if isinstance(multivariate, MultivariateThresholds) else MultivariateThresholds()
     features = {name: kind for name, kind in kinds.items() if name != prediction}
-    multivariate_reference = BatchReference.build(reference, features, multivariate)
+    multivariate_reference = BatchReference.build(reference, features, levels) if multivariate else None
     results = []
     for done, window in enumerate(windows, start=1):
         results.append(detect_window(profile, window, prediction, thresholds, workers, multivariate_reference,
-                                     multivariate))
+                                     levels))
         if on_window is not None:
             on_window(done, len(windows), len(window.frame))
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(len(reference)), "windows": results}

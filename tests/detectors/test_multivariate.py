@@ -90,6 +90,14 @@ def test_batch_window_too_small_or_one_feature_is_insufficient_data(reference):
     assert all(v["insufficient_data"] for v in single["multivariate"].values())
 
 
+def test_batch_multivariate_can_be_left_out(reference):
+    result = detect(reference, draw(600, -0.8, seed=14), chunk_size=300, categorical=["plan"], multivariate=False)
+    assert len(result["windows"]) == 2 and not any("multivariate" in w for w in result["windows"])
+    bounded = detect(reference, draw(300, -0.8, seed=14), categorical=["plan"],
+                     multivariate=MultivariateThresholds(max_rows=100))
+    assert bounded["windows"][0]["multivariate"]["domain_classifier"]["drift"]
+
+
 def _state(baseline: Baseline, frame: pd.DataFrame, seed: int) -> WindowState:
     events = [{"event_id": uuid.UUID(int=(seed << 64) | i).hex, "ts": T0 + i, "features": record,
                "prediction": 0.5, "latency_ms": {"total": 10.0}, "status": "ok"}
