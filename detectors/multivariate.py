@@ -8,10 +8,11 @@ Two detectors, each a statistic, a threshold and a verdict kept apart:
   reference's correlations is reconstructed as well as the reference was; when the
   relation between features changes, rows leave the components' subspace and the
   window's mean reconstruction error :math:`\\bar e_w` rises. Drift when
-  :math:`\\bar e_w \\notin \\mu_{ref} \\pm k\\,\\sigma_{ref} / \\sqrt{n_w}`: the band is the
+  :math:`\\bar e_w \\notin \\mu_{ref} \\pm k\\,\\sigma_{ref} \\sqrt{1/n_w + 1/n_{ref}}`: the
   spread of the mean error over reference chunks of the window's size (for
-  independent rows, the standard error of a chunk's mean), so it narrows as windows
-  grow. Each feature's contribution is its share of the increase in mean squared
+  independent rows, the standard error of a chunk's mean) widened by the error of
+  the reference's own mean (held-out rows, see `driftline.baseline.reconstruction`),
+  so it narrows as windows grow. Each feature's contribution is its share of the increase in mean squared
   residual over the reference's.
 * **Domain classifier** (classifier two-sample test, Lopez-Paz & Oquab, "Revisiting
   classifier two-sample tests", ICLR 2017): a gradient-boosted tree classifier
@@ -113,7 +114,8 @@ def reconstruction_drift(fit: ReconstructionFit, encoded: np.ndarray,
         raise ValueError("reconstruction_drift needs at least one row")
     residuals = np.square(fit.residuals(encoded))
     value = float(np.sqrt(residuals.sum(axis=1)).mean())
-    spread = thresholds.pca_error_sigmas * fit.error_std / math.sqrt(rows)
+    # The difference of two means: the window's, and the reference's own estimate of it.
+    spread = thresholds.pca_error_sigmas * fit.error_std * math.sqrt(1.0 / rows + 1.0 / max(fit.error_rows, 1))
     lower, upper = fit.error_mean - spread, fit.error_mean + spread
     increase = np.clip(residuals.mean(axis=0) - fit.residual_means, 0.0, None)
     total = float(increase.sum())

@@ -9,9 +9,12 @@ standard deviation. The PCA keeps the fewest components whose cumulative share o
 the standardised variance reaches `variance_share` (at most features - 1, so the
 reconstruction can differ from the row). A row's reconstruction error is the
 Euclidean distance between its encoded vector and its projection back from the
-components; ``error_mean`` / ``error_std`` describe that error over the reference's
-rows and ``residual_means`` the mean squared residual of each feature, against
-which a window's per-feature increase is measured.
+components; ``error_mean`` / ``error_std`` describe that error over reference rows
+and ``residual_means`` the mean squared residual of each feature, against which a
+window's per-feature increase is measured. The components are fitted on one half of
+the reference (a seeded split) and the error statistics taken on the other, so a
+window's rows and the reference's are both scored by a fit that never saw them (on
+too few rows to split, both come from all rows).
 """
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ class ReconstructionFit:
     rows: int  # reference rows the fit saw
     error_mean: float
     error_std: float
+    error_rows: int  # reference rows behind error_mean (the held-out half)
     residual_means: np.ndarray  # per feature: mean squared residual over the reference
 
     def __eq__(self, other: object) -> bool:
@@ -87,7 +91,7 @@ class ReconstructionFit:
         return {"features": list(self.features), "kinds": list(self.kinds), "means": self.means.tolist(),
                 "scales": self.scales.tolist(), "shares": [None if s is None else dict(s) for s in self.shares],
                 "components": self.components.tolist(), "variance_share": self.variance_share, "rows": self.rows,
-                "error_mean": self.error_mean, "error_std": self.error_std,
+                "error_mean": self.error_mean, "error_std": self.error_std, "error_rows": self.error_rows,
                 "residual_means": self.residual_means.tolist()}
 
     @classmethod
@@ -101,6 +105,7 @@ class ReconstructionFit:
                    components=np.asarray(data["components"], dtype=np.float64).reshape(-1, len(features)),
                    variance_share=float(data["variance_share"]), rows=int(data["rows"]),
                    error_mean=float(data["error_mean"]), error_std=float(data["error_std"]),
+                   error_rows=int(data["error_rows"]),
                    residual_means=np.asarray(data["residual_means"], dtype=np.float64))
 
 
@@ -120,6 +125,11 @@ def fit_reconstruction(frame: pd.DataFrame, kinds: Mapping[str, str], *,
     if len(frame) > max_rows:
         take = np.sort(np.random.default_rng(seed).choice(len(frame), size=max_rows, replace=False))
         frame = frame.iloc[take]
+    # The error statistics come from rows the PCA did not see: with near-equal eigenvalues the fit
+    # picks the directions of largest in-sample variance, so in-sample errors run low by O(1/sqrt(rows)),
+    # as much as a large window's whole band.
+    order = np.random.default_rng(seed).permutation(len(frame))
+    held = len(frame) // 2 if len(frame) // 2 >= len(names) + 1 else 0
     raw = np.empty((len(frame), len(names)), dtype=np.float64)
     shares: list[Mapping[str, float] | None] = []
     for j, name in enumerate(names):
@@ -139,7 +149,8 @@ def fit_reconstruction(frame: pd.DataFrame, kinds: Mapping[str, str], *,
     # A constant column keeps its units: any value off the constant is then error.
     scales = np.where(scales > 0, scales, 1.0)
     encoded = (raw - means) / scales
-    _, singular, vt = np.linalg.svd(encoded, full_matrices=False)
+    fitted, checked = (encoded[order[held:]], encoded[order[:held]]) if held else (encoded, encoded)
+    _, singular, vt = np.linalg.svd(fitted, full_matrices=False)
     variance = np.square(singular)
     total = float(variance.sum())
     if total <= 0:
@@ -149,8 +160,9 @@ def fit_reconstruction(frame: pd.DataFrame, kinds: Mapping[str, str], *,
     components = vt[:kept]
     fit = ReconstructionFit(features=tuple(names), kinds=tuple(kinds[n] for n in names), means=means, scales=scales,
                             shares=tuple(shares), components=components, variance_share=float(cumulative[kept - 1]),
-                            rows=len(frame), error_mean=0.0, error_std=0.0, residual_means=np.zeros(len(names)))
-    residuals = fit.residuals(encoded)
+                            rows=len(frame), error_mean=0.0, error_std=0.0, error_rows=len(checked),
+                            residual_means=np.zeros(len(names)))
+    residuals = fit.residuals(checked)
     errors = np.sqrt(np.square(residuals).sum(axis=1))
     return ReconstructionFit(**{**fit.__dict__, "error_mean": float(errors.mean()), "error_std": float(errors.std()),
                                 "residual_means": np.square(residuals).mean(axis=0)})

@@ -161,6 +161,8 @@ def test_the_fit_round_trips_through_the_stored_json(baseline):
     fit = baseline.reconstruction
     assert fit is not None and fit.features == ("income", "spend", "age", "tenure", "plan")
     assert 0.65 <= fit.variance_share < 1.0 and 1 <= fit.components.shape[0] < len(fit.features)
+    # The error statistics come from the half of the reference the components were not fitted on.
+    assert fit.rows == 5000 and fit.error_rows == 2500
     restored = Baseline.from_dict(json.loads(json.dumps(baseline.to_dict(), allow_nan=False)))
     assert restored.reconstruction == fit
     frame = draw(50, 0.8, seed=10)
@@ -184,6 +186,9 @@ def test_the_reconstruction_band_narrows_as_windows_grow(baseline):
     large = reconstruction_drift(fit, fit.encode(draw(2500, 0.8, seed=11)))
     assert large.upper - large.lower < small.upper - small.lower
     assert small.lower < fit.error_mean < small.upper
+    # Windows from the reference distribution stay inside it (in-sample error statistics flagged several).
+    inside = [reconstruction_drift(fit, fit.encode(draw(1000, 0.8, seed=s))).drift for s in range(20, 40)]
+    assert sum(inside) <= 1
 
 
 def test_the_classifier_threshold_is_the_floor_for_large_samples_and_wider_for_small_ones():
