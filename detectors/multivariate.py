@@ -60,6 +60,7 @@ class MultivariateThresholds:
     domain_classifier_z: float = defaults.DOMAIN_CLASSIFIER_Z
     min_rows: int = defaults.MULTIVARIATE_MIN_ROWS
     max_rows: int = defaults.DOMAIN_CLASSIFIER_MAX_ROWS
+    pca_max_rows: int = defaults.PCA_WINDOW_MAX_ROWS
     folds: int = defaults.DOMAIN_CLASSIFIER_FOLDS
     trees: int = defaults.DOMAIN_CLASSIFIER_TREES
     leaves: int = defaults.DOMAIN_CLASSIFIER_LEAVES

@@ -5,8 +5,8 @@ Both run the two detectors of `driftline.detectors.multivariate` on bounded samp
 * streaming: the window state's uniform bottom-k event sample (``state.sample``,
   `defaults.WINDOW_SAMPLE_SIZE` events) against the baseline's PCA fit
   (``baseline.reconstruction``) and its uniform training sample (``baseline.sample``);
-* batch: the whole window for the reconstruction error, at most
-  ``max_rows`` rows of it against as many reference rows for the classifier.
+* batch: the window (at most ``pca_max_rows`` rows of it) for the reconstruction
+  error, at most ``max_rows`` rows of it against as many reference rows for the classifier.
 
 A window with fewer than ``min_rows`` rows, or a baseline without a PCA fit
 (registered before multivariate drift existed; register it again to get one), gives
@@ -121,6 +121,9 @@ def batch_multivariate(reference: BatchReference, frame: pd.DataFrame,
         return _insufficient_json(NO_BATCH_FIT)
     if min(len(frame), reference.sample.shape[0]) < thresholds.min_rows:
         return _insufficient_json(_too_few(len(frame), reference.sample.shape[0], thresholds.min_rows))
+    if len(frame) > thresholds.pca_max_rows:
+        take = np.random.default_rng(0).choice(len(frame), size=thresholds.pca_max_rows, replace=False)
+        frame = frame.iloc[np.sort(take)]
     pca_result, classifier_result = _results(reference.fit, reference.sample, reference.fit.encode(frame), thresholds)
     return {
         PCA_RECONSTRUCTION_ERROR: {"value": pca_result.value, "lower": pca_result.details["lower"],

@@ -524,6 +524,10 @@ PCA_VARIANCE_SHARE = 0.65
 # Reference rows the PCA is fitted on (a seeded uniform sample beyond that): the fit is an
 # SVD of rows x features, a fraction of a second at this size for a few dozen features.
 PCA_FIT_MAX_ROWS = 100_000
+# Rows of a `detect` window scored for reconstruction error (a seeded uniform sample beyond
+# that): the mean of 100 000 rows is exact to a few thousandths of the band, and a
+# million-row window does not pay a category lookup per value.
+PCA_WINDOW_MAX_ROWS = 100_000
 # The window's mean reconstruction error drifts outside mean +/- this many standard errors
 # of the reference's (the spread of reference chunks of the window's size): 3 sigma is
 # NannyML's band, ~0.3 % false alarms per window for a normal mean.

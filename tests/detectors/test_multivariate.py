@@ -94,8 +94,8 @@ def test_batch_multivariate_can_be_left_out(reference):
     result = detect(reference, draw(600, -0.8, seed=14), chunk_size=300, categorical=["plan"], multivariate=False)
     assert len(result["windows"]) == 2 and not any("multivariate" in w for w in result["windows"])
     bounded = detect(reference, draw(300, -0.8, seed=14), categorical=["plan"],
-                     multivariate=MultivariateThresholds(max_rows=100))
-    assert bounded["windows"][0]["multivariate"]["domain_classifier"]["drift"]
+                     multivariate=MultivariateThresholds(max_rows=100, pca_max_rows=100))
+    assert all(v["drift"] for v in bounded["windows"][0]["multivariate"].values())
 
 
 def _state(baseline: Baseline, frame: pd.DataFrame, seed: int) -> WindowState:
