@@ -32,6 +32,9 @@ __all__ = ["NULL_CATEGORY", "ReconstructionFit", "fit_reconstruction"]
 
 # The key a null categorical value is counted under (not a string any value maps to).
 NULL_CATEGORY = "\x00null"
+# Standardised values are clipped here: a million standard deviations is drift whatever it
+# was, and squares of 1e300 would overflow the error to infinity.
+_MAX_STANDARDISED = 1e6
 
 
 def _keys(values: pd.Series) -> list[str]:
@@ -77,7 +80,7 @@ class ReconstructionFit:
                 values = np.array([shares.get(key, 0.0) for key in _keys(column)], dtype=np.float64)
             values = np.where(np.isnan(values), self.means[j], values)
             out[:, j] = (values - self.means[j]) / self.scales[j]
-        return out
+        return np.clip(out, -_MAX_STANDARDISED, _MAX_STANDARDISED)
 
     def residuals(self, encoded: np.ndarray) -> np.ndarray:
         """Rows x features: each encoded value minus its reconstruction from the components."""
@@ -143,12 +146,14 @@ def fit_reconstruction(frame: pd.DataFrame, kinds: Mapping[str, str], *,
             share = {str(k): float(v) for k, v in counts.items()}
             raw[:, j] = keys.map(share).fillna(0.0).to_numpy(dtype=np.float64)
             shares.append(share)
-    means = np.nanmean(np.where(np.isnan(raw).all(axis=0), 0.0, raw), axis=0)
-    raw = np.where(np.isnan(raw), means, raw)
-    scales = raw.std(axis=0)
-    # A constant column keeps its units: any value off the constant is then error.
-    scales = np.where(scales > 0, scales, 1.0)
-    encoded = (raw - means) / scales
+    with np.errstate(over="ignore", invalid="ignore"):
+        means = np.nanmean(np.where(np.isnan(raw).all(axis=0), 0.0, raw), axis=0)
+        means = np.where(np.isfinite(means), means, 0.0)
+        raw = np.where(np.isnan(raw), means, raw)
+        scales = raw.std(axis=0)
+    # A constant column (or one whose spread overflows) keeps its units: any value off the constant is error.
+    scales = np.where(np.isfinite(scales) & (scales > 0), scales, 1.0)
+    encoded = np.clip(np.nan_to_num((raw - means) / scales), -_MAX_STANDARDISED, _MAX_STANDARDISED)
     fitted, checked = (encoded[order[held:]], encoded[order[:held]]) if held else (encoded, encoded)
     _, singular, vt = np.linalg.svd(fitted, full_matrices=False)
     variance = np.square(singular)

@@ -218,6 +218,15 @@ def test_the_classifier_is_deterministic_and_bounds_its_samples():
     assert first.top_features[0]["name"] == "c"
 
 
+def test_hostile_magnitudes_neither_crash_the_fit_nor_overflow_the_error(reference):
+    hostile = reference[["income", "spend", "age"]].copy()
+    hostile.loc[:10, "age"] = 1e308
+    fit = fit_reconstruction(hostile, {"income": "numeric", "spend": "numeric", "age": "numeric"})
+    assert fit is not None and np.isfinite(fit.components).all() and np.isfinite(fit.error_mean)
+    verdict = reconstruction_drift(fit, fit.encode(hostile.iloc[:100].assign(income=-1e308)))
+    assert np.isfinite(verdict.value) and verdict.drift
+
+
 def test_fit_needs_two_features_and_rejects_a_bad_share(reference):
     assert fit_reconstruction(reference[["income"]], {"income": "numeric"}) is None
     with pytest.raises(ValueError):
