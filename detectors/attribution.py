@@ -17,6 +17,7 @@ from driftline.vocabulary import (
     EXPLAINED_BY_KEY,
     MISSING_FEATURE_SHARE,
     MISSING_RATE,
+    MULTIVARIATE_DRIFT,
     OUT_OF_RANGE_SHARE,
     PREDICTION_DRIFT,
     SKEW,
@@ -45,7 +46,8 @@ def explain_drift_by_skew(results: list[WindowResult], parity: ParityCheck,
     ``details["explained_by"] = "skew"`` (the feature is still alerted, as skew),
     and it leaves the dataset-level share (numerator and denominator: its drift
     could not be judged). ``prediction_drift`` is explained the same way when any
-    feature has parity skew, since the model was fed the skewed values.
+    feature has parity skew, since the model was fed the skewed values, and so is
+    ``multivariate_drift``, whose sample holds the skewed values among the others.
     """
     if not parity.skewed:
         return results
@@ -53,7 +55,7 @@ def explain_drift_by_skew(results: list[WindowResult], parity: ParityCheck,
     for result in results:
         if result.detector == DATA_DRIFT and result.feature in parity.skewed:
             _explained(result)
-        elif result.detector == PREDICTION_DRIFT:
+        elif result.detector in (PREDICTION_DRIFT, MULTIVARIATE_DRIFT):
             _explained(result, skewed_features=skewed)
     for result in results:
         if result.detector != DATASET_DRIFT:

@@ -7,7 +7,10 @@ decision rule of `driftline.detectors.decision`.
 
 The reference is profiled once (`ReferenceProfile`: sorted values, standard
 deviation, decile bins, category counts), so each window costs one sort per
-numeric feature plus linear work.
+numeric feature plus linear work. Multivariate drift (`driftline.detectors.multivariate_drift`)
+fits its PCA and encodes its bounded reference sample once too; per window it adds
+one projection of the window's rows and a cross-validated classifier on at most
+`defaults.DOMAIN_CLASSIFIER_MAX_ROWS` rows per side.
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from driftline.detectors import stats
+from driftline.detectors.multivariate import MultivariateThresholds
+from driftline.detectors.multivariate_drift import BatchReference, batch_multivariate
 from driftline.detectors.decision import (
     DriftThresholds,
     annotate_tests,
@@ -339,8 +344,10 @@ def _feature_result(name: str, kind: str, tests: dict[str, dict[str, Any]], miss
 
 
 def detect_window(profile: ReferenceProfile, window: Window, prediction: str | None,
-                  thresholds: DriftThresholds, workers: int = 1) -> dict[str, Any]:
-    """One window's result: every feature's tests and verdict, prediction drift, dataset drift.
+                  thresholds: DriftThresholds, workers: int = 1, multivariate: BatchReference | None = None,
+                  multivariate_thresholds: MultivariateThresholds | None = None) -> dict[str, Any]:
+    """One window's result: every feature's tests and verdict, prediction drift, dataset drift,
+    and, given the `multivariate` reference, multivariate drift.
 
     p-values are corrected by Benjamini-Hochberg across the window's features,
     in two families: the distribution tests (KS/chi-square) and the missing-rate
@@ -372,7 +379,7 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
                              "drift": result["drift"], "reason": result["reason"], "tests": result["tests"],
                              "missing": result["missing"]}
 
-    return {
+    result = {
         "index": window.index,
         "rows": int(len(window.frame)),
         "start": window.start,
@@ -382,6 +389,9 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
         "drifted_features": drifted,
         DATASET_DRIFT: decide_dataset(len(drifted), len(features), thresholds),
     }
+    if multivariate is not None:
+        result["multivariate"] = batch_multivariate(multivariate, window.frame, multivariate_thresholds)
+    return result
 
 
 def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | None = None,
@@ -389,7 +399,7 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
            prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
            on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None,
            label: str | None = None, performance_thresholds: WindowThresholds | None = None,
-           segment_by: str | None = None) -> dict[str, Any]:
+           segment_by: str | None = None, multivariate: MultivariateThresholds | bool = True) -> dict[str, Any]:
     """Compare `current` (whole, or in windows) with `reference`; the `driftline detect` JSON as a dict.
 
     `on_window(done, total, rows)` is called after each window (for progress).
@@ -400,7 +410,9 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     judged by `performance_thresholds`. `segment_by` adds each window's ``segments``
     (`driftline.detectors.segments`); ``thresholds.threshold_source ==
     "reference"`` derives effect-size thresholds from the reference
-    (`driftline.detectors.reference_thresholds`).
+    (`driftline.detectors.reference_thresholds`). `multivariate`: the multivariate detectors' alarm
+    levels and sample bounds (True: `driftline.defaults`; False: no ``multivariate``
+    object, for callers that need only the per-feature verdicts and not its cost).
     Raises `UserError` for anything wrong with the inputs (empty frames,
     unknown or missing columns, type mismatches, bad chunking options).
     """
@@ -431,11 +443,14 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     if thresholds.threshold_source == REFERENCE_SOURCE:
         derived = ReferenceThresholds(reference, list(kinds), lambda name, values: _feature_tests(
             profile.columns[name], values, kinds[name])[0])
+    levels = multivariate if isinstance(multivariate, MultivariateThresholds) else MultivariateThresholds()
+    features = {name: kind for name, kind in kinds.items() if name != prediction}
+    multivariate_reference = BatchReference.build(reference, features, levels) if multivariate else None
     results = []
     for done, window in enumerate(windows, start=1):
         own, source, note = (thresholds, FIXED_SOURCE, None) if derived is None else \
             derived.for_window(thresholds, len(window.frame))
-        result = detect_window(profile, window, prediction, own, workers)
+        result = detect_window(profile, window, prediction, own, workers, multivariate_reference, levels)
         _label_threshold_source(result, source, note)
         if segments is not None:
             segment_performance = None if performance is None else (

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from pydantic import create_model
 
 from driftline.detectors.decision import DriftThresholds
+from driftline.detectors.multivariate import MultivariateThresholds
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.sections import Section, given, parse_section
@@ -54,6 +55,7 @@ class WindowThresholds:
     """Every alarm level of `evaluate_window` besides the latency SLO (defaults: `driftline.defaults`)."""
 
     drift: DriftThresholds = field(default_factory=DriftThresholds)
+    multivariate: MultivariateThresholds = field(default_factory=MultivariateThresholds)
     data_quality_min_rows: int = defaults.DATA_QUALITY_MIN_ROWS
     missing_rate_increase: float = defaults.MISSING_RATE_INCREASE
     out_of_range_share: float = defaults.OUT_OF_RANGE_SHARE
@@ -93,15 +95,18 @@ class WindowThresholds:
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "WindowThresholds":
-        """From a config dict: ``drift`` (a `DriftThresholds` section), the other fields at
-        the top level or in ``data_quality`` / ``skew`` / ``model_quality`` sections, and
-        ``models.NAME`` overrides for `model`."""
+        """From a config dict: ``drift`` (a `DriftThresholds` section), ``multivariate_drift``
+        (`MultivariateThresholds`' fields), the other fields at the top level or in
+        ``data_quality`` / ``skew`` / ``model_quality`` sections, and ``models.NAME``
+        overrides for `model`."""
         section = parse_section(_WindowSection, mapping, "[window thresholds]")
         drift = DriftThresholds.from_mapping(section.drift, model)
+        multivariate = MultivariateThresholds(**(given(section.multivariate_drift)
+                                                 if section.multivariate_drift is not None else {}))
         values = _flatten(section)
         if model is not None and model in section.models:
             values.update(_flatten(section.models[model]))
-        return cls(**values, drift=drift)
+        return cls(**values, drift=drift, multivariate=multivariate)
 
 
 # Field types of the dataclasses above, as the sections accept them (every key optional).
@@ -110,12 +115,14 @@ _TYPES = {"int": int | None, "float": float | None, "str": str | None, "float | 
 
 def _values(cls: type, name: str) -> type[Section]:
     """A section holding any of `cls`'s fields (but a nested ``drift``), each optional."""
-    fields = {f.name: (_TYPES[f.type], None) for f in dataclasses.fields(cls) if f.name != "drift"}
+    fields = {f.name: (_TYPES[f.type], None) for f in dataclasses.fields(cls)
+              if f.name not in ("drift", "multivariate")}
     return create_model(name, __base__=Section, **fields)
 
 
 _LatencyValues = _values(LatencySLO, "LatencyValues")
 _WindowValues = _values(WindowThresholds, "WindowValues")
+_MultivariateSection = _values(MultivariateThresholds, "MultivariateSection")
 
 
 class _LatencySection(_LatencyValues):
@@ -133,6 +140,7 @@ class _WindowModelSection(_WindowValues):
 
 class _WindowSection(_WindowModelSection):
     drift: Any = None  # read by DriftThresholds.from_mapping
+    multivariate_drift: _MultivariateSection | None = None  # type: ignore[valid-type]
     models: dict[str, _WindowModelSection] = {}
 
 

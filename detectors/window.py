@@ -33,6 +33,11 @@ threshold, breached, details) for these families:
   and F1 estimated from the window's scores and the training calibration before
   labels arrive (CBPE, `estimated_quality`), each with a band; realized and the gap
   beside it once labels join.
+* ``multivariate_drift``: the joint distribution of the features, from the window's
+  event sample against the baseline's PCA fit and training sample: mean PCA
+  reconstruction error (metric ``pca_reconstruction_error``) and a domain
+  classifier's cross-validated AUC (``domain_classifier_auc``), `multivariate_drift`;
+  explained by skew, like prediction drift, while any feature has parity skew.
 
 Sample-size awareness: a result with too little data behind it has
 ``breached=False`` and ``details["insufficient_data"] = True``. Every threshold
@@ -48,6 +53,7 @@ from driftline.detectors.decision import DriftThresholds
 from driftline.detectors.drift import data_drift, prediction_drift
 from driftline.detectors.estimated_quality import estimated_quality
 from driftline.detectors.latency import latency
+from driftline.detectors.multivariate_drift import multivariate_drift
 from driftline.detectors.quality import model_quality
 from driftline.detectors.results import WindowResult
 from driftline.detectors.skew import ParityCheck, skew_with_parity
@@ -60,6 +66,7 @@ from driftline.vocabulary import (
     ESTIMATED_QUALITY,
     LATENCY,
     MODEL_QUALITY,
+    MULTIVARIATE_DRIFT,
     PREDICTION_DRIFT,
     SKEW,
 )
@@ -69,7 +76,8 @@ from driftline.window_state import WindowState
 __all__ = ["FAMILIES", "LatencySLO", "WindowResult", "WindowThresholds", "evaluate_window"]
 
 # The families evaluate_window can run; data_drift's run also gives the dataset_drift result.
-FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY, ESTIMATED_QUALITY)
+FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY, ESTIMATED_QUALITY,
+            MULTIVARIATE_DRIFT)
 
 
 def evaluate_window(baseline: Baseline | None, state: WindowState, *,
@@ -107,6 +115,8 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
             drift_results += data_drift(baseline, state, thresholds.drift)
         if PREDICTION_DRIFT in families:
             drift_results += prediction_drift(baseline, state, thresholds.drift)
+        if MULTIVARIATE_DRIFT in families:
+            drift_results += multivariate_drift(baseline, state, thresholds.multivariate)
         results += explain_drift_by_skew(drift_results, parity, thresholds.drift)
         if DATA_QUALITY in families:
             results += explain_quality_by_skew(data_quality(baseline, state, thresholds), baseline, parity)

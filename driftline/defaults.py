@@ -290,7 +290,10 @@ ALERT_REPEAT_INTERVAL_SECONDS = 4 * 3600
 # (half the features moved at once) and skew (a serving bug, not the world) are
 # errors that page; a p99 latency SLO breach is critical and users feel it now, so
 # two windows suffice. Model quality is computed on sparse labels over long
-# stretches, so one breaching evaluation is already an aggregate: K = 1.
+# stretches, so one breaching evaluation is already an aggregate: K = 1. Multivariate
+# drift (a joint change no single feature shows) is worth a look, not a page. Estimated
+# quality moves slowly with the score mix and needs no labels, so it is judged window by
+# window like drift; a warning, as the drop is predicted, not measured.
 ALERT_DETECTOR_DEFAULTS = {
     "data_drift": {"severity": "warning"},
     "dataset_drift": {"severity": "error", "for_windows": 2},
@@ -299,9 +302,8 @@ ALERT_DETECTOR_DEFAULTS = {
     "skew": {"severity": "error", "for_windows": 2},
     "latency": {"severity": "critical", "for_windows": 2},
     "model_quality": {"severity": "error", "for_windows": 1},
-    # An estimate moves slowly with the score mix and needs no labels, so it is judged
-    # window by window like drift; a warning, as the drop is predicted, not measured.
     "estimated_quality": {"severity": "warning", "for_windows": 2},
+    "multivariate_drift": {"severity": "warning"},
 }
 # Lowest severity each channel receives: chat and webhooks see everything,
 # PagerDuty only pages for errors and worse (one page per real problem).
@@ -611,3 +613,41 @@ ROLLOUT_AUTO_ROLLBACK = True
 ROLLOUT_DECISION_THRESHOLD = 0.5
 # ... and how many of the largest score differences a report lists, with their request ids.
 ROLLOUT_TOP_DIFFERENCES = 10
+
+# --- Multivariate drift (detectors/multivariate.py, driftline/baseline/reconstruction.py) --
+# PCA keeps the fewest components that explain this share of the reference's standardised
+# variance (NannyML's data-reconstruction default): enough to learn the features' joint
+# structure, few enough that a broken correlation shows as reconstruction error.
+PCA_VARIANCE_SHARE = 0.65
+# Reference rows the PCA is fitted on (a seeded uniform sample beyond that): the fit is an
+# SVD of rows x features, a fraction of a second at this size for a few dozen features.
+PCA_FIT_MAX_ROWS = 100_000
+# Rows of a `detect` window scored for reconstruction error (a seeded uniform sample beyond
+# that): the mean of 100 000 rows is exact to a few thousandths of the band, and a
+# million-row window does not pay a category lookup per value.
+PCA_WINDOW_MAX_ROWS = 100_000
+# The window's mean reconstruction error drifts outside mean +/- this many standard errors
+# of the reference's (the spread of reference chunks of the window's size): 3 sigma is
+# NannyML's band, ~0.3 % false alarms per window for a normal mean.
+PCA_ERROR_SIGMAS = 3.0
+# The domain classifier drifts when its cross-validated AUC exceeds the larger of this floor
+# (a separation too small to act on even when significant) ...
+DOMAIN_CLASSIFIER_AUC = 0.55
+# ... and 0.5 + this many standard deviations of the AUC of two same-distribution samples of
+# the sizes compared (Mann-Whitney's null variance, (n1 + n2 + 1) / (12 n1 n2)): small
+# windows get a wider band, so the false-alarm rate does not depend on the window's size.
+DOMAIN_CLASSIFIER_Z = 3.0
+# Rows per side the classifier sees (seeded uniform samples beyond that): its cost per
+# window is bounded whatever the window's size (0.6 s of CPU for five features at this cap).
+DOMAIN_CLASSIFIER_MAX_ROWS = 1_000
+# Cross-validation folds: each row is scored by a model that never saw it.
+DOMAIN_CLASSIFIER_FOLDS = 5
+# Boosting iterations and leaves per tree (scikit-learn's HistGradientBoostingClassifier):
+# depth enough for two-feature interactions (a correlation change), few enough to stay fast.
+DOMAIN_CLASSIFIER_TREES = 50
+DOMAIN_CLASSIFIER_LEAVES = 15
+# Rows a window needs on each side before either detector judges it (fewer: insufficient
+# data); 50 rows resolve a reconstruction-error shift of ~0.4 reference standard deviations.
+MULTIVARIATE_MIN_ROWS = 50
+# Features listed as the largest contributors of a multivariate verdict.
+MULTIVARIATE_TOP_FEATURES = 5

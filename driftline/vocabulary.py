@@ -24,8 +24,10 @@ LATENCY = "latency"
 MODEL_QUALITY = "model_quality"
 # A binary classifier's quality estimated from its scores before labels arrive (CBPE).
 ESTIMATED_QUALITY = "estimated_quality"
-DETECTORS = (DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY,
-             ESTIMATED_QUALITY)
+# How the features move together: PCA reconstruction error and a domain classifier.
+MULTIVARIATE_DRIFT = "multivariate_drift"
+DETECTORS = (DATA_DRIFT, DATASET_DRIFT, MULTIVARIATE_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY,
+             MODEL_QUALITY, ESTIMATED_QUALITY)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Family:
 FAMILIES = {
     DATA_DRIFT: Family("Feature drift", "data drift"),
     DATASET_DRIFT: Family("Dataset drift", "dataset drift"),
+    MULTIVARIATE_DRIFT: Family("Multivariate drift", "multivariate drift"),
     PREDICTION_DRIFT: Family("Prediction drift", "prediction drift"),
     DATA_QUALITY: Family("Data quality", "data quality"),
     SKEW: Family("Training-serving skew", "training-serving skew"),
@@ -113,6 +116,11 @@ QUALITY_METRICS = QUALITY_SCORES | QUALITY_ERRORS
 # What estimated_quality estimates, in the order `detect`'s JSON lists them.
 ESTIMATED_METRICS = (ROC_AUC, ACCURACY, PRECISION, RECALL, F1)
 
+# multivariate_drift: the window's mean PCA reconstruction error, and a domain classifier's AUC.
+PCA_RECONSTRUCTION_ERROR = "pca_reconstruction_error"
+DOMAIN_CLASSIFIER_AUC = "domain_classifier_auc"
+MULTIVARIATE_METRICS = (PCA_RECONSTRUCTION_ERROR, DOMAIN_CLASSIFIER_AUC)
+
 METRICS: Mapping[str, tuple[str, ...]] = {
     DATA_DRIFT: (PSI,),
     DATASET_DRIFT: (DRIFTED_SHARE,),
@@ -122,6 +130,7 @@ METRICS: Mapping[str, tuple[str, ...]] = {
     LATENCY: LATENCY_METRICS,
     MODEL_QUALITY: (ACCURACY, PRECISION, RECALL, F1, ROC_AUC, LOG_LOSS, MAE, RMSE, BIAS, MACRO_F1),
     ESTIMATED_QUALITY: ESTIMATED_METRICS,
+    MULTIVARIATE_DRIFT: MULTIVARIATE_METRICS,
 }
 
 # What model quality is compared with (the ``quality_reference`` setting, ``compared_with`` in details).
@@ -373,6 +382,30 @@ class EstimatedQualityDetails(Details):
     concept_drift: bool | None = None
 
 
+@dataclass(frozen=True)
+class MultivariateDetails(_Attributable):
+    """multivariate_drift: the rows compared and the features that contribute most.
+
+    pca_reconstruction_error: the band ``lower``..``upper`` (``threshold`` is ``upper``) around
+    ``reference_mean``, the kept ``components`` and their ``variance_share``; ``top_features``
+    as ``{"name", "share"}`` (share of the error increase). domain_classifier_auc: ``folds``,
+    ``auc_std`` across them; ``top_features`` as ``{"name", "importance"}`` (AUC lost when the
+    feature is permuted).
+    """
+
+    rows: int | None = None
+    reference_rows: int | None = None
+    lower: float | None = None
+    upper: float | None = None
+    reference_mean: float | None = None
+    components: int | None = None
+    variance_share: float | None = None
+    folds: int | None = None
+    auc_std: float | None = None
+    top_features: list[Mapping[str, Any]] | None = None
+    skewed_features: list[str] | None = None
+
+
 DETAILS: Mapping[str, type[Details]] = {
     DATA_DRIFT: DriftDetails,
     PREDICTION_DRIFT: DriftDetails,
@@ -382,6 +415,7 @@ DETAILS: Mapping[str, type[Details]] = {
     LATENCY: LatencyDetails,
     MODEL_QUALITY: QualityDetails,
     ESTIMATED_QUALITY: EstimatedQualityDetails,
+    MULTIVARIATE_DRIFT: MultivariateDetails,
 }
 
 

@@ -210,7 +210,7 @@ def _finite(value: Any) -> float | None:
 @dataclass
 class EvaluationConfig:
     """Thresholds from the --config TOML: [drift], [data_quality], [skew], [model_quality], [estimated_quality],
-    [latency]."""
+    [multivariate_drift], [latency]."""
 
     window_seconds: int
     sections: dict[str, dict[str, Any]]
@@ -218,7 +218,7 @@ class EvaluationConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluationConfig:
         names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
-                 vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY)
+                 vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY, vocabulary.MULTIVARIATE_DRIFT)
         config = cls(settings.window_seconds, {name: settings.section(name) for name in names})
         config.thresholds_for(None)  # a bad key fails at start-up, not at the first window
         config.slo_for(None)
@@ -235,6 +235,8 @@ class EvaluationConfig:
                 for model_name, overrides in (section.pop("models", {}) or {}).items():
                     mapping["models"].setdefault(model_name, {})[name] = dict(overrides)
             mapping[name] = section
+        # one table for every model: the multivariate alarm levels are statistical, not per model
+        mapping[vocabulary.MULTIVARIATE_DRIFT] = dict(self.sections.get(vocabulary.MULTIVARIATE_DRIFT, {}))
         return WindowThresholds.from_mapping(mapping, model=model)
 
     def slo_for(self, model: str | None) -> LatencySLO:

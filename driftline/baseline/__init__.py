@@ -40,7 +40,11 @@ against their labels, from which detectors compute the training metrics that
 production quality is compared with.
 
 A bounded uniform sample of training rows (features, prediction, label) is kept
-for drill-down, reports and skew checks.
+for drill-down, reports, skew checks and the multivariate domain classifier.
+
+`Baseline.reconstruction` is the PCA fit of the training features
+(`driftline.baseline.reconstruction`) that multivariate drift measures each window's
+reconstruction error against; baselines registered before it existed have none.
 """
 from __future__ import annotations
 
@@ -48,10 +52,11 @@ from driftline.baseline.labels import BINARY, MULTICLASS, REGRESSION, LabelSumma
 from driftline.baseline.predictions import CLASS, PROBABILITY, SCORE, prediction_values
 from driftline.baseline.profiles import (CATEGORICAL, NUMERIC, CategoricalProfile, NumericProfile, Profile,
                                          count_categories, profile_from_dict)
+from driftline.baseline.reconstruction import ReconstructionFit, fit_reconstruction
 from driftline.baseline.summary import BASELINE_FORMAT, Baseline, compute_baseline
 from driftline.baseline.values import category_key, is_null, json_type, stored_sum
 
 __all__ = ["BASELINE_FORMAT", "BINARY", "CATEGORICAL", "CLASS", "MULTICLASS", "NUMERIC", "PROBABILITY", "REGRESSION",
-           "SCORE", "Baseline", "CategoricalProfile", "LabelSummary", "NumericProfile", "Profile", "category_key",
-           "compute_baseline", "count_categories", "is_null", "json_type", "prediction_values", "profile_from_dict",
-           "stored_sum"]
+           "SCORE", "Baseline", "CategoricalProfile", "LabelSummary", "NumericProfile", "Profile", "ReconstructionFit",
+           "category_key", "compute_baseline", "count_categories", "fit_reconstruction", "is_null", "json_type",
+           "prediction_values", "profile_from_dict", "stored_sum"]

@@ -13,6 +13,7 @@ from driftline import defaults
 from driftline.baseline.labels import LabelSummary
 from driftline.baseline.predictions import CLASS, prediction_values
 from driftline.baseline.profiles import CategoricalProfile, NumericProfile, Profile, profile_from_dict
+from driftline.baseline.reconstruction import ReconstructionFit, fit_reconstruction
 from driftline.errors import UserError
 
 # the layout version of `Baseline.to_dict()`
@@ -31,6 +32,8 @@ class Baseline:
     sample: list[dict[str, Any]] = field(default_factory=list)
     fine_bins: int = defaults.BASELINE_FINE_BINS
     fingerprint: str = ""
+    # The PCA multivariate drift measures against; None for baselines registered before it existed.
+    reconstruction: ReconstructionFit | None = None
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
@@ -76,7 +79,8 @@ class Baseline:
                 "prediction": None if self.prediction is None else self.prediction.to_dict(),
                 "prediction_source": self.prediction_source,
                 "quality": None if self.quality is None else self.quality.to_dict(),
-                "sample": self.sample}
+                "sample": self.sample,
+                "reconstruction": None if self.reconstruction is None else self.reconstruction.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Baseline":
@@ -89,7 +93,9 @@ class Baseline:
                    prediction_source=data.get("prediction_source"),
                    quality=None if data.get("quality") is None else LabelSummary.from_dict(data["quality"]),
                    sample=list(data.get("sample") or []), fine_bins=int(data.get("fine_bins", defaults.BASELINE_FINE_BINS)),
-                   fingerprint=str(data.get("fingerprint") or ""))
+                   fingerprint=str(data.get("fingerprint") or ""),
+                   reconstruction=None if data.get("reconstruction") is None
+                   else ReconstructionFit.from_dict(data["reconstruction"]))
 
 
 def _is_categorical_column(column: pd.Series) -> bool:
@@ -173,5 +179,7 @@ def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
         if label_list is not None:
             row["label"] = _json_value(label_list[position])
         sample.append(row)
+    reconstruction = fit_reconstruction(features.set_axis(names, axis=1),
+                                        {name: profile.kind for name, profile in profiles.items()}, seed=seed)
     return Baseline(rows=len(features), profiles=profiles, prediction=prediction, prediction_source=source,
-                    quality=quality, sample=sample, fine_bins=fine_bins)
+                    quality=quality, sample=sample, fine_bins=fine_bins, reconstruction=reconstruction)

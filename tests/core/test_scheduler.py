@@ -15,6 +15,7 @@ from driftline.store.models import (Alert, BaselineRecord, DetectorResult, Model
 from driftline.window_state import EventBatch, WindowState
 from driftline.scheduler.evaluation import due_windows
 from driftline.scheduler.jobs import SchedulerJobs
+from driftline.vocabulary import MULTIVARIATE_DRIFT, MULTIVARIATE_METRICS
 
 WINDOW_MS = 10_000
 T0 = 1_796_040_000_000  # a window boundary
@@ -89,6 +90,10 @@ def test_closed_windows_are_evaluated_once_and_partitions_merged(seeded):
         latency = s.scalars(select(DetectorResult).where(DetectorResult.detector == "latency",
                                                          DetectorResult.metric == "p99_ms")).all()
         assert len(latency) == 4 and all(5 <= r.value <= 20.5 for r in latency)
+        # Multivariate drift flows like the other families: both metrics stored for every window.
+        multivariate = {((r.window_start_ms - T0) // WINDOW_MS, r.metric): r.breached for r in s.scalars(
+            select(DetectorResult).where(DetectorResult.detector == MULTIVARIATE_DRIFT))}
+        assert multivariate == {(w, m): w == 3 for w in range(4) for m in MULTIVARIATE_METRICS}
 
 
 def test_late_data_triggers_re_evaluation_that_replaces_results(seeded):

@@ -23,6 +23,7 @@ from driftline.vocabulary import (
     ESTIMATED_QUALITY,
     LATENCY,
     MODEL_QUALITY,
+    MULTIVARIATE_DRIFT,
     PREDICTION_DRIFT,
     SKEW,
 )
@@ -114,7 +115,7 @@ def test_every_family_reports(baseline):
     results = evaluate_window(baseline, window(baseline, 99), transform=transform)
     families = {r.detector for r in results}
     assert families == {DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY,
-                        ESTIMATED_QUALITY}
+                        ESTIMATED_QUALITY, MULTIVARIATE_DRIFT}
     assert all(isinstance(r, WindowResult) for r in results)
     json.dumps([r.to_dict() for r in results], allow_nan=False)  # storable as JSON
     drift = next(r for r in results if r.detector == DATA_DRIFT and r.feature == "income")
@@ -274,6 +275,9 @@ def test_a_serving_bug_is_skew_not_drift(baseline):
     assert distribution.value >= distribution.threshold and not distribution.breached
     assert results[(PREDICTION_DRIFT, "prediction", "psi")].details["explained_by"] == SKEW
     assert results[(MODEL_QUALITY, None, "accuracy")].details["skewed_features"] == ["debt_ratio"]
+    # The sample's joint distribution holds the bug too: multivariate drift is skew's as well.
+    multivariate = results[(MULTIVARIATE_DRIFT, None, "pca_reconstruction_error")]
+    assert multivariate.details["explained_by"] == SKEW and multivariate.details["breached_without_skew"]
     assert breached(results.values()) == {(SKEW, "debt_ratio", "parity_mismatch_rate")}
     # The same window without a transform: nothing can tell skew from drift, so drift it is.
     plain = by_key(evaluate_window(baseline, state))

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
+from driftline import vocabulary
 from driftline.baseline import Baseline, compute_baseline
 from driftline.store.db import session_scope
 from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
@@ -272,7 +273,10 @@ def _evaluate_with_detectors(session, summary: SeedSummary, window_seconds: int)
     """Every window through the scheduler's evaluation job, as `driftline scheduler` would."""
     from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, evaluate
 
-    cache, config = BaselineCache(), EvaluationConfig(window_seconds, {})
+    # A small, quick domain classifier: hundreds of windows are evaluated here, and the pages
+    # only need the family's results to exist, not the defaults' power.
+    quick = {vocabulary.MULTIVARIATE_DRIFT: {"folds": 2, "trees": 10, "max_rows": 200}}
+    cache, config = BaselineCache(), EvaluationConfig(window_seconds, quick)
     for (model, version), starts in summary.windows.items():
         for start in starts:
             evaluate(session, WindowKey(model, version, start, start + window_seconds * 1000), cache, config)

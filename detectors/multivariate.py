@@ -1,0 +1,196 @@
+"""Multivariate drift: a change in the features' joint distribution that per-feature tests cannot see.
+
+Two detectors, each a statistic, a threshold and a verdict kept apart:
+
+* **PCA reconstruction error** (NannyML's "data reconstruction with PCA"): the
+  reference's encoded features are fitted with a PCA keeping a share of their
+  variance (`driftline.baseline.reconstruction`). A window whose features keep the
+  reference's correlations is reconstructed as well as the reference was; when the
+  relation between features changes, rows leave the components' subspace and the
+  window's mean reconstruction error :math:`\\bar e_w` rises. Drift when
+  :math:`\\bar e_w \\notin \\mu_{ref} \\pm k\\,\\sigma_{ref} \\sqrt{1/n_w + 1/n_{ref}}`: the
+  spread of the mean error over reference chunks of the window's size (for
+  independent rows, the standard error of a chunk's mean) widened by the error of
+  the reference's own mean (held-out rows, see `driftline.baseline.reconstruction`),
+  so it narrows as windows grow. Each feature's contribution is its share of the increase in mean squared
+  residual over the reference's.
+* **Domain classifier** (classifier two-sample test, Lopez-Paz & Oquab, "Revisiting
+  classifier two-sample tests", ICLR 2017): a gradient-boosted tree classifier
+  (scikit-learn's ``HistGradientBoostingClassifier``) learns to tell bounded samples of
+  the reference from the window; its cross-validated ROC AUC is 0.5 when they
+  cannot be told apart. Drift when the AUC exceeds
+  :math:`\\max(a_{min},\\; 0.5 + z \\sqrt{(n_1 + n_2 + 1) / (12 n_1 n_2)})`, the AUC's
+  standard deviation under no difference being Mann-Whitney's. Each feature's
+  importance is the AUC lost, on held-out folds, when its column is permuted.
+
+>>> import numpy as np, pandas as pd
+>>> from driftline.baseline import fit_reconstruction
+>>> rng = np.random.default_rng(0)
+>>> x = rng.normal(size=2000); ref = pd.DataFrame({"a": x, "b": x + 0.3 * rng.normal(size=2000)})
+>>> fit = fit_reconstruction(ref, {"a": "numeric", "b": "numeric"})
+>>> x = rng.normal(size=300); cur = pd.DataFrame({"a": x, "b": -x + 0.3 * rng.normal(size=300)})
+>>> reconstruction_drift(fit, fit.encode(cur)).drift
+True
+
+Nothing here does I/O.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from scipy.stats import rankdata
+
+from driftline import defaults
+from driftline.baseline import ReconstructionFit
+from driftline.errors import UserError
+
+__all__ = ["ClassifierVerdict", "MultivariateThresholds", "ReconstructionVerdict", "auc", "classifier_threshold",
+           "domain_classifier", "reconstruction_drift"]
+
+
+@dataclass(frozen=True)
+class MultivariateThresholds:
+    """The alarm levels and sample bounds of both detectors (defaults: `driftline.defaults`)."""
+
+    pca_error_sigmas: float = defaults.PCA_ERROR_SIGMAS
+    domain_classifier_auc: float = defaults.DOMAIN_CLASSIFIER_AUC
+    domain_classifier_z: float = defaults.DOMAIN_CLASSIFIER_Z
+    min_rows: int = defaults.MULTIVARIATE_MIN_ROWS
+    max_rows: int = defaults.DOMAIN_CLASSIFIER_MAX_ROWS
+    pca_max_rows: int = defaults.PCA_WINDOW_MAX_ROWS
+    folds: int = defaults.DOMAIN_CLASSIFIER_FOLDS
+    trees: int = defaults.DOMAIN_CLASSIFIER_TREES
+    leaves: int = defaults.DOMAIN_CLASSIFIER_LEAVES
+    top_features: int = defaults.MULTIVARIATE_TOP_FEATURES
+
+    def __post_init__(self) -> None:
+        if self.folds < 2:
+            raise UserError(f"[multivariate_drift] folds must be at least 2, got {self.folds}")
+        if self.min_rows < self.folds:
+            raise UserError(f"[multivariate_drift] min_rows ({self.min_rows}) must be at least folds ({self.folds})")
+
+
+@dataclass(frozen=True)
+class ReconstructionVerdict:
+    """The window's mean reconstruction error against the reference band."""
+
+    value: float
+    lower: float
+    upper: float
+    drift: bool
+    rows: int
+    reference_mean: float
+    top_features: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ClassifierVerdict:
+    """The domain classifier's cross-validated AUC against its threshold."""
+
+    auc: float
+    threshold: float
+    drift: bool
+    rows: int
+    reference_rows: int
+    folds: int
+    auc_std: float
+    top_features: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _top(names: Sequence[str], weights: np.ndarray, key: str, limit: int) -> list[dict[str, Any]]:
+    """The `limit` features with the largest positive weights, largest first."""
+    order = [int(i) for i in np.argsort(-weights, kind="stable") if weights[i] > 0][:limit]
+    return [{"name": names[i], key: float(weights[i])} for i in order]
+
+
+def reconstruction_drift(fit: ReconstructionFit, encoded: np.ndarray,
+                         thresholds: MultivariateThresholds | None = None) -> ReconstructionVerdict:
+    """Judge a window's encoded rows (`fit.encode(frame)`, at least one) against the fit's reference errors."""
+    thresholds = thresholds or MultivariateThresholds()
+    rows = int(encoded.shape[0])
+    if rows == 0:
+        raise ValueError("reconstruction_drift needs at least one row")
+    residuals = np.square(fit.residuals(encoded))
+    value = float(np.sqrt(residuals.sum(axis=1)).mean())
+    # The difference of two means: the window's, and the reference's own estimate of it.
+    spread = thresholds.pca_error_sigmas * fit.error_std * math.sqrt(1.0 / rows + 1.0 / max(fit.error_rows, 1))
+    lower, upper = fit.error_mean - spread, fit.error_mean + spread
+    increase = np.clip(residuals.mean(axis=0) - fit.residual_means, 0.0, None)
+    total = float(increase.sum())
+    shares = increase / total if total > 0 else np.zeros_like(increase)
+    return ReconstructionVerdict(value=value, lower=float(lower), upper=float(upper),
+                                 drift=bool(value < lower or value > upper), rows=rows,
+                                 reference_mean=fit.error_mean,
+                                 top_features=_top(fit.features, shares, "share", thresholds.top_features))
+
+
+def auc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """ROC AUC of `scores` for the boolean `positive` (Mann-Whitney U / (n1 n0), ties counted half)."""
+    positives = int(positive.sum())
+    negatives = positive.size - positives
+    if positives == 0 or negatives == 0:
+        raise ValueError("auc needs both classes")
+    ranks = rankdata(scores)
+    return float((ranks[positive].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+
+
+def classifier_threshold(reference_rows: int, rows: int, thresholds: MultivariateThresholds | None = None) -> float:
+    """The AUC above which the samples differ: the floor, or 0.5 + z null standard deviations if higher."""
+    thresholds = thresholds or MultivariateThresholds()
+    null_std = math.sqrt((reference_rows + rows + 1) / (12.0 * reference_rows * rows))
+    return max(thresholds.domain_classifier_auc, 0.5 + thresholds.domain_classifier_z * null_std)
+
+
+def _bounded(rows: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
+    if rows.shape[0] <= limit:
+        return rows
+    return rows[np.sort(rng.choice(rows.shape[0], size=limit, replace=False))]
+
+
+def domain_classifier(reference: np.ndarray, current: np.ndarray, names: Sequence[str],
+                      thresholds: MultivariateThresholds | None = None, seed: int = 0) -> ClassifierVerdict:
+    """Cross-validated AUC of a classifier telling `current` rows from `reference` rows (same columns, `names`).
+
+    Each side is cut to ``thresholds.max_rows`` by a seeded uniform sample; both need
+    at least ``thresholds.folds`` rows. Deterministic for a given `seed`.
+    """
+    # scikit-learn takes about a second to import: only a run that judges a window pays it.
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.model_selection import StratifiedKFold
+    from threadpoolctl import threadpool_limits
+
+    thresholds = thresholds or MultivariateThresholds()
+    rng = np.random.default_rng(seed)
+    reference = _bounded(reference, thresholds.max_rows, rng)
+    current = _bounded(current, thresholds.max_rows, rng)
+    if min(reference.shape[0], current.shape[0]) < thresholds.folds:
+        raise ValueError(f"domain_classifier needs at least {thresholds.folds} rows on each side")
+    features = np.vstack((reference, current))
+    target = np.concatenate((np.zeros(reference.shape[0], dtype=bool), np.ones(current.shape[0], dtype=bool)))
+    folds = StratifiedKFold(n_splits=thresholds.folds, shuffle=True, random_state=seed)
+    scores, losses = [], np.zeros(len(names))
+    # One thread: OpenMP workers spinning on a busy machine cost ten times the work itself.
+    with threadpool_limits(limits=1, user_api="openmp"):
+        for train, test in folds.split(features, target):
+            # No class weights: AUC does not depend on the class ratio, and weighted fits bin
+            # their features by weighted percentiles, ten times slower.
+            model = HistGradientBoostingClassifier(max_iter=thresholds.trees, max_leaf_nodes=thresholds.leaves,
+                                                   early_stopping=False, random_state=seed)
+            model.fit(features[train], target[train])
+            held_out, truth = features[test], target[test]
+            score = auc(model.predict_proba(held_out)[:, 1], truth)
+            scores.append(score)
+            for j in range(len(names)):
+                permuted = held_out.copy()
+                permuted[:, j] = rng.permutation(permuted[:, j])
+                losses[j] += score - auc(model.predict_proba(permuted)[:, 1], truth)
+    value = float(np.mean(scores))
+    threshold = classifier_threshold(reference.shape[0], current.shape[0], thresholds)
+    return ClassifierVerdict(auc=value, threshold=threshold, drift=bool(value > threshold),
+                             rows=int(current.shape[0]), reference_rows=int(reference.shape[0]),
+                             folds=thresholds.folds, auc_std=float(np.std(scores)),
+                             top_features=_top(list(names), losses / thresholds.folds, "importance",
+                                               thresholds.top_features))
