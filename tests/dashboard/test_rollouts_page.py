@@ -8,7 +8,7 @@ from driftline.rollouts import canary_plan
 from driftline.store import db as store_db
 from driftline.store.aliases import move_alias
 from driftline.store.models import ModelVersion, WindowStateRecord
-from driftline.store.rollouts import BY_POLICY, FAIL, PASS, record_verdict, set_plan
+from driftline.store.rollouts import BY_POLICY, CLEAR, FAIL, PASS, clear_plan, record_verdict, set_plan
 from tests.dashboard.test_app import metric, open_app
 
 MODEL = "credit"
@@ -85,3 +85,16 @@ def test_rollout_queries_read_plans_steps_verdicts_and_traffic(db_url):
     traffic = rollout_queries.arm_traffic(db_url, MODEL, ("1", "2"), starts[0], starts[-1] + WINDOW_MS)
     assert traffic.groupby("version")["events"].sum().to_dict() == {v: e * len(starts) for v, e in TRAFFIC.items()}
     assert rollout_queries.production_version(db_url, MODEL) == "1"
+
+
+def test_a_finished_rollout_keeps_its_history_and_compares_the_versions_it_judged(sqlite_url, monkeypatch):
+    monkeypatch.setenv("DRIFTLINE_DB", sqlite_url)
+    starts, failure = _seed(sqlite_url)
+    with store_db.session_scope(sqlite_url) as s:
+        clear_plan(s, MODEL, by=BY_POLICY, reason="roll back (window: fail)")
+    at = open_app("rollouts")
+    assert "**Plan:** production only (no rollout in progress)" in [m.value for m in at.markdown]
+    arms, verdicts, steps = (d.value for d in at.dataframe)
+    assert dict(zip(arms["version"], arms["role"])) == {"1": "production", "2": "was candidate"}
+    assert len(verdicts) == 2
+    assert steps["action"].iloc[0] == CLEAR and steps["change"].iloc[0].endswith("→ production only")
