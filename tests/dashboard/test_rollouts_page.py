@@ -6,10 +6,11 @@ import time
 from driftline.dashboard import rollout_queries
 from driftline.rollouts import canary_plan
 from driftline.store import db as store_db
-from driftline.store.aliases import move_alias
-from driftline.store.models import ModelVersion, WindowStateRecord
+from driftline.store.aliases import PRODUCTION, move_alias
+from driftline.store.models import ModelAlias, ModelVersion, WindowStateRecord
 from driftline.store.rollouts import BY_POLICY, CLEAR, FAIL, PASS, clear_plan, record_verdict, set_plan
 from tests.dashboard.test_app import metric, open_app
+from tests.support.demo_store import CREDIT
 
 MODEL = "credit"
 WINDOW_MS = 60_000
@@ -98,3 +99,18 @@ def test_a_finished_rollout_keeps_its_history_and_compares_the_versions_it_judge
     assert dict(zip(arms["version"], arms["role"])) == {"1": "production", "2": "was candidate"}
     assert len(verdicts) == 2
     assert steps["action"].iloc[0] == CLEAR and steps["change"].iloc[0].endswith("→ production only")
+
+
+def test_arms_read_the_real_detectors_latency_and_error_results(seeded):
+    url, summary = seeded
+    with store_db.session_scope(url) as s:
+        production = s.get(ModelAlias, (CREDIT, PRODUCTION)).version
+        candidate = next(v for v in ("1", "2", "3") if v != production)
+        set_plan(s, canary_plan(CREDIT, candidate, 5))
+    at = open_app("rollouts")
+    arms = at.dataframe[0].value.set_index("version")
+    for version in (production, candidate):
+        assert arms.loc[version, "events"] > 0
+        assert arms.loc[version, "p50_ms"] <= arms.loc[version, "p95_ms"] <= arms.loc[version, "p99_ms"]
+        assert arms.loc[version, "error_low"] <= arms.loc[version, "error_rate"] <= arms.loc[version, "error_high"]
+    assert len(at.get("vega_lite_chart")) == 3  # events, p99 and error rate per arm
