@@ -18,6 +18,7 @@ PAGES = [
     st.Page("views/feature.py", title="Feature drill-down", icon=":material/query_stats:", url_path="feature"),
     st.Page("views/alerts.py", title="Alerts", icon=":material/notifications_active:", url_path="alerts"),
     st.Page("views/retraining.py", title="Retraining", icon=":material/autorenew:", url_path="retraining"),
+    st.Page("views/rollouts.py", title="Rollouts", icon=":material/call_split:", url_path="rollouts"),
     st.Page("views/report.py", title="Report", icon=":material/description:", url_path="report"),
 ]
 
