@@ -8,7 +8,8 @@ import logging
 
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
-from driftline.alerts import Channels, apply_retrain_policy, deliver_due, load_rules, process_window
+from driftline.alerts import (Channels, apply_retrain_policy, deliver_due, load_rules, process_rollout_verdict,
+                              process_window, resolve_ended_rollouts)
 from driftline.alerts.channels.validation import check_channel_settings
 from driftline.config import Settings
 from driftline.store import db as store_db
@@ -98,12 +99,22 @@ class SchedulerJobs:
         now_ms = wall_now_ms() if now_ms is None else now_ms
         lateness_ms = self.settings.allowed_lateness_seconds * 1000
         with store_db.session_scope(self.settings.db_url) as session:
+            # rollouts that ended since the last run (rolled back, promoted, cleared) resolve their alerts
+            for alert in resolve_ended_rollouts(session, rules=self.rules, now=utcnow()):
+                log.info("alert resolved: %s v%s rollout: %s", alert.model, alert.version,
+                         (alert.details or {}).get("resolved_reason", ""))
             models = active_models(session)
         judged: list[Outcome] = []
         for model in models:
             try:
                 with store_db.session_scope(self.settings.db_url) as session:
                     outcomes = self.rollouts.analyse(session, model, now_ms, lateness_ms)
+                    for outcome in outcomes:
+                        process_rollout_verdict(session, model=model, candidate=outcome.candidate, mode=outcome.mode,
+                                        production=outcome.production, window_start_ms=outcome.window_start_ms,
+                                        window_end_ms=outcome.window_end_ms, verdict=outcome.verdict.verdict,
+                                        reasons=list(outcome.verdict.reasons), action=outcome.step.action,
+                                        rules=self.rules, now=utcnow())
             except IntegrityError:  # another scheduler stored these verdicts first
                 log.info("rollout of %s: already judged by another scheduler", model)
                 continue
