@@ -65,3 +65,20 @@ def test_a_running_plan_is_left_alone(kit, tiny_results, tmp_path, monkeypatch):
     assert "canary of version 2 is still running" in outcome["response"]["decision"]
     with session_scope(registry.db_url) as s:
         assert current_plan(s, "m") == canary_plan("m", "2", 25)
+
+
+def test_a_request_asking_for_an_unknown_rollout_is_rejected_before_training(kit, tmp_path):
+    from types import SimpleNamespace
+
+    from driftline.worker.retrain import RecentTraffic, RetrainManager
+
+    registry = kit.registry_with_versions(kit.make_settings(tmp_path, "127.0.0.1:1"), [])
+    manager = RetrainManager(registry, "m", RecentTraffic(10), min_rows=0, current=lambda: SimpleNamespace(version="1"))
+    try:
+        ticket = manager.submit("key-1", {"rollout": "yolo"})
+        assert kit.wait_for(lambda: manager.get(ticket.id)["status"] != "requested"
+                            and manager.get(ticket.id)["status"] != "running", timeout_s=20)
+        document = manager.get(ticket.id)
+    finally:
+        manager.shutdown()
+    assert document["status"] == "rejected" and "rollout must be one of promote, shadow, canary" in str(document)
