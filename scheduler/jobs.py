@@ -98,11 +98,17 @@ class SchedulerJobs:
         returns the windows judged. A model whose analysis raises is logged and tried again next run."""
         now_ms = wall_now_ms() if now_ms is None else now_ms
         lateness_ms = self.settings.allowed_lateness_seconds * 1000
+        try:
+            with store_db.session_scope(self.settings.db_url) as session:
+                # rollouts that ended since the last run (rolled back, promoted, cleared) resolve their alerts
+                for alert in resolve_ended_rollouts(session, rules=self.rules, now=utcnow()):
+                    log.info("alert resolved: %s v%s rollout: %s", alert.model, alert.version,
+                             (alert.details or {}).get("resolved_reason", ""))
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception:  # noqa: BLE001 - closing old incidents must not stop judging the running rollouts
+            log.exception("resolving the alerts of ended rollouts failed; it is tried again next run")
         with store_db.session_scope(self.settings.db_url) as session:
-            # rollouts that ended since the last run (rolled back, promoted, cleared) resolve their alerts
-            for alert in resolve_ended_rollouts(session, rules=self.rules, now=utcnow()):
-                log.info("alert resolved: %s v%s rollout: %s", alert.model, alert.version,
-                         (alert.details or {}).get("resolved_reason", ""))
             models = active_models(session)
         judged: list[Outcome] = []
         for model in models:
