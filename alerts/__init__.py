@@ -7,6 +7,9 @@ Entry points for the scheduler (each does one kind of I/O; none schedules anythi
   caller's transaction commits state and notifications together);
 - `apply_retrain_policy(session, model, version, window_start_ms, *, policy, now)
   -> RetrainRequest | None` (DB only, same transaction rules);
+- `process_rollout_verdict(session, *, model, candidate, ..., verdict, reasons, action, rules, now)`
+  and `resolve_ended_rollouts(session, *, rules, now)`: the rollout analysis' verdicts as alerts of
+  the `rollout` family (DB only, same transaction rules);
 - `deliver_due(url_or_session_factory, *, channels, now=None, limit=100, policy=None)
   -> DeliveryReport` sends due notifications (DB + HTTP).
 
@@ -22,10 +25,11 @@ from driftline.alerts.fingerprint import fingerprint, group_key
 from driftline.alerts.lifecycle import process_window
 from driftline.alerts.outbox import requeue_failed
 from driftline.alerts.retraining import apply_retrain_policy
+from driftline.alerts.rollouts import process_rollout_verdict, resolve_ended_rollouts
 from driftline.alerts.rules import AlertRule, AlertRules, DeliveryPolicy, InhibitRule, RetrainPolicy, load_rules
 
 __all__ = [
     "AlertRule", "AlertRules", "Channels", "DeliveryPolicy", "DeliveryReport", "InhibitRule", "RetrainPolicy",
     "SendResult", "apply_retrain_policy", "deliver_due", "fingerprint", "group_key", "load_rules",
-    "process_window", "requeue_failed",
+    "process_rollout_verdict", "process_window", "requeue_failed", "resolve_ended_rollouts",
 ]

@@ -104,23 +104,24 @@ def process_window(session: Session, model: str, version: str, window_start_ms: 
             if alert is None:
                 if not breached:
                     continue
-                # A new alert starts from "no state"; _step gives it one before it is added.
+                # A new alert starts from "no state"; advance_alert gives it one before it is added.
                 alert = Alert(fingerprint=fp, model=model, version=version, detector=detector, feature=feature,
                               severity=rule.severity, state=None, consecutive_breaches=0, consecutive_clean=0,
                               started_at=now, summary="", details={})
-                _step(alert, breached, obs, rules, now, window_start_ms, evaluation.window_end_ms)
+                advance_alert(alert, breached, obs, rules, now, window_start_ms, evaluation.window_end_ms)
                 session.add(alert)
                 alerts[fp] = advanced[fp] = alert
                 continue
             if _already_advanced(alert, window_start_ms):
                 continue
-            _step(alert, breached, obs if breached else None, rules, now, window_start_ms, evaluation.window_end_ms)
+            advance_alert(alert, breached, obs if breached else None, rules, now, window_start_ms,
+                          evaluation.window_end_ms)
             advanced[fp] = alert
         for alert in alerts.values():
             if (alert.state in ACTIVE and alert.detector in reported
                     and (alert.detector, alert.feature) not in found
                     and not _already_advanced(alert, window_start_ms)):
-                _step(alert, False, None, rules, now, window_start_ms, evaluation.window_end_ms)
+                advance_alert(alert, False, None, rules, now, window_start_ms, evaluation.window_end_ms)
                 advanced[alert.fingerprint] = alert
 
     stale = _resolve_stale_versions(session, model, version, evaluation, rules, now)
@@ -133,7 +134,8 @@ def process_window(session: Session, model: str, version: str, window_start_ms: 
     for other in {a.version for a in stale}:
         versions[other] = list(session.scalars(select(Alert).where(Alert.model == model, Alert.version == other)))
     for ver, members in versions.items():
-        _notify_version(session, model, ver, members, silences, rules, now, evaluation)
+        notify_version(session, model, ver, members, silences, rules, now, evaluation.window_start_ms,
+                       evaluation.window_end_ms)
     session.flush()
     return list(advanced.values())
 
@@ -142,7 +144,7 @@ def _already_advanced(alert: Alert, window_start_ms: int) -> bool:
     return alert.last_window_start_ms is not None and alert.last_window_start_ms >= window_start_ms
 
 
-def _step(alert: Alert, breached: bool, obs: Observation | None, rules: AlertRules, now: datetime,
+def advance_alert(alert: Alert, breached: bool, obs: Observation | None, rules: AlertRules, now: datetime,
           window_start_ms: int, window_end_ms: int) -> None:
     rule = rules.rule_for(alert.model, alert.detector)
     step = advance(alert.state, alert.consecutive_breaches or 0, alert.consecutive_clean or 0, breached,
@@ -200,8 +202,9 @@ def _resolve_stale_versions(session: Session, model: str, version: str, evaluati
     return resolved
 
 
-def _notify_version(session: Session, model: str, version: str, members: list[Alert], silences: list[Silence],
-                    rules: AlertRules, now: datetime, evaluation: WindowEvaluation) -> None:
+def notify_version(session: Session, model: str, version: str, members: list[Alert], silences: list[Silence],
+                   rules: AlertRules, now: datetime, window_start_ms: int, window_end_ms: int) -> None:
+    """Queue the group notifications that `members` (alerts of one model version) owe after a change of state."""
     muted = inhibited(members, rules.inhibit)
     muted |= {a.fingerprint for a in members if any(matches(s, a) for s in silences)}
     groups: dict[str, list[Alert]] = defaultdict(list)
@@ -213,11 +216,11 @@ def _notify_version(session: Session, model: str, version: str, members: list[Al
             key = group_key(model, version, group)
             related = _related_features(plan.alerts, members, rules) if plan.kind != "resolve" else []
             message = group_message(plan.kind, model=model, version=version, group=group, group_key=key,
-                                    alerts=plan.alerts, window_start_ms=evaluation.window_start_ms,
-                                    window_end_ms=evaluation.window_end_ms, related_features=related,
+                                    alerts=plan.alerts, window_start_ms=window_start_ms,
+                                    window_end_ms=window_end_ms, related_features=related,
                                     dashboard_url=rules.dashboard_url, now=now)
             for channel in rules.channels_for(message["severity"]):
-                idempotency_key = notification_key(key, channel, plan.kind, evaluation.window_start_ms)
+                idempotency_key = notification_key(key, channel, plan.kind, window_start_ms)
                 payload = render(channel, message, idempotency_key)
                 if payload is not None:
                     outbox.enqueue(session, idempotency_key=idempotency_key, channel=channel, kind=plan.kind,

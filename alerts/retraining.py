@@ -116,8 +116,8 @@ def apply_retrain_policy(session: Session, model: str, version: str, window_star
     key = retrain_key(model, version, window_start_ms)
     if session.scalar(select(Notification.id).where(Notification.idempotency_key == key)) is not None:
         return None
-    body = {"schema": SCHEMA, "model": model, "version": version, **reason, "idempotency_key": key,
-            "requested_at": iso(now)}
+    body = {"schema": SCHEMA, "model": model, "version": version, **reason, "rollout": policy.rollout,
+            "idempotency_key": key, "requested_at": iso(now)}
     request = RetrainRequest(idempotency_key=outbox.RETRAIN_ROW_PREFIX + key, model=model, version=version,
                              reason=body, status="requested", requested_at=now)
     session.add(request)

@@ -33,7 +33,8 @@ from driftline.alerts.endpoints import NOTIFY_CHANNELS, RETRAIN, configured_chan
 from driftline.alerts.times import parse_duration
 
 # Rules, inhibit rules and the retraining policy may only name what a detector emits.
-DETECTORS = vocabulary.DETECTORS
+# the families an alert can belong to: the window detectors', and the rollout analysis' own
+DETECTORS = vocabulary.ALERT_FAMILIES
 SEVERITIES = tuple(defaults.ALERT_SEVERITIES)
 
 
@@ -91,9 +92,11 @@ class _RetrainSection(Section):
     quality_drop: Any = None
     quality_metrics: Any = None
     cooldown: Any = None
+    rollout: Any = None
 
 
 _RULE_KEYS = frozenset(_RuleSection.model_fields)
+RETRAIN_ROLLOUTS = vocabulary.RETRAIN_ROLLOUTS
 
 
 def severity_rank(severity: str) -> int:
@@ -152,7 +155,8 @@ class RetrainPolicy:
     window-level dataset_drift result counts only when `features` is empty), or when a
     model-quality metric (any, or `quality_metrics`) dropped by at least `quality_drop`
     against the detector's reference, beyond its noise margin. At most one request per
-    model per `cooldown`.
+    model per `cooldown`. `rollout` says what the worker does with a retrained version that
+    beat production: promote it, or enter it as a shadow or canary rollout plan.
     """
 
     enabled: bool = True
@@ -162,8 +166,12 @@ class RetrainPolicy:
     quality_drop: float | None = defaults.RETRAIN_QUALITY_DROP
     quality_metrics: tuple[str, ...] = ()
     cooldown: timedelta = timedelta(seconds=defaults.RETRAIN_COOLDOWN_SECONDS)
+    rollout: str = defaults.RETRAIN_ROLLOUT
 
     def __post_init__(self) -> None:
+        if self.rollout not in RETRAIN_ROLLOUTS:
+            raise UserError(f"[alerts.retrain] rollout must be one of {', '.join(RETRAIN_ROLLOUTS)}, "
+                            f"got {self.rollout!r}")
         if self.windows < 1:
             raise UserError("[alerts.retrain] windows must be at least 1")
         if self.quality_drop is not None and self.quality_drop < 0:
@@ -173,8 +181,8 @@ class RetrainPolicy:
 def _default_rules() -> dict[str, AlertRule]:
     for name in defaults.ALERT_DETECTOR_DEFAULTS:
         _check_detector(name, "defaults.ALERT_DETECTOR_DEFAULTS")
-    return {d: AlertRule(detector=d, **_rule_fields(defaults.ALERT_DETECTOR_DEFAULTS.get(d, {}), f"defaults {d}"))
-            for d in DETECTORS}
+    base = {**defaults.ALERT_DETECTOR_DEFAULTS, vocabulary.ROLLOUT: defaults.ALERT_ROLLOUT_DEFAULTS}
+    return {d: AlertRule(detector=d, **_rule_fields(base.get(d, {}), f"defaults {d}")) for d in DETECTORS}
 
 
 @dataclass(frozen=True)
@@ -392,4 +400,6 @@ def _retrain(table: dict[str, Any]) -> RetrainPolicy:
                 values[key] = float(value)
         elif key == "cooldown":
             values[key] = parse_duration(value, where)
+        elif key == "rollout":
+            values[key] = value
     return RetrainPolicy(**values)

@@ -305,6 +305,10 @@ ALERT_DETECTOR_DEFAULTS = {
     "estimated_quality": {"severity": "warning", "for_windows": 2},
     "multivariate_drift": {"severity": "warning"},
 }
+# A candidate's failed rollout verdict (the `rollout` alert family): an error, so PagerDuty pages
+# and chat is told; one failed verdict is enough, as the verdict already spans the policy's windows;
+# one passing verdict resolves it (so does the plan ending: rolled back, promoted or cleared).
+ALERT_ROLLOUT_DEFAULTS = {"severity": "error", "for_windows": 1, "resolve_after_windows": 1}
 # Lowest severity each channel receives: chat and webhooks see everything,
 # PagerDuty only pages for errors and worse (one page per real problem).
 ALERT_CHANNEL_MIN_SEVERITY = {"slack": "info", "webhook": "info", "pagerduty": "error"}
@@ -355,6 +359,9 @@ RETRAIN_QUALITY_DROP = 0.05
 # At most one retraining request per model in this time: a retrain takes minutes to
 # hours and the drift persists meanwhile; without a cooldown every window would ask again.
 RETRAIN_COOLDOWN_SECONDS = 6 * 3600
+# A retrained version that beat production is promoted at once (`[alerts.retrain] rollout`):
+# "shadow" or "canary" enter it as a rollout plan instead, for the rollout analysis to judge.
+RETRAIN_ROLLOUT = "promote"
 
 # --- Scheduler: window quarantine (scheduler/quarantine.py) ---------------------------
 # A window whose evaluation raises is set aside and tried again after a delay that

@@ -28,6 +28,11 @@ ESTIMATED_QUALITY = "estimated_quality"
 MULTIVARIATE_DRIFT = "multivariate_drift"
 DETECTORS = (DATA_DRIFT, DATASET_DRIFT, MULTIVARIATE_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY,
              MODEL_QUALITY, ESTIMATED_QUALITY)
+# The alert family of a candidate's failed verdict: raised by the rollout analysis, not by a window's
+# detectors, so it is an alert family (rules, silences, messages) without being one of DETECTORS.
+ROLLOUT = "rollout"
+ROLLOUT_VERDICT = "verdict"  # its one metric: the verdict itself (no value, no threshold)
+ALERT_FAMILIES = (*DETECTORS, ROLLOUT)
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ FAMILIES = {
     LATENCY: Family("Latency and traffic", "latency SLO breach"),
     MODEL_QUALITY: Family("Model quality", "model quality drop"),
     ESTIMATED_QUALITY: Family("Estimated quality (before labels)", "estimated quality drop"),
+    ROLLOUT: Family("Rollouts", "failed rollout"),
 }
 
 
@@ -131,6 +137,7 @@ METRICS: Mapping[str, tuple[str, ...]] = {
     MODEL_QUALITY: (ACCURACY, PRECISION, RECALL, F1, ROC_AUC, LOG_LOSS, MAE, RMSE, BIAS, MACRO_F1),
     ESTIMATED_QUALITY: ESTIMATED_METRICS,
     MULTIVARIATE_DRIFT: MULTIVARIATE_METRICS,
+    ROLLOUT: (ROLLOUT_VERDICT,),
 }
 
 # What model quality is compared with (the ``quality_reference`` setting, ``compared_with`` in details).
@@ -175,6 +182,9 @@ STEP_ROLLBACK = "rollback"
 STEP_UP = "step_up"
 STEP_HOLD = "hold"
 STEPS = (STEP_PROMOTE, STEP_ROLLBACK, STEP_UP, STEP_HOLD)
+# What a retrained version that beat production becomes (`[alerts.retrain] rollout`): production at once,
+# or the candidate of a new shadow or canary plan.
+RETRAIN_ROLLOUTS = (STEP_PROMOTE, ROLLOUT_SHADOW, ROLLOUT_CANARY)
 
 # --- details ---------------------------------------------------------------------------
 
@@ -406,6 +416,25 @@ class MultivariateDetails(_Attributable):
     skewed_features: list[str] | None = None
 
 
+@dataclass(frozen=True)
+class RolloutAlertDetails(Details):
+    """rollout (an alert, not a window result): the verdict that failed the candidate and what the policy did.
+
+    ``action`` is the policy's step (``rollback`` when it rolled back automatically, ``hold`` when a
+    person decides); ``reasons`` are the verdict's; ``resolved_reason`` why an alert resolved without a
+    passing verdict (the plan ended).
+    """
+
+    candidate: str | None = None
+    production: str | None = None
+    mode: str | None = None
+    verdict: str | None = None
+    reasons: list[str] | None = None
+    action: str | None = None
+    rolled_back: bool | None = None
+    resolved_reason: str | None = None
+
+
 DETAILS: Mapping[str, type[Details]] = {
     DATA_DRIFT: DriftDetails,
     PREDICTION_DRIFT: DriftDetails,
@@ -416,6 +445,10 @@ DETAILS: Mapping[str, type[Details]] = {
     MODEL_QUALITY: QualityDetails,
     ESTIMATED_QUALITY: EstimatedQualityDetails,
     MULTIVARIATE_DRIFT: MultivariateDetails,
+
+
+@dataclass(frozen=True)
+    ROLLOUT: RolloutAlertDetails,
 }
 
 

@@ -8,7 +8,8 @@ import logging
 
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
-from driftline.alerts import Channels, apply_retrain_policy, deliver_due, load_rules, process_window
+from driftline.alerts import (Channels, apply_retrain_policy, deliver_due, load_rules, process_rollout_verdict,
+                              process_window, resolve_ended_rollouts)
 from driftline.alerts.channels.validation import check_channel_settings
 from driftline.config import Settings
 from driftline.store import db as store_db
@@ -97,6 +98,16 @@ class SchedulerJobs:
         returns the windows judged. A model whose analysis raises is logged and tried again next run."""
         now_ms = wall_now_ms() if now_ms is None else now_ms
         lateness_ms = self.settings.allowed_lateness_seconds * 1000
+        try:
+            with store_db.session_scope(self.settings.db_url) as session:
+                # rollouts that ended since the last run (rolled back, promoted, cleared) resolve their alerts
+                for alert in resolve_ended_rollouts(session, rules=self.rules, now=utcnow()):
+                    log.info("alert resolved: %s v%s rollout: %s", alert.model, alert.version,
+                             (alert.details or {}).get("resolved_reason", ""))
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception:  # noqa: BLE001 - closing old incidents must not stop judging the running rollouts
+            log.exception("resolving the alerts of ended rollouts failed; it is tried again next run")
         with store_db.session_scope(self.settings.db_url) as session:
             models = active_models(session)
         judged: list[Outcome] = []
@@ -104,6 +115,12 @@ class SchedulerJobs:
             try:
                 with store_db.session_scope(self.settings.db_url) as session:
                     outcomes = self.rollouts.analyse(session, model, now_ms, lateness_ms)
+                    for outcome in outcomes:
+                        process_rollout_verdict(session, model=model, candidate=outcome.candidate, mode=outcome.mode,
+                                        production=outcome.production, window_start_ms=outcome.window_start_ms,
+                                        window_end_ms=outcome.window_end_ms, verdict=outcome.verdict.verdict,
+                                        reasons=list(outcome.verdict.reasons), action=outcome.step.action,
+                                        rules=self.rules, now=utcnow())
             except IntegrityError:  # another scheduler stored these verdicts first
                 log.info("rollout of %s: already judged by another scheduler", model)
                 continue

@@ -51,6 +51,9 @@ class Outcome:
     window_start_ms: int
     verdict: RolloutVerdict
     step: Step
+    window_end_ms: int = 0
+    mode: str = ""
+    production: str | None = None
 
 
 class RolloutPolicies:
@@ -118,7 +121,7 @@ class RolloutAnalysis:
             record_verdict(session, model, plan.candidate, start, end, verdict.verdict, verdict.reasons)
             session.flush()  # stamped before a step's new stage begins
             step = next_step(plan.mode, weight, verdict.verdict, policy)
-            outcomes.append(Outcome(model, plan.candidate, start, verdict, step))
+            outcomes.append(Outcome(model, plan.candidate, start, verdict, step, end, plan.mode, row.production_version))
             if self._apply(session, plan, pair[1], step, verdict, start):
                 break  # a new stage (or no plan): its windows are judged from scratch
         return outcomes

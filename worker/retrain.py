@@ -19,6 +19,8 @@ log loss there is lower (`training.is_better`) and, on the production version's 
 training holdout (stored with every version), at most `WORKER_RETRAIN_HOLDOUT_MARGIN`
 higher (`training.is_not_worse`): recent traffic is chosen by clients and labelled by
 whoever writes to Kafka, the training holdout is not.
+With the request's ``rollout`` ("shadow" or "canary", from ``[alerts.retrain] rollout``) a winner is
+not promoted but entered as the candidate of a new rollout plan, for the rollout analysis to judge.
 
 Where the work runs: a job's thread in the worker only collects the labelled rows and
 records the request's status; training, evaluation, the baseline and registration run
@@ -52,12 +54,14 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from driftline import defaults
+from driftline import defaults, vocabulary
 from driftline.config import TOPIC_LABELS
 from driftline.events import EventError, parse_label
 from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.store.db import session_scope
+from driftline.rollouts import RoutingPlan, canary_plan, shadow_plan
 from driftline.store.models import RetrainRequest
+from driftline.store.rollouts import BY_POLICY, current_plan, set_plan
 from driftline.supervisor import start_python_child
 from driftline.worker.feature_transform import FeatureTransform
 from driftline.worker.dataset import RAW_COLUMNS
@@ -234,6 +238,9 @@ class RetrainJob:
     incumbent: VersionInfo  # the production version when the job started: its architecture and holdout score
     torch_threads: int = defaults.WORKER_RETRAIN_TORCH_THREADS
     holdout_margin: float = defaults.WORKER_RETRAIN_HOLDOUT_MARGIN
+    # what a winning candidate becomes (vocabulary.RETRAIN_ROLLOUTS; the request's "rollout")
+    rollout: str = defaults.RETRAIN_ROLLOUT
+    canary_weight: float = defaults.ROLLOUT_CANARY_STEPS[0]
 
 
 def run_retrain_job(job: RetrainJob) -> dict[str, Any]:
@@ -267,14 +274,35 @@ def run_retrain_job(job: RetrainJob) -> dict[str, Any]:
               + (f"version {incumbent.version}'s training holdout: {trusted['candidate']['log_loss']:.4f} vs "
                  f"{trusted['incumbent']['log_loss']:.4f} (margin {job.holdout_margin:.0%})" if trusted is not None
                  else f"version {incumbent.version} kept no training holdout, so the candidate is not promoted"))
-    published = publish(registry, job.model, result, promote=promote, action="retrain", reason=reason,
-                        description=f"retrained on {len(job.inputs)} labelled requests "
-                                    f"(retrain request {job.request_id})")
-    return {"status": "succeeded", "new_version": published.version, "promoted": promote,
-            "response": {"candidate": result.metrics, "incumbent": {"version": incumbent.version, **incumbent_metrics},
+    as_rollout = promote and job.rollout != vocabulary.STEP_PROMOTE
+    published = publish(registry, job.model, result, promote=promote and not as_rollout, action="retrain",
+                        reason=reason, description=f"retrained on {len(job.inputs)} labelled requests "
+                                                   f"(retrain request {job.request_id})")
+    plan = None
+    if as_rollout:
+        plan, reason = _enter_rollout(job, published.version, reason)
+    return {"status": "succeeded", "new_version": published.version, "promoted": promote and not as_rollout,
+            "response": {"rollout": plan.to_dict() if plan is not None else None, "candidate": result.metrics,
+                         "incumbent": {"version": incumbent.version, **incumbent_metrics},
                          "training_holdout": trusted, "decision": reason,
                          "trainer": {"pid": os.getpid(), "torch_threads": torch.get_num_threads(),
                                      "niceness": os.nice(0), "seconds": round(time.perf_counter() - started, 2)}}}
+
+
+def _enter_rollout(job: RetrainJob, version: str, reason: str) -> tuple[RoutingPlan | None, str]:
+    """Make the winning `version` the candidate of a new shadow or canary plan; (the plan or None, the decision).
+
+    A plan already running (a person's, or an earlier retrain's) is left alone: the version stays registered.
+    """
+    plan = (shadow_plan(job.model, version) if job.rollout == vocabulary.ROLLOUT_SHADOW
+            else canary_plan(job.model, version, job.canary_weight))
+    with session_scope(job.db_url) as session:
+        running = current_plan(session, job.model)
+        if running is not None:
+            return None, (f"{reason}; version {version} is registered but not entered as a {job.rollout}: the "
+                          f"{running.mode} of version {running.candidate} is still running")
+        set_plan(session, plan, by=BY_POLICY, reason=f"retrained version entered as a {job.rollout} ({reason})")
+    return plan, f"{reason}; version {version} entered as a {job.rollout}"
 
 
 def _on_training_holdout(registry: Registry, incumbent: VersionInfo, incumbent_net: Any,
@@ -415,10 +443,16 @@ class RetrainManager:
                     "response": {"error": f"not enough labelled traffic: {len(inputs)} labelled requests in the "
                                           f"buffer, {self.min_rows} needed",
                                  **self.traffic.counts()}}
+        with session_scope(self.registry.db_url) as session:
+            rollout = (session.get(RetrainRequest, request_id).reason or {}).get("rollout", defaults.RETRAIN_ROLLOUT)
+        if rollout not in vocabulary.RETRAIN_ROLLOUTS:
+            return {"status": "rejected",
+                    "response": {"error": f"rollout must be one of {', '.join(vocabulary.RETRAIN_ROLLOUTS)}, "
+                                          f"got {rollout!r}"}}
         job = RetrainJob(request_id=request_id, db_url=self.registry.db_url,
                          artifacts_dir=str(self.registry.artifacts_dir), model=self.model,
                          inputs=pd.DataFrame(inputs, columns=list(RAW_COLUMNS)), labels=labels, epochs=self.epochs,
-                         incumbent=self.current().info, torch_threads=self.torch_threads)
+                         incumbent=self.current().info, torch_threads=self.torch_threads, rollout=rollout)
         return self._in_child(job)
 
     def _in_child(self, job: RetrainJob) -> dict[str, Any]:

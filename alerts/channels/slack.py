@@ -36,8 +36,12 @@ def _cut(text: str, limit: int) -> str:
 def _line(alert: Mapping[str, Any], resolved: bool, show_detector: bool) -> str:
     name = alert["feature"] or detector_label(alert["detector"])
     metric = alert.get("metric") or "value"
-    text = (f"• *{escape(name)}* — {escape(str(metric))} `{format_number(alert['value'])}` "
-            f"vs threshold `{format_number(alert['threshold'])}`")
+    if alert["value"] is None and alert["threshold"] is None and alert.get("summary"):
+        # no figures to show (a rollout's verdict): its summary says what happened
+        text = f"• *{escape(name)}* — {escape(alert['summary'])}"
+    else:
+        text = (f"• *{escape(name)}* — {escape(str(metric))} `{format_number(alert['value'])}` "
+                f"vs threshold `{format_number(alert['threshold'])}`")
     if alert["feature"] and show_detector:
         text += f" ({escape(detector_label(alert['detector']))})"
     if resolved:

@@ -35,6 +35,7 @@ def test_drift_for_n_windows_asks_once_then_cools_down_and_the_outcome_is_stored
     assert body["trigger"] == "drift" and body["features"] == ["feature_02", "feature_07"]
     assert [w["start_ms"] for w in body["windows"]] == [clock.start(0), clock.start(1), clock.start(2)]
     assert (body["model"], body["version"], body["schema"]) == ("credit", "1", "driftline.retrain/v1")
+    assert body["rollout"] == r.retrain.rollout == "promote"  # what the receiver does with a winning version
     assert made[0].status == "requested" and made[0].idempotency_key == "policy:" + body["idempotency_key"]
 
     report = deliver_due(db_url, channels=Channels(retrain=RetrainChannel(fake_retrain.url, TOKEN, timeout=2)),
