@@ -445,9 +445,6 @@ DETAILS: Mapping[str, type[Details]] = {
     MODEL_QUALITY: QualityDetails,
     ESTIMATED_QUALITY: EstimatedQualityDetails,
     MULTIVARIATE_DRIFT: MultivariateDetails,
-
-
-@dataclass(frozen=True)
     ROLLOUT: RolloutAlertDetails,
 }
 
