@@ -12,6 +12,7 @@ from driftline.worker import retrain as retrain_module
 from driftline.worker.dataset import generate
 from driftline.worker.publish import publish
 from driftline.worker.retrain import RetrainJob, run_retrain_job
+from tests.support.waiting import wait_until
 
 
 def _winning_job(kit, tiny_results, tmp_path, monkeypatch, **changes):
@@ -76,8 +77,8 @@ def test_a_request_asking_for_an_unknown_rollout_is_rejected_before_training(kit
     manager = RetrainManager(registry, "m", RecentTraffic(10), min_rows=0, current=lambda: SimpleNamespace(version="1"))
     try:
         ticket = manager.submit("key-1", {"rollout": "yolo"})
-        assert kit.wait_for(lambda: manager.get(ticket.id)["status"] != "requested"
-                            and manager.get(ticket.id)["status"] != "running", timeout_s=20)
+        wait_until(lambda: manager.get(ticket.id)["status"] not in ("requested", "running"), timeout=20,
+                   message="the request to be decided")
         document = manager.get(ticket.id)
     finally:
         manager.shutdown()
