@@ -24,11 +24,9 @@ from typing import Any
 
 from driftline.errors import UserError
 from driftline.names import is_safe_name, name_problem
-
-SHADOW = "shadow"
-CANARY = "canary"
-AB = "ab"
-MODES = (SHADOW, CANARY, AB)
+from driftline.vocabulary import ROLLOUT_AB as AB
+from driftline.vocabulary import ROLLOUT_CANARY as CANARY
+from driftline.vocabulary import ROLLOUT_SHADOW as SHADOW
 
 # The `role` of an event (driftline.events): which part of a rollout answered.
 ROLE_PRODUCTION = "production"

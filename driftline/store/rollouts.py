@@ -18,6 +18,7 @@ from driftline.errors import UserError
 from driftline.rollouts import AB, RoutingPlan
 from driftline.store.aliases import PRODUCTION
 from driftline.store.models import ModelAlias, ModelVersion, RolloutPlan, RolloutStep, RolloutVerdict
+from driftline.vocabulary import VERDICT_FAIL, VERDICT_INCONCLUSIVE, VERDICT_PASS, VERDICTS
 
 # who changed a plan
 BY_CLI = "cli"
@@ -27,10 +28,7 @@ AUTHORS = (BY_CLI, BY_POLICY)
 SET = "set"
 CLEAR = "clear"
 # the rollout analysis' verdicts on a candidate's window
-PASS = "pass"
-FAIL = "fail"
-INCONCLUSIVE = "inconclusive"
-VERDICTS = (PASS, FAIL, INCONCLUSIVE)
+PASS, FAIL, INCONCLUSIVE = VERDICT_PASS, VERDICT_FAIL, VERDICT_INCONCLUSIVE  # the vocabulary's, by short names
 # a version whose artifact folder is gone (driftline.worker.registry prunes them)
 _PRUNED = "pruned"
 
