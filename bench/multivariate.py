@@ -14,16 +14,12 @@ Markdown table; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from driftline.detectors.batch import detect  # noqa: E402
+from driftline.detectors.batch import detect
 
 PLANS = ["basic", "plus", "pro"]
 REFERENCE_RHO = 0.8
