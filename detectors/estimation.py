@@ -18,7 +18,6 @@ by the training metric's sampling variance, and the two are added.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +27,7 @@ from driftline.detectors.quality_stats import (
     expected_quality_of_scores,
     null_variances,
     quality_metrics,
+    root_sum,
 )
 from driftline.baseline import BINARY, LabelSummary
 from driftline.vocabulary import ACCURACY, ESTIMATED_METRICS, F1, PRECISION, RECALL, ROC_AUC
@@ -109,7 +109,7 @@ def estimate_performance(reference: LabelSummary, calibration: np.ndarray, rows:
     for metric in ESTIMATED_METRICS:
         value, window_se, _ = expected[metric]
         training_variance = training.get(metric)
-        se = None if window_se is None or training_variance is None else math.sqrt(window_se ** 2 + training_variance)
+        se = root_sum(None if window_se is None else window_se ** 2, training_variance)
         out[metric] = _band(value, se, z)
     return out
 
@@ -128,7 +128,7 @@ def estimation_gap(reference: LabelSummary, calibration: np.ndarray, labelled: L
         value, window_se, _ = expected[metric]
         actual = realized.get(metric)
         training_variance = training.get(metric)
-        se = None if window_se is None or training_variance is None else math.sqrt(window_se ** 2 + training_variance)
+        se = root_sum(None if window_se is None else window_se ** 2, training_variance)
         gap = None if actual is None or value is None else actual - value
         out[metric] = Gap(actual, value, gap, se)
     return out
