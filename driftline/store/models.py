@@ -19,6 +19,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 # cannot be stored: the collector dead-letters them (`driftline.collector.folding.check_store_limits`).
 MODEL_CHARS = 200
 VERSION_CHARS = 100
+SEGMENT_CHARS = 300  # "column=value": a feature or tag name and one of its values
 REQUEST_ID_CHARS = 256
 
 
@@ -135,6 +136,8 @@ class RolloutVerdict(Base):
     window_end_ms: Mapped[int] = mapped_column(BigInteger)
     verdict: Mapped[str] = mapped_column(String(20))  # pass | fail | inconclusive
     reasons: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    # the comparisons behind the verdict (metric, value, interval, arm) for the dashboard's intervals
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -306,6 +309,8 @@ class DetectorResult(Base):
     # data_drift | prediction_drift | data_quality | skew | latency | model_quality | dataset_drift
     detector: Mapped[str] = mapped_column(String(50))
     feature: Mapped[str] = mapped_column(String(MODEL_CHARS), default="")  # "" for model-level results
+    # "column=value" of a segment ([segments]); "" for the whole population
+    segment: Mapped[str] = mapped_column(String(SEGMENT_CHARS), default="")
     metric: Mapped[str] = mapped_column(String(VERSION_CHARS))
     value: Mapped[float | None] = mapped_column(Float)
     threshold: Mapped[float | None] = mapped_column(Float)
@@ -327,6 +332,7 @@ class Alert(Base):
     version: Mapped[str] = mapped_column(String(VERSION_CHARS))
     detector: Mapped[str] = mapped_column(String(50))
     feature: Mapped[str] = mapped_column(String(MODEL_CHARS), default="")
+    segment: Mapped[str] = mapped_column(String(SEGMENT_CHARS), default="")  # "" for the whole population
     severity: Mapped[str] = mapped_column(String(20), default="warning")
     state: Mapped[str] = mapped_column(String(20), index=True)  # pending | firing | resolved
     value: Mapped[float | None] = mapped_column(Float)
