@@ -184,14 +184,15 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
     predictions = prediction.to_pylist()
     source, prediction_values = prediction_column(predictions)
     event_ids = column["event_id"].to_pylist()
+    request_id_list = request_ids.to_pylist() if request_ids is not None else [None] * n
     batch = EventBatch(n=n, features=feature_columns, feature_types=feature_types, absent={},
                        prediction=prediction_values, prediction_source=source, latency_ms=latency,
                        status=np.full(n, "ok", dtype=object), cache_hit=_floats(cache_hit, n),
                        batch_size=_floats(batch_size, n), event_time_ms=event_time_ms,
-                       event_ids=np.array(event_ids, dtype=object), events=RawRecords(messages))
+                       event_ids=np.array(event_ids, dtype=object), events=RawRecords(messages),
+                       request_ids=None if request_ids is None else np.array(request_id_list, dtype=object))
     return InferenceColumns(batch=batch, event_ids=event_ids, models=column["model"].to_pylist(),
-                            versions=column["version"].to_pylist(),
-                            request_ids=request_ids.to_pylist() if request_ids is not None else [None] * n,
+                            versions=column["version"].to_pylist(), request_ids=request_id_list,
                             predictions=predictions, roles=role_list)
 
 

@@ -122,6 +122,21 @@ def multi_series(series: pd.DataFrame, y_title: str | None, span_ms: int, height
                  alt.Tooltip("value:Q", format=".3g")]).properties(height=height)
 
 
+def delta_intervals(series: pd.DataFrame, y_title: str, span_ms: int, height: int = 200) -> alt.Chart:
+    """Each window's difference per arm (`time`, `series`, `value`) with its interval (`lower`, `upper`) as a bar,
+    and the zero line: an interval that leaves zero is a difference the window shows."""
+    base = alt.Chart(series).encode(x=_time("time:T", span_ms), color=alt.Color(
+        "series:N", legend=alt.Legend(title=None, orient="top")))
+    tooltip = [alt.Tooltip("time:T", title="from (UTC)", format="%b %d %H:%M"), "series:N",
+               alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("lower:Q", format=".4g"),
+               alt.Tooltip("upper:Q", format=".4g")]
+    bars = base.transform_filter("isValid(datum.lower) && isValid(datum.upper)").mark_rule(
+        strokeWidth=2, opacity=0.6).encode(y=alt.Y("lower:Q", title=y_title), y2="upper:Q")
+    points = base.mark_point(filled=True, size=40).encode(y=alt.Y("value:Q", title=y_title), tooltip=tooltip)
+    zero = alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="#9e9e9e", strokeDash=[4, 3]).encode(y="zero:Q")
+    return alt.layer(zero, bars, points).properties(height=height)
+
+
 def batch_sizes(frame: pd.DataFrame, height: int = 160) -> alt.Chart:
     return alt.Chart(frame).mark_bar(color="#5b7fa6").encode(
         x=alt.X("batch_size:O", title="batch size"), y=alt.Y("requests:Q", title="requests"),

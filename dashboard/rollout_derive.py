@@ -1,8 +1,10 @@
 """Pure shaping of the Rollouts page (no I/O, no Streamlit): plans and steps in words, each arm's figures.
 
-Verdicts and steps are shown as the rollout analysis stored them; only the per-arm figures are
-computed here, from the windows' stored results (error rate with a Wilson interval; latency
-quantiles have none, as in the analysis' own comparison).
+Verdicts, steps and the comparisons behind each verdict (its details: per arm and metric the
+window's difference and interval, a shadow's largest disagreements) are shown as the rollout
+analysis stored them; only the per-arm figures are computed here, from the windows' stored
+results (error rate with a Wilson interval; latency quantiles have none, as in the analysis' own
+comparison).
 """
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ import pandas as pd
 
 from driftline.detectors.intervals import wilson_interval
 from driftline.rollouts import AB, CANARY, SHADOW
-from driftline.vocabulary import ERROR_RATE, P50_MS, P95_MS, P99_MS
+from driftline.vocabulary import ERROR_RATE, P50_MS, P95_MS, P99_MS, ROLLOUT_METRICS, RolloutVerdictDetails
 
+COMPARISON_COLUMNS = ["window_start_ms", "window_end_ms", "arm", "metric", "value", "lower", "upper", "count",
+                      "insufficient_data"]
+EXAMPLE_COLUMNS = ["window_start_ms", "window_end_ms", "arm", "request_id", "production", "candidate", "difference"]
 ARM_COLUMNS = ["version", "role", "windows", "events", "p50_ms", "p95_ms", "p99_ms", "error_rate", "error_low",
                "error_high"]
 
@@ -87,3 +92,53 @@ def arm_series(frame: pd.DataFrame, value: str, roles: Mapping[str, str]) -> pd.
 
 def reasons_text(reasons: Sequence[Any] | None) -> str:
     return "; ".join(str(r) for r in (reasons or []))
+
+
+def comparisons(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """One row per comparison stored behind the verdicts (`COMPARISON_COLUMNS`), oldest window first.
+
+    Verdicts stored without details (before the analysis kept them) add no rows.
+    """
+    rows = []
+    for start, end, details in zip(verdicts["window_start_ms"], verdicts["window_end_ms"], verdicts["details"]):
+        for found in RolloutVerdictDetails.from_dict(details).comparisons or ():
+            rows.append({"window_start_ms": start, "window_end_ms": end, **{
+                column: found.get(column) for column in COMPARISON_COLUMNS[2:]}})
+    frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    for column in ("value", "lower", "upper"):
+        frame[column] = frame[column].astype("float64")
+    return frame
+
+
+def compared_metrics(frame: pd.DataFrame) -> list[str]:
+    """The metrics with a value in some window, in the vocabulary's order (`ROLLOUT_METRICS`)."""
+    present = set(frame.loc[frame["value"].notna(), "metric"])
+    return [m for m in ROLLOUT_METRICS if m in present] + sorted(present - set(ROLLOUT_METRICS))
+
+
+def delta_series(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """`time`, `series` (``v3``), `value`, `lower`, `upper` of one metric over the windows, for charts.delta_intervals."""
+    chosen = frame[(frame["metric"] == metric) & frame["value"].notna()]
+    return pd.DataFrame({"time": pd.to_datetime(chosen["window_start_ms"], unit="ms", utc=True),
+                         "series": [f"v{arm}" for arm in chosen["arm"]], "value": chosen["value"],
+                         "lower": chosen["lower"], "upper": chosen["upper"]})
+
+
+def examples(verdicts: pd.DataFrame, limit: int = 50) -> pd.DataFrame:
+    """A shadow's largest disagreements stored behind the verdicts (`EXAMPLE_COLUMNS`), newest window first,
+    largest difference first within a window; at most `limit` rows."""
+    rows = []
+    for start, end, details in zip(verdicts["window_start_ms"][::-1], verdicts["window_end_ms"][::-1],
+                                   verdicts["details"][::-1]):
+        for found in RolloutVerdictDetails.from_dict(details).examples or ():
+            rows.append({"window_start_ms": start, "window_end_ms": end,
+                         **{column: found.get(column) for column in EXAMPLE_COLUMNS[2:]}})
+            if len(rows) >= limit:
+                return pd.DataFrame(rows, columns=EXAMPLE_COLUMNS)
+    return pd.DataFrame(rows, columns=EXAMPLE_COLUMNS)
+
+
+def winner_text(details: Mapping[str, Any] | None) -> str:
+    """``A/B winner: v3`` when the verdict named one, else empty."""
+    winner = RolloutVerdictDetails.from_dict(details).winner
+    return f"A/B winner: v{winner}" if winner else ""

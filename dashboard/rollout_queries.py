@@ -55,12 +55,13 @@ def steps(db_url: str, model: str) -> pd.DataFrame:
 def verdicts(db_url: str, model: str) -> pd.DataFrame:
     """Verdicts per judged window, oldest first.
 
-    Columns: candidate, window_start_ms, window_end_ms, verdict, reasons, evaluated_at.
+    Columns: candidate, window_start_ms, window_end_ms, verdict, reasons, details (the comparisons behind
+    the verdict, `RolloutVerdictDetails`), evaluated_at.
     """
     with session_scope(db_url) as session:
         found = store_rollouts.verdicts(session, model)
     frame = pd.DataFrame(found, columns=["model", "candidate", "window_start_ms", "window_end_ms", "verdict",
-                                         "reasons", "evaluated_at"]).drop(columns="model")
+                                         "reasons", "details", "evaluated_at"]).drop(columns="model")
     frame["evaluated_at"] = _utc(frame["evaluated_at"])
     return frame
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -45,6 +45,8 @@ __all__ = [
     "latency_comparisons",
     "quality_comparison",
     "quality_sums",
+    "sample_comparisons",
+    "sample_pairs",
     "shadow_comparisons",
 ]
 
@@ -167,6 +169,60 @@ def _as_floats(values: np.ndarray) -> np.ndarray:
         return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError("shadow scores must be numbers when a decision threshold is given") from None
+
+
+def sample_pairs(production: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]]
+                 ) -> tuple[list[Any], list[Any], list[Any]]:
+    """``(request ids, production's predictions, the candidate's)`` of the requests both samples hold.
+
+    The window states' samples are keyed by request id (coordinated bottom-k), so a shadow's
+    window samples the requests production's does. A record without a request id or a
+    prediction is left out, as is a request id's second record on one side. Predictions are
+    made comparable: lists of two class probabilities become the positive class's, longer
+    ones the winning class's index, other values are kept as they are (a list that is not
+    of finite numbers pairs as nothing).
+    """
+    theirs: dict[Any, Any] = {}
+    for record in candidate:
+        request_id, prediction = record.get("request_id"), _comparable(record.get("prediction"))
+        if request_id is not None and prediction is not None:
+            theirs.setdefault(request_id, prediction)
+    ids, prod, cand, seen = [], [], [], set()
+    for record in production:
+        request_id, prediction = record.get("request_id"), _comparable(record.get("prediction"))
+        if request_id in theirs and prediction is not None and request_id not in seen:
+            seen.add(request_id)
+            ids.append(request_id)
+            prod.append(prediction)
+            cand.append(theirs[request_id])
+    return ids, prod, cand
+
+
+def _comparable(prediction: Any) -> Any:
+    if isinstance(prediction, (list, tuple)):
+        try:
+            probabilities = np.asarray(prediction, dtype=np.float64)
+        except (TypeError, ValueError):
+            return None
+        if probabilities.ndim != 1 or probabilities.size == 0 or not np.isfinite(probabilities).all():
+            return None
+        return float(probabilities[1]) if probabilities.size == 2 else f"class {int(np.argmax(probabilities))}"
+    return prediction
+
+
+def sample_comparisons(production: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]], *,
+                       alpha: float, threshold: float | None = defaults.ROLLOUT_DECISION_THRESHOLD,
+                       top: int = defaults.ROLLOUT_TOP_DIFFERENCES,
+                       min_pairs: int = defaults.ROLLOUT_MIN_PAIRS) -> list[Comparison]:
+    """`shadow_comparisons` of the requests two windows' samples share (`sample_pairs`).
+
+    Numeric predictions (scores, two-class probabilities) flip at `threshold`; class labels
+    (and a window mixing them with scores) flip on any difference.
+    """
+    ids, prod, cand = sample_pairs(production, candidate)
+    numeric = _all_numeric(np.asarray(prod, dtype=object), np.asarray(cand, dtype=object))
+    return shadow_comparisons(ids, prod, cand, alpha=alpha, threshold=threshold if numeric else None, top=top,
+                              min_pairs=min_pairs)
 
 
 # --- canary and A/B: each version's own traffic ---------------------------------------

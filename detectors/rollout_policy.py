@@ -31,6 +31,7 @@ class RolloutPolicy:
 
     windows: int = defaults.ROLLOUT_WINDOWS
     min_events: int = defaults.ROLLOUT_MIN_EVENTS
+    min_pairs: int = defaults.ROLLOUT_MIN_PAIRS
     min_labels: int = defaults.ROLLOUT_MIN_LABELS
     max_error_rate_increase: float = defaults.ROLLOUT_MAX_ERROR_RATE_INCREASE
     max_p99_increase: float = defaults.ROLLOUT_MAX_P99_INCREASE
@@ -49,7 +50,7 @@ class RolloutPolicy:
 
     def __post_init__(self) -> None:
         where = "[rollouts]"
-        for name in ("windows", "min_events", "min_labels"):
+        for name in ("windows", "min_events", "min_pairs", "min_labels"):
             if getattr(self, name) < 1:
                 raise UserError(f"{where} {name} must be at least 1, got {getattr(self, name)}")
         for name in ("max_error_rate_increase", "max_p99_increase", "p99_tolerance_ms", "max_quality_drop",
@@ -86,6 +87,7 @@ class RolloutPolicy:
 class _RolloutValues(Section):
     windows: int | None = None
     min_events: int | None = None
+    min_pairs: int | None = None
     min_labels: int | None = None
     max_error_rate_increase: float | None = None
     max_p99_increase: float | None = None

@@ -5,8 +5,8 @@ a critical metric fails the rollout, and too few windows or labels leave it inco
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -31,7 +31,10 @@ from driftline.vocabulary import (
     VERDICT_PASS,
 )
 
-__all__ = ["MetricVerdict", "RolloutVerdict", "rollout_verdict"]
+__all__ = ["BONFERRONI", "MetricVerdict", "RolloutVerdict", "ab_verdict", "arm_policy", "rollout_verdict"]
+
+# How an A/B test of several arms splits its level across the comparisons with the control arm.
+BONFERRONI = "bonferroni"
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,16 @@ class RolloutVerdict:
     reasons: list[str]
     metrics: dict[str, MetricVerdict] = field(default_factory=dict)
     sequential: dict[str, Any] | None = None
+    # A/B: the arm (version) a pass would promote; None for any other verdict and mode
+    winner: str | None = None
+    # A/B of more than two arms: each arm's own verdict against the control arm
+    arms: dict[str, "RolloutVerdict"] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe({"verdict": self.verdict, "reasons": self.reasons,
                           "metrics": {m: v.to_dict() for m, v in self.metrics.items()},
-                          "sequential": self.sequential})
+                          "sequential": self.sequential, "winner": self.winner,
+                          "arms": {arm: v.to_dict() for arm, v in self.arms.items()}})
 
 
 # --- pooled metrics: judged on a confidence sequence over the windows --------------------
@@ -200,7 +208,8 @@ def _ab_test(test: SequentialTest | None, quality: MetricVerdict | None, higher_
     worse = last["upper"] < 0 if higher_is_better else last["lower"] > 0
     winner = CANDIDATE_KEY if better else (PRODUCTION_KEY if worse else None)
     sequential = {SEQUENTIAL_P_VALUE: last["p_value"], "difference": last["difference"], "lower": last["lower"],
-                  "upper": last["upper"], "alpha": policy.alpha, "tau": policy.tau, "winner": winner}
+                  "upper": last["upper"], "alpha": policy.alpha, "tau": policy.tau, "winner": winner,
+                  "higher_is_better": higher_is_better}
     p = f"always-valid p = {last['p_value']:.3g}"
     if better:
         return sequential, VERDICT_PASS, f"A/B test: the candidate is better ({p})"
@@ -271,3 +280,71 @@ def rollout_verdict(windows: Sequence[Sequence[Comparison]], mode: str, policy: 
         if verdict != VERDICT_FAIL:
             verdict = ab_verdict if verdict == VERDICT_PASS or ab_verdict == VERDICT_FAIL else verdict
     return RolloutVerdict(verdict=verdict, reasons=reasons, metrics=metrics, sequential=sequential)
+
+
+# --- an A/B test of any number of arms --------------------------------------------------------
+
+def arm_policy(policy: RolloutPolicy, comparisons: int) -> RolloutPolicy:
+    """`policy` with its level split evenly across `comparisons` arm-against-control comparisons (Bonferroni)."""
+    if comparisons < 1:
+        raise ValueError(f"an A/B test compares at least one arm with the control, got {comparisons}")
+    return policy if comparisons == 1 else replace(policy, alpha=policy.alpha / comparisons)
+
+
+def _critical_fail(verdict: RolloutVerdict) -> bool:
+    return any(m.critical and m.verdict == VERDICT_FAIL for m in verdict.metrics.values())
+
+
+def _lost(verdict: RolloutVerdict) -> bool:
+    return bool(verdict.sequential) and verdict.sequential.get("winner") == PRODUCTION_KEY
+
+
+def _gain(verdict: RolloutVerdict) -> float:
+    """How much better the arm's quality is than the control's (its A/B test's difference, oriented)."""
+    sequential = verdict.sequential or {}
+    difference = sequential.get("difference")
+    if difference is None:
+        return 0.0
+    return difference if sequential.get("higher_is_better", True) else -difference
+
+
+def ab_verdict(arms: Mapping[str, Sequence[Sequence[Comparison]]], policy: RolloutPolicy) -> RolloutVerdict:
+    r"""The verdict of an A/B test from each arm's windows of comparisons with the control arm (oldest first).
+
+    Every arm is judged against the control as `rollout_verdict` judges two arms, at level
+    ``alpha / m`` for ``m`` arms (Bonferroni), so the chance that any arm of an A/A/A test is
+    declared better or worse stays at most ``alpha`` however often the scheduler looks. Then:
+
+    * **fail** when an arm fails a critical metric (its users are served worse), or when every
+      arm is worse than the control (no arm can win);
+    * **pass** when an arm passes (better than the control, every critical metric passing):
+      the winner is the passing arm with the largest quality gain;
+    * **inconclusive** otherwise (an arm that lost drops out of the running; the rest go on).
+
+    With one arm this is `rollout_verdict` itself, with the arm named as the winner of a pass.
+    """
+    if not arms:
+        raise ValueError("an A/B test needs at least one arm besides the control")
+    judged_policy = arm_policy(policy, len(arms))
+    verdicts = {arm: rollout_verdict(windows, ROLLOUT_AB, judged_policy) for arm, windows in arms.items()}
+    if len(verdicts) == 1:
+        [(arm, only)] = verdicts.items()
+        return replace(only, winner=arm if only.verdict == VERDICT_PASS else None)
+    harmful = [arm for arm, v in verdicts.items() if _critical_fail(v)]
+    passing = [arm for arm, v in verdicts.items() if v.verdict == VERDICT_PASS]
+    level = f"each arm at alpha {judged_policy.alpha:.3g} ({policy.alpha:g} / {len(arms)}, {BONFERRONI})"
+    winner = None
+    if harmful:
+        verdict, summary = VERDICT_FAIL, f"A/B test: arm {', '.join(harmful)} failed a critical metric"
+    elif passing:
+        winner = max(passing, key=lambda arm: _gain(verdicts[arm]))
+        verdict, summary = VERDICT_PASS, f"A/B test: arm {winner} is the winner"
+    elif all(_lost(v) for v in verdicts.values()):
+        verdict, summary = VERDICT_FAIL, "A/B test: every arm is worse than the control"
+    else:
+        verdict, summary = VERDICT_INCONCLUSIVE, "A/B test: no winner yet"
+    reasons = [f"arm {arm}: {reason}" for arm, v in verdicts.items() for reason in v.reasons]
+    reasons.append(f"{summary}; {level}")
+    sequential = {"winner": winner, "alpha": policy.alpha, "correction": BONFERRONI, "comparisons": len(arms),
+                  "arms": {arm: v.sequential for arm, v in verdicts.items()}}
+    return RolloutVerdict(verdict=verdict, reasons=reasons, sequential=sequential, winner=winner, arms=verdicts)

@@ -172,8 +172,8 @@ BASELINE_TAIL_BINS = 50
 # Rows of training data kept verbatim in the baseline for drill-down and reports:
 # enough for an Evidently report and for the skew check, small enough for a JSON column.
 BASELINE_SAMPLE_SIZE = 2000
-# Events kept per window state (bottom-k by hashed event id, so merging states stays
-# uniform). 200 records of ~1 KB keep a state blob around 100 KB for 20 features,
+# Events kept per window state (bottom-k by hashed request id, else event id, so merging
+# states stays uniform and a shadow's window samples the same requests as production's). 200 records of ~1 KB keep a state blob around 100 KB for 20 features,
 # and still resolve a parity-skew mismatch rate to half a percent.
 WINDOW_SAMPLE_SIZE = 200
 # Latency histogram: log buckets with relative accuracy 1 % (DDSketch's mapping),
@@ -580,9 +580,13 @@ WORKER_RETRAIN_STOP_GRACE_SECONDS = 3.0
 # Windows with enough traffic on both sides before a canary or shadow step is judged: five
 # one-minute windows see a burst come and go, and a majority of five outvotes one odd window.
 ROLLOUT_WINDOWS = 5
-# Events (or paired shadow requests) per side and window for it to count: p99 of fewer than 200
-# latencies rests on its two largest values.
+# Events per side and window for it to count: p99 of fewer than 200 latencies rests on its two
+# largest values.
 ROLLOUT_MIN_EVENTS = 200
+# Shadow: paired requests per window for its flip rate to count. The service pairs the two
+# windows' samples (at most WINDOW_SAMPLE_SIZE requests), so fewer than ROLLOUT_MIN_EVENTS; the
+# flip rate pools the windows' pairs, and 50 a window is 250 by the fifth.
+ROLLOUT_MIN_PAIRS = 50
 # Labels per side, pooled over the rollout's windows, before quality is judged: the standard
 # error of an accuracy near 0.8 is 0.04 at 100 labels, already twice the allowed drop.
 ROLLOUT_MIN_LABELS = 100

@@ -364,6 +364,25 @@ class RolloutDetails(Details):
 
 
 @dataclass(frozen=True)
+class RolloutVerdictDetails(Details):
+    """A stored rollout verdict's details (``rollout_verdicts.details``): the window's comparisons behind it.
+
+    ``comparisons`` holds one ``{"arm", "metric", "value", "lower", "upper", "count",
+    "insufficient_data"}`` per comparison of each arm (a candidate version) with the
+    ``reference`` (production, or an A/B test's control arm): ``value`` is the arm minus the
+    reference (shadow metrics: the rate or distance), the interval at level ``1 - alpha``.
+    ``examples`` are a shadow's largest disagreements, ``{"arm", "request_id", "production",
+    "candidate", "difference"}``; ``winner`` the A/B arm a pass would promote.
+    """
+
+    reference: str | None = None
+    alpha: float | None = None
+    comparisons: list[Mapping[str, Any]] | None = None
+    examples: list[Mapping[str, Any]] | None = None
+    winner: str | None = None
+
+
+@dataclass(frozen=True)
 class EstimatedQualityDetails(Details):
     """estimated_quality: the estimate's band, what it was judged against, and realized beside it once labels join.
 

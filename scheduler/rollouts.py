@@ -2,12 +2,14 @@
 
 For each model with a routing plan (driftline.store.rollouts), the windows of the plan's current
 stage (ending after the plan was last set, and not judged by then) that have closed (the window evaluation's rule:
-event-time end plus the allowed lateness before now) and hold a window state for both versions are
-compared (`compare_states`: error rate, latency, quality on joined labels, and the candidate's
-prediction drift when the window evaluation stored it). The verdict over the stage's windows up to
-that one (`rollout_verdict`, policy from `[rollouts]`) is stored once per window; `next_step` then
-steps a canary up, promotes (the one alias writer, then the plan is cleared) or rolls back (plan
-cleared), each change written by the plan writer as a ``policy`` step with its reasons.
+event-time end plus the allowed lateness before now) and hold a window state for every compared version
+are compared (`compare_states`: error rate, latency, quality on joined labels, and the candidate's
+prediction drift when the window evaluation stored it; a shadow also on the requests both windows'
+samples hold, `sample_comparisons`: flip rate, score distances). The verdict over the stage's windows
+up to that one (`rollout_verdict`; an A/B test: `ab_verdict`, every arm against the control; policy
+from `[rollouts]`) is stored once per window with the comparisons behind it; `next_step` then steps
+a canary up, promotes (the one alias writer, then the plan is cleared) or rolls back (plan cleared),
+each change written by the plan writer as a ``policy`` step with its reasons.
 
 The plan row is locked for the model's analysis, so two schedulers take turns and the second finds
 the windows already judged; the verdicts' uniqueness per (model, candidate, window) backs that up.
@@ -25,10 +27,11 @@ from sqlalchemy.orm import Session
 
 from driftline import vocabulary
 from driftline.detectors.results import WindowResult
-from driftline.detectors.rollout import Comparison, compare_states
+from driftline.detectors.rollout import Comparison, compare_states, sample_comparisons
+from driftline.detectors.rollout_details import verdict_details
 from driftline.detectors.rollout_policy import RolloutPolicy, Step, next_step
-from driftline.detectors.rollout_verdict import RolloutVerdict, rollout_verdict
-from driftline.rollouts import AB, CANARY, RoutingPlan, canary_plan
+from driftline.detectors.rollout_verdict import RolloutVerdict, ab_verdict, arm_policy, rollout_verdict
+from driftline.rollouts import AB, CANARY, SHADOW, RoutingPlan, canary_plan
 from driftline.store.aliases import move_alias
 from driftline.store.models import DetectorResult, RolloutPlan, RolloutVerdict as VerdictRecord, WindowStateRecord
 from driftline.store.rollouts import BY_POLICY, clear_plan, record_verdict, set_plan
@@ -73,14 +76,13 @@ def active_models(session: Session) -> list[str]:
     return list(session.scalars(select(RolloutPlan.model).order_by(RolloutPlan.model)))
 
 
-def versions_compared(plan: RoutingPlan, production: str | None) -> tuple[str, str] | None:
-    """(reference, candidate): production and the candidate; an A/B test's other arm against production's
-    arm (or the first arm when production is not one). None for an A/B test of more than two arms."""
+def versions_compared(plan: RoutingPlan, production: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """(reference, candidates): production and the candidate; an A/B test's other arms, each against
+    production's arm (or the first arm, the control, when production is not one). None without production."""
     if plan.mode != AB:
-        return (production, plan.versions[0]) if production else None
+        return (production, (plan.versions[0],)) if production else None
     reference = production if production in plan.versions else plan.versions[0]
-    others = [v for v in plan.versions if v != reference]
-    return (reference, others[0]) if len(others) == 1 else None
+    return reference, tuple(v for v in plan.versions if v != reference)
 
 
 class RolloutAnalysis:
@@ -98,60 +100,75 @@ class RolloutAnalysis:
         if row is None:
             return []
         plan = RoutingPlan.from_dict(row.plan)
-        pair = versions_compared(plan, row.production_version)
-        if pair is None:
+        compared = versions_compared(plan, row.production_version)
+        if compared is None:
             log.debug("rollout of %s: %s is not analysed automatically", model, plan.candidate)
             return []
+        reference, candidates = compared
         policy = self.policies.for_model(model)
+        # an A/B test's arms share its level (Bonferroni); the windows' intervals are at the arms' level too
+        alpha = arm_policy(policy, len(candidates)).alpha if plan.mode == AB else policy.alpha
         judged = set(session.scalars(select(VerdictRecord.window_start_ms).where(
             VerdictRecord.model == model, VerdictRecord.candidate == plan.candidate)))
         # the stage began with the windows not judged yet when the plan was last set
         judged_before = session.scalar(select(func.max(VerdictRecord.window_start_ms)).where(
             VerdictRecord.model == model, VerdictRecord.candidate == plan.candidate,
             VerdictRecord.evaluated_at <= row.updated_at))
-        windows = [w for w in self._stage_windows(session, model, pair, _ms(row.updated_at), now_ms, lateness_ms)
+        versions = (reference, *candidates)
+        windows = [w for w in self._stage_windows(session, model, versions, _ms(row.updated_at), now_ms,
+                                                  lateness_ms)
                    if judged_before is None or w[0] > judged_before]
         weight = plan.arms[0].weight if plan.mode == CANARY else 0.0
         outcomes = []
         for index, (start, end, updated) in enumerate(windows):
             if start in judged:
                 continue
-            history = [self._compare(session, model, pair, s, u, policy) for s, _, u in windows[:index + 1]]
-            verdict = rollout_verdict(history, plan.mode, policy)
-            record_verdict(session, model, plan.candidate, start, end, verdict.verdict, verdict.reasons)
+            history = {candidate: [self._compare(session, model, plan.mode, (reference, candidate), s, u, policy,
+                                                 alpha) for s, _, u in windows[:index + 1]]
+                       for candidate in candidates}
+            if plan.mode == AB:
+                verdict = ab_verdict(history, policy)
+            else:
+                verdict = rollout_verdict(history[candidates[0]], plan.mode, policy)
+            details = verdict_details(reference, {c: found[-1] for c, found in history.items()}, verdict, alpha)
+            record_verdict(session, model, plan.candidate, start, end, verdict.verdict, verdict.reasons, details)
             session.flush()  # stamped before a step's new stage begins
             step = next_step(plan.mode, weight, verdict.verdict, policy)
             outcomes.append(Outcome(model, plan.candidate, start, verdict, step, end, plan.mode, row.production_version))
-            if self._apply(session, plan, pair[1], step, verdict, start):
+            if self._apply(session, plan, verdict.winner or candidates[0], step, verdict, start):
                 break  # a new stage (or no plan): its windows are judged from scratch
         return outcomes
 
-    def _stage_windows(self, session: Session, model: str, pair: tuple[str, str], stage_start_ms: int,
+    def _stage_windows(self, session: Session, model: str, versions: tuple[str, ...], stage_start_ms: int,
                        now_ms: int, lateness_ms: int) -> list[tuple[int, int, Any]]:
-        """(start, end, last update) of the closed windows of this stage with a state for both versions."""
+        """(start, end, last update) of the closed windows of this stage with a state for every version."""
         rows = session.execute(
             select(WindowStateRecord.window_start_ms, func.max(WindowStateRecord.window_end_ms),
                    func.max(WindowStateRecord.updated_at))
-            .where(WindowStateRecord.model == model, WindowStateRecord.version.in_(pair),
+            .where(WindowStateRecord.model == model, WindowStateRecord.version.in_(versions),
                    WindowStateRecord.window_end_ms + lateness_ms <= now_ms,
                    WindowStateRecord.window_end_ms > stage_start_ms,
                    WindowStateRecord.window_end_ms >= now_ms - REEVALUATION_HORIZON_MS)
             .group_by(WindowStateRecord.window_start_ms)
-            .having(func.count(func.distinct(WindowStateRecord.version)) == 2)
+            .having(func.count(func.distinct(WindowStateRecord.version)) == len(set(versions)))
             .order_by(WindowStateRecord.window_start_ms))
         return [(int(s), int(e), u) for s, e, u in rows]
 
-    def _compare(self, session: Session, model: str, pair: tuple[str, str], start: int, updated: Any,
-                 policy: RolloutPolicy) -> list[Comparison]:
-        key = (model, pair, start, updated, policy)
+    def _compare(self, session: Session, model: str, mode: str, pair: tuple[str, str], start: int, updated: Any,
+                 policy: RolloutPolicy, alpha: float) -> list[Comparison]:
+        key = (model, mode, pair, start, updated, policy, alpha)
         found = self._comparisons.get(key)
         if found is not None:
             self._comparisons.move_to_end(key)
             return found
         reference, candidate = (self._state(session, model, version, start) for version in pair)
-        found = compare_states(reference, candidate, alpha=policy.alpha, min_events=policy.min_events,
+        found = compare_states(reference, candidate, alpha=alpha, min_events=policy.min_events,
                                min_labels=policy.min_labels,
                                candidate_drift=_prediction_drift(session, model, pair[1], start))
+        if mode == SHADOW:  # the same requests through both versions: their samples pair up by request id
+            found += sample_comparisons(reference.sample, candidate.sample, alpha=alpha,
+                                        threshold=policy.decision_threshold, top=policy.top_differences,
+                                        min_pairs=policy.min_pairs)
         self._comparisons[key] = found
         if len(self._comparisons) > _COMPARISON_CACHE_ENTRIES:
             self._comparisons.popitem(last=False)

@@ -1,4 +1,5 @@
-"""Rollouts: each model's routing plan, per-arm traffic and serving side by side, the verdicts and every step."""
+"""Rollouts: each model's routing plan, per-arm traffic and serving side by side, the verdicts, the comparisons
+behind them (differences with intervals over the windows, a shadow's largest disagreements) and every step."""
 from __future__ import annotations
 
 import pandas as pd
@@ -102,6 +103,42 @@ def verdict_history(verdicts: pd.DataFrame) -> None:
                      "evaluated_at": st.column_config.DatetimeColumn("judged (UTC)", format="MMM DD HH:mm:ss")})
 
 
+def comparison_history(ctx: ui.Context, verdicts: pd.DataFrame) -> None:
+    """Each window's differences with their intervals, per arm, as the analysis stored them behind its verdicts."""
+    st.subheader("Comparisons")
+    frame = rollout_derive.comparisons(verdicts)
+    metrics = rollout_derive.compared_metrics(frame)
+    if not metrics:
+        st.caption("No comparisons stored yet: each verdict keeps its window's comparisons once a window is judged.")
+        return
+    latest = verdicts.iloc[-1]["details"]
+    winner = rollout_derive.winner_text(latest)
+    alpha = (latest or {}).get("alpha")
+    st.caption("Each window's candidate minus production (an A/B arm minus the control), with its "
+               + (f"{1 - alpha:.1%} " if alpha else "") + "interval; the verdict pools the windows on "
+               "confidence sequences (docs/detectors.md)." + (f" {winner}." if winner else ""))
+    metric = st.selectbox("Metric", metrics, key="rollout_metric")
+    st.altair_chart(charts.delta_intervals(rollout_derive.delta_series(frame, metric), metric, ctx.span_ms),
+                    width="stretch")
+    newest = frame[frame["window_start_ms"] == frame["window_start_ms"].max()]
+    st.dataframe(newest[["arm", "metric", "value", "lower", "upper", "count", "insufficient_data"]],
+                 hide_index=True, width="stretch", column_config={
+                     "value": st.column_config.NumberColumn("value", format="%.4g"),
+                     "lower": st.column_config.NumberColumn("lower", format="%.4g"),
+                     "upper": st.column_config.NumberColumn("upper", format="%.4g")})
+    found = rollout_derive.examples(verdicts)
+    if found.empty:
+        return
+    st.markdown("**Largest disagreements** (shadow: the same request through both versions)")
+    shown = found.assign(window=[ui.window_label(s, e) for s, e in zip(found["window_start_ms"],
+                                                                        found["window_end_ms"])])
+    for column in ("production", "candidate"):  # scores, or class labels
+        shown[column] = shown[column].map(lambda v: "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v))
+    st.dataframe(shown[["window", "arm", "request_id", "production", "candidate", "difference"]], hide_index=True,
+                 width="stretch", column_config={
+                     "difference": st.column_config.NumberColumn("difference", format="%.4g")})
+
+
 def step_history(steps: pd.DataFrame) -> None:
     st.subheader("Steps")
     if steps.empty:
@@ -127,6 +164,7 @@ def body(ctx: ui.Context) -> None:
     verdicts = rollout_queries.verdicts(ctx.db_url, model)
     arms(ctx, model, plan, production, verdicts)
     verdict_history(verdicts)
+    comparison_history(ctx, verdicts)
     step_history(rollout_queries.steps(ctx.db_url, model))
 
 

@@ -8,6 +8,7 @@ The rollout analysis writes its verdicts per window with `record_verdict`.
 """
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -111,18 +112,26 @@ def rollouts(session: Session) -> list[dict[str, Any]]:
 
 
 def record_verdict(session: Session, model: str, candidate: str, window_start_ms: int, window_end_ms: int,
-                   verdict: str, reasons: list[Any] | None = None) -> None:
-    """Store the analysis' verdict on `candidate` for one window, replacing an earlier one for that window."""
+                   verdict: str, reasons: list[Any] | None = None, details: dict[str, Any] | None = None) -> None:
+    """Store the analysis' verdict on `candidate` for one window, replacing an earlier one for that window.
+
+    `details` are the comparisons behind it (`RolloutVerdictDetails`: per arm and metric the
+    value and interval, the shadow's examples, the A/B winner); they must be JSON numbers,
+    finite (the rollout analysis' `verdict_details` makes them so).
+    """
     if verdict not in VERDICTS:
         raise UserError(f"a rollout verdict is one of {', '.join(VERDICTS)}, got {verdict!r}")
+    document = _json_document(details)
     row = session.scalar(select(RolloutVerdict).where(
         RolloutVerdict.model == model, RolloutVerdict.candidate == candidate,
         RolloutVerdict.window_start_ms == window_start_ms).with_for_update())
     if row is None:
         session.add(RolloutVerdict(model=model, candidate=candidate, window_start_ms=window_start_ms,
-                                   window_end_ms=window_end_ms, verdict=verdict, reasons=list(reasons or [])))
+                                   window_end_ms=window_end_ms, verdict=verdict, reasons=list(reasons or []),
+                                   details=document))
     else:
         row.window_end_ms, row.verdict, row.reasons = window_end_ms, verdict, list(reasons or [])
+        row.details = document
         row.evaluated_at = datetime.now(timezone.utc)
 
 
@@ -134,13 +143,27 @@ def verdicts(session: Session, model: str, candidate: str | None = None) -> list
         query = query.where(RolloutVerdict.candidate == candidate)
     return [{"model": v.model, "candidate": v.candidate, "window_start_ms": v.window_start_ms,
              "window_end_ms": v.window_end_ms, "verdict": v.verdict, "reasons": v.reasons,
-             "evaluated_at": _iso(v.evaluated_at)} for v in session.scalars(query)]
+             "details": dict(v.details or {}), "evaluated_at": _iso(v.evaluated_at)} for v in session.scalars(query)]
 
 
 def latest_verdict(session: Session, model: str, candidate: str) -> dict[str, Any] | None:
     """The verdict of the candidate's latest analysed window, or None."""
     found = verdicts(session, model, candidate)
     return found[-1] if found else None
+
+
+def _json_document(details: dict[str, Any] | None) -> dict[str, Any]:
+    """`details` checked to be a JSON object of finite numbers: PostgreSQL refuses NaN in JSON, SQLite would
+    store a string no reader parses back, so a bad value is an error naming it rather than a lost verdict."""
+    if details is None:
+        return {}
+    if not isinstance(details, dict):
+        raise UserError(f"rollout verdict details must be a JSON object, got {type(details).__name__}")
+    try:
+        json.dumps(details, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"rollout verdict details are not storable JSON: {exc}") from None
+    return details
 
 
 def _production(session: Session, model: str) -> str:

@@ -36,8 +36,10 @@ class EventBatch:
     cache_hit: np.ndarray  # float64: 1 hit, 0 miss, NaN unknown
     batch_size: np.ndarray  # float64, NaN unknown
     event_time_ms: np.ndarray  # int64 epoch milliseconds
-    event_ids: np.ndarray | None  # object array of str (keys of the uniform sample)
+    event_ids: np.ndarray | None  # object array of str (the sample's key where a request id is absent)
     events: Sequence[Any] = ()  # the source events (dicts or InferenceEvent), read for the sample only
+    # object array of str or None: the uniform sample's keys, shared by a request's shadow answer
+    request_ids: np.ndarray | None = None
 
     @classmethod
     def from_events(cls, events: Sequence[Any]) -> "EventBatch":
@@ -70,13 +72,15 @@ class EventBatch:
             latencies = [lat or {} for lat in latencies]
         statuses = field(events, "status")
         ids = field(events, "event_id")
+        request_ids = field(events, "request_id")
         columns, types, absent = feature_columns(features)
         source, prediction = prediction_column(field(events, "prediction"))
         return cls(n=n, features=columns, feature_types=types, absent=absent, prediction=prediction,
                    prediction_source=source, latency_ms=latency_columns(latencies),
                    status=np.array(statuses, dtype=object), cache_hit=optional_column(raws, "cache_hit"),
                    batch_size=optional_column(raws, "batch_size"), event_time_ms=event_times(times),
-                   event_ids=None if ids.count(None) else np.array(ids, dtype=object), events=events)
+                   event_ids=None if ids.count(None) else np.array(ids, dtype=object), events=events,
+                   request_ids=None if request_ids.count(None) == n else np.array(request_ids, dtype=object))
 
     @classmethod
     def empty(cls) -> "EventBatch":
@@ -107,7 +111,21 @@ class EventBatch:
                           status=self.status[index], cache_hit=self.cache_hit[index], batch_size=self.batch_size[index],
                           event_time_ms=self.event_time_ms[index],
                           event_ids=None if self.event_ids is None else self.event_ids[index],
-                          events=self._events_at(positions))
+                          events=self._events_at(positions),
+                          request_ids=None if self.request_ids is None else self.request_ids[index])
+
+    def sample_ids(self) -> np.ndarray | None:
+        """Each event's key in the uniform sample: its request id, else its event id (None: neither).
+
+        Keyed by request id, the production and shadow windows of one model sample the same
+        requests (coordinated bottom-k sampling), so their samples pair up by request id.
+        """
+        if self.request_ids is None:
+            return self.event_ids
+        if self.event_ids is None:
+            return self.request_ids
+        missing = np.equal(self.request_ids, None)
+        return np.where(missing, self.event_ids, self.request_ids) if missing.any() else self.request_ids
 
     def _events_at(self, positions: list[int]) -> Sequence[Any]:
         if not self.events:

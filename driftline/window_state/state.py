@@ -160,11 +160,7 @@ class WindowState:
         k = self.sample_size
         if k == 0:
             return
-        if batch.event_ids is not None:
-            keys = pd.util.hash_array(batch.event_ids, categorize=False)
-        else:
-            keys = np.random.default_rng().integers(0, np.iinfo(np.uint64).max, batch.n, dtype=np.uint64,
-                                                    endpoint=True)
+        keys = _sample_keys(batch)
         if len(self.sample) >= k:
             candidates = np.flatnonzero(keys < self.sample_keys.max())
         else:
@@ -330,6 +326,24 @@ def _add_dicts(a: Mapping[Any, int], b: Mapping[Any, int]) -> dict[Any, int]:
     for key, value in b.items():
         out[key] = out.get(key, 0) + value
     return out
+
+
+def _sample_keys(batch: EventBatch) -> np.ndarray:
+    """A uniform 64-bit key per event: the hash of its request id (else event id), random without either."""
+    ids = batch.sample_ids()
+    if ids is None:
+        return _random_keys(batch.n)
+    missing = np.equal(ids, None)
+    if not missing.any():
+        return pd.util.hash_array(ids, categorize=False)
+    keys = _random_keys(batch.n)
+    present = np.flatnonzero(~missing)
+    keys[present] = pd.util.hash_array(ids[present], categorize=False)
+    return keys
+
+
+def _random_keys(n: int) -> np.ndarray:
+    return np.random.default_rng().integers(0, np.iinfo(np.uint64).max, n, dtype=np.uint64, endpoint=True)
 
 
 def _bottom_k(keys: np.ndarray, records: list[dict[str, Any]], k: int) -> tuple[np.ndarray, list[dict[str, Any]]]:

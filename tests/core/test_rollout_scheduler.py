@@ -99,6 +99,12 @@ def test_a_canary_with_a_much_higher_error_rate_is_rolled_back_after_the_policys
     [step] = _policy_steps(db_url)
     assert step["action"] == "clear" and step["from"]["candidate"] == "2" and step["to"] is None
     assert "failed" in step["reason"] and "error_rate_delta: fail" in step["reason"]
+    # each verdict keeps the window's comparisons behind it: the error-rate delta inside its interval
+    with session_scope(db_url) as s:
+        stored = [v["details"] for v in verdicts(s, MODEL, "2")]
+    deltas = [next(c for c in d["comparisons"] if c["metric"] == "error_rate_delta") for d in stored]
+    assert all(c["arm"] == "2" and c["lower"] < c["value"] < c["upper"] and c["count"] == EVENTS for c in deltas)
+    assert all(0.1 < c["value"] < 0.3 for c in deltas) and all(d["examples"] == [] for d in stored)
 
 
 def test_a_second_run_over_the_same_windows_stores_nothing_new(db_url, tmp_path):
@@ -256,11 +262,98 @@ def test_an_ab_test_is_judged_arm_against_production_and_holds_without_a_winner(
 
 
 @pytest.mark.parametrize("plan, production, expected", [
-    (canary_plan(MODEL, "2", 5), "1", ("1", "2")),
-    (shadow_plan(MODEL, "2"), "1", ("1", "2")),
-    (ab_plan(MODEL, [("2", 50), ("1", 50)]), "1", ("1", "2")),
-    (ab_plan(MODEL, [("2", 50), ("3", 50)]), "1", ("2", "3")),  # production serves no traffic: the first arm
-    (ab_plan(MODEL, [("1", 40), ("2", 30), ("3", 30)]), "1", None),
+    (canary_plan(MODEL, "2", 5), "1", ("1", ("2",))),
+    (shadow_plan(MODEL, "2"), "1", ("1", ("2",))),
+    (ab_plan(MODEL, [("2", 50), ("1", 50)]), "1", ("1", ("2",))),
+    (ab_plan(MODEL, [("2", 50), ("3", 50)]), "1", ("2", ("3",))),  # production serves no traffic: the first arm
+    (ab_plan(MODEL, [("3", 40), ("1", 30), ("2", 30)]), "1", ("1", ("3", "2"))),
+    (canary_plan(MODEL, "2", 5), None, None),
 ])
 def test_which_versions_a_plan_compares(plan, production, expected):
     assert versions_compared(plan, production) == expected
+
+
+# --- shadow pairs, more than two arms, the comparisons stored behind each verdict -----------------
+
+def _answers(db_url, version, start, request_ids, predictions, labels=None) -> None:
+    """One window state of `version` answering `request_ids` with `predictions` (and their labels joined)."""
+    n = len(request_ids)
+    evs = [{"event_id": f"{version}-{request_id}", "request_id": request_id, "ts_ms": start + i * WINDOW_MS // n,
+            "model": MODEL, "version": version, "features": {"x": 0.0}, "latency_ms": {"total": 10.0 + i % 7},
+            "prediction": float(p)} for i, (request_id, p) in enumerate(zip(request_ids, predictions))]
+    state = WindowState.empty(None).add_batch(EventBatch.from_events(evs))
+    if labels is not None:
+        state.add_labels(np.asarray(predictions, dtype=float), np.asarray(labels))
+    with session_scope(db_url) as s:
+        s.add(WindowStateRecord(model=MODEL, version=version, window_start_ms=start, window_end_ms=start + WINDOW_MS,
+                                partition=0, events=n, state=state.to_bytes()))
+
+
+def test_a_shadow_is_judged_on_the_flip_rate_of_the_requests_both_windows_sampled(db_url, tmp_path):
+    _registry(db_url, shadow_plan(MODEL, "2"))
+    jobs, rng, t0 = _jobs(db_url, tmp_path, min_pairs=100), np.random.default_rng(11), _start()
+    flipped = {}
+    for w in range(3):
+        start = t0 + w * WINDOW_MS
+        ids = [f"req-{start}-{i}" for i in range(EVENTS)]
+        production = rng.uniform(size=EVENTS)
+        candidate = np.where(rng.uniform(size=EVENTS) < 0.4, 1 - production, production)  # flips ~ a fifth
+        flipped.update(zip(ids, zip(production, candidate)))
+        _answers(db_url, "1", start, ids, production)
+        _answers(db_url, "2", start, ids, candidate)
+    outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 2 * WINDOW_MS))
+    last = outcomes[-1].verdict
+    assert last.metrics["flip_rate"].windows == 3 and last.metrics["flip_rate"].value > 0.1
+    with session_scope(db_url) as s:
+        stored = verdicts(s, MODEL, "2")
+        blobs = [s.scalar(select(WindowStateRecord.state).where(WindowStateRecord.version == v,
+                                                               WindowStateRecord.window_start_ms == t0 + 2 * WINDOW_MS))
+                 for v in ("1", "2")]
+    details = stored[-1]["details"]
+    assert details["reference"] == "1" and details["alpha"] == 0.05
+    [flip] = [c for c in details["comparisons"] if c["metric"] == "flip_rate"]
+    # the service's flip rate is the batch computation on the requests both windows sampled
+    samples = [WindowState.from_bytes(blob).sample for blob in blobs]
+    paired = [r["request_id"] for r in samples[0]]
+    assert len(paired) == 200 and set(paired) == {r["request_id"] for r in samples[1]}
+    flips = sum((flipped[r][0] >= 0.5) != (flipped[r][1] >= 0.5) for r in paired)
+    assert (flip["arm"], flip["value"], flip["count"]) == ("2", flips / 200, 200)
+    assert flip["lower"] < flip["value"] < flip["upper"]
+    examples = details["examples"]
+    assert len(examples) == 10 and all(e["arm"] == "2" and e["request_id"] in paired for e in examples)
+    worst = examples[0]
+    assert worst["candidate"] - worst["production"] == pytest.approx(worst["difference"])
+    assert flipped[worst["request_id"]] == (worst["production"], worst["candidate"])
+
+
+def _labelled(rng, accuracy, n):
+    labels = rng.binomial(1, 0.5, n)
+    right = rng.uniform(size=n) < accuracy
+    return np.where(right, labels, 1 - labels) * 0.8 + 0.1, labels
+
+
+def test_an_ab_test_of_three_arms_promotes_the_winning_arm(db_url, tmp_path):
+    with session_scope(db_url) as s:
+        s.add(ModelVersion(model=MODEL, version="3"))
+    _registry(db_url, ab_plan(MODEL, [("1", 34), ("2", 33), ("3", 33)]))
+    jobs, rng, t0 = _jobs(db_url, tmp_path, auto_promote=True), np.random.default_rng(12), _start()
+    for w in range(3):
+        start = t0 + w * WINDOW_MS
+        for version, accuracy in (("1", 0.75), ("2", 0.75), ("3", 0.92)):
+            predictions, labels = _labelled(rng, accuracy, 600)
+            _answers(db_url, version, start, [f"{version}-{start}-{i}" for i in range(600)], predictions, labels)
+    outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 2 * WINDOW_MS))
+    last = outcomes[-1]
+    assert (last.candidate, last.verdict.verdict, last.verdict.winner, last.step.action) == ("1,2,3", "pass", "3",
+                                                                                           "promote")
+    assert any("alpha 0.025" in r for r in last.verdict.reasons)
+    with session_scope(db_url) as s:
+        assert current_plan(s, MODEL) is None
+        assert s.get(ModelAlias, (MODEL, "production")).version == "3"
+        details = verdicts(s, MODEL)[-1]["details"]
+    assert details["winner"] == "3" and details["reference"] == "1" and details["alpha"] == 0.025
+    quality = {c["arm"]: c for c in details["comparisons"] if c["metric"] == "quality_delta"}
+    assert set(quality) == {"2", "3"}
+    assert quality["3"]["lower"] > 0.05 and quality["2"]["lower"] < 0 < quality["2"]["upper"]
+    [step] = _policy_steps(db_url)
+    assert step["action"] == "clear" and "declared the candidate better" in step["reason"]

@@ -102,6 +102,30 @@ def test_verdicts_are_written_per_window_and_replaced_on_reanalysis(db_url):
         record_verdict(s, MODEL, "2", 0, 60_000, "maybe")
 
 
+def test_a_verdict_keeps_the_comparisons_behind_it_and_refuses_what_json_cannot_hold(db_url):
+    details = {"reference": "1", "alpha": 0.025, "winner": "3",
+               "comparisons": [{"arm": "3", "metric": "quality_delta", "value": 0.12, "lower": 0.05, "upper": 0.19,
+                                "count": 1800, "insufficient_data": False}],
+               "examples": [{"arm": "3", "request_id": "r-\u00e9-1", "production": 0.2, "candidate": 0.9,
+                             "difference": 0.7}]}
+    with store_db.session_scope(db_url) as s:
+        record_verdict(s, MODEL, "2,3", 0, 60_000, "pass", ["A/B test: arm 3 is the winner"], details)
+        record_verdict(s, MODEL, "2,3", 60_000, 120_000, "inconclusive")
+    with store_db.session_scope(db_url) as s:
+        first, second = verdicts(s, MODEL, "2,3")
+        assert first["details"] == details and second["details"] == {}
+    with store_db.session_scope(db_url) as s:  # a re-analysis replaces the details with the verdict
+        record_verdict(s, MODEL, "2,3", 0, 60_000, "fail", ["arm 2 failed"], {"reference": "1", "comparisons": []})
+    with store_db.session_scope(db_url) as s:
+        assert verdicts(s, MODEL, "2,3")[0]["details"] == {"reference": "1", "comparisons": []}
+    for bad, message in (({"comparisons": [{"value": float("nan")}]}, "not storable JSON"),
+                         ({"examples": [object()]}, "not storable JSON"), (["a list"], "JSON object")):
+        with pytest.raises(UserError, match=message), store_db.session_scope(db_url) as s:
+            record_verdict(s, MODEL, "2,3", 0, 60_000, "fail", [], bad)
+    with store_db.session_scope(db_url) as s:  # nothing was lost to the refused writes
+        assert verdicts(s, MODEL, "2,3")[0]["verdict"] == "fail"
+
+
 def test_status_lists_the_current_rollouts_with_their_steps_and_latest_verdict(db_url):
     _registry(db_url)
     with store_db.session_scope(db_url) as s:

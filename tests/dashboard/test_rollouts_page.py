@@ -1,10 +1,11 @@
-"""The Rollouts page (AppTest) and its queries (SQLite and PostgreSQL): a canary's plan, steps and verdicts; no rollout."""
+"""The Rollouts page (AppTest) and its queries (SQLite and PostgreSQL): a canary's plan, steps and verdicts; the
+comparisons and shadow disagreements stored behind verdicts; no rollout."""
 from __future__ import annotations
 
 import time
 
 from driftline.dashboard import rollout_queries
-from driftline.rollouts import canary_plan
+from driftline.rollouts import ab_plan, canary_plan, shadow_plan
 from driftline.store import db as store_db
 from driftline.store.aliases import PRODUCTION, move_alias
 from driftline.store.models import ModelAlias, ModelVersion, WindowStateRecord
@@ -114,3 +115,75 @@ def test_arms_read_the_real_detectors_latency_and_error_results(seeded):
         assert arms.loc[version, "p50_ms"] <= arms.loc[version, "p95_ms"] <= arms.loc[version, "p99_ms"]
         assert arms.loc[version, "error_low"] <= arms.loc[version, "error_rate"] <= arms.loc[version, "error_high"]
     assert len(at.get("vega_lite_chart")) == 3  # events, p99 and error rate per arm
+
+
+def _comparison(arm, metric, value, lower, upper, count=400):
+    return {"arm": arm, "metric": metric, "value": value, "lower": lower, "upper": upper, "count": count,
+            "insufficient_data": False}
+
+
+def _seed_details(url: str) -> list[int]:
+    """A shadow of v2 judged over two windows (flip rate, examples), then a three-arm A/B test naming v3."""
+    now = int(time.time() * 1000)
+    starts = [(now // WINDOW_MS - 10 + i) * WINDOW_MS for i in range(3)]
+    with store_db.session_scope(url) as s:
+        for version in ("1", "2", "3"):
+            s.add(ModelVersion(model=MODEL, version=version))
+        s.flush()
+        move_alias(s, MODEL, "1", "promote", None)
+        set_plan(s, shadow_plan(MODEL, "2"))
+        for i, start in enumerate(starts[:2]):
+            examples = [{"arm": "2", "request_id": f"req-{i}-{k}", "production": 0.1 * k, "candidate": 0.9,
+                         "difference": 0.9 - 0.1 * k} for k in range(3)]
+            record_verdict(s, MODEL, "2", start, start + WINDOW_MS, PASS, [], {
+                "reference": "1", "alpha": 0.05, "examples": examples,
+                "comparisons": [_comparison("2", "flip_rate", 0.1 + i / 10, 0.05 + i / 10, 0.15 + i / 10, 200),
+                                _comparison("2", "error_rate_delta", 0.001, -0.01, 0.012)]})
+    with store_db.session_scope(url) as s:
+        set_plan(s, ab_plan(MODEL, [("1", 34), ("2", 33), ("3", 33)]))
+        record_verdict(s, MODEL, "1,2,3", starts[2], starts[2] + WINDOW_MS, PASS, ["A/B test: arm 3 is the winner"], {
+            "reference": "1", "alpha": 0.025, "winner": "3", "examples": [],
+            "comparisons": [_comparison("2", "quality_delta", 0.01, -0.03, 0.05),
+                            _comparison("3", "quality_delta", 0.12, 0.07, 0.17)]})
+    return starts
+
+
+def test_rollouts_page_draws_the_comparisons_behind_the_verdicts_and_the_disagreements(sqlite_url, monkeypatch):
+    monkeypatch.setenv("DRIFTLINE_DB", sqlite_url)
+    starts = _seed_details(sqlite_url)
+    at = open_app("rollouts")
+    assert "A/B winner: v3" in " ".join(c.value for c in at.caption)
+    [chooser] = [s for s in at.selectbox if s.label == "Metric"]
+    assert chooser.options == ["flip_rate", "error_rate_delta", "quality_delta"]  # the vocabulary's order
+    arms, verdicts, latest, disagreements, steps = (d.value for d in at.dataframe)
+    assert list(verdicts["candidate"]) == ["1,2,3", "2", "2"]
+    assert dict(zip(latest["arm"], latest["value"])) == {"2": 0.01, "3": 0.12}  # the newest window only
+    assert list(latest["lower"]) == [-0.03, 0.07] and list(latest["upper"]) == [0.05, 0.17]
+    assert len(disagreements) == 6 and list(disagreements["request_id"][:3]) == ["req-1-0", "req-1-1", "req-1-2"]
+    assert disagreements["production"].iloc[1] == "0.1" and disagreements["difference"].iloc[0] == 0.9
+    assert len(at.get("vega_lite_chart")) == 1  # no window states here: the comparisons' chart only
+    chooser.set_value("quality_delta").run()
+    assert not at.exception
+    [*_, latest_again, _, _] = (d.value for d in at.dataframe)
+    assert list(latest_again["arm"]) == ["2", "3"]
+
+
+def test_comparisons_are_derived_from_the_stored_details(db_url):
+    from driftline.dashboard import rollout_derive
+
+    starts = _seed_details(db_url)
+    verdicts = rollout_queries.verdicts(db_url, MODEL)
+    frame = rollout_derive.comparisons(verdicts)
+    assert len(frame) == 6 and list(frame["window_start_ms"].unique()) == starts
+    series = rollout_derive.delta_series(frame, "flip_rate")
+    assert list(series["value"]) == [0.1, 0.2] and list(series["series"]) == ["v2", "v2"]
+    assert (series["lower"] < series["value"]).all() and (series["value"] < series["upper"]).all()
+    quality = rollout_derive.delta_series(frame, "quality_delta")
+    assert list(quality["series"]) == ["v2", "v3"]
+    examples = rollout_derive.examples(verdicts, limit=4)
+    assert list(examples["request_id"]) == ["req-1-0", "req-1-1", "req-1-2", "req-0-0"]
+    assert rollout_derive.winner_text(verdicts["details"].iloc[-1]) == "A/B winner: v3"
+    # verdicts stored without details (or with foreign ones) add nothing
+    bare = verdicts.assign(details=[{}, None, {"comparisons": None}])
+    assert rollout_derive.comparisons(bare).empty and rollout_derive.examples(bare).empty
+    assert rollout_derive.compared_metrics(rollout_derive.comparisons(bare)) == []

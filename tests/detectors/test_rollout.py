@@ -19,6 +19,8 @@ from driftline.detectors.rollout import (
     latency_comparisons,
     quality_comparison,
     quality_sums,
+    sample_comparisons,
+    sample_pairs,
     shadow_comparisons,
 )
 from driftline.vocabulary import (
@@ -37,7 +39,7 @@ from driftline.vocabulary import (
     SCORE_WASSERSTEIN,
     RolloutDetails,
 )
-from driftline.window_state import LatencyHistogram, WindowState
+from driftline.window_state import EventBatch, LatencyHistogram, WindowState
 
 ALPHA = 0.05
 
@@ -137,6 +139,56 @@ def test_shadow_with_too_few_pairs_is_insufficient_and_bad_input_is_refused():
 
 
 # --- canary / A/B ------------------------------------------------------------------------------
+
+def _answers(version, predictions, request_ids, seed):
+    rng = np.random.default_rng(seed)
+    return [{"event_id": f"{version}-{rng.integers(1 << 60)}", "request_id": request_id, "ts_ms": 1_000 + i,
+             "model": "m", "version": version, "features": {"x": 1.0}, "latency_ms": {"total": 5.0},
+             "prediction": prediction} for i, (request_id, prediction) in enumerate(zip(request_ids, predictions))]
+
+
+def test_flip_rate_from_the_window_samples_equals_the_batch_computation_on_the_same_pairs():
+    rng = np.random.default_rng(21)
+    ids = [f"r{i}" for i in range(3000)]
+    production = rng.uniform(size=3000)
+    candidate = np.where(rng.uniform(size=3000) < 0.1, 1 - production, production + rng.normal(0, 0.01, 3000))
+    prod_state = WindowState.empty(None).add_batch(EventBatch.from_events(_answers("1", production, ids, 1)))
+    # the candidate's answers reach the collector in another order, split over partitions
+    order = rng.permutation(3000)
+    shuffled = _answers("2", candidate[order], [ids[i] for i in order], 2)
+    cand_state = WindowState.merge_all(WindowState.empty(None).add_batch(EventBatch.from_events(shuffled[i::3]))
+                                       for i in range(3))
+    service = sample_comparisons(prod_state.sample, cand_state.sample, alpha=ALPHA, min_pairs=50)
+    paired = [r["request_id"] for r in prod_state.sample]
+    assert len(paired) == 200 and set(paired) == {r["request_id"] for r in cand_state.sample}
+    at = {request_id: i for i, request_id in enumerate(ids)}
+    rows = [at[request_id] for request_id in paired]
+    batch = shadow_comparisons(paired, production[rows], candidate[rows], alpha=ALPHA, min_pairs=50)
+    assert [c.to_dict() for c in service] == [c.to_dict() for c in batch]
+    flips = int(np.count_nonzero((production[rows] >= 0.5) != (candidate[rows] >= 0.5)))
+    assert service[0].metric == FLIP_RATE and service[0].value == flips / 200 and 0 < flips < 60
+    worst = service[0].typed.largest_differences[0]
+    assert abs(worst["candidate"] - worst["production"]) == max(abs(candidate[rows] - production[rows]))
+    assert candidate[at[worst["request_id"]]] == worst["candidate"]
+
+
+def test_sample_pairs_make_predictions_comparable_and_skip_what_cannot_pair():
+    production = [{"request_id": "a", "prediction": [0.3, 0.7]}, {"request_id": "b", "prediction": [0.2, 0.5, 0.3]},
+                  {"request_id": "c", "prediction": 0.4}, {"request_id": None, "prediction": 0.1},
+                  {"request_id": "d", "prediction": None}, {"request_id": "e", "prediction": 0.9},
+                  {"request_id": "a", "prediction": [0.9, 0.1]}]
+    candidate = [{"request_id": "a", "prediction": [0.6, 0.4]}, {"request_id": "b", "prediction": [0.1, 0.2, 0.7]},
+                 {"request_id": "c", "prediction": 0.45}, {"request_id": "d", "prediction": 0.3},
+                 {"request_id": None, "prediction": 0.1}]
+    assert sample_pairs(production, candidate) == (["a", "b", "c"], [0.7, "class 1", 0.4], [0.4, "class 2", 0.45])
+    # a window of class labels flips on any difference; NaN or broken probabilities pair as nothing
+    labels = sample_comparisons([{"request_id": str(i), "prediction": "yes"} for i in range(61)],
+                                [{"request_id": str(i), "prediction": "yes" if i % 4 else "no"} for i in range(60)]
+                                + [{"request_id": "60", "prediction": [float("nan"), 1.0]}],
+                                alpha=ALPHA, min_pairs=50)
+    assert [c.metric for c in labels] == [FLIP_RATE] and labels[0].value == 15 / 60
+    assert sample_comparisons([], [], alpha=ALPHA)[0].insufficient_data
+
 
 def test_error_rate_comparison_and_its_minimum():
     comparison = error_rate_comparison(10, 1000, 30, 1000, alpha=ALPHA)

@@ -1,6 +1,8 @@
 """A rollout's verdict, the `[rollouts]` policy and the next step."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,9 +19,10 @@ from driftline.detectors.rollout import (
     shadow_comparisons,
 )
 from driftline.detectors.rollout_policy import RolloutPolicy, next_step
-from driftline.detectors.rollout_verdict import rollout_verdict
+from driftline.detectors.rollout_verdict import BONFERRONI, ab_verdict, arm_policy, rollout_verdict
 from driftline.errors import UserError
 from driftline.vocabulary import (
+    ACCURACY,
     CANDIDATE_DRIFT,
     ERROR_RATE_DELTA,
     FLIP_RATE,
@@ -186,6 +189,75 @@ def test_ab_needs_a_winner(accuracies, verdict, winner):
     assert (judged.sequential[SEQUENTIAL_P_VALUE] <= POLICY.alpha) == (winner is not None)
     # The same windows as a canary: judged on the allowed drop alone, no winner needed.
     assert rollout_verdict(windows, ROLLOUT_CANARY, POLICY).sequential is None
+
+
+# --- an A/B test of more than two arms -------------------------------------------------------
+
+def _quality_windows(rng: np.random.Generator, accuracies, windows: int = 30, labels: int = 200,
+                     runs: int = 1) -> list[dict[str, list[list[Comparison]]]]:
+    """`runs` A/B tests: per arm (version "2", "3", ...) its windows' accuracy comparisons with the control,
+    whose accuracy is the first of `accuracies`; `labels` per arm and window."""
+    right = rng.binomial(labels, accuracies, (runs, windows, len(accuracies)))
+    tests = []
+    for run in right:
+        tests.append({str(arm + 1): [[Comparison(QUALITY_DELTA, None, {
+            "metric": ACCURACY, "higher_is_better": True, "count": labels,
+            "sums": {"production": [labels, int(w[0]), int(w[0])], "candidate": [labels, int(w[arm]), int(w[arm])]}})]
+            for w in run] for arm in range(1, len(accuracies))})
+    return tests
+
+
+AB_POLICY = RolloutPolicy(critical=(QUALITY_DELTA,))
+
+
+def test_a_a_a_tests_keep_the_family_wise_false_positive_rate_when_judged_every_window():
+    """Three identical arms, 200 labels an arm a window, 30 windows: any arm declared better or worse than
+    the control at any look is a false positive (the confidence sequences only narrow, so the last look
+    holds every earlier one's finding)."""
+    runs = 300
+    tests = _quality_windows(np.random.default_rng(31), (0.8, 0.8, 0.8), runs=runs)
+    found = [ab_verdict(arms, AB_POLICY) for arms in tests]
+    declared = np.mean([any(s["winner"] is not None for s in v.sequential["arms"].values()) for v in found])
+    assert declared <= AB_POLICY.alpha + 3 * np.sqrt(AB_POLICY.alpha * (1 - AB_POLICY.alpha) / runs)
+    assert all(v.sequential["arms"]["2"]["alpha"] == AB_POLICY.alpha / 2 for v in found)
+    assert sum(v.verdict != VERDICT_INCONCLUSIVE for v in found) <= declared * runs
+
+
+def test_the_better_arm_of_three_wins_and_is_named():
+    tests = _quality_windows(np.random.default_rng(32), (0.80, 0.80, 0.86), runs=50)
+    found = [ab_verdict(arms, AB_POLICY) for arms in tests]
+    winners = [v.winner for v in found]
+    assert winners.count("3") >= 45 and "2" not in winners
+    last = next(v for v in found if v.winner == "3")
+    assert last.verdict == VERDICT_PASS and last.sequential["correction"] == BONFERRONI
+    assert last.sequential["comparisons"] == 2 and set(last.arms) == {"2", "3"}
+    assert any(r.startswith("A/B test: arm 3 is the winner") and "alpha 0.025" in r for r in last.reasons)
+    assert any(r.startswith("arm 2: ") for r in last.reasons)
+    assert next_step(ROLLOUT_AB, 0.0, last.verdict, RolloutPolicy(auto_promote=True)).action == STEP_PROMOTE
+
+
+def test_an_arm_failing_a_critical_metric_fails_the_test_and_losers_drop_out():
+    rng = np.random.default_rng(33)
+    [arms] = _quality_windows(rng, (0.85, 0.70, 0.85))
+    harmful = ab_verdict(arms, AB_POLICY)  # arm 2 is 15 points worse: beyond the allowed 5-point drop
+    assert harmful.verdict == VERDICT_FAIL and harmful.winner is None
+    assert any("arm 2 failed a critical metric" in r for r in harmful.reasons)
+    # worse than the control but within the allowed drop: the arm lost, the other decides
+    [arms] = _quality_windows(rng, (0.85, 0.82, 0.85), labels=2000)
+    lost = ab_verdict(arms, AB_POLICY)
+    assert lost.arms["2"].sequential["winner"] == "production" and lost.verdict == VERDICT_INCONCLUSIVE
+    [arms] = _quality_windows(rng, (0.85, 0.82, 0.82), labels=2000)
+    assert ab_verdict(arms, AB_POLICY).verdict == VERDICT_FAIL  # every arm worse: none can win
+    assert "every arm is worse" in ab_verdict(arms, AB_POLICY).reasons[-1]
+
+
+def test_an_ab_test_of_two_arms_is_the_two_arm_verdict_with_its_winner_named():
+    windows = _windows(20, accuracies=(0.80, 0.85), labels=600, seed=4)
+    judged = ab_verdict({"7": windows}, POLICY)
+    assert judged == dataclasses.replace(rollout_verdict(windows, ROLLOUT_AB, POLICY), winner="7")
+    assert arm_policy(POLICY, 1) is POLICY and arm_policy(POLICY, 4).alpha == POLICY.alpha / 4
+    with pytest.raises(ValueError):
+        ab_verdict({}, POLICY)
 
 
 def test_verdict_to_dict_is_json_ready():

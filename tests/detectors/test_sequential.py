@@ -155,3 +155,22 @@ def test_ab_one_arm_better_once_labels_arrive_is_declared():
 def test_a_a_has_no_winner_in_the_ab_scenario():
     _, test = _binary_runs(0.80, 0.80, 400, seed=14, labels_from=5)
     assert (test.p_value[:, -1] <= ALPHA).mean() <= ALPHA + _margin(ALPHA, RUNS)
+
+
+def test_a_a_a_family_wise_false_positive_rate_holds_with_the_level_split_between_the_arms():
+    """Three identical arms, each of the two others against the control at alpha / 2 (Bonferroni), a
+    peek after every window: the chance that either is declared different stays at most alpha."""
+    rng = np.random.default_rng(15)
+    n = np.full((RUNS, PEEKS), 200)
+    control, second, third = (np.cumsum(rng.binomial(n, 0.8), axis=1) for _ in range(3))
+    count = np.cumsum(n, axis=1)
+    tests = [msprt_proportions(count, control, count, arm, ALPHA / 2, TAU) for arm in (second, third)]
+    either = (tests[0].p_value[:, -1] <= ALPHA / 2) | (tests[1].p_value[:, -1] <= ALPHA / 2)
+    assert either.mean() <= ALPHA + _margin(ALPHA, RUNS)
+    # the simulation has teeth: fixed-sample z-tests at alpha / 2, looked at after every window, do not hold
+    naive = np.zeros(RUNS, dtype=bool)
+    for arm in (second, third):
+        p_a, p_b = control / count, arm / count
+        z = (p_b - p_a) / np.sqrt(p_a * (1 - p_a) / count + p_b * (1 - p_b) / count)
+        naive |= (np.abs(z) >= stats.norm.isf(ALPHA / 4)).any(axis=1)
+    assert naive.mean() > 2 * ALPHA

@@ -319,6 +319,52 @@ def test_sample_is_uniform_over_the_stream(baseline):
     assert abs(scores.mean()) < 4 / np.sqrt(1000)
 
 
+def _shadow_of(events, seed=2):
+    """The candidate's answers to the same requests: its own event ids, the production event's request id."""
+    rng = np.random.default_rng(seed)
+    return [{**event, "event_id": uuid.UUID(int=int(rng.integers(1 << 62))).hex, "version": "2",
+             "ts": event["ts"] + 3, "prediction": float(rng.random())} for event in events]
+
+
+def test_samples_of_the_same_requests_are_the_same_requests(baseline):
+    """Coordinated bottom-k: keyed by request id, a shadow's window samples exactly production's requests,
+    however each side's events are split into batches and partial states."""
+    production = make_events(5000, seed=3)
+    shadow = _shadow_of(production)
+    whole = WindowState.empty(baseline).add_batch(EventBatch.from_events(production))
+    parts = WindowState.merge_all(WindowState.empty(None).add_batch(EventBatch.from_events(shadow[i::3]))
+                                  for i in range(3))
+    sampled = [r["request_id"] for r in whole.sample]
+    assert len(sampled) == 200 and sampled == [r["request_id"] for r in parts.sample]
+    assert {r["event_id"] for r in whole.sample}.isdisjoint(r["event_id"] for r in parts.sample)
+    # a shadow of a quarter of the requests: every shadowed request in production's sample is in the
+    # shadow's sample too (the shadow's k-th key is at least production's), so each of them pairs
+    quarter = WindowState.empty(None).add_batch(EventBatch.from_events(shadow[::4]))
+    shadowed = {e["request_id"] for e in shadow[::4]}
+    both = set(sampled) & shadowed
+    assert 25 <= len(both) <= 80 and both <= {r["request_id"] for r in quarter.sample}
+
+
+def test_sample_keys_fall_back_to_the_event_id_then_to_random(baseline):
+    events = make_events(600, seed=4)
+    without = [{k: v for k, v in e.items() if k != "request_id"} for e in events]
+    batch = EventBatch.from_events(without)
+    assert batch.request_ids is None and list(batch.sample_ids()) == [e["event_id"] for e in events]
+    mixed = EventBatch.from_events(events[:300] + without[300:])
+    assert list(mixed.sample_ids()) == [e["request_id"] for e in events[:300]] + [e["event_id"] for e in events[300:]]
+    assert list(mixed.take(np.arange(295, 305)).sample_ids()) == list(mixed.sample_ids()[295:305])
+    # keyed by event id the sample is the same bottom-k however the events are split
+    parts = WindowState.merge_all(WindowState.empty(baseline).add_batch(EventBatch.from_events(without[i::2]))
+                                  for i in range(2))
+    whole = WindowState.empty(baseline).add_batch(batch)
+    assert [r["event_id"] for r in parts.sample] == [r["event_id"] for r in whole.sample]
+    # an event without either id is still sampled (a random key), and the state encodes
+    anonymous = [{k: v for k, v in e.items() if k not in ("request_id", "event_id")} for e in events[:50]]
+    state = WindowState.empty(baseline).add_batch(EventBatch.from_events(anonymous + events[50:100]))
+    assert len(state.sample) == 100
+    assert WindowState.from_bytes(state.to_bytes(), baseline).sample == state.sample
+
+
 def test_labels_binary_and_regression(baseline):
     state = WindowState.empty(baseline)
     state.add_labels(np.array([0.9, 0.2, 0.6, 0.4]), np.array([1, 0, 0, 1]))
