@@ -21,9 +21,10 @@ What a state counts:
 * **status** counts, cache hits/misses, batch-size counts, event count, min/max
   event time;
 * a bounded uniform **sample** of events (features, inputs, prediction,
-  request id): the `sample_size` events with the smallest hashed event id
-  ("bottom-k" sampling), so the merge of two samples is the sample of the union,
-  exactly, whatever the split;
+  request id): the `sample_size` events with the smallest hashed request id, else
+  event id ("bottom-k" sampling), so the merge of two samples is the sample of the
+  union, exactly, whatever the split, and two versions answering the same requests
+  (production and its shadow) sample the same ones;
 * **labels** joined with predictions (`add_labels`, a `LabelSummary`).
 
 Without a baseline (a version not registered yet) everything but the numeric
