@@ -219,4 +219,7 @@ def test_a_shadow_answer_is_counted_in_its_window_but_keeps_no_label_join_row(mo
         assert {key[1] for key in delta.windows} == {"1", "2"}
         assert set(delta.predictions) == {doc["request_id"] for doc in docs}
         assert {row.version for row in delta.predictions.values()} == {"1"}
+        # the shadow's window samples the requests production's does (keyed by request id): they pair up
+        samples = {key[1]: [r["request_id"] for r in partial.state.sample] for key, partial in delta.windows.items()}
+        assert samples["1"] == samples["2"] and len(samples["1"]) == 20
     assert parse_inference_columns(_encode(docs)).roles == ["production", "shadow"] * 20
