@@ -283,5 +283,9 @@ def test_the_segment_filter_shows_a_segments_results_and_defaults_to_the_whole_p
     assert_clean(at)
     at = open_app("feature", model=CREDIT, version="1", segment="region=north")
     assert at.selectbox(key="segment").value == "region=north"
-    assert at.selectbox(key="feature").value == "age"  # breached in every window of the segment: first
+    at.selectbox(key="feature").set_value("age").run()  # breached in every window of the segment
+    assert_clean(at)
     assert at.error[0].value.startswith("**Breached** for age")
+    at.selectbox(key="segment").set_value("").run()  # the whole population's own verdict is back
+    assert_clean(at)
+    assert at.selectbox(key="segment").value == ""
