@@ -1,7 +1,8 @@
 """Stable identities: an alert's fingerprint, a group's key, a notification's idempotency key.
 
-A fingerprint is the SHA-256 of the JSON array [model, version, detector, feature]
-(JSON, so no separator can make two different tuples collide); it survives restarts
+A fingerprint is the SHA-256 of the JSON array [model, version, detector, feature], with the
+segment ("column=value") appended for a segment's alert (so whole-population fingerprints are
+the same with or without segments; JSON, so no separator can make two different tuples collide); it survives restarts
 and re-evaluations, and is what PagerDuty sees as `dedup_key`. A group's key is the
 fingerprint of (model, version, group name, ""): for a model-level alert in its own
 group (latency, dataset drift with the default rules) it equals the alert's fingerprint.
@@ -12,8 +13,9 @@ import hashlib
 import json
 
 
-def fingerprint(model: str, version: str, detector: str, feature: str = "") -> str:
-    raw = json.dumps([model, version, detector, feature or ""], ensure_ascii=False, separators=(",", ":"))
+def fingerprint(model: str, version: str, detector: str, feature: str = "", segment: str = "") -> str:
+    parts = [model, version, detector, feature or ""] + ([segment] if segment else [])
+    raw = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(raw.encode()).hexdigest()
 
 

@@ -1,7 +1,9 @@
 """Which group notifications a window causes (pure: no I/O).
 
-A group is the alerts of one model version that share a rule's group name. Per
-group, after the window's state changes (Alertmanager's semantics):
+A group is the alerts of one model version that share a rule's group name and segment
+(`group_of`: a segment's alerts are one incident per segment, apart from the whole
+population's and from other segments'). Per group, after the window's state changes
+(Alertmanager's semantics):
 
 - *announced* alerts are the firing ones that are neither silenced nor inhibited;
 - **trigger**: some announced alert has not been announced in its current episode
@@ -31,6 +33,7 @@ class AlertLike(Protocol):
     fingerprint: str
     detector: str
     feature: str
+    segment: str
     state: str
     fired_at: datetime | None
     resolved_at: datetime | None
@@ -75,14 +78,24 @@ def plan_group(members: Sequence[AlertLike], *, muted: set[str], now: datetime,
     return plans
 
 
+def group_of(group: str, segment: str) -> str:
+    """The group name of an alert: its rule's group, and for a segment's alert that segment too."""
+    return f"{group} [{segment}]" if segment else group
+
+
 def inhibited(alerts: Iterable[AlertLike], rules: Iterable[Any]) -> set[str]:
     """Fingerprints muted by inhibition: a firing source alert mutes its targets of the same model version
-    (the caller passes one model version's alerts)."""
+    and segment (the caller passes one model version's alerts)."""
     alerts = list(alerts)
-    firing_detectors = {a.detector for a in alerts if a.state == FIRING}
-    muted_detectors = {t for rule in rules if rule.source in firing_detectors for t in rule.targets}
-    return {a.fingerprint for a in alerts if a.detector in muted_detectors}
+    firing = {(a.detector, _segment(a)) for a in alerts if a.state == FIRING}
+    muted = {(t, segment) for rule in rules for detector, segment in firing if rule.source == detector
+             for t in rule.targets}
+    return {a.fingerprint for a in alerts if (a.detector, _segment(a)) in muted}
 
 
-def _order(alert: AlertLike) -> tuple[str, str]:
-    return alert.detector, alert.feature
+def _segment(alert: AlertLike) -> str:
+    return getattr(alert, "segment", "") or ""
+
+
+def _order(alert: AlertLike) -> tuple[str, str, str]:
+    return _segment(alert), alert.detector, alert.feature

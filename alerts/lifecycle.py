@@ -5,11 +5,12 @@
 session and never commits: the alert state changes and the outbox rows they cause
 are committed together by the caller's transaction, or not at all.
 
-Evidence, per (detector, feature) of the model version:
+Evidence, per (detector, feature, segment) of the model version (segment "" is the whole
+population; a segment's alerts live beside the whole population's, with their own fingerprint):
 - a result row: breached if any of its rows has `breached` (one row per metric is
   fine; value and threshold shown are the first breached row's, by metric name);
-- no row, but the detector reported other features in this window: clean (the
-  detector ran and did not flag it);
+- no row, but the detector reported other features of the same segment in this window:
+  clean (the detector ran there and did not flag it);
 - the detector reported nothing, or the window's status is not "ok"
   (no_baseline, insufficient_data): no evidence; the alert holds its state.
 
@@ -34,7 +35,7 @@ from driftline.store.models import Alert, DetectorResult, Silence, WindowEvaluat
 from driftline.alerts import outbox
 from driftline.alerts.channels import render
 from driftline.alerts.fingerprint import fingerprint, group_key, notification_key
-from driftline.alerts.grouping import inhibited, plan_group
+from driftline.alerts.grouping import group_of, inhibited, plan_group
 from driftline.alerts.messages import alert_summary, group_message
 from driftline.alerts.rules import AlertRules
 from driftline.alerts.silences import matches
@@ -53,20 +54,21 @@ class Observation:
     value: float | None
     threshold: float | None
     details: dict[str, Any]
+    segment: str = ""
 
 
-def observations(rows: Iterable[Any]) -> dict[tuple[str, str], Observation]:
-    """Fold a window's result rows into one observation per (detector, feature) (pure)."""
-    by_key: dict[tuple[str, str], list[Any]] = defaultdict(list)
+def observations(rows: Iterable[Any]) -> dict[tuple[str, str, str], Observation]:
+    """Fold a window's result rows into one observation per (detector, feature, segment) (pure)."""
+    by_key: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     for row in rows:
-        by_key[(row.detector, row.feature or "")].append(row)
+        by_key[(row.detector, row.feature or "", getattr(row, "segment", "") or "")].append(row)
     out = {}
-    for (detector, feature), group in by_key.items():
+    for (detector, feature, segment), group in by_key.items():
         group.sort(key=lambda r: (not r.breached, r.metric))
         primary = group[0]
-        out[(detector, feature)] = Observation(
+        out[(detector, feature, segment)] = Observation(
             detector=detector, feature=feature, breached=any(r.breached for r in group), metric=primary.metric,
-            value=primary.value, threshold=primary.threshold, details=dict(primary.details or {}))
+            value=primary.value, threshold=primary.threshold, details=dict(primary.details or {}), segment=segment)
     return out
 
 
@@ -95,10 +97,10 @@ def process_window(session: Session, model: str, version: str, window_start_ms: 
         found = observations(session.scalars(select(DetectorResult).where(
             DetectorResult.model == model, DetectorResult.version == version,
             DetectorResult.window_start_ms == window_start_ms)))
-        reported = {detector for detector, _ in found}
-        for (detector, feature), obs in sorted(found.items()):
+        reported = {(detector, segment) for detector, _, segment in found}
+        for (detector, feature, segment), obs in sorted(found.items()):
             rule = rules.rule_for(model, detector)
-            fp = fingerprint(model, version, detector, feature)
+            fp = fingerprint(model, version, detector, feature, segment)
             alert = alerts.get(fp)
             breached = obs.breached and rule.enabled  # a disabled rule's alerts wind down as if clean
             if alert is None:
@@ -106,7 +108,7 @@ def process_window(session: Session, model: str, version: str, window_start_ms: 
                     continue
                 # A new alert starts from "no state"; advance_alert gives it one before it is added.
                 alert = Alert(fingerprint=fp, model=model, version=version, detector=detector, feature=feature,
-                              severity=rule.severity, state=None, consecutive_breaches=0, consecutive_clean=0,
+                              segment=segment, severity=rule.severity, state=None, consecutive_breaches=0, consecutive_clean=0,
                               started_at=now, summary="", details={})
                 advance_alert(alert, breached, obs, rules, now, window_start_ms, evaluation.window_end_ms)
                 session.add(alert)
@@ -118,8 +120,8 @@ def process_window(session: Session, model: str, version: str, window_start_ms: 
                           evaluation.window_end_ms)
             advanced[fp] = alert
         for alert in alerts.values():
-            if (alert.state in ACTIVE and alert.detector in reported
-                    and (alert.detector, alert.feature) not in found
+            if (alert.state in ACTIVE and (alert.detector, alert.segment or "") in reported
+                    and (alert.detector, alert.feature, alert.segment or "") not in found
                     and not _already_advanced(alert, window_start_ms)):
                 advance_alert(alert, False, None, rules, now, window_start_ms, evaluation.window_end_ms)
                 advanced[alert.fingerprint] = alert
@@ -169,7 +171,7 @@ def advance_alert(alert: Alert, breached: bool, obs: Observation | None, rules: 
         alert.value = obs.value
         alert.threshold = obs.threshold
         alert.summary = alert_summary(obs.detector, obs.feature, obs.metric, obs.value, obs.threshold,
-                                      reason if isinstance(reason, str) else None)
+                                      reason if isinstance(reason, str) else None, obs.segment)
         alert.details = {**obs.details, "metric": obs.metric, "group": rule.group_name,
                          "window_start_ms": window_start_ms, "window_end_ms": window_end_ms}
 
@@ -209,7 +211,7 @@ def notify_version(session: Session, model: str, version: str, members: list[Ale
     muted |= {a.fingerprint for a in members if any(matches(s, a) for s in silences)}
     groups: dict[str, list[Alert]] = defaultdict(list)
     for alert in members:
-        groups[rules.rule_for(model, alert.detector).group_name].append(alert)
+        groups[group_of(rules.rule_for(model, alert.detector).group_name, alert.segment or "")].append(alert)
     for group, group_members in sorted(groups.items()):
         repeat_interval = min(rules.rule_for(model, a.detector).repeat_interval for a in group_members)
         for plan in plan_group(group_members, muted=muted, now=now, repeat_interval=repeat_interval):
@@ -231,6 +233,8 @@ def notify_version(session: Session, model: str, version: str, members: list[Ale
 
 def _related_features(listed: Iterable[Alert], members: list[Alert], rules: AlertRules) -> list[str]:
     """Features of the alerts that the listed alerts inhibit (a dataset drift lists its drifted features)."""
-    sources = {a.detector for a in listed}
-    targets = {t for rule in rules.inhibit if rule.source in sources for t in rule.targets}
-    return sorted({a.feature for a in members if a.detector in targets and a.state in ACTIVE and a.feature})
+    sources = {(a.detector, a.segment or "") for a in listed}
+    targets = {(t, segment) for rule in rules.inhibit for source, segment in sources if rule.source == source
+               for t in rule.targets}
+    return sorted({a.feature for a in members
+                   if (a.detector, a.segment or "") in targets and a.state in ACTIVE and a.feature})

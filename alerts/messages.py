@@ -29,9 +29,9 @@ def format_number(value: float | None) -> str:
 
 
 def alert_summary(detector: str, feature: str, metric: str, value: float | None, threshold: float | None,
-                  reason: str | None = None) -> str:
-    """One line for one alert, e.g. "data drift on income: psi 0.31 vs threshold 0.2"."""
-    where = f" on {feature}" if feature else ""
+                  reason: str | None = None, segment: str = "") -> str:
+    """One line for one alert, e.g. "data drift on income in segment region=north: psi 0.31 vs threshold 0.2"."""
+    where = (f" on {feature}" if feature else "") + (f" in segment {segment}" if segment else "")
     text = f"{detector_label(detector)}{where}: {metric} {format_number(value)} vs threshold {format_number(threshold)}"
     return f"{text} ({reason})" if reason else text
 
@@ -46,6 +46,7 @@ def alert_line(alert: Any) -> dict[str, Any]:
         "fingerprint": alert.fingerprint,
         "detector": alert.detector,
         "feature": alert.feature,
+        "segment": getattr(alert, "segment", "") or "",
         "metric": details.get("metric"),
         "value": alert.value,
         "threshold": alert.threshold,
@@ -67,7 +68,10 @@ def _name_list(names: Sequence[str], limit: int = TITLE_FEATURES) -> str:
 def title(kind: str, model: str, version: str, lines: Sequence[dict[str, Any]], related: Sequence[str]) -> str:
     detectors = sorted({line["detector"] for line in lines})
     features = [line["feature"] for line in lines if line["feature"]]
+    segments = sorted({line.get("segment") or "" for line in lines})
     subject = f"{model} v{version}"
+    if len(lines) > 1 and len(segments) == 1 and segments[0]:  # one alert's summary names its segment already
+        subject += f" (segment {segments[0]})"
     if len(detectors) == 1 and related:
         text = f"{detector_label(detectors[0])} on {subject}: {len(related)} features drifted ({_name_list(related)})"
     elif len(detectors) == 1 and len(lines) == 1:
@@ -97,6 +101,7 @@ def group_message(kind: str, *, model: str, version: str, group: str, group_key:
         "version": version,
         "group": group,
         "group_key": group_key,
+        "segments": sorted({line["segment"] for line in lines if line["segment"]}),
         "severity": severity,
         "window": {"start": iso_from_ms(window_start_ms), "end": iso_from_ms(window_end_ms),
                    "start_ms": window_start_ms, "end_ms": window_end_ms},

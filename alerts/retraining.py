@@ -143,7 +143,7 @@ def _drift_reason(session: Session, model: str, version: str, windows: list[Wind
     rows = session.scalars(select(DetectorResult).where(
         DetectorResult.model == model, DetectorResult.version == version,
         DetectorResult.window_start_ms.in_(starts), DetectorResult.detector.in_(policy.detectors),
-        DetectorResult.breached.is_(True))).all()
+        DetectorResult.breached.is_(True), DetectorResult.segment == "")).all()
     per_window = {start: drift_features([r for r in rows if r.window_start_ms == start], policy) for start in starts}
     if not all(per_window.values()):
         return None
@@ -163,7 +163,8 @@ def _quality_reason(session: Session, model: str, version: str, window_start_ms:
         return None
     rows = session.scalars(select(DetectorResult).where(
         DetectorResult.model == model, DetectorResult.version == version,
-        DetectorResult.window_start_ms == window_start_ms, DetectorResult.detector == MODEL_QUALITY)
+        DetectorResult.window_start_ms == window_start_ms, DetectorResult.detector == MODEL_QUALITY,
+        DetectorResult.segment == "")
         .order_by(DetectorResult.metric)).all()
     for row in rows:
         if policy.quality_metrics and row.metric not in policy.quality_metrics:

@@ -7,6 +7,7 @@ from typing import Any
 from driftline import defaults
 from driftline.config import TOPIC_DEAD_LETTERS, TOPIC_INFERENCE, TOPIC_LABELS, Settings
 from driftline.kafka_security import KafkaSecurity
+from driftline.segments import SegmentSpec
 
 
 @dataclass
@@ -41,6 +42,7 @@ class CollectorConfig:
     dead_letter_topic: str = TOPIC_DEAD_LETTERS
     client_id: str = "driftline-collector"
     security: KafkaSecurity | None = None  # TLS / SASL for the consumer and the DLQ producer (None: plaintext)
+    segments: SegmentSpec = SegmentSpec()  # [segments]: columns window states keep per-value sub-states for
 
     def __post_init__(self) -> None:
         if self.record_reader not in defaults.COLLECTOR_RECORD_READERS:
@@ -53,6 +55,7 @@ class CollectorConfig:
                   "window_seconds": settings.window_seconds,
                   "allowed_lateness_seconds": settings.allowed_lateness_seconds,
                   "metrics_port": settings.collector_metrics_port,
-                  "security": KafkaSecurity.from_settings(settings).checked()}
+                  "security": KafkaSecurity.from_settings(settings).checked(),
+                  "segments": SegmentSpec.from_settings(settings)}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

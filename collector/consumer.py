@@ -200,7 +200,8 @@ class Collector(FlushCoordination, PartitionPlacement):
         if count and isinstance(self._folders, PartitionFolders):
             self._folders = DecoderPool(count, DecoderConfig(
                 cfg.db_url, self.window_ms, self.lateness_ms, cfg.dedup_event_ids, cfg.baseline_recheck_s,
-                log_level=logging.getLogger().getEffectiveLevel()))
+                log_level=logging.getLogger().getEffectiveLevel(), segment_columns=cfg.segments.columns,
+                segment_max_values=cfg.segments.max_values))
             log.info("decoding in %d decoder process%s", count, "" if count == 1 else "es")
 
     # --- connecting --------------------------------------------------------------------------------
@@ -340,7 +341,8 @@ class Collector(FlushCoordination, PartitionPlacement):
         return InferenceFolder(topic, partition, self.window_ms, self.lateness_ms, self.config.dedup_event_ids,
                                self._baseline,
                                lambda model, version: stored_watermark_or_none(self.engine, model, version, partition),
-                               lambda rows: store.store_predictions_ahead(self.engine, rows))
+                               lambda rows: store.store_predictions_ahead(self.engine, rows),
+                               segments=self.config.segments)
 
     def _process_labels(self, buf: PartitionBuffer, records: list[Any]) -> None:
         labels = buf.labels

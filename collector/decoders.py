@@ -49,8 +49,10 @@ from driftline.collector.dead_letters import DeadLetterRow
 from driftline.collector.folding import FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
 from driftline.collector.labels import PredictionRow
 from driftline.collector.windows import PartialWindow
+from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.heap import freeze_long_lived
+from driftline.segments import SegmentSpec
 from driftline.supervisor import start_python_child
 from driftline.window_state import WindowState, WindowStateError
 
@@ -79,6 +81,12 @@ class DecoderConfig:
     dedup_limit: int
     baseline_recheck_s: float
     log_level: int = logging.WARNING
+    segment_columns: tuple[str, ...] = ()
+    segment_max_values: int = defaults.SEGMENT_MAX_VALUES
+
+    @property
+    def segments(self) -> SegmentSpec:
+        return SegmentSpec(tuple(self.segment_columns), self.segment_max_values)
 
 
 def decoder_count(setting: int | str, cpus: int | None = None) -> int:
@@ -342,7 +350,7 @@ def _serve(conn: Connection, config: DecoderConfig) -> None:
         return InferenceFolder(topic, partition, config.window_ms, config.lateness_ms, config.dedup_limit,
                                baselines.get, lambda model, version: stored_watermark_or_none(engine, model, version,
                                                                                               partition),
-                               lambda rows: store.store_predictions_ahead(engine, rows))
+                               lambda rows: store.store_predictions_ahead(engine, rows), segments=config.segments)
 
     folders = PartitionFolders(new_folder)
     freeze_long_lived()

@@ -51,6 +51,8 @@ class RawRecords(Sequence):
     """Events still as JSON messages, decoded one by one when read: the window sample reads a few."""
 
     __slots__ = ("messages", "positions")
+    # The columnar decoder takes no batch with tags (they go event by event), so none is read for segments.
+    without_tags = True
 
     def __init__(self, messages: Sequence[bytes], positions: Sequence[int] | None = None):
         self.messages = messages

@@ -43,6 +43,7 @@ from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.events import EventError, InferenceEvent, parse_inference
 from driftline.rollouts import ROLE_SHADOW
+from driftline.segments import SegmentSpec
 from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
 from driftline.window_state import EventBatch, WindowStateError
 
@@ -103,8 +104,9 @@ class InferenceFolder:
                  stored_watermark: Callable[[str, str], int | None],
                  store_predictions: Callable[[list[PredictionValues]], Collection[str]] | None = None,
                  max_future_ms: int = defaults.COLLECTOR_MAX_FUTURE_SECONDS * 1000,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, segments: SegmentSpec = SegmentSpec()):
         self.topic = topic
+        self.segments = segments
         self.max_future_ms = max_future_ms
         self.clock = clock
         self.partition = partition
@@ -117,7 +119,7 @@ class InferenceFolder:
         self.labels_waiting: set[str] = set()
         self._write_failing = False
         self._write_retry_at = 0.0
-        self.windows = PartitionWindows(window_ms, lateness_ms)
+        self.windows = PartitionWindows(window_ms, lateness_ms, segments=segments)
         self.dead_letters: list[DeadLetterRow] = []
         self.predictions: dict[str, PredictionRow] = {}  # for the flush to insert
         self.unwritten: list[PredictionValues] = []  # for `store_predictions` (or, without one, the flush)
@@ -218,7 +220,7 @@ class InferenceFolder:
     def _fold_checked(self, model: str, version: str, batch: EventBatch, baseline: Baseline | None,
                       request_ids: Sequence[str | None], times_ms: Sequence[int], predictions: Sequence[Any]) -> None:
         """Fold into fresh partial states, check that they encode, then merge them in (raises, changing nothing)."""
-        fresh = PartitionWindows(self.window_ms, self.windows.lateness_ms)
+        fresh = PartitionWindows(self.window_ms, self.windows.lateness_ms, segments=self.segments)
         folded = fresh.fold(model, version, batch, baseline, self._watermark(model, version))
         for partial in fresh.windows.values():
             where = partial.state.nonfinite_field()
@@ -330,7 +332,7 @@ class InferenceFolder:
         self.watermarks = dict(watermarks)
 
     def _clear(self) -> None:
-        self.windows = PartitionWindows(self.window_ms, self.windows.lateness_ms)
+        self.windows = PartitionWindows(self.window_ms, self.windows.lateness_ms, segments=self.segments)
         self.dead_letters, self.predictions, self.unwritten, self.labels_waiting = [], {}, [], set()
         self.stored_predictions = 0
         self.valid = self.late = self.duplicates = 0

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from driftline.baseline import Baseline
+from driftline.segments import SegmentSpec
 from driftline.window_state import EventBatch, WindowState
 
 WindowKey = tuple[str, str, int]  # (model, version, window_start_ms)
@@ -73,6 +74,7 @@ class PartitionWindows:
     window_ms: int
     lateness_ms: int
     windows: dict[WindowKey, PartialWindow] = field(default_factory=dict)
+    segments: SegmentSpec = SegmentSpec()  # the [segments] columns each new state keeps sub-states for
 
     @property
     def events(self) -> int:
@@ -107,7 +109,8 @@ class PartitionWindows:
         key = (model, version, start)
         partial = self.windows.get(key)
         if partial is None:
-            partial = self.windows[key] = PartialWindow(WindowState.empty(baseline), start + self.window_ms)
+            partial = self.windows[key] = PartialWindow(WindowState.empty(baseline, segments=self.segments),
+                                                              start + self.window_ms)
         partial.state.add_batch(batch)
         partial.events += batch.n
         partial.late_events += late

@@ -137,8 +137,8 @@ def first_window_ms(db_url: str, model: str | None, version: str | None, start_m
 
 
 @cached
-def window_results(db_url: str, model: str, version: str, window_start_ms: int) -> pd.DataFrame:
-    """Every detector result of one window (the statistics and decisions).
+def window_results(db_url: str, model: str, version: str, window_start_ms: int, segment: str = "") -> pd.DataFrame:
+    """Every detector result of one window (the statistics and decisions) of `segment` ("": the whole population).
 
     Columns: detector, feature, metric, value, threshold, breached, details.
     """
@@ -147,7 +147,7 @@ def window_results(db_url: str, model: str, version: str, window_start_ms: int) 
             select(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric, DetectorResult.value,
                    DetectorResult.threshold, DetectorResult.breached, DetectorResult.details)
             .where(DetectorResult.model == model, DetectorResult.version == version,
-                   DetectorResult.window_start_ms == window_start_ms)
+                   DetectorResult.window_start_ms == window_start_ms, DetectorResult.segment == segment)
             .order_by(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric)).all()
     frame = _frame(rows, ["detector", "feature", "metric", "value", "threshold", "breached", "details"])
     frame["breached"] = frame["breached"].astype(bool)
@@ -155,7 +155,8 @@ def window_results(db_url: str, model: str, version: str, window_start_ms: int) 
 
 
 @cached
-def estimated_quality(db_url: str, model: str, version: str, start_ms: int, end_ms: int) -> pd.DataFrame:
+def estimated_quality(db_url: str, model: str, version: str, start_ms: int, end_ms: int,
+                      segment: str = "") -> pd.DataFrame:
     """Estimated quality per window with its band and, once labels joined, realized (the newest
     `DASHBOARD_MAX_TIME_BUCKETS` windows of the range: as many points as any chart draws).
 
@@ -164,12 +165,12 @@ def estimated_quality(db_url: str, model: str, version: str, start_ms: int, end_
     r = DetectorResult
     with session_scope(db_url) as session:
         starts = select(r.window_start_ms).distinct().where(
-            r.model == model, r.version == version, r.detector == ESTIMATED_QUALITY,
+            r.model == model, r.version == version, r.detector == ESTIMATED_QUALITY, r.segment == segment,
             r.window_start_ms >= start_ms, r.window_start_ms < end_ms
         ).order_by(r.window_start_ms.desc()).limit(defaults.DASHBOARD_MAX_TIME_BUCKETS).subquery()
         rows = session.execute(
             select(r.window_start_ms, r.metric, r.value, r.threshold, r.breached, r.details)
-            .where(r.model == model, r.version == version, r.detector == ESTIMATED_QUALITY,
+            .where(r.model == model, r.version == version, r.detector == ESTIMATED_QUALITY, r.segment == segment,
                    r.window_start_ms.in_(select(starts.c.window_start_ms)))
             .order_by(r.window_start_ms, r.metric)).all()
     records = [(start, metric, value, threshold, bool(breached), (details or {}).get("lower"),
@@ -200,7 +201,7 @@ def latest_results(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
                 select(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric, DetectorResult.value,
                        DetectorResult.threshold, DetectorResult.breached)
                 .where(DetectorResult.model == model, DetectorResult.version == version,
-                       DetectorResult.window_start_ms == start))]
+                       DetectorResult.window_start_ms == start, DetectorResult.segment == ""))]
     frame = _frame(rows, ["model", "version", "window_start_ms", "detector", "feature", "metric", "value",
                           "threshold", "breached"])
     frame["breached"] = frame["breached"].astype(bool)
@@ -209,13 +210,13 @@ def latest_results(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
 
 def detector_buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int,
                      bucket_ms: int, detectors: tuple[str, ...] | None = None,
-                     metrics: tuple[str, ...] | None = None) -> pd.DataFrame:
+                     metrics: tuple[str, ...] | None = None, segment: str = "") -> pd.DataFrame:
     """Detector results folded into time buckets of `bucket_ms` (one bucket per window when equal).
 
     Per (model, version, detector, feature, metric, bucket): min/max/mean value, the
     largest threshold, how many windows, how many breached, and on which side of the
     threshold the breached and clean values lay (scores.worse_direction reads those).
-    `model`/`version` None means all.
+    `model`/`version` None means all; `segment` "" is the whole population.
 
     Buckets are aligned to multiples of `bucket_ms` since the epoch (the first one may
     begin a little before `start_ms`), so the completed buckets are one query whose
@@ -224,14 +225,14 @@ def detector_buckets(db_url: str, model: str | None, version: str | None, start_
     """
     aligned = start_ms // bucket_ms * bucket_ms
     cut = max(end_ms // bucket_ms * bucket_ms, aligned)
-    parts = [_completed_buckets(db_url, model, version, aligned, cut, bucket_ms, detectors, metrics)]
+    parts = [_completed_buckets(db_url, model, version, aligned, cut, bucket_ms, detectors, metrics, segment)]
     if cut < end_ms:
-        parts.append(_recent_buckets(db_url, model, version, cut, end_ms, bucket_ms, detectors, metrics))
+        parts.append(_recent_buckets(db_url, model, version, cut, end_ms, bucket_ms, detectors, metrics, segment))
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
 def _buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int, bucket_ms: int,
-             detectors: tuple[str, ...] | None, metrics: tuple[str, ...] | None) -> pd.DataFrame:
+             detectors: tuple[str, ...] | None, metrics: tuple[str, ...] | None, segment: str = "") -> pd.DataFrame:
     r = DetectorResult
     bucket = (start_ms + ((r.window_start_ms - start_ms) // bucket_ms) * bucket_ms).label("bucket_ms")
     one = lambda condition: func.sum(case((condition, 1), else_=0))  # noqa: E731 - a conditional count
@@ -242,7 +243,7 @@ def _buckets(db_url: str, model: str | None, version: str | None, start_ms: int,
                     one(and_(has_both, r.breached, r.value < r.threshold)),
                     one(and_(has_both, ~r.breached, r.value > r.threshold)),
                     one(and_(has_both, ~r.breached, r.value < r.threshold)))
-             .where(r.window_start_ms >= start_ms, r.window_start_ms < end_ms)
+             .where(r.window_start_ms >= start_ms, r.window_start_ms < end_ms, r.segment == segment)
              .group_by(r.model, r.version, r.detector, r.feature, r.metric, bucket))
     if model is not None:
         query = query.where(r.model == model)
@@ -269,27 +270,39 @@ def _buckets(db_url: str, model: str | None, version: str | None, start_ms: int,
 @st.cache_data(ttl=defaults.DASHBOARD_HISTORY_CACHE_TTL_SECONDS, show_spinner=False, max_entries=64)
 def _completed_buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int,
                        bucket_ms: int, detectors: tuple[str, ...] | None,
-                       metrics: tuple[str, ...] | None) -> pd.DataFrame:
-    return _buckets(db_url, model, version, start_ms, end_ms, bucket_ms, detectors, metrics)
+                       metrics: tuple[str, ...] | None, segment: str = "") -> pd.DataFrame:
+    return _buckets(db_url, model, version, start_ms, end_ms, bucket_ms, detectors, metrics, segment)
 
 
 @cached
 def _recent_buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int,
-                    bucket_ms: int, detectors: tuple[str, ...] | None, metrics: tuple[str, ...] | None) -> pd.DataFrame:
-    return _buckets(db_url, model, version, start_ms, end_ms, bucket_ms, detectors, metrics)
+                    bucket_ms: int, detectors: tuple[str, ...] | None, metrics: tuple[str, ...] | None,
+                    segment: str = "") -> pd.DataFrame:
+    return _buckets(db_url, model, version, start_ms, end_ms, bucket_ms, detectors, metrics, segment)
 
 
 @cached
 def breached_features(db_url: str, model: str, version: str, start_ms: int, end_ms: int,
-                      detector: str = DATA_DRIFT) -> pd.DataFrame:
-    """(window_start_ms, feature) of every feature with a breached `detector` result in the range."""
+                      detector: str = DATA_DRIFT, segment: str = "") -> pd.DataFrame:
+    """(window_start_ms, feature) of every feature with a breached `detector` result of `segment` in the range."""
     with session_scope(db_url) as session:
         rows = session.execute(
             select(DetectorResult.window_start_ms, DetectorResult.feature).distinct()
             .where(DetectorResult.model == model, DetectorResult.version == version,
                    DetectorResult.window_start_ms >= start_ms, DetectorResult.window_start_ms < end_ms,
-                   DetectorResult.detector == detector, DetectorResult.breached, DetectorResult.feature != "")).all()
+                   DetectorResult.detector == detector, DetectorResult.breached, DetectorResult.feature != "",
+                   DetectorResult.segment == segment)).all()
     return _frame(rows, ["window_start_ms", "feature"])
+
+
+@cached
+def segments(db_url: str, model: str, version: str, start_ms: int, end_ms: int) -> list[str]:
+    """The segments ("column=value") with results for a version in the range, sorted ("" not included)."""
+    with session_scope(db_url) as session:
+        return sorted(session.scalars(
+            select(DetectorResult.segment).distinct()
+            .where(DetectorResult.model == model, DetectorResult.version == version, DetectorResult.segment != "",
+                   DetectorResult.window_start_ms >= start_ms, DetectorResult.window_start_ms < end_ms)))
 
 
 @cached

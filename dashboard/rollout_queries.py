@@ -93,7 +93,7 @@ def arm_serving(db_url: str, model: str, versions: tuple[str, ...], start_ms: in
             select(r.version, r.window_start_ms, r.metric, r.value)
             .where(r.model == model, r.version.in_(versions), r.window_start_ms >= start_ms,
                    r.window_start_ms < end_ms, r.detector == LATENCY, r.feature.in_(("", LATENCY_TOTAL)),
-                   r.metric.in_(ARM_METRICS), r.value.is_not(None))
+                   r.metric.in_(ARM_METRICS), r.value.is_not(None), r.segment == "")
             .order_by(r.window_start_ms)).all()
     frame = _frame(rows, ["version", "window_start_ms", "metric", "value"])
     frame["value"] = frame["value"].astype("float64")

@@ -142,6 +142,19 @@ def needs_model(ctx: Context) -> bool:
     return True
 
 
+def segment_filter(ctx: Context) -> str:
+    """The segment whose results the page shows ("" for the whole population, the default); a selector
+    only when the version has segment results ([segments])."""
+    options = ["", *queries.segments(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)]
+    if len(options) == 1:
+        return ""
+    if st.session_state.get("segment") not in options:
+        st.session_state.pop("segment", None)
+    chosen = st.selectbox("Segment", options, format_func=lambda s: s or "Whole population", key="segment",
+                          bind="query-params")
+    return chosen or ""
+
+
 def time_col(frame: pd.DataFrame, column: str = "bucket_ms") -> pd.Series:
     return derive.to_time(frame[column])
 

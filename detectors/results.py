@@ -23,16 +23,20 @@ class WindowResult:
     threshold: float | None
     breached: bool
     details: dict[str, Any] = field(default_factory=dict)
+    segment: str = ""  # "column=value" of a segment's result; "" for the whole population
 
     @property
     def insufficient_data(self) -> bool:
         return bool(self.details.get(vocabulary.INSUFFICIENT_DATA_KEY))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe (NaN and infinities become None)."""
-        return {"detector": self.detector, "feature": self.feature, "metric": self.metric,
-                "value": json_number(self.value), "threshold": json_number(self.threshold),
-                "breached": self.breached, "details": json_safe(self.details)}
+        """JSON-safe (NaN and infinities become None); "segment" only on a segment's result."""
+        out = {"detector": self.detector, "feature": self.feature, "metric": self.metric,
+               "value": json_number(self.value), "threshold": json_number(self.threshold),
+               "breached": self.breached, "details": json_safe(self.details)}
+        if self.segment:
+            out["segment"] = self.segment
+        return out
 
 
 def json_number(value: float | None) -> float | None:

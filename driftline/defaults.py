@@ -149,6 +149,16 @@ REFERENCE_THRESHOLD_MAX_CHUNKS = 50
 # the rest are pooled as one "other" segment, so a high-cardinality column (ids,
 # zip codes) costs at most this many (plus "other") extra comparisons per window.
 SEGMENT_MAX_VALUES = 10
+# Streaming segments ([segments]): a window state tracks up to this many times the cap
+# of values per segment column; values beyond it are folded into "other" as they arrive.
+# Evaluation keeps the largest cap by events, so a value among the top cap of a window
+# keeps exact counts unless it arrived after this many others had been seen in the same
+# partial state; three times the cap leaves room for a value that grows late.
+SEGMENT_TRACK_FACTOR = 3
+# Segment references are computed with the baseline for every categorical feature with
+# at most this many distinct training values (and every configured [segments] feature):
+# regions, channels, plans; an identifier-like column gets none and costs nothing.
+SEGMENT_REFERENCE_MAX_DISTINCT = 50
 # A numeric --segment-by column is used as is when it has at most this many distinct
 # reference values (codes, small counts); with more it is refused rather than binned,
 # since bins a user did not choose make segments nobody can act on.

@@ -20,10 +20,12 @@ from typing import Any, Callable
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, defer
 
+from driftline.detectors.segment_window import evaluate_segments
 from driftline.detectors.window import LatencySLO, WindowThresholds, evaluate_window
 from driftline import vocabulary
 from driftline.baseline import Baseline, LabelSummary
 from driftline.config import Settings
+from driftline.segments import SegmentSpec
 from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
                                     WindowQuarantine, WindowStateRecord, utcnow)
 from driftline.transform import load_transform
@@ -141,9 +143,12 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
             if r.detector == vocabulary.MODEL_QUALITY:
                 r.details.update(window_labels=window_labels, pooled_windows=pooled_windows,
                                  pooled_labels=state.labels.n)
+    if config.segments:
+        results += evaluate_segments(baseline, state, config.segments, thresholds=thresholds,
+                                     slo=config.slo_for(key.model), window_seconds=config.window_seconds)
     if baseline is None:
         status = "no_baseline"
-    elif any(r.insufficient_data for r in results if r.detector == vocabulary.DATA_DRIFT):
+    elif any(r.insufficient_data for r in results if r.detector == vocabulary.DATA_DRIFT and not r.segment):
         status = "insufficient_data"
     else:
         status = "ok"
@@ -161,12 +166,16 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
     evaluation.partitions = len(records)
     evaluation.status = status
     evaluation.summary = {"breached": sorted({f"{r.detector}:{r.feature}" if r.feature else r.detector
-                                              for r in results if r.breached})}
+                                              for r in results if r.breached and not r.segment})}
+    segments_breached = sorted({f"{r.segment}:{r.detector}" for r in results if r.breached and r.segment})
+    if segments_breached:
+        evaluation.summary["segments_breached"] = segments_breached
     evaluation.evaluated_at = utcnow()
     session.add_all(DetectorResult(
         model=key.model, version=key.version, window_start_ms=key.window_start_ms, window_end_ms=key.window_end_ms,
         detector=r.detector, feature=r.feature or "", metric=r.metric, value=_finite(r.value),
-        threshold=_finite(r.threshold), breached=bool(r.breached), details=r.details or {}) for r in results)
+        threshold=_finite(r.threshold), breached=bool(r.breached), details=r.details or {}, segment=r.segment)
+        for r in results)
     return evaluation
 
 
@@ -214,12 +223,14 @@ class EvaluationConfig:
 
     window_seconds: int
     sections: dict[str, dict[str, Any]]
+    segments: SegmentSpec = SegmentSpec()  # [segments]: each window is also judged segment by segment
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluationConfig:
         names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
                  vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY, vocabulary.MULTIVARIATE_DRIFT)
-        config = cls(settings.window_seconds, {name: settings.section(name) for name in names})
+        config = cls(settings.window_seconds, {name: settings.section(name) for name in names},
+                     SegmentSpec.from_settings(settings))
         config.thresholds_for(None)  # a bad key fails at start-up, not at the first window
         config.slo_for(None)
         return config

@@ -202,7 +202,7 @@ def _prediction_drift(session: Session, model: str, version: str, start: int) ->
     """The candidate's prediction drift result for the window, when the window evaluation stored one."""
     row = session.scalar(select(DetectorResult).where(
         DetectorResult.model == model, DetectorResult.version == version, DetectorResult.window_start_ms == start,
-        DetectorResult.detector == vocabulary.PREDICTION_DRIFT))
+        DetectorResult.detector == vocabulary.PREDICTION_DRIFT, DetectorResult.segment == ""))
     if row is None:
         return None
     return WindowResult(detector=row.detector, feature=row.feature or None, metric=row.metric, value=row.value,

@@ -39,6 +39,8 @@ class Scenario:
     risk: RiskModel = RiskModel()
     faults: dict[str, Any] = field(default_factory=dict)
     corrupt_inputs: bool = False
+    # [segments] columns `driftline up` configures for the run (unless the user's config has a [segments] table)
+    segments: tuple[str, ...] = ()
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -58,7 +60,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     # below the effect-size floors in the whole population (what `detect --segment-by region` is for).
     Scenario("segment_shift", "applicants from the north are younger and poorer; other regions unchanged",
              population=Population(regional=(("north", Population(age_mean=36.0, income_median=44_000.0,
-                                                                   credit_shift=-10.0)),))),
+                                                                   credit_shift=-10.0)),)),
+             segments=("region",)),
 )}
 
 

@@ -170,9 +170,11 @@ def body(ctx: ui.Context) -> None:
     window_ms = queries.window_length_ms(ctx.db_url, ctx.model)
     first = queries.first_window_ms(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms) or ctx.start_ms
     bucket_ms = derive.bucket_size_ms(first, ctx.end_ms, window_ms)
-    buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first, ctx.end_ms, bucket_ms)
+    segment = ui.segment_filter(ctx)
+    buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first, ctx.end_ms, bucket_ms,
+                                       segment=segment)
     scored = derive.with_bucket_times(scores.scored(buckets), bucket_ms)
-    drift = queries.breached_features(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
+    drift = queries.breached_features(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms, segment=segment)
     labels = window_options(windows, drift)
     starts = list(labels)
     if st.session_state.get("window") is not None and int(st.session_state["window"]) not in labels:
@@ -180,7 +182,7 @@ def body(ctx: ui.Context) -> None:
     pick_window, pick_feature = st.columns([3, 2])
     window = pick_window.selectbox("Window", starts, format_func=labels.get, key="window", bind="query-params")
 
-    results = queries.window_results(ctx.db_url, ctx.model, ctx.version, int(window))
+    results = queries.window_results(ctx.db_url, ctx.model, ctx.version, int(window), segment)
     summary = queries.baseline_summary(ctx.db_url, ctx.model, ctx.version) or {}
     names = [f["name"] for f in summary.get("features", [])]
     features = results[(results["feature"] != "") & ~results["detector"].isin(derive.NOT_FEATURES)]

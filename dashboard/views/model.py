@@ -178,10 +178,10 @@ def detector_section(ctx: ui.Context, detector: str, rows: pd.DataFrame) -> None
         metric_grid(ctx, model_level, sorted(model_level["metric"].unique()))
 
 
-def estimated_section(ctx: ui.Context) -> None:
+def estimated_section(ctx: ui.Context, segment: str = "") -> None:
     """Estimated quality (before labels) per window with its band, realized beside it once labels joined."""
     st.header(derive.detector_title(ESTIMATED_QUALITY), divider="gray")
-    rows = queries.estimated_quality(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
+    rows = queries.estimated_quality(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms, segment)
     if rows.empty:
         st.caption("No estimates in this range.")
         return
@@ -240,8 +240,9 @@ def body(ctx: ui.Context) -> None:
     window_ms = queries.window_length_ms(ctx.db_url, ctx.model)
     first = queries.first_window_ms(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
     bucket_ms = derive.bucket_size_ms(first or ctx.start_ms, ctx.end_ms, window_ms)
+    segment = ui.segment_filter(ctx)
     buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first or ctx.start_ms, ctx.end_ms,
-                                       bucket_ms)
+                                       bucket_ms, segment=segment)
     scored = derive.with_bucket_times(scores.scored(buckets), bucket_ms)
     header(ctx, scored, versions)
     ui.quarantine_notice(ctx, ctx.model, ctx.version)
@@ -255,7 +256,7 @@ def body(ctx: ui.Context) -> None:
         serving(ctx, scored[scored["detector"] == LATENCY])
         for detector in derive.ordered_detectors(set(scored["detector"]) - {LATENCY}):
             if detector == ESTIMATED_QUALITY:
-                estimated_section(ctx)
+                estimated_section(ctx, segment)
                 continue
             detector_section(ctx, detector, scored[scored["detector"] == detector])
         if MODEL_QUALITY not in set(scored["detector"]):

@@ -1,6 +1,7 @@
 """`Baseline` and `compute_baseline`: the whole training summary of a model version, computed once."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from driftline.baseline.labels import LabelSummary
 from driftline.baseline.predictions import CLASS, prediction_values
 from driftline.baseline.profiles import CategoricalProfile, NumericProfile, Profile, profile_from_dict
 from driftline.baseline.reconstruction import ReconstructionFit, fit_reconstruction
+from driftline.baseline.segments import SegmentReference, compute_segments
 from driftline.errors import UserError
 
 # the layout version of `Baseline.to_dict()`
@@ -34,10 +36,29 @@ class Baseline:
     fingerprint: str = ""
     # The PCA multivariate drift measures against; None for baselines registered before it existed.
     reconstruction: ReconstructionFit | None = None
+    # Segment column -> its per-segment training profiles (driftline.baseline.segments); not in the fingerprint:
+    # segments are binned on the whole population's edges.
+    segments: dict[str, SegmentReference] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
             self.fingerprint = self._compute_fingerprint()
+        self._segment_baselines: dict[tuple[str, str], Baseline | None] = {}
+
+    def segment_baseline(self, column: str, key: str) -> "Baseline | None":
+        """The training data of one segment as a baseline on the same bins (None: no reference for it).
+
+        The segment column itself is left out; the multivariate fit is not (it is the whole population's).
+        """
+        cache_key = (column, key)
+        if cache_key not in self._segment_baselines:
+            reference = self.segments.get(column)
+            segment = reference.segments.get(key) if reference is not None else None
+            self._segment_baselines[cache_key] = None if segment is None else dataclasses.replace(
+                self, rows=segment.rows, profiles=segment.profiles, prediction=segment.prediction or self.prediction,
+                quality=segment.quality or self.quality, sample=segment.sample, reconstruction=None, segments={},
+                fingerprint=self.fingerprint)
+        return self._segment_baselines[cache_key]
 
     @property
     def feature_names(self) -> list[str]:
@@ -80,7 +101,8 @@ class Baseline:
                 "prediction_source": self.prediction_source,
                 "quality": None if self.quality is None else self.quality.to_dict(),
                 "sample": self.sample,
-                "reconstruction": None if self.reconstruction is None else self.reconstruction.to_dict()}
+                "reconstruction": None if self.reconstruction is None else self.reconstruction.to_dict(),
+                "segments": [reference.to_dict() for reference in self.segments.values()]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Baseline":
@@ -88,11 +110,15 @@ class Baseline:
             found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
             raise UserError(f"not a driftline baseline (format {found!r}, expected {BASELINE_FORMAT})")
         profiles = {entry["name"]: profile_from_dict(entry) for entry in data["features"]}
+        prediction = None if data.get("prediction") is None else profile_from_dict(data["prediction"])
+        sample = list(data.get("sample") or [])
+        segments = [SegmentReference.from_dict(entry, profiles, prediction, sample)
+                    for entry in data.get("segments") or []]
         return cls(rows=int(data["rows"]), profiles=profiles,
-                   prediction=None if data.get("prediction") is None else profile_from_dict(data["prediction"]),
+                   prediction=prediction, segments={reference.column: reference for reference in segments},
                    prediction_source=data.get("prediction_source"),
                    quality=None if data.get("quality") is None else LabelSummary.from_dict(data["quality"]),
-                   sample=list(data.get("sample") or []), fine_bins=int(data.get("fine_bins", defaults.BASELINE_FINE_BINS)),
+                   sample=sample, fine_bins=int(data.get("fine_bins", defaults.BASELINE_FINE_BINS)),
                    fingerprint=str(data.get("fingerprint") or ""),
                    reconstruction=None if data.get("reconstruction") is None
                    else ReconstructionFit.from_dict(data["reconstruction"]))
@@ -120,7 +146,8 @@ def _json_value(value: Any) -> Any:
 def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
                      predictions: np.ndarray | pd.Series | list | None = None, labels: Any = None,
                      sample_size: int = defaults.BASELINE_SAMPLE_SIZE, seed: int = 0,
-                     fine_bins: int = defaults.BASELINE_FINE_BINS) -> Baseline:
+                     fine_bins: int = defaults.BASELINE_FINE_BINS, segment_columns: Iterable[str] = (),
+                     segment_max_values: int = defaults.SEGMENT_MAX_VALUES) -> Baseline:
     """Summarise a model version's training data (module docstring).
 
     `features`: one row per training example, one column per model feature.
@@ -128,7 +155,10 @@ def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
     categorical; the rest numeric. `predictions` (optional, one per row): the
     model's outputs on the training rows; `labels` (optional, needs predictions):
     their true labels, for the training quality metrics. A uniform sample of
-    `sample_size` rows (seeded by `seed`) is kept. Raises `UserError` for input a
+    `sample_size` rows (seeded by `seed`) is kept. Segment references
+    (`driftline.baseline.segments`) are computed for every categorical feature with at
+    most `SEGMENT_REFERENCE_MAX_DISTINCT` training values and for the features named in
+    `segment_columns` (other names, tags for instance, have none). Raises `UserError` for input a
     user can fix (no rows, unknown categorical column, length mismatch).
     """
     if not isinstance(features, pd.DataFrame):
@@ -181,5 +211,17 @@ def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
         sample.append(row)
     reconstruction = fit_reconstruction(features.set_axis(names, axis=1),
                                         {name: profile.kind for name, profile in profiles.items()}, seed=seed)
-    return Baseline(rows=len(features), profiles=profiles, prediction=prediction, prediction_source=source,
-                    quality=quality, sample=sample, fine_bins=fine_bins, reconstruction=reconstruction)
+    frame = features.set_axis(names, axis=1)
+    wanted = set(segment_columns)
+    columns = [name for name, profile in profiles.items()
+               if name in wanted or (isinstance(profile, CategoricalProfile)
+                                     and len(profile.counts) <= defaults.SEGMENT_REFERENCE_MAX_DISTINCT)]
+    segments = compute_segments(frame, profiles, columns, segment_max_values,
+                                None if predictions is None else values, prediction, source,
+                                prediction_list, label_list) if columns else {}
+    baseline = Baseline(rows=len(features), profiles=profiles, prediction=prediction, prediction_source=source,
+                        quality=quality, sample=sample, fine_bins=fine_bins, reconstruction=reconstruction,
+                        segments=segments)
+    for reference in segments.values():
+        reference.attach_sample(sample)
+    return baseline

@@ -46,6 +46,7 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
     from sqlalchemy import select
 
     from driftline.baseline import compute_baseline
+    from driftline.segments import SegmentSpec
     from driftline.store.aliases import move_alias
     from driftline.store.models import BaselineRecord, ModelVersion
     from driftline.transform import transform_spec
@@ -54,6 +55,7 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
         spec = transform_spec(transform) if transform else None
     except Exception as exc:  # noqa: BLE001 - any failure to load it is the user's to fix, in one line
         raise UserError(f"--transform {transform}: cannot load it ({type(exc).__name__}: {exc})") from None
+    segments = SegmentSpec.from_settings(settings)  # its feature columns get segment references too
     frame = read_table(path, "training")
     special = {c for c in (prediction, label) if c}
     for column in [*special, *split_names(ignore), *split_names(categorical)]:
@@ -65,7 +67,8 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
     click.echo(f"computing the baseline of {len(frame):,} rows x {features.shape[1]} features ...", err=True)
     summary = compute_baseline(features, categorical=split_names(categorical),
                                predictions=frame[prediction] if prediction else None,
-                               labels=frame[label] if label else None)
+                               labels=frame[label] if label else None, segment_columns=segments.columns,
+                               segment_max_values=segments.max_values)
     store_db.require_migrated(settings.db_url)
     with store_db.session_scope(settings.db_url) as session:
         if session.scalar(select(BaselineRecord).where(BaselineRecord.model == model,

@@ -6,11 +6,13 @@ prefixed logs. Ctrl-C or the end of --duration stops everything, leaving nothing
 """
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import click
 
@@ -20,7 +22,7 @@ from driftline.errors import UserError
 from driftline.store import db as store_db
 from driftline.supervisor import Component, Supervisor
 
-SCENARIOS = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality")
+SCENARIOS = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality", "segment_shift")
 DEFAULT_MODEL = "credit-default"
 # Short windows so that a demo shows closed, evaluated windows within a minute or two.
 UP_WINDOW_SECONDS = 15
@@ -108,8 +110,11 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
             "DRIFTLINE_RETRAIN_WEBHOOK_URL": secret(settings.retrain_webhook_url) or f"{worker_url}/admin/retrain",
             "DRIFTLINE_RETRAIN_TOKEN": secret(settings.retrain_token),
         }
-        if settings.config_path is not None:
-            env["DRIFTLINE_CONFIG"] = str(settings.config_path.resolve())
+        from driftline.worker.scenarios import SCENARIOS as TRAFFIC
+
+        config_path = _scenario_config(settings, scenario, TRAFFIC[scenario].segments)
+        if config_path is not None:
+            env["DRIFTLINE_CONFIG"] = str(config_path.resolve())
         if not _has_production_model(settings, model):
             _train_first_model(settings, env, model, supervisor)
             if stop.is_set():
@@ -118,8 +123,6 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         supervisor.add(Component("scheduler", _driftline("scheduler"), env=env))
         # Loopback whatever DRIFTLINE_WORKER_HOST says (up reaches it there); fault injection only for the
         # scenarios that switch a fault on (skew, latency).
-        from driftline.worker.scenarios import SCENARIOS as TRAFFIC
-
         faults = ["--faults"] if TRAFFIC[scenario].faults else []
         supervisor.add(Component("worker", _driftline("worker", "--host", "127.0.0.1", "--port",
                                                       str(settings.worker_port), "--model", model, *faults), env=env))
@@ -152,6 +155,18 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         if embedded is not None:
             embedded.stop()
             supervisor.log("broker", "stopped")
+
+
+def _scenario_config(settings: Settings, scenario: str, segments: tuple[str, ...]) -> Path | None:
+    """The TOML file the components read: the user's, plus the scenario's [segments] columns when it has
+    some and the user's file has no [segments] table (written next to the store, for this run)."""
+    if not segments or settings.section("segments"):
+        return settings.config_path
+    text = settings.config_path.read_text() if settings.config_path is not None else ""
+    path = settings.home / f"up-{scenario}.toml"
+    columns = ", ".join(json.dumps(column) for column in segments)
+    path.write_text(f"{text}\n\n# added by `driftline up --scenario {scenario}`\n[segments]\ncolumns = [{columns}]\n")
+    return path
 
 
 def _restart_broker_if_dead(embedded: EmbeddedBroker | None, supervisor: Supervisor) -> None:

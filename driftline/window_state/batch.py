@@ -138,6 +138,23 @@ class EventBatch:
         features = event.get("features") if isinstance(event, dict) else getattr(event, "features", None)
         return (features or {}).get(name, MISSING)
 
+    def tag_column(self, name: str) -> np.ndarray | None:
+        """The events' tag `name` (object array, None where absent); None when no event carries tags.
+
+        Read from the source events on demand (only segmented tags are asked for); a columnar
+        batch (`without_tags` on its events) holds none, as its decoder leaves events with tags out.
+        """
+        if not self.events or getattr(self.events, "without_tags", False):
+            return None
+        values = np.empty(self.n, dtype=object)
+        found = False
+        for i, event in enumerate(self.events):
+            tags = event.get("tags") if isinstance(event, dict) else (getattr(event, "raw", None) or {}).get("tags")
+            value = tags.get(name) if isinstance(tags, dict) else None
+            values[i] = value
+            found = found or value is not None
+        return values if found else None
+
     def sample_record(self, i: int) -> dict[str, Any]:
         """The sample's copy of event `i`: ids, time, features, raw inputs, prediction, status."""
         event = self.events[i]

@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-# the document's layout version, checked when a blob is read
-STATE_FORMAT = 1
+# the document's layout version, checked when a blob is read; 2 added per-segment sub-states
+STATE_FORMAT = 2
+# formats `from_bytes` reads: a format-1 blob is a state without segments
+READABLE_FORMATS = (1, 2)
 # the first bytes of every blob: anything else is not a window state
 MAGIC = b"DLWS"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -11,7 +11,9 @@ import pandas as pd
 from driftline import defaults
 from driftline.baseline import CATEGORICAL, CLASS, NUMERIC, Baseline, LabelSummary, Profile
 from driftline.window_state.batch import EventBatch
-from driftline.window_state.codec import STATE_FORMAT, pack_document, unpack_document
+from driftline.segments import SegmentSpec
+from driftline.window_state import segments as segment_states
+from driftline.window_state.codec import READABLE_FORMATS, STATE_FORMAT, pack_document, unpack_document
 from driftline.window_state.feature import FeatureWindow
 from driftline.window_state.latency import LatencyHistogram
 
@@ -27,7 +29,8 @@ class WindowState:
     labels with `add_labels`; combine with `merge`; store with `to_bytes`.
     """
 
-    def __init__(self, baseline: Baseline | None = None, sample_size: int = defaults.WINDOW_SAMPLE_SIZE):
+    def __init__(self, baseline: Baseline | None = None, sample_size: int = defaults.WINDOW_SAMPLE_SIZE,
+                 segments: SegmentSpec | None = None):
         if sample_size < 0:
             raise ValueError(f"sample_size must be >= 0, got {sample_size}")
         self.baseline = baseline
@@ -46,10 +49,25 @@ class WindowState:
         self.sample_keys = np.empty(0, dtype=np.uint64)
         self.sample: list[dict[str, Any]] = []
         self.labels = LabelSummary()
+        # segment column -> value key -> sub-state (driftline.window_state.segments)
+        spec = segments or SegmentSpec()
+        self.segment_track = spec.track
+        self.segments: dict[str, dict[str, WindowState]] = {column: {} for column in spec.columns}
 
     @classmethod
-    def empty(cls, baseline: Baseline | None, sample_size: int = defaults.WINDOW_SAMPLE_SIZE) -> "WindowState":
-        return cls(baseline, sample_size)
+    def empty(cls, baseline: Baseline | None, sample_size: int = defaults.WINDOW_SAMPLE_SIZE,
+              segments: SegmentSpec | None = None) -> "WindowState":
+        return cls(baseline, sample_size, segments)
+
+    def _sub_state(self) -> "WindowState":
+        """An empty sub-state of one segment: same baseline, no sample, no segments of its own."""
+        out = WindowState(self.baseline, 0)
+        out.baseline_fingerprint = self.baseline_fingerprint
+        return out
+
+    def segment_states(self, column: str, max_values: int) -> dict[str, "WindowState"]:
+        """The evaluated segments of `column`: its `max_values` largest values by events, the rest as "other"."""
+        return segment_states.top_segments(self.segments.get(column, {}), max_values, self._sub_state)
 
     # -- reading ----------------------------------------------------------------------
     @property
@@ -139,6 +157,9 @@ class WindowState:
                 histogram = self.latency[part] = LatencyHistogram()
             histogram.add(values)
         self._add_sample(batch)
+        for column, by_value in self.segments.items():
+            segment_states.fold_batch(by_value, batch, segment_states.column_keys(batch, column), self.segment_track,
+                                      self._sub_state)
         return self
 
     def _add_prediction(self, batch: EventBatch) -> None:
@@ -225,6 +246,10 @@ class WindowState:
         out.sample_keys, out.sample = _bottom_k(np.concatenate((self.sample_keys, other.sample_keys)),
                                                 self.sample + other.sample, out.sample_size)
         out.labels = self.labels.merge(other.labels)
+        out.segment_track = max(self.segment_track, other.segment_track)
+        for column in dict.fromkeys([*self.segments, *other.segments]):
+            out.segments[column] = segment_states.merge(self.segments.get(column, {}), other.segments.get(column, {}),
+                                                        out.segment_track, out._sub_state)
         return out
 
     @classmethod
@@ -246,7 +271,10 @@ class WindowState:
         A state holding a non-finite number (never one built by `add_batch`, which keeps
         them out of sums) raises `WindowStateError` rather than store a null.
         """
-        doc = {
+        return pack_document(self._document())
+
+    def _document(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
             "format": STATE_FORMAT, "baseline": self.baseline_fingerprint, "events": self.events,
             "min_event_ms": self.min_event_ms, "max_event_ms": self.max_event_ms,
             "status": self.status_counts, "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
@@ -257,7 +285,11 @@ class WindowState:
             "sample_size": self.sample_size, "sample_keys": self.sample_keys, "sample": self.sample,
             "labels": self.labels.to_dict(),
         }
-        return pack_document(doc)
+        if self.segments:
+            doc["segment_track"] = self.segment_track
+            doc["segments"] = {column: {key: sub._document() for key, sub in by_value.items()}
+                               for column, by_value in self.segments.items()}
+        return doc
 
     @classmethod
     def from_bytes(cls, data: bytes, baseline: Baseline | None = None) -> "WindowState":
@@ -267,8 +299,12 @@ class WindowState:
         the one given, raises ValueError.
         """
         doc = unpack_document(data)
-        if doc.get("format") != STATE_FORMAT:
+        if doc.get("format") not in READABLE_FORMATS:
             raise ValueError(f"unsupported window state format {doc.get('format')!r}")
+        return cls._from_document(doc, baseline)
+
+    @classmethod
+    def _from_document(cls, doc: Mapping[str, Any], baseline: Baseline | None) -> "WindowState":
         fingerprint = doc.get("baseline")
         if baseline is not None and fingerprint is not None and baseline.fingerprint != fingerprint:
             raise ValueError(f"window state was binned on baseline {fingerprint}, not {baseline.fingerprint}")
@@ -287,6 +323,9 @@ class WindowState:
         out.sample_keys = np.asarray(doc["sample_keys"], dtype=np.uint64)
         out.sample = list(doc["sample"])
         out.labels = LabelSummary.from_dict(doc["labels"])
+        out.segment_track = int(doc.get("segment_track", out.segment_track))
+        out.segments = {str(column): {str(key): cls._from_document(sub, baseline) for key, sub in by_value.items()}
+                        for column, by_value in (doc.get("segments") or {}).items()}
         return out
 
     def nonfinite_field(self) -> str | None:

@@ -259,3 +259,33 @@ def test_a_malformed_baseline_is_reported_not_raised(seeded):
                         .values(summary={"format": 99}))
     at = open_app("feature", model=CREDIT, version="2")
     assert any("baseline" in w.value for w in at.warning)
+
+
+def test_the_segment_filter_shows_a_segments_results_and_defaults_to_the_whole_population(seeded):
+    from sqlalchemy import select
+
+    from driftline.store.db import session_scope
+    from driftline.store.models import DetectorResult
+
+    url, summary = seeded
+    with session_scope(url) as s:  # the seeded results again, as the segment region=north's, with age breached
+        rows = s.scalars(select(DetectorResult).where(DetectorResult.model == CREDIT, DetectorResult.version == "1",
+                                                      DetectorResult.segment == "")).all()
+        s.add_all(DetectorResult(model=r.model, version=r.version, window_start_ms=r.window_start_ms,
+                                 window_end_ms=r.window_end_ms, detector=r.detector, feature=r.feature, metric=r.metric,
+                                 value=r.value, threshold=r.threshold, details=r.details, segment="region=north",
+                                 breached=r.breached or (r.detector == "data_drift" and r.feature == "age"))
+                  for r in rows)
+    at = open_app("model", model=CREDIT, version="1")
+    segment = at.selectbox(key="segment")
+    assert segment.options == ["Whole population", "region=north"] and segment.value == ""
+    segment.set_value("region=north").run()
+    assert_clean(at)
+    at = open_app("feature", model=CREDIT, version="1", segment="region=north")
+    assert at.selectbox(key="segment").value == "region=north"
+    at.selectbox(key="feature").set_value("age").run()  # breached in every window of the segment
+    assert_clean(at)
+    assert at.error[0].value.startswith("**Breached** for age")
+    at.selectbox(key="segment").set_value("").run()  # the whole population's own verdict is back
+    assert_clean(at)
+    assert at.selectbox(key="segment").value == ""

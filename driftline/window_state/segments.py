@@ -1,0 +1,108 @@
+"""Per-segment sub-summaries of a window state: one `WindowState` per (column, value), bounded.
+
+A window state with segment columns keeps, per column, a sub-state (no sample, no
+segments of its own) per value key (`driftline.segments.segment_key`). At most
+`track` values per column are tracked; a value first seen once `track` are is folded
+into the "other" key as it arrives, and a merge keeps the `track` largest by events
+(ties: the smaller key) and folds the rest into "other". Every event is counted once
+per column, so a state's segments always add up to the events that reached it; while
+a column has at most `track` values everywhere, merging is exact (associative and
+commutative) like the rest of the state. `top_segments` picks the evaluated segments.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import pandas as pd
+
+from driftline.segments import NULL_KEY, OTHER_KEY, segment_key
+from driftline.window_state.batch import EventBatch
+
+if TYPE_CHECKING:
+    from driftline.window_state.state import WindowState
+
+Segments = dict[str, "WindowState"]  # value key -> sub-state
+
+
+def column_keys(batch: EventBatch, column: str) -> np.ndarray:
+    """Each event's segment key for `column`: the feature of that name, else the tag, else null."""
+    values = batch.features.get(column)
+    if values is None:
+        values = batch.tag_column(column)
+    if values is None:
+        return np.full(batch.n, NULL_KEY, dtype=object)
+    if values.dtype == np.float64:
+        keys = np.full(batch.n, NULL_KEY, dtype=object)
+        present = ~np.isnan(values)
+        if present.any():
+            distinct, inverse = np.unique(values[present], return_inverse=True)
+            keys[present] = np.array([segment_key(v) for v in distinct.tolist()], dtype=object)[inverse]
+        return keys
+    cache: dict[object, str] = {}
+    out = np.empty(batch.n, dtype=object)
+    for i, value in enumerate(values.tolist()):
+        try:
+            key = cache.get(value)
+            if key is None:
+                key = cache[value] = segment_key(value)
+        except TypeError:  # a list or an object as the value: unhashable, keyed as it is
+            key = segment_key(value)
+        out[i] = key
+    return out
+
+
+def fold_batch(segments: Segments, batch: EventBatch, keys: np.ndarray, track: int,
+               new_state: Callable[[], "WindowState"]) -> None:
+    """Fold each event into its value's sub-state; values beyond `track` into "other"."""
+    codes, distinct = pd.factorize(keys)
+    counts = np.bincount(codes, minlength=len(distinct))
+    tracked = sum(1 for key in segments if key != OTHER_KEY)
+    target = np.empty(len(distinct), dtype=object)
+    # new values in order of their share of this batch, largest first (ties: the smaller key)
+    for code in sorted(range(len(distinct)), key=lambda c: (-int(counts[c]), str(distinct[c]))):
+        key = str(distinct[code])
+        if key == OTHER_KEY or key in segments:
+            target[code] = key
+        elif tracked < track:
+            target[code] = key
+            tracked += 1
+        else:
+            target[code] = OTHER_KEY
+    rows = target[codes]
+    for key in dict.fromkeys(target.tolist()):
+        state = segments.get(key)
+        if state is None:
+            state = segments[key] = new_state()
+        if len(distinct) == 1 or (target == key).all():
+            state.add_batch(batch)
+        else:
+            state.add_batch(batch.take(np.flatnonzero(rows == key)))
+
+
+def merge(mine: Segments, theirs: Segments, track: int, empty: Callable[[], "WindowState"]) -> Segments:
+    """Both sides' segments, value by value, bounded to `track` values plus "other"."""
+    out: Segments = {}
+    for key in dict.fromkeys([*mine, *theirs]):
+        a, b = mine.get(key), theirs.get(key)
+        out[key] = a.merge(b) if a is not None and b is not None else (a or b).merge(empty())
+    return bound(out, track, empty)
+
+
+def bound(segments: Segments, limit: int, empty: Callable[[], "WindowState"]) -> Segments:
+    """The `limit` largest values by events (ties: the smaller key), the rest merged into "other"."""
+    values = [key for key in segments if key != OTHER_KEY]
+    if len(values) <= limit:
+        return segments
+    ranked = sorted(values, key=lambda key: (-segments[key].events, key))
+    out = {key: segments[key] for key in ranked[:limit]}
+    other = segments.get(OTHER_KEY) or empty()
+    for key in ranked[limit:]:
+        other = other.merge(segments[key])
+    out[OTHER_KEY] = other
+    return out
+
+
+def top_segments(segments: Segments, max_values: int, empty: Callable[[], "WindowState"]) -> Segments:
+    """The segments evaluated: the `max_values` largest by events, the rest as one "other"."""
+    return bound(dict(segments), max_values, empty)

@@ -1,0 +1,145 @@
+"""Window states with segments: per-value sub-states that merge, encode and stay bounded, whatever the values."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from driftline.baseline import compute_baseline
+from driftline.segments import NULL_KEY, OTHER_KEY, SegmentSpec, segment_name
+from driftline.store.models import SEGMENT_CHARS
+from driftline.window_state import EventBatch, WindowState
+from driftline.window_state.codec import pack_document
+
+SPEC = SegmentSpec(("region", "shop"), max_values=3)
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"x": rng.normal(size=3000), "region": rng.choice(["north", "south", "east"], 3000)})
+    return compute_baseline(frame, predictions=rng.random(3000))
+
+
+def make_events(rng, n, regions=("north", "south", "east"), shops=5, start=0):
+    return [{"event_id": f"e{start + i}", "ts_ms": 1_000 + start + i,
+             "features": {"x": float(rng.normal()), "region": regions[int(rng.integers(len(regions)))]},
+             "prediction": float(rng.random()), "latency_ms": {"total": float(rng.uniform(1, 9))}, "status": "ok",
+             "tags": {"shop": f"shop{int(rng.integers(shops))}"}} for i in range(n)]
+
+
+def state_of(baseline, events, spec=SPEC):
+    return WindowState.empty(baseline, segments=spec).add_batch(EventBatch.from_events(events))
+
+
+def counts(state):
+    return {column: {key: sub.events for key, sub in by_value.items()} for column, by_value in state.segments.items()}
+
+
+def test_each_event_is_counted_once_per_column_and_sub_states_are_whole_states(baseline):
+    events = make_events(np.random.default_rng(1), 900)
+    state = state_of(baseline, events)
+    for column in SPEC.columns:
+        assert sum(counts(state)[column].values()) == state.events == 900
+    north = state.segments["region"]["north"]
+    assert north.events == sum(e["features"]["region"] == "north" for e in events)
+    assert north.features["x"].counts.sum() == north.events  # binned on the whole baseline's edges
+    assert north.sample == [] and north.segments == {}
+    assert north.latency["total"].count == north.events
+
+
+def test_the_blob_round_trips_and_a_state_without_segments_is_unchanged(baseline):
+    events = make_events(np.random.default_rng(2), 500)
+    state = state_of(baseline, events)
+    again = WindowState.from_bytes(state.to_bytes(), baseline)
+    assert counts(again) == counts(state)
+    assert again.segments["shop"]["shop1"].features["x"].counts.tolist() == \
+        state.segments["shop"]["shop1"].features["x"].counts.tolist()
+    plain = WindowState.empty(baseline).add_batch(EventBatch.from_events(events))
+    assert plain.segments == {} and "segments" not in plain._document()
+
+
+def test_a_format_1_blob_reads_as_a_state_without_segments(baseline):
+    state = WindowState.empty(baseline).add_batch(EventBatch.from_events(make_events(np.random.default_rng(3), 50)))
+    old = pack_document({**state._document(), "format": 1})
+    read = WindowState.from_bytes(old, baseline)
+    assert read.events == 50 and read.segments == {}
+    merged = read.merge(state_of(baseline, make_events(np.random.default_rng(4), 20, start=100)))
+    assert merged.events == 70 and sum(counts(merged)["region"].values()) == 20  # segments count what tracked them
+
+
+def test_values_beyond_the_tracking_bound_fold_into_other_and_evaluation_keeps_the_largest(baseline):
+    spec = SegmentSpec(("shop",), max_values=2)  # tracks 6 values per column
+    events = make_events(np.random.default_rng(5), 2000, shops=20)
+    state = state_of(baseline, events, spec)
+    shops = counts(state)["shop"]
+    assert len(shops) == spec.track + 1 and sum(shops.values()) == 2000 and shops[OTHER_KEY] > 0
+    top = state.segment_states("shop", 2)
+    assert len(top) == 3 and sum(s.events for s in top.values()) == 2000
+    kept = sorted((k for k in shops if k != OTHER_KEY), key=lambda k: (-shops[k], k))[:2]
+    assert set(top) == {*kept, OTHER_KEY}
+
+
+def test_hostile_segment_values_stay_bounded_and_named_within_the_store_limit(baseline):
+    huge = "x" * 5_000
+    values = [None, float("nan"), huge, huge + "y", "\x00nul", {"a": 1}, [1, 2], 7, 7.0, True, ""]
+    events = [{"event_id": f"h{i}", "ts_ms": 1_000 + i, "features": {"x": 0.5, "region": v}, "prediction": 0.5,
+               "latency_ms": {"total": 1.0}, "status": "ok"} for i, v in enumerate(values)]
+    state = state_of(baseline, events, SegmentSpec(("region",), max_values=20))
+    keys = counts(state)["region"]
+    assert sum(keys.values()) == len(values)
+    assert keys[NULL_KEY] == 2  # None and NaN are one null segment
+    assert keys["x" * 100] == 2  # values are keyed by their first 100 characters
+    assert keys["7"] == 2  # 7 and 7.0 are one value, as categories are
+    names = [segment_name("region" * 40, key) for key in keys]
+    assert all(len(n) <= SEGMENT_CHARS and "\x00" not in n for n in names)
+    assert WindowState.from_bytes(state.to_bytes(), baseline).events == len(values)
+
+    flood = [{"event_id": f"f{i}", "ts_ms": 1_000, "features": {"x": 0.1, "region": f"value-{i}"}, "prediction": 0.5,
+              "latency_ms": {"total": 1.0}, "status": "ok"} for i in range(10_000)]
+    flooded = state_of(baseline, flood, SegmentSpec(("region",)))
+    assert len(flooded.segments["region"]) == SegmentSpec().track + 1
+    assert flooded.segments["region"][OTHER_KEY].events == 10_000 - SegmentSpec().track
+    assert len(flooded.to_bytes()) < 2_000_000
+
+
+def test_tags_without_any_event_carrying_them_are_one_null_segment(baseline):
+    events = make_events(np.random.default_rng(6), 30)
+    for e in events:
+        del e["tags"]
+    assert counts(state_of(baseline, events))["shop"] == {NULL_KEY: 30}
+
+
+def _split_states(baseline, parts):
+    return [state_of(baseline, part) if part else WindowState.empty(baseline, segments=SPEC) for part in parts]
+
+
+def summary(state):
+    return {column: {key: (sub.events, sub.features["x"].counts.tolist() if "x" in sub.features else None)
+                     for key, sub in sorted(by_value.items())} for column, by_value in sorted(state.segments.items())}
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), cuts=st.lists(st.integers(0, 300), min_size=2, max_size=2))
+def test_merge_is_associative_and_commutative_while_values_fit_the_bound(baseline, seed, cuts):
+    events = make_events(np.random.default_rng(seed), 300, shops=4)  # 3 regions and 4 shops: under the bound
+    low, high = sorted(cuts)
+    a, b, c = _split_states(baseline, [events[:low], events[low:high], events[high:]])
+    left, right = a.merge(b).merge(c), a.merge(b.merge(c))
+    whole = state_of(baseline, events)
+    assert summary(left) == summary(right) == summary(c.merge(a).merge(b)) == summary(whole)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), shops=st.integers(1, 40))
+def test_merges_over_the_bound_count_every_event_once_and_stay_bounded(baseline, seed, shops):
+    rng = np.random.default_rng(seed)
+    parts = [make_events(rng, 120, shops=shops, start=k * 1000) for k in range(4)]
+    states = _split_states(baseline, parts)
+    for merged in (states[0].merge(states[1]).merge(states[2].merge(states[3])),
+                   states[3].merge(states[2]).merge(states[1]).merge(states[0])):
+        by_shop = counts(merged)["shop"]
+        assert sum(by_shop.values()) == 480
+        assert len([k for k in by_shop if k != OTHER_KEY]) <= SPEC.track
