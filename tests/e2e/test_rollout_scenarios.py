@@ -42,7 +42,7 @@ def rollout_state(run):
 
 
 def test_shadow_reports_disagreement_and_nothing_fires(home, sink, run_up):
-    run = run_up(home, "shadow", duration=70, sink=sink, config=ROLLOUTS)
+    run = run_up(home, "shadow", duration=50, sink=sink, config=ROLLOUTS)
     assert_clean_exit(run)
     plan, history, judged, production = rollout_state(run)
     assert plan is not None and plan.mode == "shadow" and plan.candidate == "2" and production == "1"
@@ -69,7 +69,7 @@ def test_shadow_reports_disagreement_and_nothing_fires(home, sink, run_up):
 
 
 def test_canary_regression_is_rolled_back_and_pages(home, sink, run_up):
-    run = run_up(home, "canary_regression", duration=75, sink=sink, config=ROLLOUTS)
+    run = run_up(home, "canary_regression", duration=60, sink=sink, config=ROLLOUTS)
     assert_clean_exit(run)
     plan, history, judged, production = rollout_state(run)
     assert plan is None and production == "1"  # rolled back: production only, the alias never moved
@@ -89,7 +89,7 @@ def test_canary_regression_is_rolled_back_and_pages(home, sink, run_up):
 
 
 def test_ab_declares_the_better_arm(home, sink, run_up):
-    run = run_up(home, "ab", duration=75, sink=sink, config=ROLLOUTS)
+    run = run_up(home, "ab", duration=65, sink=sink, config=ROLLOUTS)
     assert_clean_exit(run)
     plan, history, judged, production = rollout_state(run)
     # auto_promote is off (the default): the winner is declared by a pass verdict and the plan holds for a person
