@@ -13,7 +13,8 @@ from driftline import defaults
 from driftline.config import Settings, common_options, secret
 
 DEFAULT_MODEL = "credit-default"
-SCENARIO_NAMES = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality", "segment_shift")
+SCENARIO_NAMES = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality", "segment_shift",
+                  "shadow", "canary_regression", "ab", "aa")
 
 
 def _model_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -221,16 +222,23 @@ def worker(settings: Settings, model: str, host: str | None, port: int | None, d
 @common_options
 def replay(settings: Settings, scenario: str, rate: float, duration: float, warmup: float, worker_url: str | None,
            concurrency: int, seed: int, label_delay: float, labels: bool, as_json: bool) -> None:
-    """Send scenario traffic to a worker (none, covariate_shift, concept_drift, skew, latency, data_quality, segment_shift)."""
+    """Send scenario traffic to a worker (none, covariate_shift, concept_drift, skew, latency, data_quality,
+    segment_shift; rollouts, which train a candidate and set a plan in the store: shadow, canary_regression, ab, aa)."""
+    import logging
+
     from driftline.kafka_security import KafkaSecurity
     from driftline.worker.replay import ReplayConfig
     from driftline.worker.replay import replay as run
+
+    # the replay's own steps (a rollout scenario's candidate and plan), not every request httpx makes
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("driftline.worker.replay").setLevel(logging.INFO)
 
     config = ReplayConfig(worker_url=worker_url or f"http://127.0.0.1:{settings.worker_port}", scenario=scenario,
                           rate=rate, duration_s=duration, warmup_s=warmup, concurrency=concurrency, seed=seed,
                           label_delay_s=label_delay, bootstrap_servers=settings.bootstrap_servers if labels else None,
                           token=secret(settings.retrain_token),
-                          security=KafkaSecurity.from_settings(settings).checked())
+                          security=KafkaSecurity.from_settings(settings).checked(), settings=settings)
     summary = run(config).summary()
     if as_json:
         click.echo(json.dumps(summary))

@@ -7,6 +7,12 @@ requests. Each answered request's ground-truth label (drawn from the scenario's
 risk model on the clean inputs) is sent to `driftline.labels` `label_delay` seconds
 later. A scenario's worker fault (skew, latency) is switched on through
 POST /admin/faults for the scenario's part of the run and always switched off after.
+
+A rollout scenario (shadow, canary_regression, ab, aa) also needs the store: its candidate
+version is trained (or found again) while the warm-up runs, and its routing plan is written,
+with the candidate's faults switched on, when the scenario part starts
+(`driftline.worker.scenario_setup`); the schedule waits for the candidate rather than
+sending the requests it missed in a burst afterwards. The plan stays when the replay ends.
 """
 from __future__ import annotations
 
@@ -15,15 +21,17 @@ import collections
 import logging
 import math
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 import numpy as np
 
 from driftline import defaults
 from driftline.client import InferenceLogger, new_id
+from driftline.config import Settings
 from driftline.errors import UserError
 from driftline.kafka_security import KafkaSecurity
 from driftline.worker.dataset import default_probability, generate_inputs, sample_labels
@@ -46,6 +54,8 @@ class ReplayConfig:
     security: KafkaSecurity | None = None  # TLS / SASL of the label producer (None: plaintext)
     token: str = ""
     timeout_s: float = 10.0
+    # The store, artifacts and `[rollouts]` policy a rollout scenario's set-up needs (None: no rollout scenarios).
+    settings: Settings | None = None
 
 
 @dataclass
@@ -122,6 +132,9 @@ async def run_replay(config: ReplayConfig) -> ReplayReport:
     if config.rate <= 0 or config.duration_s <= 0 or config.concurrency < 1:
         raise UserError("--rate and --duration must be positive and --concurrency at least 1")
     scenario = SCENARIOS[config.scenario]
+    if scenario.rollout is not None and config.settings is None:
+        raise UserError(f"the {scenario.name} scenario sets up a rollout: it needs the store (run it with "
+                        "`driftline replay` or `driftline up`)")
     limits = httpx.Limits(max_connections=config.concurrency, max_keepalive_connections=config.concurrency)
     async with httpx.AsyncClient(base_url=config.worker_url, limits=limits, timeout=config.timeout_s) as client:
         try:
@@ -136,20 +149,85 @@ async def run_replay(config: ReplayConfig) -> ReplayReport:
                     if config.bootstrap_servers else None)
         report = ReplayReport(scenario.name)
         stop_requested = _cancel_on_sigterm()
+        rollout = _RolloutStart(config, scenario, model["name"]) if scenario.rollout is not None else None
         try:
-            await _drive(client, config, scenario, traffic, labeller, report)
+            await _drive(client, config, scenario, traffic, labeller, report, rollout)
         except asyncio.CancelledError:
             if not stop_requested.is_set():
                 raise
             asyncio.current_task().uncancel()  # a SIGTERM is a normal stop: report what was sent
             report.interrupted = True
         finally:
-            if scenario.faults:
+            if rollout is not None:
+                rollout.cancel()
+            if scenario.uses_faults:
                 await _set_faults(client, config.token, None)
             if labeller is not None:
                 stats = await asyncio.to_thread(labeller.close, 10.0)
                 report.labels_sent, report.labels_dropped = stats.sent, stats.dropped + stats.failed
     return report
+
+
+class _RolloutStart:
+    """A rollout scenario's candidate, prepared on a thread from the start, and its plan, set when the scenario starts."""
+
+    def __init__(self, config: ReplayConfig, scenario: Scenario, model: str):
+        from driftline.detectors.rollout_policy import RolloutPolicy
+        from driftline.worker.registry import Registry
+
+        settings = config.settings
+        assert settings is not None and scenario.rollout is not None
+        self.config, self.scenario, self.model = config, scenario, model
+        self.policy = RolloutPolicy.from_mapping(settings.section("rollouts"), model)
+        self.registry = Registry(settings.db_url, settings.artifacts_dir)
+        log.info("preparing the %s scenario's candidate (%s) ...", scenario.name, scenario.rollout.candidate.name)
+        self.prepared = _on_daemon_thread(self._prepare)
+
+    def _prepare(self) -> str:
+        from driftline.worker.scenario_setup import prepare_candidate
+
+        assert self.scenario.rollout is not None
+        return prepare_candidate(self.registry, self.model, self.scenario.rollout.candidate)
+
+    async def start(self) -> dict[str, Any]:
+        """Wait for the candidate, write the plan; returns the faults to switch on."""
+        from driftline.worker.scenario_setup import candidate_faults, start_rollout
+
+        settings, rollout = self.config.settings, self.scenario.rollout
+        assert settings is not None and rollout is not None
+        candidate = await self.prepared
+        plan = await asyncio.to_thread(start_rollout, settings.db_url, self.registry, self.scenario, self.model,
+                                       candidate, self.policy, self.config.rate, settings.window_seconds)
+        log.info("%s rollout of %s: %s", self.scenario.name, self.model, plan.to_dict())
+        return candidate_faults(rollout, candidate)
+
+    def cancel(self) -> None:
+        """Stop waiting for a preparation still running; its thread dies with the process (the registry skips a
+        version folder left half-written)."""
+        self.prepared.cancel()
+
+
+def _on_daemon_thread(work: Callable[[], Any]) -> asyncio.Future:
+    """`work()` on a daemon thread, as a future of this loop: unlike `asyncio.to_thread`, a stop does not wait for it."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(outcome: Any, failed: bool) -> None:
+        if not future.done():
+            future.set_exception(outcome) if failed else future.set_result(outcome)
+
+    def run() -> None:
+        try:
+            outcome, failed = work(), False
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            outcome, failed = exc, True
+        try:
+            loop.call_soon_threadsafe(settle, outcome, failed)
+        except RuntimeError:  # the loop has closed: nobody waits any more
+            pass
+
+    threading.Thread(target=run, name="scenario-candidate", daemon=True).start()
+    return future
 
 
 def _cancel_on_sigterm() -> asyncio.Event:
@@ -173,7 +251,7 @@ def _cancel_on_sigterm() -> asyncio.Event:
 
 
 async def _drive(client: httpx.AsyncClient, config: ReplayConfig, scenario: Scenario, traffic: Traffic,
-                 labeller: InferenceLogger | None, report: ReplayReport) -> None:
+                 labeller: InferenceLogger | None, report: ReplayReport, rollout: _RolloutStart | None) -> None:
     slots = asyncio.Semaphore(config.concurrency)
     pending_labels: collections.deque[tuple[float, str, int]] = collections.deque()
     tasks: set[asyncio.Task] = set()
@@ -207,14 +285,20 @@ async def _drive(client: httpx.AsyncClient, config: ReplayConfig, scenario: Scen
     started = time.monotonic()
     interval = 1.0 / config.rate
     end = started + config.warmup_s + config.duration_s
-    faults_on = False
+    scenario_started = False
     for index in range(len(traffic.records)):
         now = time.monotonic()
         if now >= end:
             break
-        if index == traffic.scenario_start and scenario.faults and not faults_on:
-            await _set_faults(client, config.token, scenario.faults)
-            faults_on = True
+        if index == traffic.scenario_start and not scenario_started:
+            scenario_started = True
+            faults = scenario.faults
+            if rollout is not None:
+                faults = await rollout.start()
+                paused = time.monotonic() - now  # the schedule resumes where it stopped, without a burst
+                started, end = started + paused, end + paused
+            if faults:
+                await _set_faults(client, config.token, faults)
         due = started + index * interval
         if due > now:
             await asyncio.sleep(due - now)

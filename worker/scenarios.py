@@ -10,16 +10,27 @@
 | data_quality | the training population, then corrupted: nulls, out-of-range values, unseen categories | from the clean inputs | none |
 | segment_shift | the training population, except applicants from the north: younger, poorer, lower credit scores | training risk model | none |
 
+Rollout scenarios also train a candidate version beside production (never promoting it) and set a
+routing plan when their traffic starts (`driftline.worker.scenario_setup`):
+
+| scenario | inputs | labels | candidate | plan | worker fault |
+|---|---|---|---|---|---|
+| shadow | the training population | training risk model | trained with another seed: slightly different scores | shadow on every request | none |
+| canary_regression | the training population | training risk model | trained on labels where 40 % of repaid loans read as defaults: worse | canary at the first weight of `[rollouts] canary_steps` that the analysis can judge | 5 % of the candidate's answers take 250 ms longer |
+| ab | the training population | concept_drift's new risk model in a downturn (41 % default) | trained on that risk model: better | A/B, production and the candidate 50:50 | none |
+| aa | the training population | training risk model | the shadow scenario's (another seed): as good | A/B, production and the candidate 50:50: no winner may be declared | none |
+
 Every scenario emits labels (so model quality can be measured); they are delayed,
 as ground truth is in real life.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from driftline.rollouts import AB, CANARY, SHADOW
 from driftline.worker.dataset import Population, RiskModel
 
 # data_quality corruption rates, per row.
@@ -29,6 +40,45 @@ UNSEEN_CATEGORY_RATE = 0.10
 NULLABLE = ("annual_income", "credit_score", "employment_years", "region")
 OUT_OF_RANGE = {"age": (-5, 150), "credit_score": (0, 2000), "num_credit_lines": (-3, 400), "loan_term_months": (0, 600)}
 UNSEEN = {"region": "atlantis", "employment_type": "gig_worker", "home_ownership": "houseboat"}
+# concept_drift's new relation between inputs and default: debt and late payments weigh
+# far more, the credit score half as much, the south defaults more (a regional downturn).
+NEW_CONCEPT = RiskModel(w_dti=7.0, w_score=0.0055, w_late=0.9, w_south=1.2)
+# ab's: the new concept in a general downturn (about 41 % default, was 20 %). Measured on the small
+# MLP: production's accuracy falls to 0.64, a candidate trained on it scores 0.75, a gap an A/B test
+# finds within a few hundred labels an arm (concept_drift's alone leaves 0.05 and needs thousands).
+DOWNTURN = replace(NEW_CONCEPT, intercept=-1.6)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A version a rollout scenario trains on the bundled data set beside production (never promoted by it).
+
+    `name` goes into the version's description, so a later run finds it there and serves it again
+    instead of training it anew.
+    """
+
+    name: str
+    seed: int  # of the data set and the training (production's `driftline train` uses 7)
+    risk: RiskModel = RiskModel()  # the concept its labels follow
+    false_default_rate: float = 0.0  # share of repaid loans labelled as defaults: a labelling bug, a worse model
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """The routing plan a rollout scenario sets when its traffic starts, and the candidate it routes to.
+
+    ``shadow``: the candidate shadows every request; ``canary``: it answers the first weight of
+    `[rollouts] canary_steps` that gives the analysis enough events per window; ``ab``: production
+    and the candidate are two arms of 50 %. `faults` slow the candidate's answers only.
+    """
+
+    mode: str
+    candidate: Candidate
+    faults: dict[str, Any] = field(default_factory=dict)
+
+
+# Another seed: the same concept learned from another draw of the data, slightly different scores.
+RESEEDED = Candidate("reseeded", seed=11)
 
 
 @dataclass(frozen=True)
@@ -41,6 +91,12 @@ class Scenario:
     corrupt_inputs: bool = False
     # [segments] columns `driftline up` configures for the run (unless the user's config has a [segments] table)
     segments: tuple[str, ...] = ()
+    rollout: Rollout | None = None
+
+    @property
+    def uses_faults(self) -> bool:
+        """Whether the scenario switches a worker fault on (the worker needs `--faults`)."""
+        return bool(self.faults or (self.rollout is not None and self.rollout.faults))
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -50,8 +106,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              population=Population(age_mean=31.0, income_median=38_000.0, credit_shift=-45.0,
                                     employment_probs=(0.48, 0.16, 0.26, 0.06, 0.04),
                                     region_probs=(0.12, 0.46, 0.14, 0.14, 0.14))),
-    Scenario("concept_drift", "same applicants, new relation between inputs and default",
-             risk=RiskModel(w_dti=7.0, w_score=0.0055, w_late=0.9, w_south=1.2)),
+    Scenario("concept_drift", "same applicants, new relation between inputs and default", risk=NEW_CONCEPT),
     Scenario("skew", "serving-path bug: debt_to_income uses annual instead of monthly income",
              faults={"skew": True}),
     Scenario("latency", "5% of requests take 250 ms longer", faults={"latency_ms": 250.0, "latency_fraction": 0.05}),
@@ -62,6 +117,17 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              population=Population(regional=(("north", Population(age_mean=36.0, income_median=44_000.0,
                                                                    credit_shift=-10.0)),)),
              segments=("region",)),
+    Scenario("shadow", "a candidate trained with another seed shadows every request; nothing should fire",
+             rollout=Rollout(SHADOW, RESEEDED)),
+    # Slower (a twentieth of its answers 250 ms later, p99 far over production's) and worse (predicts
+    # default for many who repay): the canary analysis fails it and the policy rolls it back.
+    Scenario("canary_regression", "a slower, worse candidate as a canary; rolled back by the rollout policy",
+             rollout=Rollout(CANARY, Candidate("mislabelled", seed=13, false_default_rate=0.4),
+                             faults={"latency_ms": 250.0, "latency_fraction": 0.05})),
+    Scenario("ab", "defaults follow a new concept in a downturn; a candidate trained on it against production, 50:50",
+             risk=DOWNTURN, rollout=Rollout(AB, Candidate("downturn", seed=17, risk=DOWNTURN))),
+    Scenario("aa", "an A/A test: production against an equally good candidate, 50:50; no winner may be declared",
+             rollout=Rollout(AB, RESEEDED)),
 )}
 
 

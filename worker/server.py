@@ -402,7 +402,7 @@ class Worker:
             self.cache.put(key, prediction)
             if self.remote_cache is not None:
                 self.remote_cache.put(key, prediction)
-        extra = self.faults.extra_latency_s()
+        extra = self.faults.extra_latency_s(version)
         if extra:
             slept_from = time.perf_counter()
             await asyncio.sleep(extra)
@@ -557,7 +557,7 @@ def create_app(worker: Worker) -> "PredictFastPath":
     async def clear_faults(request: Request) -> Response:
         if (refused := faults_refused(request)) is not None:
             return refused
-        worker.faults.update({"skew": False, "latency_ms": 0, "latency_fraction": 0})
+        worker.faults.update({"skew": False, "latency_ms": 0, "latency_fraction": 0, "latency_version": None})
         return _json(worker.faults.as_dict())
 
     @app.post("/admin/retrain")

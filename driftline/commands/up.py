@@ -22,7 +22,8 @@ from driftline.errors import UserError
 from driftline.store import db as store_db
 from driftline.supervisor import Component, Supervisor
 
-SCENARIOS = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality", "segment_shift")
+SCENARIOS = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality", "segment_shift",
+             "shadow", "canary_regression", "ab", "aa")
 DEFAULT_MODEL = "credit-default"
 # Short windows so that a demo shows closed, evaluated windows within a minute or two.
 UP_WINDOW_SECONDS = 15
@@ -122,8 +123,8 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         supervisor.add(Component("collector", _driftline("collector"), env=env))
         supervisor.add(Component("scheduler", _driftline("scheduler"), env=env))
         # Loopback whatever DRIFTLINE_WORKER_HOST says (up reaches it there); fault injection only for the
-        # scenarios that switch a fault on (skew, latency).
-        faults = ["--faults"] if TRAFFIC[scenario].faults else []
+        # scenarios that switch a fault on (skew, latency, canary_regression).
+        faults = ["--faults"] if TRAFFIC[scenario].uses_faults else []
         supervisor.add(Component("worker", _driftline("worker", "--host", "127.0.0.1", "--port",
                                                       str(settings.worker_port), "--model", model, *faults), env=env))
         if not no_dashboard:

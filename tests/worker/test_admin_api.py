@@ -73,7 +73,7 @@ def test_without_the_flag_fault_injection_does_not_exist(faultless):
                      httpx.post(f"{url}/admin/faults", json={"latency_ms": 60_000, "latency_fraction": 1}, headers=auth),
                      httpx.delete(f"{url}/admin/faults", headers=auth)):
         assert response.status_code == 404 and "--faults" in response.json()["detail"]
-    assert worker.faults.as_dict() == {"skew": False, "latency_ms": 0.0, "latency_fraction": 0.0}
+    assert worker.faults.as_dict() == {"skew": False, "latency_ms": 0.0, "latency_fraction": 0.0, "latency_version": None}
     assert httpx.post(f"{url}/predict", json={"features": worker.example}).status_code == 200
 
 

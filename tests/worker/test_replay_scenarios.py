@@ -15,13 +15,22 @@ import orjson
 import pandas as pd
 import pytest
 
+from driftline import vocabulary
 from driftline.broker import free_port
-from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
+from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS, load_settings
+from driftline.detectors.rollout_policy import RolloutPolicy
 from driftline.errors import UserError
+from driftline.rollouts import ab_plan, canary_plan, shadow_plan
+from driftline.store.db import session_scope
+from driftline.store.rollouts import current_plan, steps
+from driftline.worker.faults import Faults
 from driftline.worker.feature_transform import FeatureTransform
-from driftline.worker.dataset import generate_inputs
+from driftline.worker.dataset import default_probability, generate_inputs
+from driftline.worker.registry import Registry
 from driftline.worker.replay import ReplayConfig, build_traffic, run_replay
-from driftline.worker.scenarios import SCENARIOS, UNSEEN
+from driftline.worker.scenario_setup import (candidate_faults, canary_weight, prepare_candidate, scenario_plan,
+                                             training_set)
+from driftline.worker.scenarios import DOWNTURN, RESEEDED, SCENARIOS, UNSEEN, Candidate
 from driftline.worker.server import Worker, WorkerConfig
 from tests.support.waiting import wait_until
 
@@ -149,3 +158,127 @@ def test_sigterm_stops_a_replay_cleanly_and_switches_the_fault_off(replay_worker
     summary = json.loads(out)
     assert summary["interrupted"] is True and summary["requests"] > 0
     assert httpx.get(f"{replay_worker}/admin/faults", headers=headers).json()["latency_ms"] == 0
+
+
+# --- rollout scenarios --------------------------------------------------------------------
+
+ROLLOUT_SCENARIOS = ("shadow", "canary_regression", "ab", "aa")
+
+
+def test_rollout_scenarios_say_which_candidate_and_which_plan():
+    modes = {name: SCENARIOS[name].rollout.mode for name in ROLLOUT_SCENARIOS}
+    assert modes == {"shadow": vocabulary.ROLLOUT_SHADOW, "canary_regression": vocabulary.ROLLOUT_CANARY,
+                     "ab": vocabulary.ROLLOUT_AB, "aa": vocabulary.ROLLOUT_AB}
+    assert all(SCENARIOS[name].rollout is None for name in SCENARIOS if name not in ROLLOUT_SCENARIOS)
+    # the A/A test and the shadow run the same equally good candidate; the others a candidate of their own
+    assert SCENARIOS["shadow"].rollout.candidate == SCENARIOS["aa"].rollout.candidate == RESEEDED
+    assert len({SCENARIOS[name].rollout.candidate.name for name in ROLLOUT_SCENARIOS}) == 3
+    # only the canary's candidate is slowed, so only it needs a worker with --faults
+    assert [name for name in SCENARIOS if SCENARIOS[name].uses_faults] == ["skew", "latency", "canary_regression"]
+    assert SCENARIOS["canary_regression"].faults == {}  # production's answers are never slowed
+    # ab's labels follow the concept its candidate learned; the others' the training concept
+    assert SCENARIOS["ab"].risk == SCENARIOS["ab"].rollout.candidate.risk == DOWNTURN
+    assert SCENARIOS["aa"].risk == SCENARIOS["shadow"].risk == SCENARIOS["none"].risk
+
+
+def test_rollout_scenario_traffic_is_the_populations_it_names():
+    none = build_traffic(SCENARIOS["none"], 0, 3_000, seed=4)
+    for name in ("shadow", "canary_regression", "aa"):
+        same = build_traffic(SCENARIOS[name], 0, 3_000, seed=4)
+        assert same.records == none.records and np.array_equal(same.labels, none.labels)
+    downturn = build_traffic(SCENARIOS["ab"], 0, 3_000, seed=4)
+    assert downturn.records == none.records  # same applicants, more of them default
+    assert downturn.labels.mean() > none.labels.mean() + 0.15
+
+
+def test_candidate_training_sets_carry_their_concept_and_labelling_bug():
+    clean_inputs, clean = training_set(Candidate("c", seed=5), 4_000)
+    inputs, mislabelled = training_set(Candidate("m", seed=5, false_default_rate=0.4), 4_000)
+    assert inputs.equals(clean_inputs)
+    assert np.all(mislabelled >= clean)  # only repaid loans are relabelled, as defaults
+    flipped = (mislabelled != clean).sum() / (clean == 0).sum()
+    assert 0.35 < flipped < 0.45
+    downturn_inputs, downturn = training_set(Candidate("d", seed=5, risk=DOWNTURN), 4_000)
+    assert downturn_inputs.equals(clean_inputs)
+    assert abs(downturn.mean() - default_probability(downturn_inputs, DOWNTURN).mean()) < 0.03
+    assert downturn.mean() > clean.mean() + 0.15
+
+
+@pytest.mark.parametrize("rate, window_seconds, min_events, expected", [
+    (60, 4, 40, 25),     # the e2e runs: a quarter of 240 requests a window is 60 >= 40
+    (40, 15, 200, 50),   # `driftline up`'s demo on the default policy: half of 600
+    (40, 15, 10, 5),     # a lenient policy judges a 5 % canary
+    (1, 1, 200, 50),     # no step is enough: the last one
+])
+def test_canary_weight_is_the_first_step_the_analysis_can_judge(rate, window_seconds, min_events, expected):
+    policy = RolloutPolicy(min_events=min_events)
+    assert policy.canary_steps == (1, 5, 25, 50)
+    assert canary_weight(policy, rate, window_seconds) == expected
+
+
+def test_scenario_plans_and_faults():
+    shadow, canary, ab = (SCENARIOS[name].rollout for name in ("shadow", "canary_regression", "ab"))
+    assert scenario_plan("m", shadow, "1", "2", 25) == shadow_plan("m", "2", 1.0)
+    assert scenario_plan("m", canary, "1", "2", 25) == canary_plan("m", "2", 25)
+    assert scenario_plan("m", ab, "1", "2", 25) == ab_plan("m", [("1", 50.0), ("2", 50.0)])
+    assert candidate_faults(canary, "2") == {"latency_ms": 250.0, "latency_fraction": 0.05, "latency_version": "2"}
+    assert candidate_faults(shadow, "2") == {}
+
+
+def test_a_latency_fault_can_slow_one_version_only():
+    faults = Faults()
+    faults.update({"latency_ms": 100, "latency_fraction": 0.5, "latency_version": "2"})
+    assert [faults.extra_latency_s("1") for _ in range(4)] == [0.0] * 4
+    assert [faults.extra_latency_s("2") for _ in range(4)] == [0.0, 0.1, 0.0, 0.1]
+    faults.update({"latency_version": None})
+    assert sum(faults.extra_latency_s("1") > 0 for _ in range(4)) == 2  # every version again
+    for bad in ("../2", 7, "", "a" * 200):
+        with pytest.raises(ValueError, match="latency_version"):
+            faults.update({"latency_version": bad})
+    assert faults.latency_version is None  # a refused update changes nothing
+
+
+def test_a_rollout_scenario_needs_the_store(replay_worker):
+    with pytest.raises(UserError, match="needs the store"):
+        asyncio.run(run_replay(ReplayConfig(worker_url=replay_worker, scenario="shadow", duration_s=0.1)))
+
+
+@pytest.fixture(scope="module")
+def rollout_worker(broker, tiny_results, tmp_path_factory, kit):
+    """A worker that takes up plans within 0.2 s, with faults allowed; its settings judge a 50 % canary."""
+    home = tmp_path_factory.mktemp("rollout-replay")
+    toml = home / "driftline.toml"
+    toml.write_text("[rollouts]\ncanary_steps = [50]\n")
+    settings = kit.make_settings(home, broker)
+    settings = load_settings(toml, home=str(settings.home), db=settings.db_url, bootstrap_servers=broker,
+                             retrain_token=TOKEN)
+    kit.registry_with_versions(settings, tiny_results[:1])
+    worker = Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0.2,
+                                           faults=True, cache_size=0))
+    with kit.serving(worker) as url:
+        yield url, settings
+
+
+def test_canary_regression_replay_trains_a_candidate_sets_its_canary_and_slows_only_it(rollout_worker, broker, kit):
+    url, settings = rollout_worker
+    report = _replay(url, broker, "canary_regression", rate=100, duration_s=2.5, settings=settings)
+    assert report.requests >= 100 and report.ok == report.requests
+    registry = Registry(settings.db_url, settings.artifacts_dir)
+    assert registry.alias(kit.MODEL) == "1"  # never promoted
+    candidate = registry.get(kit.MODEL, "2")
+    assert "mislabelled" in candidate.description and candidate.metrics["size"] == "test"
+    with session_scope(settings.db_url) as session:
+        assert current_plan(session, kit.MODEL) == canary_plan(kit.MODEL, "2", 50)
+        assert [(s["by"], s["reason"]) for s in steps(session, kit.MODEL)] == [
+            ("cli", "replay scenario canary_regression")]
+    events = [orjson.loads(raw) for raw in kit.read_topic(broker, TOPIC_INFERENCE, set(report.request_ids)).values()]
+    by_version = {v: [e for e in events if e["version"] == v] for v in ("1", "2")}
+    assert {e["role"] for e in by_version["2"]} == {"canary"} and len(by_version["2"]) >= 20
+    # 240: the event loop's sleep may wake a fraction of a millisecond before the 250 ms are up
+    slow = {v: sum(e["latency_ms"]["compute"] >= 240 for e in found) for v, found in by_version.items()}
+    assert slow["2"] >= len(by_version["2"]) // 20 and slow["1"] == 0  # the candidate's answers only
+    faults = httpx.get(f"{url}/admin/faults", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert faults["latency_ms"] == 0 and faults["latency_version"] is None
+    # a second run finds its candidate again instead of training another
+    assert prepare_candidate(registry, kit.MODEL, SCENARIOS["canary_regression"].rollout.candidate) == "2"
+    assert [v.version for v in registry.versions(kit.MODEL)] == ["1", "2"]

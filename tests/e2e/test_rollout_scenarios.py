@@ -1,0 +1,102 @@
+"""Rollout scenarios end to end: `driftline up --scenario shadow|canary_regression|ab`, checked through the store
+and the local sinks.
+
+Each run trains its candidate (the small MLP, a few seconds) and sets its plan itself; a `[rollouts]`
+policy for 4-second windows (judged from the third window, 40 events and 100 labels a side) lets the
+scheduler act within the run. The A/A case runs on the same machinery without the stack
+(tests/worker/test_ab_scenarios.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from driftline.detectors.rollout import shadow_comparisons
+from driftline.store.db import session_scope
+from driftline.store.models import Alert, ModelAlias, WindowStateRecord
+from driftline.store.rollouts import current_plan, steps, verdicts
+from driftline.window_state import WindowState
+
+MODEL = "credit-default"
+ROLLOUTS = "[rollouts]\nwindows = 3\nmin_events = 40\nmin_labels = 100\n"
+pytestmark = pytest.mark.timeout(600)
+
+
+def assert_clean_exit(run):
+    assert run.returncode == 0, run.output[-4000:]
+    assert "Traceback" not in run.output, run.output[-4000:]
+
+
+def fired(run) -> list[tuple[str, str]]:
+    """(detector, version) of the alerts that fired (a pending alert that never fired is no alert)."""
+    with session_scope(run.db_url) as s:
+        return [(a.detector, a.version) for a in s.scalars(select(Alert).where(
+            Alert.state.in_(("firing", "resolved")), Alert.fired_at.is_not(None)))]
+
+
+def rollout_state(run):
+    with session_scope(run.db_url) as s:
+        production = s.get(ModelAlias, (MODEL, "production")).version
+        return current_plan(s, MODEL), steps(s, MODEL), verdicts(s, MODEL), production
+
+
+def test_shadow_reports_disagreement_and_nothing_fires(home, sink, run_up):
+    run = run_up(home, "shadow", duration=50, sink=sink, config=ROLLOUTS)
+    assert_clean_exit(run)
+    plan, history, judged, production = rollout_state(run)
+    assert plan is not None and plan.mode == "shadow" and plan.candidate == "2" and production == "1"
+    assert [(s["by"], s["action"]) for s in history] == [("cli", "set")]  # no rollback, no step up, no promote
+    assert len(judged) >= 3 and {v["candidate"] for v in judged} == {"2"}
+    assert not [v for v in judged if v["verdict"] == "fail"], judged
+    assert fired(run) == [] and sink.requests == []
+    # Disagreement, from the windows the analysis judged: the shadow's answers paired with production's by
+    # request id and compared by the rollout analysis' own shadow comparison (flip rate, score distances).
+    with session_scope(run.db_url) as s:
+        rows = s.scalars(select(WindowStateRecord).where(WindowStateRecord.model == MODEL)).all()
+        samples = {"1": {}, "2": {}}
+        for row in rows:
+            for record in WindowState.from_bytes(row.state).sample:
+                if record.get("prediction") is not None:
+                    samples[row.version][record["request_id"]] = record["prediction"]
+    paired = sorted(set(samples["1"]) & set(samples["2"]))
+    assert len(paired) >= 200
+    flip, ks, wasserstein = shadow_comparisons(paired, [samples["1"][r] for r in paired],
+                                               [samples["2"][r] for r in paired], alpha=0.05)
+    assert 0 < flip.value < 0.1, flip  # another seed: a few decisions change, not a fifth
+    assert 0 < wasserstein.value and 0 < ks.value < 0.2
+    assert np.abs(flip.details["largest_differences"][0]["difference"]) > 0.01
+
+
+def test_canary_regression_is_rolled_back_and_pages(home, sink, run_up):
+    run = run_up(home, "canary_regression", duration=60, sink=sink, config=ROLLOUTS)
+    assert_clean_exit(run)
+    plan, history, judged, production = rollout_state(run)
+    assert plan is None and production == "1"  # rolled back: production only, the alias never moved
+    canary = history[0]["to"]
+    assert (history[0]["by"], canary["mode"], canary["candidate"], canary["weight"]) == ("cli", "canary", "2", 25)
+    assert [(s["by"], s["action"]) for s in history[1:]] == [("policy", "clear")]
+    assert history[1]["reason"].startswith("the candidate failed")
+    assert judged[-1]["verdict"] == "fail" and all(v["verdict"] == "inconclusive" for v in judged[:-1])
+    assert len(judged) <= 5  # rolled back within a few windows
+    failed = " ".join(judged[-1]["reasons"])
+    assert "quality_delta: fail" in failed or "p99_delta_ms: fail" in failed, failed
+    assert ("rollout", "2") in fired(run)
+    slack = [b["text"] for b in sink.bodies("/slack")]
+    assert any("rolled back automatically" in text and "version 2" in text for text in slack), slack
+    pages = [b for b in sink.bodies("/pagerduty") if b["event_action"] == "trigger"]
+    assert any("rolled back automatically" in b["payload"]["summary"] for b in pages), pages
+
+
+def test_ab_declares_the_better_arm(home, sink, run_up):
+    run = run_up(home, "ab", duration=65, sink=sink, config=ROLLOUTS)
+    assert_clean_exit(run)
+    plan, history, judged, production = rollout_state(run)
+    # auto_promote is off (the default): the winner is declared by a pass verdict and the plan holds for a person
+    assert plan is not None and plan.mode == "ab" and plan.versions == ("1", "2") and production == "1"
+    assert [(s["by"], s["action"]) for s in history] == [("cli", "set")]
+    reasons = [" ".join(v["reasons"]) for v in judged]
+    assert any(v["verdict"] == "pass" for v in judged), reasons
+    assert any("A/B test: the candidate is better" in r for r in reasons), reasons
+    assert not any("A/B test: the candidate is worse" in r for r in reasons), reasons
+    assert not [a for a in fired(run) if a[0] == "rollout"]
