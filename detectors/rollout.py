@@ -331,15 +331,19 @@ def drift_comparison(result: WindowResult | None) -> Comparison:
 
 def compare_states(production: WindowState, candidate: WindowState, *, alpha: float,
                    min_events: int = defaults.ROLLOUT_MIN_EVENTS, min_labels: int = defaults.ROLLOUT_MIN_LABELS,
-                   candidate_drift: WindowResult | None = None) -> list[Comparison]:
+                   candidate_drift: WindowResult | None = None,
+                   latency_part: str = LATENCY_TOTAL) -> list[Comparison]:
     """Every canary / A/B comparison of one window from the two versions' window states.
 
-    Error rate, latency of the whole request (the ``total`` part), quality on joined labels,
-    and the candidate's prediction drift when `candidate_drift` is given.
+    Error rate, latency (the whole request, ``total``; a shadow passes ``compute``, since its
+    copies wait in a deprioritised queue that says nothing of how it would serve), quality on
+    joined labels, and the candidate's prediction drift when `candidate_drift` is given.
     """
     results = [error_rate_comparison(production.errors, production.events, candidate.errors, candidate.events,
                                      alpha=alpha, min_events=min_events)]
-    results += latency_comparisons(production.latency.get(LATENCY_TOTAL), candidate.latency.get(LATENCY_TOTAL),
+    if latency_part not in production.latency or latency_part not in candidate.latency:
+        latency_part = LATENCY_TOTAL  # producers that log only the whole request's time
+    results += latency_comparisons(production.latency.get(latency_part), candidate.latency.get(latency_part),
                                    min_events=min_events)
     results.append(quality_comparison(production.labels, candidate.labels, alpha=alpha, min_labels=min_labels))
     if candidate_drift is not None:

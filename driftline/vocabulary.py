@@ -104,6 +104,8 @@ CONCURRENCY = "concurrency"
 LATENCY_METRICS = (P50_MS, P95_MS, P99_MS, ERROR_RATE, QPS, CONCURRENCY)
 # The latency part whose quantiles are held to the SLO (the others are reported only).
 LATENCY_TOTAL = "total"
+# The model's own part of it: what a shadow is judged on (its queue waits behind production on purpose).
+LATENCY_COMPUTE = "compute"
 
 ACCURACY = "accuracy"
 PRECISION = "precision"

@@ -164,7 +164,8 @@ class RolloutAnalysis:
         reference, candidate = (self._state(session, model, version, start) for version in pair)
         found = compare_states(reference, candidate, alpha=alpha, min_events=policy.min_events,
                                min_labels=policy.min_labels,
-                               candidate_drift=_prediction_drift(session, model, pair[1], start))
+                               candidate_drift=_prediction_drift(session, model, pair[1], start),
+                               latency_part=vocabulary.LATENCY_COMPUTE if mode == SHADOW else vocabulary.LATENCY_TOTAL)
         if mode == SHADOW:  # the same requests through both versions: their samples pair up by request id
             found += sample_comparisons(reference.sample, candidate.sample, alpha=alpha,
                                         threshold=policy.decision_threshold, top=policy.top_differences,

@@ -24,6 +24,7 @@ from driftline.detectors.rollout import (
     shadow_comparisons,
 )
 from driftline.vocabulary import (
+    LATENCY_COMPUTE,
     ACCURACY,
     CANDIDATE_DRIFT,
     ERROR_RATE_DELTA,
@@ -271,6 +272,21 @@ def test_compare_states_reads_both_window_states():
     assert results[P50_DELTA_MS].details["relative"] == pytest.approx(1.0, abs=0.03)
     assert results[QUALITY_DELTA].value == 0.0
     assert CANDIDATE_DRIFT not in results
+
+
+def test_a_shadow_is_compared_on_the_model_part_of_latency_when_both_sides_log_it():
+    production, shadow = WindowState.empty(None), WindowState.empty(None)
+    for state, queue in ((production, 1.0), (shadow, 40.0)):  # the shadow's copies wait far longer
+        state.events = 1000
+        state.latency[LATENCY_COMPUTE] = _histogram(np.linspace(5, 10, 1000))
+        state.latency[LATENCY_TOTAL] = _histogram(np.linspace(5, 10, 1000) + queue)
+    on_total = {c.metric: c for c in compare_states(production, shadow, alpha=ALPHA)}
+    on_compute = {c.metric: c for c in compare_states(production, shadow, alpha=ALPHA, latency_part=LATENCY_COMPUTE)}
+    assert on_total[P99_DELTA_MS].value > 30
+    assert on_compute[P99_DELTA_MS].value == pytest.approx(0.0, abs=0.2)
+    del shadow.latency[LATENCY_COMPUTE]  # a producer that logs only the whole request's time
+    fallback = {c.metric: c for c in compare_states(production, shadow, alpha=ALPHA, latency_part=LATENCY_COMPUTE)}
+    assert fallback[P99_DELTA_MS].value == on_total[P99_DELTA_MS].value
 
 
 def test_every_comparison_detail_is_a_rollout_details_field():
