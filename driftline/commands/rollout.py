@@ -124,7 +124,10 @@ def rollout_status(settings: Settings, as_json: bool) -> None:
         click.echo("no rollouts: production answers every request")
     for entry in found:
         click.echo(f"{entry['model']}: {describe_plan(entry['plan'])} beside production version {entry['production']}; "
-                   f"verdict {entry['verdict'] or 'none yet'}")
+                   f"verdict {entry['verdict'] or 'none yet'}"
+                   + (f", A/B winner version {entry['winner']}" if entry["winner"] else ""))
+        for reason in entry["reasons"]:
+            click.echo(f"  - {reason}")
         for step in entry["steps"]:
             click.echo(f"  {step['at']} {step['by']}: {describe_plan(step['to'])}"
                        + (f" ({step['reason']})" if step["reason"] else ""))

@@ -96,7 +96,8 @@ def steps(session: Session, model: str, current_only: bool = False) -> list[dict
 
 
 def rollouts(session: Session) -> list[dict[str, Any]]:
-    """The current rollouts, for `driftline status --json`: mode, candidate, the latest verdict, the steps.
+    """The current rollouts, for `driftline status --json`: mode, candidate, the latest verdict (its reasons,
+    an A/B test's winner), the steps.
 
     `steps` are the changes since the rollout started (since the model's last `clear`).
     """
@@ -107,6 +108,8 @@ def rollouts(session: Session) -> list[dict[str, Any]]:
         documents.append({"model": row.model, "mode": row.mode, "candidate": candidate,
                           "production": row.production_version, "plan": row.plan,
                           "verdict": latest["verdict"] if latest else None,
+                          "reasons": latest["reasons"] if latest else [],
+                          "winner": latest["details"].get("winner") if latest else None,
                           "steps": steps(session, row.model, current_only=True)})
     return documents
 

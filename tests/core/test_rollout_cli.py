@@ -11,6 +11,7 @@ from driftline.cli import main
 from driftline.store import db as store_db
 from driftline.store.aliases import move_alias
 from driftline.store.models import ModelVersion
+from driftline.store.rollouts import record_verdict
 
 MODEL = "credit"
 
@@ -54,6 +55,12 @@ def test_shadow_canary_ab_clear_and_status(store):
     assert [step["to"]["mode"] for step in entry["steps"]] == ["shadow", "canary", "ab"]
     code, out, _ = driftline(store, "status")
     assert code == 0 and "rollouts: 1" in out and "A/B test version 3 50%, version 4 25%, version 5 25%" in out
+    with store_db.session_scope(store) as s:  # the analysis judged a window: version 5 is better than the control
+        record_verdict(s, MODEL, "3,4,5", 0, 60_000, "pass", ["A/B test: version 5 is better"], {"winner": "5"})
+    code, out, _ = driftline(store, "rollout", "status")
+    assert code == 0 and "verdict pass, A/B winner version 5" in out and "- A/B test: version 5 is better" in out
+    [entry] = json.loads(driftline(store, "rollout", "status", "--json")[1])
+    assert (entry["verdict"], entry["winner"], entry["reasons"]) == ("pass", "5", ["A/B test: version 5 is better"])
 
     code, out, _ = driftline(store, "rollout", "clear", "--model", MODEL)
     assert code == 0 and "production only" in out
