@@ -143,3 +143,26 @@ def test_merges_over_the_bound_count_every_event_once_and_stay_bounded(baseline,
         by_shop = counts(merged)["shop"]
         assert sum(by_shop.values()) == 480
         assert len([k for k in by_shop if k != OTHER_KEY]) <= SPEC.track
+
+
+def test_joined_labels_count_in_their_predictions_segments_and_round_trip(baseline):
+    state = WindowState.empty(baseline, segments=SegmentSpec(("region", "shop"), max_values=1))  # tracks 3 each
+    kept = [{"region": "north", "shop": "a"}, {"region": "north"}, {"region": NULL_KEY, "shop": "b"}, None,
+            "not a mapping", {"region": 7}, {"region": "south"}, {"region": "east"}]
+    predictions = [0.9, 0.1, 0.8, 0.2, 0.7, 0.6, 0.3, 0.4]
+    state.add_labels(predictions, [1, 0, 1, 0, 1, 1, 0, 0], kept)
+    assert state.labels.n == 8
+    regions = {key: sub.labels.n for key, sub in state.segments["region"].items()}
+    # north, then the 1-pair values by key: "7" and the null key are tracked, south and east are "other"
+    assert regions == {"north": 2, "7": 1, NULL_KEY: 1, OTHER_KEY: 2}
+    assert {key: sub.labels.n for key, sub in state.segments["shop"].items()} == {"a": 1, "b": 1}
+    assert all(sub.events == 0 and sub.labels.task == "binary" for sub in state.segments["region"].values())
+    again = WindowState.from_bytes(state.to_bytes(), baseline)
+    assert {key: sub.labels.n for key, sub in again.segments["region"].items()} == regions
+    # a pair the window cannot count (a class name in a binary window) is counted nowhere
+    with pytest.raises(ValueError):
+        state.add_labels(["cat"], [1], [{"region": "north"}])
+    assert state.labels.n == 8 and state.segments["region"]["north"].labels.n == 2
+    # a state without segments counts the pairs for the whole window only
+    plain = WindowState.empty(baseline).add_labels(predictions, [1] * 8, kept)
+    assert plain.labels.n == 8 and plain.segments == {}
