@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import infer_dtype
 
 from driftline.segments import NULL_KEY, OTHER_KEY, segment_key
 from driftline.window_state.batch import EventBatch
+from driftline.window_state.grouped import fold_groups
 
 if TYPE_CHECKING:
     from driftline.window_state.state import WindowState
@@ -41,6 +43,10 @@ def column_keys(batch: EventBatch, column: str) -> np.ndarray:
             distinct, inverse = np.unique(values[present], return_inverse=True)
             keys[present] = np.array([segment_key(v) for v in distinct.tolist()], dtype=object)[inverse]
         return keys
+    if infer_dtype(values, skipna=True) == "string":  # strings and nulls: each distinct value keyed once
+        codes, distinct = pd.factorize(values)
+        keys = np.array([segment_key(v) for v in distinct.tolist()] + [NULL_KEY], dtype=object)
+        return keys[codes]  # a null's code, -1, picks NULL_KEY
     cache: dict[object, str] = {}
     out = np.empty(batch.n, dtype=object)
     for i, value in enumerate(values.tolist()):
@@ -77,15 +83,18 @@ def fold_batch(segments: Segments, batch: EventBatch, keys: np.ndarray, track: i
     codes, distinct = pd.factorize(keys)
     counts = np.bincount(codes, minlength=len(distinct))
     target = _targets(segments, distinct, counts, track)
-    rows = target[codes]
-    for key in dict.fromkeys(target.tolist()):
+    keys = list(dict.fromkeys(target.tolist()))
+    states = []
+    for key in keys:
         state = segments.get(key)
         if state is None:
             state = segments[key] = new_state()
-        if len(distinct) == 1 or (target == key).all():
-            state.add_batch(batch)
-        else:
-            state.add_batch(batch.take(np.flatnonzero(rows == key)))
+        states.append(state)
+    if len(states) == 1:
+        states[0].add_batch(batch)
+    else:  # every value's rows in one pass (see driftline.window_state.grouped)
+        position = {key: i for i, key in enumerate(keys)}
+        fold_groups(states, batch, np.array([position[key] for key in target.tolist()], dtype=np.intp)[codes])
 
 
 def fold_labels(segments: Segments, keys: Sequence[str | None], predictions: Sequence[Any], labels: Sequence[Any],
