@@ -14,6 +14,9 @@ as the worker sends them (`--compression none` for uncompressed).
   partitions split between them). Each run uses a fresh group, so each reads all N events.
   `--runs 1:auto 1:auto:kafka-python` compares the record-batch readers (driftline.collector.record_batches)
   in one run. Extra collector options go after `--`.
+  `--segment-columns 0 1 3` repeats each run with that many `[segments]` columns (region, then
+  segment and channel) and prints each one's rate and stored window-state bytes per window
+  against the run without segments.
 
 Events carry 20 features (17 numeric, 3 categorical) and a request id (time-ordered, as the
 worker and `InferenceLogger` make them; `--request-ids random` for uuid4); event times advance
@@ -129,6 +132,15 @@ def fresh_store(url: str) -> None:
         for table in (WindowStateRecord, PredictionRecord, BaselineRecord):
             session.execute(delete(table).where(table.model == MODEL))
     register_baseline(url)
+
+
+def segments_options(tmp: str, columns: int) -> list[str]:
+    """`--config` with a [segments] table of the first `columns` categorical features (none: no option)."""
+    if not columns:
+        return []
+    path = Path(tmp) / f"segments-{columns}.toml"
+    path.write_text(f"[segments]\ncolumns = {list(CATEGORICAL)[:columns]!r}\n".replace("'", '"'))
+    return ["--config", str(path)]
 
 
 def _metric(port: int, name: str) -> float:
@@ -261,6 +273,8 @@ def main() -> None:
     parser.add_argument("--db", default=None,
                         help="store URL, a scratch database (default: a fresh SQLite file per run); migrated "
                              "here, and the bench model's rows are deleted before each run")
+    parser.add_argument("--segment-columns", nargs="+", type=int, default=[0], choices=range(len(CATEGORICAL) + 1),
+                        help="repeat each run with this many [segments] columns (e.g. 0 1 3), the same events")
     parser.add_argument("collector_options", nargs="*", help="extra `driftline collector` options (after --)")
     args = parser.parse_args()
 
@@ -280,7 +294,9 @@ def main() -> None:
         print(f"raw consume (kafka-python)      {raw:>10,.0f} events/s")
         decoded = raw_consume(broker.bootstrap_servers, args.events, decode=True)
         print(f"raw consume + orjson.loads      {decoded:>10,.0f} events/s  ({decoded / raw:.0%} of raw)")
-        for index, run in enumerate(args.runs):
+        plain: dict[str, tuple[float, float]] = {}  # run -> (rate, state bytes per window) without segments
+        for index, (run, columns) in enumerate((run, columns) for run in args.runs
+                                               for columns in args.segment_columns):
             count, decoders, *reader = run.split(":")
             count = int(count)
             reader_options = ["--record-reader", reader[0]] if reader else []
@@ -289,9 +305,11 @@ def main() -> None:
             url = args.db or f"sqlite:///{tmp}/bench-{index}.db"
             fresh_store(url)
             rate, steady, samples, cpu = run_collectors(broker.bootstrap_servers, url, args.events, count,
-                                                ["--decoders", decoders, *reader_options, *args.collector_options],
+                                                ["--decoders", decoders, *reader_options,
+                                                 *segments_options(tmp, columns), *args.collector_options],
                                                 broker_pid=broker.process.pid if broker.process else None)
-            label = f"collector x{count}, decoders {decoders}" + (f", {reader[0]}" if reader else "")
+            label = f"collector x{count}, decoders {decoders}" + (f", {reader[0]}" if reader else "") + (
+                f", {columns} segment columns" if args.segment_columns != [0] else "")
             print(f"{label:<31} {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw); "
                   f"steady (20-80 % of the run) {steady:,.0f}/s ({steady / raw:.0%})")
             if cpu:
@@ -303,11 +321,19 @@ def main() -> None:
                 for t, consumed, mb in samples[::step] + ([samples[-1]] if (len(samples) - 1) % step else []):
                     print(f"    {t:6.1f} s  {consumed:>9,}  {mb:7.1f} MB")
             with store_db.session_scope(url) as session:
-                stored, windows = session.execute(
+                stored, windows, state_bytes = session.execute(
                     select(func.sum(WindowStateRecord.events),
-                           func.count(func.distinct(WindowStateRecord.window_start_ms)))
+                           func.count(func.distinct(WindowStateRecord.window_start_ms)),
+                           func.sum(func.length(WindowStateRecord.state)))
                     .where(WindowStateRecord.model == MODEL)).one()
-            print(f"  stored: {stored} events in {windows} windows (expected {args.events})")
+            per_window = (state_bytes or 0) / max(windows or 0, 1)
+            print(f"  stored: {stored} events in {windows} windows (expected {args.events}), window states "
+                  f"{per_window / 1024:,.1f} KB per window (all partitions' rows)")
+            if columns == 0:
+                plain[run] = (rate, per_window)
+            elif run in plain and plain[run][0] and plain[run][1]:
+                print(f"  against no segments: rate {rate / plain[run][0]:.2f}x, "
+                      f"state per window {per_window / plain[run][1]:.2f}x")
             if not args.db:  # a run's SQLite file holds ~250 bytes per event: freed before the next run
                 store_db.get_engine(url).dispose()
                 for suffix in ("", "-wal", "-shm"):

@@ -282,7 +282,7 @@ def _pack_delta(partition: PartitionKey, delta: FoldDelta) -> tuple[Any, ...]:
             letters.append(DeadLetterRow(partition[0], partition[1], -1, f"window {key[2]} of {key[0]}/{key[1]}: "
                                          f"{p.events} events not counted, its state cannot be encoded ({exc})",
                                          None, key[0], b""))
-    predictions = [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, r.prediction)
+    predictions = [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, r.prediction, r.segments)
                    for r in delta.predictions.values()]
     return (windows, letters, predictions, delta.watermarks, delta.valid, delta.late, delta.duplicates,
             delta.stored_predictions, list(delta.labels_waiting))

@@ -38,6 +38,7 @@ from driftline.collector.store import StoredOffset
 from driftline.collector.windows import PartialWindow, WindowKey
 from driftline import defaults
 from driftline.baseline import Baseline
+from driftline.segments import SegmentSpec
 from driftline.window_state import WindowStateError
 
 # Pairs joined by one sweep at most: the sweep runs inside a flush and must stay short.
@@ -89,8 +90,11 @@ class FlushResult:
 
 def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_ms: int,
           baseline_for: Callable[[str, str], Baseline | None], now_ms: int, sweep: bool = False,
-          raw_bound: int = defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES) -> FlushResult:
-    """Write `parts` in one transaction (module docstring). Raises `Fenced`, or the database's error."""
+          raw_bound: int = defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES, segments: SegmentSpec = SegmentSpec()
+          ) -> FlushResult:
+    """Write `parts` in one transaction (module docstring). Raises `Fenced`, or the database's error.
+
+    `segments`: the [segments] columns a row made for labels alone keeps sub-states for."""
     result = FlushResult()
     parts = [p for p in parts if p.moves]
     if not parts:
@@ -127,7 +131,8 @@ def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_
                 result.labels_rejected += store.merge_window_row(
                     conn, model, version, start, start + window_ms, row_partition,
                     partial.state if partial else None, partial.events if partial else 0,
-                    partial.late_events if partial else 0, baseline_for(model, version), pairs.pairs.get(key))
+                    partial.late_events if partial else 0, baseline_for(model, version), pairs.pairs.get(key),
+                    segments)
             except WindowStateError as exc:  # raised before the row is written: the transaction goes on
                 letter = _unencodable_window(sources.get(key) or parts[0], model, version, start, partial, exc)
                 store.insert_dead_letters(conn, [letter.store_values(raw_bound)])
@@ -179,7 +184,8 @@ def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_
         found = waiting.get(rid)
         if found is not None and found[0] == row.model:
             joined[rid] = found[1]
-            pairs.add((row.model, row.version, row.window_start_ms, owner[rid]), row.prediction, found[1])
+            pairs.add((row.model, row.version, row.window_start_ms, owner[rid]), row.prediction, found[1],
+                      row.segments)
     store.insert_predictions(conn, [predictions[rid].values() for rid in sorted(predictions)], joined, now_ms)
     stored_waiting = sorted(rid for rid in stored if rid in waiting)
     if stored_waiting:
@@ -189,7 +195,7 @@ def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_
             if prediction is not None and prediction.model == label_model:
                 joined[rid] = label
                 pairs.add((prediction.model, prediction.version, prediction.window_start_ms, stored[rid]),
-                          prediction.prediction, label)
+                          prediction.prediction, label, prediction.segments)
     if joined:
         # The prediction may have been stored before (a duplicate event): label that row too.
         store.mark_predictions_labelled(conn, joined, now_ms)
@@ -212,7 +218,7 @@ def _labels(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: i
         if match:
             joined[rid] = label.label
             pairs.add((prediction.model, prediction.version, prediction.window_start_ms, owner[rid]),
-                      prediction.prediction, label.label)
+                      prediction.prediction, label.label, prediction.segments)
         rows.append((rid, label.model, label.label, label.ts_ms, match))
     store.insert_labels(conn, rows)
     if joined:
@@ -230,7 +236,8 @@ def _sweep(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: in
     if not found:
         return
     for r in found:
-        pairs.add((r.model, r.version, r.window_start_ms, row_partition), r.prediction, r.label)
+        pairs.add((r.model, r.version, r.window_start_ms, row_partition), r.prediction, r.label,
+                  r.segments)
     store.mark_predictions_labelled(conn, {r.request_id: r.label for r in found}, now_ms)
     store.mark_labels_joined(conn, sorted(r.request_id for r in found))
     result.labels_joined += len(found)

@@ -120,7 +120,7 @@ class FlushCoordination:
             self.publisher.publish([letter for p in parts for letter in p.dead_letters])
             result = flush(self.engine, self.config.group_id, parts, window_ms=self.window_ms,
                            baseline_for=self._baseline, now_ms=int(time.time() * 1000), sweep=sweep,
-                           raw_bound=self.config.dead_letter_raw_bytes)
+                           raw_bound=self.config.dead_letter_raw_bytes, segments=self.config.segments)
         except Fenced as fenced:
             if on_failure is not None:
                 buffers = on_failure()

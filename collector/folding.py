@@ -37,7 +37,7 @@ from typing import Any, Callable, Collection, Sequence
 
 from driftline.collector.dead_letters import DeadLetterRow
 from driftline.collector.event_columns import InferenceColumns, parse_inference_columns
-from driftline.collector.labels import PredictionRow, PredictionValues, prediction_values
+from driftline.collector.labels import PredictionRow, PredictionValues, prediction_values, segment_texts
 from driftline.collector.windows import PartialWindow, PartitionWindows, WindowKey
 from driftline import defaults
 from driftline.baseline import Baseline
@@ -226,7 +226,8 @@ class InferenceFolder:
             where = partial.state.nonfinite_field()
             if where is not None:
                 raise WindowStateError(where)
-        rows = prediction_values(model, version, request_ids, times_ms, predictions, self.window_ms)
+        rows = prediction_values(model, version, request_ids, times_ms, predictions, self.window_ms,
+                                 segment_texts(batch, self.segments.columns))
         merge_windows(self.windows.windows, fresh.windows)
         self.watermarks[(model, version)] = folded.watermark_ms
         self.valid += folded.events

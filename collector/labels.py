@@ -20,6 +20,12 @@ brought the second half of the pair. Rows of ``driftline.inference`` partition *
 ``partition = -1 - q`` (`label_row_partition`), so the two topics' partition numbers never
 collide, every row has exactly one owner, and the detectors merge all rows of a window
 as usual. Label-only rows have ``events = 0``.
+
+Segments: with ``[segments]`` columns, each prediction row also keeps the event's value key
+per column (``segments``, the keys its window state folded it under), and a joined pair is
+counted in those segments of the row it is folded into, so model quality is judged per
+segment. A prediction stored without them (before ``[segments]`` was set) counts for the
+whole window only.
 """
 from __future__ import annotations
 
@@ -28,9 +34,12 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Sequence
 
+import numpy as np
 import orjson
+import pandas as pd
 
-from driftline.window_state import WindowState
+from driftline.window_state import EventBatch, WindowState
+from driftline.window_state.segments import column_keys
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +52,8 @@ def label_row_partition(label_partition: int) -> int:
 
 
 # A row of the predictions table as it is inserted: request id, model, version, event time,
-# window start, the prediction as JSON text.
-PredictionValues = tuple[str, str, str, int, int, str]
+# window start, the prediction as JSON text, its segment values as JSON text (None: no [segments]).
+PredictionValues = tuple[str, str, str, int, int, str, "str | None"]
 
 
 @dataclass(slots=True)
@@ -55,23 +64,45 @@ class PredictionRow:
     ts_ms: int
     window_start_ms: int
     prediction: Any
+    segments: dict[str, str] | None = None  # segment column -> the event's value key
 
     def values(self) -> PredictionValues:
         return (self.request_id, self.model, self.version, self.ts_ms, self.window_start_ms,
-                orjson.dumps(self.prediction).decode())
+                orjson.dumps(self.prediction).decode(),
+                None if self.segments is None else orjson.dumps(self.segments).decode())
 
     @classmethod
     def from_values(cls, values: PredictionValues) -> "PredictionRow":
-        return cls(values[0], values[1], values[2], values[3], values[4], orjson.loads(values[5]))
+        return cls(values[0], values[1], values[2], values[3], values[4], orjson.loads(values[5]),
+                   None if values[6] is None else orjson.loads(values[6]))
+
+
+def segment_texts(batch: EventBatch, columns: Sequence[str]) -> list[str] | None:
+    """Each event's segment value keys as JSON text ({column: key}), the form its prediction row keeps.
+
+    Keys are the window state's (`column_keys`: bounded, nulls one key); one text per distinct
+    combination is encoded, not one per event. None without segment columns.
+    """
+    if not columns or batch.n == 0:
+        return None
+    out: np.ndarray | None = None
+    for column in columns:
+        codes, distinct = pd.factorize(column_keys(batch, column))
+        part = np.array([orjson.dumps(column).decode() + ":" + orjson.dumps(str(key)).decode() for key in distinct],
+                        dtype=object)[codes]
+        out = part if out is None else out + "," + part
+    return ("{" + out + "}").tolist()
 
 
 def prediction_values(model: str, version: str, request_ids: Sequence[str | None], times_ms: Sequence[int],
-                      predictions: Sequence[Any], window_ms: int) -> list[PredictionValues]:
+                      predictions: Sequence[Any], window_ms: int,
+                      segments: Sequence[str] | None = None) -> list[PredictionValues]:
     """The prediction rows of one model version's events (those with a request id and a prediction).
 
     In bulk, because a decoder makes one for every event: the predictions are written as
     one JSON array and split at its commas when they are all numbers, booleans or nulls
-    (no comma inside one of those); the rows are zipped, not built one by one.
+    (no comma inside one of those); the rows are zipped, not built one by one. `segments`:
+    each event's `segment_texts` (None: no [segments]).
     """
     text = orjson.dumps(list(predictions)).decode()
     if predictions and '"' not in text and "{" not in text and text.count("[") == 1:
@@ -79,7 +110,8 @@ def prediction_values(model: str, version: str, request_ids: Sequence[str | None
     else:
         texts = [orjson.dumps(p).decode() for p in predictions]
     starts = [t - t % window_ms for t in times_ms]
-    rows = list(zip(request_ids, repeat(model), repeat(version), times_ms, starts, texts))
+    rows = list(zip(request_ids, repeat(model), repeat(version), times_ms, starts, texts,
+                    repeat(None) if segments is None else segments))
     if None in request_ids or None in predictions:
         rows = [row for row, p in zip(rows, predictions) if row[0] is not None and p is not None]
     return rows
@@ -95,35 +127,38 @@ class LabelRow:
 
 @dataclass
 class LabelPairs:
-    """Joined (prediction, label) pairs per window-state row, folded in when the row is written."""
+    """Joined (prediction, label) pairs per window-state row, folded in when the row is written, with
+    each prediction's segment values (None: kept none)."""
 
-    pairs: dict[RowKey, tuple[list[Any], list[Any]]] = field(default_factory=dict)
+    pairs: dict[RowKey, tuple[list[Any], list[Any], list[Any]]] = field(default_factory=dict)
 
-    def add(self, key: RowKey, prediction: Any, label: Any) -> None:
-        predictions, labels = self.pairs.setdefault(key, ([], []))
+    def add(self, key: RowKey, prediction: Any, label: Any, segments: dict[str, str] | None = None) -> None:
+        predictions, labels, kept = self.pairs.setdefault(key, ([], [], []))
         predictions.append(prediction)
         labels.append(label)
+        kept.append(segments)
 
     def __len__(self) -> int:
-        return sum(len(p) for p, _ in self.pairs.values())
+        return sum(len(p) for p, _, _ in self.pairs.values())
 
 
-def fold_pairs(state: WindowState, predictions: list[Any], labels: list[Any]) -> int:
-    """Fold joined pairs into `state`; returns how many pairs it could not count.
+def fold_pairs(state: WindowState, predictions: list[Any], labels: list[Any],
+               segments: list[Any] | None = None) -> int:
+    """Fold joined pairs into `state` (and its segments); returns how many pairs it could not count.
 
     The label summary's task is fixed by the first pairs a window sees (or its
     baseline); a pair that does not fit it (a class name in a binary window, say)
     cannot be counted. It is rejected alone, logged and reported, never silently.
     """
     try:
-        state.add_labels(predictions, labels)
+        state.add_labels(predictions, labels, segments)
         return 0
     except (ValueError, TypeError):
         pass
     rejected = 0
-    for prediction, label in zip(predictions, labels):
+    for i, (prediction, label) in enumerate(zip(predictions, labels)):
         try:
-            state.add_labels([prediction], [label])
+            state.add_labels([prediction], [label], None if segments is None else segments[i:i + 1])
         except (ValueError, TypeError) as exc:
             rejected += 1
             log.warning("label %r for prediction %r does not fit the window's %s quality summary: %s",

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine, and_, delete, insert, select, update
 
 from driftline.collector.labels import PredictionValues, fold_pairs
 from driftline.baseline import Baseline
+from driftline.segments import SegmentSpec
 from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord,
                                     WindowStateRecord, utcnow)
 from driftline.window_state import WindowState
@@ -90,12 +91,16 @@ def advance_offset(conn: Connection, group_id: str, topic: str, partition: int, 
 
 def merge_window_row(conn: Connection, model: str, version: str, window_start_ms: int, window_end_ms: int,
                      partition: int, state: WindowState | None, events: int, late_events: int,
-                     baseline: Baseline | None, label_pairs: tuple[list[Any], list[Any]] | None = None) -> int:
-    """Read the row, merge `state` (and label pairs) into it, write it back; returns rejected label pairs."""
+                     baseline: Baseline | None, label_pairs: tuple[list[Any], list[Any], list[Any]] | None = None,
+                     segments: SegmentSpec = SegmentSpec()) -> int:
+    """Read the row, merge `state` (and label pairs) into it, write it back; returns rejected label pairs.
+
+    A row made for labels alone keeps sub-states for the `segments` columns, for the pairs' segments.
+    """
     key = and_(WINDOWS.c.model == model, WINDOWS.c.version == version,
                WINDOWS.c.window_start_ms == window_start_ms, WINDOWS.c.partition == partition)
     row = conn.execute(select(WINDOWS.c.id, WINDOWS.c.state).where(key)).first()
-    merged = state if state is not None else WindowState.empty(baseline)
+    merged = state if state is not None else WindowState.empty(baseline, segments=segments)
     if row is not None:
         merged = WindowState.from_bytes(row.state, baseline).merge(merged)
     rejected = fold_pairs(merged, *label_pairs) if label_pairs else 0
@@ -154,24 +159,24 @@ def insert_predictions(conn: Connection, rows: Sequence[PredictionValues], label
     """
     if not rows:
         return
-    columns = "request_id, model, version, ts_ms, window_start_ms, prediction, label, labelled_at_ms"
+    columns = "request_id, model, version, ts_ms, window_start_ms, prediction, segments, label, labelled_at_ms"
     if conn.dialect.name == "postgresql":
         labels = labels or {}
-        ids, models, versions, ts, starts, predictions = zip(*rows)
+        ids, models, versions, ts, starts, predictions, segments = zip(*rows)
         conn.exec_driver_sql(
             f"INSERT INTO predictions ({columns}) SELECT * FROM unnest(%s::varchar[], %s::varchar[], "
-            "%s::varchar[], %s::bigint[], %s::bigint[], %s::text[]::json[], %s::text[]::json[], %s::bigint[]) "
-            "ON CONFLICT DO NOTHING",
-            (list(ids), list(models), list(versions), list(ts), list(starts), list(predictions),
+            "%s::varchar[], %s::bigint[], %s::bigint[], %s::text[]::json[], %s::text[]::json[], %s::text[]::json[], "
+            "%s::bigint[]) ON CONFLICT DO NOTHING",
+            (list(ids), list(models), list(versions), list(ts), list(starts), list(predictions), list(segments),
              [_json(labels[rid]) if rid in labels else None for rid in ids],
              [labelled_at_ms if rid in labels else None for rid in ids]))
     elif labels:
-        conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                              "ON CONFLICT DO NOTHING",
                              [(*r, _json(labels[r[0]]), labelled_at_ms) if r[0] in labels else (*r, None, None)
                               for r in rows])
     else:  # the hot path (every event of a decoder's batch): the rows as they are
-        conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL) "
+        conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL) "
                              "ON CONFLICT DO NOTHING", rows)
 
 
@@ -212,22 +217,23 @@ class StoredPrediction:
     version: str
     window_start_ms: int
     prediction: Any
+    segments: dict[str, str] | None = None
 
 
 def unlabelled_predictions(conn: Connection, request_ids: Sequence[str]) -> dict[str, StoredPrediction]:
     """request id -> the stored prediction not labelled yet (rows locked)."""
     cast = "::text" if conn.dialect.name == "postgresql" else ""
-    rows = _select_by_ids(conn, f"SELECT request_id, model, version, window_start_ms, prediction{cast} "
-                                "FROM predictions WHERE labelled_at_ms IS NULL AND request_id", request_ids,
-                          lock=True)
-    return {r[0]: StoredPrediction(r[1], r[2], int(r[3]), _loads(r[4])) for r in rows}
+    rows = _select_by_ids(conn, f"SELECT request_id, model, version, window_start_ms, prediction{cast}, "
+                                f"segments{cast} FROM predictions WHERE labelled_at_ms IS NULL AND request_id",
+                          request_ids, lock=True)
+    return {r[0]: StoredPrediction(r[1], r[2], int(r[3]), _loads(r[4]), _loads(r[5])) for r in rows}
 
 
 def unjoined_pairs(conn: Connection, limit: int) -> list[Any]:
     """Stored label/prediction pairs that nobody joined (committed at the same moment by two collectors)."""
     return list(conn.execute(
         select(LABELS.c.request_id, LABELS.c.label, PREDICTIONS.c.model, PREDICTIONS.c.version,
-               PREDICTIONS.c.window_start_ms, PREDICTIONS.c.prediction)
+               PREDICTIONS.c.window_start_ms, PREDICTIONS.c.prediction, PREDICTIONS.c.segments)
         .join(PREDICTIONS, and_(PREDICTIONS.c.request_id == LABELS.c.request_id,
                                 PREDICTIONS.c.model == LABELS.c.model))
         .where(LABELS.c.joined.is_(False), PREDICTIONS.c.labelled_at_ms.is_(None))

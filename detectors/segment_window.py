@@ -7,10 +7,12 @@ largest values by events, the rest as "other") and returns the results with thei
 data (`Baseline.segment_baseline`), not with the whole population, and the segment column
 is left out of its own segments. Where there is no such reference (a tag column, "other",
 a value the training data lacked or pooled, a baseline computed without that column's
-segments) drift is not judged; data quality, latency and estimated quality still are,
-against the whole baseline. Model quality is not judged per segment: joined labels are
-counted for the whole window only (the label join does not keep the segment values).
-Skew and multivariate drift stay whole-population checks.
+segments) drift is not judged; data quality, latency, estimated and realized quality still
+are, against the whole baseline. Realized (model) quality counts the labels joined to the
+segment's predictions (the collector keeps each prediction's segment values for the join),
+against the segment's training labels where it has a reference; it is not pooled with
+earlier windows as the whole population's is. Skew and multivariate drift stay
+whole-population checks.
 """
 from __future__ import annotations
 
@@ -23,13 +25,13 @@ from driftline.detectors.results import WindowResult
 from driftline.detectors.thresholds import LatencySLO, WindowThresholds
 from driftline.detectors.window import evaluate_window
 from driftline.segments import SegmentSpec, segment_name
-from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, ESTIMATED_QUALITY, LATENCY, PREDICTION_DRIFT
+from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, ESTIMATED_QUALITY, LATENCY, MODEL_QUALITY, PREDICTION_DRIFT
 from driftline.window_state import WindowState
 
 __all__ = ["SEGMENT_FAMILIES", "evaluate_segments"]
 
 # The families judged per segment (drift ones only where the segment has a reference).
-SEGMENT_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, LATENCY, ESTIMATED_QUALITY)
+SEGMENT_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, LATENCY, MODEL_QUALITY, ESTIMATED_QUALITY)
 _DRIFT = (DATA_DRIFT, PREDICTION_DRIFT)
 
 

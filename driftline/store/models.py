@@ -231,6 +231,8 @@ class PredictionRecord(Base):
     prediction: Mapped[Any] = mapped_column(JSON)
     label: Mapped[Any | None] = mapped_column(JSON)
     labelled_at_ms: Mapped[int | None] = mapped_column(BigInteger)
+    # {segment column: value key} when [segments] is set, so joined labels count per segment too
+    segments: Mapped[Any | None] = mapped_column(JSON)
 
 
 class LabelRecord(Base):

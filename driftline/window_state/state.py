@@ -194,15 +194,25 @@ class WindowState:
         new_records = self.sample + [batch.sample_record(int(i)) for i in candidates]
         self.sample_keys, self.sample = _bottom_k(new_keys, new_records, k)
 
-    def add_labels(self, predictions: Any, labels: Any) -> "WindowState":
+    def add_labels(self, predictions: Any, labels: Any,
+                   segments: Sequence[Mapping[str, Any] | None] | None = None) -> "WindowState":
         """Count joined (prediction, label) pairs for model quality (see `LabelSummary`).
 
         The task (binary / regression / multiclass) comes from the baseline's
-        training labels when it has them, else from the first values.
+        training labels when it has them, else from the first values. `segments`:
+        each prediction's {column: value key} as it was stored (None: none kept), so
+        the pair is also counted in its segments of this state's columns. Raises,
+        counting nothing, when the whole window's summary cannot take the pairs.
         """
         if self.labels.task is None and self.baseline is not None and self.baseline.quality is not None:
             self.labels.task = self.baseline.quality.task
         self.labels.add(predictions, labels)
+        if segments is not None and self.segments:
+            predictions, labels = list(predictions), list(labels)
+            for column, by_value in self.segments.items():
+                keys = [_column_key(kept, column) for kept in segments]
+                segment_states.fold_labels(by_value, keys, predictions, labels, self.labels.task, self.segment_track,
+                                           self._sub_state)
         return self
 
     # -- combining -----------------------------------------------------------------------
@@ -354,6 +364,14 @@ class WindowState:
     def __repr__(self) -> str:
         return (f"WindowState(events={self.events}, features={len(self.features)}, "
                 f"baseline={self.baseline_fingerprint}, sample={len(self.sample)})")
+
+
+def _column_key(kept: Mapping[str, Any] | None, column: str) -> str | None:
+    """A stored prediction's value key for `column` (None: the prediction kept none for it)."""
+    if not isinstance(kept, Mapping):
+        return None
+    key = kept.get(column)
+    return None if key is None else str(key)
 
 
 def _absent_window(kind: str, events: int) -> FeatureWindow:

@@ -6,11 +6,12 @@ from sqlalchemy import func, select, update
 
 from driftline.collector.dead_letters import DeadLetterRow
 from driftline.collector.flush import Fenced, PartitionFlush, flush
-from driftline.collector.labels import LabelRow, PredictionRow, label_row_partition
+from driftline.collector.labels import LabelRow, PredictionRow, label_row_partition, prediction_values, segment_texts
 from driftline.collector.store import StoredOffset, insert_predictions, unjoined_labels
 from driftline.collector.windows import PartitionWindows
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.events import EventError, parse_inference
+from driftline.segments import NULL_KEY, OTHER_KEY, SegmentSpec
 from driftline.store import db as store_db
 from driftline.store.models import ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord, WindowStateRecord
 from driftline.window_state import EventBatch, WindowState
@@ -266,3 +267,73 @@ def test_a_flush_in_flight_that_commits_moves_the_fence_to_where_it_was_split():
     live.committed_as(frozen)
     assert live.expected == StoredOffset(7, "tid-1")  # not 12: what came after the split is not stored yet
     assert live.committed_watermarks == {("m", "1"): BASE + 2}
+
+
+REGION = SegmentSpec(("region",), max_values=1)  # tracks 3 values per column
+
+
+def _region_event(i: int, region: object) -> dict:
+    return {"event_id": f"e{i}", "request_id": f"r{i}", "ts_ms": BASE + i, "model": "m", "version": "1",
+            "features": {"x": float(i), "region": region}, "prediction": 0.9 if i % 2 else 0.1,
+            "latency_ms": {"total": 2.0}, "status": "ok"}
+
+
+def _segmented_part(partition: int, expected: StoredOffset | None, next_offset: int, events: list,
+                    with_predictions: bool = True) -> PartitionFlush:
+    """An inference partition's flush with [segments] on: its partial states and its prediction rows."""
+    batch = EventBatch.from_events(events)
+    windows = PartitionWindows(W, 30_000, segments=REGION)
+    windows.fold("m", "1", batch, None, None)
+    rows = prediction_values("m", "1", [e["request_id"] for e in events], [e["ts_ms"] for e in events],
+                             [e["prediction"] for e in events], W, segment_texts(batch, REGION.columns))
+    predictions = {r[0]: PredictionRow.from_values(r) for r in rows} if with_predictions else {}
+    return PartitionFlush(TOPIC_INFERENCE, partition, partition, expected, next_offset, "tid-1", windows.windows, [],
+                          predictions, {})
+
+
+def _segmented_flush(url: str, parts: list[PartitionFlush], sweep: bool = False):
+    return flush(store_db.get_engine(url), "g", parts, window_ms=W, baseline_for=lambda m, v: None,
+                 now_ms=BASE + 999, sweep=sweep, segments=REGION)
+
+
+def _segment_labels(url: str) -> tuple[int, dict[str, int]]:
+    merged = WindowState.merge_all(WindowState.from_bytes(r.state) for r in _rows(url))
+    return merged.labels.n, {key: sub.labels.n for key, sub in merged.segments["region"].items() if sub.labels.n}
+
+
+def test_labels_count_in_their_predictions_segments_whichever_arrives_first(db_url):
+    huge = "y" * 5_000
+    regions = ["north", "north", "south", "south", None, huge, "\x00nul", "east", "west"]
+    events = [_region_event(i, region) for i, region in enumerate(regions)]
+    # r2's label comes before its prediction (joined by the prediction's flush, in row 0)
+    _segmented_flush(db_url, [_part(1, None, 1, topic=TOPIC_LABELS, labels={"r2": _label(2, 0)})])
+    _segmented_flush(db_url, [_segmented_part(0, None, 9, events)])
+    with store_db.session_scope(db_url) as session:
+        kept = {p.request_id: p.segments for p in session.scalars(select(PredictionRecord))}
+    assert kept["r0"] == {"region": "north"} and kept["r4"] == {"region": NULL_KEY}
+    assert kept["r5"] == {"region": "y" * 100} and kept["r6"] == {"region": "\x00nul"}  # the window state's keys
+    # an old prediction row, stored before [segments]: it joins for the whole window only
+    with store_db.get_engine(db_url).begin() as conn:
+        insert_predictions(conn, [_pred(20).values()])
+    labels = {f"r{i}": _label(i, i % 2) for i in (0, 1, 3, 4, 5, 6, 7, 8, 20)}
+    _segmented_flush(db_url, [_part(1, StoredOffset(1, "tid-1"), 2, topic=TOPIC_LABELS, labels=labels)])
+    whole, by_segment = _segment_labels(db_url)
+    assert whole == 10 and sum(by_segment.values()) == 9  # every pair once per column, but r20's
+    assert by_segment["north"] == 2
+    # the label row (no events) tracks 3 values like any state, the largest first (ties: the smaller key)
+    label_row = next(WindowState.from_bytes(r.state) for r in _rows(db_url) if r.partition == label_row_partition(1))
+    assert label_row.events == 0
+    assert {k: s.labels.n for k, s in label_row.segments["region"].items()} == {
+        "north": 2, "\x00nul": 1, NULL_KEY: 1, OTHER_KEY: 4}
+    inference_row = next(WindowState.from_bytes(r.state) for r in _rows(db_url) if r.partition == 0)
+    assert inference_row.segments["region"]["south"].labels.n == 1  # r2, joined when its prediction came
+
+
+def test_the_sweep_joins_with_the_predictions_segments(db_url):
+    _segmented_flush(db_url, [_segmented_part(0, None, 1, [_region_event(7, "north")])])
+    with store_db.session_scope(db_url) as session:
+        session.add(LabelRecord(request_id="r7", model="m", label=1, ts_ms=BASE, joined=False))
+    result = _segmented_flush(db_url, [_segmented_part(0, StoredOffset(1, "tid-1"), 2, [_region_event(8, "south")],
+                                                       with_predictions=False)], sweep=True)
+    assert result.labels_joined == 1
+    assert _segment_labels(db_url) == (1, {"north": 1})

@@ -4,6 +4,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from driftline.config import TOPIC_LABELS
+from driftline.segments import SegmentSpec
 from driftline.store import db as store_db
 from driftline.store.models import LabelRecord, PredictionRecord, WindowStateRecord
 from driftline.window_state import WindowState
@@ -67,3 +68,26 @@ def test_labels_are_joined_whenever_they_arrive_and_counted_once(broker, db_url,
     assert all(r.events == 0 for r in rows if r.partition < 0)
     # ... labels that waited for their prediction, in the prediction's partition row
     assert sum(n for p, n in by_partition.items() if p >= 0) == 10
+
+
+def test_with_segments_a_joined_label_counts_in_its_predictions_segment(broker, db_url, ckit, unique_id):
+    model = f"seg-labels-{unique_id}"
+    rid = [f"{unique_id}-{i}" for i in range(40)]
+    ckit.produce(broker, [ckit.encode(ckit.event(model, i, request_id=rid[i])) for i in range(40)])
+    # labels of the blue predictions (even i) before their predictions are read, of the red ones after
+    ckit.produce(broker, [ckit.encode(ckit.label(model, rid[i], 0)) for i in range(0, 40, 2)], topic=TOPIC_LABELS)
+    with ckit.collector_thread(ckit.config(broker, db_url, segments=SegmentSpec(("color",)))) as collector:
+        wait_until(lambda: ckit.events(db_url, model) == 40, message="the predictions")
+        ckit.produce(broker, [ckit.encode(ckit.label(model, rid[i], 1)) for i in range(1, 40, 2)],
+                     topic=TOPIC_LABELS)
+        wait_until(lambda: _labelled(db_url, model) == 40, message="40 labelled predictions")
+        wait_until(lambda: not collector._pending(), message="the last flush")
+    with store_db.session_scope(db_url) as session:
+        kept = session.scalar(select(PredictionRecord.segments).where(PredictionRecord.request_id == rid[1]))
+        rows = session.scalars(select(WindowStateRecord).where(WindowStateRecord.model == model)).all()
+    assert kept == {"color": "red"}
+    merged = WindowState.merge_all(WindowState.from_bytes(r.state) for r in rows)
+    colors = merged.segments["color"]
+    assert merged.labels.n == 40 and (colors["red"].labels.n, colors["blue"].labels.n) == (20, 20)
+    assert int(colors["red"].labels.positives.sum()) == 20 and int(colors["blue"].labels.negatives.sum()) == 20
+    assert (colors["red"].events, colors["blue"].events) == (20, 20)

@@ -14,7 +14,7 @@ from driftline.segments import SegmentSpec
 from driftline.store.db import session_scope
 from driftline.store.models import (Alert, BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
                                     WindowStateRecord)
-from driftline.vocabulary import DATA_DRIFT, LATENCY
+from driftline.vocabulary import ACCURACY, DATA_DRIFT, LATENCY, MODEL_QUALITY
 from driftline.window_state import EventBatch, WindowState
 
 WINDOW_MS = 10_000
@@ -114,3 +114,31 @@ def test_a_baseline_without_segment_references_judges_no_segment_drift(db_url, t
     north = [r for r in results(db_url, T0) if r[0] == "region=north"]
     assert north and not [r for r in north if r[1] == DATA_DRIFT]
     assert "computed before" in north[0][6]["drift_not_judged"]
+
+
+def test_model_quality_is_judged_per_segment_from_labels_joined_with_the_predictions_segments(db_url, tmp_path):
+    rng = np.random.default_rng(11)
+    train = frame(rng, 6000)
+    scores = rng.uniform(size=6000)
+    baseline = compute_baseline(train, predictions=scores, labels=(rng.uniform(size=6000) < scores).astype(int))
+    assert baseline.segment_baseline("region", "north").quality.n > 0  # each segment's training labels
+    with session_scope(db_url) as s:
+        s.add(ModelVersion(model="m", version="1"))
+        s.add(BaselineRecord(model="m", version="1", rows=6000, summary=baseline.to_dict()))
+    batch = events(rng, 3000, T0)
+    write(db_url, baseline, T0, 0, batch)
+    # the labels, as the collector's label row holds them: calibrated, except the north's (inverted)
+    labels = [int((rng.uniform() < e["prediction"]) != (e["features"]["region"] == "north")) for e in batch]
+    kept = [{"region": e["features"]["region"], "shop": e["tags"]["shop"]} for e in batch]
+    kept[0] = None  # a prediction stored before [segments]: counted for the whole window only
+    state = WindowState.empty(baseline, segments=SPEC).add_labels([e["prediction"] for e in batch], labels, kept)
+    with session_scope(db_url) as s:
+        s.add(WindowStateRecord(model="m", version="1", window_start_ms=T0, window_end_ms=T0 + WINDOW_MS,
+                                partition=-1, events=0, state=state.to_bytes()))
+    jobs(db_url, tmp_path, segments=True).evaluate_due_windows(now_ms=T0 + WINDOW_MS + 3_000)
+    quality = {(r[0], r[3]): r for r in results(db_url, T0) if r[1] == MODEL_QUALITY}
+    assert quality[("", ACCURACY)][6]["labels"] == 3000
+    assert quality[("region=north", ACCURACY)][5], quality[("region=north", ACCURACY)]
+    assert not quality[("region=south", ACCURACY)][5] and not quality[("region=east", ACCURACY)][5]
+    assert sum(quality[(f"region={r}", ACCURACY)][6]["labels"] for r in ("north", "south", "east")) == 2999
+    assert quality[("shop=s1", ACCURACY)][6]["labels"] == 1000  # a tag: judged against the whole baseline

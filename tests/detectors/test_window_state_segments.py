@@ -143,3 +143,79 @@ def test_merges_over_the_bound_count_every_event_once_and_stay_bounded(baseline,
         by_shop = counts(merged)["shop"]
         assert sum(by_shop.values()) == 480
         assert len([k for k in by_shop if k != OTHER_KEY]) <= SPEC.track
+
+
+def test_joined_labels_count_in_their_predictions_segments_and_round_trip(baseline):
+    state = WindowState.empty(baseline, segments=SegmentSpec(("region", "shop"), max_values=1))  # tracks 3 each
+    kept = [{"region": "north", "shop": "a"}, {"region": "north"}, {"region": NULL_KEY, "shop": "b"}, None,
+            "not a mapping", {"region": 7}, {"region": "south"}, {"region": "east"}]
+    predictions = [0.9, 0.1, 0.8, 0.2, 0.7, 0.6, 0.3, 0.4]
+    state.add_labels(predictions, [1, 0, 1, 0, 1, 1, 0, 0], kept)
+    assert state.labels.n == 8
+    regions = {key: sub.labels.n for key, sub in state.segments["region"].items()}
+    # north, then the 1-pair values by key: "7" and the null key are tracked, south and east are "other"
+    assert regions == {"north": 2, "7": 1, NULL_KEY: 1, OTHER_KEY: 2}
+    assert {key: sub.labels.n for key, sub in state.segments["shop"].items()} == {"a": 1, "b": 1}
+    assert all(sub.events == 0 and sub.labels.task == "binary" for sub in state.segments["region"].values())
+    again = WindowState.from_bytes(state.to_bytes(), baseline)
+    assert {key: sub.labels.n for key, sub in again.segments["region"].items()} == regions
+    # a pair the window cannot count (a class name in a binary window) is counted nowhere
+    with pytest.raises(ValueError):
+        state.add_labels(["cat"], [1], [{"region": "north"}])
+    assert state.labels.n == 8 and state.segments["region"]["north"].labels.n == 2
+    # a state without segments counts the pairs for the whole window only
+    plain = WindowState.empty(baseline).add_labels(predictions, [1] * 8, kept)
+    assert plain.labels.n == 8 and plain.segments == {}
+
+
+def _plain(value):
+    """A state document as comparable values (arrays as lists; dict order ignored by ==)."""
+    if isinstance(value, dict):
+        return {key: _plain(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def _hostile_events(rng, n):
+    events = make_events(rng, n)
+    odd = [None, float("nan"), "x" * 300, "\x00", 7, 7.0, True, [1], {"a": 1}, float("inf"), -1e300, 1e308]
+    for i, e in enumerate(events):
+        if i % 7 == 0:
+            e["features"]["x"] = odd[i % len(odd)]  # a numeric feature that gets anything
+        if i % 11 == 0:
+            del e["features"]["x"]  # absent
+        if i % 13 == 0:
+            e["features"]["region"] = odd[(i // 13) % len(odd)]
+        if i % 5 == 0:
+            e["features"]["new"] = "only some events"  # a feature the baseline lacks
+        e["prediction"] = None if i % 17 == 0 else e["prediction"]
+        e["cache_hit"], e["batch_size"] = bool(i % 2), (i % 4) or None
+        e["status"] = "error" if i % 9 == 0 else "ok"
+    return events
+
+
+@pytest.mark.parametrize("kind", ["plain", "hostile", "no_baseline", "classes"])
+def test_the_grouped_fold_leaves_each_sub_state_as_its_own_sub_batch_would(baseline, kind):
+    from driftline.window_state.grouped import fold_groups
+
+    rng = np.random.default_rng(12)
+    with_baseline = None if kind == "no_baseline" else baseline
+    grouped = [WindowState(with_baseline, 0) for _ in range(4)]
+    each = [WindowState(with_baseline, 0) for _ in range(4)]
+    for round_ in range(3):  # later batches fold into the sub-states the first ones made
+        events = _hostile_events(rng, 400) if kind in ("hostile", "no_baseline") else make_events(rng, 400)
+        if kind == "classes":
+            for e in events:
+                e["prediction"] = "yes" if e["prediction"] > 0.5 else "no"
+        batch = EventBatch.from_events(events)
+        groups = rng.integers(0, 3 if round_ == 0 else 4, batch.n)  # the 4th group first appears later
+        fold_groups(grouped, batch, groups)
+        for g, state in enumerate(each):
+            rows = np.flatnonzero(groups == g)
+            if rows.size:
+                state.add_batch(batch.take(rows))
+    for mine, theirs in zip(grouped, each):
+        assert mine.events > 0 and _plain(mine._document()) == _plain(theirs._document())
