@@ -36,6 +36,13 @@ def types_of(column: np.ndarray) -> dict[str, int]:
     return {"number": numbers} if numbers else {}
 
 
+def prediction_types(values: np.ndarray) -> dict[str, int]:
+    """The value-type counts of a prediction column: numbers, or the non-null class keys."""
+    if values.dtype == np.float64:
+        return {"number": int(np.count_nonzero(~np.isnan(values)))}
+    return {"string": int(sum(v is not None for v in values))}
+
+
 def dict_field(events: list[dict[str, Any]], key: str) -> list[Any]:
     return list(map(dict.get, events, repeat(key)))
 

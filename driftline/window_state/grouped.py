@@ -24,7 +24,7 @@ from pandas.api.types import infer_dtype
 from driftline import defaults
 from driftline.baseline import CATEGORICAL, CLASS, NUMERIC, NumericProfile, Profile, category_key
 from driftline.window_state.batch import EventBatch
-from driftline.window_state.columns import MISSING, column_from_objects, types_of
+from driftline.window_state.columns import MISSING, column_from_objects, prediction_types, types_of
 from driftline.window_state.feature import FeatureWindow, _capped
 from driftline.window_state.latency import LatencyHistogram
 
@@ -172,22 +172,11 @@ def _add_prediction(states: list["WindowState"], live: list[int], rows: list[np.
     numeric = []
     for g in live:
         state = states[g]
-        profile = state.baseline.prediction if state.baseline is not None else None
-        if state.prediction is None:
-            if profile is not None:
-                kind = profile.kind
-            else:
-                kind = CATEGORICAL if batch.prediction_source == CLASS else NUMERIC
-            state.prediction = FeatureWindow(kind=kind)
-        if values.dtype == np.float64 and state.prediction.kind == NUMERIC:
+        if values.dtype == np.float64 and state.prediction_window(batch).kind == NUMERIC:
             numeric.append(g)
             continue
         part = values[rows[g]]
-        if part.dtype == np.float64:
-            types = {"number": int(np.count_nonzero(~np.isnan(part)))}
-        else:
-            types = {"string": int(sum(v is not None for v in part))}
-        state.prediction.add(part, types, 0, profile)
+        state.prediction_window(batch).add(part, prediction_types(part), 0, state.prediction_profile)
     if numeric:
         numbers = by.per_group(~np.isnan(values))
         windows = {g: states[g].prediction for g in numeric}

@@ -13,6 +13,7 @@ from driftline.baseline import CATEGORICAL, CLASS, NUMERIC, Baseline, LabelSumma
 from driftline.window_state.batch import EventBatch
 from driftline.segments import SegmentSpec
 from driftline.window_state import segments as segment_states
+from driftline.window_state.columns import prediction_types
 from driftline.window_state.codec import READABLE_FORMATS, STATE_FORMAT, pack_document, unpack_document
 from driftline.window_state.feature import FeatureWindow
 from driftline.window_state.latency import LatencyHistogram
@@ -164,18 +165,22 @@ class WindowState:
 
     def _add_prediction(self, batch: EventBatch) -> None:
         values = batch.prediction
-        profile = self.baseline.prediction if self.baseline is not None else None
+        self.prediction_window(batch).add(values, prediction_types(values), 0, self.prediction_profile)
+
+    @property
+    def prediction_profile(self) -> Profile | None:
+        return self.baseline.prediction if self.baseline is not None else None
+
+    def prediction_window(self, batch: EventBatch) -> FeatureWindow:
+        """The prediction's summary, made on first use: the baseline's kind, else what the batch holds."""
         if self.prediction is None:
+            profile = self.prediction_profile
             if profile is not None:
                 kind = profile.kind
             else:
                 kind = CATEGORICAL if batch.prediction_source == CLASS else NUMERIC
             self.prediction = FeatureWindow(kind=kind)
-        if values.dtype == np.float64:
-            types = {"number": int(np.count_nonzero(~np.isnan(values)))}
-        else:
-            types = {"string": int(sum(v is not None for v in values))}
-        self.prediction.add(values, types, 0, profile)
+        return self.prediction
 
     def _add_sample(self, batch: EventBatch) -> None:
         k = self.sample_size
