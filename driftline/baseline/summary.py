@@ -14,6 +14,7 @@ from driftline.baseline.labels import LabelSummary
 from driftline.baseline.predictions import CLASS, prediction_values
 from driftline.baseline.profiles import CategoricalProfile, NumericProfile, Profile, profile_from_dict
 from driftline.baseline.reconstruction import ReconstructionFit, fit_reconstruction
+from driftline.baseline.spreads import ThresholdSpreads
 from driftline.errors import UserError
 
 # the layout version of `Baseline.to_dict()`
@@ -34,6 +35,8 @@ class Baseline:
     fingerprint: str = ""
     # The PCA multivariate drift measures against; None for baselines registered before it existed.
     reconstruction: ReconstructionFit | None = None
+    # Effect sizes over training chunks, for reference-derived thresholds; None when not measured.
+    threshold_spreads: ThresholdSpreads | None = None
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
@@ -80,7 +83,8 @@ class Baseline:
                 "prediction_source": self.prediction_source,
                 "quality": None if self.quality is None else self.quality.to_dict(),
                 "sample": self.sample,
-                "reconstruction": None if self.reconstruction is None else self.reconstruction.to_dict()}
+                "reconstruction": None if self.reconstruction is None else self.reconstruction.to_dict(),
+                "threshold_spreads": None if self.threshold_spreads is None else self.threshold_spreads.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Baseline":
@@ -95,7 +99,9 @@ class Baseline:
                    sample=list(data.get("sample") or []), fine_bins=int(data.get("fine_bins", defaults.BASELINE_FINE_BINS)),
                    fingerprint=str(data.get("fingerprint") or ""),
                    reconstruction=None if data.get("reconstruction") is None
-                   else ReconstructionFit.from_dict(data["reconstruction"]))
+                   else ReconstructionFit.from_dict(data["reconstruction"]),
+                   threshold_spreads=None if data.get("threshold_spreads") is None
+                   else ThresholdSpreads.from_dict(data["threshold_spreads"]))
 
 
 def _is_categorical_column(column: pd.Series) -> bool:
