@@ -9,8 +9,8 @@ from sqlalchemy import func, select
 from driftline.dashboard.queries import _frame, _utc, cached
 from driftline.store import rollouts as store_rollouts
 from driftline.store.db import session_scope
-from driftline.store.aliases import PRODUCTION
-from driftline.store.models import DetectorResult, ModelAlias, RolloutPlan, RolloutStep, WindowStateRecord
+from driftline.store.aliases import alias_version
+from driftline.store.models import DetectorResult, RolloutPlan, RolloutStep, WindowStateRecord
 from driftline.vocabulary import ERROR_RATE, LATENCY, LATENCY_TOTAL, P50_MS, P95_MS, P99_MS
 
 # The latency results compared per arm: model-level ("") or the whole request's part.
@@ -103,5 +103,4 @@ def arm_serving(db_url: str, model: str, versions: tuple[str, ...], start_ms: in
 @cached
 def production_version(db_url: str, model: str) -> str | None:
     with session_scope(db_url) as session:
-        alias = session.get(ModelAlias, (model, PRODUCTION))
-        return alias.version if alias is not None else None
+        return alias_version(session, model)

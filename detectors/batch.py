@@ -50,6 +50,7 @@ __all__ = [
     "detect_window",
     "feature_kinds",
     "iter_features",
+    "reference_tests",
     "split_windows",
 ]
 
@@ -295,6 +296,11 @@ class ReferenceProfile:
         self.columns: dict[str, _NumericReference | _CategoricalReference] = dict(zip(names, profiles))
 
 
+def reference_tests(profile: ReferenceProfile, name: str, values: pd.Series) -> dict[str, dict[str, Any]]:
+    """Column `name`'s drift tests of `values` (any rows, e.g. a chunk of the reference) against the profile."""
+    return _feature_tests(profile.columns[name], values, profile.kinds[name])[0]
+
+
 def _feature_tests(reference: _NumericReference | _CategoricalReference, series: pd.Series,
                    kind: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """The contract's tests for one feature, and its missing-rate test (values only, no flags yet)."""
@@ -441,8 +447,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     segments = _segments(reference, current, segment_by, kinds, workers)
     derived = None
     if thresholds.threshold_source == REFERENCE_SOURCE:
-        derived = ReferenceThresholds(reference, list(kinds), lambda name, values: _feature_tests(
-            profile.columns[name], values, kinds[name])[0])
+        derived = ReferenceThresholds(reference, list(kinds), lambda name, values: reference_tests(
+            profile, name, values))
     levels = multivariate if isinstance(multivariate, MultivariateThresholds) else MultivariateThresholds()
     features = {name: kind for name, kind in kinds.items() if name != prediction}
     multivariate_reference = BatchReference.build(reference, features, levels) if multivariate else None

@@ -51,6 +51,10 @@ __all__ = ["ClassifierVerdict", "MultivariateThresholds", "ReconstructionVerdict
            "domain_classifier", "reconstruction_drift"]
 
 
+# the smallest value each count setting can take (a tree needs two leaves; listing no feature is allowed)
+_LEAST = {"min_rows": 1, "max_rows": 1, "pca_max_rows": 1, "trees": 1, "leaves": 2, "top_features": 0}
+
+
 @dataclass(frozen=True)
 class MultivariateThresholds:
     """The alarm levels and sample bounds of both detectors (defaults: `driftline.defaults`)."""
@@ -64,9 +68,20 @@ class MultivariateThresholds:
     folds: int = defaults.DOMAIN_CLASSIFIER_FOLDS
     trees: int = defaults.DOMAIN_CLASSIFIER_TREES
     leaves: int = defaults.DOMAIN_CLASSIFIER_LEAVES
+    learning_rate: float = defaults.DOMAIN_CLASSIFIER_LEARNING_RATE
     top_features: int = defaults.MULTIVARIATE_TOP_FEATURES
 
     def __post_init__(self) -> None:
+        for name in ("pca_error_sigmas", "domain_classifier_z"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise UserError(f"[multivariate_drift] {name} must be a finite number >= 0, got {value}")
+        if not (math.isfinite(self.domain_classifier_auc) and 0.5 <= self.domain_classifier_auc < 1.0):
+            raise UserError(f"[multivariate_drift] domain_classifier_auc must be in [0.5, 1), "
+                            f"got {self.domain_classifier_auc}")
+        for name, least in _LEAST.items():
+            if getattr(self, name) < least:
+                raise UserError(f"[multivariate_drift] {name} must be at least {least}, got {getattr(self, name)}")
         if self.folds < 2:
             raise UserError(f"[multivariate_drift] folds must be at least 2, got {self.folds}")
         if self.min_rows < self.folds:
@@ -178,15 +193,20 @@ def domain_classifier(reference: np.ndarray, current: np.ndarray, names: Sequenc
             # No class weights: AUC does not depend on the class ratio, and weighted fits bin
             # their features by weighted percentiles, ten times slower.
             model = HistGradientBoostingClassifier(max_iter=thresholds.trees, max_leaf_nodes=thresholds.leaves,
-                                                   early_stopping=False, random_state=seed)
+                                                   learning_rate=thresholds.learning_rate, early_stopping=False,
+                                                   random_state=seed)
             model.fit(features[train], target[train])
             held_out, truth = features[test], target[test]
-            score = auc(model.predict_proba(held_out)[:, 1], truth)
-            scores.append(score)
+            copies = [held_out]
             for j in range(len(names)):
                 permuted = held_out.copy()
                 permuted[:, j] = rng.permutation(permuted[:, j])
-                losses[j] += score - auc(model.predict_proba(permuted)[:, 1], truth)
+                copies.append(permuted)
+            # one prediction call for the held-out rows and every permuted copy: each call has a fixed cost
+            predicted = model.predict_proba(np.vstack(copies))[:, 1].reshape(len(copies), -1)
+            score = auc(predicted[0], truth)
+            scores.append(score)
+            losses += score - np.array([auc(row, truth) for row in predicted[1:]])
     value = float(np.mean(scores))
     threshold = classifier_threshold(reference.shape[0], current.shape[0], thresholds)
     return ClassifierVerdict(auc=value, threshold=threshold, drift=bool(value > threshold),

@@ -8,7 +8,10 @@ threshold, breached, details) for these families:
   corrected by Benjamini-Hochberg across the window's features, verdict by
   `driftline.detectors.decision.decide_feature`; plus one dataset-level result, detector
   ``dataset_drift`` (metric ``drifted_share``: share of drifted features against
-  ``dataset_drift_share``), the name the alert rules and `detect`'s JSON use.
+  ``dataset_drift_share``), the name the alert rules and `detect`'s JSON use. With
+  ``[drift] thresholds = "reference"`` the effect-size floors come from the baseline's
+  training-chunk spreads (`driftline.detectors.threshold_spreads`); each drift result's
+  ``threshold_source`` says which applied, and ``threshold_note`` why not, when it fell back.
 * ``prediction_drift``: the same tests on the model's output.
 * ``data_quality``: missing rate against the training null rate, out-of-range
   share, unseen-category share, type changes, baseline features missing from
@@ -57,6 +60,7 @@ from driftline.detectors.multivariate_drift import multivariate_drift
 from driftline.detectors.quality import model_quality
 from driftline.detectors.results import WindowResult
 from driftline.detectors.skew import ParityCheck, skew_with_parity
+from driftline.detectors.threshold_spreads import label_threshold_source, streaming_thresholds
 from driftline.detectors.thresholds import LatencySLO, WindowThresholds
 from driftline import defaults
 from driftline.baseline import Baseline
@@ -111,10 +115,13 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
         skew_results, parity = (skew_with_parity(baseline, state, thresholds, transform) if SKEW in families
                                 else ([], ParityCheck()))
         drift_results: list[WindowResult] = []
+        # `[drift] thresholds = "reference"`: effect-size floors from the baseline's training-chunk spreads
+        drift_thresholds, source, note = streaming_thresholds(baseline, thresholds.drift, state.events)
         if DATA_DRIFT in families:
-            drift_results += data_drift(baseline, state, thresholds.drift)
+            drift_results += data_drift(baseline, state, drift_thresholds)
         if PREDICTION_DRIFT in families:
-            drift_results += prediction_drift(baseline, state, thresholds.drift)
+            drift_results += prediction_drift(baseline, state, drift_thresholds)
+        label_threshold_source(drift_results, source, note)
         if MULTIVARIATE_DRIFT in families:
             drift_results += multivariate_drift(baseline, state, thresholds.multivariate)
         results += explain_drift_by_skew(drift_results, parity, thresholds.drift)

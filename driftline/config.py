@@ -173,9 +173,12 @@ def load_toml_section(config_file: str | Path | None, section: str) -> dict[str,
         return {}
     try:
         with open(config_file, "rb") as fh:
-            return dict(tomllib.load(fh).get(section, {}))
+            found = tomllib.load(fh).get(section, {})
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UserError(f"cannot read config file {config_file}: {exc}") from None
+    if not isinstance(found, dict):
+        raise UserError(f"{config_file}: [{section}] must be a table, got {found!r}")
+    return dict(found)
 
 
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -145,6 +145,11 @@ REFERENCE_THRESHOLD_MIN_CHUNKS = 5
 # standard deviation is steady well before 50 samples and each chunk costs a
 # comparison per feature, so small windows on a large reference stay cheap.
 REFERENCE_THRESHOLD_MAX_CHUNKS = 50
+# The streaming service has no reference rows at evaluation time, so a baseline keeps the
+# chunk spreads for these window sizes (plus the largest the reference allows, a fifth of
+# its rows) and a window between two of them interpolates on log-log scales: the effect
+# sizes' noise falls as a power of the rows, so that is a straight line.
+REFERENCE_THRESHOLD_SIZES = (50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
 # `detect --segment-by`: segments kept per column, the largest by reference rows;
 # the rest are pooled as one "other" segment, so a high-cardinality column (ids,
 # zip codes) costs at most this many (plus "other") extra comparisons per window.
@@ -659,14 +664,17 @@ DOMAIN_CLASSIFIER_AUC = 0.55
 # windows get a wider band, so the false-alarm rate does not depend on the window's size.
 DOMAIN_CLASSIFIER_Z = 3.0
 # Rows per side the classifier sees (seeded uniform samples beyond that): its cost per
-# window is bounded whatever the window's size (0.6 s of CPU for five features at this cap).
+# window is bounded whatever the window's size (0.07 s of CPU for five features at this cap).
 DOMAIN_CLASSIFIER_MAX_ROWS = 1_000
 # Cross-validation folds: each row is scored by a model that never saw it.
 DOMAIN_CLASSIFIER_FOLDS = 5
-# Boosting iterations and leaves per tree (scikit-learn's HistGradientBoostingClassifier):
-# depth enough for two-feature interactions (a correlation change), few enough to stay fast.
-DOMAIN_CLASSIFIER_TREES = 50
-DOMAIN_CLASSIFIER_LEAVES = 15
+# Boosting iterations, leaves per tree and step (scikit-learn's HistGradientBoostingClassifier):
+# seven leaves are enough for two-feature interactions (a correlation change); fifteen trees
+# with a larger step found as many flipped correlations as fifty of fifteen leaves at step 0.1,
+# with no more false alarms, at a third of the CPU (bench/RESULTS.md, "Multivariate drift").
+DOMAIN_CLASSIFIER_TREES = 15
+DOMAIN_CLASSIFIER_LEAVES = 7
+DOMAIN_CLASSIFIER_LEARNING_RATE = 0.3
 # Rows a window needs on each side before either detector judges it (fewer: insufficient
 # data); 50 rows resolve a reconstruction-error shift of ~0.4 reference standard deviations.
 MULTIVARIATE_MIN_ROWS = 50

@@ -195,6 +195,10 @@ INSUFFICIENT_DATA_KEY = "insufficient_data"
 REASON_KEY = "reason"
 # A finding attributed to parity skew carries EXPLAINED_BY = SKEW.
 EXPLAINED_BY_KEY = "explained_by"
+# Drift results: where the effect-size thresholds came from ("fixed" or "reference"), and why not
+# from the reference when that was asked for and could not be done.
+THRESHOLD_SOURCE_KEY = "threshold_source"
+THRESHOLD_NOTE_KEY = "threshold_note"
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,8 @@ class DriftDetails(_Attributable):
     tests: Mapping[str, Mapping[str, Any]] | None = None
     source: str | None = None  # prediction_drift: which model output was compared
     skewed_features: list[str] | None = None
+    threshold_source: str | None = None
+    threshold_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -261,6 +267,8 @@ class DatasetDriftDetails(Details):
     drifted_features: list[str] | None = None
     features: int | None = None
     explained_by_skew: list[str] | None = None
+    threshold_source: str | None = None
+    threshold_note: str | None = None
 
 
 @dataclass(frozen=True)

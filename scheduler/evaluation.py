@@ -83,6 +83,8 @@ class BaselineCache:
         # (row id, updated_at) -> the row's LabelSummary: earlier windows are read again for
         # every later window that pools their labels
         self._labels: OrderedDict[tuple[Any, Any], LabelSummary] = OrderedDict()
+        # versions whose fallback from reference-derived to fixed thresholds was logged already
+        self.threshold_notes: set[tuple[str, str]] = set()
 
     def labels(self, record: WindowStateRecord) -> LabelSummary:
         """The label summary of one stored partial state (decoded once per version of the row)."""
@@ -138,6 +140,11 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
     results = evaluate_window(baseline, state, thresholds=thresholds,
                               slo=config.slo_for(key.model), window_seconds=config.window_seconds,
                               transform=cache.transform(session, key.model, key.version) if baseline else None)
+    note = next((r.details[vocabulary.THRESHOLD_NOTE_KEY] for r in results
+                 if r.details and vocabulary.THRESHOLD_NOTE_KEY in r.details), None)
+    if note is not None and (key.model, key.version) not in cache.threshold_notes:
+        cache.threshold_notes.add((key.model, key.version))  # once per version: every window would say it
+        logging.getLogger(__name__).warning("%s version %s: %s", key.model, key.version, note)
     if pooled_windows:
         for r in results:
             if r.detector == vocabulary.MODEL_QUALITY:

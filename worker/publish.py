@@ -28,6 +28,7 @@ class Published:
 def training_baseline(result: TrainResult, seed: int = 0) -> dict[str, Any]:
     """The version's baseline (driftline.baseline) over all its training rows' features and predictions."""
     from driftline.baseline import compute_baseline
+    from driftline.detectors.threshold_spreads import measure_spreads
 
     frame = pd.DataFrame(result.features, columns=[entry["name"] for entry in FeatureTransform.feature_schema()])
     for name in FeatureTransform.numeric_features:
@@ -35,6 +36,9 @@ def training_baseline(result: TrainResult, seed: int = 0) -> dict[str, Any]:
     baseline = compute_baseline(frame, categorical=FeatureTransform.categorical_features,
                                 predictions=result.predictions, labels=result.labels,
                                 sample_size=defaults.BASELINE_SAMPLE_SIZE, seed=seed)
+    # the chunk spreads `[drift] thresholds = "reference"` derives the service's thresholds from
+    baseline.threshold_spreads = measure_spreads(frame, {name: baseline.kind(name) for name in baseline.feature_names},
+                                                 result.predictions)
     return baseline.to_dict()
 
 

@@ -33,9 +33,9 @@ from sqlalchemy.exc import IntegrityError
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.names import name_problem
-from driftline.store.aliases import PRODUCTION, move_alias
+from driftline.store.aliases import PRODUCTION, alias_version, move_alias
 from driftline.store.db import session_scope
-from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
+from driftline.store.models import AliasEvent, BaselineRecord, ModelVersion
 from driftline.worker.feature_transform import FeatureTransform
 
 log = logging.getLogger(__name__)
@@ -170,8 +170,7 @@ class Registry:
         """The version the alias points at, or None (cheap: one primary-key read, polled by the worker)."""
         check_name(model)
         with session_scope(self.db_url) as session:
-            row = session.get(ModelAlias, (model, alias))
-            return row.version if row is not None else None
+            return alias_version(session, model, alias)
 
     def history(self, model: str, alias: str = PRODUCTION) -> list[dict[str, Any]]:
         with session_scope(self.db_url) as session:
@@ -201,17 +200,17 @@ class Registry:
                         stack.pop()
                 elif not stack or stack[-1] != event.version:
                     stack.append(event.version)
-            current = session.get(ModelAlias, (model, PRODUCTION))
+            current = alias_version(session, model)
             if current is None:
                 raise UserError(f"model {model!r} has no production version to roll back")
             if len(stack) < 2:
                 raise UserError(f"model {model!r} has no earlier production version to roll back to "
-                                f"(production is version {current.version})")
+                                f"(production is version {current})")
             target = stack[-2]
             _refuse_pruned(VersionInfo.from_row(session.scalar(
                 select(ModelVersion).where(ModelVersion.model == model, ModelVersion.version == target))))
             previous = move_alias(session, model, target, "rollback", reason)
-            return previous or current.version, target
+            return previous or current, target
 
 
     # --- pruning ---------------------------------------------------------------------
@@ -230,8 +229,7 @@ class Registry:
         oldest_candidate = now - timedelta(seconds=candidate_max_age_s)
         pruned: list[str] = []
         with session_scope(self.db_url) as session:
-            alias = session.get(ModelAlias, (model, PRODUCTION))
-            production = alias.version if alias is not None else None
+            production = alias_version(session, model)
             ever_production: list[str] = []  # most recent first
             for version in session.scalars(select(AliasEvent.version).where(
                     AliasEvent.model == model, AliasEvent.alias == PRODUCTION).order_by(AliasEvent.id.desc())):

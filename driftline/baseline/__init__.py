@@ -45,6 +45,11 @@ for drill-down, reports, skew checks and the multivariate domain classifier.
 `Baseline.reconstruction` is the PCA fit of the training features
 (`driftline.baseline.reconstruction`) that multivariate drift measures each window's
 reconstruction error against; baselines registered before it existed have none.
+
+`Baseline.threshold_spreads` (`driftline.baseline.spreads`) keeps each feature's effect sizes
+over training chunks of several sizes, from which the service derives reference-based drift
+thresholds; it is measured by `driftline.detectors.threshold_spreads` when a version is
+registered, and absent from older baselines.
 """
 from __future__ import annotations
 
@@ -53,10 +58,12 @@ from driftline.baseline.predictions import CLASS, PROBABILITY, SCORE, prediction
 from driftline.baseline.profiles import (CATEGORICAL, NUMERIC, CategoricalProfile, NumericProfile, Profile,
                                          count_categories, profile_from_dict)
 from driftline.baseline.reconstruction import ReconstructionFit, fit_reconstruction
+from driftline.baseline.spreads import ThresholdSpreads
 from driftline.baseline.summary import BASELINE_FORMAT, Baseline, compute_baseline
 from driftline.baseline.values import category_key, is_null, json_type, stored_sum
 
 __all__ = ["BASELINE_FORMAT", "BINARY", "CATEGORICAL", "CLASS", "MULTICLASS", "NUMERIC", "PROBABILITY", "REGRESSION",
            "SCORE", "Baseline", "CategoricalProfile", "LabelSummary", "NumericProfile", "Profile", "ReconstructionFit",
+           "ThresholdSpreads",
            "category_key", "compute_baseline", "count_categories", "fit_reconstruction", "is_null", "json_type",
            "prediction_values", "profile_from_dict", "stored_sum"]

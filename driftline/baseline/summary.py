@@ -16,6 +16,7 @@ from driftline.baseline.predictions import CLASS, prediction_values
 from driftline.baseline.profiles import CategoricalProfile, NumericProfile, Profile, profile_from_dict
 from driftline.baseline.reconstruction import ReconstructionFit, fit_reconstruction
 from driftline.baseline.segments import SegmentReference, compute_segments
+from driftline.baseline.spreads import ThresholdSpreads
 from driftline.errors import UserError
 
 # the layout version of `Baseline.to_dict()`
@@ -39,6 +40,8 @@ class Baseline:
     # Segment column -> its per-segment training profiles (driftline.baseline.segments); not in the fingerprint:
     # segments are binned on the whole population's edges.
     segments: dict[str, SegmentReference] = field(default_factory=dict)
+    # Effect sizes over training chunks, for reference-derived thresholds; None when not measured.
+    threshold_spreads: ThresholdSpreads | None = None
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
@@ -102,7 +105,8 @@ class Baseline:
                 "quality": None if self.quality is None else self.quality.to_dict(),
                 "sample": self.sample,
                 "reconstruction": None if self.reconstruction is None else self.reconstruction.to_dict(),
-                "segments": [reference.to_dict() for reference in self.segments.values()]}
+                "segments": [reference.to_dict() for reference in self.segments.values()],
+                "threshold_spreads": None if self.threshold_spreads is None else self.threshold_spreads.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Baseline":
@@ -121,7 +125,9 @@ class Baseline:
                    sample=sample, fine_bins=int(data.get("fine_bins", defaults.BASELINE_FINE_BINS)),
                    fingerprint=str(data.get("fingerprint") or ""),
                    reconstruction=None if data.get("reconstruction") is None
-                   else ReconstructionFit.from_dict(data["reconstruction"]))
+                   else ReconstructionFit.from_dict(data["reconstruction"]),
+                   threshold_spreads=None if data.get("threshold_spreads") is None
+                   else ThresholdSpreads.from_dict(data["threshold_spreads"]))
 
 
 def _is_categorical_column(column: pd.Series) -> bool:

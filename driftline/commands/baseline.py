@@ -46,6 +46,7 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
     from sqlalchemy import select
 
     from driftline.baseline import compute_baseline
+    from driftline.detectors.threshold_spreads import measure_spreads
     from driftline.segments import SegmentSpec
     from driftline.store.aliases import move_alias
     from driftline.store.models import BaselineRecord, ModelVersion
@@ -69,6 +70,10 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
                                predictions=frame[prediction] if prediction else None,
                                labels=frame[label] if label else None, segment_columns=segments.columns,
                                segment_max_values=segments.max_values)
+    # the chunk spreads `[drift] thresholds = "reference"` derives the service's thresholds from
+    summary.threshold_spreads = measure_spreads(features.set_axis(summary.feature_names, axis=1),
+                                                {name: summary.kind(name) for name in summary.feature_names},
+                                                frame[prediction] if prediction else None)
     store_db.require_migrated(settings.db_url)
     with store_db.session_scope(settings.db_url) as session:
         if session.scalar(select(BaselineRecord).where(BaselineRecord.model == model,

@@ -79,7 +79,8 @@ def _summary(result: dict[str, Any]) -> str:
 @click.option("--json", "json_path", default=None, help="Write the JSON result here (default: stdout).")
 @click.option("--html", "html_path", default=None, help="Also write an Evidently DataDriftPreset report here.")
 @click.option("--config", "config_file", default=None,
-              help="TOML file whose [drift] section overrides thresholds (env DRIFTLINE_CONFIG).")
+              help="TOML file whose [drift], [estimated_quality] and [multivariate_drift] sections override "
+              "thresholds (env DRIFTLINE_CONFIG).")
 @click.option("--model", default=None, help="Apply the [drift.models.MODEL] overrides of --config.")
 @click.option("--segment-by", "segment_by", default=None,
               help="Also compare each window segment by segment: one result per value of this column.")
@@ -101,8 +102,10 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
     section = load_toml_section(config_file, vocabulary.ESTIMATED_QUALITY)
     overrides = {name: {vocabulary.ESTIMATED_QUALITY: dict(values)}
                  for name, values in (section.pop("models", None) or {}).items()}
-    performance_thresholds = WindowThresholds.from_mapping(
-        {vocabulary.ESTIMATED_QUALITY: section, "models": overrides}, model=model)
+    # [multivariate_drift] is read as the scheduler reads it: one table for every model
+    window_thresholds = WindowThresholds.from_mapping(
+        {vocabulary.ESTIMATED_QUALITY: section, "models": overrides,
+         vocabulary.MULTIVARIATE_DRIFT: load_toml_section(config_file, vocabulary.MULTIVARIATE_DRIFT)}, model=model)
     if chunk_size is not None and chunk_period is not None:
         raise UserError("use either --chunk-size or --chunk-period, not both")
     if chunk_size is not None and chunk_size < 1:
@@ -124,7 +127,8 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
         categorical=split_names(categorical), prediction=prediction, ignore=split_names(ignore))
     result = detect_drift(reference, current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp,
                           thresholds=thresholds, on_window=progress, label=label,
-                          performance_thresholds=performance_thresholds, segment_by=segment_by,
+                          performance_thresholds=window_thresholds, segment_by=segment_by,
+                          multivariate=window_thresholds.multivariate,
                           **options)  # type: ignore[arg-type]
     _write_json(result, json_path)
     if json_path is not None:

@@ -44,10 +44,10 @@ def _http_ok(url: str) -> bool:
 
 
 def _has_production_model(settings: Settings, model: str) -> bool:
-    from driftline.store.models import ModelAlias
+    from driftline.store.aliases import alias_version
 
     with store_db.session_scope(settings.db_url) as session:
-        return session.get(ModelAlias, (model, "production")) is not None
+        return alias_version(session, model) is not None
 
 
 def _train_first_model(settings: Settings, env: dict[str, str], model: str, out: Supervisor) -> None:

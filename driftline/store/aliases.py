@@ -1,8 +1,9 @@
-"""The one writer of model aliases: every move of the production alias goes through `move_alias`.
+"""The one writer and the one reader of model aliases: `move_alias` and `alias_version`.
 
-`driftline.worker.registry` (train, promote, rollback, retrain) and `driftline baseline` both call it, so
-each move locks the alias row, updates the versions' stages and appends the same `AliasEvent`
-history row, which rollback replays and the dashboard shows.
+`driftline.worker.registry` (train, promote, rollback, retrain) and `driftline baseline` both call
+`move_alias`, so each move locks the alias row, updates the versions' stages and appends the same
+`AliasEvent` history row, which rollback replays and the dashboard shows. The worker, the rollout
+plans and the dashboard read where an alias points through `alias_version`.
 """
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ from driftline.store.models import AliasEvent, ModelAlias, ModelVersion
 PRODUCTION = "production"
 # the stage of a version that was production and no longer is
 ARCHIVED = "archived"
+
+
+def alias_version(session: Session, model: str, alias: str = PRODUCTION) -> str | None:
+    """The version `model`'s `alias` points at, or None when it points nowhere yet (one primary-key read)."""
+    row = session.get(ModelAlias, (model, alias))
+    return row.version if row is not None else None
 
 
 def move_alias(session: Session, model: str, version: str, action: str, reason: str | None) -> str | None:

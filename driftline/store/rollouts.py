@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 
 from driftline.errors import UserError
 from driftline.rollouts import AB, RoutingPlan
-from driftline.store.aliases import PRODUCTION
-from driftline.store.models import ModelAlias, ModelVersion, RolloutPlan, RolloutStep, RolloutVerdict
+from driftline.store.aliases import alias_version
+from driftline.store.models import ModelVersion, RolloutPlan, RolloutStep, RolloutVerdict
 from driftline.vocabulary import VERDICT_FAIL, VERDICT_INCONCLUSIVE, VERDICT_PASS, VERDICTS
 
 # who changed a plan
@@ -170,11 +170,11 @@ def _json_document(details: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _production(session: Session, model: str) -> str:
-    alias = session.get(ModelAlias, (model, PRODUCTION))
-    if alias is None:
+    version = alias_version(session, model)
+    if version is None:
         raise UserError(f"model {model!r} has no production version; a rollout starts from one "
                         f"(`driftline promote VERSION --model {model}`)")
-    return alias.version
+    return version
 
 
 def _check_author(by: str) -> None:

@@ -132,6 +132,17 @@ def test_thresholds_from_config(files, capfd):
     assert json.loads(out)["windows"][0]["drifted_features"] == []
 
 
+def test_multivariate_thresholds_from_config(files, capfd):
+    config = files["dir"] / "driftline.toml"
+    config.write_text("[multivariate_drift]\ndomain_classifier_auc = 0.99\nmax_rows = 200\ntop_features = 1\n")
+    code, out, err = run(_base(files) + ["--ignore", "id,ts", "--config", str(config)], capfd)
+    assert code == 0, err
+    classifier = json.loads(out)["windows"][0]["multivariate"]["domain_classifier"]
+    assert classifier["threshold"] == 0.99 and len(classifier["top_features"]) <= 1
+    code, out, err = run(_base(files) + ["--ignore", "id,ts"], capfd)
+    assert json.loads(out)["windows"][0]["multivariate"]["domain_classifier"]["threshold"] < 0.99
+
+
 def test_html_report_from_evidently(files, capfd):
     html = files["dir"] / "report.html"
     code, out, err = run(_base(files) + ["--ignore", "id,ts", "--html", str(html)], capfd)
@@ -185,6 +196,18 @@ BAD_CASES = {
     "zero-byte parquet": (lambda f, d: ["--reference", _write(d / "r.parquet", b""), "--current", f["cur_csv"]],
                           "reference"),
     "bad config key": (lambda f, d: _base(f) + ["--config", _write(d / "t.toml", b"[drift]\npsii = 1\n")], "psii"),
+    "bad multivariate key": (lambda f, d: _base(f) + ["--config", _write(d / "t.toml", b"[multivariate_drift]\nsigma = 1\n")],
+                             "sigma"),
+    "multivariate folds 1": (lambda f, d: _base(f) + ["--config", _write(d / "t.toml", b"[multivariate_drift]\nfolds = 1\n")],
+                             "folds"),
+    "multivariate negative sigmas": (lambda f, d: _base(f) + ["--config", _write(
+        d / "t.toml", b"[multivariate_drift]\npca_error_sigmas = -1.0\n")], "pca_error_sigmas"),
+    "multivariate nan auc": (lambda f, d: _base(f) + ["--config", _write(
+        d / "t.toml", b"[multivariate_drift]\ndomain_classifier_auc = nan\n")], "domain_classifier_auc"),
+    "multivariate text value": (lambda f, d: _base(f) + ["--config", _write(
+        d / "t.toml", b"[multivariate_drift]\ntrees = \"many\"\n")], "trees"),
+    "multivariate not a table": (lambda f, d: _base(f) + ["--config", _write(d / "t.toml", b"multivariate_drift = 3\n")],
+                                 "multivariate_drift"),
     "unwritable json": (lambda f, d: _base(f) + ["--ignore", "id,ts", "--json", str(d / "no" / "such" / "o.json")],
                         "--json"),
     "unwritable html": (lambda f, d: _base(f) + ["--html", str(d / "no" / "r.html")], "--html"),

@@ -21,6 +21,7 @@ from driftline.detectors.multivariate import (
 from driftline.detectors.thresholds import WindowThresholds
 from driftline.detectors.window import evaluate_window
 from driftline.errors import UserError
+from driftline.synthetic import correlated_features
 from driftline.vocabulary import (
     DATASET_DRIFT,
     DATA_DRIFT,
@@ -31,22 +32,11 @@ from driftline.vocabulary import (
 from driftline.window_state import EventBatch, WindowState
 
 T0 = 1_767_225_600_000
-PLANS = ["basic", "plus", "pro"]
-
-
-def draw(rows: int, rho: float, seed: int) -> pd.DataFrame:
-    """income and spend correlated by `rho`; the other features independent. Every marginal is the same for any rho."""
-    rng = np.random.default_rng(seed)
-    first = rng.normal(size=rows)
-    second = rho * first + np.sqrt(1 - rho ** 2) * rng.normal(size=rows)
-    return pd.DataFrame({"income": 50 + 10 * first, "spend": 20 + 5 * second, "age": rng.normal(40, 12, rows),
-                         "tenure": rng.exponential(3.0, rows),
-                         "plan": rng.choice(PLANS, rows, p=[0.5, 0.3, 0.2]).astype(object)})
 
 
 @pytest.fixture(scope="module")
 def reference() -> pd.DataFrame:
-    return draw(5000, 0.8, seed=0)
+    return correlated_features(5000, 0.8, seed=0)
 
 
 def _multivariate(window: dict) -> tuple[dict, dict]:
@@ -59,7 +49,7 @@ def _top_names(verdict: dict, count: int = 2) -> set[str]:
 
 
 def test_batch_correlation_flip_is_caught_by_both_and_by_no_single_feature(reference):
-    current = draw(1000, -0.8, seed=1)
+    current = correlated_features(1000, -0.8, seed=1)
     result = detect(reference, current, chunk_size=500, categorical=["plan"])
     assert len(result["windows"]) == 2
     for window in result["windows"]:
@@ -74,7 +64,7 @@ def test_batch_correlation_flip_is_caught_by_both_and_by_no_single_feature(refer
 
 
 def test_batch_windows_from_the_reference_distribution_stay_silent(reference):
-    result = detect(reference, draw(1500, 0.8, seed=2), chunk_size=500, categorical=["plan"])
+    result = detect(reference, correlated_features(1500, 0.8, seed=2), chunk_size=500, categorical=["plan"])
     for window in result["windows"]:
         pca, classifier = _multivariate(window)
         assert pca["lower"] <= pca["value"] <= pca["upper"] and not pca["drift"]
@@ -82,18 +72,19 @@ def test_batch_windows_from_the_reference_distribution_stay_silent(reference):
 
 
 def test_batch_window_too_small_or_one_feature_is_insufficient_data(reference):
-    small = detect(reference, draw(30, -0.8, seed=3), categorical=["plan"])["windows"][0]
+    small = detect(reference, correlated_features(30, -0.8, seed=3), categorical=["plan"])["windows"][0]
     pca, classifier = _multivariate(small)
     assert pca["insufficient_data"] and classifier["insufficient_data"]
     assert not pca["drift"] and not classifier["drift"] and pca["value"] is None
-    single = detect(reference[["income"]], draw(500, -0.8, seed=3)[["income"]])["windows"][0]
+    single = detect(reference[["income"]], correlated_features(500, -0.8, seed=3)[["income"]])["windows"][0]
     assert all(v["insufficient_data"] for v in single["multivariate"].values())
 
 
 def test_batch_multivariate_can_be_left_out(reference):
-    result = detect(reference, draw(600, -0.8, seed=14), chunk_size=300, categorical=["plan"], multivariate=False)
+    result = detect(reference, correlated_features(600, -0.8, seed=14), chunk_size=300, categorical=["plan"],
+                    multivariate=False)
     assert len(result["windows"]) == 2 and not any("multivariate" in w for w in result["windows"])
-    bounded = detect(reference, draw(300, -0.8, seed=14), categorical=["plan"],
+    bounded = detect(reference, correlated_features(300, -0.8, seed=14), categorical=["plan"],
                      multivariate=MultivariateThresholds(max_rows=100, pca_max_rows=100))
     assert all(v["drift"] for v in bounded["windows"][0]["multivariate"].values())
 
@@ -115,7 +106,7 @@ def _by_metric(results) -> dict[str, object]:
 
 
 def test_streaming_correlation_flip_is_caught_from_the_window_sample(baseline):
-    state = _state(baseline, draw(3000, -0.8, seed=4), seed=4)
+    state = _state(baseline, correlated_features(3000, -0.8, seed=4), seed=4)
     results = evaluate_window(baseline, state, families=[DATA_DRIFT, MULTIVARIATE_DRIFT])
     assert not any(r.breached for r in results if r.detector in (DATA_DRIFT, DATASET_DRIFT))
     found = _by_metric(results)
@@ -131,7 +122,7 @@ def test_streaming_correlation_flip_is_caught_from_the_window_sample(baseline):
 
 def test_streaming_windows_from_the_training_distribution_stay_silent(baseline):
     for seed in (5, 6, 7):
-        results = evaluate_window(baseline, _state(baseline, draw(1000, 0.8, seed=seed), seed=seed),
+        results = evaluate_window(baseline, _state(baseline, correlated_features(1000, 0.8, seed=seed), seed=seed),
                                   families=[MULTIVARIATE_DRIFT])
         found = _by_metric(results)
         assert len(found) == 2
@@ -143,7 +134,7 @@ def test_a_baseline_registered_before_multivariate_drift_reports_insufficient_da
     del stored["reconstruction"]
     old = Baseline.from_dict(stored)
     assert old.reconstruction is None and old.fingerprint == baseline.fingerprint
-    results = evaluate_window(old, _state(old, draw(500, -0.8, seed=8), seed=8))
+    results = evaluate_window(old, _state(old, correlated_features(500, -0.8, seed=8), seed=8))
     found = _by_metric(results)
     assert set(found) == {PCA_RECONSTRUCTION_ERROR, DOMAIN_CLASSIFIER_AUC}
     assert all(r.insufficient_data and not r.breached and r.value is None for r in found.values())
@@ -151,7 +142,7 @@ def test_a_baseline_registered_before_multivariate_drift_reports_insufficient_da
 
 
 def test_a_small_window_sample_is_insufficient_data(baseline):
-    found = _by_metric(evaluate_window(baseline, _state(baseline, draw(20, -0.8, seed=9), seed=9),
+    found = _by_metric(evaluate_window(baseline, _state(baseline, correlated_features(20, -0.8, seed=9), seed=9),
                                        families=[MULTIVARIATE_DRIFT]))
     assert all(r.insufficient_data and not r.breached for r in found.values())
     assert found[DOMAIN_CLASSIFIER_AUC].details["rows"] == 20
@@ -165,7 +156,7 @@ def test_the_fit_round_trips_through_the_stored_json(baseline):
     assert fit.rows == 5000 and fit.error_rows == 2500
     restored = Baseline.from_dict(json.loads(json.dumps(baseline.to_dict(), allow_nan=False)))
     assert restored.reconstruction == fit
-    frame = draw(50, 0.8, seed=10)
+    frame = correlated_features(50, 0.8, seed=10)
     np.testing.assert_allclose(restored.reconstruction.errors(restored.reconstruction.encode(frame)),
                                fit.errors(fit.encode(frame)))
 
@@ -182,12 +173,12 @@ def test_encoding_tolerates_missing_unseen_and_non_finite_values(baseline):
 
 def test_the_reconstruction_band_narrows_as_windows_grow(baseline):
     fit = baseline.reconstruction
-    small = reconstruction_drift(fit, fit.encode(draw(100, 0.8, seed=11)))
-    large = reconstruction_drift(fit, fit.encode(draw(2500, 0.8, seed=11)))
+    small = reconstruction_drift(fit, fit.encode(correlated_features(100, 0.8, seed=11)))
+    large = reconstruction_drift(fit, fit.encode(correlated_features(2500, 0.8, seed=11)))
     assert large.upper - large.lower < small.upper - small.lower
     assert small.lower < fit.error_mean < small.upper
     # Windows from the reference distribution stay inside it (in-sample error statistics flagged several).
-    inside = [reconstruction_drift(fit, fit.encode(draw(1000, 0.8, seed=s))).drift for s in range(20, 40)]
+    inside = [reconstruction_drift(fit, fit.encode(correlated_features(1000, 0.8, seed=s))).drift for s in range(20, 40)]
     assert sum(inside) <= 1
 
 

@@ -78,7 +78,7 @@ def test_covariate_shift_alerts_on_shifted_features_pages_and_retrains(home, sin
 
 
 def test_latency_breaches_the_p99_slo(home, sink, run_up):
-    run = run_up(home, "latency", duration=60, sink=sink)
+    run = run_up(home, "latency", duration=45, sink=sink)
     assert_clean_exit(run)
     # Alerts that fired during the run; a retrained version promoted meanwhile resolves the old version's.
     assert any(d == "latency" for d, f, s in alerts(run)), alerts(run)
@@ -91,14 +91,14 @@ def test_latency_breaches_the_p99_slo(home, sink, run_up):
 
 
 def test_data_quality_raises_data_quality_alerts(home, sink, run_up):
-    run = run_up(home, "data_quality", duration=60, sink=sink)
+    run = run_up(home, "data_quality", duration=45, sink=sink)
     assert_clean_exit(run)
     quality = [a for a in alerts(run) if a[0] == "data_quality"]
     assert quality, alerts(run)
 
 
 def test_skew_is_reported_as_skew_not_drift(home, sink, run_up):
-    run = run_up(home, "skew", duration=60, sink=sink)
+    run = run_up(home, "skew", duration=45, sink=sink)
     assert_clean_exit(run)
     fired = alerts(run)
     assert [a for a in fired if a[:2] == ("skew", "debt_to_income")], fired
