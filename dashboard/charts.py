@@ -24,8 +24,9 @@ def _status_scale(values) -> alt.Scale:
     domain = sorted(set(values), key=lambda v: (list(STATUS_COLOURS).index(v) if v in STATUS_COLOURS else 99, v))
     return alt.Scale(domain=domain, range=[STATUS_COLOURS.get(v, "#9e9e9e") for v in domain])
 ACTION_SCALE = alt.Scale(domain=["promote", "retrain", "rollback"], range=["#1565c0", "#2e7d32", "#c62828"])
-TIME_AXIS = alt.Axis(format="%H:%M", labelAngle=0, title=None)
-DAY_TIME_AXIS = alt.Axis(format="%b %d %H:%M", labelAngle=0, title=None)
+# Ticks at least a minute apart: a few minutes of windows would otherwise get half-minute ticks, labelled twice.
+TIME_AXIS = alt.Axis(format="%H:%M", labelAngle=0, title=None, tickMinStep=60_000)
+DAY_TIME_AXIS = alt.Axis(format="%b %d %H:%M", labelAngle=0, title=None, tickMinStep=60_000)
 
 
 def _time(field: str, span_ms: int | None = None, **kwargs) -> alt.X:

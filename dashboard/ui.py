@@ -93,8 +93,11 @@ def sidebar(url: str) -> None:
             labels = own["version"].tolist()
             production = own.loc[own["production"], "version"].tolist()
             default = labels.index(production[0]) if production else len(labels) - 1
-            if st.session_state.get("version") not in labels:
+            # another model's version number means nothing here: a model switch starts from its production
+            switched = st.session_state.get("_version_of") not in (None, model)
+            if switched or st.session_state.get("version") not in labels:
                 st.session_state.pop("version", None)
+            st.session_state["_version_of"] = model
             st.selectbox("Version", labels, index=default, key="version", bind="query-params",
                          format_func=lambda v: f"{v} (production)" if v in production else v)
         refresh = refresh_default()

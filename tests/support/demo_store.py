@@ -10,8 +10,13 @@ page has something true to show:
   second request, is promoted, loses on quality and is rolled back. Version 2 then
   breaches its latency SLO, starts receiving nulls in ``credit_score`` and finally
   sees credit utilisation drift: two alerts are firing and one pending at the end,
-  one notification failed to deliver.
-* ``fraud-score``: one healthy version, with a latency alert that fired and resolved.
+  one notification failed to deliver. From then on its windows keep segments of ``region``
+  (``[segments]``): the applicants of ``region=north`` report lower incomes, so that segment's
+  ``annual_income`` drifts while the other regions stay quiet, and a segment alert fires.
+* ``fraud-score``: one healthy version, with a latency alert that fired and resolved. In the last
+  windows its version 2 is in a canary: started at 25 % from the command line, judged window by
+  window by the scheduler's rollout analysis (error rate and p99 against production, quality and
+  the candidate's prediction drift as well), stepped up to 50 % by the policy after it passed.
 
 Every window is evaluated by the real detectors, through the scheduler's evaluation
 job, so the pages show the names and details of `driftline.vocabulary`. Run
@@ -32,11 +37,15 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
-from driftline import vocabulary
+from driftline import defaults, vocabulary
 from driftline.baseline import Baseline, compute_baseline
 from driftline.store.db import session_scope
+from driftline.rollouts import canary_plan
+from driftline.segments import SegmentSpec, segment_key
 from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
-                                    ModelVersion, Notification, RetrainRequest, Silence, WindowStateRecord)
+                                    ModelVersion, Notification, RetrainRequest, RolloutPlan, RolloutStep,
+                                    RolloutVerdict, Silence, WindowStateRecord)
+from driftline.store.rollouts import set_plan
 from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, LATENCY, PREDICTION_DRIFT, SKEW
 from driftline.window_state import EventBatch, WindowState
 
@@ -46,6 +55,18 @@ CREDIT_CATEGORICAL = ("region", "employment_type", "home_ownership")
 FRAUD_CATEGORICAL = ("merchant_category", "channel")
 # Events kept per partition state: enough for the report page, small enough to seed fast.
 SAMPLE_PER_PARTITION = 100
+# credit-default v2's windows keep segments of this column from SEGMENTS_FROM of the run on; one segment drifts.
+SEGMENTS = SegmentSpec(("region",))
+SEGMENTS_FROM = 0.8
+DRIFTING_SEGMENT = "region=north"
+SEGMENT_MIN_ROWS = 40
+# fraud-score's canary: its candidate, the weight the command line set, and its length in windows. The
+# policy judges `windows` windows per stage, so a canary shorter than two stages steps up at most once.
+CANARY_CANDIDATE = "2"
+CANARY_START_WEIGHT = 25
+CANARY_WINDOWS = 11
+CANARY_POLICY = {"windows": 6, "min_events": 30, "min_labels": 30, "max_error_rate_increase": 0.03,
+                 "critical": ["error_rate_delta", "p99_delta_ms"], "auto_promote": True}
 
 
 @dataclass
@@ -59,12 +80,17 @@ class SeedSummary:
     production: dict[str, str] = field(default_factory=dict)
     firing: list[dict[str, str]] = field(default_factory=list)
     drifted_windows: dict[tuple[str, str], dict[int, list[str]]] = field(default_factory=dict)
+    # segment ("column=value") -> features breached in any of its windows (credit-default v2)
+    drifted_segments: dict[str, list[str]] = field(default_factory=dict)
+    # the canary: model, candidate, weight now, and the verdicts and steps the rollout analysis wrote
+    rollout: dict[str, Any] = field(default_factory=dict)
 
 
 # --- synthetic traffic ------------------------------------------------------------
 
 def credit_rows(rng: np.random.Generator, n: int, income_shift: float = 0.0, score_shift: float = 0.0,
-                score_nulls: float = 0.0, utilization_shift: float = 0.0) -> pd.DataFrame:
+                score_nulls: float = 0.0, utilization_shift: float = 0.0, north_income_shift: float = 0.0
+                ) -> pd.DataFrame:
     """Loan applications as model features (the names of driftline.worker.feature_transform.FEATURES)."""
     age = np.clip(rng.normal(41, 12, n), 18, 90).round()
     income = np.exp(rng.normal(np.log(52_000) + income_shift, 0.45, n)).round(-2)
@@ -84,6 +110,10 @@ def credit_rows(rng: np.random.Generator, n: int, income_shift: float = 0.0, sco
                                       p=[0.62, 0.14, 0.14, 0.06, 0.04]),
         "home_ownership": rng.choice(["own", "mortgage", "rent"], n, p=[0.3, 0.35, 0.35]),
     })
+    if north_income_shift:  # applicants of one region only: a drift the whole population hides
+        north = (frame["region"] == "north").to_numpy()
+        frame.loc[north, "annual_income"] = (frame.loc[north, "annual_income"] * math.exp(north_income_shift)).round(-2)
+        frame["loan_to_income"] = (frame["loan_amount"] / frame["annual_income"]).round(4)
     if score_nulls:
         frame["credit_score"] = frame["credit_score"].astype(object)
         frame.loc[rng.random(n) < score_nulls, "credit_score"] = None
@@ -221,6 +251,7 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
                                    action=action, reason=reason, at=_dt(when)))
         summary.production = {CREDIT: "2", FRAUD: "1"}
 
+        fraud_events: dict[int, int] = {}
         for index, start in enumerate(starts):
             for model in (CREDIT, FRAUD):
                 version = serving(model, start)
@@ -232,7 +263,8 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
                     ramp = min((start - at(0.2)) / max(v2_from - at(0.2), 1), 1.0) if drifting else 0.0
                     frame = credit_rows(rng, n, income_shift=-0.45 * ramp, score_shift=-40 * ramp,
                                         score_nulls=0.15 if trouble and start >= at(0.86) else 0.0,
-                                        utilization_shift=0.6 if trouble and start >= at(0.93) else 0.0)
+                                        utilization_shift=0.6 if trouble and start >= at(0.93) else 0.0,
+                                        north_income_shift=-0.35 if trouble and start >= at(0.88) else 0.0)
                     probability = credit_probability(frame)
                 else:
                     frame = fraud_rows(rng, n)
@@ -246,53 +278,152 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
                 labelled = index < windows - 10  # the newest windows wait for their labels
                 ok = np.array([e["status"] == "ok" for e in events])
                 partitions = ((0, events[::2]), (1, events[1::2])) if model == CREDIT else ((0, events),)
+                segmented = model == CREDIT and version == "2" and start >= at(SEGMENTS_FROM)
                 for partition, part in partitions:
-                    state = WindowState.empty(baseline, sample_size=SAMPLE_PER_PARTITION).add_batch(
+                    state = WindowState.empty(baseline, sample_size=SAMPLE_PER_PARTITION,
+                                              segments=SEGMENTS if segmented else None).add_batch(
                         EventBatch.from_events(part))
                     if labelled and partition == 0:  # the label join: one collector folds the labels in
-                        state.add_labels(probability[ok], labels[ok])
+                        kept = [{"region": segment_key(r)} for r in frame["region"].to_numpy()[ok]] if segmented else None
+                        state.add_labels(probability[ok], labels[ok], kept)
                     session.add(WindowStateRecord(model=model, version=version, window_start_ms=start,
                                                   window_end_ms=start + window_ms, partition=partition,
                                                   events=len(part), state=state.to_bytes(),
                                                   updated_at=_dt(start + window_ms + 2_000)))
                 summary.windows.setdefault((model, version), []).append(start)
+                if model == FRAUD:
+                    fraud_events[start] = n
         session.flush()
-        _evaluate_with_detectors(session, summary, window_seconds)
+        _evaluate_with_detectors(session, summary, window_seconds, at(SEGMENTS_FROM))
+        session.flush()
+        _canary(session, summary, np.random.default_rng(seed + 1), starts[-CANARY_WINDOWS:], fraud_events,
+                windows - 10, window_seconds)
         session.flush()
         for model, version, start, feature in session.execute(
                 select(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms,
                        DetectorResult.feature)
-                .where(DetectorResult.detector == DATA_DRIFT, DetectorResult.breached, DetectorResult.feature != "")
+                .where(DetectorResult.detector == DATA_DRIFT, DetectorResult.breached, DetectorResult.feature != "",
+                       DetectorResult.segment == "")
                 .order_by(DetectorResult.feature)):
             summary.drifted_windows.setdefault((model, version), {}).setdefault(int(start), []).append(feature)
+        for segment, feature in session.execute(
+                select(DetectorResult.segment, DetectorResult.feature).distinct()
+                .where(DetectorResult.detector == DATA_DRIFT, DetectorResult.breached, DetectorResult.segment != "",
+                       DetectorResult.feature != "")
+                .order_by(DetectorResult.segment, DetectorResult.feature)):
+            summary.drifted_segments.setdefault(segment, []).append(feature)
         _alerts(session, summary, at, v2_from, v3_from, v3_to, trouble_from, window_ms)
     return summary
 
 
-def _evaluate_with_detectors(session, summary: SeedSummary, window_seconds: int) -> None:
-    """Every window through the scheduler's evaluation job, as `driftline scheduler` would."""
+def _evaluate_with_detectors(session, summary: SeedSummary, window_seconds: int, segments_from: int) -> None:
+    """Every window through the scheduler's evaluation job, as `driftline scheduler` would (with `[segments]`
+    for credit-default v2's windows from `segments_from` on, those whose states keep segments)."""
     from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, evaluate
 
     # A small, quick domain classifier: hundreds of windows are evaluated here, and the pages
     # only need the family's results to exist, not the defaults' power.
     quick = {vocabulary.MULTIVARIATE_DRIFT: {"folds": 2, "trees": 10, "max_rows": 200}}
     cache, config = BaselineCache(), EvaluationConfig(window_seconds, quick)
+    # A segment of a one-minute window holds tens of rows: the demo's [drift] judges from SEGMENT_MIN_ROWS.
+    segmented = EvaluationConfig(window_seconds, {**quick, "drift": {"min_rows": SEGMENT_MIN_ROWS}}, SEGMENTS)
     for (model, version), starts in summary.windows.items():
         for start in starts:
-            evaluate(session, WindowKey(model, version, start, start + window_seconds * 1000), cache, config)
+            chosen = segmented if (model, version) == (CREDIT, "2") and start >= segments_from else config
+            evaluate(session, WindowKey(model, version, start, start + window_seconds * 1000), cache, chosen)
+
+
+def _canary(session, summary: SeedSummary, rng: np.random.Generator, starts: list[int],  # noqa: ANN001
+            production_events: dict[int, int], labelled_windows: int, window_seconds: int) -> None:
+    """fraud-score v2 in a canary over `starts`: its windows written, evaluated and judged one by one by the
+    scheduler's rollout analysis, as a running service would; every stored time is the window's own.
+
+    `rng` is the canary's own, so the rest of the scenario draws the same numbers with or without it.
+    """
+    from sqlalchemy import update
+
+    from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, evaluate
+    from driftline.scheduler.rollouts import RolloutAnalysis, RolloutPolicies
+
+    window_ms, lateness_ms = window_seconds * 1000, defaults.ALLOWED_LATENESS_SECONDS * 1000
+    made = starts[0] - 3_600_000
+    baseline = _baseline(rng, FRAUD)
+    session.add(ModelVersion(
+        model=FRAUD, version=CANARY_CANDIDATE, artifact_path=f"/models/{FRAUD}/{CANARY_CANDIDATE}/model.pt",
+        metrics={"auc": 0.83, "log_loss": 0.39, "accuracy": 0.85, "rows": baseline.rows},
+        feature_schema=[{"name": n, "kind": p.kind} for n, p in baseline.profiles.items()], stage="registered",
+        description="fraud scorer with a faster feature lookup", created_at=_dt(made)))
+    session.add(BaselineRecord(model=FRAUD, version=CANARY_CANDIDATE, rows=baseline.rows, summary=baseline.to_dict(),
+                               source="train", created_at=_dt(made)))
+    session.flush()
+    set_plan(session, canary_plan(FRAUD, CANARY_CANDIDATE, CANARY_START_WEIGHT),
+             reason="first look at v2 on live traffic")
+    session.flush()
+    _date_plan(session, starts[0] - 60_000, started=True)
+    cache, config = BaselineCache(), EvaluationConfig(window_seconds, {})
+    analysis = RolloutAnalysis(RolloutPolicies(CANARY_POLICY), cache)
+    weight = float(CANARY_START_WEIGHT)
+    for index, start in enumerate(starts, start=len(summary.windows[(FRAUD, "1")]) - len(starts)):
+        # the candidate's share of the model's traffic; production's windows are already written
+        n = max(int(production_events[start] * weight / (100.0 - weight)), 1)
+        frame = fraud_rows(rng, n)
+        probability = fraud_probability(frame)
+        events = _events(rng, FRAUD, CANARY_CANDIDATE, frame, probability, start, window_ms, 18.0, 0.004)
+        ok = np.array([e["status"] == "ok" for e in events])
+        state = WindowState.empty(baseline, sample_size=SAMPLE_PER_PARTITION).add_batch(EventBatch.from_events(events))
+        if index < labelled_windows:
+            labels = (rng.random(n) < probability).astype(np.int64)
+            state.add_labels(probability[ok], labels[ok])
+        session.add(WindowStateRecord(model=FRAUD, version=CANARY_CANDIDATE, window_start_ms=start,
+                                      window_end_ms=start + window_ms, partition=0, events=n, state=state.to_bytes(),
+                                      updated_at=_dt(start + window_ms + 2_000)))
+        session.flush()
+        evaluate(session, WindowKey(FRAUD, CANARY_CANDIDATE, start, start + window_ms), cache, config)
+        summary.windows.setdefault((FRAUD, CANARY_CANDIDATE), []).append(start)
+        judged_at = start + window_ms + lateness_ms
+        outcomes = analysis.analyse(session, FRAUD, judged_at, lateness_ms)
+        session.execute(update(RolloutVerdict).where(RolloutVerdict.model == FRAUD,
+                                                     RolloutVerdict.window_start_ms == start)
+                        .values(evaluated_at=_dt(judged_at)))
+        for outcome in outcomes:
+            if outcome.step.action == vocabulary.STEP_UP:
+                weight = float(outcome.step.weight)
+                _date_plan(session, judged_at)
+            elif outcome.step.action != vocabulary.STEP_HOLD:
+                raise AssertionError(f"the demo canary should only step up, the policy did {outcome.step}")
+        session.flush()
+    verdicts = session.scalars(select(RolloutVerdict).where(RolloutVerdict.model == FRAUD)
+                               .order_by(RolloutVerdict.window_start_ms)).all()
+    summary.rollout = {"model": FRAUD, "candidate": CANARY_CANDIDATE, "weight": weight,
+                       "verdicts": [(v.window_start_ms, v.verdict, list(v.reasons)) for v in verdicts],
+                       "steps": [(s.by, s.action, s.reason) for s in session.scalars(
+                           select(RolloutStep).where(RolloutStep.model == FRAUD).order_by(RolloutStep.id))]}
+
+
+def _date_plan(session, at_ms: int, started: bool = False) -> None:  # noqa: ANN001
+    """The plan's newest step and its change time at `at_ms` (the writer stamps the wall clock)."""
+    from sqlalchemy import func, update
+
+    newest = session.scalar(select(func.max(RolloutStep.id)).where(RolloutStep.model == FRAUD))
+    session.execute(update(RolloutStep).where(RolloutStep.id == newest).values(at=_dt(at_ms)))
+    values = {"updated_at": _dt(at_ms), **({"started_at": _dt(at_ms)} if started else {})}
+    session.execute(update(RolloutPlan).where(RolloutPlan.model == FRAUD).values(**values))
 
 
 def _alerts(session, summary: SeedSummary, at, v2_from: int, v3_from: int, v3_to: int,  # noqa: ANN001
             trouble_from: int, window_ms: int) -> None:
-    def alert(model, version, detector, feature, severity, state, value, threshold, text, start, fired, resolved):
-        fingerprint = uuid.uuid5(uuid.NAMESPACE_URL, f"{model}/{version}/{detector}/{feature}").hex
+    def alert(model, version, detector, feature, severity, state, value, threshold, text, start, fired, resolved,
+              segment=""):
+        fingerprint = uuid.uuid5(uuid.NAMESPACE_URL, f"{model}/{version}/{detector}/{feature}"
+                                 + (f"/{segment}" if segment else "")).hex
         session.add(Alert(fingerprint=fingerprint, model=model, version=version, detector=detector, feature=feature,
-                          severity=severity, state=state, value=value, threshold=threshold, summary=text,
+                          segment=segment, severity=severity, state=state, value=value, threshold=threshold, summary=text,
                           started_at=_dt(start), fired_at=None if fired is None else _dt(fired),
                           resolved_at=None if resolved is None else _dt(resolved),
                           last_window_start_ms=summary.last_window_ms, updated_at=_dt(resolved or fired or start)))
         if state == "firing":
-            summary.firing.append({"model": model, "version": version, "detector": detector, "feature": feature})
+            summary.firing.append({"model": model, "version": version, "detector": detector, "feature": feature,
+                                   **({"segment": segment} if segment else {})})
         return fingerprint
 
     drift_fp = alert(CREDIT, "1", DATA_DRIFT, "annual_income", "warning", "resolved", 0.41, 0.2,
@@ -303,6 +434,11 @@ def _alerts(session, summary: SeedSummary, at, v2_from: int, v3_from: int, v3_to
                        "credit_score missing rate 15% (baseline 0%)", at(0.86), at(0.86) + 3 * window_ms, None)
     alert(CREDIT, "2", DATA_DRIFT, "credit_utilization", "warning", "pending", None, 0.2,
           "credit_utilization drifting (psi over 0.2), waiting for a third window", at(0.97), None, None)
+    north = summary.drifted_segments.get(DRIFTING_SEGMENT, [])
+    if north:  # the segment's own drift, as the alert evaluator raises it for three breached windows
+        alert(CREDIT, "2", DATA_DRIFT, north[0], "warning", "firing", None, 0.2,
+              f"{north[0]} drifted in {DRIFTING_SEGMENT} (psi over 0.2); the other regions are quiet",
+              at(0.88), at(0.88) + 3 * window_ms, None, segment=DRIFTING_SEGMENT)
     fraud_fp = alert(FRAUD, "1", LATENCY, "total", "critical", "resolved", 321.0, 250.0,
                      "p99 latency 321 ms over the 250 ms SLO", at(0.4), at(0.4) + 3 * window_ms, at(0.45) + 5 * window_ms)
     rows = [
