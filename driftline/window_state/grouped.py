@@ -69,14 +69,7 @@ def fold_groups(states: list["WindowState"], batch: EventBatch, groups: np.ndarr
         _add_feature(states, live, rows, by, name, column, batch.feature_types.get(name, {}), absent.get(name),
                      profile)
     for g in live:
-        state = states[g]
-        expected = state.baseline.profiles if state.baseline is not None else state.features
-        for name in expected:
-            if name not in batch.features:
-                window = state.features.get(name)
-                if window is None:
-                    window = state.features[name] = FeatureWindow(kind=expected[name].kind)
-                window.add_missing(int(rows[g].size))
+        states[g].add_absent_features(batch, int(rows[g].size))
     _add_prediction(states, live, rows, by, batch)
     for part, values in batch.latency_ms.items():
         for g in live:

@@ -141,13 +141,7 @@ class WindowState:
                 kind = profile.kind if profile is not None else (NUMERIC if column.dtype == np.float64 else CATEGORICAL)
                 window = self.features[name] = FeatureWindow(kind=kind)
             window.add(column, batch.feature_types.get(name, {}), batch.absent.get(name, 0), profile)
-        expected = self.baseline.profiles if self.baseline is not None else self.features
-        for name in expected:
-            if name not in batch.features:
-                window = self.features.get(name)
-                if window is None:
-                    window = self.features[name] = FeatureWindow(kind=expected[name].kind)
-                window.add_missing(n)
+        self.add_absent_features(batch, n)
 
         self._add_prediction(batch)
         for part, values in batch.latency_ms.items():
@@ -162,6 +156,16 @@ class WindowState:
             segment_states.fold_batch(by_value, batch, segment_states.column_keys(batch, column), self.segment_track,
                                       self._sub_state)
         return self
+
+    def add_absent_features(self, batch: EventBatch, rows: int) -> None:
+        """Count `rows` missing values for each feature the baseline (or this window) has and `batch` lacks."""
+        expected = self.baseline.profiles if self.baseline is not None else self.features
+        for name in expected:
+            if name not in batch.features:
+                window = self.features.get(name)
+                if window is None:
+                    window = self.features[name] = FeatureWindow(kind=expected[name].kind)
+                window.add_missing(rows)
 
     def _add_prediction(self, batch: EventBatch) -> None:
         values = batch.prediction
