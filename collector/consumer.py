@@ -365,6 +365,7 @@ class Collector(FlushCoordination, PartitionPlacement):
 
     # --- housekeeping --------------------------------------------------------------------------------
     def _maintain(self) -> None:
+        self._folders.check()
         now = time.monotonic()
         if self._needs_verify and self._verify_future is None and now >= self._retry_at:
             self._begin_verify()

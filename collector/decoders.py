@@ -160,6 +160,12 @@ class DecoderPool:
         self.failed = True
         return DecoderFailed(message)
 
+    def check(self) -> None:
+        """Raise `DecoderFailed` if a decoder has exited: one that is sent nothing (its partitions idle,
+        or none assigned) would otherwise be found dead only when records reach it."""
+        if any(proc.poll() is not None for proc in self._procs):
+            raise self._failure(f"a decoder process is gone ({self._exit_codes()})")
+
     def process(self, key: PartitionKey, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
         self._send(self._index(key), ("process", key, list(offsets), list(values)))
 

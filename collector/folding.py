@@ -371,7 +371,7 @@ class PartitionFolders:
     """The folders of the inference partitions folded in this process, made on first use.
 
     The collector talks to these the same way as to a `driftline.collector.decoders.DecoderPool`
-    (which runs one of these in each decoder process): process, take, reset,
+    (which runs one of these in each decoder process): check, process, take, reset,
     forget_ids, drop, close.
     """
 
@@ -386,6 +386,9 @@ class PartitionFolders:
         if found is None:
             found = self._folders[key] = self._new_folder(key)
         return found
+
+    def check(self) -> None:
+        """Nothing to check: folding in this process has no decoder to lose (see `DecoderPool.check`)."""
 
     def process(self, key: PartitionKey, offsets: Sequence[int], values: Sequence[bytes | None]) -> None:
         self.folder(key).process(offsets, values)

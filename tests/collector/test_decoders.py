@@ -155,6 +155,21 @@ def test_a_killed_decoder_stops_the_collector_and_a_restart_stores_everything_on
     assert ckit.events(sqlite_url, model) == len(docs)
 
 
+def test_a_decoder_killed_while_the_collector_is_idle_stops_it(broker, sqlite_url, ckit, unique_id):
+    """Nothing more is sent to the dead decoder (its partitions are read to the end): the collector still exits."""
+    model = f"decidle-{unique_id}"
+    docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + i) for i in range(200)]
+    ckit.produce(broker, [ckit.encode(d) for d in docs])
+    idle = ckit.spawn(broker, sqlite_url, f"decidle-{unique_id}", "--decoders", "2", "--flush-interval", "0.05",
+                      name="idle")
+    wait_until(lambda: ckit.events(sqlite_url, model) == len(docs), timeout=60, message="every event stored")
+    decoders = wait_until(lambda: len(_children(idle.process.pid)) == 2 and _children(idle.process.pid),
+                          message="two decoder processes")
+    os.kill(decoders[1], signal.SIGKILL)
+    assert idle.wait(30) != 0
+    assert "decoder" in idle.output() and "gone" in idle.output() and "exit -9" in idle.output()
+
+
 def test_sigkill_of_the_collector_leaves_no_decoder_behind(broker, sqlite_url, ckit, unique_id):
     collector = ckit.spawn(broker, sqlite_url, f"orphans-{unique_id}", "--decoders", "2", name="killed")
     decoders = wait_until(lambda: len(_children(collector.process.pid)) == 2 and _children(collector.process.pid),
