@@ -33,7 +33,7 @@ from driftline.detectors.decision import (
     decide_feature,
     significance_test,
 )
-from driftline.detectors.batch_performance import performance_reference, window_performance
+from driftline.detectors.batch_performance import check_label, performance_reference, window_performance
 from driftline.detectors.thresholds import WindowThresholds
 from driftline.detectors.reference_thresholds import FIXED as FIXED_SOURCE
 from driftline.detectors.reference_thresholds import REFERENCE as REFERENCE_SOURCE
@@ -411,10 +411,11 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     `on_window(done, total, rows)` is called after each window (for progress).
     `workers` threads share the per-feature work (default: `default_workers()`;
     results do not depend on it). `label` (a column of the reference, needs
-    `prediction` to be the score, or ``"p_a,p_b,..."`` one probability column per
-    class): each window gains ``performance`` (`driftline.detectors.batch_performance`),
-    judged by `performance_thresholds`. `segment_by` adds each window's ``segments``
-    (`driftline.detectors.segments`); ``thresholds.threshold_source ==
+    `prediction` to be the score, ``"p_a,p_b,..."`` one probability column per
+    class, or a regression model's predicted value): each window gains ``performance``
+    (`driftline.detectors.batch_performance`), judged by `performance_thresholds`.
+    `segment_by` adds each window's ``segments`` (`driftline.detectors.segments`);
+    ``thresholds.threshold_source ==
     "reference"`` derives effect-size thresholds from the reference
     (`driftline.detectors.reference_thresholds`). `multivariate`: the multivariate detectors' alarm
     levels and sample bounds (True: `driftline.defaults`; False: no ``multivariate``
@@ -437,10 +438,13 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
         performance = performance_reference(reference, columns, label)
         ignore, prediction = [*ignore, *[c for c in columns if c not in ignore]], None
     if label is not None:
-        performance = performance or performance_reference(reference, prediction, label)
+        if performance is None:
+            check_label(reference, prediction, label)  # before the label joins --ignore, whose errors would mislead
         ignore = [*ignore, label] if label not in ignore else ignore  # the label is the target, not a feature
     kinds = feature_kinds(reference, current, categorical=categorical, ignore=ignore, prediction=prediction,
                           timestamp=timestamp)
+    if label is not None and performance is None:
+        performance = performance_reference(reference, prediction, label, kinds)  # a regression's inputs: kinds
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
     workers = default_workers() if workers is None else workers
     profile = ReferenceProfile(reference, kinds, workers)

@@ -1,7 +1,9 @@
-"""`detect --label`: each window's estimated performance (CBPE) and, when the current data holds labels, realized.
+"""`detect --label`: each window's estimated performance and, when the current data holds labels, realized.
 
-Pure: the reference's scores and labels give the calibration once (`PerformanceReference`);
-each window's scores give the estimate with its band (`driftline.detectors.estimated_quality`).
+Pure: the reference's labels give, once, the calibration of a binary classifier
+(`PerformanceReference`, CBPE), the per-class calibrations of a multiclass one
+(`MulticlassReference`), or the loss estimators of a regression model (`RegressionReference`,
+direct loss estimation); each window's predictions give the estimate with its band.
 """
 from __future__ import annotations
 
@@ -21,17 +23,25 @@ from driftline.detectors.estimation_multiclass import (
     reference_variances,
 )
 from driftline.detectors.estimation import score_counts
+from driftline.detectors.estimation_regression import (
+    LossEstimator,
+    estimate_regression,
+    fit_loss_estimator,
+    realized_regression,
+)
 from driftline.detectors.quality_stats import training_calibration
 from driftline.detectors.thresholds import WindowThresholds
+from driftline import defaults
 from driftline.baseline import BINARY, LabelSummary, category_key
 from driftline.errors import UserError
 from driftline.vocabulary import INSUFFICIENT_DATA_KEY, REASON_KEY
 
-__all__ = ["MulticlassReference", "PerformanceReference", "performance_reference", "window_performance"]
+__all__ = ["MulticlassReference", "PerformanceReference", "RegressionReference", "check_label",
+           "performance_reference", "window_performance"]
 
-_NOT_ESTIMATED = ("estimated performance covers binary classifiers (labels 0/1, a score in [0, 1] in --prediction) "
-                  "and multiclass ones (one probability column per class: --prediction p_a,p_b,p_c); "
-                  "regression models are not estimated yet")
+_NOT_ESTIMATED = ("estimated performance covers binary classifiers (labels 0/1, a score in [0, 1] in --prediction), "
+                  "multiclass ones (one probability column per class: --prediction p_a,p_b,p_c) and regression "
+                  "models (a numeric label, not only 0/1, and the numeric prediction in --prediction)")
 
 
 def _scores(frame: pd.DataFrame, prediction: str, where: str) -> np.ndarray:
@@ -69,14 +79,7 @@ class PerformanceReference:
     @classmethod
     def from_frame(cls, reference: pd.DataFrame, prediction: str | None, label: str) -> "PerformanceReference":
         """Raises `UserError` without --prediction, without the label column, or for a non-binary model."""
-        if prediction is None:
-            raise UserError(f"--label {label} needs --prediction COL, the column of the model's scores "
-                            f"(the probability of label 1) in both files")
-        if label not in reference.columns:
-            raise UserError(f"--label {label}: the reference has no such column; performance is estimated from the "
-                            f"reference's labels (columns: {', '.join(map(str, reference.columns))})")
-        if label == prediction:
-            raise UserError(f"--label and --prediction name the same column {label}")
+        prediction = check_label(reference, prediction, label)
         scores = _scores(reference, prediction, "reference")
         labels = _labels(reference, label, "reference")
         summary = LabelSummary(task=BINARY).add(scores, labels)
@@ -85,6 +88,65 @@ class PerformanceReference:
         calibration = training_calibration(summary)
         assert calibration is not None  # a binary summary with rows always has one
         return cls(prediction, label, summary, calibration)
+
+
+def check_label(reference: pd.DataFrame, prediction: str | None, label: str) -> str:
+    """The one prediction column; `UserError` without it, without the label column, or when they are the same."""
+    if prediction is None:
+        raise UserError(f"--label {label} needs --prediction COL, the column of the model's scores "
+                        f"(the probability of label 1) or of its predicted values (regression) in both files")
+    if label not in reference.columns:
+        raise UserError(f"--label {label}: the reference has no such column; performance is estimated from the "
+                        f"reference's labels (columns: {', '.join(map(str, reference.columns))})")
+    if label == prediction:
+        raise UserError(f"--label and --prediction name the same column {label}")
+    return prediction
+
+
+def _numeric(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
+
+
+def _finite(frame: pd.DataFrame, column: str) -> np.ndarray:
+    values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.where(np.isfinite(values), values, np.nan)  # infinities are skipped as nulls are
+
+
+def is_regression(reference: pd.DataFrame, label: str) -> bool:
+    """A numeric label holding values other than 0 and 1 (a binary label is 0/1 only)."""
+    if not _numeric(reference[label]):
+        return False
+    values = _finite(reference, label)
+    values = values[np.isfinite(values)]
+    return bool(values.size) and not np.isin(values, (0.0, 1.0)).all()
+
+
+@dataclass(frozen=True)
+class RegressionReference:
+    """A regression model's loss estimators (direct loss estimation), fitted on the reference's labelled rows."""
+
+    prediction: str
+    label: str
+    estimator: LossEstimator
+
+    @classmethod
+    def from_frame(cls, reference: pd.DataFrame, prediction: str, label: str,
+                   kinds: dict[str, str]) -> "RegressionReference":
+        """`kinds`: the monitored columns (`feature_kinds`, the prediction among them), the estimators' inputs."""
+        _regression_values(reference, prediction, label, "reference")
+        truth, predicted = _finite(reference, label), _finite(reference, prediction)
+        labelled = int((np.isfinite(truth) & np.isfinite(predicted)).sum())
+        if labelled < defaults.LOSS_ESTIMATOR_MIN_ROWS:
+            raise UserError(f"--label {label}: the reference has {labelled} rows with a finite label and prediction; "
+                            f"estimating a regression model's error needs {defaults.LOSS_ESTIMATOR_MIN_ROWS}")
+        return cls(prediction, label, fit_loss_estimator(reference, kinds, truth, predicted, prediction))
+
+
+def _regression_values(frame: pd.DataFrame, prediction: str, label: str | None, where: str) -> None:
+    for option, column in (("--prediction", prediction), ("--label", label)):
+        if column is not None and not _numeric(frame[column]) and frame[column].notna().any():
+            raise UserError(f"{option} {column} must hold numbers for a regression model (the reference's label "
+                            f"is numeric); the {where} holds {frame[column].dtype} values")
 
 
 @dataclass(frozen=True)
@@ -135,13 +197,20 @@ def _class_index(series: pd.Series, classes: list[str]) -> np.ndarray:
     return np.array([-1 if pd.isna(v) else position.get(category_key(v), -1) for v in series.tolist()], dtype=np.intp)
 
 
-def performance_reference(reference: pd.DataFrame, prediction: str | list[str] | None,
-                          label: str) -> "PerformanceReference | MulticlassReference":
-    """Binary (one score column) or multiclass (several probability columns) reference for `detect --label`."""
+Reference = PerformanceReference | MulticlassReference | RegressionReference
+
+
+def performance_reference(reference: pd.DataFrame, prediction: str | list[str] | None, label: str,
+                          kinds: dict[str, str] | None = None) -> Reference:
+    """Binary (one score column), multiclass (several probability columns) or regression (a numeric label not
+    only 0/1; `kinds`, the monitored columns, are the loss estimators' inputs) reference for `detect --label`."""
     if isinstance(prediction, list) and len(prediction) > 1:
         return MulticlassReference.from_frame(reference, prediction, label)
     if isinstance(prediction, list):
         prediction = prediction[0] if prediction else None
+    prediction = check_label(reference, prediction, label)
+    if is_regression(reference, label):
+        return RegressionReference.from_frame(reference, prediction, label, kinds or {prediction: "numeric"})
     return PerformanceReference.from_frame(reference, prediction, label)
 
 
@@ -193,15 +262,56 @@ def _entry(result: Any) -> dict[str, Any]:
     return entry
 
 
-def window_performance(reference: PerformanceReference | MulticlassReference, frame: pd.DataFrame,
-                       thresholds: WindowThresholds) -> dict[str, Any]:
+def _regression_performance(reference: RegressionReference, frame: pd.DataFrame,
+                            thresholds: WindowThresholds) -> dict[str, Any]:
+    has_label = reference.label in frame.columns
+    _regression_values(frame, reference.prediction, reference.label if has_label else None, "current data")
+    predicted = _finite(frame, reference.prediction)
+    z = thresholds.estimated_quality_z
+    estimates = estimate_regression(reference.estimator, frame, z)
+    rows = int(np.isfinite(predicted).sum())
+    estimated = {}
+    for metric, estimate in estimates.items():
+        training = reference.estimator.training.get(metric)
+        threshold = None if training is None else training * (1.0 + thresholds.estimated_quality_max_error_increase)
+        entry = {"value": estimate.value, "lower": estimate.lower, "upper": estimate.upper, "alert": False,
+                 "standard_error": estimate.standard_error, "training": training}
+        if rows < thresholds.estimated_quality_min_rows:
+            entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: f"{INSUFFICIENT_DATA}: {rows} predicted rows < "
+                                                                   f"{thresholds.estimated_quality_min_rows}"})
+        else:  # an error: lower is better, so even the band's optimistic end is worse than training
+            entry["alert"] = bool(threshold is not None and estimate.lower is not None and estimate.lower > threshold)
+        estimated[metric] = entry
+    out: dict[str, Any] = {"estimated": estimated}
+    if has_label:
+        truth = _finite(frame, reference.label)
+        labelled = np.isfinite(truth) & np.isfinite(predicted)
+        realized = realized_regression(truth[labelled], predicted[labelled])
+        expected = estimate_regression(reference.estimator, frame[labelled], z)
+        out["realized"] = {}
+        for metric in estimates:
+            value, on_labels = realized[metric], expected[metric]
+            gap = None if value is None or on_labels.value is None else value - on_labels.value
+            concept = None
+            if gap is not None and on_labels.standard_error and labelled.sum() >= thresholds.quality_min_labels:
+                concept = bool(abs(gap) > z * on_labels.standard_error)
+            out["realized"][metric] = {"value": value, "labels": int(labelled.sum()), "gap": gap,
+                                       "concept_drift": concept}
+    return out
+
+
+def window_performance(reference: Reference, frame: pd.DataFrame, thresholds: WindowThresholds) -> dict[str, Any]:
     """``{"estimated": {metric: {value, lower, upper, alert, ...}}, "realized": {metric: {value, gap, ...}}}``.
 
     ``realized`` only when `frame` holds the label column: the metric on the rows
     with a label, ``gap`` realized minus what the estimate expects on those rows,
     ``concept_drift`` the gap beyond ``z`` standard errors (`judge_estimates`).
     Multiclass: accuracy and macro F1 only (`driftline.detectors.estimation_multiclass`).
+    Regression: MAE and RMSE (`driftline.detectors.estimation_regression`), alerting when the
+    band's lower end exceeds ``training * (1 + estimated_quality_max_error_increase)``.
     """
+    if isinstance(reference, RegressionReference):
+        return _regression_performance(reference, frame, thresholds)
     if isinstance(reference, MulticlassReference):
         return _multiclass_performance(reference, frame, thresholds)
     scores = _scores(frame, reference.prediction, "current data")

@@ -78,6 +78,7 @@ class WindowThresholds:
     quality_pool_max_windows: int = defaults.QUALITY_POOL_MAX_WINDOWS
     estimated_quality_z: float = defaults.ESTIMATED_QUALITY_Z
     estimated_quality_max_drop: float = defaults.ESTIMATED_QUALITY_MAX_DROP
+    estimated_quality_max_error_increase: float = defaults.ESTIMATED_QUALITY_MAX_ERROR_INCREASE
     estimated_quality_min_rows: int = defaults.ESTIMATED_QUALITY_MIN_ROWS
     estimated_quality_max_outside_share: float = defaults.ESTIMATED_QUALITY_MAX_OUTSIDE_SHARE
 
@@ -89,8 +90,8 @@ class WindowThresholds:
             raise UserError("quality_z, quality_min_class_count and quality_min_labels must not be negative")
         if self.quality_pool_min_labels < 0 or self.quality_pool_max_windows < 0:
             raise UserError("quality_pool_min_labels and quality_pool_max_windows must not be negative")
-        if min(self.estimated_quality_z, self.estimated_quality_max_drop, self.estimated_quality_min_rows,
-               self.estimated_quality_max_outside_share) < 0:
+        if min(self.estimated_quality_z, self.estimated_quality_max_drop, self.estimated_quality_max_error_increase,
+               self.estimated_quality_min_rows, self.estimated_quality_max_outside_share) < 0:
             raise UserError("the estimated_quality_* thresholds must not be negative")
 
     @classmethod

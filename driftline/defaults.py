@@ -566,6 +566,26 @@ ESTIMATED_QUALITY_MIN_ROWS = 100
 # The share of a window's scores outside the score range the training labels covered
 # (the calibration is extrapolated there) above which the estimate is untrusted.
 ESTIMATED_QUALITY_MAX_OUTSIDE_SHARE = 0.05
+# Regression (direct loss estimation, detectors/estimation_regression.py): MAE and RMSE
+# alert when the band's lower end exceeds training by this share (relative), i.e. even
+# the optimistic reading is 20 % worse than training; the same margin model_quality's
+# error floor (QUALITY_MAX_ERROR_INCREASE) pages on.
+ESTIMATED_QUALITY_MAX_ERROR_INCREASE = 0.2
+# Reference rows the loss estimators are fitted on (a seeded uniform sample beyond that):
+# 2 losses x LOSS_ESTIMATOR_FOLDS fits of this size take about a second of one core,
+# and the estimator's own error, measured on held-out rows, is in the band anyway.
+LOSS_ESTIMATOR_MAX_ROWS = 20_000
+# A regression reference needs this many labelled rows (finite label and prediction):
+# fewer, and ten bins of held-out rows cannot measure the estimator's error.
+LOSS_ESTIMATOR_MIN_ROWS = 300
+# Cross-fitting folds: every reference row has a loss predicted by estimators that never
+# saw it (the band's spread and bias terms); a window is scored by the folds' mean.
+LOSS_ESTIMATOR_FOLDS = 3
+# Boosting iterations, leaves per tree and step (HistGradientBoostingRegressor, Poisson
+# loss): enough for a loss that depends on a few features smoothly, bounded in cost.
+LOSS_ESTIMATOR_TREES = 60
+LOSS_ESTIMATOR_LEAVES = 15
+LOSS_ESTIMATOR_LEARNING_RATE = 0.1
 
 # --- Worker: shared Redis cache and the retraining process (worker/) ---------------
 # The optional Redis tier of the prediction cache (`driftline worker --cache-url`).

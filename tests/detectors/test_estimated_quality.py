@@ -209,7 +209,7 @@ def test_detect_flags_the_gap_under_concept_drift():
 @pytest.mark.parametrize("change, message", [
     (dict(prediction=None), "needs --prediction"),
     (dict(label="nope"), "the reference has no such column"),
-    (dict(label="grade"), "regression models are not estimated yet"),
+    (dict(label="grade"), r"not 0/1\. .* and regression models \(a numeric label"),
     (dict(label="grade", prediction="score,x"), "names 2 probability columns but --label grade has 3 classes"),
     (dict(label=None, prediction="score,x"), "need --label"),
     (dict(prediction="grade"), "must hold the model's scores"),

@@ -1,0 +1,198 @@
+r"""Direct loss estimation (DLE): a regression model's MAE and RMSE from its inputs and predictions alone.
+
+The method of NannyML's DLE (NannyML documentation, "Direct Loss Estimation"): on the
+reference, where the target *y* is known, a gradient-boosted regressor (scikit-learn's
+``HistGradientBoostingRegressor``, Poisson loss: a mean estimate that stays positive)
+learns each row's loss from the model's features and its prediction :math:`\hat y`:
+:math:`f_a(x) \approx E[|y - \hat y| \mid x]` and :math:`f_s(x) \approx E[(y - \hat y)^2 \mid x]`.
+A window's estimates are the means of those predicted losses over its rows,
+
+.. math::
+    \widehat{MAE} = \frac1n \sum_i f_a(x_i), \qquad \widehat{RMSE} = \sqrt{\frac1n \sum_i f_s(x_i)}.
+
+Assumptions: the relation between the features and the loss is the reference's (no
+concept drift), and the estimator learnt it; a window far outside the reference's
+feature range is an extrapolation.
+
+Cross-fitting: the (capped) reference is cut into K folds; fold *k*'s estimators are fitted
+on the others, so each reference row has a held-out prediction. A window is scored by the
+mean of the K fitted estimators. From the held-out residuals :math:`r_i = \ell_i - f(x_i)`:
+
+* per-row spread: :math:`Var(\ell_i \mid x_i) \approx c\, f(x_i)^2` with
+  :math:`c = \sum r_i^2 / \sum f(x_i)^2` (the loss's scale follows its predicted mean);
+* the estimator's own error: the reference rows in ten bins of predicted loss, each bin's
+  relative bias :math:`\rho_b = \sum_b r_i / \sum_b f(x_i)`; :math:`s^2` = the mean of
+  :math:`\rho_b^2` less its sampling part (at least 0), a relative error that does not
+  average out within a window.
+
+Standard error of the realized metric around the estimate
+:math:`SE^2 = c \sum_i f(x_i)^2 / n^2 + s^2 \hat m^2` (:math:`\hat m` the estimated mean loss);
+RMSE's by the delta method, :math:`SE_{MSE} / (2\,\widehat{RMSE})`. Band: value ± z·SE.
+
+Nothing here does I/O.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from driftline import defaults
+from driftline.detectors.estimation import Estimate
+from driftline.vocabulary import MAE, RMSE
+
+__all__ = ["REGRESSION_METRICS", "LossEstimator", "estimate_regression", "fit_loss_estimator",
+           "realized_regression"]
+
+REGRESSION_METRICS = (MAE, RMSE)
+_ABSOLUTE, _SQUARED = "absolute", "squared"
+_BIAS_BINS = 10
+# HistGradientBoosting's categorical support takes at most this many categories (its max_bins less one)
+_MAX_CATEGORIES = 254
+
+
+@dataclass(frozen=True)
+class _LossModel:
+    """One loss's K fold estimators and what their held-out predictions measured."""
+
+    models: list[Any]
+    scale: float  # the loss's reference mean: targets are fitted divided by it
+    spread: float  # c: Var(loss | x) ~ c f(x)^2
+    model_error: float  # s^2: the estimator's relative error, squared
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.scale * np.mean([m.predict(x) for m in self.models], axis=0)
+
+
+@dataclass(frozen=True)
+class LossEstimator:
+    """Estimators of each row's absolute and squared error, fitted on a regression model's reference."""
+
+    columns: list[str]  # features, then the prediction
+    categories: dict[str, list[Any]]  # categorical columns: the codes' categories
+    absolute: _LossModel
+    squared: _LossModel
+    training: dict[str, float | None]  # realized MAE and RMSE on the reference's labelled rows
+    rows: int  # reference rows the estimators were fitted on
+
+    def encode(self, frame: pd.DataFrame) -> np.ndarray:
+        return _encode(frame, self.columns, self.categories)
+
+
+def _encode(frame: pd.DataFrame, columns: list[str], categories: Mapping[str, list[Any]]) -> np.ndarray:
+    """The columns as numbers: categories as their reference codes (unseen or null: NaN)."""
+    out = np.empty((len(frame), len(columns)), dtype=np.float64)
+    for j, column in enumerate(columns):
+        if column in categories:
+            codes = {c: float(i) for i, c in enumerate(categories[column])}
+            out[:, j] = [codes.get(v, np.nan) for v in frame[column].astype(object).tolist()]
+        else:
+            out[:, j] = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    out[~np.isfinite(out)] = np.nan
+    return out
+
+
+def _categories(series: pd.Series) -> list[Any]:
+    counts = series.dropna().astype(object).value_counts()
+    return counts.index[:_MAX_CATEGORIES].tolist()  # the rarest beyond that are read as missing
+
+
+def _model(categorical: np.ndarray, seed: int) -> Any:
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    return HistGradientBoostingRegressor(loss="poisson", max_iter=defaults.LOSS_ESTIMATOR_TREES,
+                                         max_leaf_nodes=defaults.LOSS_ESTIMATOR_LEAVES,
+                                         learning_rate=defaults.LOSS_ESTIMATOR_LEARNING_RATE,
+                                         categorical_features=categorical if categorical.any() else None,
+                                         early_stopping=False, random_state=seed)
+
+
+def _fit_loss(x: np.ndarray, loss: np.ndarray, folds: np.ndarray, categorical: np.ndarray, seed: int) -> _LossModel:
+    from threadpoolctl import threadpool_limits
+
+    scale = float(loss.mean()) or 1.0
+    held_out = np.empty_like(loss)
+    models = []
+    # One thread: OpenMP workers spinning on a busy machine cost more than the fit itself.
+    with threadpool_limits(limits=1, user_api="openmp"):
+        for k in range(int(folds.max()) + 1):
+            model = _model(categorical, seed).fit(x[folds != k], loss[folds != k] / scale)
+            held_out[folds == k] = scale * model.predict(x[folds == k])
+            models.append(model)
+    residual = loss - held_out
+    spread = float((residual ** 2).sum() / max(float((held_out ** 2).sum()), 1e-300))
+    order = np.argsort(held_out, kind="stable")
+    excess = []
+    for part in np.array_split(order, _BIAS_BINS):
+        predicted = float(held_out[part].sum())
+        if predicted > 0:
+            excess.append((residual[part].sum() / predicted) ** 2 - (residual[part] ** 2).sum() / predicted ** 2)
+    return _LossModel(models, scale, spread, max(0.0, float(np.mean(excess))) if excess else 0.0)
+
+
+def fit_loss_estimator(frame: pd.DataFrame, kinds: Mapping[str, str], truth: np.ndarray, predicted: np.ndarray,
+                       prediction: str, max_rows: int = defaults.LOSS_ESTIMATOR_MAX_ROWS,
+                       folds: int = defaults.LOSS_ESTIMATOR_FOLDS, seed: int = 0) -> LossEstimator:
+    """Cross-fitted estimators of |y - ŷ| and (y - ŷ)² from `frame`'s `kinds` columns and the `prediction` column.
+
+    `truth` and `predicted`: the reference's targets and predictions (rows where either is not
+    finite are left out). Fitted on at most `max_rows` rows (a seeded uniform sample).
+    Deterministic for a given `seed`. Needs at least `folds` rows (callers ask for more).
+    """
+    keep = np.flatnonzero(np.isfinite(truth) & np.isfinite(predicted))
+    rng = np.random.default_rng(seed)
+    if keep.size > max_rows:
+        keep = np.sort(rng.choice(keep, size=max_rows, replace=False))
+    if keep.size < folds:
+        raise ValueError(f"fit_loss_estimator needs at least {folds} labelled rows")
+    columns = [c for c in kinds if c != prediction] + [prediction]
+    rows = frame.iloc[keep]
+    categories = {c: _categories(rows[c]) for c in columns if kinds.get(c) == "categorical"}
+    error = truth[keep] - predicted[keep]
+    x = _encode(rows, columns, categories)
+    categorical = np.array([c in categories for c in columns])
+    assignment = rng.permutation(np.arange(keep.size) % folds)
+    absolute = _fit_loss(x, np.abs(error), assignment, categorical, seed)
+    squared = _fit_loss(x, error ** 2, assignment, categorical, seed)
+    training = realized_regression(truth, predicted)
+    return LossEstimator(columns, categories, absolute, squared, training, int(keep.size))
+
+
+def _mean_loss(model: _LossModel, losses: np.ndarray) -> tuple[float, float]:
+    """The window's mean predicted loss and its standard error (module docstring)."""
+    n = losses.size
+    mean = float(losses.mean())
+    return mean, math.sqrt(model.spread * float((losses ** 2).sum()) / n ** 2 + model.model_error * mean ** 2)
+
+
+def estimate_regression(estimator: LossEstimator, frame: pd.DataFrame, z: float) -> dict[str, Estimate]:
+    """MAE and RMSE expected for `frame`'s rows (those with a finite prediction), with their bands at `z`."""
+    from threadpoolctl import threadpool_limits
+
+    x = estimator.encode(frame)
+    x = x[np.isfinite(x[:, -1])]
+    if not x.shape[0]:
+        return {metric: Estimate(None, None, None, None) for metric in REGRESSION_METRICS}
+    with threadpool_limits(limits=1, user_api="openmp"):
+        absolute, squared = estimator.absolute.predict(x), estimator.squared.predict(x)
+    mae, mae_se = _mean_loss(estimator.absolute, np.maximum(absolute, 0.0))
+    mse, mse_se = _mean_loss(estimator.squared, np.maximum(squared, 0.0))
+    rmse = math.sqrt(mse)
+    rmse_se = mse_se / (2.0 * rmse) if rmse > 0 else 0.0
+
+    def band(value: float, se: float) -> Estimate:
+        return Estimate(value, se, max(0.0, value - z * se), value + z * se)
+
+    return {MAE: band(mae, mae_se), RMSE: band(rmse, rmse_se)}
+
+
+def realized_regression(truth: np.ndarray, predicted: np.ndarray) -> dict[str, float | None]:
+    """MAE and RMSE of the rows where both are finite (None without any)."""
+    error = np.asarray(truth, dtype=np.float64) - np.asarray(predicted, dtype=np.float64)
+    error = error[np.isfinite(error)]
+    if not error.size:
+        return {MAE: None, RMSE: None}
+    return {MAE: float(np.abs(error).mean()), RMSE: float(np.sqrt((error ** 2).mean()))}
