@@ -20,14 +20,29 @@ mean of the K fitted estimators. From the held-out residuals :math:`r_i = \ell_i
 
 * per-row spread: :math:`Var(\ell_i \mid x_i) \approx c\, f(x_i)^2` with
   :math:`c = \sum r_i^2 / \sum f(x_i)^2` (the loss's scale follows its predicted mean);
-* the estimator's own error: the reference rows in ten bins of predicted loss, each bin's
-  relative bias :math:`\rho_b = \sum_b r_i / \sum_b f(x_i)`; :math:`s^2` = the mean of
-  :math:`\rho_b^2` less its sampling part (at least 0), a relative error that does not
-  average out within a window.
+* the estimator's own error: the reference rows in ten equal bins of the model's prediction
+  :math:`\hat y` (a covariate shift moves it), each bin's relative bias
+  :math:`\rho_b = \sum_b r_i / \sum_b f(x_i)`; :math:`s^2` = the mean of :math:`\rho_b^2` less
+  its sampling part :math:`\sum_b r_i^2 / (\sum_b f(x_i))^2` (at least 0): a relative error that
+  does not average out within a window. (Bins of the predicted loss itself would select rows
+  where the held-out estimator happens to be high or low and overstate it.)
 
 Standard error of the realized metric around the estimate
 :math:`SE^2 = c \sum_i f(x_i)^2 / n^2 + s^2 \hat m^2` (:math:`\hat m` the estimated mean loss);
 RMSE's by the delta method, :math:`SE_{MSE} / (2\,\widehat{RMSE})`. Band: value ± z·SE.
+
+>>> import numpy as np, pandas as pd
+>>> rng = np.random.default_rng(0)
+>>> def draw(n, shift):  # the noise grows with x; the model predicts the mean
+...     x = rng.normal(shift, 1.0, n)
+...     return pd.DataFrame({"x": x, "pred": x, "y": x + (0.5 + (x > 1)) * rng.normal(size=n)})
+>>> ref = draw(4000, 0.0)
+>>> fit = fit_loss_estimator(ref, {"x": "numeric"}, ref["y"].to_numpy(), ref["pred"].to_numpy(), "pred")
+>>> window = draw(2000, 1.5)
+>>> estimate = estimate_regression(fit, window, z=3.0)[MAE]
+>>> realized = realized_regression(window["y"].to_numpy(), window["pred"].to_numpy())[MAE]
+>>> bool(estimate.lower <= realized <= estimate.upper and estimate.value > 1.5 * fit.training[MAE])
+True
 
 Nothing here does I/O.
 """
@@ -111,6 +126,9 @@ def _model(categorical: np.ndarray, seed: int) -> Any:
 
 
 def _fit_loss(x: np.ndarray, loss: np.ndarray, folds: np.ndarray, categorical: np.ndarray, seed: int) -> _LossModel:
+    # scikit-learn takes about a second to import: only a regression --label pays it. Imported before
+    # threadpool_limits, or the OpenMP runtime it loads escapes the limit.
+    import sklearn.ensemble  # noqa: F401
     from threadpoolctl import threadpool_limits
 
     scale = float(loss.mean()) or 1.0
@@ -124,7 +142,7 @@ def _fit_loss(x: np.ndarray, loss: np.ndarray, folds: np.ndarray, categorical: n
             models.append(model)
     residual = loss - held_out
     spread = float((residual ** 2).sum() / max(float((held_out ** 2).sum()), 1e-300))
-    order = np.argsort(held_out, kind="stable")
+    order = np.argsort(x[:, -1], kind="stable")
     excess = []
     for part in np.array_split(order, _BIAS_BINS):
         predicted = float(held_out[part].sum())
