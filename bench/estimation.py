@@ -19,7 +19,9 @@ model, the same error and coverage figures. A fourth table: regression MAE and R
 loss estimation, `driftline.detectors.estimation_regression`) on y = 2·x1 + sin(x2) + noise
 whose spread grows with x1 (and in one category of g), the model predicting 2·x1 + 0.9·sin(x2);
 the estimators fitted on a 20 000-row reference, windows shifted along x1 by U(-1, 1) (the
-true errors move with the shift, the relation does not). Prints tables; asserts nothing.
+true errors move with the shift, the relation does not), then by U(2, 3) (extrapolation: few
+reference rows there); coverage over all windows, and the share that `detect` marks untrusted
+(predictions outside the reference's range, `outside_share`). Prints tables; asserts nothing.
 """
 from __future__ import annotations
 
@@ -40,7 +42,13 @@ from driftline.detectors.estimation_multiclass import (
     realized_multiclass,
     reference_variances,
 )
-from driftline.detectors.estimation_regression import estimate_regression, fit_loss_estimator, realized_regression
+from driftline.detectors.estimation_regression import (
+    LossEstimator,
+    estimate_regression,
+    fit_loss_estimator,
+    outside_share,
+    realized_regression,
+)
 from driftline.detectors.quality_stats import quality_metrics, training_calibration
 from driftline.vocabulary import ACCURACY, ESTIMATED_METRICS, MACRO_F1, MAE, RMSE, ROC_AUC
 
@@ -156,16 +164,26 @@ def regression_table(rng: np.random.Generator, reference_rows: int, windows: int
     print(f"regression: reference {reference_rows} rows (fitted on {estimator.rows}, {fitted:.1f} s CPU), "
           f"training MAE {estimator.training[MAE]:.3f}, RMSE {estimator.training[RMSE]:.3f}; {windows} windows per "
           f"size, shift U(-1, 1)")
+    shift_rows(rng, estimator, windows, z, (-1.0, 1.0))
+    print(f"\nthe same, extrapolating: shift U(2, 3), past the reference's bulk ({windows // 2} windows per size)")
+    shift_rows(rng, estimator, windows // 2, z, (2.0, 3.0))
+
+
+def shift_rows(rng: np.random.Generator, estimator: LossEstimator, windows: int, z: float,
+               shifts: tuple[float, float]) -> None:
     print("| rows | MAE |err| mean / p95 | MAE band ± | MAE coverage z=3 / 1.96 | RMSE |err| mean / p95 | RMSE band ± "
-          "| RMSE coverage z=3 / 1.96 | CPU s per window |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| RMSE coverage z=3 / 1.96 | untrusted (outside range) | CPU s per window |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for size in SIZES:
         errors: dict[str, list[float]] = {MAE: [], RMSE: []}
         ses: dict[str, list[float]] = {MAE: [], RMSE: []}
+        untrusted = []
         started = time.process_time()
         for _ in range(windows):
-            window = draw_regression(rng, size, rng.uniform(-1.0, 1.0))
+            window = draw_regression(rng, size, rng.uniform(*shifts))
             estimates = estimate_regression(estimator, window, z)
+            untrusted.append(outside_share(estimator, window["pred"].to_numpy())
+                             > defaults.ESTIMATED_QUALITY_MAX_OUTSIDE_SHARE)
             realized = realized_regression(window["y"].to_numpy(), window["pred"].to_numpy())
             for metric in errors:
                 errors[metric].append(abs(realized[metric] - estimates[metric].value))
@@ -175,7 +193,7 @@ def regression_table(rng: np.random.Generator, reference_rows: int, windows: int
             err, se = np.asarray(errors[metric]), np.asarray(ses[metric])
             cells += [f"{err.mean():.4f} / {np.quantile(err, 0.95):.4f}", f"{z * se.mean():.4f}",
                       f"{np.mean(err <= z * se):.1%} / {np.mean(err <= 1.96 * se):.1%}"]
-        cells.append(f"{(time.process_time() - started) / windows:.3f}")
+        cells += [f"{np.mean(untrusted):.1%}", f"{(time.process_time() - started) / windows:.3f}"]
         print("| " + " | ".join(cells) + " |")
 
 

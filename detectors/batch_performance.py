@@ -27,6 +27,7 @@ from driftline.detectors.estimation_regression import (
     LossEstimator,
     estimate_regression,
     fit_loss_estimator,
+    outside_share,
     realized_regression,
 )
 from driftline.detectors.quality_stats import training_calibration
@@ -270,6 +271,7 @@ def _regression_performance(reference: RegressionReference, frame: pd.DataFrame,
     z = thresholds.estimated_quality_z
     estimates = estimate_regression(reference.estimator, frame, z)
     rows = int(np.isfinite(predicted).sum())
+    outside = outside_share(reference.estimator, predicted)
     estimated = {}
     for metric, estimate in estimates.items():
         training = reference.estimator.training.get(metric)
@@ -279,6 +281,11 @@ def _regression_performance(reference: RegressionReference, frame: pd.DataFrame,
         if rows < thresholds.estimated_quality_min_rows:
             entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: f"{INSUFFICIENT_DATA}: {rows} predicted rows < "
                                                                    f"{thresholds.estimated_quality_min_rows}"})
+        elif outside > thresholds.estimated_quality_max_outside_share:
+            low, high = reference.estimator.prediction_range
+            entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: (
+                f"untrusted: {outside:.1%} of predictions outside the reference's range [{low:.4g}, {high:.4g}] "
+                f"> {thresholds.estimated_quality_max_outside_share:.1%}")})
         else:  # an error: lower is better, so even the band's optimistic end is worse than training
             entry["alert"] = bool(threshold is not None and estimate.lower is not None and estimate.lower > threshold)
         estimated[metric] = entry

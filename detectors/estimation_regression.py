@@ -11,8 +11,9 @@ A window's estimates are the means of those predicted losses over its rows,
     \widehat{MAE} = \frac1n \sum_i f_a(x_i), \qquad \widehat{RMSE} = \sqrt{\frac1n \sum_i f_s(x_i)}.
 
 Assumptions: the relation between the features and the loss is the reference's (no
-concept drift), and the estimator learnt it; a window far outside the reference's
-feature range is an extrapolation.
+concept drift), and the estimator learnt it. Trees extrapolate flat: a window whose
+predictions leave the range the reference's cover (`outside_share`) is estimated with the
+loss at the range's edge, and its band does not hold (the caller marks it untrusted).
 
 Cross-fitting: the (capped) reference is cut into K folds; fold *k*'s estimators are fitted
 on the others, so each reference row has a held-out prediction. A window is scored by the
@@ -59,7 +60,7 @@ from driftline import defaults
 from driftline.detectors.estimation import Estimate
 from driftline.vocabulary import MAE, RMSE
 
-__all__ = ["REGRESSION_METRICS", "LossEstimator", "estimate_regression", "fit_loss_estimator",
+__all__ = ["REGRESSION_METRICS", "LossEstimator", "estimate_regression", "fit_loss_estimator", "outside_share",
            "realized_regression"]
 
 REGRESSION_METRICS = (MAE, RMSE)
@@ -92,6 +93,7 @@ class LossEstimator:
     squared: _LossModel
     training: dict[str, float | None]  # realized MAE and RMSE on the reference's labelled rows
     rows: int  # reference rows the estimators were fitted on
+    prediction_range: tuple[float, float]  # the reference's predictions, central LOSS_ESTIMATOR_RANGE share
 
     def encode(self, frame: pd.DataFrame) -> np.ndarray:
         return _encode(frame, self.columns, self.categories)
@@ -176,7 +178,20 @@ def fit_loss_estimator(frame: pd.DataFrame, kinds: Mapping[str, str], truth: np.
     absolute = _fit_loss(x, np.abs(error), assignment, categorical, seed)
     squared = _fit_loss(x, error ** 2, assignment, categorical, seed)
     training = realized_regression(truth, predicted)
-    return LossEstimator(columns, categories, absolute, squared, training, int(keep.size))
+    tail = (1.0 - defaults.LOSS_ESTIMATOR_RANGE) / 2.0
+    labelled = predicted[np.isfinite(truth) & np.isfinite(predicted)]
+    span = (float(np.quantile(labelled, tail)), float(np.quantile(labelled, 1.0 - tail)))
+    return LossEstimator(columns, categories, absolute, squared, training, int(keep.size), span)
+
+
+def outside_share(estimator: LossEstimator, predicted: np.ndarray) -> float:
+    """The share of the finite `predicted` values outside the estimator's `prediction_range` (0 without any)."""
+    predicted = np.asarray(predicted, dtype=np.float64)
+    predicted = predicted[np.isfinite(predicted)]
+    if not predicted.size:
+        return 0.0
+    low, high = estimator.prediction_range
+    return float(((predicted < low) | (predicted > high)).mean())
 
 
 def _mean_loss(model: _LossModel, losses: np.ndarray) -> tuple[float, float]:

@@ -74,7 +74,8 @@ def _summary(result: dict[str, Any]) -> str:
               "several comma-separated columns are a multiclass model's class probabilities (sorted class order).")
 @click.option("--label", default=None, help="Label column of the reference: estimate each window's ROC AUC, "
               "accuracy, precision, recall and F1 (labels 0/1; multiclass: accuracy and macro F1) from --prediction "
-              "(CBPE); realized too if CUR has it.")
+              "(CBPE), or a regression model's MAE and RMSE (a numeric label, --prediction the predicted value; "
+              "direct loss estimation); realized too if CUR has it.")
 @click.option("--ignore", default=None, help="Comma-separated columns not to compare (ids, timestamps).")
 @click.option("--json", "json_path", default=None, help="Write the JSON result here (default: stdout).")
 @click.option("--html", "html_path", default=None, help="Also write an Evidently DataDriftPreset report here.")

@@ -2,7 +2,8 @@
 
 The synthetic model: y = 2·x1 + sin(x2) + noise whose spread grows with x1 (and in category
 "c" of g); the model predicts 2·x1 + 0.9·sin(x2), nearly the mean. Windows shifted toward
-large x1 move into the noisy region: the true MAE rises though the relation is unchanged.
+large x1 move into the noisy region: the true MAE rises though the relation is unchanged;
+shifted far beyond the reference's range, the estimate is untrusted.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ KINDS = {"x1": "numeric", "x2": "numeric", "g": "categorical", "pred": "numeric"
 def frame(rng, n, shift=0.0, noise=1.0):
     x1, x2 = rng.normal(shift, 1.0, n), rng.normal(0.0, 1.0, n)
     g = rng.choice(["a", "b", "c"], n)
-    sd = noise * (0.3 + 2.0 * expit(2.0 * x1) + 0.5 * (g == "c"))
+    sd = noise * (0.3 + 2.0 * expit(4.0 * (x1 - 0.5)) + 0.5 * (g == "c"))
     return pd.DataFrame({"x1": x1, "x2": x2, "g": g, "pred": 2.0 * x1 + 0.9 * np.sin(x2),
                          "y": 2.0 * x1 + np.sin(x2) + sd * rng.normal(0.0, 1.0, n)})
 
@@ -45,7 +46,7 @@ def realized(data):
 
 def test_estimate_follows_realized_into_the_noisy_region(reference):
     rng = np.random.default_rng(2)
-    calm, noisy = frame(rng, 5000), frame(rng, 5000, shift=2.0)
+    calm, noisy = frame(rng, 5000), frame(rng, 5000, shift=1.0)
     z = defaults.ESTIMATED_QUALITY_Z
     calm_estimate, noisy_estimate = estimate_regression(reference.estimator, calm, z), \
         estimate_regression(reference.estimator, noisy, z)
@@ -73,20 +74,24 @@ def test_alert_on_a_noisier_window_not_on_one_like_the_reference(reference):
     rng = np.random.default_rng(4)
     thresholds = WindowThresholds()
     calm = window_performance(reference, frame(rng, 2000).drop(columns="y"), thresholds)["estimated"]
-    shifted = window_performance(reference, frame(rng, 2000, shift=2.0).drop(columns="y"), thresholds)["estimated"]
+    shifted = window_performance(reference, frame(rng, 2000, shift=1.0).drop(columns="y"), thresholds)["estimated"]
     for metric in (MAE, RMSE):
         assert calm[metric]["alert"] is False and shifted[metric]["alert"] is True
         training = reference.estimator.training[metric]
         assert shifted[metric]["lower"] > training * (1 + defaults.ESTIMATED_QUALITY_MAX_ERROR_INCREASE)
         assert set(calm[metric]) == {"value", "lower", "upper", "alert", "standard_error", "training"}
     # a larger margin silences it; a window too small is insufficient data, never alerting
-    quiet = window_performance(reference, frame(rng, 2000, shift=2.0),
+    quiet = window_performance(reference, frame(rng, 2000, shift=1.0),
                                WindowThresholds(estimated_quality_max_error_increase=5.0))["estimated"]
-    small = window_performance(reference, frame(rng, 50, shift=2.0), thresholds)["estimated"]
+    small = window_performance(reference, frame(rng, 50, shift=1.0), thresholds)["estimated"]
+    # predictions past the reference's range: the trees extrapolate flat, so the estimate is untrusted
+    beyond = window_performance(reference, frame(rng, 2000, shift=3.0), thresholds)["estimated"]
     for metric in (MAE, RMSE):
         assert quiet[metric]["alert"] is False
         assert small[metric]["insufficient_data"] is True and small[metric]["alert"] is False
         assert "50 predicted rows < 100" in small[metric]["reason"]
+        assert beyond[metric]["insufficient_data"] is True and beyond[metric]["alert"] is False
+        assert "of predictions outside the reference's range" in beyond[metric]["reason"]
 
 
 def test_the_fit_is_deterministic():
@@ -142,7 +147,7 @@ def test_bad_input_is_one_line(side, change, message):
 def test_detect_regression_on_the_command_line(tmp_path, capfd):
     rng = np.random.default_rng(9)
     frame(rng, 3000).to_csv(tmp_path / "ref.csv", index=False)
-    frame(rng, 1000, shift=2.0).to_csv(tmp_path / "cur.csv", index=False)
+    frame(rng, 1000, shift=1.0).to_csv(tmp_path / "cur.csv", index=False)
     try:
         main(["detect", "--reference", str(tmp_path / "ref.csv"), "--current", str(tmp_path / "cur.csv"),
               "--prediction", "pred", "--label", "y"])
