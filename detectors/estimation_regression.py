@@ -83,6 +83,13 @@ class _LossModel:
         return self.scale * np.mean([m.predict(x) for m in self.models], axis=0)
 
 
+class _NoLoss:
+    """The estimator of a loss that was zero on every row it would be fitted on (a Poisson fit refuses those)."""
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.zeros(len(x))
+
+
 @dataclass(frozen=True)
 class LossEstimator:
     """Estimators of each row's absolute and squared error, fitted on a regression model's reference."""
@@ -93,6 +100,7 @@ class LossEstimator:
     squared: _LossModel
     training: dict[str, float | None]  # realized MAE and RMSE on the reference's labelled rows
     rows: int  # reference rows the estimators were fitted on
+    unit: float  # losses are fitted on errors divided by this power of two (`_unit`), so squares stay finite
     prediction_range: tuple[float, float]  # the reference's predictions, central LOSS_ESTIMATOR_RANGE share
 
     def encode(self, frame: pd.DataFrame) -> np.ndarray:
@@ -139,7 +147,8 @@ def _fit_loss(x: np.ndarray, loss: np.ndarray, folds: np.ndarray, categorical: n
     # One thread: OpenMP workers spinning on a busy machine cost more than the fit itself.
     with threadpool_limits(limits=1, user_api="openmp"):
         for k in range(int(folds.max()) + 1):
-            model = _model(categorical, seed).fit(x[folds != k], loss[folds != k] / scale)
+            target = loss[folds != k] / scale
+            model = _model(categorical, seed).fit(x[folds != k], target) if target.any() else _NoLoss()
             held_out[folds == k] = scale * model.predict(x[folds == k])
             models.append(model)
     residual = loss - held_out
@@ -148,7 +157,7 @@ def _fit_loss(x: np.ndarray, loss: np.ndarray, folds: np.ndarray, categorical: n
     excess = []
     for part in np.array_split(order, _BIAS_BINS):
         predicted = float(held_out[part].sum())
-        if predicted > 0:
+        if predicted ** 2 > 0:  # a bin of (nearly) no predicted loss says nothing of the relative bias
             excess.append((residual[part].sum() / predicted) ** 2 - (residual[part] ** 2).sum() / predicted ** 2)
     return _LossModel(models, scale, spread, max(0.0, float(np.mean(excess))) if excess else 0.0)
 
@@ -162,7 +171,8 @@ def fit_loss_estimator(frame: pd.DataFrame, kinds: Mapping[str, str], truth: np.
     finite are left out). Fitted on at most `max_rows` rows (a seeded uniform sample).
     Deterministic for a given `seed`. Needs at least `folds` rows (callers ask for more).
     """
-    keep = np.flatnonzero(np.isfinite(truth) & np.isfinite(predicted))
+    with np.errstate(over="ignore", invalid="ignore"):
+        keep = np.flatnonzero(np.isfinite(truth - predicted))  # both finite, and their difference too
     rng = np.random.default_rng(seed)
     if keep.size > max_rows:
         keep = np.sort(rng.choice(keep, size=max_rows, replace=False))
@@ -172,6 +182,8 @@ def fit_loss_estimator(frame: pd.DataFrame, kinds: Mapping[str, str], truth: np.
     rows = frame.iloc[keep]
     categories = {c: _categories(rows[c]) for c in columns if kinds.get(c) == "categorical"}
     error = truth[keep] - predicted[keep]
+    unit = _unit(error)
+    error = error / unit
     x = _encode(rows, columns, categories)
     categorical = np.array([c in categories for c in columns])
     assignment = rng.permutation(np.arange(keep.size) % folds)
@@ -181,7 +193,7 @@ def fit_loss_estimator(frame: pd.DataFrame, kinds: Mapping[str, str], truth: np.
     tail = (1.0 - defaults.LOSS_ESTIMATOR_RANGE) / 2.0
     labelled = predicted[np.isfinite(truth) & np.isfinite(predicted)]
     span = (float(np.quantile(labelled, tail)), float(np.quantile(labelled, 1.0 - tail)))
-    return LossEstimator(columns, categories, absolute, squared, training, int(keep.size), span)
+    return LossEstimator(columns, categories, absolute, squared, training, int(keep.size), unit, span)
 
 
 def outside_share(estimator: LossEstimator, predicted: np.ndarray) -> float:
@@ -211,10 +223,13 @@ def estimate_regression(estimator: LossEstimator, frame: pd.DataFrame, z: float)
         return {metric: Estimate(None, None, None, None) for metric in REGRESSION_METRICS}
     with threadpool_limits(limits=1, user_api="openmp"):
         absolute, squared = estimator.absolute.predict(x), estimator.squared.predict(x)
+    # in units of `estimator.unit` (squares of which stay finite); scaled back at the end
     mae, mae_se = _mean_loss(estimator.absolute, np.maximum(absolute, 0.0))
     mse, mse_se = _mean_loss(estimator.squared, np.maximum(squared, 0.0))
     rmse = math.sqrt(mse)
     rmse_se = mse_se / (2.0 * rmse) if rmse > 0 else 0.0
+    unit = estimator.unit
+    mae, mae_se, rmse, rmse_se = mae * unit, mae_se * unit, rmse * unit, rmse_se * unit
 
     def band(value: float, se: float) -> Estimate:
         return Estimate(value, se, max(0.0, value - z * se), value + z * se)
@@ -222,10 +237,19 @@ def estimate_regression(estimator: LossEstimator, frame: pd.DataFrame, z: float)
     return {MAE: band(mae, mae_se), RMSE: band(rmse, rmse_se)}
 
 
+def _unit(error: np.ndarray) -> float:
+    """A power of two at least the largest |error| (1 for none): errors divided by it are exact and their squares
+    finite, however large the target's values."""
+    largest = float(np.abs(error).max()) if error.size else 0.0
+    return math.ldexp(1.0, math.frexp(largest)[1]) if largest > 0 else 1.0
+
+
 def realized_regression(truth: np.ndarray, predicted: np.ndarray) -> dict[str, float | None]:
     """MAE and RMSE of the rows where both are finite (None without any)."""
-    error = np.asarray(truth, dtype=np.float64) - np.asarray(predicted, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # a difference beyond the float range: left out as not finite
+        error = np.asarray(truth, dtype=np.float64) - np.asarray(predicted, dtype=np.float64)
     error = error[np.isfinite(error)]
     if not error.size:
         return {MAE: None, RMSE: None}
-    return {MAE: float(np.abs(error).mean()), RMSE: float(np.sqrt((error ** 2).mean()))}
+    unit = _unit(error)
+    return {MAE: float(np.abs(error / unit).mean()) * unit, RMSE: float(np.sqrt(((error / unit) ** 2).mean())) * unit}

@@ -102,6 +102,31 @@ def test_the_fit_is_deterministic():
     assert first == second
 
 
+def test_a_perfect_model_estimates_no_error():
+    """Every loss is zero (a Poisson fit refuses that): the estimate is zero with a zero band, and never alerts."""
+    data = frame(np.random.default_rng(8), 1000).assign(pred=lambda f: f["y"])
+    window = detect(data, data.iloc[:500], prediction="pred", label="y")["windows"][0]["performance"]
+    for metric in (MAE, RMSE):
+        assert window["estimated"][metric]["value"] == 0.0 and window["estimated"][metric]["upper"] == 0.0
+        assert window["estimated"][metric]["alert"] is False and window["realized"][metric]["value"] == 0.0
+
+
+def test_huge_targets_keep_their_squares_finite():
+    """Errors near 1e200 square beyond the float range: fitted in a unit of their own, the estimate scales."""
+    rng = np.random.default_rng(9)
+    small = frame(rng, 2000)
+    huge = small.assign(**{c: small[c] * 1e200 for c in ("x1", "pred", "y")})
+    found = {}
+    for name, data in (("small", small), ("huge", huge)):
+        estimate = estimate_regression(RegressionReference.from_frame(data, "pred", "y", KINDS).estimator,
+                                       data.iloc[:1000], 3.0)
+        found[name] = {metric: estimate[metric].value for metric in (MAE, RMSE)}
+        assert all(np.isfinite([estimate[m].value, estimate[m].lower, estimate[m].upper]).all() for m in estimate)
+    assert realized(huge)[RMSE] == pytest.approx(realized(small)[RMSE] * 1e200, rel=1e-9)
+    for metric in (MAE, RMSE):
+        assert found["huge"][metric] == pytest.approx(found["small"][metric] * 1e200, rel=0.05)
+
+
 def test_detect_reports_estimated_and_realized_with_the_gap():
     rng = np.random.default_rng(7)
     reference, current = frame(rng, 4000), frame(rng, 2000, shift=0.5)
