@@ -22,7 +22,7 @@ from driftline.detectors.estimation_multiclass import (
     realized_multiclass,
     reference_variances,
 )
-from driftline.detectors.estimation import score_counts
+from driftline.detectors.estimation import Estimate, score_counts
 from driftline.detectors.estimation_regression import (
     LossEstimator,
     estimate_regression,
@@ -227,8 +227,7 @@ def _multiclass_performance(reference: MulticlassReference, frame: pd.DataFrame,
         training = reference.training.get(metric)
         alert = (training is not None and estimate.upper is not None
                  and estimate.upper < training - thresholds.estimated_quality_max_drop)
-        entry = {"value": estimate.value, "lower": estimate.lower, "upper": estimate.upper, "alert": False,
-                 "standard_error": estimate.standard_error, "training": training}
+        entry = _estimate_entry(estimate, training)
         if len(frame) < thresholds.estimated_quality_min_rows:
             entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: f"{INSUFFICIENT_DATA}: {len(frame)} scored rows < "
                                                                    f"{thresholds.estimated_quality_min_rows}"})
@@ -242,15 +241,28 @@ def _multiclass_performance(reference: MulticlassReference, frame: pd.DataFrame,
         realized = realized_multiclass(np.where(labels[labelled] >= 0, labels[labelled], -1), predicted[labelled],
                                        len(reference.classes))
         expected = estimate_multiclass(calibrated[labelled], predicted[labelled], z, reference.variances)
-        out["realized"] = {}
-        for metric in estimates:
-            value, on_labels = realized[metric], expected[metric]
-            gap = None if value is None or on_labels.value is None else value - on_labels.value
-            concept = None
-            if gap is not None and on_labels.standard_error and labelled.sum() >= thresholds.quality_min_labels:
-                concept = bool(abs(gap) > z * on_labels.standard_error)
-            out["realized"][metric] = {"value": value, "labels": int(labelled.sum()), "gap": gap,
-                                       "concept_drift": concept}
+        out["realized"] = _realized_entries(realized, expected, int(labelled.sum()), thresholds)
+    return out
+
+
+def _estimate_entry(estimate: Estimate, training: float | None) -> dict[str, Any]:
+    """An estimate's entry before it is judged (``alert`` false)."""
+    return {"value": estimate.value, "lower": estimate.lower, "upper": estimate.upper, "alert": False,
+            "standard_error": estimate.standard_error, "training": training}
+
+
+def _realized_entries(realized: dict[str, float | None], expected: dict[str, Estimate], labels: int,
+                      thresholds: WindowThresholds) -> dict[str, dict[str, Any]]:
+    """Each metric realized on the labelled rows, its gap to what the estimate expects on those rows, and whether
+    the gap is beyond ``z`` standard errors (from ``quality_min_labels`` labels): the concept-drift signal."""
+    out = {}
+    for metric, on_labels in expected.items():
+        value = realized[metric]
+        gap = None if value is None or on_labels.value is None else value - on_labels.value
+        concept = None
+        if gap is not None and on_labels.standard_error and labels >= thresholds.quality_min_labels:
+            concept = bool(abs(gap) > thresholds.estimated_quality_z * on_labels.standard_error)
+        out[metric] = {"value": value, "labels": labels, "gap": gap, "concept_drift": concept}
     return out
 
 
@@ -276,8 +288,7 @@ def _regression_performance(reference: RegressionReference, frame: pd.DataFrame,
     for metric, estimate in estimates.items():
         training = reference.estimator.training.get(metric)
         threshold = None if training is None else training * (1.0 + thresholds.estimated_quality_max_error_increase)
-        entry = {"value": estimate.value, "lower": estimate.lower, "upper": estimate.upper, "alert": False,
-                 "standard_error": estimate.standard_error, "training": training}
+        entry = _estimate_entry(estimate, training)
         if rows < thresholds.estimated_quality_min_rows:
             entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: f"{INSUFFICIENT_DATA}: {rows} predicted rows < "
                                                                    f"{thresholds.estimated_quality_min_rows}"})
@@ -295,15 +306,7 @@ def _regression_performance(reference: RegressionReference, frame: pd.DataFrame,
         labelled = np.isfinite(truth) & np.isfinite(predicted)
         realized = realized_regression(truth[labelled], predicted[labelled])
         expected = estimate_regression(reference.estimator, frame[labelled], z)
-        out["realized"] = {}
-        for metric in estimates:
-            value, on_labels = realized[metric], expected[metric]
-            gap = None if value is None or on_labels.value is None else value - on_labels.value
-            concept = None
-            if gap is not None and on_labels.standard_error and labelled.sum() >= thresholds.quality_min_labels:
-                concept = bool(abs(gap) > z * on_labels.standard_error)
-            out["realized"][metric] = {"value": value, "labels": int(labelled.sum()), "gap": gap,
-                                       "concept_drift": concept}
+        out["realized"] = _realized_entries(realized, expected, int(labelled.sum()), thresholds)
     return out
 
 
