@@ -32,12 +32,16 @@ from driftline.alerts.times import as_utc
 SUMMARY_REASONS = 3
 
 
-def rollout_summary(candidate: str, mode: str, reasons: list[str], action: str, production: str | None) -> str:
+def rollout_summary(candidate: str, mode: str, reasons: list[str], action: str, production: str | None,
+                    dropped: list[str] | None = None) -> str:
     """One line naming the candidate, what happened to it and why (pure)."""
     shown = "; ".join(reasons[:SUMMARY_REASONS]) + (
         f" and {len(reasons) - SUMMARY_REASONS} more" if len(reasons) > SUMMARY_REASONS else "")
     if action == vocabulary.STEP_ROLLBACK:
         outcome = "rolled back automatically" + (f" to production version {production}" if production else "")
+    elif action == vocabulary.STEP_DROP_ARMS:
+        outcome = (f"without arm {', '.join(dropped or [])} from now on (taken out automatically, its traffic to "
+                   f"the control arm; the other arms go on)")
     else:
         outcome = "not rolled back (auto_rollback is off): the plan holds until a person decides"
     return f"{vocabulary.family(vocabulary.ROLLOUT).problem}: {mode} of version {candidate} {outcome}" + (
@@ -46,7 +50,7 @@ def rollout_summary(candidate: str, mode: str, reasons: list[str], action: str, 
 
 def process_rollout_verdict(session: Session, *, model: str, candidate: str, mode: str, production: str | None,
                     window_start_ms: int, window_end_ms: int, verdict: str, reasons: list[str], action: str,
-                    rules: AlertRules, now: datetime) -> Alert | None:
+                    rules: AlertRules, now: datetime, dropped: list[str] | None = None) -> Alert | None:
     """Advance the (model, candidate) rollout alert with one stored verdict and queue what it owes (no commit)."""
     if verdict == vocabulary.VERDICT_INCONCLUSIVE:
         return None
@@ -65,13 +69,14 @@ def process_rollout_verdict(session: Session, *, model: str, candidate: str, mod
         return None  # this window's verdict was seen already
     details = vocabulary.RolloutAlertDetails(
         candidate=candidate, production=production, mode=mode, verdict=verdict, reasons=list(reasons),
-        action=action, rolled_back=action == vocabulary.STEP_ROLLBACK).to_dict()
+        action=action, rolled_back=action == vocabulary.STEP_ROLLBACK, dropped_arms=list(dropped or []) or None
+    ).to_dict()
     obs = Observation(detector=vocabulary.ROLLOUT, feature="", breached=breached, metric=vocabulary.ROLLOUT_VERDICT,
                       value=None, threshold=None, details=details)
     advance_alert(alert, breached, obs if breached else None, rules, now, window_start_ms, window_end_ms)
     session.add(alert)  # a new alert is added once the step gave it a state
     if breached:
-        alert.summary = rollout_summary(candidate, mode, list(reasons), action, production)
+        alert.summary = rollout_summary(candidate, mode, list(reasons), action, production, dropped)
     _notify(session, alert, rules, now, window_start_ms, window_end_ms)
     return alert
 

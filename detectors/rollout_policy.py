@@ -13,6 +13,7 @@ from driftline.vocabulary import (
     ROLLOUT_JUDGED,
     ROLLOUT_MODES,
     ROLLOUT_SHADOW,
+    STEP_DROP_ARMS,
     STEP_HOLD,
     STEP_PROMOTE,
     STEP_ROLLBACK,
@@ -111,20 +112,25 @@ class _RolloutSection(_RolloutValues):
 
 @dataclass(frozen=True)
 class Step:
-    """What a rollout does next: ``action`` (`STEPS`), the canary ``weight`` to step up to, and why."""
+    """What a rollout does next: ``action`` (`STEPS`), the canary ``weight`` to step up to, the A/B ``arms`` to
+    drop, and why."""
 
     action: str
     weight: int | None
     reason: str
+    arms: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"action": self.action, "weight": self.weight, "reason": self.reason}
+        return {"action": self.action, "weight": self.weight, "reason": self.reason, "arms": list(self.arms)}
 
 
-def next_step(plan_mode: str, current_weight: float, verdict: str, policy: RolloutPolicy) -> Step:
+def next_step(plan_mode: str, current_weight: float, verdict: str, policy: RolloutPolicy,
+              drop: tuple[str, ...] = ()) -> Step:
     """The move after a verdict: fail rolls back, pass steps up or promotes, inconclusive holds.
 
-    * ``fail``: roll back (``auto_rollback``; else hold for a person to decide).
+    * ``fail``: roll back (``auto_rollback``; else hold for a person to decide); an A/B test whose
+      verdict names arms to `drop` (`ab_verdict`: they failed, another arm is still in the running)
+      drops those arms instead, and the rest of the test goes on.
     * ``inconclusive``: hold (more windows or labels will decide).
     * ``pass``, with ``auto_promote`` (else hold): shadow steps up to the first canary weight;
       canary steps up to the next weight above `current_weight`, and promotes from the last;
@@ -137,6 +143,8 @@ def next_step(plan_mode: str, current_weight: float, verdict: str, policy: Rollo
     if not 0 <= current_weight <= 100:
         raise UserError(f"a canary weight is a percentage in [0, 100], got {current_weight}")
     if verdict == VERDICT_FAIL:
+        if policy.auto_rollback and drop and plan_mode == ROLLOUT_AB:
+            return Step(STEP_DROP_ARMS, None, f"arm {', '.join(drop)} failed; the other arms go on", tuple(drop))
         if policy.auto_rollback:
             return Step(STEP_ROLLBACK, None, "the candidate failed")
         return Step(STEP_HOLD, None, "the candidate failed; auto_rollback is off")

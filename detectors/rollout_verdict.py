@@ -67,12 +67,15 @@ class RolloutVerdict:
     winner: str | None = None
     # A/B of more than two arms: each arm's own verdict against the control arm
     arms: dict[str, "RolloutVerdict"] = field(default_factory=dict)
+    # A/B fail: the arms that failed a critical metric when another arm is still in the running (they can
+    # leave the test and the rest go on); empty when the whole test failed
+    drop: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe({"verdict": self.verdict, "reasons": self.reasons,
                           "metrics": {m: v.to_dict() for m, v in self.metrics.items()},
                           "sequential": self.sequential, "winner": self.winner,
-                          "arms": {arm: v.to_dict() for arm, v in self.arms.items()}})
+                          "arms": {arm: v.to_dict() for arm, v in self.arms.items()}, "drop": list(self.drop)})
 
 
 # --- pooled metrics: judged on a confidence sequence over the windows --------------------
@@ -316,7 +319,8 @@ def ab_verdict(arms: Mapping[str, Sequence[Sequence[Comparison]]], policy: Rollo
     declared better or worse stays at most ``alpha`` however often the scheduler looks. Then:
 
     * **fail** when an arm fails a critical metric (its users are served worse), or when every
-      arm is worse than the control (no arm can win);
+      arm is worse than the control (no arm can win); ``drop`` names the failing arms when another
+      arm is still in the running (neither failing nor worse), so the test can go on without them;
     * **pass** when an arm passes (better than the control, every critical metric passing):
       the winner is the passing arm with the largest quality gain;
     * **inconclusive** otherwise (an arm that lost drops out of the running; the rest go on).
@@ -333,9 +337,11 @@ def ab_verdict(arms: Mapping[str, Sequence[Sequence[Comparison]]], policy: Rollo
     harmful = [arm for arm, v in verdicts.items() if _critical_fail(v)]
     passing = [arm for arm, v in verdicts.items() if v.verdict == VERDICT_PASS]
     level = f"each arm at alpha {judged_policy.alpha:.3g} ({policy.alpha:g} / {len(arms)}, {BONFERRONI})"
-    winner = None
+    winner, drop = None, ()
     if harmful:
         verdict, summary = VERDICT_FAIL, f"A/B test: arm {', '.join(harmful)} failed a critical metric"
+        if any(arm not in harmful and not _lost(v) for arm, v in verdicts.items()):
+            drop = tuple(harmful)
     elif passing:
         winner = max(passing, key=lambda arm: _gain(verdicts[arm]))
         verdict, summary = VERDICT_PASS, f"A/B test: arm {winner} is the winner"
@@ -347,4 +353,5 @@ def ab_verdict(arms: Mapping[str, Sequence[Sequence[Comparison]]], policy: Rollo
     reasons.append(f"{summary}; {level}")
     sequential = {"winner": winner, "alpha": policy.alpha, "correction": BONFERRONI, "comparisons": len(arms),
                   "arms": {arm: v.sequential for arm, v in verdicts.items()}}
-    return RolloutVerdict(verdict=verdict, reasons=reasons, sequential=sequential, winner=winner, arms=verdicts)
+    return RolloutVerdict(verdict=verdict, reasons=reasons, sequential=sequential, winner=winner, arms=verdicts,
+                          drop=drop)

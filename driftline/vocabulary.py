@@ -183,7 +183,9 @@ STEP_PROMOTE = "promote"
 STEP_ROLLBACK = "rollback"
 STEP_UP = "step_up"
 STEP_HOLD = "hold"
-STEPS = (STEP_PROMOTE, STEP_ROLLBACK, STEP_UP, STEP_HOLD)
+# an A/B test's arms that failed a critical metric leave it (their traffic to the control); the rest go on
+STEP_DROP_ARMS = "drop_arms"
+STEPS = (STEP_PROMOTE, STEP_ROLLBACK, STEP_UP, STEP_HOLD, STEP_DROP_ARMS)
 # What a retrained version that beat production becomes (`[alerts.retrain] rollout`): production at once,
 # or the candidate of a new shadow or canary plan.
 RETRAIN_ROLLOUTS = (STEP_PROMOTE, ROLLOUT_SHADOW, ROLLOUT_CANARY)
@@ -449,8 +451,9 @@ class MultivariateDetails(_Attributable):
 class RolloutAlertDetails(Details):
     """rollout (an alert, not a window result): the verdict that failed the candidate and what the policy did.
 
-    ``action`` is the policy's step (``rollback`` when it rolled back automatically, ``hold`` when a
-    person decides); ``reasons`` are the verdict's; ``resolved_reason`` why an alert resolved without a
+    ``action`` is the policy's step (``rollback`` when it rolled back automatically, ``drop_arms`` when
+    failing A/B arms left the test and the others went on, ``hold`` when a person decides); ``reasons``
+    are the verdict's; ``dropped_arms`` the arms that left; ``resolved_reason`` why an alert resolved without a
     passing verdict (the plan ended).
     """
 
@@ -461,6 +464,7 @@ class RolloutAlertDetails(Details):
     reasons: list[str] | None = None
     action: str | None = None
     rolled_back: bool | None = None
+    dropped_arms: list[str] | None = None
     resolved_reason: str | None = None
 
 

@@ -14,7 +14,7 @@ from driftline.alerts.channels.validation import check_channel_settings
 from driftline.config import Settings
 from driftline.store import db as store_db
 from driftline.store.models import utcnow
-from driftline.vocabulary import STEP_ROLLBACK
+from driftline.vocabulary import STEP_DROP_ARMS, STEP_ROLLBACK
 from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, due_windows, evaluate
 from driftline.scheduler.evaluation import now_ms as wall_now_ms
 from driftline.scheduler.quarantine import RetryPolicy, record_failure, release
@@ -120,6 +120,7 @@ class SchedulerJobs:
                                         production=outcome.production, window_start_ms=outcome.window_start_ms,
                                         window_end_ms=outcome.window_end_ms, verdict=outcome.verdict.verdict,
                                         reasons=list(outcome.verdict.reasons), action=outcome.step.action,
+                                        dropped=list(outcome.step.arms),
                                         rules=self.rules, now=utcnow())
             except IntegrityError:  # another scheduler stored these verdicts first
                 log.info("rollout of %s: already judged by another scheduler", model)
@@ -130,7 +131,7 @@ class SchedulerJobs:
                 log.exception("rollout analysis of %s failed; it is tried again next run", model)
                 continue
             for outcome in outcomes:
-                level = logging.WARNING if outcome.step.action == STEP_ROLLBACK else logging.INFO
+                level = logging.WARNING if outcome.step.action in (STEP_ROLLBACK, STEP_DROP_ARMS) else logging.INFO
                 log.log(level, "rollout %s candidate %s window %s: %s; %s: %s", outcome.model, outcome.candidate,
                         outcome.window_start_ms, outcome.verdict.verdict, outcome.step.action, outcome.step.reason)
             judged += outcomes

@@ -8,8 +8,8 @@ prediction drift when the window evaluation stored it; a shadow also on the requ
 samples hold, `sample_comparisons`: flip rate, score distances). The verdict over the stage's windows
 up to that one (`rollout_verdict`; an A/B test: `ab_verdict`, every arm against the control; policy
 from `[rollouts]`) is stored once per window with the comparisons behind it; `next_step` then steps
-a canary up, promotes (the one alias writer, then the plan is cleared) or rolls back (plan cleared),
-each change written by the plan writer as a ``policy`` step with its reasons.
+a canary up, promotes (the one alias writer, then the plan is cleared), rolls back (plan cleared) or
+takes failing arms out of an A/B test (`without_arms`: a new plan, judged from scratch), each change written by the plan writer as a ``policy`` step with its reasons.
 
 The plan row is locked for the model's analysis, so two schedulers take turns and the second finds
 the windows already judged; the verdicts' uniqueness per (model, candidate, window) backs that up.
@@ -31,7 +31,7 @@ from driftline.detectors.rollout import Comparison, compare_states, sample_compa
 from driftline.detectors.rollout_details import verdict_details
 from driftline.detectors.rollout_policy import RolloutPolicy, Step, next_step
 from driftline.detectors.rollout_verdict import RolloutVerdict, ab_verdict, arm_policy, rollout_verdict
-from driftline.rollouts import AB, CANARY, SHADOW, RoutingPlan, canary_plan
+from driftline.rollouts import AB, CANARY, SHADOW, RoutingPlan, ab_plan, canary_plan
 from driftline.store.aliases import move_alias
 from driftline.store.models import DetectorResult, RolloutPlan, RolloutVerdict as VerdictRecord, WindowStateRecord
 from driftline.store.rollouts import BY_POLICY, clear_plan, record_verdict, set_plan
@@ -133,9 +133,9 @@ class RolloutAnalysis:
             details = verdict_details(reference, {c: found[-1] for c, found in history.items()}, verdict, alpha)
             record_verdict(session, model, plan.candidate, start, end, verdict.verdict, verdict.reasons, details)
             session.flush()  # stamped before a step's new stage begins
-            step = next_step(plan.mode, weight, verdict.verdict, policy)
+            step = next_step(plan.mode, weight, verdict.verdict, policy, verdict.drop)
             outcomes.append(Outcome(model, plan.candidate, start, verdict, step, end, plan.mode, row.production_version))
-            if self._apply(session, plan, verdict.winner or candidates[0], step, verdict, start):
+            if self._apply(session, plan, reference, verdict.winner or candidates[0], step, verdict, start):
                 break  # a new stage (or no plan): its windows are judged from scratch
         return outcomes
 
@@ -182,8 +182,8 @@ class RolloutAnalysis:
             WindowStateRecord.window_start_ms == start))
         return WindowState.merge_all([WindowState.from_bytes(blob, baseline) for blob in records], baseline)
 
-    def _apply(self, session: Session, plan: RoutingPlan, candidate: str, step: Step, verdict: RolloutVerdict,
-               start: int) -> bool:
+    def _apply(self, session: Session, plan: RoutingPlan, control: str, candidate: str, step: Step,
+               verdict: RolloutVerdict, start: int) -> bool:
         """Carry out `step` as the ``policy`` author; True when the plan changed."""
         reason = f"{step.reason} (window {start}: {verdict.verdict}" + (
             f"; {'; '.join(verdict.reasons)})" if verdict.reasons else ")")
@@ -194,9 +194,19 @@ class RolloutAnalysis:
             move_alias(session, plan.model, candidate, "promote", f"rollout policy: {step.reason}")
         elif step.action == vocabulary.STEP_ROLLBACK:
             clear_plan(session, plan.model, by=BY_POLICY, reason=reason)
+        elif step.action == vocabulary.STEP_DROP_ARMS:
+            set_plan(session, without_arms(plan, step.arms, control), by=BY_POLICY, reason=reason)
         else:
             return False
         return True
+
+
+def without_arms(plan: RoutingPlan, dropped: tuple[str, ...], control: str) -> RoutingPlan:
+    """The A/B plan without the `dropped` arms, their weight given to the `control` arm (its users were served the
+    control's answers before the test too)."""
+    freed = sum(arm.weight for arm in plan.arms if arm.version in dropped)
+    return ab_plan(plan.model, [(arm.version, arm.weight + (freed if arm.version == control else 0.0))
+                                for arm in plan.arms if arm.version not in dropped])
 
 
 def _prediction_drift(session: Session, model: str, version: str, start: int) -> WindowResult | None:

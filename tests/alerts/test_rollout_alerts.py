@@ -174,6 +174,9 @@ def test_the_summary_names_candidate_outcome_and_reasons(reasons, expected):
     assert text.endswith(expected)
     held = rollout_summary("7", vocabulary.ROLLOUT_CANARY, reasons, vocabulary.STEP_HOLD, "3")
     assert "not rolled back" in held and "rolled back automatically" not in held
+    dropped = rollout_summary("3,7,8", vocabulary.ROLLOUT_AB, reasons, vocabulary.STEP_DROP_ARMS, "3", ["8"])
+    assert "ab of version 3,7,8 without arm 8 from now on" in dropped and "the other arms go on" in dropped
+    assert "rolled back" not in dropped
 
 
 def test_retrain_rollout_is_parsed_checked_and_sent_with_the_request():

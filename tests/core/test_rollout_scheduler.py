@@ -15,7 +15,7 @@ from driftline.config import load_settings
 from driftline.rollouts import ab_plan, canary_plan, shadow_plan
 from driftline.store.aliases import move_alias
 from driftline.store.db import session_scope
-from driftline.store.models import BaselineRecord, ModelAlias, ModelVersion, RolloutVerdict, WindowStateRecord
+from driftline.store.models import Alert, BaselineRecord, ModelAlias, ModelVersion, RolloutVerdict, WindowStateRecord
 from driftline.store.queries import status_report
 from driftline.store.rollouts import BY_POLICY, current_plan, set_plan, steps, verdicts
 from driftline.window_state import EventBatch, WindowState
@@ -330,6 +330,38 @@ def _labelled(rng, accuracy, n):
     labels = rng.binomial(1, 0.5, n)
     right = rng.uniform(size=n) < accuracy
     return np.where(right, labels, 1 - labels) * 0.8 + 0.1, labels
+
+
+def test_an_arm_failing_a_critical_metric_leaves_the_ab_test_and_the_others_go_on(db_url, tmp_path):
+    with session_scope(db_url) as s:
+        s.add(ModelVersion(model=MODEL, version="3"))
+    _registry(db_url, ab_plan(MODEL, [("1", 34), ("2", 33), ("3", 33)]))
+    jobs, rng, t0 = _jobs(db_url, tmp_path), np.random.default_rng(13), _start()
+    for w in range(3):
+        start = t0 + w * WINDOW_MS
+        for version, error_rate in (("1", 0.01), ("2", 0.01), ("3", 0.2)):
+            _write(db_url, rng, version, start, error_rate)
+    outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 2 * WINDOW_MS))
+    last = outcomes[-1]
+    assert (last.candidate, last.verdict.verdict, last.step.action, last.step.arms) == ("1,2,3", "fail",
+                                                                                      "drop_arms", ("3",))
+    with session_scope(db_url) as s:
+        plan = current_plan(s, MODEL)
+        assert [(arm.version, arm.weight) for arm in plan.arms] == [("1", 67.0), ("2", 33.0)]
+        alert = s.scalar(select(Alert).where(Alert.detector == "rollout"))
+        assert "without arm 3 from now on" in alert.summary and alert.details["dropped_arms"] == ["3"]
+    [step] = _policy_steps(db_url)
+    assert step["action"] == "set" and step["to"]["candidate"] == "1,2"
+    assert "arm 3 failed; the other arms go on" in step["reason"]
+    # the two arms left are a new test, judged afresh (without arm 3's windows) and held until one wins
+    t1 = t0 + 3 * WINDOW_MS
+    for version, error_rate in (("1", 0.01), ("2", 0.01)):
+        _write(db_url, rng, version, t1, error_rate)
+    fresh = jobs.analyse_rollouts(now_ms=_closed(t1))
+    assert {(o.candidate, o.verdict.verdict, o.step.action) for o in fresh} == {("1,2", "inconclusive", "hold")}
+    assert fresh[-1].window_start_ms == t1
+    with session_scope(db_url) as s:
+        assert [(arm.version, arm.weight) for arm in current_plan(s, MODEL).arms] == [("1", 67.0), ("2", 33.0)]
 
 
 def test_an_ab_test_of_three_arms_promotes_the_winning_arm(db_url, tmp_path):

@@ -36,6 +36,7 @@ from driftline.vocabulary import (
     ROLLOUT_MODES,
     ROLLOUT_SHADOW,
     SEQUENTIAL_P_VALUE,
+    STEP_DROP_ARMS,
     STEP_HOLD,
     STEP_PROMOTE,
     STEP_ROLLBACK,
@@ -91,7 +92,7 @@ def test_a_healthy_canary_passes_and_steps_up():
     assert all(verdict.metrics[m].verdict == VERDICT_PASS for m in POLICY.critical)
     promoting = RolloutPolicy(auto_promote=True)
     assert next_step(ROLLOUT_CANARY, 5, verdict.verdict, promoting).to_dict() == {
-        "action": STEP_UP, "weight": 25, "reason": "canary passed at 5 %"}
+        "action": STEP_UP, "weight": 25, "reason": "canary passed at 5 %", "arms": []}
 
 
 def test_more_errors_fail_the_rollout_and_roll_back():
@@ -242,12 +243,23 @@ def test_an_arm_failing_a_critical_metric_fails_the_test_and_losers_drop_out():
     harmful = ab_verdict(arms, AB_POLICY)  # arm 2 is 15 points worse: beyond the allowed 5-point drop
     assert harmful.verdict == VERDICT_FAIL and harmful.winner is None
     assert any("arm 2 failed a critical metric" in r for r in harmful.reasons)
+    # arm 3 is still in the running: arm 2 leaves, the test goes on
+    assert harmful.drop == ("2",) and harmful.to_dict()["drop"] == ["2"]
+    step = next_step(ROLLOUT_AB, 0.0, harmful.verdict, POLICY, harmful.drop)
+    assert (step.action, step.arms) == (STEP_DROP_ARMS, ("2",)) and "other arms go on" in step.reason
+    assert next_step(ROLLOUT_AB, 0.0, harmful.verdict, RolloutPolicy(auto_rollback=False), harmful.drop).action \
+        == STEP_HOLD
+    [arms] = _quality_windows(rng, (0.85, 0.70, 0.70))
+    both = ab_verdict(arms, AB_POLICY)  # no arm left in the running: the whole test fails
+    assert both.verdict == VERDICT_FAIL and both.drop == ()
+    assert next_step(ROLLOUT_AB, 0.0, both.verdict, POLICY, both.drop).action == STEP_ROLLBACK
     # worse than the control but within the allowed drop: the arm lost, the other decides
     [arms] = _quality_windows(rng, (0.85, 0.82, 0.85), labels=2000)
     lost = ab_verdict(arms, AB_POLICY)
     assert lost.arms["2"].sequential["winner"] == "production" and lost.verdict == VERDICT_INCONCLUSIVE
     [arms] = _quality_windows(rng, (0.85, 0.82, 0.82), labels=2000)
     assert ab_verdict(arms, AB_POLICY).verdict == VERDICT_FAIL  # every arm worse: none can win
+    assert ab_verdict(arms, AB_POLICY).drop == ()
     assert "every arm is worse" in ab_verdict(arms, AB_POLICY).reasons[-1]
 
 
@@ -352,11 +364,15 @@ def test_next_step_refuses_unknown_input(args):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(ROLLOUT_MODES), st.floats(0, 100), st.sampled_from(VERDICTS), st.booleans(), st.booleans())
-def test_next_step_only_moves_to_a_configured_weight(mode, weight, verdict, promote, rollback):
+@given(st.sampled_from(ROLLOUT_MODES), st.floats(0, 100), st.sampled_from(VERDICTS), st.booleans(), st.booleans(),
+       st.lists(st.sampled_from(["2", "3"]), max_size=2, unique=True))
+def test_next_step_only_moves_to_a_configured_weight(mode, weight, verdict, promote, rollback, drop):
     policy = RolloutPolicy(auto_promote=promote, auto_rollback=rollback)
-    step = next_step(mode, weight, verdict, policy)
+    step = next_step(mode, weight, verdict, policy, tuple(drop))
     assert step.action in STEPS
+    assert bool(step.arms) == (step.action == STEP_DROP_ARMS)
+    if step.action == STEP_DROP_ARMS:
+        assert mode == ROLLOUT_AB and verdict == VERDICT_FAIL and rollback and step.arms == tuple(drop)
     assert (step.weight is not None) == (step.action == STEP_UP)
     if step.action == STEP_UP:
         assert step.weight in policy.canary_steps
