@@ -9,7 +9,8 @@ samples hold, `sample_comparisons`: flip rate, score distances). The verdict ove
 up to that one (`rollout_verdict`; an A/B test: `ab_verdict`, every arm against the control; policy
 from `[rollouts]`) is stored once per window with the comparisons behind it; `next_step` then steps
 a canary up, promotes (the one alias writer, then the plan is cleared), rolls back (plan cleared) or
-takes failing arms out of an A/B test (`without_arms`: a new plan, judged from scratch), each change written by the plan writer as a ``policy`` step with its reasons.
+takes failing arms out of an A/B test (`without_arms`: a new plan, judged from scratch), each change
+written by the plan writer as a ``policy`` step with its reasons.
 
 The plan row is locked for the model's analysis, so two schedulers take turns and the second finds
 the windows already judged; the verdicts' uniqueness per (model, candidate, window) backs that up.
