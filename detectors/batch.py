@@ -33,7 +33,7 @@ from driftline.detectors.decision import (
     decide_feature,
     significance_test,
 )
-from driftline.detectors.batch_performance import check_label, performance_reference, window_performance
+from driftline.detectors.batch_performance import check_label, for_segment, performance_reference, window_performance
 from driftline.detectors.thresholds import WindowThresholds
 from driftline.detectors.reference_thresholds import FIXED as FIXED_SOURCE
 from driftline.detectors.reference_thresholds import REFERENCE as REFERENCE_SOURCE
@@ -448,7 +448,9 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
     workers = default_workers() if workers is None else workers
     profile = ReferenceProfile(reference, kinds, workers)
-    segments = _segments(reference, current, segment_by, kinds, workers)
+    judged_by = performance_thresholds or WindowThresholds()
+    segments = _segments(reference, current, segment_by, kinds, workers, None if performance is None else (
+        lambda rows: for_segment(performance, rows, judged_by.estimated_quality_min_rows)))
     derived = None
     if thresholds.threshold_source == REFERENCE_SOURCE:
         derived = ReferenceThresholds(reference, list(kinds), lambda name, values: reference_tests(
@@ -464,13 +466,12 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
         _label_threshold_source(result, source, note)
         if segments is not None:
             segment_performance = None if performance is None else (
-                lambda rows: window_performance(performance, rows, performance_thresholds or WindowThresholds()))
+                lambda rows, own: window_performance(own, rows, judged_by))
             result["segments"] = segments.detect(window, prediction, thresholds, workers, segment_performance)
             for segment in result["segments"]:
                 _label_threshold_source(segment, FIXED_SOURCE, None)
         if performance is not None:
-            result["performance"] = window_performance(performance, window.frame,
-                                                       performance_thresholds or WindowThresholds())
+            result["performance"] = window_performance(performance, window.frame, judged_by)
         results.append(result)
         if on_window is not None:
             on_window(done, len(windows), len(window.frame))
@@ -478,12 +479,12 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
 
 
 def _segments(reference: pd.DataFrame, current: pd.DataFrame, column: str | None, kinds: dict[str, str],
-              workers: int) -> Any:
+              workers: int, segment_reference: Callable[[pd.DataFrame], Any] | None) -> Any:
     if column is None:
         return None
     from driftline.detectors.segments import SegmentProfiles  # it builds on this module's windows and profiles
 
-    return SegmentProfiles(reference, current, column, kinds, workers)
+    return SegmentProfiles(reference, current, column, kinds, workers, segment_reference=segment_reference)
 
 
 def _label_threshold_source(result: dict[str, Any], source: str, note: str | None) -> None:

@@ -7,7 +7,7 @@ direct loss estimation); each window's predictions give the estimate with its ba
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,14 +30,14 @@ from driftline.detectors.estimation_regression import (
     outside_share,
     realized_regression,
 )
-from driftline.detectors.quality_stats import training_calibration
+from driftline.detectors.quality_stats import quality_metrics, training_calibration
 from driftline.detectors.thresholds import WindowThresholds
 from driftline import defaults
 from driftline.baseline import BINARY, LabelSummary, category_key
 from driftline.errors import UserError
 from driftline.vocabulary import INSUFFICIENT_DATA_KEY, REASON_KEY
 
-__all__ = ["MulticlassReference", "PerformanceReference", "RegressionReference", "check_label",
+__all__ = ["MulticlassReference", "PerformanceReference", "RegressionReference", "check_label", "for_segment",
            "performance_reference", "window_performance"]
 
 _NOT_ESTIMATED = ("estimated performance covers binary classifiers (labels 0/1, a score in [0, 1] in --prediction), "
@@ -76,6 +76,7 @@ class PerformanceReference:
     label: str
     summary: LabelSummary
     calibration: np.ndarray
+    training: dict[str, float | None] | None = None  # what estimates are judged against; None: `summary`'s metrics
 
     @classmethod
     def from_frame(cls, reference: pd.DataFrame, prediction: str | None, label: str) -> "PerformanceReference":
@@ -199,6 +200,36 @@ def _class_index(series: pd.Series, classes: list[str]) -> np.ndarray:
 
 
 Reference = PerformanceReference | MulticlassReference | RegressionReference
+
+
+def for_segment(reference: Reference, rows: pd.DataFrame, min_rows: int) -> Reference:
+    """`reference` with the training values of one segment's reference `rows`, for that segment's windows.
+
+    The calibration (or the loss estimators) stay the whole reference's: a score means what it
+    means everywhere. What each estimate is judged against becomes the segment's own training
+    performance, so a segment that was always harder than average is not read as a drop. With
+    fewer than `min_rows` labelled rows (or one class only) the whole reference's values stay.
+    """
+    if reference.label not in rows.columns:
+        return reference
+    if isinstance(reference, RegressionReference):
+        truth, predicted = _finite(rows, reference.label), _finite(rows, reference.prediction)
+        if int((np.isfinite(truth) & np.isfinite(predicted)).sum()) < min_rows:
+            return reference
+        estimator = replace(reference.estimator, training=realized_regression(truth, predicted))
+        return replace(reference, estimator=estimator)
+    if isinstance(reference, MulticlassReference):
+        labels = _class_index(rows[reference.label], reference.classes)
+        keep = labels >= 0
+        if int(keep.sum()) < min_rows:
+            return reference
+        predicted = _probabilities(rows, reference.columns, "reference").argmax(axis=1)
+        return replace(reference, training=realized_multiclass(labels[keep], predicted[keep], len(reference.classes)))
+    summary = LabelSummary(task=BINARY).add(_scores(rows, reference.prediction, "reference"),
+                                            _labels(rows, reference.label, "reference"))
+    if summary.n < min_rows or not summary.positives.sum() or not summary.negatives.sum():
+        return reference
+    return replace(reference, training=quality_metrics(summary))
 
 
 def performance_reference(reference: pd.DataFrame, prediction: str | list[str] | None, label: str,
@@ -329,7 +360,8 @@ def window_performance(reference: Reference, frame: pd.DataFrame, thresholds: Wi
     labelled = None
     if reference.label in frame.columns:
         labelled = LabelSummary(task=BINARY).add(scores, _labels(frame, reference.label, "current data"))
-    results = judge_estimates(reference.summary, reference.calibration, rows, thresholds, labelled)
+    results = judge_estimates(reference.summary, reference.calibration, rows, thresholds, labelled,
+                              reference.training)
     out: dict[str, Any] = {"estimated": {r.metric: _entry(r) for r in results}}
     if labelled is not None:
         out["realized"] = {r.metric: {"value": r.details.get("realized"), "labels": int(labelled.n),

@@ -38,7 +38,8 @@ def _support(metric: str, counts: Mapping[str, float]) -> tuple[float | None, st
 
 
 def judge_estimates(reference: LabelSummary, calibration: np.ndarray, rows: np.ndarray,
-                    thresholds: WindowThresholds, labelled: LabelSummary | None = None) -> list[WindowResult]:
+                    thresholds: WindowThresholds, labelled: LabelSummary | None = None,
+                    training: Mapping[str, float | None] | None = None) -> list[WindowResult]:
     """One result per estimated metric for `rows` (window rows per score bin), with its verdict.
 
     Breached when the band's upper end lies below ``training - estimated_quality_max_drop``
@@ -48,11 +49,12 @@ def judge_estimates(reference: LabelSummary, calibration: np.ndarray, rows: np.n
     labels covered, or (all but accuracy) fewer than ``quality_min_class_count`` expected
     rows of the class the metric rests on. `labelled` (the window's joined labels, binary)
     adds ``realized``, ``gap`` and ``concept_drift`` (the gap beyond ``estimated_quality_z``
-    standard errors, judged once ``quality_min_labels`` labels are in).
+    standard errors, judged once ``quality_min_labels`` labels are in). `training`: the values
+    the estimates are judged against, when not `reference`'s own metrics (a segment's).
     """
     z = thresholds.estimated_quality_z
     estimates = estimate_performance(reference, calibration, rows, z)
-    training = quality_metrics(reference)
+    training = quality_metrics(reference) if training is None else training
     n = float(rows.sum())
     counts = expected_class_counts(calibration, rows)
     span = calibrated_range(reference)

@@ -64,13 +64,17 @@ class _Segment:
     reference_rows: int
     profile: ReferenceProfile
     pooled: int = 0  # how many reference values the "other" segment holds
+    performance: Any = None  # what `segment_reference` made of the segment's reference rows
 
 
 class SegmentProfiles:
     """The reference profiled once per segment of `column`; `detect` then judges each window segment by segment."""
 
     def __init__(self, reference: pd.DataFrame, current: pd.DataFrame, column: str, kinds: dict[str, str],
-                 workers: int = 1, max_values: int = defaults.SEGMENT_MAX_VALUES):
+                 workers: int = 1, max_values: int = defaults.SEGMENT_MAX_VALUES,
+                 segment_reference: Callable[[pd.DataFrame], Any] | None = None):
+        """`segment_reference(rows)`, when given, is kept per segment for `detect`'s `performance` (its
+        training values)."""
         _check_column(reference, current, column)
         self.column = column
         self.kinds = {name: kind for name, kind in kinds.items() if name != column}
@@ -79,20 +83,21 @@ class SegmentProfiles:
         kept, pooled = list(counts.index[:max_values]), list(counts.index[max_values:])
         self.known = set(counts.index)
         self.kept = set(kept)
-        self.segments = [_Segment(key, int(counts[key]), ReferenceProfile(reference[keys == key], self.kinds, workers))
-                         for key in kept]
+        def segment(key: Any, rows: pd.DataFrame, pooled_values: int = 0) -> _Segment:
+            return _Segment(key, len(rows), ReferenceProfile(rows, self.kinds, workers), pooled_values,
+                            None if segment_reference is None else segment_reference(rows))
+
+        self.segments = [segment(key, reference[keys == key]) for key in kept]
         if pooled:
-            rest = keys.isin(pooled)
-            self.segments.append(_Segment(_POOLED, int(rest.sum()),
-                                          ReferenceProfile(reference[rest], self.kinds, workers), len(pooled)))
+            self.segments.append(segment(_POOLED, reference[keys.isin(pooled)], len(pooled)))
 
     def detect(self, window: Window, prediction: str | None, thresholds: DriftThresholds,
-               workers: int = 1, performance: Callable[[pd.DataFrame], dict[str, Any]] | None = None
+               workers: int = 1, performance: Callable[[pd.DataFrame, Any], dict[str, Any]] | None = None
                ) -> list[dict[str, Any]]:
         """Every segment's result for `window`: kept segments, then "other", then values the reference lacks.
 
-        `performance(rows)`, when given, adds each compared segment's ``performance`` (the estimate uses
-        the whole reference's calibration: a segment's scores mean what they mean everywhere)."""
+        `performance(rows, segment_performance)`, when given, adds each compared segment's ``performance``
+        (`segment_performance`: what `segment_reference` made of the segment's reference rows)."""
         keys = segment_keys(window.frame[self.column])
         grouped = keys.where(keys.isin(self.kept) | ~keys.isin(self.known), _POOLED)
         groups = {key: window.frame.loc[index] for key, index in grouped.groupby(grouped, sort=False).groups.items()}
@@ -101,7 +106,7 @@ class SegmentProfiles:
             rows = groups.get(segment.key, window.frame.iloc[0:0])
             out.append(self._segment_result(segment, rows, window, prediction, thresholds, workers))
             if performance is not None and out[-1]["features"]:
-                out[-1]["performance"] = performance(rows)
+                out[-1]["performance"] = performance(rows, segment.performance)
         unseen = sorted((key for key in groups if key not in self.known and key != _POOLED),
                         key=lambda key: (-len(groups[key]), str(key)))
         for key in unseen:

@@ -146,3 +146,42 @@ def test_with_a_label_each_compared_segment_has_its_own_performance():
     realized = {key: s["performance"]["realized"]["roc_auc"]["value"] for key, s in segments.items()}
     assert estimated["b"] < estimated["a"] - 0.1  # the segment's own scores, not the window's
     assert abs(estimated["a"] - realized["a"]) < 0.05 and abs(estimated["b"] - realized["b"]) < 0.05
+
+
+def test_a_segment_that_was_always_harder_is_judged_against_its_own_training_performance():
+    """Region "b" is harder in training too (scores near 0.5): unchanged, it must not read as a drop."""
+    rng = np.random.default_rng(12)
+
+    def frame(n: int) -> pd.DataFrame:
+        group = rng.choice(["a", "b"], n, p=[0.7, 0.3])
+        score = 1 / (1 + np.exp(-3 * rng.normal(0.0, 1.0, n)))
+        score = np.where(group == "b", 0.5 + (score - 0.5) * 0.25, score)
+        return pd.DataFrame({"g": group, "x": rng.normal(size=n), "score": score,
+                             "y": (rng.random(n) < score).astype(int)})
+
+    reference = frame(20_000)
+    window = detect(reference, frame(6_000), prediction="score", label="y", segment_by="g")["windows"][0]
+    whole_training = window["performance"]["estimated"]["accuracy"]["training"]
+    segments = {s["value"]: s["performance"]["estimated"] for s in window["segments"]}
+    hard = segments["b"]["accuracy"]
+    assert hard["training"] < whole_training - 0.15  # the segment's own reference, not the whole one's
+    assert hard["lower"] <= hard["training"] <= hard["upper"]
+    assert not any(entry["alert"] for estimated in segments.values() for entry in estimated.values())
+    b_rows = reference[reference["g"] == "b"]
+    assert hard["training"] == pytest.approx(((b_rows["score"] >= 0.5) == b_rows["y"]).mean(), abs=0.01)
+
+
+def test_a_regression_segment_is_judged_against_its_own_training_error():
+    rng = np.random.default_rng(13)
+
+    def frame(n: int) -> pd.DataFrame:
+        group = rng.choice(["calm", "noisy"], n, p=[0.6, 0.4])
+        x = rng.normal(size=n)
+        return pd.DataFrame({"g": group, "x": x, "pred": 2 * x,
+                             "y": 2 * x + np.where(group == "noisy", 3.0, 0.5) * rng.normal(size=n)})
+
+    window = detect(frame(10_000), frame(4_000), prediction="pred", label="y", segment_by="g")["windows"][0]
+    segments = {s["value"]: s["performance"]["estimated"]["mae"] for s in window["segments"]}
+    assert segments["noisy"]["training"] > 3 * segments["calm"]["training"]
+    assert not segments["noisy"]["alert"] and not segments["calm"]["alert"]
+    assert segments["noisy"]["lower"] <= segments["noisy"]["training"] <= segments["noisy"]["upper"]
