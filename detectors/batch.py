@@ -415,8 +415,7 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     class, or a regression model's predicted value): each window gains ``performance``
     (`driftline.detectors.batch_performance`), judged by `performance_thresholds`.
     `segment_by` adds each window's ``segments`` (`driftline.detectors.segments`);
-    ``thresholds.threshold_source ==
-    "reference"`` derives effect-size thresholds from the reference
+    ``thresholds.threshold_source == "reference"`` derives effect-size thresholds from the reference
     (`driftline.detectors.reference_thresholds`). `multivariate`: the multivariate detectors' alarm
     levels and sample bounds (True: `driftline.defaults`; False: no ``multivariate``
     object, for callers that need only the per-feature verdicts and not its cost).
@@ -451,6 +450,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     judged_by = performance_thresholds or WindowThresholds()
     segments = _segments(reference, current, segment_by, kinds, workers, None if performance is None else (
         lambda rows: for_segment(performance, rows, judged_by.estimated_quality_min_rows)))
+    segment_performance = None if performance is None else (
+        lambda rows, own: window_performance(own, rows, judged_by))
     derived = None
     if thresholds.threshold_source == REFERENCE_SOURCE:
         derived = ReferenceThresholds(reference, list(kinds), lambda name, values: reference_tests(
@@ -465,8 +466,6 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
         result = detect_window(profile, window, prediction, own, workers, multivariate_reference, levels)
         _label_threshold_source(result, source, note)
         if segments is not None:
-            segment_performance = None if performance is None else (
-                lambda rows, own: window_performance(own, rows, judged_by))
             result["segments"] = segments.detect(window, prediction, thresholds, workers, segment_performance)
             for segment in result["segments"]:
                 _label_threshold_source(segment, FIXED_SOURCE, None)
