@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from driftline.detectors.decision import INSUFFICIENT_DATA
+from driftline.detectors.results import insufficient
 from driftline.detectors.estimated_quality import judge_estimates
 from driftline.detectors.estimation_multiclass import (
     calibrated_probabilities,
@@ -25,10 +26,11 @@ from driftline.detectors.estimation_multiclass import (
 from driftline.detectors.estimation import Estimate, score_counts
 from driftline.detectors.estimation_regression import (
     LossEstimator,
-    estimate_regression,
+    estimate_losses,
     fit_loss_estimator,
     outside_share,
     realized_regression,
+    row_losses,
 )
 from driftline.detectors.quality_stats import quality_metrics, training_calibration
 from driftline.detectors.thresholds import WindowThresholds
@@ -260,8 +262,8 @@ def _multiclass_performance(reference: MulticlassReference, frame: pd.DataFrame,
                  and estimate.upper < training - thresholds.estimated_quality_max_drop)
         entry = _estimate_entry(estimate, training)
         if len(frame) < thresholds.estimated_quality_min_rows:
-            entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: f"{INSUFFICIENT_DATA}: {len(frame)} scored rows < "
-                                                                   f"{thresholds.estimated_quality_min_rows}"})
+            insufficient(entry, f"{INSUFFICIENT_DATA}: {len(frame)} scored rows < "
+                                f"{thresholds.estimated_quality_min_rows}")
         else:
             entry["alert"] = bool(alert)
         estimated[metric] = entry
@@ -302,7 +304,7 @@ def _entry(result: Any) -> dict[str, Any]:
     entry = {"value": result.value, "lower": d.get("lower"), "upper": d.get("upper"), "alert": result.breached,
              "standard_error": d.get("standard_error"), "training": d.get("training")}
     if d.get(INSUFFICIENT_DATA_KEY):
-        entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: d.get(REASON_KEY)})
+        insufficient(entry, d.get(REASON_KEY))
     return entry
 
 
@@ -312,7 +314,8 @@ def _regression_performance(reference: RegressionReference, frame: pd.DataFrame,
     _regression_values(frame, reference.prediction, reference.label if has_label else None, "current data")
     predicted = _finite(frame, reference.prediction)
     z = thresholds.estimated_quality_z
-    estimates = estimate_regression(reference.estimator, frame, z)
+    losses = row_losses(reference.estimator, frame)
+    estimates = estimate_losses(reference.estimator, *losses, z)
     rows = int(np.isfinite(predicted).sum())
     outside = outside_share(reference.estimator, predicted)
     estimated = {}
@@ -321,13 +324,11 @@ def _regression_performance(reference: RegressionReference, frame: pd.DataFrame,
         threshold = None if training is None else training * (1.0 + thresholds.estimated_quality_max_error_increase)
         entry = _estimate_entry(estimate, training)
         if rows < thresholds.estimated_quality_min_rows:
-            entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: f"{INSUFFICIENT_DATA}: {rows} predicted rows < "
-                                                                   f"{thresholds.estimated_quality_min_rows}"})
+            insufficient(entry, f"{INSUFFICIENT_DATA}: {rows} predicted rows < {thresholds.estimated_quality_min_rows}")
         elif outside > thresholds.estimated_quality_max_outside_share:
             low, high = reference.estimator.prediction_range
-            entry.update({INSUFFICIENT_DATA_KEY: True, REASON_KEY: (
-                f"untrusted: {outside:.1%} of predictions outside the reference's range [{low:.4g}, {high:.4g}] "
-                f"> {thresholds.estimated_quality_max_outside_share:.1%}")})
+            insufficient(entry, f"untrusted: {outside:.1%} of predictions outside the reference's range "
+                                f"[{low:.4g}, {high:.4g}] > {thresholds.estimated_quality_max_outside_share:.1%}")
         else:  # an error: lower is better, so even the band's optimistic end is worse than training
             entry["alert"] = bool(threshold is not None and estimate.lower is not None and estimate.lower > threshold)
         estimated[metric] = entry
@@ -336,7 +337,7 @@ def _regression_performance(reference: RegressionReference, frame: pd.DataFrame,
         truth = _finite(frame, reference.label)
         labelled = np.isfinite(truth) & np.isfinite(predicted)
         realized = realized_regression(truth[labelled], predicted[labelled])
-        expected = estimate_regression(reference.estimator, frame[labelled], z)
+        expected = estimate_losses(reference.estimator, *(loss[labelled] for loss in losses), z)
         out["realized"] = _realized_entries(realized, expected, int(labelled.sum()), thresholds)
     return out
 

@@ -60,11 +60,10 @@ from driftline import defaults
 from driftline.detectors.estimation import Estimate
 from driftline.vocabulary import MAE, RMSE
 
-__all__ = ["REGRESSION_METRICS", "LossEstimator", "estimate_regression", "fit_loss_estimator", "outside_share",
-           "realized_regression"]
+__all__ = ["REGRESSION_METRICS", "LossEstimator", "estimate_losses", "estimate_regression", "fit_loss_estimator",
+           "outside_share", "realized_regression", "row_losses"]
 
 REGRESSION_METRICS = (MAE, RMSE)
-_ABSOLUTE, _SQUARED = "absolute", "squared"
 _BIAS_BINS = 10
 # HistGradientBoosting's categorical support takes at most this many categories (its max_bins less one)
 _MAX_CATEGORIES = 254
@@ -172,10 +171,9 @@ def fit_loss_estimator(frame: pd.DataFrame, kinds: Mapping[str, str], truth: np.
     Deterministic for a given `seed`. Needs at least `folds` rows (callers ask for more).
     """
     with np.errstate(over="ignore", invalid="ignore"):
-        keep = np.flatnonzero(np.isfinite(truth - predicted))  # both finite, and their difference too
+        labelled = np.flatnonzero(np.isfinite(truth - predicted))  # both finite, and their difference too
     rng = np.random.default_rng(seed)
-    if keep.size > max_rows:
-        keep = np.sort(rng.choice(keep, size=max_rows, replace=False))
+    keep = np.sort(rng.choice(labelled, size=max_rows, replace=False)) if labelled.size > max_rows else labelled
     if keep.size < folds:
         raise ValueError(f"fit_loss_estimator needs at least {folds} labelled rows")
     columns = [c for c in kinds if c != prediction] + [prediction]
@@ -191,8 +189,7 @@ def fit_loss_estimator(frame: pd.DataFrame, kinds: Mapping[str, str], truth: np.
     squared = _fit_loss(x, error ** 2, assignment, categorical, seed)
     training = realized_regression(truth, predicted)
     tail = (1.0 - defaults.LOSS_ESTIMATOR_RANGE) / 2.0
-    labelled = predicted[np.isfinite(truth) & np.isfinite(predicted)]
-    span = (float(np.quantile(labelled, tail)), float(np.quantile(labelled, 1.0 - tail)))
+    span = (float(np.quantile(predicted[labelled], tail)), float(np.quantile(predicted[labelled], 1.0 - tail)))
     return LossEstimator(columns, categories, absolute, squared, training, int(keep.size), unit, span)
 
 
@@ -213,19 +210,35 @@ def _mean_loss(model: _LossModel, losses: np.ndarray) -> tuple[float, float]:
     return mean, math.sqrt(model.spread * float((losses ** 2).sum()) / n ** 2 + model.model_error * mean ** 2)
 
 
-def estimate_regression(estimator: LossEstimator, frame: pd.DataFrame, z: float) -> dict[str, Estimate]:
-    """MAE and RMSE expected for `frame`'s rows (those with a finite prediction), with their bands at `z`."""
+def row_losses(estimator: LossEstimator, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's predicted absolute and squared error, in `estimator.unit`s (NaN where the prediction is not
+    finite): what `estimate_losses` averages, over any subset of the rows."""
     from threadpoolctl import threadpool_limits
 
     x = estimator.encode(frame)
-    x = x[np.isfinite(x[:, -1])]
-    if not x.shape[0]:
+    scored = np.isfinite(x[:, -1])
+    absolute, squared = np.full(len(x), np.nan), np.full(len(x), np.nan)
+    if scored.any():
+        with threadpool_limits(limits=1, user_api="openmp"):
+            absolute[scored] = np.maximum(estimator.absolute.predict(x[scored]), 0.0)
+            squared[scored] = np.maximum(estimator.squared.predict(x[scored]), 0.0)
+    return absolute, squared
+
+
+def estimate_regression(estimator: LossEstimator, frame: pd.DataFrame, z: float) -> dict[str, Estimate]:
+    """MAE and RMSE expected for `frame`'s rows (those with a finite prediction), with their bands at `z`."""
+    return estimate_losses(estimator, *row_losses(estimator, frame), z)
+
+
+def estimate_losses(estimator: LossEstimator, absolute: np.ndarray, squared: np.ndarray,
+                    z: float) -> dict[str, Estimate]:
+    """MAE and RMSE with their bands at `z` from `row_losses` (rows without a prediction, NaN, left out)."""
+    absolute, squared = absolute[np.isfinite(absolute)], squared[np.isfinite(squared)]
+    if not absolute.size:
         return {metric: Estimate(None, None, None, None) for metric in REGRESSION_METRICS}
-    with threadpool_limits(limits=1, user_api="openmp"):
-        absolute, squared = estimator.absolute.predict(x), estimator.squared.predict(x)
     # in units of `estimator.unit` (squares of which stay finite); scaled back at the end
-    mae, mae_se = _mean_loss(estimator.absolute, np.maximum(absolute, 0.0))
-    mse, mse_se = _mean_loss(estimator.squared, np.maximum(squared, 0.0))
+    mae, mae_se = _mean_loss(estimator.absolute, absolute)
+    mse, mse_se = _mean_loss(estimator.squared, squared)
     rmse = math.sqrt(mse)
     rmse_se = mse_se / (2.0 * rmse) if rmse > 0 else 0.0
     unit = estimator.unit
