@@ -209,6 +209,8 @@ def worker(settings: Settings, model: str, host: str | None, port: int | None, d
 @click.option("--scenario", type=click.Choice(SCENARIO_NAMES), default="none", show_default=True)
 @click.option("--rate", type=click.FloatRange(0.1, 20_000), default=50.0, show_default=True, help="Requests per second.")
 @click.option("--duration", type=click.FloatRange(0.1, 86_400), default=60.0, show_default=True, help="Seconds of scenario traffic.")
+@click.option("--requests", "request_count", type=click.IntRange(1), default=None,
+              help="Send this many scenario requests however long they take, instead of --duration seconds.")
 @click.option("--warmup", type=click.FloatRange(0, 86_400), default=0.0, show_default=True,
               help="Seconds of `none` traffic before the scenario starts.")
 @click.option("--worker-url", default=None, help="Worker base URL (default: http://127.0.0.1:<settings.worker_port>).")
@@ -220,22 +222,29 @@ def worker(settings: Settings, model: str, host: str | None, port: int | None, d
 @click.option("--labels/--no-labels", default=True, show_default=True, help="Send ground-truth labels to Kafka.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @common_options
-def replay(settings: Settings, scenario: str, rate: float, duration: float, warmup: float, worker_url: str | None,
-           concurrency: int, seed: int, label_delay: float, labels: bool, as_json: bool) -> None:
+def replay(settings: Settings, scenario: str, rate: float, duration: float, request_count: int | None, warmup: float,
+           worker_url: str | None, concurrency: int, seed: int, label_delay: float, labels: bool,
+           as_json: bool) -> None:
     """Send scenario traffic to a worker (none, covariate_shift, concept_drift, skew, latency, data_quality,
     segment_shift; rollouts, which train a candidate and set a plan in the store: shadow, canary_regression, ab, aa)."""
     import logging
 
+    from driftline.errors import UserError
     from driftline.kafka_security import KafkaSecurity
     from driftline.worker.replay import ReplayConfig
     from driftline.worker.replay import replay as run
 
+    duration_given = click.get_current_context().get_parameter_source("duration") in (
+        click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    if request_count is not None and duration_given:
+        raise UserError("pass --requests or --duration, not both: one bounds the scenario by count, the other by time")
     # the replay's own steps (a rollout scenario's candidate and plan), not every request httpx makes
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("driftline.worker.replay").setLevel(logging.INFO)
 
     config = ReplayConfig(worker_url=worker_url or f"http://127.0.0.1:{settings.worker_port}", scenario=scenario,
-                          rate=rate, duration_s=duration, warmup_s=warmup, concurrency=concurrency, seed=seed,
+                          rate=rate, duration_s=duration, requests=request_count, warmup_s=warmup,
+                          concurrency=concurrency, seed=seed,
                           label_delay_s=label_delay, bootstrap_servers=settings.bootstrap_servers if labels else None,
                           token=secret(settings.retrain_token),
                           security=KafkaSecurity.from_settings(settings).checked(), settings=settings)

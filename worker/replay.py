@@ -1,9 +1,10 @@
-"""`driftline replay`: scenario traffic against a running worker, bounded in time, rate and concurrency.
+"""`driftline replay`: scenario traffic against a running worker, bounded in time or count, rate and concurrency.
 
 Requests are sent open-loop at `rate` per second for `duration` seconds (after an
 optional warm-up of `none` traffic), with at most `concurrency` in flight; when the
 worker cannot keep up, the replay falls behind schedule rather than piling up
-requests. Each answered request's ground-truth label (drawn from the scenario's
+requests. With `requests` set the scenario part is that many requests instead, all
+of them sent however long a slow worker makes it take (tests need a known count). Each answered request's ground-truth label (drawn from the scenario's
 risk model on the clean inputs) is sent to `driftline.labels` `label_delay` seconds
 later. A scenario's worker fault (skew, latency) is switched on through
 POST /admin/faults for the scenario's part of the run and always switched off after.
@@ -46,6 +47,7 @@ class ReplayConfig:
     scenario: str = "none"
     rate: float = 50.0
     duration_s: float = 60.0
+    requests: int | None = None  # scenario requests to send, however long they take (None: bounded by duration_s)
     warmup_s: float = 0.0
     concurrency: int = defaults.REPLAY_MAX_CONCURRENCY
     seed: int = 1
@@ -131,6 +133,8 @@ async def run_replay(config: ReplayConfig) -> ReplayReport:
         raise UserError(f"unknown scenario {config.scenario!r}; expected one of {', '.join(SCENARIOS)}")
     if config.rate <= 0 or config.duration_s <= 0 or config.concurrency < 1:
         raise UserError("--rate and --duration must be positive and --concurrency at least 1")
+    if config.requests is not None and config.requests < 1:
+        raise UserError(f"--requests must be at least 1, got {config.requests}")
     scenario = SCENARIOS[config.scenario]
     if scenario.rollout is not None and config.settings is None:
         raise UserError(f"the {scenario.name} scenario sets up a rollout: it needs the store (run it with "
@@ -143,7 +147,9 @@ async def run_replay(config: ReplayConfig) -> ReplayReport:
             raise UserError(f"cannot reach the worker at {config.worker_url} ({exc}); start it with "
                             "`driftline worker` or pass --worker-url") from None
         warmup_rows = int(math.ceil(config.rate * config.warmup_s))
-        traffic = build_traffic(scenario, warmup_rows, int(math.ceil(config.rate * config.duration_s)), config.seed)
+        scenario_rows = (config.requests if config.requests is not None
+                         else int(math.ceil(config.rate * config.duration_s)))
+        traffic = build_traffic(scenario, warmup_rows, scenario_rows, config.seed)
         labeller = (InferenceLogger(config.bootstrap_servers, model["name"], model["version"],
                                     security=config.security)
                     if config.bootstrap_servers else None)
@@ -284,7 +290,8 @@ async def _drive(client: httpx.AsyncClient, config: ReplayConfig, scenario: Scen
 
     started = time.monotonic()
     interval = 1.0 / config.rate
-    end = started + config.warmup_s + config.duration_s
+    # a count-bounded replay sends every row, late or not; a timed one stops at its end
+    end = math.inf if config.requests is not None else started + config.warmup_s + config.duration_s
     scenario_started = False
     for index in range(len(traffic.records)):
         now = time.monotonic()

@@ -63,6 +63,10 @@ def test_worker_needs_a_trained_model_and_a_real_device(env, capsys):
     assert code == 1 and "run `driftline train` first" in err
     code, _, err = cli(capsys, "replay", "--worker-url", f"http://127.0.0.1:{free_port()}", "--duration", "0.1")
     assert code == 1 and "cannot reach the worker" in err
+    code, _, err = cli(capsys, "replay", "--requests", "10", "--duration", "5")
+    assert code == 1 and "--requests or --duration, not both" in err
+    code, _, err = cli(capsys, "replay", "--requests", "0")
+    assert code == 2 and "--requests" in err
 
 
 def test_worker_command_serves_and_replay_drives_it(env, capsys):
@@ -80,9 +84,9 @@ def test_worker_command_serves_and_replay_drives_it(env, capsys):
         assert health == {"status": "ok", "model": "credit-default", "version": "1", "device": "cpu",
                           "kafka_connected": health["kafka_connected"]}
         code, out, _ = cli(capsys, "replay", "--worker-url", f"http://127.0.0.1:{port}", "--scenario", "none",
-                           "--rate", "40", "--duration", "1", "--label-delay", "0", "--json")
+                           "--rate", "40", "--requests", "30", "--label-delay", "0", "--json")
         summary = json.loads(out)
-        assert code == 0 and summary["requests"] >= 20 and summary["ok"] == summary["requests"]
+        assert code == 0 and summary["requests"] == summary["ok"] == 30  # bounded by count: every one answered
         assert summary["labels_sent"] == summary["ok"]
         text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
         assert f'driftline_worker_requests_total{{code="200"}} {float(summary["ok"])}' in text
