@@ -8,11 +8,12 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from driftline.baseline import compute_baseline
 from driftline.config import load_settings
 from driftline.rollouts import ab_plan, canary_plan, shadow_plan
+from driftline.store import db as store_db
 from driftline.store.aliases import move_alias
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, BaselineRecord, ModelAlias, ModelVersion, RolloutVerdict, WindowStateRecord
@@ -21,6 +22,7 @@ from driftline.store.rollouts import BY_POLICY, current_plan, set_plan, steps, v
 from driftline.window_state import EventBatch, WindowState
 from driftline.scheduler.jobs import SchedulerJobs
 from driftline.scheduler.rollouts import versions_compared
+from tests.support.waiting import wait_until
 
 MODEL = "m"
 WINDOW_MS = 10_000
@@ -228,6 +230,13 @@ def test_the_candidates_prediction_drift_from_the_window_evaluation_fails_the_ro
     assert any(r.startswith("candidate_drift: fail: drifted in 3 of the last 3") for r in last["reasons"])
 
 
+def _lock_waiters(db_url: str) -> int:
+    """Sessions of this database waiting on a lock, from a connection of their own (a fresh snapshot each call)."""
+    with store_db.get_engine(db_url).connect() as conn:
+        return conn.scalar(text("SELECT count(*) FROM pg_stat_activity "
+                                "WHERE datname = current_database() AND wait_event_type = 'Lock'"))
+
+
 def test_a_second_scheduler_waits_for_the_first_and_judges_nothing_again(postgres_url, tmp_path):
     """Row locks: PostgreSQL only (SQLite has one writer at a time)."""
     db_url = postgres_url
@@ -240,8 +249,9 @@ def test_a_second_scheduler_waits_for_the_first_and_judges_nothing_again(postgre
         assert len(first.rollouts.analyse(s, MODEL, now, LATENESS_MS)) == 2  # holds the plan's row lock
         other = threading.Thread(target=lambda: found.setdefault("second", second.analyse_rollouts(now_ms=now)))
         other.start()
-        other.join(timeout=0.5)  # the second scheduler is blocked on the lock until this transaction commits
-        assert "second" not in found
+        # the second scheduler is seen waiting on a lock (PostgreSQL says so), and has judged nothing meanwhile
+        wait_until(lambda: _lock_waiters(db_url) >= 1, timeout=60, message="the second scheduler to wait on the lock")
+        assert "second" not in found and other.is_alive()
     other.join(timeout=30)
     assert found["second"] == []
     with session_scope(db_url) as s:

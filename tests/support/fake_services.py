@@ -51,6 +51,10 @@ class FakeService:
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
     delay: float = 0.0  # seconds every answer takes (to make concurrent clients overlap)
+    # > 1: the first request waits (60 s at most) until this many are in flight at once, proving clients overlap
+    hold_until_concurrent: int = 0
+    overlapped: threading.Event = field(default_factory=threading.Event)
+    in_flight: int = 0
 
     def script(self, *items: Any) -> None:
         """Answers for the next requests: a status code, (status, headers, body), or ("slow", seconds)."""
@@ -68,6 +72,19 @@ class FakeService:
                 with fake.lock:
                     fake.requests.append(record)
                     item = fake.script_queue.popleft() if fake.script_queue else None
+                    fake.in_flight += 1
+                    first = len(fake.requests) == 1
+                    if fake.hold_until_concurrent and fake.in_flight >= fake.hold_until_concurrent:
+                        fake.overlapped.set()
+                try:
+                    if first and fake.hold_until_concurrent:
+                        fake.overlapped.wait(timeout=60)
+                    self._answer(record, item)
+                finally:
+                    with fake.lock:
+                        fake.in_flight -= 1
+
+            def _answer(self, record: Recorded, item: Any) -> None:
                 if fake.delay:
                     time.sleep(min(fake.delay, 1.0))  # the service's latency is what is simulated
                 if item is not None:

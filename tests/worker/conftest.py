@@ -81,7 +81,7 @@ def topic_records(bootstrap_servers: str, topic: str, done: Callable[[], bool],
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
-        # A read bounded in time rather than a wait: callers also ask for "what arrived within N s".
+        # Until `done()`; the deadline only ends a read whose records never come (the caller's assertion then fails).
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not done():
             for tp, records in consumer.poll(timeout_ms=200, max_records=5_000).items():

@@ -212,19 +212,20 @@ def test_two_workers_share_hits_and_survive_a_redis_outage(kit, tiny_results, tm
 
     rows = iter(generate_inputs(200, seed=5).to_dict("records"))
 
-    def answered_by_the_other_worker(url_a: str, url_b: str) -> dict | None:
+    def answered_by_the_other_worker(url_a: str, url_b: str, write_wait_s: float = 1.0) -> dict | None:
         """A answers a new row and writes it to Redis; B (which never saw it) must then find it there."""
         row, keys_before = next(rows), store.dbsize()
         assert _predict(url_a, row)["cached"] is False
         try:
-            wait_until(lambda: store.dbsize() > keys_before, timeout=1, message="A to write the row to Redis")
+            wait_until(lambda: store.dbsize() > keys_before, timeout=write_wait_s, message="A to write the row to Redis")
         except AssertionError:
-            return None  # A is not writing yet (after an outage: the retry pause)
+            return None  # A is not writing yet (after an outage: the retry pause); the caller tries another row
         answer = _predict(url_b, row)
         return answer if answer["cached"] else None
 
     with kit.serving(make_worker()) as url_a, kit.serving(make_worker()) as url_b:
-        shared = answered_by_the_other_worker(url_a, url_b)
+        # no outage yet: A writes, however long a busy machine makes that take (the deadline is for a stuck write)
+        shared = answered_by_the_other_worker(url_a, url_b, write_wait_s=60)
         assert shared is not None and shared["version"] == "1"
         assert kit.metric(url_b, "driftline_worker_cache_remote_hits_total") == 1
         assert all(key.decode().startswith("driftline:pred:credit-default:1:") for key in store.keys())

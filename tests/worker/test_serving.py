@@ -230,11 +230,14 @@ def test_latency_fault_adds_compute_time(served):
     try:
         httpx.post(f"{url}/admin/faults", json={"latency_ms": 150, "latency_fraction": 1.0}, headers=auth)
         answer = httpx.post(f"{url}/predict", json=_body_with(age=33)).json()
+        # then a fault no answer could outlast the client's timeout under: still on, the next request times out
+        httpx.post(f"{url}/admin/faults", json={"latency_ms": 60_000, "latency_fraction": 1.0}, headers=auth)
     finally:
         httpx.delete(f"{url}/admin/faults", headers=auth)
     assert answer["latency_ms"]["compute"] >= 150.0
     assert answer["latency_ms"]["total"] >= answer["latency_ms"]["compute"]
-    assert httpx.post(f"{url}/predict", json=_body_with(age=34)).json()["latency_ms"]["compute"] < 150.0
+    after = httpx.post(f"{url}/predict", json=_body_with(age=34), timeout=30).json()  # switched off: not slowed
+    assert after["latency_ms"]["compute"] < 60_000.0
 
 
 def test_rollback_switches_the_served_version(kit, broker, tiny_results, tmp_path, sqlite_url):
@@ -279,9 +282,12 @@ def test_kafka_down_serving_continues_and_drops_are_counted(kit, tiny_results, t
         wait_until(lambda: kit.metric(url, "driftline_worker_events_sent_total") == 50, timeout=60,
                    message="the 50 buffered events to be sent")
         assert kit.metric(url, "driftline_worker_events_buffered") == 0
-        delivered = kit.read_topic(broker.bootstrap_servers, TOPIC_INFERENCE, {f"down-{i}" for i in range(120)},
-                               timeout_s=1)
-        assert len(delivered) == 50
+        # a fresh broker: its topic holds this test's events only, read until the 50 sent are there
+        delivered: list[str] = []
+        for _, record in kit.topic_records(broker.bootstrap_servers, TOPIC_INFERENCE, lambda: len(delivered) >= 50,
+                                           timeout_s=60):
+            delivered.append(parse_inference(record.value).request_id)
+        assert len(delivered) == len(set(delivered)) == 50 and set(delivered) <= {f"down-{i}" for i in range(120)}
 
         broker.stop(timeout_s=0.5)  # and goes away again mid-run (Tansu may ignore SIGTERM: then killed)
         more = asyncio.run(_post_all(url, [{"features": row} for row in rows(30, seed=17)]))
