@@ -96,6 +96,7 @@ def test_killing_collector_scheduler_and_worker_loses_and_double_counts_nothing(
                        message=f"{name} to be restarted")
             wait_until(lambda: stored_events(db_url) > before + 100, timeout=60, interval=0.5,
                        message=f"progress after killing {name}")
+        seen = stored_events(db_url)  # over 500 by the waits above, however fast the machine
         output, _ = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
@@ -108,7 +109,7 @@ def test_killing_collector_scheduler_and_worker_loses_and_double_counts_nothing(
                            env=env | {"DRIFTLINE_DB": db_url}, capture_output=True, text=True, timeout=120)
     assert drain.returncode == 0, drain.stderr[-2000:]
     produced = topic_total(broker.bootstrap_servers)
-    assert produced > 1000
+    assert produced >= seen > 500  # traffic flowed across the three kills (a count the waits guarantee)
     assert stored_events(db_url) == produced
 
 
