@@ -14,10 +14,11 @@ RETRAIN = "retrain"
 # Channels that receive alert notifications (the retraining webhook gets retrain requests only).
 NOTIFY_CHANNELS = (SLACK, PAGERDUTY, WEBHOOK)
 CHANNELS = (*NOTIFY_CHANNELS, RETRAIN)
+# The setting that gives each channel its endpoint; a channel whose setting is unset is off.
+ENDPOINT_SETTINGS = {SLACK: "slack_webhook_url", PAGERDUTY: "pagerduty_routing_key", WEBHOOK: "webhook_url",
+                     RETRAIN: "retrain_webhook_url"}
 
 
 def configured_channels(settings: Any) -> list[str]:
     """Channels that have an endpoint in the settings; the others are skipped."""
-    endpoints = {SLACK: settings.slack_webhook_url, PAGERDUTY: settings.pagerduty_routing_key,
-                 WEBHOOK: settings.webhook_url, RETRAIN: settings.retrain_webhook_url}
-    return [name for name in CHANNELS if endpoints[name]]
+    return [name for name in CHANNELS if getattr(settings, ENDPOINT_SETTINGS[name])]

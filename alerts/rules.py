@@ -27,9 +27,9 @@ from typing import Any, Iterable, Mapping
 
 from driftline import defaults, vocabulary
 from driftline.errors import UserError
-from driftline.sections import Section, parse_section
+from driftline.sections import Section, did_you_mean, parse_section
 
-from driftline.alerts.endpoints import NOTIFY_CHANNELS, RETRAIN, configured_channels
+from driftline.alerts.endpoints import ENDPOINT_SETTINGS, NOTIFY_CHANNELS, RETRAIN, configured_channels
 from driftline.alerts.times import parse_duration
 
 # Rules, inhibit rules and the retraining policy may only name what a detector emits.
@@ -251,15 +251,20 @@ class AlertRules:
                                        else [{"source": r["source"], "targets": list(r["targets"])}
                                              for r in defaults.ALERT_INHIBIT_RULES]))
         routes = dict(defaults.ALERT_CHANNEL_MIN_SEVERITY)
+        enabled = set(channels)
         for channel, severity in _table(mapping.get("channels"), "[alerts.channels]").items():
             if channel not in NOTIFY_CHANNELS:
-                raise UserError(f"[alerts.channels]: unknown channel {channel!r}; expected one of "
+                raise UserError(f"[alerts.channels]: unknown channel {channel!r}"
+                                f"{did_you_mean(channel, NOTIFY_CHANNELS)}; expected one of "
                                 f"{', '.join(NOTIFY_CHANNELS)}")
             if severity == "off":
                 routes.pop(channel, None)
                 continue
             routes[channel] = _severity(severity, f"[alerts.channels] {channel}")
-        enabled = set(channels)
+            if channel not in enabled:  # routed on purpose, yet it would page nobody
+                setting = ENDPOINT_SETTINGS[channel]
+                raise UserError(f"[alerts.channels] routes {severity!r} alerts to {channel}, but {setting} is not "
+                                f"set (DRIFTLINE_{setting.upper()}): set it, or write {channel} = \"off\"")
         routes = {c: s for c, s in routes.items() if c in enabled}
         return cls(detectors=detectors, models=models, inhibit=inhibit, channels=routes,
                    dashboard_url=dashboard_url,

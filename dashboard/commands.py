@@ -8,14 +8,14 @@ from pathlib import Path
 import click
 
 from driftline import defaults
-from driftline.config import Settings, common_options
+from driftline.config import ENV_DASHBOARD_REFRESH, Settings, common_options
 from driftline.errors import UserError
 from driftline.store import db as store_db
 
 APP = Path(__file__).resolve().with_name("app.py")
 # How the launcher tells the app its refresh interval (read by driftline.dashboard.ui). This module imports no
 # Streamlit code: imported outside a Streamlit server, its cached functions log a warning each.
-REFRESH_ENV = "DRIFTLINE_DASHBOARD_REFRESH_SECONDS"
+REFRESH_ENV = ENV_DASHBOARD_REFRESH
 
 
 def streamlit_argv(port: int, address: str = "127.0.0.1") -> list[str]:

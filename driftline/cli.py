@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "db": ("driftline.commands.db", "db", "Database maintenance: migrations, retention."),
     "alerts": ("driftline.alerts.commands", "alerts", "List alerts and manage silences."),
     "rollout": ("driftline.commands.rollout", "rollout", "Shadow, canary and A/B rollouts of a candidate version beside production."),
+    "config": ("driftline.commands.config", "config", "Validate the configuration and print the effective settings (config check)."),
 }
 
 

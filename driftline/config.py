@@ -4,19 +4,26 @@ Precedence, highest first: a command-line option, the environment variable
 `DRIFTLINE_<OPTION>`, the TOML file given by `--config` (or `DRIFTLINE_CONFIG`),
 then the defaults below. Detection thresholds and alert rules have their own
 documented defaults in `driftline.defaults`.
+
+Strict: a key of the TOML file that is neither a setting nor a known section
+(`driftline.sections.SECTIONS`, which the stages validate), and a `DRIFTLINE_*`
+environment variable that is neither a setting nor in `OTHER_ENVIRONMENT_VARIABLES`,
+stop the command with an error naming it and the closest known name; every number
+is range-checked.
 """
 from __future__ import annotations
 
 import functools
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import click
-from pydantic import PrivateAttr, SecretStr, ValidationError
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from driftline.errors import UserError
+from driftline.sections import SECTIONS, did_you_mean
 
 TOPIC_INFERENCE = "driftline.inference"
 TOPIC_LABELS = "driftline.labels"
@@ -27,9 +34,20 @@ EMBEDDED_BROKER_PORT = 9092
 # The published default admin token: good for a loopback demo only (see Settings.worker_host).
 DEFAULT_RETRAIN_TOKEN = "driftline-local-token"
 
+ENV_PREFIX = "DRIFTLINE_"
+# Variables with the settings' prefix that are not settings; everything the project reads is listed here,
+# so that any other DRIFTLINE_* variable is a typo (an error at start, not a setting silently left unset).
+ENV_CONFIG = "DRIFTLINE_CONFIG"  # the TOML file, when --config is not given
+ENV_TANSU_BIN = "DRIFTLINE_TANSU_BIN"  # another Tansu binary for the embedded broker (driftline/broker.py)
+ENV_DASHBOARD_REFRESH = "DRIFTLINE_DASHBOARD_REFRESH_SECONDS"  # set by `driftline dashboard` for its app
+ENV_TEST_PG = "DRIFTLINE_TEST_PG"  # the test suite: PostgreSQL admin URL (tests/conftest.py)
+ENV_UPDATE_SCREENSHOT = "DRIFTLINE_UPDATE_SCREENSHOT"  # the test suite: refresh docs/img (tests/dashboard)
+OTHER_ENVIRONMENT_VARIABLES = frozenset({ENV_CONFIG, ENV_TANSU_BIN, ENV_DASHBOARD_REFRESH, ENV_TEST_PG,
+                                         ENV_UPDATE_SCREENSHOT})
+
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="DRIFTLINE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
     # Where the embedded defaults keep their files: the SQLite store and model artifacts.
     home: Path = Path(".driftline")
@@ -37,18 +55,18 @@ class Settings(BaseSettings):
     db: str | None = None
     # Kafka bootstrap servers; the default is the embedded broker that `driftline up`/`broker` starts.
     bootstrap_servers: str = f"127.0.0.1:{EMBEDDED_BROKER_PORT}"
-    topic_partitions: int = 4
+    topic_partitions: int = Field(4, ge=1)
 
     # Event-time windows (collector, detectors).
-    window_seconds: int = 60
-    allowed_lateness_seconds: int = 30
+    window_seconds: int = Field(60, ge=1)
+    allowed_lateness_seconds: int = Field(30, ge=0)
 
-    # Ports of the local services.
-    worker_port: int = 8000
+    # Ports of the local services (0: off, for the collector's metrics).
+    worker_port: int = Field(8000, ge=0, le=65535)
     # A Redis shared by the workers' prediction caches (`driftline worker --cache-url`); None: in-process only.
     worker_cache_url: str | None = None
-    collector_metrics_port: int = 9108
-    dashboard_port: int = 8501
+    collector_metrics_port: int = Field(9108, ge=0, le=65535)
+    dashboard_port: int = Field(8501, ge=0, le=65535)
     dashboard_url: str = "http://127.0.0.1:8501"
 
     # Where the worker listens. On any address but loopback the worker refuses the published
@@ -119,8 +137,15 @@ class Settings(BaseSettings):
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         config_file = _CONFIG_FILE.get("path")
         if config_file:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+            sources.append(_TomlSettings(settings_cls, toml_file=config_file))
         return tuple(sources)
+
+
+class _TomlSettings(TomlConfigSettingsSource):
+    """The TOML file's top-level keys, less the sections that the stages read and validate themselves."""
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v for k, v in super().__call__().items() if k not in SECTIONS}
 
 
 def secret(value: SecretStr | str | None) -> str | None:
@@ -144,31 +169,64 @@ _CONFIG_FILE: dict[str, Path | None] = {}
 
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Build the settings: `overrides` (CLI options; None means "not given") > env > TOML > defaults."""
-    config_file = config_file or os.environ.get("DRIFTLINE_CONFIG")
+    """Build the settings: `overrides` (CLI options; None means "not given") > env > TOML > defaults.
+
+    A `DRIFTLINE_*` variable, a TOML key or an override that names no setting is a `UserError`."""
+    config_file = config_file or os.environ.get(ENV_CONFIG)
     path = Path(config_file) if config_file else None
     if path is not None and not path.is_file():
         raise UserError(f"config file {path} does not exist; pass an existing TOML file to --config")
+    check_environment()
+    given = {k: v for k, v in overrides.items() if v is not None}
     _CONFIG_FILE["path"] = path
     try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = Settings(**given)
         settings._config_path = path
         return settings
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"invalid setting {where}: {first['msg']}") from None
+        raise UserError(_describe(exc, path, given)) from None
     except Exception as exc:  # a TOML syntax error, for instance
         raise UserError(f"cannot read settings: {exc}") from None
     finally:
         _CONFIG_FILE.clear()
 
 
+def environment_variable(setting: str) -> str:
+    """The environment variable of a setting: `db` -> `DRIFTLINE_DB`."""
+    return ENV_PREFIX + setting.upper()
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """A `UserError` for the first `DRIFTLINE_*` variable that is neither a setting nor a variable the
+    project reads otherwise, naming the closest known one (names are case-insensitive, as for settings)."""
+    environ = os.environ if environ is None else environ
+    known = {environment_variable(name) for name in Settings.model_fields} | OTHER_ENVIRONMENT_VARIABLES
+    for name in sorted(environ):
+        upper = name.upper()
+        if upper.startswith(ENV_PREFIX) and upper not in known:
+            # matched on the part after the prefix, which every name shares
+            hint = did_you_mean(upper[len(ENV_PREFIX):], sorted(k[len(ENV_PREFIX):] for k in known),
+                                ENV_PREFIX + "{}")
+            raise UserError(f"unknown environment variable {name}: no setting has that name{hint}")
+
+
+def _describe(exc: ValidationError, path: Path | None, given: Mapping[str, Any]) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    if first["type"] != "extra_forbidden":
+        return f"invalid setting {where}: {first['msg']}"
+    if where in given:  # a keyword of load_settings: a program's mistake, not a user's
+        return f"unknown setting {where!r}{did_you_mean(where, list(Settings.model_fields))}"
+    if isinstance(first["input"], Mapping):
+        return f"{path}: unknown section [{where}]{did_you_mean(where, list(SECTIONS), '[{}]')}"
+    return f"{path}: unknown setting {where!r}{did_you_mean(where, [*Settings.model_fields, *SECTIONS])}"
+
+
 def load_toml_section(config_file: str | Path | None, section: str) -> dict[str, Any]:
     """A section of the --config TOML file (for thresholds, SLOs and alert rules); {} if absent."""
     import tomllib
 
-    config_file = config_file or os.environ.get("DRIFTLINE_CONFIG")
+    config_file = config_file or os.environ.get(ENV_CONFIG)
     if not config_file:
         return {}
     try:

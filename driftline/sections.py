@@ -1,5 +1,8 @@
 """Configuration sections ([drift], [data_quality], [skew], [model_quality], [latency], [alerts], [retention]) as pydantic models.
 
+`SECTIONS` names every table the TOML file may hold beside the settings; each is
+validated by the stage that reads it (`driftline config check` runs them all).
+
 One way to read a TOML table: a `Section` subclass lists the keys a table may hold,
 `parse_section` validates a mapping against it, and any unknown key or wrong type
 is a `UserError` naming the table and the key (a typo must not silently fall back
@@ -7,13 +10,24 @@ to a default threshold).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, TypeVar
+import difflib
+import types
+import typing
+from typing import Any, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from driftline import vocabulary
 from driftline.errors import UserError
 
-__all__ = ["Section", "given", "parse_section"]
+__all__ = ["SECTIONS", "Section", "close_match", "did_you_mean", "given", "parse_section"]
+
+# The TOML file's tables, beside the settings themselves; any other table is an error naming it.
+SECTIONS = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
+            vocabulary.ESTIMATED_QUALITY, vocabulary.MULTIVARIATE_DRIFT, vocabulary.LATENCY, "alerts",
+            "rollouts", "retention", "segments")
+# How alike a typo and a known name must be to be offered (difflib's ratio; 0.5 pairs db_url with db).
+CLOSE_MATCH_CUTOFF = 0.5
 
 S = TypeVar("S", bound="Section")
 
@@ -36,6 +50,20 @@ def parse_section(model: type[S], mapping: Any, where: str) -> S:
         raise UserError(_describe(exc, model, where)) from None
 
 
+def close_match(name: str, choices: Sequence[str]) -> str | None:
+    """The choice closest to `name` (difflib), or None when none is close enough to be a typo of it."""
+    close = difflib.get_close_matches(name, list(choices), n=max(1, len(choices)), cutoff=CLOSE_MATCH_CUTOFF)
+    # a known name with a word added (db_url for db) beats a merely similar one (dashboard_url)
+    extended = [choice for choice in close if name.lower().startswith(choice.lower() + "_")]
+    return (extended or close or [None])[0]
+
+
+def did_you_mean(name: str, choices: Sequence[str], form: str = "{!r}") -> str:
+    """"; did you mean 'x'?" for the choice closest to `name`, or "" when none is close."""
+    match = close_match(name, choices)
+    return f"; did you mean {form.format(match)}?" if match is not None else ""
+
+
 def given(section: Section) -> dict[str, Any]:
     """The keys the table set (defaults stay with the type the section configures)."""
     return {name: getattr(section, name) for name in section.model_fields_set}
@@ -45,7 +73,7 @@ def _describe(exc: ValidationError, model: type[Section], where: str) -> str:
     errors = exc.errors()
     extra = [e["loc"] for e in errors if e["type"] == "extra_forbidden"]
     if extra:
-        keys = ", ".join(repr(".".join(str(p) for p in loc)) for loc in extra)
+        keys = ", ".join(repr(".".join(str(p) for p in loc)) + _hint(model, loc) for loc in extra)
         text = f"{where}: unknown key{'s' if len(extra) > 1 else ''} {keys}"
         if all(len(loc) == 1 for loc in extra):  # a nested table lists its own keys, not these
             text += f"; expected one of {', '.join(sorted(model.model_fields))}"
@@ -53,3 +81,23 @@ def _describe(exc: ValidationError, model: type[Section], where: str) -> str:
     first = errors[0]
     key = ".".join(str(p) for p in first["loc"])
     return f"{where} {key}: {first['msg'].lower()}, got {first.get('input')!r}"
+
+
+def _hint(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """" (did you mean 'x'?)" for the unknown key at `loc`, from the keys of the table that holds it."""
+    table: Any = model
+    for part in loc[:-1]:
+        if isinstance(table, type) and issubclass(table, BaseModel):
+            field = table.model_fields.get(str(part))
+            table = field.annotation if field is not None else None
+        elif typing.get_origin(table) is dict:  # a table of named tables: `part` is a name, not a key
+            table = typing.get_args(table)[1]
+        else:
+            return ""
+        if typing.get_origin(table) in (typing.Union, types.UnionType):  # `T | None` -> T
+            options = [a for a in typing.get_args(table) if a is not type(None)]
+            table = options[0] if len(options) == 1 else None
+    if not (isinstance(table, type) and issubclass(table, BaseModel)):
+        return ""
+    match = close_match(str(loc[-1]), list(table.model_fields))
+    return f" (did you mean {match!r}?)" if match is not None else ""

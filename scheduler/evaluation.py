@@ -238,9 +238,20 @@ class EvaluationConfig:
                  vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY, vocabulary.MULTIVARIATE_DRIFT)
         config = cls(settings.window_seconds, {name: settings.section(name) for name in names},
                      SegmentSpec.from_settings(settings))
-        config.thresholds_for(None)  # a bad key fails at start-up, not at the first window
-        config.slo_for(None)
+        # a bad key or value fails at start-up, not at the first window (of that model)
+        for model in (None, *sorted(config.models_named())):
+            config.thresholds_for(model)
+            config.slo_for(model)
         return config
+
+    def models_named(self) -> set[str]:
+        """The models with a table of their own in any section ([drift.models."credit-default"], ...)."""
+        named: set[str] = set()
+        for section in self.sections.values():
+            models = section.get("models") if isinstance(section, dict) else None
+            if isinstance(models, dict):  # anything else is refused by the section's own parser
+                named.update(map(str, models))
+        return named
 
     def thresholds_for(self, model: str | None) -> WindowThresholds:
         # Per-model overrides are written inside each section ([skew.models."credit-default"]);

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, ProgrammingError
 
 from driftline.alerts import (Channels, apply_retrain_policy, deliver_due, load_rules, process_rollout_verdict,
                               process_window, resolve_ended_rollouts)
@@ -20,6 +20,7 @@ from driftline.scheduler.evaluation import now_ms as wall_now_ms
 from driftline.scheduler.quarantine import RetryPolicy, record_failure, release
 from driftline.scheduler.retention import RetentionPolicy, prune
 from driftline.scheduler.rollouts import ROLLOUTS_SECTION, Outcome, RolloutAnalysis, RolloutPolicies, active_models
+from driftline.scheduler.startup import describe_channels, threshold_feature_warnings
 
 log = logging.getLogger("driftline.scheduler")
 
@@ -38,6 +39,19 @@ class SchedulerJobs:
         self.retry = RetryPolicy()
         self.retention = RetentionPolicy.from_settings(settings)
         self.rollouts = RolloutAnalysis(RolloutPolicies(settings.section(ROLLOUTS_SECTION)), self.cache)
+        log.info("%s", describe_channels(self.rules.channels, self.rules.retrain.enabled))
+        self._check_threshold_features()
+
+    def _check_threshold_features(self) -> None:
+        """Warn of per-feature thresholds that no registered baseline's feature would use (a typo, most often)."""
+        try:
+            with store_db.session_scope(self.settings.db_url) as session:
+                warnings = threshold_feature_warnings(session, self.config.sections.get("drift", {}))
+        except (OperationalError, InterfaceError, ProgrammingError) as exc:  # no store yet: the windows will say
+            log.warning("could not check the per-feature thresholds against the baselines (%s)", type(exc).__name__)
+            return
+        for warning in warnings:
+            log.warning("%s", warning)
 
     def evaluate_and_analyse(self, now_ms: int | None = None) -> int:
         """Evaluate due windows, then judge the rollouts on them (the candidate's drift results come first)."""

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from driftline.broker import EmbeddedBroker, free_port
+from driftline.config import ENV_TEST_PG
 from driftline.store import db as store_db
 
-PG_ADMIN_URL = os.environ.get("DRIFTLINE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get(ENV_TEST_PG, "postgresql://postgres@127.0.0.1:5432/postgres")
 RUN_ID = uuid.uuid4().hex[:8]
 
 

@@ -97,8 +97,9 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
     from driftline.detectors.batch import feature_kinds
     from driftline.detectors.decision import DriftThresholds
     from driftline.detectors.thresholds import WindowThresholds
-    from driftline.config import load_toml_section
+    from driftline.config import load_settings, load_toml_section
 
+    load_settings(config_file)  # a misspelt setting, section or DRIFTLINE_* variable stops it, as every command
     thresholds = DriftThresholds.from_mapping(load_toml_section(config_file, "drift"), model=model)
     section = load_toml_section(config_file, vocabulary.ESTIMATED_QUALITY)
     overrides = {name: {vocabulary.ESTIMATED_QUALITY: dict(values)}

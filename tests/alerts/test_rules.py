@@ -83,12 +83,17 @@ def test_bad_rules_are_user_errors_naming_the_place(mapping, message):
 def test_channels_without_endpoint_get_no_route_and_retrain_is_off_without_webhook(tmp_path, settings_for,
                                                                                    fake_slack):
     config = tmp_path / "driftline.toml"
-    config.write_text('[alerts]\nfor_windows = 2\n[alerts.channels]\npagerduty = "warning"\n')
+    config.write_text('[alerts]\nfor_windows = 2\n[alerts.channels]\nslack = "warning"\n')
     rules = load_rules(settings_for(slack=fake_slack), config_file=config)
-    assert rules.channels_for("critical") == ["slack"]
+    assert rules.channels_for("critical") == ["slack"]  # PagerDuty's default route: off without a routing key
+    assert rules.channels_for("info") == []
     assert rules.retrain.enabled is False
     assert rules.rule_for("m", DATA_DRIFT).for_windows == 2
     assert rules.dashboard_url == "http://dash.example:8501"
+    # routed on purpose without its endpoint: an error, not an alert that pages nobody
+    config.write_text('[alerts.channels]\npagerduty = "warning"\n')
+    with pytest.raises(UserError, match="pagerduty_routing_key is not set"):
+        load_rules(settings_for(slack=fake_slack), config_file=config)
 
 
 def test_parse_duration():

@@ -21,6 +21,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from driftline.broker import free_port, wait_for_port
+from driftline.config import ENV_UPDATE_SCREENSHOT
 from tests.support.demo_store import CREDIT, DRIFTING_SEGMENT
 
 CHROMIUM = "/usr/bin/chromium"
@@ -31,7 +32,7 @@ DRIFTLINE = str(Path(sys.executable).with_name("driftline"))
 # leaves the checkout clean; otherwise the screenshot goes to the test's temporary folder.
 README_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "dashboard.png"
 ROLLOUTS_SCREENSHOT = README_SCREENSHOT.with_name("rollouts.png")
-UPDATE_README_SCREENSHOT = os.environ.get("DRIFTLINE_UPDATE_SCREENSHOT") == "1"
+UPDATE_README_SCREENSHOT = os.environ.get(ENV_UPDATE_SCREENSHOT) == "1"
 WAIT_MS = 60_000  # a shared two-core machine can be slow to start Streamlit and draw
 REFRESH_SECONDS = 4
 
