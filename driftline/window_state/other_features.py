@@ -10,8 +10,9 @@ with the names it met: 1 000 events of 50 unique names each wrote 50 000 results
 * a window state keeps its own `FeatureWindow` for at most `defaults.WINDOW_MAX_NEW_FEATURES`
   names not in the baseline (every name without one), first come first served within a
   state; the values of any other name go to `OTHER_FEATURES`, a categorical window whose
-  categories are the names (each: how many non-null values it had, capped as categories
-  are) and whose ``absent`` counts the events without a non-null value of any of them.
+  categories are the names (each: how many non-null values it had; the first
+  `WINDOW_MAX_NEW_FEATURES` names met are listed, later ones share `OTHER_CATEGORY`) and whose
+  ``absent`` counts the events without a non-null value of any of them.
 
 Merging: two partial states (two collectors, or partitions) may each have admitted different
 names up to the bound; the merge keeps the names with the most values (ties: the smaller
@@ -31,11 +32,15 @@ import pandas as pd
 
 from driftline import defaults
 from driftline.baseline import CATEGORICAL, Profile, category_key
-from driftline.window_state.feature import FeatureWindow, _capped
+from driftline.window_state.feature import OTHER_CATEGORY, FeatureWindow, _capped
 
 # The entry that counts the names beyond the bound: no baseline holds it, and an event's own
 # feature of this name is counted there too (it cannot pose as the summary).
 OTHER_FEATURES = "__driftline_other_features__"
+
+# Names "other" lists one by one as a state counts them (the first met; the rest share
+# OTHER_CATEGORY): enough to see what flooded, without sorting the flood at every batch.
+_LISTED = defaults.WINDOW_MAX_NEW_FEATURES
 
 _TYPE_NAMES = {float: "number", int: "number", str: "string", bool: "boolean"}
 
@@ -96,13 +101,18 @@ def overflow(columns: Mapping[str, np.ndarray], names: list[str], sparse: Sparse
             has = ~pd.isna(column)
             kinds = Counter(_TYPE_NAMES.get(type(v), "other") for v in column[has].tolist())
         carried |= has
-        per_name[category_key(name)] += int(has.sum())
+        per_name[_key(name)] += int(has.sum())
         per_type.update(kinds)
     if sparse is not None and sparse.rows.size:
         carried[sparse.rows] = True
-        per_name.update(map(category_key, sparse.names.tolist()))
+        per_name.update(map(_key, sparse.names.tolist()))
         per_type.update(sparse.types.tolist())
     return int(carried.sum()), per_name, per_type
+
+
+def _key(name: str) -> str:
+    """A name as a category key (`category_key` of a string, without its checks of other types)."""
+    return name if len(name) <= defaults.CATEGORY_MAX_CHARS else category_key(name)
 
 
 def fold_other(features: dict[str, FeatureWindow], n: int, carried: int, per_name: Mapping[str, int],
@@ -115,10 +125,15 @@ def fold_other(features: dict[str, FeatureWindow], n: int, carried: int, per_nam
     for kind, count in per_type.items():
         window.value_types[kind] = window.value_types.get(kind, 0) + count
     categories = window.categories
-    for name, count in per_name.items():
-        if count:
+    beyond = 0
+    for name, count in per_name.items():  # the first names met are listed, the rest counted together (no sort)
+        if name in categories or len(categories) < _LISTED:
             categories[name] = categories.get(name, 0) + count
-    if len(categories) > defaults.CATEGORY_MAX_DISTINCT:
+        else:
+            beyond += count
+    if beyond:
+        categories[OTHER_CATEGORY] = categories.get(OTHER_CATEGORY, 0) + beyond
+    if len(categories) > defaults.CATEGORY_MAX_DISTINCT + 1:  # after merges: as any category count
         window.categories = _capped(categories)
 
 
@@ -136,7 +151,7 @@ def cap_new_features(features: dict[str, FeatureWindow], profiles: Mapping[str, 
         window = features.pop(name)
         values = events - window.nulls
         carried = max(carried, values)  # a lower bound: the events of two names may be the same ones
-        per_name[category_key(name)] += values
+        per_name[_key(name)] += values
         per_type.update(window.value_types)
     other.absent = other.nulls = 0
     features[OTHER_FEATURES] = other
