@@ -15,9 +15,11 @@ What the fast loop does not cover goes to kafka-python's own code unchanged: mes
 formats v0/v1, deserializers, and read-committed isolation (aborted transactions).
 
 Both readers are guarded (`GuardedPartitionRecords`): a batch that cannot be read (a lying
-length, varint or record count behind a valid CRC, a bad CRC, undecompressable data) ends
-the fetch with a `MalformedBatch` naming the offsets to skip, and the fetch is drained.
-kafka-python alone leaves the failed iterator in place and spins on it inside `poll()`.
+length, varint or record count behind a valid CRC, a bad CRC, undecompressable data, or
+data that decompresses to more than `MAX_BATCH_BYTES`) ends the fetch with a `MalformedBatch`
+naming the offsets to skip, and the fetch is drained. kafka-python alone leaves the failed
+iterator in place and spins on it inside `poll()`, and decompresses a batch whole however
+large it grows (`driftline.collector.decompression` streams it to the bound instead).
 """
 from __future__ import annotations
 
@@ -28,7 +30,12 @@ from typing import Any, Iterator
 import kafka.errors as Errors
 from kafka.consumer.fetcher import ConsumerRecord, Fetcher
 from kafka.protocol.consumer import IsolationLevel
+from kafka.record.default_records import DefaultRecordBatch
+from kafka.record.legacy_records import LegacyRecordBatch
 from kafka.record.util import decode_varint
+
+from driftline import defaults
+from driftline.collector.decompression import LZ4, decompress_bounded
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +43,8 @@ _LOG_APPEND_TIME = 1  # a batch attribute: every record's timestamp is the batch
 # Batch framing: base offset int64 + length int32, then (v2) epoch int32, magic int8 at 16, ...,
 # last offset delta int32 at 23
 _LOG_OVERHEAD, _MAGIC_AT, _V2_LAST_DELTA_AT = 12, 16, 23
+# Decompressed bytes read of one record batch at most (read when a batch is decompressed).
+MAX_BATCH_BYTES = defaults.COLLECTOR_MAX_BATCH_BYTES
 
 
 class MalformedBatch(Errors.CorruptRecordError):
@@ -149,8 +158,47 @@ class _Batches:
 
     def next_batch(self) -> Any:
         self.current = None  # a failure inside next_batch has no batch to blame
-        self.current = self.records.next_batch()
-        return self.current
+        batch = self.records.next_batch()
+        if batch is not None:  # the same object, decompressing within MAX_BATCH_BYTES (same slots: allowed)
+            batch.__class__ = _BOUNDED.get(type(batch), type(batch))
+        self.current = batch
+        return batch
+
+
+class _BoundedBatch(DefaultRecordBatch):
+    """kafka-python's v2 batch, decompressed within `MAX_BATCH_BYTES` (`BatchTooLarge` past it)."""
+
+    __slots__ = ()
+
+    def _maybe_uncompress(self) -> None:
+        if not self._decompressed:
+            codec = self.compression_type
+            if codec != self.CODEC_NONE:
+                self._buffer = decompress_bounded(codec, memoryview(self._buffer)[self._pos:], MAX_BATCH_BYTES)
+                self._pos = 0
+        self._decompressed = True
+
+
+class _BoundedLegacyBatch(LegacyRecordBatch):
+    """kafka-python's v0/v1 wrapper message, decompressed within `MAX_BATCH_BYTES`."""
+
+    __slots__ = ()
+
+    def _decompress(self, key_offset: int) -> bytes:
+        pos = key_offset  # the wrapper's key, then its value: the compressed messages
+        key_size = struct.unpack_from(">i", self._buffer, pos)[0]
+        pos += self.KEY_LENGTH + max(key_size, 0)
+        value_size = struct.unpack_from(">i", self._buffer, pos)[0]
+        pos += self.VALUE_LENGTH
+        if value_size < 0:
+            raise Errors.CorruptRecordError("Value of compressed message is None")
+        codec = self.compression_type
+        if codec == LZ4 and self._magic == 0:  # Kafka 0.8/0.9's broken lz4 header: needs xxhash, as in kafka-python
+            raise Errors.UnsupportedCodecError("lz4 in message format v0 (Kafka 0.8/0.9) is not read")
+        return decompress_bounded(codec, self._buffer[pos:pos + value_size], MAX_BATCH_BYTES)
+
+
+_BOUNDED: dict[type, type] = {DefaultRecordBatch: _BoundedBatch, LegacyRecordBatch: _BoundedLegacyBatch}
 
 
 def read_v2_batch(batch: Any, tp: Any,

@@ -17,7 +17,7 @@ from driftline.vocabulary import (
     TYPE_CHANGE_SHARE,
     UNSEEN_CATEGORY_SHARE,
 )
-from driftline.window_state import FeatureWindow, WindowState
+from driftline.window_state import OTHER_CATEGORY, OTHER_FEATURES, FeatureWindow, WindowState
 
 __all__ = ["data_quality", "expected_types"]
 
@@ -80,6 +80,11 @@ def data_quality(baseline: Baseline, state: WindowState, thresholds: WindowThres
         if name in baseline.profiles:
             continue
         share = (events - window.absent) / events if events else 0.0
+        details: dict[str, Any] = {"kind": window.kind}
+        if name == OTHER_FEATURES:  # the names beyond the window's bound, in one result
+            names = {k: v for k, v in window.categories.items() if k != OTHER_CATEGORY}
+            details.update(names=dict(sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[:10]),
+                           names_counted=len(names), values_of_more_names=window.categories.get(OTHER_CATEGORY, 0))
         result(name, NEW_FEATURE_SHARE, share, thresholds.new_feature_share,
-               share > thresholds.new_feature_share, {"kind": window.kind})
+               share > thresholds.new_feature_share, details)
     return results

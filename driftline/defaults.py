@@ -82,6 +82,10 @@ COLLECTOR_POLL_STUCK_EXIT_CODE = 75
 # producers' clocks drift by seconds, not hours, and a far-future event would push the
 # watermark ahead and make every punctual event of its model version late.
 COLLECTOR_MAX_FUTURE_SECONDS = 3600
+# Decompressed bytes of one Kafka record batch the collector reads at most; a batch that
+# expands further (a decompression bomb: gzip turns 1 MB of zeros into ~1 KB) is dead-lettered
+# and skipped. Producers batch ~256 KB before compressing, so 64 MiB is far above any real batch.
+COLLECTOR_MAX_BATCH_BYTES = 64 << 20
 
 # --- Drift detection (detectors/) -----------------------------------------------
 # A feature drifts only when (1) the window and the reference both hold at least
@@ -217,6 +221,16 @@ CATEGORY_MAX_DISTINCT = 1000
 # Category values are counted by their first this-many characters: enough to tell apart
 # any real label, while one 1 MB string cannot make a 1 MB key in every window.
 CATEGORY_MAX_CHARS = 100
+# Features one event may carry; an event with more is dead-lettered (reason names the count).
+# Tabular models have tens to hundreds; a producer that logs a request-derived dict as its
+# features can send tens of thousands (one 429 KB event with 40 000 keys cost 5.2 s of CPU).
+EVENT_MAX_FEATURES = 1000
+# Feature names not in the version's baseline (all names, for a version without one)
+# counted apart per window state; names beyond these share one "other" entry
+# (`driftline.window_state.other_features`): one data-quality result per window however
+# many arrive. A schema change adds a handful of names; a flood of unique names adds one
+# feature window, result and alert each (1 000 events of 50 unique names: 50 000).
+WINDOW_MAX_NEW_FEATURES = 100
 
 # --- Worker (worker/) -------------------------------------------------------------
 # Dynamic batching: up to 64 requests share one forward pass. On CPU the default MLP's

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from driftline import defaults
 from driftline.json_types import json_type_name
 from driftline.names import is_safe_name, name_problem
 from driftline.rollouts import is_role
@@ -310,6 +311,8 @@ def validate_inference(doc: dict[str, Any], decoded: bool = False, max_ts_ms: in
     model = _name(doc, "model")
     version = _name(doc, "version")
     features = _check_features(doc.get("features"), "features", decoded)
+    if len(features) > defaults.EVENT_MAX_FEATURES:  # each name becomes a feature window: bounded per event
+        raise EventError(f"{len(features)} features, above the limit of {defaults.EVENT_MAX_FEATURES}", "features")
     latency = _check_latency(doc.get("latency_ms"))
     status = doc.get("status", "ok")
     if status not in _STATUSES:
@@ -358,7 +361,8 @@ def _fast_inference(doc: dict[str, Any], max_ts_ms: int | None = None) -> Infere
     if not MIN_TS_MS <= ts_ms < MAX_TS_MS or (max_ts_ms is not None and ts_ms > max_ts_ms):
         return None
     features, latency, prediction = get("features"), get("latency_ms"), get("prediction")
-    if (type(features) is not dict or not _SCALAR_TYPES.issuperset(map(type, features.values()))
+    if (type(features) is not dict or len(features) > defaults.EVENT_MAX_FEATURES
+            or not _SCALAR_TYPES.issuperset(map(type, features.values()))
             or type(latency) is not dict or "total" not in latency
             or not _NUMBER_TYPES.issuperset(map(type, latency.values())) or min(latency.values()) < 0
             or type(prediction) not in _FAST_PREDICTION_TYPES or get("status", "ok") != "ok"):

@@ -9,7 +9,8 @@ many events it holds. The store keeps a state as a compact blob (`to_bytes` /
 
 What a state counts:
 
-* per **feature** (`FeatureWindow`): absent keys, nulls, JSON value types (a
+* per **feature** (`FeatureWindow`; names outside the baseline beyond
+  `defaults.WINDOW_MAX_NEW_FEATURES` share one `OTHER_FEATURES` entry, see `other_features`): absent keys, nulls, JSON value types (a
   string where a number is expected is a type change); for numeric features the
   counts and per-value sums on the baseline's fine bins, count/sum/sum of
   squares/min/max, +/-inf, and how many values lie below the training min / above
@@ -38,7 +39,8 @@ from driftline.window_state.codec import STATE_FORMAT, WindowStateError
 from driftline.window_state.columns import prediction_column
 from driftline.window_state.feature import OTHER_CATEGORY, FeatureWindow
 from driftline.window_state.latency import LatencyHistogram
+from driftline.window_state.other_features import OTHER_FEATURES
 from driftline.window_state.state import PREDICTION, WindowState
 
 __all__ = ["EventBatch", "FeatureWindow", "LatencyHistogram", "WindowState", "WindowStateError", "PREDICTION",
-           "OTHER_CATEGORY", "STATE_FORMAT", "prediction_column"]
+           "OTHER_CATEGORY", "OTHER_FEATURES", "STATE_FORMAT", "prediction_column"]

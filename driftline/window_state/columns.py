@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any, Mapping
 
@@ -11,9 +11,14 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
+from driftline import defaults
 from driftline.baseline import prediction_values
 from driftline.json_types import json_type_of_class
 
+
+# Feature columns one batch makes at most (driftline.window_state.other_features): every feature
+# one event may carry, and room for the new names a window state counts apart.
+MAX_COLUMNS = defaults.EVENT_MAX_FEATURES + defaults.WINDOW_MAX_NEW_FEATURES
 
 _TYPE_NAMES = {float: "number", int: "number", str: "string", bool: "boolean", list: "array", dict: "object"}
 
@@ -130,7 +135,10 @@ def _object_column(values: list[Any]) -> np.ndarray:
     return array
 
 
-def feature_columns(records: list[Mapping[str, Any]]) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]], dict[str, int]]:
+def feature_columns(records: list[Mapping[str, Any]]) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]],
+                                                                 dict[str, int], set[str]]:
+    """Columns, value types and absent counts of the features, and the names left without a column
+    (`column_names`; the batch keeps their values sparse)."""
     n = len(records)
     names = tuple(records[0])
     if names and len(set(map(tuple, records))) == 1:
@@ -145,18 +153,32 @@ def feature_columns(records: list[Mapping[str, Any]]) -> tuple[dict[str, np.ndar
                 columns[name], types[name] = column, ({"number": numbers} if numbers else {})
             else:
                 columns[name], types[name] = column_from_objects(series.to_numpy(dtype=object))
-        return columns, types, {}
+        return columns, types, {}, set()
     all_names: dict[str, None] = {}
     for r in records:
         all_names.update(dict.fromkeys(r))
     columns, types, absent = {}, {}, {}
-    for name in all_names:
+    kept = column_names(records, all_names)
+    for name in kept:
         values = [r.get(name) for r in records]
         missing = n - sum(1 for r in records if name in r)
         if missing:
             absent[name] = missing
         columns[name], types[name] = column_from_objects(_object_column(values))
-    return columns, types, absent
+    return columns, types, absent, (set(all_names).difference(kept) if len(kept) < len(all_names) else set())
+
+
+def column_names(records: list[Mapping[str, Any]], names: dict[str, None], max_columns: int | None = None) -> list[str]:
+    """The names a batch makes columns of (`driftline.window_state.other_features`): those carried by more
+    than one event (all, for one event), at most `max_columns`, the most carried first (ties: first seen)."""
+    limit = MAX_COLUMNS if max_columns is None else max_columns
+    if len(names) <= limit and (len(records) == 1 or len(names) <= limit // 2):
+        return list(names)  # the usual batch: nothing to choose (a few names, however many events)
+    carried = Counter(chain.from_iterable(records))
+    kept = [name for name in names if carried[name] > 1] if len(records) > 1 else list(names)
+    if len(kept) > limit:
+        kept = sorted(kept, key=lambda name: -carried[name])[:limit]  # stable: first seen among equals
+    return kept
 
 
 def prediction_column(predictions: list[Any]) -> tuple[str | None, np.ndarray]:

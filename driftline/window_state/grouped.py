@@ -27,6 +27,7 @@ from driftline.window_state.batch import EventBatch
 from driftline.window_state.columns import MISSING, column_from_objects, prediction_types, types_of
 from driftline.window_state.feature import FeatureWindow, _capped
 from driftline.window_state.latency import LatencyHistogram
+from driftline.window_state.other_features import OTHER_FEATURES, fold_other, new_feature_room, overflow
 
 if TYPE_CHECKING:
     from driftline.window_state.state import WindowState
@@ -64,12 +65,29 @@ def fold_groups(states: list["WindowState"], batch: EventBatch, groups: np.ndarr
     for g in live:
         _add_scalars(states[g], batch, rows[g])
     absent = _absent_by_group(batch, by)
+    profiles = states[0].baseline.profiles if states[0].baseline is not None else {}
+    room = {g: new_feature_room(states[g].features, profiles) for g in live}
+    left_out: dict[int, list[str]] = {g: [] for g in live}  # as `add_batch` bounds the names outside the baseline
     for name, column in batch.features.items():
-        profile = states[0]._profile(name)
-        _add_feature(states, live, rows, by, name, column, batch.feature_types.get(name, {}), absent.get(name),
-                     profile)
+        profile = profiles.get(name)
+        admitted = []
+        for g in live:
+            if profile is None and name not in states[g].features:
+                if room[g] <= 0 or name == OTHER_FEATURES:
+                    left_out[g].append(name)
+                    continue
+                room[g] -= 1
+            admitted.append(g)
+        if admitted:
+            _add_feature(states, admitted, rows, by, name, column, batch.feature_types.get(name, {}),
+                         absent.get(name), profile)
     for g in live:
-        states[g].add_absent_features(batch, int(rows[g].size))
+        size = int(rows[g].size)
+        sparse = batch.sparse.take(rows[g], batch.n) if batch.sparse is not None else None
+        if left_out[g] or sparse is not None:
+            columns = {name: batch.features[name][rows[g]] for name in left_out[g]}
+            fold_other(states[g].features, size, *overflow(columns, left_out[g], sparse, size))
+        states[g].add_absent_features(batch, size, (OTHER_FEATURES,) if left_out[g] or sparse is not None else ())
     _add_prediction(states, live, rows, by, batch)
     for part, values in batch.latency_ms.items():
         for g in live:

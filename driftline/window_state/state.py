@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,6 +17,8 @@ from driftline.window_state.columns import prediction_types
 from driftline.window_state.codec import READABLE_FORMATS, STATE_FORMAT, pack_document, unpack_document
 from driftline.window_state.feature import FeatureWindow
 from driftline.window_state.latency import LatencyHistogram
+from driftline.window_state.other_features import (OTHER_FEATURES, cap_new_features, fold_other, new_feature_room,
+                                                   overflow)
 
 
 # The name under which quantile() and the detectors address the prediction.
@@ -134,14 +136,24 @@ class WindowState:
             for size, count in zip(values.tolist(), counts.tolist()):
                 self.batch_sizes[size] = self.batch_sizes.get(size, 0) + count
 
+        profiles = self.baseline.profiles if self.baseline is not None else {}
+        room = new_feature_room(self.features, profiles)
+        left_out = []  # names beyond the bound: counted under OTHER_FEATURES
         for name, column in batch.features.items():
             window = self.features.get(name)
-            profile = self._profile(name)
+            profile = profiles.get(name)
             if window is None:
+                if profile is None:
+                    if room <= 0 or name == OTHER_FEATURES:
+                        left_out.append(name)
+                        continue
+                    room -= 1
                 kind = profile.kind if profile is not None else (NUMERIC if column.dtype == np.float64 else CATEGORICAL)
                 window = self.features[name] = FeatureWindow(kind=kind)
             window.add(column, batch.feature_types.get(name, {}), batch.absent.get(name, 0), profile)
-        self.add_absent_features(batch, n)
+        if left_out or batch.sparse is not None:
+            fold_other(self.features, n, *overflow(batch.features, left_out, batch.sparse, n))
+        self.add_absent_features(batch, n, (OTHER_FEATURES,) if left_out or batch.sparse is not None else ())
 
         self._add_prediction(batch)
         for part, values in batch.latency_ms.items():
@@ -157,15 +169,17 @@ class WindowState:
                                       self._sub_state)
         return self
 
-    def add_absent_features(self, batch: EventBatch, rows: int) -> None:
-        """Count `rows` missing values for each feature the baseline (or this window) has and `batch` lacks."""
-        expected = self.baseline.profiles if self.baseline is not None else self.features
-        for name in expected:
-            if name not in batch.features:
-                window = self.features.get(name)
-                if window is None:
-                    window = self.features[name] = FeatureWindow(kind=expected[name].kind)
-                window.add_missing(rows)
+    def add_absent_features(self, batch: EventBatch, rows: int, counted: Collection[str] = ()) -> None:
+        """Count `rows` missing values for each feature the baseline or this window has and `batch` lacks
+        (but the `counted` ones)."""
+        profiles = self.baseline.profiles if self.baseline is not None else {}
+        for name in dict.fromkeys([*profiles, *self.features]):
+            if name in batch.features or name in counted:
+                continue
+            window = self.features.get(name)
+            if window is None:
+                window = self.features[name] = FeatureWindow(kind=profiles[name].kind)
+            window.add_missing(rows)
 
     def _add_prediction(self, batch: EventBatch) -> None:
         values = batch.prediction
@@ -255,6 +269,7 @@ class WindowState:
             mine = mine or _absent_window(kind, self.events)
             theirs = theirs or _absent_window(kind, other.events)
             out.features[name] = mine.merged(theirs)
+        cap_new_features(out.features, baseline.profiles if baseline is not None else {}, out.events)
         if self.prediction is not None and other.prediction is not None:
             out.prediction = self.prediction.merged(other.prediction)
         else:

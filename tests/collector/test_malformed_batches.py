@@ -102,3 +102,33 @@ def test_the_skipped_range_never_reaches_past_the_next_batch(ckit):
     assert malformed_range(lying_end + bytes(good), 0, 0)[:2] == (0, 2)
     assert malformed_range(lying_end, 1, 0)[:2] == (1, 1_000_001)  # the log's end cuts this one (collector)
     assert malformed_range(b"\x00" * 5, 7) == (7, 8, b"")  # not even framed: one offset
+
+
+def test_a_decompression_bomb_is_dead_lettered_on_the_topic_and_the_store_and_read_past_once(
+        ckit, own_broker, sqlite_url, unique_id, monkeypatch):
+    """A batch over COLLECTOR_MAX_BATCH_BYTES decompressed: one dead letter, the offsets stored past it, and a
+    restarted collector (same group) reads on after it instead of meeting it again."""
+    from driftline.collector import record_batches
+    from tests.collector.test_batch_decompression import GZIP, _batch_around, _zeros_gzip
+    from tests.collector.test_dead_letters import _read_dlq
+
+    monkeypatch.setattr(record_batches, "MAX_BATCH_BYTES", 1 << 20)
+    model = f"bomb-{unique_id}"
+    ckit.produce_raw(own_broker, ckit.record_batch(_values(ckit, model, 0, 3)))
+    bomb_base = ckit.produce_raw(own_broker, _batch_around(_zeros_gzip(16 << 20), GZIP, records=4))
+    ckit.produce_raw(own_broker, ckit.record_batch(_values(ckit, model, 3, 3)))
+    config = ckit.config(own_broker, sqlite_url, decoders=0)
+    with ckit.collector_thread(config):
+        wait_until(lambda: ckit.events(sqlite_url, model) >= 6, timeout=60, message="the events after the bomb")
+    ours = [d for d in _dead_letters(sqlite_url) if d[0] == bomb_base]
+    assert len(ours) == 1
+    assert f"offsets {bomb_base}-{bomb_base + 3} skipped" in ours[0][1] and "more than 1048576 bytes" in ours[0][1]
+    on_topic = _read_dlq(own_broker, expected=1)
+    value, headers = on_topic[("driftline.inference", 0, bomb_base)]
+    assert headers["driftline.reason"].decode() == ours[0][1] and len(value) == ours[0][2]
+
+    ckit.produce_raw(own_broker, ckit.record_batch(_values(ckit, model, 6, 3)))
+    with ckit.collector_thread(config):  # the same group: its stored offsets are past the bomb
+        wait_until(lambda: ckit.events(sqlite_url, model) >= 9, timeout=60, message="the events after a restart")
+    assert ckit.events(sqlite_url, model) == 9
+    assert len([d for d in _dead_letters(sqlite_url) if d[0] == bomb_base]) == 1
