@@ -49,7 +49,7 @@ from driftline.collector.decoders import DecoderConfig, DecoderFailed, DecoderPo
 from driftline.collector.flush_coordination import FlushCoordination
 from driftline.collector.folding import InferenceFolder, PartitionFolders, check_store_limits
 from driftline.collector.kafka_internals import connections, partition_names, same_connections
-from driftline.collector.labels import LabelRow, label_row_partition
+from driftline.collector.labels import LabelRow, label_row_partition, refused_label
 from driftline.collector.metrics import CollectorMetrics
 from driftline.collector.partition_buffer import PartitionBuffer
 from driftline.collector.placement import PartitionPlacement
@@ -356,8 +356,10 @@ class Collector(FlushCoordination, PartitionPlacement):
                                                                  record.value, error))
                 continue
             count += 1
-            if label.request_id not in labels:
-                labels[label.request_id] = LabelRow(label.request_id, label.model, label.label, label.ts_ms)
+            row = LabelRow(label.request_id, label.model, label.label, label.ts_ms)
+            first = labels.setdefault(row.key, row)
+            if first is not row and first.label != row.label:  # the first label per (model, request id) stays
+                buf.dead_letters.append(refused_label(buf.topic, buf.partition, row))
         self.metrics.labels.inc(count)
 
     def _baseline(self, model: str, version: str) -> Baseline | None:

@@ -42,6 +42,8 @@ class DeadLetterRow:
     model: str | None
     raw: bytes  # the whole message; cut to the bound only when stored
     published: bool = False  # acknowledged on the DLQ topic (not produced again on a flush retry)
+    # False: a valid event whose prediction or label row was refused (its request id taken): store only
+    to_topic: bool = True
 
     @classmethod
     def from_error(cls, topic: str, partition: int, offset: int, value: bytes | None, error: EventError,
@@ -105,7 +107,7 @@ class DeadLetterPublisher:
 
     def publish(self, letters: list[DeadLetterRow]) -> None:
         """Send the letters not yet acknowledged; raises (KafkaError, ...) if any is not acknowledged."""
-        todo = [letter for letter in letters if not letter.published]
+        todo = [letter for letter in letters if letter.to_topic and not letter.published]
         if not todo:
             return
         if self._producer is None:

@@ -307,7 +307,7 @@ def _unpack_delta(packed: tuple[Any, ...], baseline_for: Callable[[str, str], Ba
             # binned, without the baseline object; the flush merges it with the stored row.
             state = WindowState.from_bytes(blob, None)
         delta.windows[key] = PartialWindow(state, end_ms, events, late_events)
-    delta.predictions = {row[0]: PredictionRow(*row) for row in predictions}
+    delta.predictions = {(row[1], row[0]): PredictionRow(*row) for row in predictions}
     return delta
 
 

@@ -33,7 +33,8 @@ from sqlalchemy import Engine
 
 from driftline.collector import store
 from driftline.collector.dead_letters import DeadLetterRow
-from driftline.collector.labels import LabelPairs, LabelRow, PredictionRow, RowKey
+from driftline.collector.labels import (LabelPairs, LabelRow, PredictionRow, RequestKey, RowKey, refused_label,
+                                        refused_prediction)
 from driftline.collector.store import StoredOffset
 from driftline.collector.windows import PartialWindow, WindowKey
 from driftline import defaults
@@ -65,10 +66,10 @@ class PartitionFlush:
     topic_id: str | None
     windows: dict[WindowKey, PartialWindow] = field(default_factory=dict)
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
-    predictions: dict[str, PredictionRow] = field(default_factory=dict)
-    labels: dict[str, LabelRow] = field(default_factory=dict)
+    predictions: dict[RequestKey, PredictionRow] = field(default_factory=dict)
+    labels: dict[RequestKey, LabelRow] = field(default_factory=dict)
     stored_predictions: int = 0  # predictions a folder stored ahead of the flush
-    labels_waiting: set[str] = field(default_factory=set)  # ... whose label was waiting when they were stored
+    labels_waiting: set[RequestKey] = field(default_factory=set)  # ... whose label was waiting when they were stored
 
     @property
     def moves(self) -> bool:
@@ -86,6 +87,8 @@ class FlushResult:
     labels: int = 0
     labels_joined: int = 0
     labels_rejected: int = 0
+    # predictions and labels refused here (dead letters): their (model, request id) is held by another event
+    refused: list[DeadLetterRow] = field(default_factory=list)
 
 
 def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_ms: int,
@@ -106,14 +109,17 @@ def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_
         if fenced:
             raise Fenced(fenced)
         pairs = LabelPairs()
-        _predictions(conn, parts, pairs, now_ms, result)
-        _labels(conn, parts, pairs, now_ms, result)
+        refused: list[DeadLetterRow] = []  # rows of a second event re-using a request id (first writer wins)
+        _predictions(conn, parts, pairs, now_ms, result, refused)
+        _labels(conn, parts, pairs, now_ms, result, refused)
         if sweep:
             _sweep(conn, parts, pairs, now_ms, result)
 
         letters = [letter.store_values(raw_bound) for p in parts for letter in p.dead_letters]
+        letters += [letter.store_values(raw_bound) for letter in refused]
         store.insert_dead_letters(conn, letters)
         result.dead_letters = len(letters)
+        result.refused = refused
 
         # Rows in a fixed order, so two collectors never lock rows in opposite orders.
         rows: dict[RowKey, PartialWindow | None] = {}
@@ -154,76 +160,90 @@ def _unencodable_window(part: PartitionFlush, model: str, version: str, start_ms
     return DeadLetterRow(part.topic, part.partition, max(part.next_offset - 1, 0), reason, None, model, b"")
 
 
-def _first_per_request(parts: list[PartitionFlush], attr: str) -> tuple[dict[str, Any], dict[str, int]]:
-    """The first row per request id across the flushed partitions (`attr`: "predictions" or "labels"),
-    and the window-row partition that owns each (the partition that brought it)."""
-    rows: dict[str, Any] = {}
-    owner: dict[str, int] = {}
+def _first_per_request(parts: list[PartitionFlush], attr: str, letters: list[DeadLetterRow]
+                       ) -> tuple[dict[RequestKey, Any], dict[RequestKey, PartitionFlush]]:
+    """The first row per (model, request id) across the flushed partitions (`attr`: "predictions" or
+    "labels"), and the partition that brought each (its window rows own the pair). A later row of
+    another event under a key already held is refused into `letters`."""
+    rows: dict[RequestKey, Any] = {}
+    owner: dict[RequestKey, PartitionFlush] = {}
     for p in parts:
-        for rid, row in getattr(p, attr).items():
-            if rid not in rows:
-                rows[rid] = row
-                owner[rid] = p.row_partition
+        for key, row in getattr(p, attr).items():
+            first = rows.get(key)
+            if first is None:
+                rows[key] = row
+                owner[key] = p
+            elif attr == "predictions" and not first.same_event(row):
+                letters.append(refused_prediction(p.topic, p.partition, row))
+            elif attr == "labels" and first.label != row.label:
+                letters.append(refused_label(p.topic, p.partition, row))
     return rows, owner
 
 
 def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int,
-                 result: FlushResult) -> None:
-    predictions, owner = _first_per_request(parts, "predictions")
-    stored: dict[str, int] = {}  # stored ahead, label waiting -> the row partition that owns it
+                 result: FlushResult, letters: list[DeadLetterRow]) -> None:
+    predictions, owner = _first_per_request(parts, "predictions", letters)
+    stored: dict[RequestKey, int] = {}  # stored ahead, label waiting -> the row partition that owns it
     for p in parts:
-        for rid in p.labels_waiting:
-            if rid not in predictions and rid not in stored:
-                stored[rid] = p.row_partition
+        for key in p.labels_waiting:
+            if key not in predictions and key not in stored:
+                stored[key] = p.row_partition
     result.predictions = len(predictions) + sum(p.stored_predictions for p in parts)
     if not predictions and not stored:
         return
     waiting = store.unjoined_labels(conn, set(predictions) | set(stored))  # locked, so looked up again here
+    candidates = {key: waiting[key] for key in predictions if key in waiting}
+    taken = store.insert_predictions(conn, [predictions[key].values() for key in sorted(predictions)], candidates,
+                                     now_ms)
+    refused = {(r[1], r[0]) for r in taken}
+    for key in sorted(refused):
+        part = owner[key]
+        letters.append(refused_prediction(part.topic, part.partition, predictions[key]))
     joined = {}
-    for rid, row in predictions.items():
-        found = waiting.get(rid)
-        if found is not None and found[0] == row.model:
-            joined[rid] = found[1]
-            pairs.add((row.model, row.version, row.window_start_ms, owner[rid]), row.prediction, found[1],
+    for key, label in candidates.items():
+        if key not in refused:
+            row = predictions[key]
+            joined[key] = label
+            pairs.add((row.model, row.version, row.window_start_ms, owner[key].row_partition), row.prediction, label,
                       row.segments)
-    store.insert_predictions(conn, [predictions[rid].values() for rid in sorted(predictions)], joined, now_ms)
-    stored_waiting = sorted(rid for rid in stored if rid in waiting)
+    stored_waiting = sorted(key for key in stored if key in waiting)
     if stored_waiting:
         found = store.unlabelled_predictions(conn, stored_waiting)
-        for rid in stored_waiting:
-            prediction, (label_model, label) = found.get(rid), waiting[rid]
-            if prediction is not None and prediction.model == label_model:
-                joined[rid] = label
-                pairs.add((prediction.model, prediction.version, prediction.window_start_ms, stored[rid]),
-                          prediction.prediction, label, prediction.segments)
+        for key in stored_waiting:
+            prediction = found.get(key)
+            if prediction is not None:
+                joined[key] = waiting[key]
+                pairs.add((prediction.model, prediction.version, prediction.window_start_ms, stored[key]),
+                          prediction.prediction, waiting[key], prediction.segments)
     if joined:
-        # The prediction may have been stored before (a duplicate event): label that row too.
+        # The prediction may have been stored before (the same event read again): label that row too.
         store.mark_predictions_labelled(conn, joined, now_ms)
         store.mark_labels_joined(conn, sorted(joined))
     result.labels_joined += len(joined)
 
 
-def _labels(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int, result: FlushResult) -> None:
-    labels, owner = _first_per_request(parts, "labels")
+def _labels(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: int, result: FlushResult,
+            letters: list[DeadLetterRow]) -> None:
+    labels, owner = _first_per_request(parts, "labels", letters)
     if not labels:
         return
-    ids = sorted(labels)
-    found = store.unlabelled_predictions(conn, ids)
-    joined: dict[str, Any] = {}
-    rows = []
-    for rid in ids:
-        label = labels[rid]
-        prediction = found.get(rid)
-        match = prediction is not None and prediction.model == label.model
-        if match:
-            joined[rid] = label.label
-            pairs.add((prediction.model, prediction.version, prediction.window_start_ms, owner[rid]),
+    keys = sorted(labels)
+    found = store.unlabelled_predictions(conn, keys)
+    refused = {(r[1], r[0]) for r in store.insert_labels(
+        conn, [(label.request_id, label.model, label.label, label.ts_ms, key in found)
+               for key, label in ((key, labels[key]) for key in keys)])}
+    joined: dict[RequestKey, Any] = {}
+    for key in keys:
+        label, prediction = labels[key], found.get(key)
+        if key in refused:  # another label holds the key: this one is not stored, nor joined
+            letters.append(refused_label(owner[key].topic, owner[key].partition, label))
+        elif prediction is not None:
+            joined[key] = label.label
+            pairs.add((prediction.model, prediction.version, prediction.window_start_ms, owner[key].row_partition),
                       prediction.prediction, label.label, prediction.segments)
-        rows.append((rid, label.model, label.label, label.ts_ms, match))
-    store.insert_labels(conn, rows)
     if joined:
         store.mark_predictions_labelled(conn, joined, now_ms)
-        # A label stored earlier for the same request id (a re-sent label) is joined now too.
+        # A label stored earlier for the same key (the same label sent again) is joined now too.
         store.mark_labels_joined(conn, sorted(joined))
     result.labels = len(labels)
     result.labels_joined += len(joined)
@@ -238,6 +258,6 @@ def _sweep(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: in
     for r in found:
         pairs.add((r.model, r.version, r.window_start_ms, row_partition), r.prediction, r.label,
                   r.segments)
-    store.mark_predictions_labelled(conn, {r.request_id: r.label for r in found}, now_ms)
-    store.mark_labels_joined(conn, sorted(r.request_id for r in found))
+    store.mark_predictions_labelled(conn, {(r.model, r.request_id): r.label for r in found}, now_ms)
+    store.mark_labels_joined(conn, sorted((r.model, r.request_id) for r in found))
     result.labels_joined += len(found)

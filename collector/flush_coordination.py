@@ -156,10 +156,11 @@ class FlushCoordination:
         self._retry_at = 0.0
         self.metrics.flushes.labels("ok").inc()
         self.metrics.flush_seconds.observe(time.perf_counter() - started)
+        letters = [d for p in parts for d in p.dead_letters] + result.refused
         self.metrics.dead_letters.labels(self.config.inference_topic).inc(
-            sum(1 for p in parts for d in p.dead_letters if d.topic == self.config.inference_topic))
+            sum(1 for d in letters if d.topic == self.config.inference_topic))
         self.metrics.dead_letters.labels(self.config.labels_topic).inc(
-            sum(1 for p in parts for d in p.dead_letters if d.topic == self.config.labels_topic))
+            sum(1 for d in letters if d.topic == self.config.labels_topic))
         if result.labels_joined:
             self.metrics.labels_joined.inc(result.labels_joined)
         if result.labels_rejected:

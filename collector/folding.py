@@ -33,11 +33,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Sequence
+from typing import Any, Callable, Sequence
 
 from driftline.collector.dead_letters import DeadLetterRow
 from driftline.collector.event_columns import InferenceColumns, parse_inference_columns
-from driftline.collector.labels import PredictionRow, PredictionValues, prediction_values, segment_texts
+from driftline.collector.labels import (PredictionRow, PredictionValues, RequestKey, StoredAhead, keep_first,
+                                        prediction_values, refused_prediction, segment_texts)
 from driftline.collector.windows import PartialWindow, PartitionWindows, WindowKey
 from driftline import defaults
 from driftline.baseline import Baseline
@@ -80,10 +81,10 @@ class FoldDelta:
 
     windows: dict[WindowKey, PartialWindow] = field(default_factory=dict)
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
-    predictions: dict[str, PredictionRow] = field(default_factory=dict)  # for the flush to insert
+    predictions: dict[RequestKey, PredictionRow] = field(default_factory=dict)  # for the flush to insert
     watermarks: Watermarks = field(default_factory=dict)  # the partition's watermarks now (all of them)
     stored_predictions: int = 0  # predictions inserted by the folder
-    labels_waiting: set[str] = field(default_factory=set)  # ... whose label was waiting (the flush joins them)
+    labels_waiting: set[RequestKey] = field(default_factory=set)  # ... whose label was waiting (the flush joins them)
     valid: int = 0
     late: int = 0
     duplicates: int = 0
@@ -96,13 +97,14 @@ class InferenceFolder:
     `stored_watermark(model, version)` is asked once per model version for the
     partition's watermark as of the stored window rows (None: nothing stored);
     `store_predictions(rows)`, when given, inserts prediction rows (idempotently) and
-    returns the request ids among them whose label is waiting in the store.
+    returns the keys among them whose label is waiting in the store, and the rows it refused
+    (their (model, request id) held by another event's prediction: dead-lettered).
     """
 
     def __init__(self, topic: str, partition: int, window_ms: int, lateness_ms: int, dedup_limit: int,
                  baseline_for: Callable[[str, str], Baseline | None],
                  stored_watermark: Callable[[str, str], int | None],
-                 store_predictions: Callable[[list[PredictionValues]], Collection[str]] | None = None,
+                 store_predictions: Callable[[list[PredictionValues]], StoredAhead] | None = None,
                  max_future_ms: int = defaults.COLLECTOR_MAX_FUTURE_SECONDS * 1000,
                  clock: Callable[[], float] = time.time, segments: SegmentSpec = SegmentSpec()):
         self.topic = topic
@@ -116,12 +118,12 @@ class InferenceFolder:
         self.stored_watermark = stored_watermark
         self.store_predictions = store_predictions
         self.stored_predictions = 0
-        self.labels_waiting: set[str] = set()
+        self.labels_waiting: set[RequestKey] = set()
         self._write_failing = False
         self._write_retry_at = 0.0
         self.windows = PartitionWindows(window_ms, lateness_ms, segments=segments)
         self.dead_letters: list[DeadLetterRow] = []
-        self.predictions: dict[str, PredictionRow] = {}  # for the flush to insert
+        self.predictions: dict[RequestKey, PredictionRow] = {}  # for the flush to insert
         self.unwritten: list[PredictionValues] = []  # for `store_predictions` (or, without one, the flush)
         # Hashed event ids in two generations: a full `recent` becomes `older`, so
         # between dedup_limit and 2 x dedup_limit of the latest ids are remembered.
@@ -296,7 +298,7 @@ class InferenceFolder:
             self._to_flush(rows)
             return
         try:
-            waiting = self.store_predictions(rows)
+            stored = self.store_predictions(rows)
         except Exception as exc:  # the store is down: the flush inserts them (and retries) instead
             if not self._write_failing:
                 log.warning("cannot store predictions ahead of the flush (%s: %s); the flush will",
@@ -306,13 +308,16 @@ class InferenceFolder:
             self._to_flush(rows)
             return
         self._write_failing = False
-        self.stored_predictions += len(rows)
-        self.labels_waiting.update(waiting)
+        self.stored_predictions += len(rows) - len(stored.taken)
+        self.labels_waiting.update(stored.waiting)
+        self.dead_letters += [refused_prediction(self.topic, self.partition, PredictionRow.from_values(r))
+                              for r in stored.taken]
 
     def _to_flush(self, rows: list[PredictionValues]) -> None:
-        """Hand rows to the flush to insert, the first row per request id (as the store keeps it)."""
+        """Hand rows to the flush to insert, the first row per (model, request id) (as the store keeps it)."""
         for values in rows:
-            self.predictions.setdefault(values[0], PredictionRow.from_values(values))
+            keep_first(self.predictions, PredictionRow.from_values(values), self.dead_letters, self.topic,
+                       self.partition)
 
     def take(self) -> FoldDelta:
         """Hand over what accumulated since the last take (the folder keeps ids and watermarks)."""

@@ -38,12 +38,16 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from driftline.collector.dead_letters import DeadLetterRow
 from driftline.window_state import EventBatch, WindowState
 from driftline.window_state.segments import column_keys
 
 log = logging.getLogger(__name__)
 
 RowKey = tuple[str, str, int, int]  # (model, version, window_start_ms, row partition)
+# A prediction or label is keyed by its model and request id: two models may score the same
+# business id, and a request id chosen by one client never reaches another model's rows.
+RequestKey = tuple[str, str]  # (model, request id)
 
 
 def label_row_partition(label_partition: int) -> int:
@@ -70,6 +74,14 @@ class PredictionRow:
         return (self.request_id, self.model, self.version, self.ts_ms, self.window_start_ms,
                 orjson.dumps(self.prediction).decode(),
                 None if self.segments is None else orjson.dumps(self.segments).decode())
+
+    @property
+    def key(self) -> RequestKey:
+        return self.model, self.request_id
+
+    def same_event(self, other: "PredictionRow") -> bool:
+        """The same prediction (an event read again), not a second event re-using the request id."""
+        return (self.version, self.ts_ms, self.prediction) == (other.version, other.ts_ms, other.prediction)
 
     @classmethod
     def from_values(cls, values: PredictionValues) -> "PredictionRow":
@@ -123,6 +135,42 @@ class LabelRow:
     model: str
     label: Any
     ts_ms: int
+
+    @property
+    def key(self) -> RequestKey:
+        return self.model, self.request_id
+
+
+@dataclass(frozen=True)
+class StoredAhead:
+    """What storing predictions ahead of the flush found: the keys whose label waits, the rows refused."""
+
+    waiting: set[RequestKey]
+    taken: list[PredictionValues]
+
+
+def refused_prediction(topic: str, partition: int, row: PredictionRow) -> DeadLetterRow:
+    """The dead letter of a prediction whose (model, request id) an earlier event holds: first writer wins."""
+    reason = (f"request_id is already used by an earlier event of model {row.model!r} with another prediction; "
+              "the first event's prediction is kept for the label join (this event still counts in its window)")
+    raw = orjson.dumps({"request_id": row.request_id, "model": row.model, "version": row.version, "ts_ms": row.ts_ms,
+                        "prediction": row.prediction})
+    return DeadLetterRow(topic, partition, -1, reason, "request_id", row.model, raw, to_topic=False)
+
+
+def refused_label(topic: str, partition: int, row: LabelRow) -> DeadLetterRow:
+    """The dead letter of a label whose (model, request id) holds another label already: the first stays."""
+    reason = f"request_id already has another label for model {row.model!r}; the first label is kept"
+    raw = orjson.dumps({"request_id": row.request_id, "model": row.model, "label": row.label, "ts_ms": row.ts_ms})
+    return DeadLetterRow(topic, partition, -1, reason, "request_id", row.model, raw, to_topic=False)
+
+
+def keep_first(rows: dict[RequestKey, PredictionRow], row: PredictionRow, letters: list[DeadLetterRow],
+               topic: str, partition: int) -> None:
+    """Add `row` unless its key is held: by the same event (read again: dropped), or by another (refused: a letter)."""
+    first = rows.setdefault(row.key, row)
+    if first is not row and not first.same_event(row):
+        letters.append(refused_prediction(topic, partition, row))
 
 
 @dataclass

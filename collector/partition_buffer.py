@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from driftline.collector.dead_letters import DeadLetterRow
 from driftline.collector.flush import PartitionFlush
 from driftline.collector.folding import FoldDelta, Watermarks, merge_windows
-from driftline.collector.labels import LabelRow, PredictionRow
+from driftline.collector.labels import LabelRow, PredictionRow, RequestKey, keep_first, refused_label
 from driftline.collector.store import StoredOffset
 from driftline.collector.windows import PartitionWindows
 
@@ -26,10 +26,10 @@ class PartitionBuffer:
     topic_id: str | None = None  # the log that next_offset refers to
     windows: PartitionWindows = field(init=False)
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
-    predictions: dict[str, PredictionRow] = field(default_factory=dict)
-    labels: dict[str, LabelRow] = field(default_factory=dict)
+    predictions: dict[RequestKey, PredictionRow] = field(default_factory=dict)
+    labels: dict[RequestKey, LabelRow] = field(default_factory=dict)
     stored_predictions: int = 0  # predictions a folder stored ahead of the flush
-    labels_waiting: set[str] = field(default_factory=set)  # ... whose label was waiting (joined by the flush)
+    labels_waiting: set[RequestKey] = field(default_factory=set)  # ... whose label was waiting (joined by the flush)
     messages: int = 0  # consumed since the last flush
     # (model, version) -> largest event time on this partition: as of the last gather, and the last flush
     gathered_watermarks: Watermarks = field(default_factory=dict)
@@ -50,8 +50,8 @@ class PartitionBuffer:
     def add(self, delta: FoldDelta) -> None:
         merge_windows(self.windows.windows, delta.windows)
         self.dead_letters.extend(delta.dead_letters)
-        for rid, row in delta.predictions.items():
-            self.predictions.setdefault(rid, row)
+        for row in delta.predictions.values():
+            keep_first(self.predictions, row, self.dead_letters, self.topic, self.partition)
         self.stored_predictions += delta.stored_predictions
         self.labels_waiting.update(delta.labels_waiting)
         self.gathered_watermarks = delta.watermarks
@@ -74,11 +74,13 @@ class PartitionBuffer:
         merge_windows(frozen.windows.windows, self.windows.windows)
         self.windows = frozen.windows
         self.dead_letters = frozen.dead_letters + self.dead_letters
-        for rid, row in self.predictions.items():
-            frozen.predictions.setdefault(rid, row)
+        for row in self.predictions.values():
+            keep_first(frozen.predictions, row, self.dead_letters, self.topic, self.partition)
         self.predictions = frozen.predictions
-        for rid, label in self.labels.items():
-            frozen.labels.setdefault(rid, label)
+        for key, label in self.labels.items():
+            first = frozen.labels.setdefault(key, label)
+            if first is not label and first.label != label.label:
+                self.dead_letters.append(refused_label(self.topic, self.partition, label))
         self.labels = frozen.labels
         self.stored_predictions += frozen.stored_predictions
         self.labels_waiting = frozen.labels_waiting | self.labels_waiting

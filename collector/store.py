@@ -12,7 +12,7 @@ from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 import orjson
 from sqlalchemy import Connection, Engine, and_, delete, insert, select, update
 
-from driftline.collector.labels import PredictionValues, fold_pairs
+from driftline.collector.labels import PredictionValues, RequestKey, StoredAhead, fold_pairs
 from driftline.baseline import Baseline
 from driftline.segments import SegmentSpec
 from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord,
@@ -141,74 +141,108 @@ def _loads(value: Any) -> Any:
     return orjson.loads(value)
 
 
-def _select_by_ids(conn: Connection, sql: str, ids: Sequence[str], lock: bool) -> list[tuple[Any, ...]]:
-    """Run ``sql`` (ending in ``WHERE ... AND request_id``) for `ids`."""
+def _select_by_keys(conn: Connection, sql: str, keys: Collection[RequestKey], lock: bool) -> list[tuple[Any, ...]]:
+    """Run ``sql`` (``SELECT model, request_id, ... WHERE ... AND``) for the rows keyed by `keys`."""
+    if not keys:
+        return []
     if conn.dialect.name == "postgresql":
-        return list(conn.exec_driver_sql(sql + " = ANY(%s)" + (" FOR UPDATE" if lock else ""), (list(ids),)))
+        models, ids = zip(*keys)
+        # request_id = ANY(...) takes the primary key's index; the pairs then pick each row's model
+        return list(conn.exec_driver_sql(
+            sql + " request_id = ANY(%s) AND (model, request_id) IN (SELECT * FROM unnest(%s::varchar[], "
+            "%s::varchar[]))" + (" FOR UPDATE" if lock else ""), (sorted(set(ids)), list(models), list(ids))))
+    wanted = set(keys)
     rows: list[tuple[Any, ...]] = []
-    for chunk in _chunks(ids):
-        rows.extend(conn.exec_driver_sql(f"{sql} IN ({','.join('?' * len(chunk))})", tuple(chunk)))
+    for chunk in _chunks(sorted({rid for _, rid in wanted})):
+        rows.extend(row for row in conn.exec_driver_sql(f"{sql} request_id IN ({','.join('?' * len(chunk))})",
+                                                        tuple(chunk)) if (row[0], row[1]) in wanted)
     return rows
 
 
-def insert_predictions(conn: Connection, rows: Sequence[PredictionValues], labels: Mapping[str, Any] | None = None,
-                       labelled_at_ms: int | None = None) -> None:
-    """Insert prediction rows, those in `labels` (request id -> label) labelled at `labelled_at_ms`.
+def _key(values: PredictionValues) -> RequestKey:
+    return values[1], values[0]
 
-    A request id already stored (a duplicate event) keeps its first row.
+
+def insert_predictions(conn: Connection, rows: Sequence[PredictionValues],
+                       labels: Mapping[RequestKey, Any] | None = None,
+                       labelled_at_ms: int | None = None) -> list[PredictionValues]:
+    """Insert prediction rows, those in `labels` ((model, request id) -> label) labelled at `labelled_at_ms`.
+
+    The first row per (model, request id) stays: the same event stored again is a no-op, and a
+    row of a different prediction under a key already taken is refused and returned (`taken_predictions`).
     """
     if not rows:
-        return
+        return []
     columns = "request_id, model, version, ts_ms, window_start_ms, prediction, segments, label, labelled_at_ms"
     if conn.dialect.name == "postgresql":
         labels = labels or {}
         ids, models, versions, ts, starts, predictions, segments = zip(*rows)
-        conn.exec_driver_sql(
+        keys = list(zip(models, ids))
+        result = conn.exec_driver_sql(
             f"INSERT INTO predictions ({columns}) SELECT * FROM unnest(%s::varchar[], %s::varchar[], "
             "%s::varchar[], %s::bigint[], %s::bigint[], %s::text[]::json[], %s::text[]::json[], %s::text[]::json[], "
             "%s::bigint[]) ON CONFLICT DO NOTHING",
             (list(ids), list(models), list(versions), list(ts), list(starts), list(predictions), list(segments),
-             [_json(labels[rid]) if rid in labels else None for rid in ids],
-             [labelled_at_ms if rid in labels else None for rid in ids]))
+             [_json(labels[k]) if k in labels else None for k in keys],
+             [labelled_at_ms if k in labels else None for k in keys]))
     elif labels:
-        conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                             "ON CONFLICT DO NOTHING",
-                             [(*r, _json(labels[r[0]]), labelled_at_ms) if r[0] in labels else (*r, None, None)
-                              for r in rows])
+        result = conn.exec_driver_sql(
+            f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [(*r, _json(labels[_key(r)]), labelled_at_ms) if _key(r) in labels else (*r, None, None) for r in rows])
     else:  # the hot path (every event of a decoder's batch): the rows as they are
-        conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL) "
-                             "ON CONFLICT DO NOTHING", rows)
+        result = conn.exec_driver_sql(f"INSERT INTO predictions ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL) "
+                                      "ON CONFLICT DO NOTHING", rows)
+    if result.rowcount == len(rows):  # the usual case: every key was new
+        return []
+    return taken_predictions(conn, rows)
 
 
-def store_predictions_ahead(engine: Engine, rows: Sequence[PredictionValues]) -> Collection[str]:
+def taken_predictions(conn: Connection, rows: Sequence[PredictionValues]) -> list[PredictionValues]:
+    """The rows whose (model, request id) is stored with another prediction (version, event time or value):
+    a second event re-using a request id, refused so it cannot take the first one's label."""
+    cast = "::text" if conn.dialect.name == "postgresql" else ""
+    stored = {(r[0], r[1]): (r[2], int(r[3]), _loads(r[4])) for r in _select_by_keys(
+        conn, f"SELECT model, request_id, version, ts_ms, prediction{cast} FROM predictions WHERE",
+        {_key(r) for r in rows}, lock=False)}
+    taken = []
+    for r in rows:
+        first = stored.get(_key(r))
+        if first is not None and first != (r[2], r[3], orjson.loads(r[5])):
+            taken.append(r)
+    return taken
+
+
+def store_predictions_ahead(engine: Engine, rows: Sequence[PredictionValues]) -> StoredAhead:
     """Insert predictions ahead of the flush, in their own transaction (idempotent, see
-    `driftline.collector.folding`); returns the request ids among them whose label is waiting."""
+    `driftline.collector.folding`); returns the keys among them whose label is waiting, and the rows refused."""
     with engine.begin() as conn:
-        insert_predictions(conn, rows)
+        taken = insert_predictions(conn, rows)
         # Not locked: the flush looks these up again, locked, and joins them.
-        return unjoined_labels(conn, {r[0] for r in rows}, lock=False).keys()
+        refused = {_key(r) for r in taken}
+        waiting = unjoined_labels(conn, {_key(r) for r in rows} - refused, lock=False).keys()
+        return StoredAhead(set(waiting), taken)
 
 
-def unjoined_labels(conn: Connection, request_ids: Collection[str], lock: bool = True) -> dict[str, tuple[str, Any]]:
-    """request id -> (model, label) of stored labels still waiting for their prediction (rows locked).
+def unjoined_labels(conn: Connection, keys: Collection[RequestKey], lock: bool = True) -> dict[RequestKey, Any]:
+    """(model, request id) -> label of stored labels still waiting for their prediction (rows locked).
 
     Called for every prediction the collector stores, while labels that wait (those that came
-    before their prediction) are few: when there are no more of them than `request_ids`, they
-    are listed first through the partial index `ix_labels_waiting` and only the ids among them
+    before their prediction) are few: when there are no more of them than `keys`, they
+    are listed first through the partial index `ix_labels_waiting` and only the keys among them
     are looked up, instead of one index probe per prediction.
     """
-    if not request_ids:
+    if not keys:
         return {}
     false = _false(conn)
-    waiting = [rid for (rid,) in conn.exec_driver_sql(
-        f"SELECT request_id FROM labels WHERE joined = {false} LIMIT {len(request_ids) + 1}")]
-    ids = sorted(set(waiting).intersection(request_ids)) if len(waiting) <= len(request_ids) else sorted(request_ids)
-    if not ids:
+    waiting = [(model, rid) for rid, model in conn.exec_driver_sql(
+        f"SELECT request_id, model FROM labels WHERE joined = {false} LIMIT {len(keys) + 1}")]
+    wanted = sorted(set(waiting).intersection(keys)) if len(waiting) <= len(keys) else sorted(keys)
+    if not wanted:
         return {}
     cast = "::text" if conn.dialect.name == "postgresql" else ""
-    rows = _select_by_ids(conn, f"SELECT request_id, model, label{cast} FROM labels "
-                                f"WHERE joined = {false} AND request_id", ids, lock=lock)
-    return {rid: (model, _loads(label)) for rid, model, label in rows}
+    rows = _select_by_keys(conn, f"SELECT model, request_id, label{cast} FROM labels WHERE joined = {false} AND",
+                           wanted, lock=lock)
+    return {(model, rid): _loads(label) for model, rid, label in rows}
 
 
 @dataclass(frozen=True)
@@ -220,13 +254,12 @@ class StoredPrediction:
     segments: dict[str, str] | None = None
 
 
-def unlabelled_predictions(conn: Connection, request_ids: Sequence[str]) -> dict[str, StoredPrediction]:
-    """request id -> the stored prediction not labelled yet (rows locked)."""
+def unlabelled_predictions(conn: Connection, keys: Collection[RequestKey]) -> dict[RequestKey, StoredPrediction]:
+    """(model, request id) -> the stored prediction not labelled yet (rows locked)."""
     cast = "::text" if conn.dialect.name == "postgresql" else ""
-    rows = _select_by_ids(conn, f"SELECT request_id, model, version, window_start_ms, prediction{cast}, "
-                                f"segments{cast} FROM predictions WHERE labelled_at_ms IS NULL AND request_id",
-                          request_ids, lock=True)
-    return {r[0]: StoredPrediction(r[1], r[2], int(r[3]), _loads(r[4]), _loads(r[5])) for r in rows}
+    rows = _select_by_keys(conn, f"SELECT model, request_id, version, window_start_ms, prediction{cast}, "
+                                 f"segments{cast} FROM predictions WHERE labelled_at_ms IS NULL AND", keys, lock=True)
+    return {(r[0], r[1]): StoredPrediction(r[0], r[2], int(r[3]), _loads(r[4]), _loads(r[5])) for r in rows}
 
 
 def unjoined_pairs(conn: Connection, limit: int) -> list[Any]:
@@ -240,46 +273,61 @@ def unjoined_pairs(conn: Connection, limit: int) -> list[Any]:
         .limit(limit).with_for_update()))
 
 
-def mark_predictions_labelled(conn: Connection, labels: dict[str, Any], now_ms: int) -> None:
+def mark_predictions_labelled(conn: Connection, labels: Mapping[RequestKey, Any], now_ms: int) -> None:
     if not labels:
         return
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(
-            "UPDATE predictions AS p SET label = v.label, labelled_at_ms = %s "
-            "FROM unnest(%s::varchar[], %s::text[]::json[]) AS v(request_id, label) WHERE p.request_id = v.request_id",
-            (now_ms, list(labels), [_json(v) for v in labels.values()]))
+            "UPDATE predictions AS p SET label = v.label, labelled_at_ms = %s FROM unnest(%s::varchar[], "
+            "%s::varchar[], %s::text[]::json[]) AS v(model, request_id, label) "
+            "WHERE p.request_id = v.request_id AND p.model = v.model",
+            (now_ms, [m for m, _ in labels], [rid for _, rid in labels], [_json(v) for v in labels.values()]))
     else:
-        conn.exec_driver_sql("UPDATE predictions SET label = ?, labelled_at_ms = ? WHERE request_id = ?",
-                             [(_json(label), now_ms, rid) for rid, label in labels.items()])
+        conn.exec_driver_sql("UPDATE predictions SET label = ?, labelled_at_ms = ? WHERE request_id = ? AND model = ?",
+                             [(_json(label), now_ms, rid, model) for (model, rid), label in labels.items()])
 
 
-def mark_labels_joined(conn: Connection, request_ids: Sequence[str]) -> None:
-    if not request_ids:
+def mark_labels_joined(conn: Connection, keys: Sequence[RequestKey]) -> None:
+    if not keys:
         return
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("UPDATE labels SET joined = true WHERE request_id = ANY(%s)", (list(request_ids),))
+        conn.exec_driver_sql("UPDATE labels AS l SET joined = true FROM unnest(%s::varchar[], %s::varchar[]) "
+                             "AS k(model, request_id) WHERE l.request_id = k.request_id AND l.model = k.model",
+                             ([m for m, _ in keys], [rid for _, rid in keys]))
     else:
-        for chunk in _chunks(list(request_ids)):
-            conn.exec_driver_sql(f"UPDATE labels SET joined = 1 WHERE request_id IN ({','.join('?' * len(chunk))})",
-                                 tuple(chunk))
+        conn.exec_driver_sql("UPDATE labels SET joined = 1 WHERE request_id = ? AND model = ?",
+                             [(rid, model) for model, rid in keys])
 
 
-def insert_labels(conn: Connection, rows: list[tuple[str, str, Any, int, bool]]) -> None:
-    """Insert (request_id, model, label, ts_ms, joined) rows; a request id already labelled keeps its first label."""
+LabelValues = tuple[str, str, Any, int, bool]  # request_id, model, label, ts_ms, joined
+
+
+def insert_labels(conn: Connection, rows: Sequence[LabelValues]) -> list[LabelValues]:
+    """Insert (request_id, model, label, ts_ms, joined) rows; the first label per (model, request id) stays.
+
+    The same label again is a no-op; a different label under a key already labelled is refused and returned.
+    """
     if not rows:
-        return
+        return []
     now = utcnow()
     columns = "request_id, model, label, ts_ms, joined, received_at"
     if conn.dialect.name == "postgresql":
         ids, models, labels, ts, joined = zip(*rows)
-        conn.exec_driver_sql(
+        result = conn.exec_driver_sql(
             f"INSERT INTO labels ({columns}) SELECT r.*, %s FROM unnest(%s::varchar[], %s::varchar[], "
             "%s::text[]::json[], %s::bigint[], %s::boolean[]) AS r ON CONFLICT DO NOTHING",
             (now, list(ids), list(models), [_json(v) for v in labels], list(ts), list(joined)))
     else:
         stamp = now.strftime("%Y-%m-%d %H:%M:%S.%f")  # SQLAlchemy's SQLite DateTime format
-        conn.exec_driver_sql(f"INSERT INTO labels ({columns}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                             [(r[0], r[1], _json(r[2]), r[3], int(r[4]), stamp) for r in rows])
+        result = conn.exec_driver_sql(
+            f"INSERT INTO labels ({columns}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [(r[0], r[1], _json(r[2]), r[3], int(r[4]), stamp) for r in rows])
+    if result.rowcount == len(rows):
+        return []
+    cast = "::text" if conn.dialect.name == "postgresql" else ""
+    stored = {(r[0], r[1]): _loads(r[2]) for r in _select_by_keys(
+        conn, f"SELECT model, request_id, label{cast} FROM labels WHERE", {(r[1], r[0]) for r in rows}, lock=False)}
+    return [r for r in rows if (r[1], r[0]) in stored and stored[(r[1], r[0])] != r[2]]
 
 
 def _false(conn: Connection) -> str:

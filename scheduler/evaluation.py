@@ -7,6 +7,7 @@ training baseline, and replaces that window's results in one transaction. Then t
 alert lifecycle and the retraining policy see the new results (driftline.scheduler.jobs).
 Evaluating a window twice gives the same rows: the job is idempotent. A window whose
 evaluation raises is quarantined (driftline.scheduler.quarantine) and skipped until its next retry.
+Each evaluation first claims its window (driftline.scheduler.claims): one scheduler per window.
 """
 from __future__ import annotations
 
@@ -46,17 +47,21 @@ class WindowKey:
     window_end_ms: int
 
 
-def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 500) -> list[WindowKey]:
+def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 500,
+                window: WindowKey | None = None) -> list[WindowKey]:
     """Closed windows never evaluated, or changed since their evaluation, oldest first; a quarantined
-    window only once its next retry is due."""
+    window only once its next retry is due. `window`: that one only (is it still due?)."""
     states = (
         select(WindowStateRecord.model, WindowStateRecord.version, WindowStateRecord.window_start_ms,
                func.max(WindowStateRecord.window_end_ms).label("end_ms"),
                func.max(WindowStateRecord.updated_at).label("updated_at"))
         .where(WindowStateRecord.window_end_ms + lateness_ms <= now_ms,
                WindowStateRecord.window_end_ms >= now_ms - REEVALUATION_HORIZON_MS)
-        .group_by(WindowStateRecord.model, WindowStateRecord.version, WindowStateRecord.window_start_ms)
-        .subquery())
+        .group_by(WindowStateRecord.model, WindowStateRecord.version, WindowStateRecord.window_start_ms))
+    if window is not None:
+        states = states.where(WindowStateRecord.model == window.model, WindowStateRecord.version == window.version,
+                              WindowStateRecord.window_start_ms == window.window_start_ms)
+    states = states.subquery()
     now = datetime.fromtimestamp(now_ms / 1000.0, tz=timezone.utc)
     rows = session.execute(
         select(states.c.model, states.c.version, states.c.window_start_ms, states.c.end_ms)

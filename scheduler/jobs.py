@@ -15,6 +15,7 @@ from driftline.config import Settings
 from driftline.store import db as store_db
 from driftline.store.models import utcnow
 from driftline.vocabulary import STEP_DROP_ARMS, STEP_ROLLBACK
+from driftline.scheduler.claims import claim_window
 from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, due_windows, evaluate
 from driftline.scheduler.evaluation import now_ms as wall_now_ms
 from driftline.scheduler.quarantine import RetryPolicy, record_failure, release
@@ -69,18 +70,25 @@ class SchedulerJobs:
         evaluated = 0
         for key in keys:
             try:
-                status = self._evaluate_one(key)
+                status = self._evaluate_one(key, now_ms)
             except (OperationalError, InterfaceError):
                 raise  # the store itself failed: no window can be evaluated, the next run tries them all
             except Exception as exc:  # noqa: BLE001 - one window's failure must not stop the others
                 self._quarantine(key, exc, now_ms)
                 continue
+            if status is None:
+                log.debug("%s v%s window %s: evaluated by another scheduler", key.model, key.version,
+                          key.window_start_ms)
+                continue
             evaluated += 1
             log.info("evaluated %s v%s window %s: %s", key.model, key.version, key.window_start_ms, status)
         return evaluated
 
-    def _evaluate_one(self, key: WindowKey) -> str:
+    def _evaluate_one(self, key: WindowKey, now_ms: int) -> str | None:
+        """Evaluate one window; None when another scheduler has it (claimed, or done since it was listed)."""
         with store_db.session_scope(self.settings.db_url) as session:
+            if not claim_window(session, key, now_ms, self.settings.allowed_lateness_seconds * 1000):
+                return None
             evaluation = evaluate(session, key, self.cache, self.config)
             session.flush()
             if evaluation.status != "no_baseline":
@@ -101,6 +109,9 @@ class SchedulerJobs:
 
     def _quarantine(self, key: WindowKey, exc: Exception, now_ms: int) -> None:
         with store_db.session_scope(self.settings.db_url) as session:
+            # claimed too: another scheduler may have evaluated (or quarantined) the window since this one failed
+            if not claim_window(session, key, now_ms, self.settings.allowed_lateness_seconds * 1000):
+                return
             row = record_failure(session, key.model, key.version, key.window_start_ms, key.window_end_ms, exc,
                                  now_ms, secrets=self.settings.secret_values(), policy=self.retry)
             log.warning("window quarantined: %s v%s window %s (attempt %d, next try %s): %s: %s", key.model,

@@ -27,7 +27,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from sqlalchemy import ColumnElement, and_, delete, exists, false, func, or_, select
+from sqlalchemy import ColumnElement, and_, delete, exists, false, func, or_, select, tuple_
 
 from driftline import defaults
 from driftline.sections import Section, given, parse_section
@@ -95,12 +95,14 @@ def prune(db_url: str, policy: RetentionPolicy, *, now_ms: int | None = None, ma
             with engine.connect() as conn:
                 counts[table.name] = int(conn.scalar(select(func.count()).select_from(table).where(condition)) or 0)
             continue
-        key = next(iter(table.primary_key.columns))
+        # the whole primary key: predictions and labels are keyed by (request_id, model)
+        key = tuple_(*table.primary_key.columns)
         total, batches = 0, 0
         while max_batches is None or batches < max_batches:
             # ids first, then delete by id: one short transaction per batch on both SQLite and PostgreSQL
             with engine.begin() as conn:
-                ids = conn.scalars(select(key).where(condition).limit(policy.batch_rows)).all()
+                ids = [tuple(row) for row in conn.execute(select(*table.primary_key.columns).where(condition)
+                                                          .limit(policy.batch_rows))]
                 if ids:
                     conn.execute(delete(table).where(key.in_(ids)))
             total += len(ids)

@@ -218,13 +218,18 @@ class DeadLetter(Base):
 
 
 class PredictionRecord(Base):
-    """Predictions kept for the label join (retention: default 7 days)."""
+    """Predictions kept for the label join (retention: default 7 days).
+
+    Keyed by (request id, model) (migration 0007): two models may score the same business id,
+    and a request id names a request only within its model. Request id first: the collector
+    looks rows up by lists of request ids.
+    """
 
     __tablename__ = "predictions"
     __table_args__ = (Index("ix_predictions_ts", "ts_ms"),)
 
     request_id: Mapped[str] = mapped_column(String(REQUEST_ID_CHARS), primary_key=True)
-    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS), primary_key=True)
     version: Mapped[str] = mapped_column(String(VERSION_CHARS))
     ts_ms: Mapped[int] = mapped_column(BigInteger)
     window_start_ms: Mapped[int] = mapped_column(BigInteger)
@@ -236,7 +241,7 @@ class PredictionRecord(Base):
 
 
 class LabelRecord(Base):
-    """A ground-truth label as received (may arrive days after its prediction)."""
+    """A ground-truth label as received (may arrive days after its prediction), keyed like its prediction."""
 
     __tablename__ = "labels"
     # The labels still waiting for their prediction: the collector lists them for every batch
@@ -245,7 +250,7 @@ class LabelRecord(Base):
                             postgresql_where=text("joined = false")),)
 
     request_id: Mapped[str] = mapped_column(String(REQUEST_ID_CHARS), primary_key=True)
-    model: Mapped[str] = mapped_column(String(MODEL_CHARS), index=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS), primary_key=True, index=True)
     label: Mapped[Any] = mapped_column(JSON)
     ts_ms: Mapped[int] = mapped_column(BigInteger)
     joined: Mapped[bool] = mapped_column(Boolean, default=False)

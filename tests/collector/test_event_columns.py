@@ -17,6 +17,7 @@ import pytest
 
 import driftline.collector.folding as folding
 from driftline.collector.folding import InferenceFolder
+from driftline.collector.labels import StoredAhead
 from driftline.baseline import compute_baseline
 from driftline.collector.event_columns import parse_inference_columns
 from driftline.events import INFERENCE_SCHEMA, rfc3339
@@ -187,7 +188,7 @@ def test_a_store_that_fails_gets_the_predictions_through_the_flush_and_is_tried_
         calls.append(len(rows))
         if len(calls) == 1:
             raise ConnectionError("store down")
-        return {rows[0][0]}  # the first one's label was waiting
+        return StoredAhead({(rows[0][1], rows[0][0])}, [])  # the first one's label was waiting
 
     folder = InferenceFolder("driftline.inference", 0, 60_000, 10_000, dedup_limit=500,
                              baseline_for=lambda model, version: None, stored_watermark=lambda model, version: None,
@@ -196,15 +197,15 @@ def test_a_store_that_fails_gets_the_predictions_through_the_flush_and_is_tried_
     folder.process(list(range(10)), _encode(docs[:10]))
     first = folder.take()  # the insert fails: the flush gets the rows
     assert calls == [10] and first.stored_predictions == 0 and sorted(first.predictions) == sorted(
-        f"r{i}" for i in range(10))
-    assert first.predictions["r3"].prediction == docs[3]["prediction"]
+        (MODEL, f"r{i}") for i in range(10))
+    assert first.predictions[(MODEL, "r3")].prediction == docs[3]["prediction"]
     folder.process(list(range(10, 20)), _encode(docs[10:20]))
     second = folder.take()  # within the retry delay: not tried, straight to the flush
-    assert calls == [10] and sorted(second.predictions) == sorted(f"r{i}" for i in range(10, 20))
+    assert calls == [10] and sorted(second.predictions) == sorted((MODEL, f"r{i}") for i in range(10, 20))
     monkeypatch.setattr(folding.time, "monotonic", lambda: float("inf"))
     folder.process(list(range(20, 30)), _encode(docs[20:30]))
     third = folder.take()  # tried again: stored ahead, the waiting label reported
-    assert calls == [10, 10] and (third.stored_predictions, third.predictions, third.labels_waiting) == (10, {}, {"r20"})
+    assert calls == [10, 10] and (third.stored_predictions, third.predictions, third.labels_waiting) == (10, {}, {(MODEL, "r20")})
 
 
 def test_a_shadow_answer_is_counted_in_its_window_but_keeps_no_label_join_row(monkeypatch):
@@ -217,7 +218,7 @@ def test_a_shadow_answer_is_counted_in_its_window_but_keeps_no_label_join_row(mo
         [delta] = _fold([_encode(docs)], columnar, monkeypatch=monkeypatch)
         assert delta.valid == 40
         assert {key[1] for key in delta.windows} == {"1", "2"}
-        assert set(delta.predictions) == {doc["request_id"] for doc in docs}
+        assert set(delta.predictions) == {(doc["model"], doc["request_id"]) for doc in docs}
         assert {row.version for row in delta.predictions.values()} == {"1"}
         # the shadow's window samples the requests production's does (keyed by request id): they pair up
         samples = {key[1]: [r["request_id"] for r in partial.state.sample] for key, partial in delta.windows.items()}

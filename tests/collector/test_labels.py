@@ -6,7 +6,7 @@ from sqlalchemy import func, select
 from driftline.config import TOPIC_LABELS
 from driftline.segments import SegmentSpec
 from driftline.store import db as store_db
-from driftline.store.models import LabelRecord, PredictionRecord, WindowStateRecord
+from driftline.store.models import DeadLetter, LabelRecord, PredictionRecord, WindowStateRecord
 from driftline.window_state import WindowState
 from tests.support.waiting import wait_until
 
@@ -93,3 +93,38 @@ def test_with_segments_a_joined_label_counts_in_its_predictions_segment(broker, 
     assert merged.labels.n == 40 and (colors["red"].labels.n, colors["blue"].labels.n) == (20, 20)
     assert int(colors["red"].labels.positives.sum()) == 20 and int(colors["blue"].labels.negatives.sum()) == 20
     assert (colors["red"].events, colors["blue"].events) == (20, 20)
+
+
+def test_two_models_scoring_the_same_request_ids_each_join_their_own_labels(broker, db_url, ckit, unique_id):
+    fraud, credit = f"fraud-{unique_id}", f"credit-{unique_id}"
+    rid = [f"{unique_id}-order-{i}" for i in range(20)]
+    t0 = ckit.T0_MS
+    # every order scored by both models, under the same business id
+    ckit.produce(broker, [ckit.encode(ckit.event(model, i, ts_ms=t0 + i, request_id=rid[i], prediction=score))
+                          for i in range(20) for model, score in ((fraud, 0.9), (credit, 0.1))])
+    # half the labels before the predictions are read, half after
+    fraud_labels = [ckit.encode(ckit.label(fraud, rid[i], 1)) for i in range(20)]
+    credit_labels = [ckit.encode(ckit.label(credit, rid[i], 0)) for i in range(20)]
+    ckit.produce(broker, fraud_labels[:10] + credit_labels[:10], topic=TOPIC_LABELS)
+    with ckit.collector_thread(ckit.config(broker, db_url)) as collector:
+        wait_until(lambda: ckit.events(db_url, fraud) == 20 and ckit.events(db_url, credit) == 20,
+                   message="both models' predictions")
+        ckit.produce(broker, fraud_labels[10:] + credit_labels[10:], topic=TOPIC_LABELS)
+        wait_until(lambda: _labelled(db_url, fraud) == 20 and _labelled(db_url, credit) == 20,
+                   message="every prediction of both models labelled")
+        # a second fraud event re-using an order's id with another score: counted, but its row refused
+        ckit.produce(broker, [ckit.encode(ckit.event(fraud, 0, ts_ms=t0 + 500, request_id=rid[0], prediction=0.2))])
+        wait_until(lambda: ckit.events(db_url, fraud) == 21, message="the second event counted in its window")
+        wait_until(lambda: not collector._pending(), message="the last flush")
+
+    with store_db.session_scope(db_url) as session:
+        first = session.scalar(select(PredictionRecord).where(PredictionRecord.model == fraud,
+                                                              PredictionRecord.request_id == rid[0]))
+        letters = session.scalars(select(DeadLetter).where(DeadLetter.model == fraud)).all()
+        rows = session.scalars(select(WindowStateRecord).where(WindowStateRecord.model.in_((fraud, credit)))).all()
+    assert (first.prediction, first.label, first.ts_ms) == (0.9, 1, t0)
+    assert [(d.field, d.offset) for d in letters] == [("request_id", -1)]
+    assert "already used by an earlier event" in letters[0].reason
+    for model, positives in ((fraud, 20), (credit, 0)):  # each model's realized quality from its own labels
+        merged = WindowState.merge_all(WindowState.from_bytes(r.state) for r in rows if r.model == model)
+        assert merged.labels.n == 20 and int(merged.labels.positives.sum()) == positives

@@ -271,3 +271,62 @@ def test_pooling_reads_an_earlier_windows_state_once_while_the_row_is_unchanged(
             assert len(blob_reads) == (4 if attempt == 0 else 0), statements
     finally:
         event.remove(engine, "before_cursor_execute", record)
+
+
+def test_two_schedulers_on_one_store_evaluate_each_window_exactly_once(seeded, monkeypatch):
+    import threading
+    from collections import Counter
+
+    from driftline.scheduler import jobs as jobs_module
+    from driftline.scheduler.quarantine import record_failure
+    from driftline.store.models import WindowQuarantine
+
+    db_url, baseline, rng = seeded
+    windows = [T0 + w * WINDOW_MS for w in range(4)]
+    for start in windows:
+        write_window(db_url, baseline, start, 0, events(rng, 300, start))
+    now = T0 + 4 * WINDOW_MS + 5_000
+    with session_scope(db_url) as s:  # window 0 failed an hour ago; its retry is due
+        record_failure(s, "m", "1", T0, T0 + WINDOW_MS, RuntimeError("flaky"), now - 3_600_000)
+    # both schedulers list the due windows before either evaluates one: the race two deployments have
+    listed = threading.Barrier(2)
+    real_due, real_evaluate = jobs_module.due_windows, jobs_module.evaluate
+    evaluations, count_lock = Counter(), threading.Lock()
+
+    def list_then_wait(*args, **kwargs):
+        keys = real_due(*args, **kwargs)
+        listed.wait(timeout=120)
+        return keys
+
+    def counting_evaluate(session, key, *args, **kwargs):
+        with count_lock:
+            evaluations[key.window_start_ms] += 1
+        return real_evaluate(session, key, *args, **kwargs)
+
+    monkeypatch.setattr(jobs_module, "due_windows", list_then_wait)
+    monkeypatch.setattr(jobs_module, "evaluate", counting_evaluate)
+    schedulers = [jobs_for(db_url), jobs_for(db_url)]
+    evaluated, errors = [0, 0], []
+
+    def run(i):
+        try:
+            evaluated[i] = schedulers[i].evaluate_due_windows(now_ms=now)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert errors == [] and not any(thread.is_alive() for thread in threads)
+    assert dict(evaluations) == {start: 1 for start in windows}
+    assert sum(evaluated) == len(windows)
+    with session_scope(db_url) as s:
+        per_window = Counter(s.scalars(select(WindowEvaluation.window_start_ms)))
+        assert per_window == {start: 1 for start in windows}
+        assert s.scalars(select(WindowQuarantine)).all() == []  # the retried window left quarantine
+        for start in windows:  # one result set: no (detector, feature, metric, segment) twice
+            results = s.execute(select(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric,
+                                       DetectorResult.segment).where(DetectorResult.window_start_ms == start)).all()
+            assert results and len(results) == len(set(results))

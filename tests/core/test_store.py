@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from driftline.errors import UserError
@@ -107,3 +107,44 @@ def test_an_unsupported_database_url_is_a_clear_error_without_its_password():
         store_db.get_engine("postgresql+nodriver://monitor:s3cret@db.example:5432/driftline")
     assert "no SQLAlchemy dialect for 'postgresql+nodriver'" in str(refused.value)
     assert "s3cret" not in str(refused.value) and "monitor:***@db.example" in str(refused.value)
+
+
+def test_migration_0007_keys_predictions_and_labels_by_model_and_keeps_their_rows(db_url):
+    from alembic import command
+    from sqlalchemy import text
+
+    from driftline.store.models import LabelRecord, PredictionRecord
+
+    # a store as release 0006 made it, with rows
+    command.downgrade(store_db.alembic_config(db_url), "base")
+    store_db.upgrade(db_url, "0006")
+    engine = store_db.get_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO predictions (request_id, model, version, ts_ms, window_start_ms, prediction, "
+                          "label, labelled_at_ms, segments) VALUES ('order-1', 'fraud', '3', 5, 0, '0.9', '1', 7, "
+                          "'{\"region\": \"north\"}'), ('order-2', 'fraud', '3', 6, 0, '[0.2, 0.8]', NULL, NULL, NULL)"))
+        conn.execute(text("INSERT INTO labels (request_id, model, label, ts_ms, joined, received_at) VALUES "
+                          "('order-1', 'fraud', '1', 5, :joined, :at)"), {"joined": True, "at": "2026-12-01 00:00:00"})
+    store_db.upgrade(db_url)
+    with store_db.session_scope(db_url) as s:
+        kept = {(p.model, p.request_id): (p.version, p.ts_ms, p.prediction, p.label, p.labelled_at_ms, p.segments)
+                for p in s.scalars(select(PredictionRecord))}
+        labels = [(lab.model, lab.request_id, lab.label, lab.joined) for lab in s.scalars(select(LabelRecord))]
+    assert kept == {("fraud", "order-1"): ("3", 5, 0.9, 1, 7, {"region": "north"}),
+                    ("fraud", "order-2"): ("3", 6, [0.2, 0.8], None, None, None)}
+    assert labels == [("fraud", "order-1", 1, True)]
+    # another model may now score and label the same request id
+    with store_db.session_scope(db_url) as s:
+        s.add(PredictionRecord(request_id="order-1", model="credit", version="1", ts_ms=5, window_start_ms=0,
+                               prediction=0.1))
+        s.add(LabelRecord(request_id="order-1", model="credit", label=0, ts_ms=5, joined=False))
+    with store_db.session_scope(db_url) as s:
+        assert s.scalar(select(func.count()).select_from(PredictionRecord)) == 3
+        assert s.scalar(select(func.count()).select_from(LabelRecord)) == 2
+    # still one row per (model, request id)
+    with pytest.raises(IntegrityError):
+        with store_db.session_scope(db_url) as s:
+            s.add(PredictionRecord(request_id="order-1", model="credit", version="1", ts_ms=6, window_start_ms=0,
+                                   prediction=0.2))
+    with engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
