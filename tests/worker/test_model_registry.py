@@ -175,7 +175,7 @@ def _point_artifact_at(registry, path: str) -> None:
 @pytest.mark.parametrize("where", ["absolute", "dotdot", "symlink"])
 def test_a_stored_artifact_path_outside_the_artifacts_folder_is_refused(registry, tiny_results, tmp_path, where):
     publish(registry, MODEL, tiny_results[0])
-    inside = registry.artifact_file(registry.get(MODEL, "1"))
+    inside = registry.version_dir(MODEL, "1") / MODEL_FILE
     outside = tmp_path / "elsewhere" / MODEL_FILE  # the same bytes, so only the location can refuse it
     outside.parent.mkdir()
     shutil.copyfile(inside, outside)
