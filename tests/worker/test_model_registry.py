@@ -179,8 +179,9 @@ def test_a_stored_artifact_path_outside_the_artifacts_folder_is_refused(registry
     outside = tmp_path / "elsewhere" / MODEL_FILE  # the same bytes, so only the location can refuse it
     outside.parent.mkdir()
     shutil.copyfile(inside, outside)
-    stored = {"absolute": str(outside), "dotdot": f"{MODEL}/1/../../../elsewhere/{MODEL_FILE}",
-              "symlink": f"{MODEL}/link.pt"}[where]
+    root = registry.artifacts_dir
+    stored = {"absolute": str(outside), "dotdot": f"{root}/{MODEL}/1/../../../elsewhere/{MODEL_FILE}",
+              "symlink": f"{root}/{MODEL}/link.pt"}[where]
     if where == "symlink":
         (registry.artifacts_dir / MODEL / "link.pt").symlink_to(outside)
     _point_artifact_at(registry, stored)
@@ -194,3 +195,6 @@ def test_a_stored_artifact_path_inside_the_folder_loads_relative_or_absolute(reg
     assert load_version(registry, MODEL, "1", "cpu").info.version == "1"  # the absolute path registration stores
     _point_artifact_at(registry, f"{MODEL}/1/{MODEL_FILE}")
     assert registry.artifact_file(registry.get(MODEL, "1")) == registry.version_dir(MODEL, "1") / MODEL_FILE
+    _point_artifact_at(registry, f"{MODEL}/../../elsewhere/{MODEL_FILE}")  # relative, but climbing out
+    with pytest.raises(UserError, match="outside the artifacts folder"):
+        registry.artifact_file(registry.get(MODEL, "1"))
