@@ -2,8 +2,9 @@
 
 What driftline writes holds data (training holdouts, the store's events) or secrets (a
 config copy, a broker log), so it is created 0600 (files) and 0700 (folders) whatever the
-process umask: the mode is given to the system call that creates it, never set afterwards,
-so there is no moment when another user can open it. Existing folders keep their mode.
+process umask: the mode is given to the system call that creates it, not set afterwards, so
+there is no moment when another user can open it. An existing file driftline writes into again
+is made 0600; existing folders keep their mode (a `home` may be a folder the user shares).
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def check_allowed(target: str) -> None:
         raise TransformNotAllowed(
             f"transform {target!r} is not an allowed transform: only {BUNDLED_TRANSFORM!r} and the paths "
             f"installed packages register under the entry-point group {ENTRY_POINT_GROUP!r} are imported "
-            "(docs/worker.md, \"Feature transforms\")")
+            "(docs/detectors.md, \"Skew: your feature transform\")")
 
 
 def import_path(obj: Any) -> str:
