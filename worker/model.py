@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from driftline.private_files import open_private
+
 # Hidden layer widths per size. "test" keeps the unit tests fast; "small" is for
 # retraining on a few thousand logged rows.
 ARCHITECTURES: dict[str, tuple[int, ...]] = {
@@ -52,7 +54,7 @@ def save_model(model: CreditMLP, path: Path) -> str:
     torch.save({"config": model.config(), "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}},
                buffer)
     data = buffer.getvalue()
-    with open(path, "xb") as fh:  # "x": an artifact is never overwritten
+    with open_private(path) as fh:  # "x": an artifact is never overwritten; 0600
         fh.write(data)
     return hashlib.sha256(data).hexdigest()
 

@@ -12,7 +12,9 @@ rollbacks walk back through earlier production versions.
 
 Model and version names are checked against the safe alphabet (driftline.names) on every
 call, and a version folder is resolved and must lie inside the artifacts folder, so no
-name can read or write elsewhere. `prune` deletes the artifact folders of versions
+name can read or write elsewhere. The store is input too: a version's stored `artifact_path`
+is loaded only once it resolves (symlinks followed) inside the artifacts folder. Folders are
+created 0700 and files 0600 (driftline.private_files): the holdout is training data. `prune` deletes the artifact folders of versions
 nobody is likely to serve again (their rows and baselines stay: old windows need them).
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.names import name_problem
+from driftline.private_files import DIR_MODE, open_private, private_dir
 from driftline.store.aliases import PRODUCTION, alias_version, move_alias
 from driftline.store.db import session_scope
 from driftline.store.models import AliasEvent, BaselineRecord, ModelVersion
@@ -88,13 +91,12 @@ class Registry:
         """Write a new immutable version (artifact files, ModelVersion, BaselineRecord); returns its number."""
         from driftline.worker.model import save_model
 
-        model_dir = self._inside(self.artifacts_dir / check_name(model))
-        model_dir.mkdir(parents=True, exist_ok=True)
+        model_dir = private_dir(self._inside(self.artifacts_dir / check_name(model)))
         for _attempt in range(20):
             version = str(self._next_version_number(model, model_dir))
             version_dir = self.version_dir(model, version)
             try:
-                version_dir.mkdir()
+                version_dir.mkdir(mode=DIR_MODE)
             except FileExistsError:
                 continue  # another trainer took this number; take the next one
             try:
@@ -102,7 +104,7 @@ class Registry:
                 _write_json_once(version_dir / "transform.json", transform.to_dict())
                 _write_json_once(version_dir / "metrics.json", metrics)
                 if holdout is not None:
-                    with open(version_dir / HOLDOUT_FILE, "xb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fh:
+                    with open_private(version_dir / HOLDOUT_FILE) as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fh:
                         fh.write(orjson.dumps(holdout, option=orjson.OPT_SERIALIZE_NUMPY))
                 with session_scope(self.db_url) as session:
                     session.add(ModelVersion(
@@ -123,6 +125,18 @@ class Registry:
     def version_dir(self, model: str, version: str) -> Path:
         """The folder of a version: checked names, resolved, and inside the artifacts folder."""
         return self._inside(self.artifacts_dir / check_name(model) / check_name(version, "version"))
+
+    def artifact_file(self, info: VersionInfo) -> Path:
+        """The version's stored model file, resolved: a relative path is taken inside the artifacts
+        folder; one that resolves outside it (absolute, ../, a symlink out) is refused, naming it."""
+        if not info.artifact_path:
+            raise UserError(f"{info.model} version {info.version} has no artifact path in the store")
+        try:
+            return self._inside(self.artifacts_dir / info.artifact_path)  # an absolute path replaces the folder
+        except UserError:
+            raise UserError(f"{info.model} version {info.version}: refusing its stored artifact path "
+                            f"{info.artifact_path!r}, which is outside the artifacts folder "
+                            f"{self.artifacts_dir.resolve()}") from None
 
     def _inside(self, path: Path) -> Path:
         root = self.artifacts_dir.resolve()
@@ -161,7 +175,7 @@ class Registry:
     def holdout(self, model: str, version: str) -> dict[str, Any] | None:
         """The version's training holdout ({"features": [...], "labels": [...]}), or None if none was kept."""
         try:
-            with gzip.open(self.version_dir(model, version) / HOLDOUT_FILE, "rb") as fh:
+            with gzip.open(self._inside(self.version_dir(model, version) / HOLDOUT_FILE), "rb") as fh:
                 return orjson.loads(fh.read())
         except FileNotFoundError:
             return None
@@ -260,5 +274,5 @@ def _refuse_pruned(info: VersionInfo) -> None:
 
 
 def _write_json_once(path: Path, document: Any) -> None:
-    with open(path, "x", encoding="utf-8") as fh:
+    with open_private(path, "x", encoding="utf-8") as fh:
         json.dump(document, fh, indent=2, sort_keys=True)

@@ -258,12 +258,12 @@ def run_retrain_job(job: RetrainJob) -> dict[str, Any]:
     # Both models answer the same holdout rows of recent traffic.
     holdout_features = [result.features[i] for i in result.holdout_index]
     holdout_labels = result.labels[result.holdout_index]
-    incumbent_net = load_model(Path(incumbent.artifact_path), incumbent.artifact_sha256, "cpu")
+    registry = Registry(job.db_url, Path(job.artifacts_dir))
+    incumbent_net = load_model(registry.artifact_file(incumbent), incumbent.artifact_sha256, "cpu")
     incumbent_transform = FeatureTransform.from_dict(incumbent.transform)
     incumbent_scores = predict_proba(incumbent_net, incumbent_transform.encode(holdout_features))
     incumbent_metrics = classification_metrics(incumbent_scores, holdout_labels)
     better = is_better(result.metrics, incumbent_metrics)
-    registry = Registry(job.db_url, Path(job.artifacts_dir))
     # The recent traffic is untrusted (clients choose inputs, anyone on Kafka sends labels): the
     # candidate must also hold up on the incumbent's own training holdout.
     trusted = _on_training_holdout(registry, incumbent, incumbent_net, incumbent_transform, result)

@@ -156,7 +156,7 @@ _MIXED = object()
 
 def load_version(registry: Registry, model: str, version: str, device: str) -> LoadedVersion:
     info = registry.get(model, version)
-    net = load_model(info.artifact_path, info.artifact_sha256, device)
+    net = load_model(registry.artifact_file(info), info.artifact_sha256, device)
     loaded = LoadedVersion(info, net, FeatureTransform.from_dict(info.transform), device,
                            info.feature_schema or FeatureTransform.input_schema())
     loaded.predict(FeatureTransform().apply(generate_inputs(4, seed=0).to_dict("records")))  # warm-up

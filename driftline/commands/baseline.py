@@ -35,7 +35,8 @@ def _sha256(path: str) -> str:
 @click.option("--ignore", default=None, help="Comma-separated columns that are not features (ids, timestamps).")
 @click.option("--transform", "transform", default=None, metavar="MODULE:NAME",
               help="Your feature transform (raw inputs -> features), for the parity-skew check; "
-                   "importable where the scheduler runs.")
+                   "registered by your package under the entry-point group driftline.transforms "
+                   "and installed where the scheduler runs.")
 @click.option("--promote/--no-promote", default=True, show_default=True,
               help="Point the model's production alias at this version.")
 @common_options

@@ -19,6 +19,7 @@ import click
 from driftline.broker import EmbeddedBroker, port_is_free, wait_for_port
 from driftline.config import EMBEDDED_BROKER_PORT, Settings, common_options, secret
 from driftline.errors import UserError
+from driftline.private_files import open_private, private_dir
 from driftline.store import db as store_db
 from driftline.supervisor import Component, Supervisor
 
@@ -84,14 +85,14 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
 
-    settings.home.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.home)  # 0700: the store, models and the config copy below live here
     embedded = None
     default_bootstrap = Settings.model_fields["bootstrap_servers"].default
     if settings.bootstrap_servers == default_bootstrap:
         if not port_is_free("127.0.0.1", broker_port):
             raise UserError(f"port {broker_port} is in use (is another `driftline up` running?); stop it, "
                             "or pass --bootstrap-servers to use a running Kafka")
-        log_file = open(settings.home / "broker.log", "ab")
+        log_file = open_private(settings.home / "broker.log", "ab")
         embedded = EmbeddedBroker(broker_port, partitions=settings.topic_partitions, log=log_file).start()
         settings = settings.model_copy(update={"bootstrap_servers": embedded.bootstrap_servers})
         supervisor.log("broker", f"embedded broker on {embedded.bootstrap_servers} (memory storage; log: "
@@ -166,7 +167,8 @@ def _scenario_config(settings: Settings, scenario: str, segments: tuple[str, ...
     text = settings.config_path.read_text() if settings.config_path is not None else ""
     path = settings.home / f"up-{scenario}.toml"
     columns = ", ".join(json.dumps(column) for column in segments)
-    path.write_text(f"{text}\n\n# added by `driftline up --scenario {scenario}`\n[segments]\ncolumns = [{columns}]\n")
+    with open_private(path, "w") as fh:  # 0600: a copy of the user's settings, which may hold secrets
+        fh.write(f"{text}\n\n# added by `driftline up --scenario {scenario}`\n[segments]\ncolumns = [{columns}]\n")
     return path
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from driftline.errors import UserError
+from driftline.private_files import private_dir, touch_private
 
 
 def _migrations_dir() -> Path:
@@ -57,8 +58,11 @@ def get_engine(url: str) -> Engine:
             raise UserError(f"invalid database URL {redacted_url(url)!r}; expected e.g. sqlite:///path/driftline.db "
                             "or postgresql+psycopg://user@host:5432/db") from None
         if parsed.get_backend_name() == "sqlite":
-            if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            if parsed.database and parsed.database != ":memory:" and not parsed.query.get("uri"):
+                # created 0600 (folder 0700) before SQLite opens it: SQLite gives its -wal and -shm
+                # files the database file's mode, and the store holds every logged request
+                private_dir(Path(parsed.database).parent)
+                touch_private(parsed.database)
             engine = create_engine(url, connect_args={"timeout": 30})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:

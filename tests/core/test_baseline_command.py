@@ -10,6 +10,7 @@ from driftline.baseline import Baseline
 from driftline.cli import cli
 from driftline.store.db import session_scope
 from driftline.store.models import AliasEvent, BaselineRecord, ModelAlias, ModelVersion
+from tests.support.entry_points import register_transforms
 
 
 def training_file(tmp_path, rows=2000):
@@ -122,6 +123,7 @@ def _parity(sqlite_url):
 def _user_model(sqlite_url, tmp_path, monkeypatch, *transform_args):
     (tmp_path / "user_features.py").write_text(USER_TRANSFORM)
     monkeypatch.syspath_prepend(str(tmp_path))
+    register_transforms(tmp_path / "site", monkeypatch, "user_features:to_features")  # as the user's package does
     rng = np.random.default_rng(7)
     income = rng.lognormal(10, 0.4, 3000)
     debt = income * rng.beta(2, 5, 3000)
@@ -145,10 +147,29 @@ def test_without_a_transform_parity_is_not_judged(sqlite_url, tmp_path, monkeypa
     assert _parity(sqlite_url) == {}
 
 
-def test_a_transform_that_cannot_be_loaded_is_refused_at_registration(sqlite_url, tmp_path):
+def test_a_stored_transform_off_the_allow_list_is_never_imported_and_the_window_still_evaluated(
+        sqlite_url, tmp_path, monkeypatch, caplog):
+    income, debt = _user_model(sqlite_url, tmp_path, monkeypatch, "--transform", "user_features:to_features")
+    # someone with write access to the store points the version at a module nobody registered
+    (tmp_path / "planted.py").write_text("import pathlib\npathlib.Path(__file__).with_name('planted.ran').touch()\n"
+                                         + USER_TRANSFORM)
+    with session_scope(sqlite_url) as s:
+        s.scalars(select(ModelVersion)).one().transform = {"import": "planted:to_features"}
+    _served_window(sqlite_url, income, debt, parity_bug_every=3)
+    assert _parity(sqlite_url) == {}  # evaluated (the other detectors ran), parity not judged with it
+    assert not (tmp_path / "planted.ran").exists()
+    assert "'planted:to_features' is not an allowed transform" in caplog.text
+    assert "mine version 1: its feature transform is refused" in caplog.text
+
+
+def test_a_transform_that_cannot_be_loaded_is_refused_at_registration(sqlite_url, tmp_path, monkeypatch):
     path = training_file(tmp_path, rows=50)
+    register_transforms(tmp_path / "site", monkeypatch, "no_such_module_x:f", "driftline.names:nope",
+                        "driftline.names:MAX_NAME_CHARS")
     for target, why in (("no_such_module_x:f", "ModuleNotFoundError"), ("driftline.names:nope", "AttributeError"),
-                        ("driftline.names", "expected an import path"), ("driftline.names:MAX_NAME_CHARS", "neither")):
+                        ("driftline.names", "not an allowed transform"),
+                        ("driftline.names:MAX_NAME_CHARS", "neither"),
+                        ("driftline.names:name_problem", "TransformNotAllowed")):
         result = CliRunner().invoke(cli, ["baseline", "--model", "m", "--version", "1", "--file", str(path),
                                           "--transform", target, "--db", sqlite_url])
         assert f"--transform {target}: cannot load it" in str(result.exception) and why in str(result.exception)

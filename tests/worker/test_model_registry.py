@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import shutil
+import stat
 
 import pytest
 from sqlalchemy import select
@@ -13,7 +17,8 @@ from driftline.store.db import session_scope
 from driftline.store.models import AliasEvent, BaselineRecord, ModelVersion
 from driftline.worker.model import load_model
 from driftline.worker.publish import publish
-from driftline.worker.registry import MODEL_FILE, Registry
+from driftline.worker.registry import HOLDOUT_FILE, MODEL_FILE, Registry
+from driftline.worker.server import load_version
 
 MODEL = "credit-default"
 
@@ -143,3 +148,53 @@ def test_cli_refuses_an_unsafe_model_name(tmp_path, sqlite_url, monkeypatch, cap
         main(["train", "--model", "../../x", "--size", "test", "--rows", "200", "--epochs", "1"])
     assert exited.value.code == 2 and "--model" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() and not (tmp_path / "home" / "x").exists()
+
+
+@pytest.fixture
+def umask_022():
+    """The usual umask, under which plain open()/mkdir() give 0644/0755: what the registry must not rely on."""
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+def test_version_folders_are_0700_and_its_files_0600(registry, tiny_results, umask_022):
+    published = publish(registry, MODEL, tiny_results[0])
+    version_dir = registry.version_dir(MODEL, published.version)
+    for folder in (registry.artifacts_dir, registry.artifacts_dir / MODEL, version_dir):
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700, folder
+    names = {path.name: stat.S_IMODE(os.stat(path).st_mode) for path in version_dir.iterdir()}
+    assert names == {MODEL_FILE: 0o600, "transform.json": 0o600, "metrics.json": 0o600, HOLDOUT_FILE: 0o600}
+
+
+def _point_artifact_at(registry, path: str) -> None:
+    with session_scope(registry.db_url) as session:
+        session.scalar(select(ModelVersion).where(ModelVersion.model == MODEL)).artifact_path = path
+
+
+@pytest.mark.parametrize("where", ["absolute", "dotdot", "symlink"])
+def test_a_stored_artifact_path_outside_the_artifacts_folder_is_refused(registry, tiny_results, tmp_path, where):
+    publish(registry, MODEL, tiny_results[0])
+    inside = registry.version_dir(MODEL, "1") / MODEL_FILE
+    outside = tmp_path / "elsewhere" / MODEL_FILE  # the same bytes, so only the location can refuse it
+    outside.parent.mkdir()
+    shutil.copyfile(inside, outside)
+    root = registry.artifacts_dir
+    stored = {"absolute": str(outside), "dotdot": f"{root}/{MODEL}/1/../../../elsewhere/{MODEL_FILE}",
+              "symlink": f"{root}/{MODEL}/link.pt"}[where]
+    if where == "symlink":
+        (registry.artifacts_dir / MODEL / "link.pt").symlink_to(outside)
+    _point_artifact_at(registry, stored)
+    with pytest.raises(UserError, match=f"refusing its stored artifact path {re.escape(repr(stored))}, which is "
+                                        "outside the artifacts folder"):
+        load_version(registry, MODEL, "1", "cpu")
+
+
+def test_a_stored_artifact_path_inside_the_folder_loads_relative_or_absolute(registry, tiny_results):
+    publish(registry, MODEL, tiny_results[0])
+    assert load_version(registry, MODEL, "1", "cpu").info.version == "1"  # the absolute path registration stores
+    _point_artifact_at(registry, f"{MODEL}/1/{MODEL_FILE}")
+    assert registry.artifact_file(registry.get(MODEL, "1")) == registry.version_dir(MODEL, "1") / MODEL_FILE
+    _point_artifact_at(registry, f"{MODEL}/../../elsewhere/{MODEL_FILE}")  # relative, but climbing out
+    with pytest.raises(UserError, match="outside the artifacts folder"):
+        registry.artifact_file(registry.get(MODEL, "1"))
