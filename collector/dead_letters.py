@@ -23,13 +23,11 @@ import orjson
 
 from driftline import defaults
 from driftline.config import TOPIC_DEAD_LETTERS
+from driftline.dead_letters import dead_letter_headers
 from driftline.events import EventError
 from driftline.kafka_security import KafkaSecurity, kafka_python_options
 
 log = logging.getLogger(__name__)
-
-# Kafka headers are bytes; reasons can quote a bad value, so they are capped.
-_MAX_HEADER_CHARS = 1_000
 
 
 @dataclass(slots=True)
@@ -59,11 +57,7 @@ class DeadLetterRow:
                 "raw": self.raw[:raw_bound], "raw_size": len(self.raw)}
 
     def headers(self) -> list[tuple[str, bytes]]:
-        return [("driftline.reason", self.reason[:_MAX_HEADER_CHARS].encode("utf-8", "replace")),
-                ("driftline.field", (self.field or "").encode("utf-8", "replace")),
-                ("driftline.topic", self.topic.encode()),
-                ("driftline.partition", str(self.partition).encode()),
-                ("driftline.offset", str(self.offset).encode())]
+        return dead_letter_headers(self.reason, self.field, self.topic, self.partition, self.offset)
 
 
 def _text(value: str | None) -> str | None:

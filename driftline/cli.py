@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "worker": ("driftline.worker.commands", "worker", "Run the inference server."),
     "collector": ("driftline.collector.commands", "collector", "Run the Kafka consumer that folds events into windows."),
     "scheduler": ("driftline.scheduler.commands", "scheduler", "Evaluate closed windows, deliver alerts, apply the retraining policy and retention."),
+    "receiver": ("driftline.receiver.commands", "receiver", "Receive KServe payload-logger CloudEvents and contract events over HTTP; produce them to Kafka."),
     "dashboard": ("driftline.dashboard.commands", "dashboard", "Run the Streamlit dashboard."),
     "replay": ("driftline.worker.commands", "replay", "Send scenario traffic to a worker."),
     "detect": ("driftline.commands.detect", "detect", "Batch drift detection between two files (no Kafka, no store)."),

@@ -77,6 +77,13 @@ class Settings(BaseSettings):
     # `driftline up` sets it for its scenarios): a fault changes served predictions and latency.
     worker_faults: bool = False
 
+    # `driftline receiver`: KServe/OIP payload-logger CloudEvents and POST /events (docs/receiver.md).
+    # On any address but loopback it refuses to start without receiver_token, which callers then
+    # send as `Authorization: Bearer TOKEN` or `?token=TOKEN` on the logger URL.
+    receiver_host: str = "127.0.0.1"
+    receiver_port: int = Field(8002, ge=0, le=65535)
+    receiver_token: SecretStr | None = None
+
     # Alert channels. Secrets are SecretStr: their repr, logs and error text never show them;
     # read them with `secret(settings.NAME)`.
     slack_webhook_url: SecretStr | None = None

@@ -721,3 +721,22 @@ DOMAIN_CLASSIFIER_LEARNING_RATE = 0.3
 MULTIVARIATE_MIN_ROWS = 50
 # Features listed as the largest contributors of a multivariate verdict.
 MULTIVARIATE_TOP_FEATURES = 5
+
+# --- Receiver (receiver/: `driftline receiver`) ------------------------------------------
+# A request or response half waits this long for its other half (paired by ce-id), then is
+# dead-lettered. KServe's logger sends both halves within the request's own latency, so a
+# minute covers slow models and the logger's queue; a half past it will not be paired.
+RECEIVER_PAIR_WAIT_SECONDS = 60.0
+# Halves waiting at most (a v1/v2 body is typically a few KB; the body bound below caps
+# each): 10 000 is ~40 MB at 4 KB. Beyond it the oldest is dead-lettered to make room.
+RECEIVER_MAX_PENDING = 10_000
+# ce-ids remembered after pairing or expiry, so a logger retry is ignored rather than
+# counted twice (about 100 bytes each: ~10 MB). Older ids fall out least recently used first.
+RECEIVER_SEEN_IDS = 100_000
+# Events held in memory while Kafka is slow or down; beyond it POST /events and the
+# CloudEvents endpoint answer 503 with Retry-After (nothing is accepted half way).
+RECEIVER_EVENT_BUFFER = 20_000
+# One HTTP body at most (a CloudEvent half, or a batch of JSON lines): larger is refused with 413.
+RECEIVER_MAX_BODY_BYTES = 4 << 20
+# A model version without a registered baseline is looked up again after this long.
+RECEIVER_BASELINE_RECHECK_SECONDS = 30.0

@@ -24,7 +24,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CORE = "driftline"
 DETECTORS = "driftline.detectors"
-STAGES = ("driftline.collector", "driftline.scheduler", "driftline.alerts", "driftline.worker", "driftline.dashboard")
+STAGES = ("driftline.collector", "driftline.scheduler", "driftline.alerts", "driftline.worker", "driftline.dashboard",
+          "driftline.receiver")
 LAYERS = (DETECTORS, *STAGES)  # the core is `driftline` without these
 # the composition root: it wires the stages into the `driftline` command line
 COMPOSITION = ("driftline.cli", "driftline.commands")
@@ -156,6 +157,8 @@ def test_the_allow_list_holds_only_violations_that_still_exist():
     ("driftline.store.db", "driftline.collector", False),
     ("driftline.collector.consumer", "detectors", False),
     ("driftline.scheduler.jobs", "alerts", False),
+    ("driftline.receiver.service", "driftline.collector.dead_letters", False),
+    ("driftline.receiver.service", "driftline.client", True),
 ])
 def test_the_rules(importer, imported, allowed):
     assert (_broken_rule(importer, imported) is None) == allowed

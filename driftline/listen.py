@@ -1,0 +1,31 @@
+"""Which listen addresses need a secret: the rule every driftline HTTP server applies to its bind address.
+
+Loopback (127.0.0.0/8, ::1, localhost) is reachable from this machine only, so a server may run there
+without a secret of its own; on any other address anyone on the network may call it, so a server
+refuses to start there without one (an empty value or a published default is no secret).
+"""
+from __future__ import annotations
+
+import ipaddress
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and the loopback addresses (127.0.0.0/8, ::1); any other name may be reachable."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def token_problem(host: str, token: str | None, setting: str, published_default: str | None = None) -> str | None:
+    """Why a server must not listen on `host` with this token, naming the `setting` to change; None when it may."""
+    if is_loopback(host):
+        return None
+    if not token:
+        return f"no token is set; set {setting} to a secret of your own before listening on {host}"
+    if published_default is not None and token == published_default:
+        return (f"the token is the published default; set {setting} to a secret of your own before listening on "
+                f"{host} (the default is accepted on 127.0.0.1 only)")
+    return None

@@ -1,0 +1,55 @@
+"""`driftline receiver`: the HTTP receiver for serving platforms' payload loggers (docs/receiver.md)."""
+from __future__ import annotations
+
+import click
+
+from driftline import defaults
+from driftline.config import Settings, common_options, secret
+
+
+@click.command()
+@click.option("--host", default=None,
+              help="Interface to listen on (default: settings.receiver_host, 127.0.0.1). On any address but loopback "
+                   "the receiver refuses to start without a token (DRIFTLINE_RECEIVER_TOKEN).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port (default: settings.receiver_port, 8002).")
+@click.option("--pair-wait", type=click.FloatRange(0.001), default=defaults.RECEIVER_PAIR_WAIT_SECONDS,
+              show_default=True, help="Seconds a request or response half waits for its other half.")
+@click.option("--max-pending", type=click.IntRange(1), default=defaults.RECEIVER_MAX_PENDING, show_default=True,
+              help="Halves waiting at most; beyond it the oldest is dead-lettered.")
+@click.option("--event-buffer", type=click.IntRange(1), default=defaults.RECEIVER_EVENT_BUFFER, show_default=True,
+              help="Events held while Kafka is slow or down; beyond it calls are answered 503.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True)
+@common_options
+def receiver(settings: Settings, host: str | None, port: int | None, pair_wait: float, max_pending: int,
+             event_buffer: int, log_level: str) -> None:
+    """Receive KServe inference-logger CloudEvents and contract events over HTTP; produce them to Kafka."""
+    import logging
+
+    import uvicorn
+
+    from driftline.errors import UserError
+    from driftline.kafka_security import KafkaSecurity
+    from driftline.listen import token_problem
+    from driftline.receiver.app import create_app
+    from driftline.receiver.service import Receiver, ReceiverConfig
+    from driftline.store import db
+
+    host = host or settings.receiver_host
+    token = secret(settings.receiver_token)
+    problem = token_problem(host, token, "DRIFTLINE_RECEIVER_TOKEN (settings.receiver_token)")
+    if problem is not None:
+        raise UserError(f"driftline receiver: {problem}")
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.DEBUG if log_level == "debug" else logging.CRITICAL)
+    db.require_migrated(settings.db_url)
+    service = Receiver(ReceiverConfig(bootstrap_servers=settings.bootstrap_servers, db_url=settings.db_url,
+                                      security=KafkaSecurity.from_settings(settings).checked(),
+                                      pair_wait_s=pair_wait, max_pending=max_pending, event_buffer=event_buffer))
+    port = settings.receiver_port if port is None else port
+    click.echo(f"receiving on http://{host}:{port} (CloudEvents at /, JSON lines at /events)", err=True)
+    try:
+        uvicorn.run(create_app(service, token=token), host=host, port=port, log_level=log_level, access_log=False)
+    finally:
+        service.close()
