@@ -727,7 +727,7 @@ MULTIVARIATE_TOP_FEATURES = 5
 # dead-lettered. KServe's logger sends both halves within the request's own latency, so a
 # minute covers slow models and the logger's queue; a half past it will not be paired.
 RECEIVER_PAIR_WAIT_SECONDS = 60.0
-# Halves waiting at most (a v1/v2 body is typically a few KB; the body bound below caps
+# Halves waiting at most (a v1/v2 body is typically a few KB; RECEIVER_MAX_BODY_BYTES caps
 # each): 10 000 is ~40 MB at 4 KB. Beyond it the oldest is dead-lettered to make room.
 RECEIVER_MAX_PENDING = 10_000
 # ce-ids remembered after pairing or expiry, so a logger retry is ignored rather than
