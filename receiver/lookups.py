@@ -32,8 +32,10 @@ class StoreLookups:
         cached = self._names.get((model, version))
         if cached is not None and (cached[0] is not None or now - cached[1] < self.recheck_s):
             return cached[0]
-        summary = self._read(lambda s: s.scalar(select(BaselineRecord.summary).where(
+        ok, summary = self._read(lambda s: s.scalar(select(BaselineRecord.summary).where(
             BaselineRecord.model == model, BaselineRecord.version == version)))
+        if not ok:  # a store outage is not "no baseline": not cached, asked again next time
+            return None
         features = summary.get("features") if isinstance(summary, dict) else None  # Baseline.to_dict()'s layout
         names = [entry["name"] for entry in features] if isinstance(features, list) else None
         self._names[(model, version)] = (names, now)
@@ -44,14 +46,17 @@ class StoreLookups:
         cached = self._production.get(model)
         if cached is not None and now - cached[1] < self.recheck_s:
             return cached[0]
-        version = self._read(lambda s: alias_version(s, model))
+        ok, version = self._read(lambda s: alias_version(s, model))
+        if not ok:
+            return None
         self._production[model] = (version, now)
         return version
 
-    def _read(self, query: Any) -> Any:
+    def _read(self, query: Any) -> tuple[bool, Any]:
+        """(True, the answer), or (False, None) when the store fails: that pair is dead-lettered with the reason."""
         try:
             with db.session_scope(self.db_url) as session:
-                return query(session)
-        except SQLAlchemyError as exc:  # read as "not registered": the pair is dead-lettered with that reason
+                return True, query(session)
+        except SQLAlchemyError as exc:
             log.warning("cannot read the store (%s)", exc)
-            return None
+            return False, None
