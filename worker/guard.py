@@ -9,14 +9,16 @@ approves.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import orjson
-from starlette.datastructures import Headers
 
 from driftline.hosts import host_allowed
 
 JSON_MEDIA_TYPE = "application/json"
+# Distinct Host values whose verdict is remembered (the check runs on every request).
+HOST_VERDICTS_CACHED = 64
 HOSTS_SETTING = "worker_allowed_hosts (env DRIFTLINE_WORKER_ALLOWED_HOSTS, driftline worker --allowed-hosts)"
 
 
@@ -36,15 +38,20 @@ class RequestGuard:
         self.app = app
         self.allowed_hosts = allowed_hosts
         self.on_refused = on_refused
+        self._host_allowed = functools.lru_cache(HOST_VERDICTS_CACHED)(
+            lambda header: host_allowed(header, allowed_hosts))
 
     def refusal(self, scope: Any) -> tuple[int, str] | None:
-        headers = Headers(scope=scope)
-        host = headers.get("host")
-        if not host_allowed(host, self.allowed_hosts):
+        host = declared = None
+        for name, value in scope["headers"]:  # ASGI header names are lower-case bytes
+            if name == b"host":
+                host = value.decode("latin-1")
+            elif name == b"content-type":
+                declared = value.decode("latin-1")
+        if not self._host_allowed(host):
             return 400, (f"this worker does not serve the host {host!r}; if clients reach it under that name, "
                          f"add it to {HOSTS_SETTING}")
-        if scope["method"] == "POST" and not is_json(headers.get("content-type")):
-            declared = headers.get("content-type")
+        if scope["method"] == "POST" and not is_json(declared):
             return 415, (f"POST bodies must be JSON with the header Content-Type: {JSON_MEDIA_TYPE} "
                          f"(got {'no Content-Type' if declared is None else repr(declared)})")
         return None
