@@ -243,6 +243,9 @@ WORKER_MAX_BODY_BYTES = 65_536
 # connection is closed. 64 KB at the slowest mobile link (~100 kbit/s) takes ~5 s; a client
 # slower than 10 s is stalled or hostile, and each one still holds a connection until then.
 WORKER_BODY_TIMEOUT_SECONDS = 10.0
+# A connection must send a request's line and headers (~300 bytes) within this many seconds of
+# connecting or of its previous answer, else it is closed: uvicorn itself has no such deadline.
+WORKER_HEAD_TIMEOUT_SECONDS = 10.0
 # Open connections the worker serves at most (uvicorn's limit_concurrency); beyond it a new
 # request gets 503. Twice WORKER_MAX_PENDING_REQUESTS leaves room for keep-alive and slow
 # clients beside a full queue, and stays under the usual 4096 open-file limit.

@@ -57,6 +57,7 @@ from driftline.worker.feature_transform import FeatureTransform
 from driftline.worker.admin import admin_token_problem
 from driftline.worker.batcher import BatcherFull, DynamicBatcher
 from driftline.worker.cache import PredictionCache, RedisPredictionCache, cache_key
+from driftline.worker.connections import head_deadline_protocol
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.faults import Faults
 from driftline.worker.guard import RequestGuard
@@ -97,6 +98,8 @@ class WorkerConfig:
     max_body_bytes: int = defaults.WORKER_MAX_BODY_BYTES
     # A request's body must be in within this many seconds: 408 and the connection closed otherwise.
     body_timeout_s: float = defaults.WORKER_BODY_TIMEOUT_SECONDS
+    # A connection must send a request's head within this many seconds (of connecting or its last answer).
+    head_timeout_s: float = defaults.WORKER_HEAD_TIMEOUT_SECONDS
     # Open connections at most (uvicorn's limit_concurrency): beyond it a new request gets 503.
     max_connections: int = defaults.WORKER_MAX_CONNECTIONS
     # /admin/faults exists only when this is set (`driftline worker --faults`, settings.worker_faults).
@@ -111,13 +114,16 @@ class WorkerConfig:
     def __post_init__(self) -> None:
         if not self.body_timeout_s > 0:
             raise ValueError(f"body_timeout_s must be above 0, got {self.body_timeout_s}")
+        if not self.head_timeout_s > 0:
+            raise ValueError(f"head_timeout_s must be above 0, got {self.head_timeout_s}")
         if self.max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {self.max_connections}")
 
 
 def uvicorn_options(config: WorkerConfig) -> dict[str, Any]:
-    """uvicorn settings that bound what clients can hold: open connections at most (503 beyond)."""
-    return {"limit_concurrency": config.max_connections}
+    """uvicorn settings that bound what clients can hold: open connections at most (503 beyond), each
+    closed when a request's head is not in within `head_timeout_s`."""
+    return {"limit_concurrency": config.max_connections, "http": head_deadline_protocol(config.head_timeout_s)}
 
 
 @dataclass

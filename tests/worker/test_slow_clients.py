@@ -68,6 +68,19 @@ def test_a_body_not_received_in_time_gets_408_and_the_connection_closed(kit, bro
         assert kit.metric(url, "driftline_worker_body_reads") == 0
 
 
+def test_a_connection_that_does_not_finish_a_request_head_in_time_is_closed(kit, broker, tiny_results,
+                                                                            tmp_path_factory):
+    with _worker(kit, broker, tiny_results, tmp_path_factory, head_timeout_s=0.5) as (url, _worker_):
+        host, port = url.removeprefix("http://").split(":")
+        silent = socket.create_connection((host, int(port)), timeout=60)
+        partial = socket.create_connection((host, int(port)), timeout=60)
+        partial.sendall(f"POST /predict HTTP/1.1\r\nHost: {host}:{port}\r\nContent-".encode())
+        with silent, partial:
+            assert _read_to_close(silent) == b"" and _read_to_close(partial) == b""  # closed, nothing answered
+        with httpx.Client(timeout=60) as client:  # one keep-alive connection, several requests: never cut
+            assert [client.post(f"{url}/predict", json=BODY).status_code for _ in range(5)] == [200] * 5
+
+
 def test_connections_beyond_the_cap_are_refused_until_some_close(kit, broker, tiny_results, tmp_path_factory):
     with _worker(kit, broker, tiny_results, tmp_path_factory, max_connections=4, body_timeout_s=120.0) as (url, worker):
         stalled = [_stalled(url) for _ in range(worker.config.max_connections)]
@@ -85,7 +98,7 @@ def _fresh_status(url: str) -> int:
         return client.post(f"{url}/predict", json=BODY).status_code
 
 
-@pytest.mark.parametrize("config", [{"body_timeout_s": 0}, {"max_connections": 0}])
+@pytest.mark.parametrize("config", [{"body_timeout_s": 0}, {"head_timeout_s": -1}, {"max_connections": 0}])
 def test_limits_must_be_positive(config):
     with pytest.raises(ValueError):
         WorkerConfig(**config)
