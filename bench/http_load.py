@@ -74,7 +74,7 @@ async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[
     Returns the latencies (s) of the requests sent after the warm-up, how many of those
     were not 200, and how many requests were answered in all (warm-up included).
     """
-    head = b"POST /predict HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    head = b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
     start = time.perf_counter()
     measure_from, stop_at = start + WARMUP_S, start + WARMUP_S + seconds
     latencies: list[float] = []

@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     # Where the worker listens. On any address but loopback the worker refuses the published
     # default admin token (DEFAULT_RETRAIN_TOKEN): set retrain_token to a secret of your own.
     worker_host: str = "127.0.0.1"
+    # Host header names the worker answers besides the loopback ones (comma-separated, :PORT optional;
+    # "*" turns the check off): list the names clients use when worker_host is not loopback.
+    worker_allowed_hosts: str = ""
     # Fault injection (/admin/faults) exists only when this is set (`driftline worker --faults`;
     # `driftline up` sets it for its scenarios): a fault changes served predictions and latency.
     worker_faults: bool = False
@@ -92,6 +95,11 @@ class Settings(BaseSettings):
     webhook_url: SecretStr | None = None
     webhook_secret: SecretStr | None = None
     retrain_webhook_url: SecretStr | None = None
+    # Bearer token sent to retrain_webhook_url; the admin token below never is (`driftline up` sets
+    # this one to its worker's admin token, since its webhook is that worker's POST /admin/retrain).
+    retrain_webhook_token: SecretStr | None = None
+    # A retrain webhook off loopback must use https (its token travels with it); true allows plain http.
+    retrain_webhook_allow_http: bool = False
     # Bearer token that the worker's POST /admin/* calls require.
     retrain_token: SecretStr = SecretStr(DEFAULT_RETRAIN_TOKEN)
 

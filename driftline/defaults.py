@@ -253,6 +253,17 @@ WORKER_CACHE_TTL_SECONDS = 300.0
 WORKER_EVENT_BUFFER = 20_000
 # POST /predict bodies above this are refused with 413: a 14-field request is ~500 bytes.
 WORKER_MAX_BODY_BYTES = 65_536
+# A request's body must be in within this many seconds of its headers, else 408 and the
+# connection is closed. 64 KB at the slowest mobile link (~100 kbit/s) takes ~5 s; a client
+# slower than 10 s is stalled or hostile, and each one still holds a connection until then.
+WORKER_BODY_TIMEOUT_SECONDS = 10.0
+# A connection must send a request's line and headers (~300 bytes) within this many seconds of
+# connecting or of its previous answer, else it is closed: uvicorn itself has no such deadline.
+WORKER_HEAD_TIMEOUT_SECONDS = 10.0
+# Open connections the worker serves at most (uvicorn's limit_concurrency); beyond it a new
+# request gets 503. Twice WORKER_MAX_PENDING_REQUESTS leaves room for keep-alive and slow
+# clients beside a full queue, and stays under the usual 4096 open-file limit.
+WORKER_MAX_CONNECTIONS = 2_048
 # Artifact pruning after each new version (~13 MB per default-size version). Kept: production,
 # the last 3 earlier production versions (what `driftline rollback` walks back to in practice),
 # and never-promoted candidates younger than 3 days: long enough to look at one over a

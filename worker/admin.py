@@ -7,21 +7,12 @@ rather than generating a token nobody knows about.
 """
 from __future__ import annotations
 
-import ipaddress
-
 from driftline.config import DEFAULT_RETRAIN_TOKEN
+from driftline.hosts import is_loopback
+
+__all__ = ["TOKEN_SETTING", "admin_token_problem", "is_loopback"]
 
 TOKEN_SETTING = "DRIFTLINE_RETRAIN_TOKEN"
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and the loopback addresses (127.0.0.0/8, ::1); any other name may be reachable."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def admin_token_problem(host: str, token: str | None) -> str | None:

@@ -129,6 +129,10 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
 @click.option("--host", default=None,
               help="Interface to listen on (default: settings.worker_host, 127.0.0.1). On any address but loopback "
                    "the worker refuses to start with the published default admin token (DRIFTLINE_RETRAIN_TOKEN).")
+@click.option("--allowed-hosts", default=None,
+              help="Host header names to answer besides localhost, 127.0.0.1 and [::1] (comma-separated, :PORT "
+                   "optional; default: settings.worker_allowed_hosts). Other names get 400, which stops DNS "
+                   "rebinding; list the names clients use when --host is not loopback.")
 @click.option("--port", type=int, default=None, help="Port (default: settings.worker_port, 8000).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: CUDA when torch sees a GPU, else CPU.")
@@ -137,6 +141,10 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
               help="Longest a request waits for others to join its batch.")
 @click.option("--max-pending", type=click.IntRange(1), default=defaults.WORKER_MAX_PENDING_REQUESTS, show_default=True,
               help="Requests admitted or queued at most; beyond it POST /predict answers 503 with Retry-After.")
+@click.option("--body-timeout", type=click.FloatRange(0, min_open=True), default=defaults.WORKER_BODY_TIMEOUT_SECONDS,
+              show_default=True, help="Seconds a request's body may take to arrive; then 408 and the connection closed.")
+@click.option("--max-connections", type=click.IntRange(1), default=defaults.WORKER_MAX_CONNECTIONS, show_default=True,
+              help="Open connections at most; beyond it a new request gets 503.")
 @click.option("--cache-size", type=click.IntRange(0), default=defaults.WORKER_CACHE_SIZE, show_default=True,
               help="Prediction cache entries (0: no cache).")
 @click.option("--cache-ttl", type=click.FloatRange(0), default=defaults.WORKER_CACHE_TTL_SECONDS, show_default=True,
@@ -163,8 +171,9 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
               help="torch intra-op threads (default: CPUs - 1, so one core stays with the event loop).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
 @common_options
-def worker(settings: Settings, model: str, host: str | None, port: int | None, device: str, max_batch_size: int,
-           max_wait_ms: float, max_pending: int, cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
+def worker(settings: Settings, model: str, host: str | None, allowed_hosts: str | None, port: int | None, device: str,
+           max_batch_size: int, max_wait_ms: float, max_pending: int, body_timeout: float, max_connections: int,
+           cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
            event_buffer: int, alias_poll: float, shadow_queue: int, labels: bool, faults: bool | None, threads: int | None,
            log_level: str) -> None:
     """Run the inference server (GET /healthz, GET /model, POST /predict, GET /metrics)."""
@@ -175,11 +184,13 @@ def worker(settings: Settings, model: str, host: str | None, port: int | None, d
     import uvicorn
 
     from driftline.errors import UserError
-    from driftline.worker.server import Worker, WorkerConfig, create_app
+    from driftline.worker.server import Worker, WorkerConfig, create_app, uvicorn_options
 
     host = host or settings.worker_host
     faults = settings.worker_faults if faults is None else faults
-    settings = settings.model_copy(update={"worker_host": host, "worker_faults": faults})
+    allowed_hosts = settings.worker_allowed_hosts if allowed_hosts is None else allowed_hosts
+    settings = settings.model_copy(update={"worker_host": host, "worker_faults": faults,
+                                           "worker_allowed_hosts": allowed_hosts})
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # kafka-python logs every failed reconnect; the worker reports Kafka trouble once itself
     # (and in /metrics: driftline_worker_kafka_connected, events buffered/dropped).
@@ -189,7 +200,7 @@ def worker(settings: Settings, model: str, host: str | None, port: int | None, d
     torch.set_num_threads(threads or max(1, (os.cpu_count() or 2) - 1))
     _registry(settings)
     config = WorkerConfig(model=model, device=device, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
-                          max_pending=max_pending,
+                          max_pending=max_pending, body_timeout_s=body_timeout, max_connections=max_connections,
                           cache_size=cache_size, cache_ttl_s=cache_ttl, cache_url=cache_url or settings.worker_cache_url,
                           log_events=events, event_producer=event_producer, event_buffer=event_buffer,
                           alias_poll_s=alias_poll, shadow_queue=shadow_queue, listen_for_labels=labels,
@@ -202,7 +213,8 @@ def worker(settings: Settings, model: str, host: str | None, port: int | None, d
     port = port or settings.worker_port
     click.echo(f"serving {model} version {serving.current.version} on http://{host}:{port} ({serving.device})",
                err=True)
-    uvicorn.run(create_app(serving), host=host, port=port, log_level=log_level, access_log=False)
+    uvicorn.run(create_app(serving), host=host, port=port, log_level=log_level, access_log=False,
+                **uvicorn_options(config))
 
 
 @click.command()

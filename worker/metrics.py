@@ -71,6 +71,9 @@ class WorkerMetrics:
                               registry=r)
         self.plan_changes = Counter("driftline_worker_plan_changes", "Rollout plan changes picked up.", registry=r)
         self.queue_depth = Gauge("driftline_worker_queue_depth", "Requests waiting for a batch.", registry=r)
+        self.body_reads = Gauge("driftline_worker_body_reads",
+                                "POST /predict requests whose body is still arriving (they hold no admission slot).",
+                                registry=r)
         self.queue_depth.set_function(queue_depth)
         self.model_info = Gauge("driftline_worker_model_info", "The version being served (value 1).",
                                 ["model", "version", "device"], registry=r)

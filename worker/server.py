@@ -1,7 +1,10 @@
 """The inference server (HTTP API: docs/contract.md): FastAPI on uvicorn, one model, hot-swapped on alias moves.
 
 Request path of POST /predict, all on the event loop except the forward pass:
-read the body (413 above the limit) -> validate against the version's input schema
+the request guard (400 for a Host the worker does not serve, 415 for a body not declared as JSON:
+worker/guard.py) -> read the body (413 above the limit, 408 when it is not in within
+`body_timeout_s`; reading holds no admission slot, so idle or slow clients cannot lock others
+out) -> admission (503 beyond `max_pending`) -> validate against the version's input schema
 (422 naming the field) -> serving features (the shared transform, or the skew fault's
 bug) -> cache look-up keyed by (model, version, features), in process then, on a miss,
 in the shared Redis tier when there is one -> dynamic batcher (forward
@@ -45,6 +48,7 @@ from driftline.client import InferenceLogger, new_id
 from driftline.config import Settings, secret
 from driftline.errors import UserError
 from driftline.heap import freeze_long_lived
+from driftline.hosts import is_loopback, parse_allowed_hosts
 from driftline.kafka_security import KafkaSecurity
 from driftline.rollouts import ROLE_PRODUCTION, ROLE_SHADOW, RoutingPlan, assign, shadowed
 from driftline.store.db import session_scope
@@ -53,8 +57,10 @@ from driftline.worker.feature_transform import FeatureTransform
 from driftline.worker.admin import admin_token_problem
 from driftline.worker.batcher import BatcherFull, DynamicBatcher
 from driftline.worker.cache import PredictionCache, RedisPredictionCache, cache_key
+from driftline.worker.connections import head_deadline_protocol
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.faults import Faults
+from driftline.worker.guard import RequestGuard
 from driftline.worker.metrics import WorkerMetrics
 from driftline.worker.model import CreditMLP, load_model, resolve_device
 from driftline.worker.registry import Registry, VersionInfo
@@ -90,6 +96,12 @@ class WorkerConfig:
     # Shadow copies waiting for the candidate at most; beyond it they are dropped and counted.
     shadow_queue: int = defaults.WORKER_SHADOW_QUEUE
     max_body_bytes: int = defaults.WORKER_MAX_BODY_BYTES
+    # A request's body must be in within this many seconds: 408 and the connection closed otherwise.
+    body_timeout_s: float = defaults.WORKER_BODY_TIMEOUT_SECONDS
+    # A connection must send a request's head within this many seconds (of connecting or its last answer).
+    head_timeout_s: float = defaults.WORKER_HEAD_TIMEOUT_SECONDS
+    # Open connections at most (uvicorn's limit_concurrency): beyond it a new request gets 503.
+    max_connections: int = defaults.WORKER_MAX_CONNECTIONS
     # /admin/faults exists only when this is set (`driftline worker --faults`, settings.worker_faults).
     faults: bool = False
     retrain_buffer_rows: int = defaults.WORKER_RETRAIN_BUFFER_ROWS
@@ -98,6 +110,20 @@ class WorkerConfig:
     listen_for_labels: bool = True
     # At shut-down, how long to wait for buffered events to reach Kafka.
     shutdown_flush_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not self.body_timeout_s > 0:
+            raise ValueError(f"body_timeout_s must be above 0, got {self.body_timeout_s}")
+        if not self.head_timeout_s > 0:
+            raise ValueError(f"head_timeout_s must be above 0, got {self.head_timeout_s}")
+        if self.max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {self.max_connections}")
+
+
+def uvicorn_options(config: WorkerConfig) -> dict[str, Any]:
+    """uvicorn settings that bound what clients can hold: open connections at most (503 beyond), each
+    closed when a request's head is not in within `head_timeout_s`."""
+    return {"limit_concurrency": config.max_connections, "http": head_deadline_protocol(config.head_timeout_s)}
 
 
 @dataclass
@@ -170,6 +196,13 @@ class Worker:
         problem = admin_token_problem(settings.worker_host, secret(settings.retrain_token))
         if problem is not None:
             raise UserError(problem)
+        try:
+            self.allowed_hosts = parse_allowed_hosts(settings.worker_allowed_hosts)
+        except ValueError as exc:
+            raise UserError(f"settings.worker_allowed_hosts: {exc}") from None
+        if not is_loopback(settings.worker_host) and self.allowed_hosts == parse_allowed_hosts(""):
+            log.warning("listening on %s with only loopback names allowed in Host: list the names clients use in "
+                        "worker_allowed_hosts (--allowed-hosts)", settings.worker_host)
         self.settings = settings
         self.config = config
         self.registry = Registry(settings.db_url, settings.artifacts_dir)
@@ -356,8 +389,12 @@ class Worker:
 
     async def predict(self, request: Request) -> dict[str, Any]:
         started = time.perf_counter()
+        self.metrics.body_reads.inc()
+        try:  # before admission: a client that never sends its body holds no slot
+            body = await _read_body(request, self.config.max_body_bytes, self.config.body_timeout_s)
+        finally:
+            self.metrics.body_reads.dec()
         with self.batcher.arriving():  # lets the batcher wait for this request rather than leave without it
-            body = await _read_body(request, self.config.max_body_bytes)
             loaded = production = self.current
             routing = self.routing
             parsed = parse_predict(body, loaded.schema)
@@ -439,7 +476,7 @@ def _json(document: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(document), status_code=status, media_type="application/json")
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
@@ -447,15 +484,26 @@ async def _read_body(request: Request, limit: int) -> bytes:
         if int(declared) > limit:
             raise InputError(f"the body is {declared} bytes, above the limit of {limit}", status=413)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise InputError(f"the body is above the limit of {limit} bytes", status=413)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise InputError(f"the body is above the limit of {limit} bytes", status=413)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise InputError(f"the request body did not arrive within {timeout_s:g} s", status=408) from None
     return b"".join(chunks)
 
 
-def create_app(worker: Worker) -> "PredictFastPath":
+def _refused(exc: InputError) -> Response:
+    response = _json(exc.body(), exc.status)
+    if exc.status == 408:  # the rest of a stalled body may still come: this connection cannot carry another request
+        response.headers["Connection"] = "close"
+    return response
+
+
+def create_app(worker: Worker) -> RequestGuard:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await worker.start()
@@ -473,6 +521,7 @@ def create_app(worker: Worker) -> "PredictFastPath":
         app = FastAPI(**options)
     app.state.worker = worker
     token = secret(worker.settings.retrain_token)
+    body_timeout_s = worker.config.body_timeout_s
 
     def authorised(request: Request) -> bool:
         header = request.headers.get("authorization", "")
@@ -512,8 +561,8 @@ def create_app(worker: Worker) -> "PredictFastPath":
             answer = await worker.predict(request)
         except InputError as exc:
             worker.metrics.requests.labels(str(exc.status)).inc()
-            return _json(exc.body(), exc.status)
-        except BatcherFull as exc:  # overloaded: refuse at the door, before reading the body
+            return _refused(exc)
+        except BatcherFull as exc:  # overloaded: refuse before any parsing, look-up or compute
             worker.metrics.requests.labels("503").inc()
             response = _json({"detail": f"the worker is overloaded ({exc}); retry later"}, 503)
             response.headers["Retry-After"] = str(defaults.WORKER_RETRY_AFTER_SECONDS)
@@ -544,11 +593,13 @@ def create_app(worker: Worker) -> "PredictFastPath":
         if (refused := faults_refused(request)) is not None:
             return refused
         try:
-            changes = orjson.loads(await _read_body(request, 4096) or b"{}")
+            changes = orjson.loads(await _read_body(request, 4096, body_timeout_s) or b"{}")
             if not isinstance(changes, dict):
                 raise ValueError("expected a JSON object such as {\"skew\": true}")
             worker.faults.update(changes)
-        except (ValueError, InputError) as exc:
+        except InputError as exc:
+            return _refused(exc)
+        except ValueError as exc:
             return _json({"detail": str(exc)}, 422)
         log.warning("faults now %s", worker.faults.as_dict())
         return _json(worker.faults.as_dict())
@@ -565,9 +616,11 @@ def create_app(worker: Worker) -> "PredictFastPath":
         if not authorised(request):
             return unauthorised()
         try:
-            raw = await _read_body(request, 65_536)
+            raw = await _read_body(request, 65_536, body_timeout_s)
             reason = orjson.loads(raw) if raw.strip() else {}
-        except (orjson.JSONDecodeError, InputError) as exc:
+        except InputError as exc:
+            return _refused(exc)
+        except orjson.JSONDecodeError as exc:
             return _json({"detail": f"the body must be a JSON object (the reason): {exc}"}, 422)
         if not isinstance(reason, dict):
             return _json({"detail": "the body must be a JSON object (the reason)"}, 422)
@@ -587,7 +640,11 @@ def create_app(worker: Worker) -> "PredictFastPath":
             return _json({"detail": f"no retrain request {request_id}"}, 404)
         return _json(document)
 
-    return PredictFastPath(app, answer_predict)
+    def count_refused(path: str, status: int) -> None:
+        if path == "/predict":
+            worker.metrics.requests.labels(str(status)).inc()
+
+    return RequestGuard(PredictFastPath(app, answer_predict), worker.allowed_hosts, count_refused)
 
 
 class PredictFastPath:

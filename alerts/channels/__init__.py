@@ -68,7 +68,8 @@ class Channels:
                        if settings.pagerduty_routing_key else None),
             webhook=(WebhookChannel(secret(settings.webhook_url), secret(settings.webhook_secret), timeout=seconds)
                      if settings.webhook_url else None),
-            retrain=(RetrainChannel(secret(settings.retrain_webhook_url), secret(settings.retrain_token), timeout=seconds)
+            retrain=(RetrainChannel(secret(settings.retrain_webhook_url), secret(settings.retrain_webhook_token),
+                                    timeout=seconds, allow_http=settings.retrain_webhook_allow_http)
                      if settings.retrain_webhook_url else None),
             secrets=tuple(settings.secret_values()),
         )

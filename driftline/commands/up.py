@@ -7,6 +7,7 @@ prefixed logs. Ctrl-C or the end of --duration stops everything, leaving nothing
 from __future__ import annotations
 
 import json
+import secrets
 import signal
 import sys
 import threading
@@ -17,7 +18,7 @@ from pathlib import Path
 import click
 
 from driftline.broker import EmbeddedBroker, port_is_free, wait_for_port
-from driftline.config import EMBEDDED_BROKER_PORT, Settings, common_options, secret
+from driftline.config import DEFAULT_RETRAIN_TOKEN, EMBEDDED_BROKER_PORT, Settings, common_options, secret
 from driftline.errors import UserError
 from driftline.private_files import open_private, private_dir
 from driftline.store import db as store_db
@@ -101,17 +102,7 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         store_db.upgrade(settings.db_url)
         supervisor.log("store", f"store ready at {store_db.redacted_url(settings.db_url)}")
         worker_url = f"http://127.0.0.1:{settings.worker_port}"
-        env = {
-            "DRIFTLINE_DB": settings.db_url,
-            "DRIFTLINE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-            "DRIFTLINE_HOME": str(settings.home.resolve()),
-            "DRIFTLINE_WINDOW_SECONDS": str(window_seconds),
-            "DRIFTLINE_ALLOWED_LATENESS_SECONDS": str(min(settings.allowed_lateness_seconds, max(2, window_seconds // 3))),
-            "DRIFTLINE_DASHBOARD_URL": f"http://127.0.0.1:{settings.dashboard_port}",
-            # Closes the loop: persistent drift asks the bundled worker to retrain.
-            "DRIFTLINE_RETRAIN_WEBHOOK_URL": secret(settings.retrain_webhook_url) or f"{worker_url}/admin/retrain",
-            "DRIFTLINE_RETRAIN_TOKEN": secret(settings.retrain_token),
-        }
+        env = component_env(settings, window_seconds, worker_url)
         from driftline.worker.scenarios import SCENARIOS as TRAFFIC
 
         config_path = _scenario_config(settings, scenario, TRAFFIC[scenario].segments)
@@ -159,6 +150,31 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
             supervisor.log("broker", "stopped")
 
 
+def component_env(settings: Settings, window_seconds: int, worker_url: str) -> dict[str, str]:
+    """The environment of the components `up` starts: the stack's addresses, and this run's admin token."""
+    env = {
+        "DRIFTLINE_DB": settings.db_url,
+        "DRIFTLINE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "DRIFTLINE_HOME": str(settings.home.resolve()),
+        "DRIFTLINE_WINDOW_SECONDS": str(window_seconds),
+        "DRIFTLINE_ALLOWED_LATENESS_SECONDS": str(min(settings.allowed_lateness_seconds, max(2, window_seconds // 3))),
+        "DRIFTLINE_DASHBOARD_URL": f"http://127.0.0.1:{settings.dashboard_port}",
+        "DRIFTLINE_RETRAIN_TOKEN": admin_token(settings),
+    }
+    own_webhook = secret(settings.retrain_webhook_url)
+    env["DRIFTLINE_RETRAIN_WEBHOOK_URL"] = own_webhook or f"{worker_url}/admin/retrain"
+    if own_webhook is None:  # closes the loop: persistent drift asks the bundled worker to retrain, with its token
+        env["DRIFTLINE_RETRAIN_WEBHOOK_TOKEN"] = env["DRIFTLINE_RETRAIN_TOKEN"]
+    return env
+
+
+def admin_token(settings: Settings) -> str:
+    """The worker's admin token for this run: the user's own, else a fresh random one (never the published default,
+    which any page in the user's browser could send)."""
+    own = secret(settings.retrain_token)
+    return own if own and own != DEFAULT_RETRAIN_TOKEN else secrets.token_urlsafe(32)
+
+
 def _scenario_config(settings: Settings, scenario: str, segments: tuple[str, ...]) -> Path | None:
     """The TOML file the components read: the user's, plus the scenario's [segments] columns when it has
     some and the user's file has no [segments] table (written next to the store, for this run)."""
@@ -190,7 +206,8 @@ def _print_ready(supervisor: Supervisor, settings: Settings, worker_url: str, no
                  duration: float | None, embedded: EmbeddedBroker | None) -> None:
     lines = [
         "driftline is up:",
-        f"  worker      {worker_url}  (POST /predict, GET /model, GET /metrics)",
+        f"  worker      {worker_url}  (POST /predict, GET /model, GET /metrics; /admin/* takes this run's random "
+        "token unless DRIFTLINE_RETRAIN_TOKEN sets one)",
         f"  collector   metrics at http://127.0.0.1:{settings.collector_metrics_port}/metrics",
         f"  kafka       {settings.bootstrap_servers}" + (" (embedded, memory storage)" if embedded else ""),
         f"  store       {store_db.redacted_url(settings.db_url)}",

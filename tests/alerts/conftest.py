@@ -58,7 +58,7 @@ def settings_for():
             webhook_url=webhook.url if webhook else None,
             webhook_secret=WEBHOOK_SECRET,
             retrain_webhook_url=retrain.url if retrain else None,
-            retrain_token=RETRAIN_TOKEN,
+            retrain_webhook_token=RETRAIN_TOKEN,
             dashboard_url="http://dash.example:8501",
         )
 

@@ -65,7 +65,7 @@ def jobs_for(db_url, fake_slack, fake_pagerduty, fake_retrain=None, tmp_path=Non
     settings = Settings(db=db_url, window_seconds=10, allowed_lateness_seconds=2,
                         slack_webhook_url=fake_slack.url, pagerduty_routing_key="R0UT1NGKEY0123456789abcdefABCDEF",
                         pagerduty_url=fake_pagerduty.url, retrain_webhook_url=fake_retrain.url if fake_retrain else None,
-                        retrain_token="retrain-token-for-tests")
+                        retrain_webhook_token="retrain-token-for-tests")
     settings._config_path = path
     return SchedulerJobs(settings)
 

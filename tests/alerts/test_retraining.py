@@ -151,3 +151,30 @@ def test_a_receiver_that_records_the_request_in_the_same_store_owns_the_one_row(
         write_window(sqlite_url, i, drifted=["feature_01"])
         run_window(sqlite_url, i, r, retrain=True)
     assert len(requests(sqlite_url)) == 1
+
+
+def test_the_webhook_gets_its_own_token_never_the_admin_token():
+    from driftline.config import Settings
+
+    url = "https://retrain.example/hook"
+    assert Channels.from_settings(Settings(retrain_webhook_url=url, retrain_token="admin")).retrain.token is None
+    channel = Channels.from_settings(Settings(retrain_webhook_url=url, retrain_token="admin",
+                                              retrain_webhook_token="hook")).retrain
+    assert channel.token == "hook"
+
+
+@pytest.mark.parametrize("url, allow_http, refused", [
+    ("http://retrain.example/hook", False, True), ("http://10.0.0.7:8080/hook", False, True),
+    ("HTTP://retrain.example/hook", False, True), ("http://retrain.example/hook", True, False),
+    ("https://retrain.example/hook", False, False), ("http://127.0.0.1:8000/admin/retrain", False, False),
+    ("http://localhost:8000/admin/retrain", False, False), ("http://[::1]:8000/admin/retrain", False, False),
+])
+def test_a_webhook_off_loopback_must_be_https_unless_allowed(url, allow_http, refused):
+    from driftline.errors import UserError
+
+    if refused:
+        with pytest.raises(UserError, match="DRIFTLINE_RETRAIN_WEBHOOK_ALLOW_HTTP") as error:
+            RetrainChannel(url, TOKEN, allow_http=allow_http)
+        assert TOKEN not in str(error.value)
+    else:
+        assert RetrainChannel(url, TOKEN, allow_http=allow_http).url == url

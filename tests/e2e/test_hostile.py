@@ -61,6 +61,12 @@ def hostile_requests(url: str, example: dict) -> list[tuple[str, int, str]]:
         for what, body in bodies.items():
             reply = client.post(f"{url}/predict", content=body, headers={"Content-Type": "application/json"})
             answers.append((what, reply.status_code, reply.text[:300]))
+        # a cross-site form's body, and a DNS-rebinding page's requests (its own name in Host)
+        body = orjson.dumps({"features": example})
+        for what, headers in (("text/plain body", {"Content-Type": "text/plain"}),
+                              ("rebound Host", {"Content-Type": "application/json", "Host": "evil.example"})):
+            reply = client.post(f"{url}/predict", content=body, headers=headers)
+            answers.append((what, reply.status_code, reply.text[:300]))
     return answers
 
 
@@ -131,6 +137,8 @@ def test_hostile_traffic_does_not_stop_monitoring_and_drift_still_pages(home, si
     for what, status, answer in answers:
         assert 400 <= status < 500, (what, status, answer)
     assert "features." in dict((w, a) for w, _, a in answers)["huge number"]
+    statuses = {what: status for what, status, _ in answers}
+    assert (statuses["text/plain body"], statuses["rebound Host"]) == (415, 400)
 
     db_url = f"sqlite:///{home / 'driftline.db'}"
     with session_scope(db_url) as s:

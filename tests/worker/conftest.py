@@ -49,11 +49,11 @@ def serving(worker: Any) -> Iterator[str]:
     """Run `worker` (a driftline.worker.server.Worker) under uvicorn on 127.0.0.1 in a thread; yields its base URL."""
     import uvicorn
 
-    from driftline.worker.server import create_app
+    from driftline.worker.server import create_app, uvicorn_options
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(worker), host="127.0.0.1", port=port, log_level="warning",
-                                           access_log=False, lifespan="on"))
+                                           access_log=False, lifespan="on", **uvicorn_options(worker.config)))
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()
 

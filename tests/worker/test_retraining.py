@@ -38,7 +38,7 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
                                            retrain_epochs=3, log_events=False))
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with kit.serving(worker) as url:
-        assert httpx.post(f"{url}/admin/retrain").status_code == 401
+        assert httpx.post(f"{url}/admin/retrain", json={}).status_code == 401
         early = httpx.post(f"{url}/admin/retrain", json={"why": "too early"},
                            headers={**auth, "Idempotency-Key": f"{unique_id}-early"})
         assert early.status_code == 202

@@ -51,7 +51,8 @@ def _within_binomial_bounds(hits: int, n: int, p: float, z: float = 5.0) -> bool
 @pytest.fixture
 def store(kit, tiny_results, tmp_path):
     """Settings of a store with versions 1 (production) and 2."""
-    settings = kit.make_settings(tmp_path, "127.0.0.1:1")
+    # TestClient's requests name the host "testserver": listed like any name clients use
+    settings = kit.make_settings(tmp_path, "127.0.0.1:1").model_copy(update={"worker_allowed_hosts": "testserver"})
     kit.registry_with_versions(settings, tiny_results)
     return settings
 

@@ -21,6 +21,7 @@ from driftline.worker.server import Worker, WorkerConfig
 from tests.support.waiting import wait_until
 
 TOKEN = "test-token"
+JSON = {"Content-Type": "application/json"}
 
 
 MODEL = "credit-default"
@@ -156,7 +157,7 @@ def test_a_refused_request_is_neither_counted_nor_logged(kit, served, monkeypatc
     misses = kit.metric(url, "driftline_worker_cache_misses_total")
     for body in ({"features": rows(1, 21)[0], "request_id": "bad-\ud800"}, _body_with(age=1e200),
                  _body_with(region="\ud800")):
-        assert httpx.post(f"{url}/predict", content=json.dumps(body)).status_code == 422
+        assert httpx.post(f"{url}/predict", content=json.dumps(body), headers=JSON).status_code == 422
     assert logged == [] and kit.metric(url, "driftline_worker_cache_misses_total") == misses
     assert httpx.post(f"{url}/predict", json={"features": rows(1, 22)[0], "request_id": "good"}).status_code == 200
     assert [entry["request_id"] for entry in logged] == ["good"]
@@ -165,12 +166,12 @@ def test_a_refused_request_is_neither_counted_nor_logged(kit, served, monkeypatc
 def test_oversized_body_gets_413_and_the_worker_stays_healthy(served):
     url, worker = served
     huge = json.dumps(_body_with(region="x" * (worker.config.max_body_bytes + 10)))
-    assert httpx.post(f"{url}/predict", content=huge).status_code == 413
+    assert httpx.post(f"{url}/predict", content=huge, headers=JSON).status_code == 413
 
     def chunks():  # no Content-Length: the limit holds while streaming
         for _ in range(20):
             yield b" " * 8192
-    assert httpx.post(f"{url}/predict", content=chunks()).status_code == 413
+    assert httpx.post(f"{url}/predict", content=chunks(), headers=JSON).status_code == 413
     assert httpx.get(f"{url}/healthz").json() == {"status": "ok", "model": MODEL, "version": "1", "device": "cpu",
                                                   "kafka_connected": True}
     assert httpx.post(f"{url}/predict", json=_body_with()).status_code == 200
@@ -355,7 +356,7 @@ def test_a_client_that_leaves_mid_body_is_counted_not_logged_as_a_failure(kit, s
     before = closed()
     with caplog.at_level(logging.INFO, logger="driftline.worker.server"):
         with socket.create_connection((host, int(port)), timeout=5) as conn:
-            conn.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            conn.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 5000\r\n\r\n{\"features\": {")
         wait_until(lambda: closed() > before, message="the disconnect to be counted")
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
