@@ -6,17 +6,9 @@ refuses to start there without one (an empty value or a published default is no 
 """
 from __future__ import annotations
 
-import ipaddress
+from driftline.hosts import is_loopback
 
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and the loopback addresses (127.0.0.0/8, ::1); any other name may be reachable."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False
+__all__ = ["is_loopback", "token_problem"]
 
 
 def token_problem(host: str, token: str | None, setting: str, published_default: str | None = None) -> str | None:
