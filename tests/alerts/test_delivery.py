@@ -325,9 +325,10 @@ def test_a_stalled_webhook_never_delays_pagerduty(db_url, fake_pagerduty):
     job = threading.Thread(target=lambda: reports.append(deliver_due(db_url, channels=chans, policy=POLICY_30S)))
     job.start()
     try:
-        wait_until(lambda: fake_pagerduty.events, message="PagerDuty to receive its page")
-        # the page went out while the webhook's receiver was still trickling its answer
-        assert trickler.started.is_set() and not trickler.finished.is_set()
+        wait_until(lambda: fake_pagerduty.events and trickler.started.is_set(),
+                   message="PagerDuty to receive its page and the webhook's receiver its request")
+        # the page went out while the webhook's receiver was still trickling its answer (finished stays set once set)
+        assert not trickler.finished.is_set()
     finally:
         trickler.release()
         job.join(timeout=120)
