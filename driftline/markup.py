@@ -23,11 +23,12 @@ def inert(value: Any) -> Any:
 def inert_names(names: Iterable[str]) -> dict[str, str]:
     """Each column name -> its inert form; ValueError when two names become one."""
     renamed: dict[str, str] = {}
+    taken: dict[str, str] = {}
     for name in names:
         new = inert(str(name))
-        if new in renamed.values():
-            raise ValueError(f"columns {name!r} and {new!r} would look the same in the report; rename one")
-        renamed[name] = new
+        if new in taken and taken[new] != name:
+            raise ValueError(f"columns {taken[new]!r} and {name!r} would look the same in the report; rename one")
+        renamed[name], taken[new] = new, name
     return renamed
 
 
