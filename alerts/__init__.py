@@ -10,8 +10,9 @@ Entry points for the scheduler (each does one kind of I/O; none schedules anythi
 - `process_rollout_verdict(session, *, model, candidate, ..., verdict, reasons, action, rules, now)`
   and `resolve_ended_rollouts(session, *, rules, now)`: the rollout analysis' verdicts as alerts of
   the `rollout` family (DB only, same transaction rules);
-- `deliver_due(url_or_session_factory, *, channels, now=None, limit=100, policy=None)
-  -> DeliveryReport` sends due notifications (DB + HTTP).
+- `deliver_due(url_or_session_factory, *, channels, now=None, limit=100, policy=None, lane=None)
+  -> DeliveryReport` sends due notifications (DB + HTTP), each channel in its own lane
+  (`delivery_lanes(channels)`; the scheduler runs one job per lane).
 
 Configuration: `load_rules(settings, config_file)` -> `AlertRules` (with `.retrain`
 and `.delivery`), `Channels.from_settings(settings)`. See docs/alerts.md.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from driftline.alerts.channels import Channels
 from driftline.alerts.channels.http import SendResult
-from driftline.alerts.delivery import DeliveryReport, deliver_due
+from driftline.alerts.delivery import DeliveryReport, deliver_due, delivery_lanes
 from driftline.alerts.fingerprint import fingerprint, group_key
 from driftline.alerts.lifecycle import process_window
 from driftline.alerts.outbox import requeue_failed
@@ -30,6 +31,6 @@ from driftline.alerts.rules import AlertRule, AlertRules, DeliveryPolicy, Inhibi
 
 __all__ = [
     "AlertRule", "AlertRules", "Channels", "DeliveryPolicy", "DeliveryReport", "InhibitRule", "RetrainPolicy",
-    "SendResult", "apply_retrain_policy", "deliver_due", "fingerprint", "group_key", "load_rules",
+    "SendResult", "apply_retrain_policy", "deliver_due", "delivery_lanes", "fingerprint", "group_key", "load_rules",
     "process_rollout_verdict", "process_window", "requeue_failed", "resolve_ended_rollouts",
 ]

@@ -1,8 +1,13 @@
 """Deliver due outbox notifications over HTTP, with retries (DB + HTTP).
 
-`deliver_due` is the scheduler's periodic job. One row at a time: claim it (a short
-transaction, see driftline.alerts.outbox), make one HTTP call through its channel, record the
-outcome (another short transaction). No transaction is open during the HTTP call.
+`deliver_due` is the scheduler's periodic job. Each channel is its own lane: its rows are
+claimed and sent by their own loop, in their own thread (the scheduler runs one job per lane),
+so a stalled webhook never delays a PagerDuty page; rows of a channel without an endpoint
+have a lane of their own, where they fail visibly. Within a lane, one row at a time: claim
+it (a short transaction, see driftline.alerts.outbox), make one HTTP call through its channel
+(bounded as a whole by the delivery timeout, `ALERT_HTTP_TIMEOUT_SECONDS`, well inside the
+claim lease, so a live call never sees its row claimed again), record the outcome (another
+short transaction). No transaction is open during the HTTP call.
 
 Retries: a 2xx is success. 408, 425, 429, 5xx and network errors (refused, reset,
 timed out) are retried: after Retry-After when the answer has one (429; clamped to
@@ -35,6 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable, ContextManager
@@ -67,6 +73,22 @@ class DeliveryReport:
     @property
     def attempted(self) -> int:
         return len(self.sent) + len(self.retrying) + len(self.failed) + len(self.lost_claims)
+
+    def add(self, other: "DeliveryReport") -> None:
+        self.sent += other.sent
+        self.retrying += other.retrying
+        self.failed += other.failed
+        self.lost_claims += other.lost_claims
+        self.errors.update(other.errors)
+
+
+# The lane of rows whose channel has no endpoint here (they fail visibly, not wait forever).
+UNCONFIGURED = "(unconfigured)"
+
+
+def delivery_lanes(channels: Channels) -> list[str]:
+    """One lane per configured channel, and one for rows of channels without an endpoint."""
+    return [*channels.enabled(), UNCONFIGURED]
 
 
 def retry_delay(attempts: int, policy: DeliveryPolicy, rng: random.Random | None = None) -> timedelta:
@@ -105,22 +127,40 @@ def _session_factory(target: str | Engine | SessionFactory) -> SessionFactory:
 
 def deliver_due(url_or_session_factory: str | Engine | SessionFactory, *, channels: Channels,
                 now: datetime | None = None, limit: int = 100, policy: DeliveryPolicy | None = None,
-                rng: random.Random | None = None) -> DeliveryReport:
-    """Send up to `limit` due notifications; returns what happened to each.
+                rng: random.Random | None = None, lane: str | None = None) -> DeliveryReport:
+    """Send up to `limit` due notifications per lane; returns what happened to each.
 
     `url_or_session_factory`: a database URL or Engine, or a callable returning a
     context manager that yields a Session and commits on exit (like
     `driftline.store.db.session_scope`). `now` fixes the clock (tests); by default
-    the wall clock is read at each step. Never raises for a channel's failure.
+    the wall clock is read at each step. `lane`: one channel's rows only (a name from
+    `delivery_lanes`); by default every lane at once, each in its own thread. Never
+    raises for a channel's failure.
     """
     policy = policy or DeliveryPolicy()
     factory = _session_factory(url_or_session_factory)
     clock: Callable[[], datetime] = (lambda: as_utc(now)) if now is not None else utcnow
+    lanes = delivery_lanes(channels) if lane is None else [lane]
+    if len(lanes) == 1:
+        return _deliver_lane(factory, channels, lanes[0], clock, limit, policy, rng)
+    with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="driftline-delivery") as pool:
+        futures = [pool.submit(_deliver_lane, factory, channels, name, clock, limit, policy, rng) for name in lanes]
+    report = DeliveryReport()
+    for future in futures:
+        report.add(future.result())  # re-raises what a lane raised (SystemExit included)
+    return report
+
+
+def _deliver_lane(factory: SessionFactory, channels: Channels, lane: str, clock: Callable[[], datetime], limit: int,
+                  policy: DeliveryPolicy, rng: random.Random | None) -> DeliveryReport:
+    """Claim and send the due rows of one lane, one at a time."""
+    only, other_than = (None, channels.enabled()) if lane == UNCONFIGURED else ([lane], ())
     report = DeliveryReport()
     seen: set[int] = set()
     for _ in range(max(0, limit)):
         try:
-            claim = outbox.claim_next(factory, now=clock(), lease=policy.lease, exclude=seen)
+            claim = outbox.claim_next(factory, now=clock(), lease=policy.lease, exclude=seen, channels=only,
+                                      other_than=other_than)
         except Exception as exc:  # the store is unreachable: the next run tries again
             log.warning("could not claim a notification: %s", channels.scrub(f"{type(exc).__name__}: {exc}"))
             break

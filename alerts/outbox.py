@@ -62,7 +62,8 @@ def enqueue(session: Session, *, idempotency_key: str, channel: str, kind: str, 
     return row
 
 
-def _due(now: datetime, exclude: Iterable[int]):  # noqa: ANN202 - a SQLAlchemy select
+def _due(now: datetime, exclude: Iterable[int], channels: Iterable[str] | None = None,
+         other_than: Iterable[str] = ()):  # noqa: ANN202 - a SQLAlchemy select
     older = aliased(Notification)
     blocked = exists().where(older.alert_fingerprint == Notification.alert_fingerprint,
                              older.channel == Notification.channel, older.id < Notification.id,
@@ -75,17 +76,27 @@ def _due(now: datetime, exclude: Iterable[int]):  # noqa: ANN202 - a SQLAlchemy 
     exclude = list(exclude)
     if exclude:
         query = query.where(Notification.id.not_in(exclude))
+    if channels is not None:
+        query = query.where(Notification.channel.in_(list(channels)))
+    other_than = list(other_than)
+    if other_than:
+        query = query.where(Notification.channel.not_in(other_than))
     return query
 
 
-def claim_next(session_factory: SessionFactory, *, now: datetime, lease: timedelta,
-               exclude: Iterable[int] = ()) -> Claim | None:
-    """Claim the next due row (pending and due, or 'sending' with an expired lease), in its own transaction."""
+def claim_next(session_factory: SessionFactory, *, now: datetime, lease: timedelta, exclude: Iterable[int] = (),
+               channels: Iterable[str] | None = None, other_than: Iterable[str] = ()) -> Claim | None:
+    """Claim the next due row (pending and due, or 'sending' with an expired lease), in its own transaction.
+
+    `channels`: only rows of these channels; `other_than`: no row of these (a delivery lane's share).
+    """
     now = as_utc(now)
     exclude = set(exclude)
+    channels = None if channels is None else list(channels)
+    other_than = list(other_than)
     for _ in range(20):  # another job can win the compare-and-set; look again, a bounded number of times
         with session_factory() as session:
-            row = session.scalar(_due(now, exclude))
+            row = session.scalar(_due(now, exclude, channels, other_than))
             if row is None:
                 return None
             seen_status, seen_attempts = row.status, row.attempts

@@ -11,6 +11,8 @@ import os
 
 import pandas as pd
 
+from driftline.markup import inert_report_inputs
+
 
 def evidently_html(reference: pd.DataFrame, current: pd.DataFrame, numeric: list[str],
                    categorical: list[str]) -> str:
@@ -24,21 +26,10 @@ def evidently_html(reference: pd.DataFrame, current: pd.DataFrame, numeric: list
     from evidently import DataDefinition, Dataset, Report
     from evidently.presets import DataDriftPreset
 
-    reference, current = _inert(reference, categorical), _inert(current, categorical)
+    # category values come from traffic: markup in them must not become markup next to the dashboard
+    reference, current, numeric, categorical = inert_report_inputs(reference, current, numeric, categorical)
     definition = DataDefinition(numerical_columns=numeric, categorical_columns=categorical)
     snapshot = Report([DataDriftPreset()]).run(Dataset.from_pandas(current, data_definition=definition),
                                                Dataset.from_pandas(reference, data_definition=definition))
     return snapshot.get_html_str(as_iframe=False)
 
-
-def _inert(frame: pd.DataFrame, categorical: list[str]) -> pd.DataFrame:
-    """Category values with "<" replaced by "‹".
-
-    Evidently writes the data into a <script> block without escaping "</script>", and
-    category values come from inference events (anyone who can call the model); the
-    report runs next to the dashboard, so markup in them must not become markup in it.
-    """
-    frame = frame.copy()
-    for name in categorical:
-        frame[name] = frame[name].map(lambda v: v.replace("<", "\u2039") if isinstance(v, str) else v)
-    return frame

@@ -356,8 +356,12 @@ ALERT_CHANNEL_MIN_SEVERITY = {"slack": "info", "webhook": "info", "pagerduty": "
 # model version are not notified (the dataset-level alert lists their features).
 ALERT_INHIBIT_RULES = ({"source": "dataset_drift", "targets": ("data_drift",)},)
 
-# Delivery (the outbox). One HTTP call waits at most this long.
+# Delivery (the outbox). One HTTP call takes at most this long in all (connect, send,
+# answer and body), however slowly a receiver trickles; a sixth of the claim lease.
 ALERT_HTTP_TIMEOUT_SECONDS = 10.0
+# At most this much of a receiver's answer is read (theirs is a status and a line or two);
+# the rest is neither waited for nor stored.
+ALERT_RESPONSE_MAX_BYTES = 64 * 1024
 # A claimed row ('sending') is given back after this lease if its job died; it must
 # exceed one HTTP call's timeout, or a slow but live job would see its row reclaimed.
 ALERT_DELIVERY_LEASE_SECONDS = 60.0

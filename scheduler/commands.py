@@ -43,8 +43,9 @@ def scheduler(interval: float | None, once: bool, settings: Settings) -> None:
     # max_instances=1 + coalesce: a slow run is never overlapped by the next one.
     blocking.add_job(jobs.evaluate_and_analyse, "interval", seconds=interval, id="evaluate",
                      max_instances=1, coalesce=True, next_run_time=_now())
-    blocking.add_job(jobs.deliver_notifications, "interval", seconds=2, id="deliver",
-                     max_instances=1, coalesce=True, next_run_time=_now())
+    for lane in jobs.delivery_lanes():  # a job per channel: a stalled receiver delays only its own channel
+        blocking.add_job(jobs.deliver_notifications, "interval", seconds=2, args=[lane], id=f"deliver:{lane}",
+                         max_instances=1, coalesce=True, next_run_time=_now())
     blocking.add_job(jobs.apply_retention, "interval", seconds=jobs.retention.interval_seconds, id="retention",
                      max_instances=1, coalesce=True, next_run_time=_now())
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -8,8 +8,8 @@ import logging
 
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, ProgrammingError
 
-from driftline.alerts import (Channels, apply_retrain_policy, deliver_due, load_rules, process_rollout_verdict,
-                              process_window, resolve_ended_rollouts)
+from driftline.alerts import (Channels, apply_retrain_policy, deliver_due, delivery_lanes, load_rules,
+                              process_rollout_verdict, process_window, resolve_ended_rollouts)
 from driftline.alerts.channels.validation import check_channel_settings
 from driftline.config import Settings
 from driftline.store import db as store_db
@@ -170,5 +170,10 @@ class SchedulerJobs:
             log.info("retention: pruned %s", ", ".join(f"{n} {table}" for table, n in counts.items() if n))
         return counts
 
-    def deliver_notifications(self) -> None:
-        deliver_due(self.settings.db_url, channels=self.channels, policy=self.rules.delivery)
+    def delivery_lanes(self) -> list[str]:
+        """The delivery lanes: one per channel, so a stalled receiver holds up only its own channel."""
+        return delivery_lanes(self.channels)
+
+    def deliver_notifications(self, lane: str | None = None) -> None:
+        """Deliver due notifications of one lane (None: every lane at once)."""
+        deliver_due(self.settings.db_url, channels=self.channels, policy=self.rules.delivery, lane=lane)

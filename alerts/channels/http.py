@@ -2,14 +2,24 @@
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
+from urllib.parse import urlsplit
+
+import httpcore
 
 from driftline import defaults
 
+from driftline.alerts.channels.deadline import DeadlineBackend, deadline
+
+# What the network can do to a call (refused, reset, timed out, garbled): retried, never raised.
+TRANSPORT_ERRORS = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError,
+                    httpcore.UnsupportedProtocol)
 # Non-2xx answers worth retrying: timeouts, throttling, and the server's own trouble.
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -82,31 +92,63 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
 
 
 class HttpPoster:
-    """One pooled httpx client per channel (building a client costs ~50 ms: its TLS context)."""
+    """POSTs through one pooled httpcore connection pool per channel, with one deadline per call.
 
-    def __init__(self, timeout: float):
+    `timeout` bounds the whole call (connect, send, answer, body): see
+    driftline.alerts.channels.deadline. At most `max_body_bytes` of an answer are read; the
+    rest is never waited for. Proxies come from the environment (HTTPS_PROXY, NO_PROXY), as
+    urllib reads them.
+    """
+
+    def __init__(self, timeout: float, max_body_bytes: int = defaults.ALERT_RESPONSE_MAX_BYTES):
         self.timeout = timeout
-        self._client: Any = None
+        self.max_body_bytes = max_body_bytes
+        self._pools: dict[str | None, Any] = {}
         self._lock = threading.Lock()
 
-    def post(self, url: str, *, content: bytes, headers: Mapping[str, str]) -> SendResult:
-        import httpx
-
+    def _pool(self, url: str) -> Any:
+        proxy = _env_proxy(url)
         with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(timeout=self.timeout)
+            if proxy not in self._pools:
+                self._pools[proxy] = httpcore.ConnectionPool(
+                    proxy=httpcore.Proxy(proxy) if proxy else None, network_backend=DeadlineBackend())
+            return self._pools[proxy]
+
+    def post(self, url: str, *, content: bytes, headers: Mapping[str, str]) -> SendResult:
+        limits = {"connect": self.timeout, "read": self.timeout, "write": self.timeout, "pool": self.timeout}
+        body = bytearray()
         try:
-            response = self._client.post(url, content=content, headers=dict(headers))
-        except httpx.HTTPError as exc:
+            with deadline(self.timeout), self._pool(url).stream(
+                    "POST", url, headers=list(headers.items()), content=content,
+                    extensions={"timeout": limits}) as response:
+                status, answer_headers = response.status, response.headers
+                try:
+                    for chunk in response.iter_stream():
+                        body += chunk
+                        if len(body) >= self.max_body_bytes:
+                            break  # an answer is a status and a line or two: the rest is not waited for
+                except TRANSPORT_ERRORS:
+                    pass  # the status has come: the outcome is known, a body cut short changes nothing
+        except TRANSPORT_ERRORS as exc:
             return result_from_exception(exc, self.timeout)
+        text = bytes(body[: self.max_body_bytes]).decode("utf-8", errors="replace")
         try:
-            body: Any = response.json()
+            parsed: Any = json.loads(text)
         except ValueError:
-            body = response.text
-        return result_from_http(response.status_code, body, response.headers)
+            parsed = text
+        return result_from_http(status, parsed, {k.decode("latin-1"): v.decode("latin-1") for k, v in answer_headers})
 
     def close(self) -> None:
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy for `url` from the environment (urllib's reading of *_PROXY and NO_PROXY), or None."""
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy

@@ -1,21 +1,25 @@
-"""Slack: a Block Kit message through an incoming webhook (slack_sdk.webhook.WebhookClient).
+"""Slack: a Block Kit message through an incoming webhook (a JSON POST, api.slack.com/messaging/webhooks).
 
 The message shows model, version, detector(s), severity, window, one line per alert
 (feature, metric value against threshold) and a link to the dashboard, within Slack's
 limits: at most 50 blocks, section text at most 3000 characters, header at most 150,
 a field at most 2000. More alerts than `SLACK_MAX_LISTED_ALERTS`, or than fit, end
 in "and N more". Slack answers 200 "ok", or 4xx with a reason such as
-`invalid_payload`, or 429 with Retry-After.
+`invalid_payload`, or 429 with Retry-After. Every value from data (model, feature, segment,
+the title that names them) is escaped, in the blocks and in the top-level `text` (the
+notification's preview): `<!channel>` or `<https://evil|Re-authenticate>` in a segment value
+reaches Slack as text, never as a mention or a link. The POST goes through the channels' own
+HTTP layer (one deadline per call, a bounded answer), not slack_sdk's WebhookClient, whose
+urllib timeout bounds each read only.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
-
-from slack_sdk.webhook import WebhookClient
 
 from driftline import defaults
 
-from driftline.alerts.channels.http import SendResult, result_from_exception, result_from_http
+from driftline.alerts.channels.http import HttpPoster, SendResult
 from driftline.alerts.endpoints import SLACK
 from driftline.alerts.messages import detector_label, format_number
 
@@ -31,6 +35,18 @@ def escape(text: str) -> str:
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _escaped_cut(text: str, limit: int) -> str:
+    """`text` escaped, then cut to `limit` characters, never inside an entity ("&am…")."""
+    text = escape(text)
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    amp = cut.rfind("&")
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut + "…"
 
 
 def _line(alert: Mapping[str, Any], resolved: bool, show_detector: bool) -> str:
@@ -127,22 +143,22 @@ def render_slack(message: Mapping[str, Any]) -> dict[str, Any]:
             {"type": "mrkdwn", "text": f"…and {more} more; <{link}|see them all on the dashboard>"}]})
     blocks.append({"type": "context", "elements": [
         {"type": "mrkdwn", "text": f"<{link}|Open the driftline dashboard> · group `{message['group_key'][:12]}`"}]})
-    return {"text": _cut(message["title"], defaults.SLACK_MAX_SECTION_CHARS), "blocks": blocks}
+    # `text` is mrkdwn too (the notification preview): escaped like the blocks
+    return {"text": _escaped_cut(message["title"], defaults.SLACK_MAX_SECTION_CHARS), "blocks": blocks}
 
 
 class SlackChannel:
-    """Posts rendered messages to one incoming webhook; retries are the outbox's job, not slack_sdk's."""
+    """Posts rendered messages to one incoming webhook; retries are the outbox's job."""
 
     name = SLACK
 
     def __init__(self, url: str, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url
         self.timeout = timeout
-        self.client = WebhookClient(url, timeout=timeout, retry_handlers=[])
+        self.http = HttpPoster(timeout)
 
     def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
-        try:
-            response = self.client.send_dict(dict(payload), headers={"Idempotency-Key": idempotency_key})
-        except Exception as exc:  # urllib raises for refused connections and timeouts
-            return result_from_exception(exc, self.timeout)
-        return result_from_http(response.status_code, response.body, response.headers or {})
+        body = json.dumps(dict(payload)).encode()
+        return self.http.post(self.url, content=body,
+                              headers={"Content-Type": "application/json; charset=utf-8",
+                                       "Idempotency-Key": idempotency_key, "User-Agent": "driftline"})

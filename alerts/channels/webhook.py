@@ -42,12 +42,16 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
 
 def verify(secret: str, timestamp: str, body: bytes, header: str, *, tolerance_s: float = 300.0,
            now: float | None = None) -> bool:
-    """For receivers: the signature matches and the timestamp is recent."""
+    """For receivers: the signature matches and the timestamp is recent; False for any malformed header."""
+    if not isinstance(header, str) or not isinstance(timestamp, str):
+        return False
     try:
         age = abs((time.time() if now is None else now) - float(timestamp))
     except ValueError:
         return False
-    return age <= tolerance_s and hmac.compare_digest(signature(secret, timestamp, body), header)
+    # as bytes: compare_digest raises TypeError on a str with non-ASCII characters
+    expected = signature(secret, timestamp, body).encode()
+    return age <= tolerance_s and hmac.compare_digest(expected, header.encode("utf-8", errors="replace"))
 
 
 def encode(payload: Mapping[str, Any]) -> bytes:

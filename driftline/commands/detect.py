@@ -25,8 +25,15 @@ def write_evidently_html(reference: Any, current: Any, kinds: dict[str, str], pa
         raise UserError(f"--html needs Evidently ({exc.name} is not installed): "
                         "pip install \"driftline[reports]\"") from exc
 
+    from driftline.markup import inert_report_inputs
+
     numeric = [c for c, k in kinds.items() if k == "numeric"]
     categorical = [c for c, k in kinds.items() if k == "categorical"]
+    try:  # values and names from the files must not become markup in the report
+        reference, current, numeric, categorical = inert_report_inputs(
+            reference[numeric + categorical], current[numeric + categorical], numeric, categorical)
+    except ValueError as exc:
+        raise UserError(f"cannot write --html {path}: {exc}") from None
     columns = numeric + categorical
     definition = DataDefinition(numerical_columns=numeric, categorical_columns=categorical)
     try:

@@ -10,7 +10,7 @@ from driftline.config import Settings
 from driftline.store.db import session_scope
 from driftline.store.models import DetectorResult, WindowEvaluation
 from tests.support.fake_services import (RETRAIN_TOKEN, ROUTING_KEY, WEBHOOK_SECRET, FakePagerDuty, FakeRetrain,
-                                         FakeSlack, FakeWebhook)
+                                         FakeSlack, FakeWebhook, Trickler)
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 T0_MS = int(T0.timestamp() * 1000)
@@ -35,6 +35,14 @@ def fake_pagerduty():
 @pytest.fixture
 def fake_webhook():
     fake = FakeWebhook().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def trickler():
+    """A receiver that trickles its status line one byte every 0.5 s (about two minutes in all)."""
+    fake = Trickler(status_line=True, total=120).start()
     yield fake
     fake.stop()
 

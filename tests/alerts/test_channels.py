@@ -16,7 +16,8 @@ from driftline.alerts.fingerprint import fingerprint, group_key
 from driftline.alerts.messages import alert_summary, group_message
 from driftline import defaults, vocabulary
 from driftline.vocabulary import DATA_DRIFT, LATENCY
-from tests.support.fake_services import ROUTING_KEY
+from tests.support.fake_services import ROUTING_KEY, Trickler
+from tests.support.waiting import wait_until
 
 NOW = datetime(2026, 1, 5, 12, 30, tzinfo=timezone.utc)
 
@@ -224,3 +225,101 @@ def test_an_absurd_retry_after_is_clamped_to_the_documented_maximum(header):
                                               ("Tue, 99 Foo 2026 25:61:61 GMT", None)])
 def test_a_meaningless_retry_after_means_now_or_no_wait_given(header, expected):
     assert parse_retry_after(header, now=NOW.timestamp()) == expected
+
+
+# --- one deadline per call ------------------------------------------------------------------
+
+CHANNEL_KINDS = {"slack": lambda url, timeout: SlackChannel(url, timeout=timeout),
+                 "pagerduty": lambda url, timeout: PagerDutyChannel(url, ROUTING_KEY, timeout=timeout),
+                 "webhook": lambda url, timeout: WebhookChannel(url, "s3cret-for-tests", timeout=timeout)}
+
+
+@pytest.mark.parametrize("kind", list(CHANNEL_KINDS))
+def test_a_trickling_receiver_is_cut_at_the_call_deadline(kind, trickler):
+    channel = CHANNEL_KINDS[kind](trickler.url, 1.0)
+    result = channel.send({"text": "x", "event_action": "resolve", "dedup_key": "d"}, "k")
+    assert not trickler.completed.is_set()  # returned while the receiver still trickled
+    assert (result.ok, result.retryable, result.status) == (False, True, None)
+    assert "timed out after 1s" in result.error
+    wait_until(trickler.finished.is_set, message="the receiver to see the client hang up")
+    assert trickler.bodies and not trickler.completed.is_set()  # it was cut off, not waited out
+
+
+def test_a_trickled_body_after_a_2xx_is_cut_at_the_deadline_and_the_answer_counts():
+    fake = Trickler(status_line=False, total=120).start()
+    try:
+        result = PagerDutyChannel(fake.url, ROUTING_KEY, timeout=1.0).send({"event_action": "resolve"}, "k")
+        assert not fake.completed.is_set()
+        assert (result.ok, result.status) == (True, 200)  # the receiver accepted: a retry would only repeat it
+        assert set(result.response) == {"x"} and len(result.response) < 120
+    finally:
+        fake.stop()
+
+
+def test_an_answer_is_read_up_to_the_documented_cap(fake_webhook):
+    fake_webhook.script((500, {"Content-Type": "text/plain"}, "e" * (defaults.ALERT_RESPONSE_MAX_BYTES * 4)))
+    result = WebhookChannel(fake_webhook.url, "s3cret-for-tests", timeout=5).send({"a": 1}, "k")
+    assert (result.ok, result.status, result.retryable) == (False, 500, True)
+    assert result.response == "e" * defaults.ALERT_RESPONSE_MAX_BYTES
+
+
+# --- hostile values from traffic ------------------------------------------------------------
+
+SCRIPT = "</script><script>alert(document.domain)</script>"
+PHISH = "<!channel> <https://evil|Re-authenticate>"
+
+
+def hostile_message():
+    alert = make_alert(SCRIPT)
+    alert.segment = f"region={PHISH}"
+    alert.summary = alert_summary(DATA_DRIFT, SCRIPT, "psi", 0.31, 0.2, segment=alert.segment)
+    return message("trigger", [alert], related=[PHISH])
+
+
+def _mrkdwn_texts(body):
+    texts = [body["text"]]
+    for block in body["blocks"]:
+        if block["type"] == "section":
+            texts += [block["text"]["text"]] if "text" in block else [f["text"] for f in block["fields"]]
+        if block["type"] == "context":
+            texts += [e["text"] for e in block["elements"]]
+    return texts
+
+
+def test_hostile_values_reach_every_channel_as_text_never_as_markup(fake_slack, fake_pagerduty, fake_webhook):
+    msg = hostile_message()
+    assert PHISH in msg["title"]  # the segment value from traffic is in the title
+
+    slack = render_slack(msg)
+    for text in _mrkdwn_texts(slack):
+        assert "<!channel" not in text and "<https://evil" not in text and "<script" not in text, text
+    assert "&lt;!channel&gt;" in slack["text"]  # shown, as text
+    assert SlackChannel(fake_slack.url, timeout=5).send(slack, "k").ok
+
+    # PagerDuty and the webhook carry the values as JSON strings (data); they arrive intact and valid
+    pd = render_pagerduty(msg)
+    assert PagerDutyChannel(fake_pagerduty.url, ROUTING_KEY, timeout=5).send(pd, "k").ok
+    assert PHISH in fake_pagerduty.events[0]["payload"]["summary"]
+    assert fake_pagerduty.events[0]["payload"]["custom_details"]["alerts"][0]["feature"] == SCRIPT
+    assert WebhookChannel(fake_webhook.url, "s3cret-for-tests", timeout=5).send(render_webhook(msg, "k"), "k").ok
+    assert fake_webhook.delivered["k"]["alerts"][0]["feature"] == SCRIPT
+    assert fake_webhook.delivered["k"]["segments"] == [f"region={PHISH}"]
+
+
+def test_a_long_hostile_title_is_escaped_then_cut_never_inside_an_entity():
+    msg = hostile_message()
+    msg["title"] = "&" * (defaults.SLACK_MAX_SECTION_CHARS + 10)
+    text = render_slack(msg)["text"]
+    assert len(text) <= defaults.SLACK_MAX_SECTION_CHARS and text.endswith("&amp;…")
+
+
+@pytest.mark.parametrize("header", ["sha256=é" + "0" * 63, "sha256=" + "ü" * 64, "\ud800", "", "sha256=", None,
+                                    b"sha256=00"])
+def test_verify_refuses_a_malformed_signature_without_raising(header):
+    body = b'{"a":1}'
+    assert verify("s3cret", "1767614400", body, header, now=1767614400) is False
+
+
+@pytest.mark.parametrize("timestamp", ["nan", "inf", "", "١٧٦٧٦١٤٤٠٠x", "\ud800", None])
+def test_verify_refuses_a_malformed_timestamp_without_raising(timestamp):
+    assert verify("s3cret", timestamp, b"{}", "sha256=00", now=1767614400) is False

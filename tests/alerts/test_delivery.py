@@ -19,12 +19,12 @@ from driftline.alerts import outbox
 from driftline.alerts.channels.pagerduty import PagerDutyChannel
 from driftline.alerts.channels.slack import SlackChannel
 from driftline.alerts.channels.webhook import WebhookChannel
-from driftline.alerts.delivery import retry_delay
+from driftline.alerts.delivery import delivery_lanes, retry_delay
 from driftline import defaults
 from driftline.cli import cli
 from driftline.store.db import session_scope
 from driftline.store.models import Notification
-from tests.support.fake_services import ROUTING_KEY
+from tests.support.fake_services import ROUTING_KEY, Trickler
 from tests.support.fake_services import WEBHOOK_SECRET as SECRET
 from tests.support.waiting import wait_until
 
@@ -32,6 +32,7 @@ T = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 POLICY = DeliveryPolicy(timeout=timedelta(seconds=1), lease=timedelta(seconds=5),
                         backoff_initial=timedelta(seconds=1), backoff_max=timedelta(seconds=10),
                         max_age=timedelta(minutes=2), max_attempts=25)
+POLICY_30S = DeliveryPolicy(timeout=timedelta(seconds=30), lease=timedelta(seconds=60))
 
 
 def channels(slack=None, pagerduty=None, webhook=None, timeout=1.0) -> Channels:
@@ -167,7 +168,9 @@ def test_a_crash_between_success_and_marking_sent_repeats_once_and_receivers_ded
     assert deliver(db_url, chans, T + timedelta(hours=1)).attempted == 0
     assert len(fake_pagerduty.requests) == 2 and fake_pagerduty.incidents_opened == 1
     assert [r.json()["dedup_key"] for r in fake_pagerduty.requests] == ["incident-1", "incident-1"]
-    assert list(fake_webhook.delivered) == ["k-wh"] and fake_webhook.duplicates == 0
+    # the webhook's lane ran beside PagerDuty's and crashed the same way: its receiver deduplicated the repeat
+    assert list(fake_webhook.delivered) == ["k-wh"] and len(fake_webhook.requests) == 2
+    assert fake_webhook.duplicates == 1
 
 
 def test_a_delivery_process_killed_mid_request_loses_nothing_and_sends_once(sqlite_url, fake_webhook, tmp_path):
@@ -311,3 +314,37 @@ def test_a_row_whose_handling_raises_is_retried_and_never_stops_the_others(db_ur
     monkeypatch.setattr(outbox, "record_success", real)
     assert deliver(db_url, chans, T + timedelta(minutes=1)).sent == [first]  # receivers dedupe the second POST
     assert row(db_url, first).status == "sent"
+
+
+def test_a_stalled_webhook_never_delays_pagerduty(db_url, fake_pagerduty):
+    trickler = Trickler(status_line=True, total=240).start()  # two minutes of one byte per half second
+    chans = Channels(pagerduty=PagerDutyChannel(fake_pagerduty.url, ROUTING_KEY, timeout=5),
+                     webhook=WebhookChannel(trickler.url, SECRET, timeout=30))
+    now = datetime.now(timezone.utc)  # the job runs on the wall clock
+    stalled = queue(db_url, "webhook", {"n": 1}, "k-stalled", group="g-webhook", now=now)  # older: first in line
+    page = queue(db_url, "pagerduty", pd_trigger(), "k-page", group="g-page", now=now)
+    reports = []
+    job = threading.Thread(target=lambda: reports.append(deliver_due(db_url, channels=chans, policy=POLICY_30S)))
+    job.start()
+    try:
+        wait_until(lambda: fake_pagerduty.events and trickler.started.is_set(),
+                   message="PagerDuty to receive its page and the webhook's receiver its request")
+        # the page went out while the webhook's receiver was still trickling its answer (finished stays set once set)
+        assert not trickler.finished.is_set()
+    finally:
+        trickler.release()
+        job.join(timeout=120)
+        trickler.stop()
+    assert not job.is_alive()
+    assert reports[0].sent == [page] and reports[0].retrying == [stalled]  # released mid-answer: tried again
+    assert row(db_url, page).status == "sent" and row(db_url, stalled).status == "pending"
+
+
+def test_one_lane_delivers_only_its_channel(sqlite_url, fake_pagerduty, fake_webhook):
+    chans = channels(pagerduty=fake_pagerduty, webhook=fake_webhook)
+    page = queue(sqlite_url, "pagerduty", pd_trigger(), "k-lane-pd", group="a")
+    hook = queue(sqlite_url, "webhook", {"n": 1}, "k-lane-wh", group="b")
+    assert delivery_lanes(chans) == ["pagerduty", "webhook", "(unconfigured)"]
+    assert deliver(sqlite_url, chans, T, lane="pagerduty").sent == [page]
+    assert row(sqlite_url, hook).status == "pending" and fake_webhook.requests == []
+    assert deliver(sqlite_url, chans, T, lane="webhook").sent == [hook]

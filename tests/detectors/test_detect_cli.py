@@ -263,3 +263,26 @@ def test_kinds_are_inferred_from_dtypes():
     assert feature_kinds(data, data) == {"amount": "numeric", "count": "numeric", "grade": "categorical",
                                          "code": "categorical", "flag": "categorical", "name": "categorical"}
     assert feature_kinds(data, data, categorical=["count"])["count"] == "categorical"
+
+
+def test_html_report_keeps_hostile_values_and_names_inert(tmp_path, capfd):
+    from tests.support.markup import injected
+
+    script, handler = "</script><script>alert(document.domain)</script>", "<img src=x onerror=alert(2)>"
+    rng = np.random.default_rng(1)
+
+    def hostile(n: int, shift: float) -> pd.DataFrame:
+        return pd.DataFrame({"income": rng.normal(5000 + shift, 1000, n),
+                             "region": rng.choice(["north", script, "east"], n), handler: rng.choice(["a", "b"], n)})
+
+    hostile(500, 0).to_csv(tmp_path / "ref.csv", index=False)
+    hostile(400, 800).to_csv(tmp_path / "cur.csv", index=False)
+    html = tmp_path / "report.html"
+    code, out, err = run(["--reference", str(tmp_path / "ref.csv"), "--current", str(tmp_path / "cur.csv"),
+                          "--categorical", f"region,{handler}", "--html", str(html)], capfd)
+    assert code == 0, err
+    text = html.read_text()
+    assert injected(text, "alert(document.domain)") == [] and injected(text, "alert(2)") == []
+    assert script not in text and handler not in text
+    assert "alert(document.domain)" in text and "onerror=alert(2)" in text  # still shown, as text
+    assert handler in [f["name"] for f in json.loads(out)["windows"][0]["features"]]  # the JSON keeps real names

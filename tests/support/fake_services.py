@@ -344,3 +344,72 @@ class Sink(FakeService):
     def attempts(self, path: str) -> int:
         """Requests to `path`, accepted or not."""
         return sum(1 for r in self.requests if r.path == path)
+
+
+class Trickler:
+    """A receiver that answers one byte every `interval` seconds: each socket read gets data in
+    time, so only a deadline on the whole call can end it. `status_line=True` trickles the
+    status line and headers (the outcome is unknown until they end); False sends them at once
+    and trickles the body. It trickles `total` bytes, or until `release()`. `started` is set
+    when a request has been read, `completed` when every byte went out, `finished` when the
+    handler is done (completed, released, or the client hung up)."""
+
+    def __init__(self, *, status_line: bool = True, total: int = 120, interval: float = 0.5) -> None:
+        self.status_line, self.total, self.interval = status_line, total, interval
+        self.started = threading.Event()
+        self.completed = threading.Event()
+        self.finished = threading.Event()
+        self._released = threading.Event()
+        self.bodies: list[bytes] = []
+        self.server: ThreadingHTTPServer | None = None
+
+    def start(self) -> "Trickler":
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                fake.bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                fake.started.set()
+                body = b"x" * fake.total
+                head = (f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+                        f"X-Padding: {'p' * fake.total}\r\n\r\n").encode()
+                try:
+                    if not fake.status_line:
+                        self.wfile.write(head)
+                        self.wfile.flush()
+                    data = head + body if fake.status_line else body
+                    for i in range(len(data)):
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                        if fake._released.wait(fake.interval):
+                            break
+                    else:
+                        fake.completed.set()
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up: what a deadline does
+                    pass
+                finally:
+                    self.close_connection = True
+                    fake.finished.set()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/hook"
+
+    def release(self) -> None:
+        """Stop trickling: every handler ends at its next byte."""
+        self._released.set()
+
+    def stop(self) -> None:
+        self.release()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
