@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from driftline import defaults
 from driftline.broker import EmbeddedBroker, port_is_free, wait_for_port
 from driftline.config import EMBEDDED_BROKER_PORT, Settings, common_options, secret
 from driftline.errors import UserError
@@ -122,7 +123,8 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
             if stop.is_set():
                 return
         supervisor.add(Component("collector", _driftline("collector"), env=env))
-        supervisor.add(Component("scheduler", _driftline("scheduler"), env=env))
+        supervisor.add(Component("scheduler", _driftline("scheduler", "--metrics-port",
+                                                         str(_scheduler_metrics_port(settings))), env=env))
         # Loopback whatever DRIFTLINE_WORKER_HOST says (up reaches it there); fault injection only for the
         # scenarios that switch a fault on (skew, latency, canary_regression).
         faults = ["--faults"] if TRAFFIC[scenario].uses_faults else []
@@ -159,6 +161,11 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
             supervisor.log("broker", "stopped")
 
 
+def _scheduler_metrics_port(settings: Settings) -> int:
+    """The scheduler's /metrics port: the setting when given, else the one `up` always serves on."""
+    return settings.scheduler_metrics_port or defaults.UP_SCHEDULER_METRICS_PORT
+
+
 def _scenario_config(settings: Settings, scenario: str, segments: tuple[str, ...]) -> Path | None:
     """The TOML file the components read: the user's, plus the scenario's [segments] columns when it has
     some and the user's file has no [segments] table (written next to the store, for this run)."""
@@ -192,6 +199,7 @@ def _print_ready(supervisor: Supervisor, settings: Settings, worker_url: str, no
         "driftline is up:",
         f"  worker      {worker_url}  (POST /predict, GET /model, GET /metrics)",
         f"  collector   metrics at http://127.0.0.1:{settings.collector_metrics_port}/metrics",
+        f"  scheduler   metrics at http://127.0.0.1:{_scheduler_metrics_port(settings)}/metrics  (monitoring results)",
         f"  kafka       {settings.bootstrap_servers}" + (" (embedded, memory storage)" if embedded else ""),
         f"  store       {store_db.redacted_url(settings.db_url)}",
     ]

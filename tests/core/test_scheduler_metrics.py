@@ -1,0 +1,140 @@
+"""The scheduler's /metrics: the latest evaluated window of each live model version, read from the store, so
+every scheduler on one store exports the same values; bounded cardinality; Prometheus naming."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from driftline.config import load_settings
+from driftline.store.db import session_scope
+from driftline.store.models import Alert, DeadLetter, WindowQuarantine, utcnow
+from driftline.scheduler.metrics import SchedulerMetrics
+from tests.support.drift_store import T0, WINDOW_MS, evaluate_drift_scenario, register, write_window, jobs_for
+
+ROOT = Path(__file__).resolve().parents[2]
+# The names the contract promises (docs/contract.md); the exporter may add others.
+CONTRACT_NAMES = ("driftline_feature_drift_score", "driftline_feature_drifted", "driftline_drifted_features",
+                  "driftline_dataset_drifted", "driftline_prediction_drifted", "driftline_data_quality_issues",
+                  "driftline_estimated_quality", "driftline_realized_quality", "driftline_alerts_firing",
+                  "driftline_window_end_timestamp_seconds", "driftline_windows_quarantined",
+                  "driftline_dead_letters_total", "driftline_rollout_verdict")
+
+
+def exposition(db_url: str, **options) -> str:
+    return generate_latest(SchedulerMetrics(db_url, **options).registry).decode()
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: dict, name: str, **labels) -> float:
+    return found[(name, tuple(sorted(labels.items())))]
+
+
+def test_the_drifted_feature_of_the_latest_window_is_exported_with_its_scores(db_url):
+    evaluate_drift_scenario(db_url)
+    text = exposition(db_url)
+    found = samples(text)
+    window = {"model": "credit", "version": "1"}
+    assert value(found, "driftline_feature_drifted", feature="income", **window) == 1
+    assert value(found, "driftline_feature_drifted", feature="age", **window) == 0
+    assert value(found, "driftline_drifted_features", **window) == 1
+    assert value(found, "driftline_dataset_drifted", **window) in (0, 1)
+    assert value(found, "driftline_window_end_timestamp_seconds", **window) == (T0 + 2 * WINDOW_MS) / 1000
+    assert value(found, "driftline_window_events", **window) == 400
+    scores = {dict(labels)["test"]: v for (name, labels), v in found.items()
+              if name == "driftline_feature_drift_score" and dict(labels)["feature"] == "income"}
+    assert "psi" in scores and scores["psi"] > 0.2 and "ks" in scores
+    assert value(found, "driftline_dead_letters_total") == 0
+    assert value(found, "driftline_windows_quarantined") == 0
+    for name in CONTRACT_NAMES:  # every promised family is declared, with or without samples
+        assert re.search(rf"(?m)^# TYPE {name.removesuffix('_total')}(_total)? ", text), name
+
+
+def test_two_exporters_on_one_store_and_a_restart_export_the_same_values(db_url):
+    evaluate_drift_scenario(db_url)
+    with session_scope(db_url) as s:
+        s.add(DeadLetter(topic="driftline.inference", reason="not JSON"))
+        s.add(Alert(fingerprint="f1", model="credit", version="1", detector="data_drift", feature="income",
+                    severity="warning", state="firing"))
+    first, second = exposition(db_url), exposition(db_url)
+    strip = lambda text: re.sub(r"(?m)^driftline_metrics_store_read_seconds .*$", "", text)  # noqa: E731
+    assert strip(first) == strip(second)
+    found = samples(first)
+    assert value(found, "driftline_dead_letters_total") == 1
+    assert value(found, "driftline_alerts_firing", model="credit", severity="warning") == 1
+
+
+def test_a_scrape_within_the_cache_interval_does_not_read_the_store_again(sqlite_url):
+    evaluate_drift_scenario(sqlite_url)
+    now = [100.0]
+    metrics = SchedulerMetrics(sqlite_url, cache_seconds=5.0, clock=lambda: now[0])
+    before = samples(generate_latest(metrics.registry).decode())
+    with session_scope(sqlite_url) as s:
+        s.add(WindowQuarantine(model="credit", version="1", window_start_ms=0, window_end_ms=1, error_type="E",
+                               error="boom", next_retry_at=utcnow()))
+    now[0] += 4.9
+    assert samples(generate_latest(metrics.registry).decode()) == before
+    now[0] += 0.2
+    assert value(samples(generate_latest(metrics.registry).decode()), "driftline_windows_quarantined") == 1
+
+
+def test_features_per_version_are_capped_drifted_first_and_the_count_covers_them_all(sqlite_url):
+    evaluate_drift_scenario(sqlite_url, shifts={"income": 25.0, "age": 30.0})
+    found = samples(exposition(sqlite_url, max_features=1))
+    drifted = {dict(labels)["feature"] for (name, labels) in found if name == "driftline_feature_drifted"}
+    assert len(drifted) == 1 and drifted <= {"income", "age"}
+    assert value(found, "driftline_drifted_features", model="credit", version="1") == 2
+    scored = {dict(labels)["feature"] for (name, labels) in found if name == "driftline_feature_drift_score"}
+    assert scored == drifted
+
+
+def test_only_serving_versions_are_exported(sqlite_url):
+    """v1's last window would read as an ever-growing lag once v2 is production; it is left out."""
+    evaluate_drift_scenario(sqlite_url)
+    rng = np.random.default_rng(7)
+    baseline = register(sqlite_url, "credit", "2", rng)  # promoted: production moves to v2
+    write_window(sqlite_url, "credit", "2", baseline, T0 + 5 * WINDOW_MS, rng)
+    jobs_for(sqlite_url).evaluate_due_windows(now_ms=T0 + 7 * WINDOW_MS)
+    found = samples(exposition(sqlite_url))
+    versions = {dict(labels)["version"] for (name, labels) in found if name == "driftline_window_end_timestamp_seconds"}
+    assert versions == {"2"}
+
+
+def test_the_setting_and_the_server_serve_metrics_on_loopback(sqlite_url, monkeypatch):
+    monkeypatch.setenv("DRIFTLINE_SCHEDULER_METRICS_PORT", "9321")
+    assert load_settings().scheduler_metrics_port == 9321
+    monkeypatch.delenv("DRIFTLINE_SCHEDULER_METRICS_PORT")
+    assert load_settings().scheduler_metrics_port == 0  # off unless asked for
+    evaluate_drift_scenario(sqlite_url)
+    metrics = SchedulerMetrics(sqlite_url)
+    port = metrics.serve(0)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            body = response.read().decode()
+    finally:
+        metrics.stop()
+    assert 'driftline_feature_drifted{feature="income",model="credit",version="1"} 1.0' in body
+
+
+def test_the_exposition_follows_prometheus_naming_conventions(sqlite_url):
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: run scripts/install-system-deps.sh (Debian package prometheus)"
+    evaluate_drift_scenario(sqlite_url)
+    result = subprocess.run([promtool, "check", "metrics"], input=exposition(sqlite_url), capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0 and not result.stdout.strip() and not result.stderr.strip(), \
+        result.stdout + result.stderr
