@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
 import numpy as np
-import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from driftline.broker import free_port
 from driftline.config import load_settings
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, DeadLetter, WindowQuarantine, utcnow
 from driftline.scheduler.metrics import SchedulerMetrics
-from tests.support.drift_store import T0, WINDOW_MS, evaluate_drift_scenario, register, write_window, jobs_for
+from tests.support.drift_store import T0, WINDOW_MS, evaluate_drift_scenario, jobs_for, register, write_window
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 # The names the contract promises (docs/contract.md); the exporter may add others.
@@ -138,3 +141,37 @@ def test_the_exposition_follows_prometheus_naming_conventions(sqlite_url):
                             text=True, timeout=60)
     assert result.returncode == 0 and not result.stdout.strip() and not result.stderr.strip(), \
         result.stdout + result.stderr
+
+
+def test_driftline_scheduler_metrics_port_serves_the_store_until_stopped(sqlite_url, tmp_path):
+    evaluate_drift_scenario(sqlite_url)
+    port = free_port()
+    log = open(tmp_path / "scheduler.log", "wb")
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("driftline")), "scheduler", "--db", sqlite_url,
+                             "--metrics-port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def scraped():
+            assert proc.poll() is None, (tmp_path / "scheduler.log").read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                    return response.read().decode()
+            except OSError:
+                return ""
+        body = wait_until(scraped, timeout=120, interval=0.2, message="the scheduler's /metrics")
+        assert 'driftline_feature_drifted{feature="income",model="credit",version="1"} 1.0' in body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        log.close()
+    assert f"metrics at http://127.0.0.1:{port}/metrics" in (tmp_path / "scheduler.log").read_text()
+
+
+def test_up_serves_the_scheduler_metrics_and_prints_the_url():
+    from driftline.commands import up
+
+    lines: list[str] = []
+    supervisor = type("Log", (), {"log": lambda self, who, line: lines.append(line)})()
+    settings = load_settings()
+    up._print_ready(supervisor, settings, "http://127.0.0.1:8000", True, "none", None, None)
+    assert any("http://127.0.0.1:9109/metrics" in line for line in lines)
+    assert up._scheduler_metrics_port(load_settings(scheduler_metrics_port=9400)) == 9400
