@@ -49,6 +49,11 @@ log = logging.getLogger("driftline.scheduler.metrics")
 _PREFIX = "driftline_"
 # the estimate's band, as `bound` values
 _BOUNDS = ("value", "lower", "upper")
+# the results exported, and those whose details are read (the drift tests; the estimate's band)
+EXPORTED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT, vocabulary.PREDICTION_DRIFT, vocabulary.ESTIMATED_QUALITY,
+            vocabulary.MODEL_QUALITY)
+DETAILED = (vocabulary.DATA_DRIFT, vocabulary.ESTIMATED_QUALITY)
+COUNTED = (vocabulary.DATA_QUALITY,)  # one result per feature and check: exported as counts per check
 
 
 class StoreMetrics(Collector):
@@ -71,7 +76,7 @@ class StoreMetrics(Collector):
             if self._cached is None or now - self._read_at >= self.cache_seconds:
                 started = time.perf_counter()
                 with store_db.session_scope(self.db_url) as session:
-                    snapshot = monitoring_snapshot(session)
+                    snapshot = monitoring_snapshot(session, EXPORTED, DETAILED, COUNTED)
                 read_seconds = time.perf_counter() - started
                 self._cached = list(families(snapshot, self.max_features, read_seconds))
                 self._read_at = now
@@ -109,33 +114,36 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
                                    "End (event time) of the latest evaluated window.", labels=["model", "version"])
     events = GaugeMetricFamily(_PREFIX + "window_events", "Events in the latest evaluated window.",
                                labels=["model", "version"])
+    by_name = {vocabulary.DATASET_DRIFT: dataset, vocabulary.PREDICTION_DRIFT: prediction,
+               **{family.name: family for family in (quality, estimated, threshold, training, realized)}}
     for window in snapshot.windows:
         labels = [window.model, window.version]
         window_end.add_metric(labels, window.window_end_ms / 1000.0)
         events.add_metric(labels, float(window.events))
         _drift(window, max_features, score, drifted, count)
+        # keyed by their labels: one series per label set, whatever the stored rows repeat (a valid exposition)
+        found: dict[tuple[str, tuple[str, ...]], float] = {}  # (family name, extra labels) -> value
         for r in window.results:
-            if r.detector == vocabulary.DATASET_DRIFT:
-                dataset.add_metric(labels, float(r.breached))
-            elif r.detector == vocabulary.PREDICTION_DRIFT:
-                prediction.add_metric(labels, float(r.breached))
+            if r.detector in (vocabulary.DATASET_DRIFT, vocabulary.PREDICTION_DRIFT):
+                key = (r.detector, ())
+                found[key] = max(found.get(key, 0.0), float(r.breached))
             elif r.detector == vocabulary.ESTIMATED_QUALITY and r.value is not None:
                 for bound in _BOUNDS:
                     value = r.value if bound == "value" else r.details.get(bound)
-                    if isinstance(value, (int, float)):
-                        estimated.add_metric([*labels, r.metric, bound], float(value))
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        found[(estimated.name, (r.metric, bound))] = float(value)
                 if r.threshold is not None:
-                    threshold.add_metric([*labels, r.metric], r.threshold)
-                if isinstance(r.details.get("training"), (int, float)):
-                    training.add_metric([*labels, r.metric], float(r.details["training"]))
+                    found[(threshold.name, (r.metric,))] = float(r.threshold)
+                reference = r.details.get("training")
+                if isinstance(reference, (int, float)) and not isinstance(reference, bool):
+                    found[(training.name, (r.metric,))] = float(reference)
             elif r.detector == vocabulary.MODEL_QUALITY and r.value is not None:
-                realized.add_metric([*labels, r.metric], float(r.value))
-        checks: dict[str, int] = {}
-        for r in window.results:
-            if r.detector == vocabulary.DATA_QUALITY:
-                checks[r.metric] = checks.get(r.metric, 0) + int(r.breached)
-        for check in sorted(checks):
-            quality.add_metric([*labels, check], float(checks[check]))
+                found[(realized.name, (r.metric,))] = float(r.value)
+        for (detector, metric), n in window.breaches.items():
+            if detector == vocabulary.DATA_QUALITY:
+                found[(quality.name, (metric,))] = float(n)
+        for (name, extra), value in sorted(found.items()):
+            by_name[name].add_metric([*labels, *extra], value)
     alerts = GaugeMetricFamily(_PREFIX + "alerts_firing", "Alerts in the firing state.", labels=["model", "severity"])
     for (model, severity), n in sorted(snapshot.alerts_firing.items()):
         alerts.add_metric([model, severity], float(n))
@@ -160,7 +168,7 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
 def _drift(window: VersionWindow, max_features: int, score: GaugeMetricFamily, drifted: GaugeMetricFamily,
            count: GaugeMetricFamily) -> None:
     """Per-feature drift series of one window, capped at `max_features` (drifted first, then the highest PSI)."""
-    features = [r for r in window.results if r.detector == vocabulary.DATA_DRIFT and r.feature]
+    features = list({r.feature: r for r in window.results if r.detector == vocabulary.DATA_DRIFT and r.feature}.values())
     labels = [window.model, window.version]
     count.add_metric(labels, float(sum(r.breached for r in features)))
     features.sort(key=lambda r: (not r.breached, -(r.value if r.value is not None else float("-inf")), r.feature))

@@ -10,9 +10,9 @@ would otherwise read as an ever-growing monitoring lag.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Collection
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import case, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from driftline.rollouts import RoutingPlan
@@ -46,6 +46,7 @@ class VersionWindow:
     events: int
     status: str
     results: list[LatestResult] = field(default_factory=list)
+    breaches: dict[tuple[str, str], int] = field(default_factory=dict)  # (detector, metric) -> results breaching
 
 
 @dataclass
@@ -57,8 +58,11 @@ class MonitoringSnapshot:
     verdicts: list[tuple[str, str, str]]  # (model, candidate, latest verdict) of each active rollout
 
 
-def monitoring_snapshot(session: Session) -> MonitoringSnapshot:
-    windows = latest_windows(session)
+def monitoring_snapshot(session: Session, detectors: Collection[str], detailed: Collection[str] = (),
+                        counted: Collection[str] = ()) -> MonitoringSnapshot:
+    """The snapshot, with the results of `detectors` (the details of those of `detailed`) and breach counts per metric
+    of those of `counted`."""
+    windows = latest_windows(session, detectors, detailed, counted)
     return MonitoringSnapshot(windows=windows, alerts_firing=firing_alerts(session),
                               quarantined_windows=int(session.scalar(
                                   select(func.count()).select_from(WindowQuarantine)) or 0),
@@ -80,8 +84,11 @@ def live_versions(session: Session) -> dict[str, set[str]]:
     return live
 
 
-def latest_windows(session: Session) -> list[VersionWindow]:
-    """The latest evaluated window of each live model version, with its whole-population results, sorted."""
+def latest_windows(session: Session, detectors: Collection[str], detailed: Collection[str] = (),
+                   counted: Collection[str] = ()) -> list[VersionWindow]:
+    """The latest evaluated window of each live model version, with its whole-population results of `detectors`
+    (details only for those of `detailed`) and, for `counted` detectors, the results breaching each metric
+    (counted in the store: a data-quality check has a result per feature), sorted by model and version."""
     latest = (select(WindowEvaluation.model, WindowEvaluation.version,
                      func.max(WindowEvaluation.window_start_ms).label("start_ms"))
               .group_by(WindowEvaluation.model, WindowEvaluation.version).subquery())
@@ -99,15 +106,27 @@ def latest_windows(session: Session) -> list[VersionWindow]:
               if v in live.get(m, ()) or (m in newest and newest[m][1] == v)}
     if chosen:
         keys = [(w.model, w.version, w.window_start_ms) for w in chosen.values()]
+        where = (tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(keys),
+                 DetectorResult.segment == "", DetectorResult.detector.in_(detectors))
+        # details are JSON to decode: read only those the caller needs
+        details = dict(session.execute(select(DetectorResult.id, DetectorResult.details).where(
+            *where, DetectorResult.detector.in_(detailed))).tuples().all()) if detailed else {}
         for r in session.execute(
-                select(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.feature,
-                       DetectorResult.metric, DetectorResult.value, DetectorResult.threshold, DetectorResult.breached,
-                       DetectorResult.details)
-                .where(tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(keys),
-                       DetectorResult.segment == "")):
+                select(DetectorResult.id, DetectorResult.model, DetectorResult.version, DetectorResult.detector,
+                       DetectorResult.feature, DetectorResult.metric, DetectorResult.value, DetectorResult.threshold,
+                       DetectorResult.breached).where(*where)):
+            found = details.get(r.id)
             chosen[(r.model, r.version)].results.append(LatestResult(
                 r.detector, r.feature or "", r.metric, r.value, r.threshold, bool(r.breached),
-                r.details if isinstance(r.details, dict) else {}))
+                found if isinstance(found, dict) else {}))
+        if counted:
+            breached = func.sum(case((DetectorResult.breached, 1), else_=0))
+            for model, version, detector, metric, n in session.execute(
+                    select(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.metric,
+                           breached).where(*where[:2], DetectorResult.detector.in_(counted))
+                    .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.detector,
+                              DetectorResult.metric)):
+                chosen[(model, version)].breaches[(detector, metric)] = int(n or 0)
     return [chosen[key] for key in sorted(chosen)]
 
 

@@ -63,6 +63,9 @@ def test_the_drifted_feature_of_the_latest_window_is_exported_with_its_scores(db
     assert "psi" in scores and scores["psi"] > 0.2 and "ks" in scores
     assert value(found, "driftline_dead_letters_total") == 0
     assert value(found, "driftline_windows_quarantined") == 0
+    # data-quality checks are counted in the store, one series per check: income's shift left its training range
+    checks = {dict(labels)["check"]: v for (name, labels), v in found.items() if name == "driftline_data_quality_issues"}
+    assert checks["out_of_range_share"] == 1 and checks["missing_rate"] == 0
     for name in CONTRACT_NAMES:  # every promised family is declared, with or without samples
         assert re.search(rf"(?m)^# TYPE {name.removesuffix('_total')}(_total)? ", text), name
 
@@ -175,3 +178,36 @@ def test_up_serves_the_scheduler_metrics_and_prints_the_url():
     up._print_ready(supervisor, settings, "http://127.0.0.1:8000", True, "none", None, None)
     assert any("http://127.0.0.1:9109/metrics" in line for line in lines)
     assert up._scheduler_metrics_port(load_settings(scheduler_metrics_port=9400)) == 9400
+
+
+def test_quality_checks_estimates_and_verdicts_become_one_series_per_label_set():
+    from prometheus_client.core import CollectorRegistry
+
+    from driftline.scheduler.metrics import families
+    from driftline.store.monitoring import LatestResult, MonitoringSnapshot, VersionWindow
+
+    results = [LatestResult("estimated_quality", "", "roc_auc", 0.71, 0.8, True,
+                            {"lower": 0.68, "upper": 0.74, "training": 0.85}),
+               LatestResult("model_quality", "", "accuracy", 0.81, None, False, {}),
+               LatestResult("model_quality", "", "f1", None, None, False, {"insufficient_data": True}),
+               LatestResult("prediction_drift", "", "psi", 0.4, 0.2, True, {}),
+               LatestResult("prediction_drift", "p1", "psi", 0.01, 0.2, False, {})]
+    breaches = {("data_quality", "missing_rate"): 2, ("data_quality", "unseen_category_share"): 0}
+    snapshot = MonitoringSnapshot([VersionWindow("m", "2", 0, 60_000, 10, "ok", results, breaches)], {}, 0, 7,
+                                  [("m", "3", "fail")])
+    registry = CollectorRegistry()
+    registry.register(type("Fixed", (), {"collect": lambda self: families(snapshot, 100)})())
+    found = samples(generate_latest(registry).decode())
+    mv = {"model": "m", "version": "2"}
+    assert value(found, "driftline_data_quality_issues", check="missing_rate", **mv) == 2
+    assert value(found, "driftline_data_quality_issues", check="unseen_category_share", **mv) == 0
+    assert [value(found, "driftline_estimated_quality", metric="roc_auc", bound=b, **mv)
+            for b in ("lower", "value", "upper")] == [0.68, 0.71, 0.74]
+    assert value(found, "driftline_estimated_quality_threshold", metric="roc_auc", **mv) == 0.8
+    assert value(found, "driftline_training_quality", metric="roc_auc", **mv) == 0.85
+    assert value(found, "driftline_realized_quality", metric="accuracy", **mv) == 0.81
+    assert not any(name == "driftline_realized_quality" and dict(labels)["metric"] == "f1" for name, labels in found)
+    assert value(found, "driftline_prediction_drifted", **mv) == 1  # two outputs judged: one series
+    assert {dict(labels)["verdict"]: v for (name, labels), v in found.items() if name == "driftline_rollout_verdict"} \
+        == {"pass": 0, "fail": 1, "inconclusive": 0}
+    assert value(found, "driftline_dead_letters_total") == 7
