@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     collector_metrics_port: int = Field(9108, ge=0, le=65535)
     # The scheduler's /metrics (monitoring results from the store); 0: off (`driftline up` turns it on).
     scheduler_metrics_port: int = Field(0, ge=0, le=65535)
+    # Also export per-segment drift ([segments]) there: a series per segment value, so opt-in.
+    scheduler_metrics_segments: bool = False
     dashboard_port: int = Field(8501, ge=0, le=65535)
     dashboard_url: str = "http://127.0.0.1:8501"
 

@@ -4,7 +4,8 @@ Values are read from the store (driftline.store.monitoring), never from this pro
 several schedulers, or a restarted one, export the same values. A read is cached for
 `defaults.SCHEDULER_METRICS_CACHE_SECONDS`: a scrape storm costs the store one read per interval.
 Gauges describe each live model version's latest evaluated window (production and the active
-rollout plan's versions; see driftline.store.monitoring). Segment results are not exported.
+rollout plan's versions; see driftline.store.monitoring). Segment results ([segments]) are exported only with
+`scheduler_metrics_segments` (their number is bounded by `SEGMENT_MAX_VALUES` per column).
 
 | metric | type | labels | meaning |
 |---|---|---|---|
@@ -25,6 +26,8 @@ rollout plan's versions; see driftline.store.monitoring). Segment results are no
 | `driftline_dead_letters_total` | counter | | dead letters recorded in the store since it began |
 | `driftline_rollout_verdict` | gauge | model, candidate, verdict | 1 for the active rollout's latest verdict, 0 for the others |
 | `driftline_metrics_store_read_seconds` | gauge | | how long the last read of the store took |
+| `driftline_segment_drifted_features` | gauge | model, version, segment | with `scheduler_metrics_segments`: features that drifted within the segment (`column=value`) |
+| `driftline_segment_dataset_drifted` | gauge | model, version, segment | with `scheduler_metrics_segments`: 1 when the segment's dataset drifted |
 
 Cardinality: at most `defaults.SCHEDULER_METRICS_MAX_FEATURES` features per model version get
 series of their own (drifted first, then by score), each with one series per test it ran.
@@ -34,7 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -54,15 +57,17 @@ EXPORTED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT, vocabulary.PREDICTI
             vocabulary.MODEL_QUALITY)
 DETAILED = (vocabulary.DATA_DRIFT, vocabulary.ESTIMATED_QUALITY)
 COUNTED = (vocabulary.DATA_QUALITY,)  # one result per feature and check: exported as counts per check
+SEGMENTED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT)  # per segment, with `segments` on
 
 
 class StoreMetrics(Collector):
     """A prometheus_client collector whose `collect()` turns a (cached) store read into metric families."""
 
     def __init__(self, db_url: str, cache_seconds: float = defaults.SCHEDULER_METRICS_CACHE_SECONDS,
-                 max_features: int = defaults.SCHEDULER_METRICS_MAX_FEATURES,
+                 max_features: int = defaults.SCHEDULER_METRICS_MAX_FEATURES, segments: bool = False,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.db_url = db_url
+        self.segments = segments
         self.cache_seconds = cache_seconds
         self.max_features = max_features
         self._clock = clock
@@ -76,16 +81,18 @@ class StoreMetrics(Collector):
             if self._cached is None or now - self._read_at >= self.cache_seconds:
                 started = time.perf_counter()
                 with store_db.session_scope(self.db_url) as session:
-                    snapshot = monitoring_snapshot(session, EXPORTED, DETAILED, COUNTED)
+                    snapshot = monitoring_snapshot(session, EXPORTED, DETAILED, COUNTED,
+                                                   SEGMENTED if self.segments else ())
                 read_seconds = time.perf_counter() - started
-                self._cached = list(families(snapshot, self.max_features, read_seconds))
+                self._cached = list(families(snapshot, self.max_features, read_seconds, segments=self.segments))
                 self._read_at = now
             cached = self._cached
         yield from cached
 
 
-def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: float | None = None) -> Iterable[Metric]:
-    """The metric families of one store read."""
+def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: float | None = None,
+             segments: bool = False) -> Iterable[Metric]:
+    """The metric families of one store read (the segment families only with `segments`)."""
     score = GaugeMetricFamily(_PREFIX + "feature_drift_score", "A drift test's statistic on the feature, latest window.",
                               labels=["model", "version", "feature", "test"])
     drifted = GaugeMetricFamily(_PREFIX + "feature_drifted",
@@ -160,6 +167,8 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
             verdicts.add_metric([model, candidate, name], float(name == verdict))
     yield from (score, drifted, count, dataset, prediction, quality, estimated, threshold, training, realized, window_end, events, alerts,
                 quarantined, dead_letters, verdicts)
+    if segments:
+        yield from _segment_families(snapshot)
     if read_seconds is not None:
         yield GaugeMetricFamily(_PREFIX + "metrics_store_read_seconds", "How long the last read of the store took.",
                                 value=read_seconds)
@@ -185,12 +194,28 @@ def _drift(window: VersionWindow, max_features: int, score: GaugeMetricFamily, d
                 score.add_metric([*labels, r.feature, test], float(value))
 
 
+def _segment_families(snapshot: MonitoringSnapshot) -> Iterable[Metric]:
+    features = GaugeMetricFamily(_PREFIX + "segment_drifted_features",
+                                 "Features that drifted within the segment, latest window.",
+                                 labels=["model", "version", "segment"])
+    dataset = GaugeMetricFamily(_PREFIX + "segment_dataset_drifted",
+                                "1 when the segment's dataset drifted, latest window.",
+                                labels=["model", "version", "segment"])
+    for window in snapshot.windows:
+        for (segment, detector), n in sorted(window.segment_breaches.items()):
+            if detector == vocabulary.DATA_DRIFT:
+                features.add_metric([window.model, window.version, segment], float(n))
+            elif detector == vocabulary.DATASET_DRIFT:
+                dataset.add_metric([window.model, window.version, segment], float(min(n, 1)))
+    yield from (features, dataset)
+
+
 class SchedulerMetrics:
     """The scheduler's registry and its /metrics server."""
 
-    def __init__(self, db_url: str, **options: float) -> None:
+    def __init__(self, db_url: str, **options: Any) -> None:
         self.registry = CollectorRegistry()
-        self.store = StoreMetrics(db_url, **options)  # type: ignore[arg-type]
+        self.store = StoreMetrics(db_url, **options)
         self.registry.register(self.store)
         self._server = None
 

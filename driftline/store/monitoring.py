@@ -47,6 +47,8 @@ class VersionWindow:
     status: str
     results: list[LatestResult] = field(default_factory=list)
     breaches: dict[tuple[str, str], int] = field(default_factory=dict)  # (detector, metric) -> results breaching
+    # (segment, detector) -> results breaching, for each segment judged ("column=value"); only when asked for
+    segment_breaches: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass
@@ -59,10 +61,12 @@ class MonitoringSnapshot:
 
 
 def monitoring_snapshot(session: Session, detectors: Collection[str], detailed: Collection[str] = (),
-                        counted: Collection[str] = ()) -> MonitoringSnapshot:
-    """The snapshot, with the results of `detectors` (the details of those of `detailed`) and breach counts per metric
-    of those of `counted`."""
+                        counted: Collection[str] = (), segmented: Collection[str] = ()) -> MonitoringSnapshot:
+    """The snapshot, with the results of `detectors` (the details of those of `detailed`), breach counts per metric
+    of those of `counted`, and per segment of those of `segmented`."""
     windows = latest_windows(session, detectors, detailed, counted)
+    if segmented:
+        count_segment_breaches(session, windows, segmented)
     return MonitoringSnapshot(windows=windows, alerts_firing=firing_alerts(session),
                               quarantined_windows=int(session.scalar(
                                   select(func.count()).select_from(WindowQuarantine)) or 0),
@@ -128,6 +132,22 @@ def latest_windows(session: Session, detectors: Collection[str], detailed: Colle
                               DetectorResult.metric)):
                 chosen[(model, version)].breaches[(detector, metric)] = int(n or 0)
     return [chosen[key] for key in sorted(chosen)]
+
+
+def count_segment_breaches(session: Session, windows: list[VersionWindow], detectors: Collection[str]) -> None:
+    """Fill each window's `segment_breaches`: per segment and detector of `detectors`, the results breaching."""
+    by_key = {(w.model, w.version, w.window_start_ms): w for w in windows}
+    if not by_key:
+        return
+    breached = func.sum(case((DetectorResult.breached, 1), else_=0))
+    for model, version, start, segment, detector, n in session.execute(
+            select(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms, DetectorResult.segment,
+                   DetectorResult.detector, breached)
+            .where(tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(list(by_key)),
+                   DetectorResult.segment != "", DetectorResult.detector.in_(detectors))
+            .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms,
+                      DetectorResult.segment, DetectorResult.detector)):
+        by_key[(model, version, int(start))].segment_breaches[(segment, detector)] = int(n or 0)
 
 
 def firing_alerts(session: Session) -> dict[tuple[str, str], int]:

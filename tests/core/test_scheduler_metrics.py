@@ -211,3 +211,30 @@ def test_quality_checks_estimates_and_verdicts_become_one_series_per_label_set()
     assert {dict(labels)["verdict"]: v for (name, labels), v in found.items() if name == "driftline_rollout_verdict"} \
         == {"pass": 0, "fail": 1, "inconclusive": 0}
     assert value(found, "driftline_dead_letters_total") == 7
+
+
+def test_segment_drift_is_exported_only_when_asked_for(db_url, monkeypatch):
+    from driftline.store.models import DetectorResult
+
+    evaluate_drift_scenario(db_url)
+    start = T0 + WINDOW_MS  # the latest window
+    with session_scope(db_url) as s:
+        for segment, feature, breached in (("region=north", "income", True), ("region=north", "age", True),
+                                           ("region=south", "income", False)):
+            s.add(DetectorResult(model="credit", version="1", window_start_ms=start, window_end_ms=start + WINDOW_MS,
+                                 detector="data_drift", feature=feature, segment=segment, metric="psi", value=0.3,
+                                 threshold=0.2, breached=breached, details={}))
+        s.add(DetectorResult(model="credit", version="1", window_start_ms=start, window_end_ms=start + WINDOW_MS,
+                             detector="dataset_drift", feature="", segment="region=north", metric="drifted_share",
+                             value=1.0, threshold=0.5, breached=True, details={}))
+    plain = samples(exposition(db_url))
+    assert not any(name.startswith("driftline_segment_") for name, _ in plain)
+    # the whole population's series ignore segment rows
+    assert value(plain, "driftline_drifted_features", model="credit", version="1") == 1
+    found = samples(exposition(db_url, segments=True))
+    window = {"model": "credit", "version": "1"}
+    assert value(found, "driftline_segment_drifted_features", segment="region=north", **window) == 2
+    assert value(found, "driftline_segment_drifted_features", segment="region=south", **window) == 0
+    assert value(found, "driftline_segment_dataset_drifted", segment="region=north", **window) == 1
+    monkeypatch.setenv("DRIFTLINE_SCHEDULER_METRICS_SEGMENTS", "true")
+    assert load_settings().scheduler_metrics_segments is True
