@@ -26,6 +26,7 @@ rollout plan's versions; see driftline.store.monitoring). Segment results ([segm
 | `driftline_dead_letters_total` | counter | | dead letters recorded in the store since it began |
 | `driftline_rollout_verdict` | gauge | model, candidate, verdict | 1 for the active rollout's latest verdict, 0 for the others |
 | `driftline_metrics_store_read_seconds` | gauge | | how long the last read of the store took |
+| `driftline_metrics_store_up` | gauge | | 1 when the last read of the store succeeded; 0: the other families are absent until it does |
 | `driftline_segment_drifted_features` | gauge | model, version, segment | with `scheduler_metrics_segments`: features that drifted within the segment (`column=value`) |
 | `driftline_segment_dataset_drifted` | gauge | model, version, segment | with `scheduler_metrics_segments`: 1 when the segment's dataset drifted |
 
@@ -42,6 +43,7 @@ from typing import Any, Callable, Iterable, Iterator
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError
 
 from driftline import defaults, vocabulary
 from driftline.store import db as store_db
@@ -79,15 +81,29 @@ class StoreMetrics(Collector):
         with self._lock:
             now = self._clock()
             if self._cached is None or now - self._read_at >= self.cache_seconds:
-                started = time.perf_counter()
-                with store_db.session_scope(self.db_url) as session:
-                    snapshot = monitoring_snapshot(session, EXPORTED, DETAILED, COUNTED,
-                                                   SEGMENTED if self.segments else ())
-                read_seconds = time.perf_counter() - started
-                self._cached = list(families(snapshot, self.max_features, read_seconds, segments=self.segments))
+                self._cached = self._read()
                 self._read_at = now
             cached = self._cached
         yield from cached
+
+    def _read(self) -> list[Metric]:
+        """The families of a fresh store read; a store that cannot be read gives `driftline_metrics_store_up 0`
+        alone (and one log line), so Prometheus scrapes on and an alert can name the cause."""
+        started = time.perf_counter()
+        try:
+            with store_db.session_scope(self.db_url) as session:
+                snapshot = monitoring_snapshot(session, EXPORTED, DETAILED, COUNTED, SEGMENTED if self.segments else ())
+        except (OperationalError, InterfaceError, ProgrammingError) as exc:
+            log.warning("metrics: cannot read the store (%s: %s)", type(exc).__name__,
+                        str(exc.orig if getattr(exc, "orig", None) is not None else exc).splitlines()[0][:300])
+            return [_store_up(False)]
+        read_seconds = time.perf_counter() - started
+        return [*families(snapshot, self.max_features, read_seconds, segments=self.segments), _store_up(True)]
+
+
+def _store_up(ok: bool) -> Metric:
+    return GaugeMetricFamily(_PREFIX + "metrics_store_up", "1 when the last read of the store succeeded.",
+                             value=float(ok))
 
 
 def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: float | None = None,

@@ -238,3 +238,10 @@ def test_segment_drift_is_exported_only_when_asked_for(db_url, monkeypatch):
     assert value(found, "driftline_segment_dataset_drifted", segment="region=north", **window) == 1
     monkeypatch.setenv("DRIFTLINE_SCHEDULER_METRICS_SEGMENTS", "true")
     assert load_settings().scheduler_metrics_segments is True
+
+
+def test_a_store_that_cannot_be_read_is_a_gauge_and_a_log_line_not_a_failed_scrape(tmp_path, caplog):
+    metrics = SchedulerMetrics(f"sqlite:///{tmp_path / 'missing' / 'driftline.db'}", cache_seconds=0.0)
+    found = samples(generate_latest(metrics.registry).decode())
+    assert found == {("driftline_metrics_store_up", ()): 0.0}
+    assert "metrics: cannot read the store (OperationalError" in caplog.text
