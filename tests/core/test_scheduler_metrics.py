@@ -245,3 +245,23 @@ def test_a_store_that_cannot_be_read_is_a_gauge_and_a_log_line_not_a_failed_scra
     found = samples(generate_latest(metrics.registry).decode())
     assert found == {("driftline_metrics_store_up", ()): 0.0}
     assert "metrics: cannot read the store (OperationalError" in caplog.text
+
+
+def test_a_rollout_candidate_is_exported_beside_production_with_its_latest_verdict(sqlite_url):
+    from driftline.rollouts import canary_plan
+    from driftline.store.rollouts import record_verdict, set_plan
+
+    evaluate_drift_scenario(sqlite_url)
+    rng = np.random.default_rng(9)
+    baseline = register(sqlite_url, "credit", "2", rng, production=False)
+    write_window(sqlite_url, "credit", "2", baseline, T0 + 5 * WINDOW_MS, rng)
+    jobs_for(sqlite_url).evaluate_due_windows(now_ms=T0 + 7 * WINDOW_MS)
+    with session_scope(sqlite_url) as s:
+        set_plan(s, canary_plan("credit", "2", 25))
+        record_verdict(s, "credit", "2", T0 + 5 * WINDOW_MS, T0 + 6 * WINDOW_MS, "pass")
+        record_verdict(s, "credit", "2", T0 + 6 * WINDOW_MS, T0 + 7 * WINDOW_MS, "fail", ["p99 worse"])
+    found = samples(exposition(sqlite_url))
+    versions = {dict(labels)["version"] for (name, labels) in found if name == "driftline_window_end_timestamp_seconds"}
+    assert versions == {"1", "2"}
+    assert {dict(labels)["verdict"]: v for (name, labels), v in found.items() if name == "driftline_rollout_verdict"} \
+        == {"pass": 0, "fail": 1, "inconclusive": 0}
