@@ -86,6 +86,10 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
 
+    metrics_port = _scheduler_metrics_port(settings)
+    if not port_is_free("127.0.0.1", metrics_port):
+        raise UserError(f"port {metrics_port} (the scheduler's /metrics) is in use (is another `driftline up` "
+                        "running?); stop it, or set DRIFTLINE_SCHEDULER_METRICS_PORT to a free port")
     private_dir(settings.home)  # 0700: the store, models and the config copy below live here
     embedded = None
     default_bootstrap = Settings.model_fields["bootstrap_servers"].default

@@ -265,3 +265,19 @@ def test_a_rollout_candidate_is_exported_beside_production_with_its_latest_verdi
     assert versions == {"1", "2"}
     assert {dict(labels)["verdict"]: v for (name, labels), v in found.items() if name == "driftline_rollout_verdict"} \
         == {"pass": 0, "fail": 1, "inconclusive": 0}
+
+
+def test_up_refuses_a_scheduler_metrics_port_in_use_in_one_line(tmp_path):
+    import os
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**os.environ, "DRIFTLINE_HOME": str(tmp_path / "home"), "DRIFTLINE_SCHEDULER_METRICS_PORT": str(port)}
+        result = subprocess.run([str(Path(sys.executable).with_name("driftline")), "up", "--duration", "1"],
+                                capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode != 0
+    assert f"port {port} (the scheduler's /metrics) is in use" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "home").exists()
