@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     # A Redis shared by the workers' prediction caches (`driftline worker --cache-url`); None: in-process only.
     worker_cache_url: str | None = None
     collector_metrics_port: int = Field(9108, ge=0, le=65535)
+    # The scheduler's /metrics (monitoring results from the store); 0: off (`driftline up` turns it on).
+    scheduler_metrics_port: int = Field(0, ge=0, le=65535)
+    # Also export per-segment drift ([segments]) there: a series per segment value, so opt-in.
+    scheduler_metrics_segments: bool = False
     dashboard_port: int = Field(8501, ge=0, le=65535)
     dashboard_url: str = "http://127.0.0.1:8501"
 

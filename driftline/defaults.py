@@ -419,6 +419,18 @@ QUARANTINE_RETRY_MAX_SECONDS = 3600
 # message, while a runaway message (a whole blob in a repr) cannot bloat the row or the page.
 QUARANTINE_ERROR_CHARS = 1000
 
+# --- Scheduler: /metrics (scheduler/metrics.py) ----------------------------------------
+# The scheduler's /metrics reads the store at most once per this many seconds and serves the
+# cached exposition in between: a scrape storm (several Prometheus servers, a dashboard
+# refreshing) costs the store one query set per interval, not one per scrape.
+SCHEDULER_METRICS_CACHE_SECONDS = 5.0
+# Features per model version exported with their own series (drift score per test, drifted
+# flag): the drifted ones first, then the highest scores. Bounds the series at about five per
+# feature; driftline_drifted_features always counts every feature.
+SCHEDULER_METRICS_MAX_FEATURES = 100
+# The port `driftline up` serves the scheduler's /metrics on (`driftline scheduler`: off unless set).
+UP_SCHEDULER_METRICS_PORT = 9109
+
 # --- Retention (scheduler/retention.py; [retention] in the --config TOML) --------------
 # Dead letters are read when a producer breaks; two weeks covers noticing, fixing and
 # checking the fix, and the DLQ topic keeps the whole messages per its own retention.

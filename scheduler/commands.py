@@ -11,9 +11,11 @@ from datetime import datetime, timezone
 import click
 
 from driftline.config import Settings, common_options
+from driftline.errors import UserError
 from driftline.logs import configure_logging
 from driftline.store import db as store_db
 from driftline.scheduler.jobs import SchedulerJobs
+from driftline.scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger("driftline.scheduler")
 
@@ -23,8 +25,11 @@ log = logging.getLogger("driftline.scheduler")
               help="Seconds between evaluation runs (default: a fifth of the window, between 1 and 10 s).")
 @click.option("--once", is_flag=True,
               help="Evaluate due windows, judge rollouts, deliver due notifications and apply retention once, then exit.")
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
+              help="Port of the Prometheus /metrics server on 127.0.0.1: the monitoring results in the store "
+                   "(0: none; default: DRIFTLINE_SCHEDULER_METRICS_PORT or 0).")
 @common_options
-def scheduler(interval: float | None, once: bool, settings: Settings) -> None:
+def scheduler(interval: float | None, once: bool, metrics_port: int | None, settings: Settings) -> None:
     """Evaluate closed windows, judge rollouts, deliver alerts, apply the retraining policy and retention."""
     from apscheduler.schedulers.blocking import BlockingScheduler
 
@@ -50,9 +55,28 @@ def scheduler(interval: float | None, once: bool, settings: Settings) -> None:
                      max_instances=1, coalesce=True, next_run_time=_now())
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: blocking.shutdown(wait=False))
+    metrics = _serve_metrics(settings, settings.scheduler_metrics_port if metrics_port is None else metrics_port)
     log.info("scheduler started: evaluating every %.1fs on %s", interval, store_db.redacted_url(settings.db_url))
-    blocking.start()
+    try:
+        blocking.start()
+    finally:
+        if metrics is not None:
+            metrics.stop()
     log.info("scheduler stopped")
+
+
+def _serve_metrics(settings: Settings, port: int) -> SchedulerMetrics | None:
+    """The /metrics server on loopback, or None when the port is 0."""
+    if not port:
+        return None
+    metrics = SchedulerMetrics(settings.db_url, segments=settings.scheduler_metrics_segments)
+    try:
+        bound = metrics.serve(port)
+    except OSError as exc:
+        raise UserError(f"cannot serve the scheduler's metrics on 127.0.0.1:{port}: {exc.strerror or exc}; "
+                        "pick another --metrics-port (0: none)") from None
+    log.info("metrics at http://127.0.0.1:%d/metrics", bound)
+    return metrics
 
 
 def _now() -> datetime:

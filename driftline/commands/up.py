@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from driftline import defaults
 from driftline.broker import EmbeddedBroker, port_is_free, wait_for_port
 from driftline.config import DEFAULT_RETRAIN_TOKEN, EMBEDDED_BROKER_PORT, Settings, common_options, secret
 from driftline.errors import UserError
@@ -86,6 +87,10 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
 
+    metrics_port = _scheduler_metrics_port(settings)
+    if not port_is_free("127.0.0.1", metrics_port):
+        raise UserError(f"port {metrics_port} (the scheduler's /metrics) is in use (is another `driftline up` "
+                        "running?); stop it, or set DRIFTLINE_SCHEDULER_METRICS_PORT to a free port")
     private_dir(settings.home)  # 0700: the store, models and the config copy below live here
     embedded = None
     default_bootstrap = Settings.model_fields["bootstrap_servers"].default
@@ -113,7 +118,8 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
             if stop.is_set():
                 return
         supervisor.add(Component("collector", _driftline("collector"), env=env))
-        supervisor.add(Component("scheduler", _driftline("scheduler"), env=env))
+        supervisor.add(Component("scheduler", _driftline("scheduler", "--metrics-port",
+                                                         str(_scheduler_metrics_port(settings))), env=env))
         # Loopback whatever DRIFTLINE_WORKER_HOST says (up reaches it there); fault injection only for the
         # scenarios that switch a fault on (skew, latency, canary_regression).
         faults = ["--faults"] if TRAFFIC[scenario].uses_faults else []
@@ -174,6 +180,10 @@ def admin_token(settings: Settings) -> str:
     own = secret(settings.retrain_token)
     return own if own and own != DEFAULT_RETRAIN_TOKEN else secrets.token_urlsafe(32)
 
+def _scheduler_metrics_port(settings: Settings) -> int:
+    """The scheduler's /metrics port: the setting when given, else the one `up` always serves on."""
+    return settings.scheduler_metrics_port or defaults.UP_SCHEDULER_METRICS_PORT
+
 
 def _scenario_config(settings: Settings, scenario: str, segments: tuple[str, ...]) -> Path | None:
     """The TOML file the components read: the user's, plus the scenario's [segments] columns when it has
@@ -209,6 +219,7 @@ def _print_ready(supervisor: Supervisor, settings: Settings, worker_url: str, no
         f"  worker      {worker_url}  (POST /predict, GET /model, GET /metrics; /admin/* takes this run's random "
         "token unless DRIFTLINE_RETRAIN_TOKEN sets one)",
         f"  collector   metrics at http://127.0.0.1:{settings.collector_metrics_port}/metrics",
+        f"  scheduler   metrics at http://127.0.0.1:{_scheduler_metrics_port(settings)}/metrics  (monitoring results)",
         f"  kafka       {settings.bootstrap_servers}" + (" (embedded, memory storage)" if embedded else ""),
         f"  store       {store_db.redacted_url(settings.db_url)}",
     ]

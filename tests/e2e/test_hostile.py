@@ -107,7 +107,8 @@ def hostile_messages(bootstrap: str, example: dict) -> dict[str, int]:
 def test_hostile_traffic_does_not_stop_monitoring_and_drift_still_pages(home, sink):
     worker_port, broker_port = free_port(), free_port()
     env = {**os.environ, "DRIFTLINE_HOME": str(home), "DRIFTLINE_WORKER_PORT": str(worker_port),
-           "DRIFTLINE_COLLECTOR_METRICS_PORT": str(free_port()), "DRIFTLINE_DASHBOARD_PORT": str(free_port()),
+           "DRIFTLINE_COLLECTOR_METRICS_PORT": str(free_port()),
+           "DRIFTLINE_SCHEDULER_METRICS_PORT": str(free_port()), "DRIFTLINE_DASHBOARD_PORT": str(free_port()),
            "DRIFTLINE_SLACK_WEBHOOK_URL": f"{sink.url}/slack", "DRIFTLINE_PAGERDUTY_URL": f"{sink.url}/pagerduty",
            "DRIFTLINE_PAGERDUTY_ROUTING_KEY": "R0UT1NGKEY0000000000000000000000"}
     for name in ("DRIFTLINE_DB", "DRIFTLINE_BOOTSTRAP_SERVERS", "DRIFTLINE_RETRAIN_WEBHOOK_URL", "DRIFTLINE_CONFIG"):

@@ -1,0 +1,122 @@
+"""Writes the provisionable dashboards of this folder: `python deploy/grafana/build.py` after editing them here.
+
+Plain Grafana dashboard JSON (schema 39): a Prometheus datasource variable, then model and version
+variables read from driftline's metrics. Import them in Grafana (Dashboards > New > Import) or provision
+them with provisioning/dashboards.yml.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DS = {"type": "prometheus", "uid": "${datasource}"}
+SLO_MS = {"p50": 50, "p95": 150, "p99": 250}  # driftline.defaults.LATENCY_SLO_P*_MS
+
+
+def target(expr: str, legend: str, ref: str = "A") -> dict:
+    return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref}
+
+
+def panel(kind: str, title: str, targets: list[dict], x: int, y: int, w: int = 12, h: int = 8, unit: str = "short",
+          description: str = "", **extra) -> dict:
+    body = {"type": kind, "title": title, "description": description, "datasource": DS,
+            "gridPos": {"x": x, "y": y, "w": w, "h": h},
+            "targets": [dict(t, refId=chr(ord("A") + i)) for i, t in enumerate(targets)],
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []}, "options": {}}
+    body.update(extra)
+    return body
+
+
+def variables(with_model: bool) -> dict:
+    found = [{"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus"}]
+    if with_model:
+        for name, query in (("model", "label_values(driftline_window_end_timestamp_seconds, model)"),
+                            ("version", 'label_values(driftline_window_end_timestamp_seconds{model=~"$model"}, version)')):
+            found.append({"name": name, "type": "query", "datasource": DS, "query": {"query": query, "refId": name},
+                          "includeAll": True, "multi": True, "refresh": 2,
+                          "current": {"text": "All", "value": "$__all"}})
+    return {"list": found}
+
+
+def dashboard(uid: str, title: str, panels: list[dict], with_model: bool) -> dict:
+    for i, p in enumerate(panels, 1):
+        p["id"] = i
+    return {"uid": uid, "title": title, "tags": ["driftline"], "schemaVersion": 39, "version": 1, "editable": True,
+            "time": {"from": "now-6h", "to": "now"}, "refresh": "30s", "timezone": "utc",
+            "templating": variables(with_model), "panels": panels, "annotations": {"list": []}}
+
+
+def serving() -> dict:
+    latency = 'sum by (le) (rate(driftline_worker_latency_seconds_bucket{stage="total"}[5m]))'
+    slo = [{"matcher": {"id": "byName", "options": f"{q} SLO"},
+            "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}]} for q in SLO_MS]
+    panels = [
+        panel("timeseries", "Latency percentiles vs SLO",
+              [target(f"histogram_quantile(0.{q[1:]}, {latency}) * 1000", q) for q in SLO_MS]
+              + [target(f"vector({ms})", f"{q} SLO") for q, ms in SLO_MS.items()], 0, 0, unit="ms",
+              description="Total request latency (queue + compute) against the default latency SLO "
+                          "(LATENCY_SLO_P50/P95/P99_MS; edit the SLO queries if yours differ)."),
+        panel("timeseries", "Requests per second", [target("sum by (code) (rate(driftline_worker_requests_total[1m]))",
+                                                           "{{code}}")], 12, 0, unit="reqps"),
+        panel("timeseries", "Error ratio", [target('sum(rate(driftline_worker_requests_total{code!~"2.."}[5m])) / '
+                                                   "sum(rate(driftline_worker_requests_total[5m]))", "errors")],
+              0, 8, unit="percentunit"),
+        panel("timeseries", "Batch size", [target(f"histogram_quantile({q}, sum by (le) "
+                                                  "(rate(driftline_worker_batch_size_bucket[5m])))", f"p{int(q * 100)}")
+                                           for q in (0.5, 0.99)], 12, 8),
+        panel("timeseries", "Queue depth", [target("sum by (instance) (driftline_worker_queue_depth)", "{{instance}}")],
+              0, 16),
+        panel("timeseries", "Cache hit ratio", [target("sum(rate(driftline_worker_cache_hits_total[5m])) / "
+                                                       "(sum(rate(driftline_worker_cache_hits_total[5m])) + "
+                                                       "sum(rate(driftline_worker_cache_misses_total[5m])))", "hits")],
+              12, 16, unit="percentunit"),
+    ]
+    panels[0]["fieldConfig"]["overrides"] = slo
+    return dashboard("driftline-serving", "driftline: serving", panels, with_model=False)
+
+
+def monitoring() -> dict:
+    sel = 'model=~"$model", version=~"$version"'
+    heat = panel("status-history", "Drift by feature (PSI, latest window)",
+                 [target(f'max by (model, version, feature) (driftline_feature_drift_score{{{sel}, test="psi"}})',
+                         "{{model}} v{{version}} {{feature}}")], 0, 0, w=24, h=10,
+                 description="Each row a feature, each cell its PSI on the latest evaluated window; red from 0.2 "
+                             "(DRIFT_PSI). driftline_feature_drifted holds the decision itself.")
+    heat["fieldConfig"]["defaults"].update({"color": {"mode": "thresholds"}, "thresholds": {"mode": "absolute", "steps": [
+        {"color": "green", "value": None}, {"color": "yellow", "value": 0.1}, {"color": "red", "value": 0.2}]}})
+    quality = panel("timeseries", "Estimated vs realized quality",
+                    [target(f'driftline_estimated_quality{{{sel}, bound="value"}}', "estimated {{metric}} v{{version}}"),
+                     target(f'driftline_estimated_quality{{{sel}, bound="lower"}}', "lower {{metric}} v{{version}}"),
+                     target(f'driftline_estimated_quality{{{sel}, bound="upper"}}', "upper {{metric}} v{{version}}"),
+                     target(f"driftline_realized_quality{{{sel}}}", "realized {{metric}} v{{version}}"),
+                     target(f"driftline_training_quality{{{sel}}}", "training {{metric}} v{{version}}")],
+                    0, 10, w=24, h=9, unit="percentunit",
+                    description="The estimate before labels with its band (lower..upper), the quality measured on "
+                                "joined labels, and the training value.")
+    quality["fieldConfig"]["overrides"] = [
+        {"matcher": {"id": "byRegexp", "options": "^upper .*"},
+         "properties": [{"id": "custom.fillBelowTo", "value": "lower"}, {"id": "custom.lineWidth", "value": 0}]},
+        {"matcher": {"id": "byRegexp", "options": "^lower .*"}, "properties": [{"id": "custom.lineWidth", "value": 0}]}]
+    panels = [
+        heat, quality,
+        panel("timeseries", "Drifted features", [target(f"driftline_drifted_features{{{sel}}}", "{{model}} v{{version}}")],
+              0, 19),
+        panel("timeseries", "Alerts firing", [target('sum by (model, severity) (driftline_alerts_firing{model=~"$model"})',
+                                                     "{{model}} {{severity}}")], 12, 19),
+        panel("timeseries", "Monitoring lag", [target(f"time() - max by (model, version) "
+                                                      f"(driftline_window_end_timestamp_seconds{{{sel}}})",
+                                                      "{{model}} v{{version}}")], 0, 27, unit="s",
+              description="Now minus the end of the latest evaluated window."),
+        panel("timeseries", "Collector lag", [target("sum by (instance) (driftline_collector_lag_messages)",
+                                                     "{{instance}}")], 12, 27),
+        panel("timeseries", "Dead letters and quarantined windows",
+              [target("max(rate(driftline_dead_letters_total[10m])) * 60", "dead letters / min"),
+               target("max(driftline_windows_quarantined)", "quarantined windows")], 0, 35, w=24),
+    ]
+    return dashboard("driftline-monitoring", "driftline: monitoring", panels, with_model=True)
+
+
+if __name__ == "__main__":
+    for name, build in (("serving", serving), ("monitoring", monitoring)):
+        (HERE / f"driftline-{name}.json").write_text(json.dumps(build(), indent=2) + "\n")

@@ -1,0 +1,172 @@
+"""The store's monitoring state in one read: what the scheduler's `/metrics` exports (driftline.scheduler.metrics).
+
+Per *live* model version (the production alias' version and the versions of the model's active rollout
+plan; a model without a production alias: its most recently evaluated version) the latest evaluated
+window and its whole-population results; then the firing alerts, quarantined windows, dead letters and
+the latest verdict of each active rollout. Everything comes from the store, so every scheduler (and a
+restarted one) reads the same values. Versions that no longer serve are left out: their last window
+would otherwise read as an ever-growing monitoring lag.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Collection
+
+from sqlalchemy import case, func, select, tuple_
+from sqlalchemy.orm import Session
+
+from driftline.rollouts import RoutingPlan
+from driftline.store.aliases import PRODUCTION
+from driftline.store.models import (Alert, DeadLetter, DetectorResult, ModelAlias, RolloutPlan, WindowEvaluation,
+                                    WindowQuarantine)
+from driftline.store.rollouts import latest_verdict
+
+
+@dataclass(frozen=True)
+class LatestResult:
+    """One stored result of a version's latest evaluated window (whole population only)."""
+
+    detector: str
+    feature: str
+    metric: str
+    value: float | None
+    threshold: float | None
+    breached: bool
+    details: dict[str, Any]
+
+
+@dataclass
+class VersionWindow:
+    """A live model version's latest evaluated window and its results."""
+
+    model: str
+    version: str
+    window_start_ms: int
+    window_end_ms: int
+    events: int
+    status: str
+    results: list[LatestResult] = field(default_factory=list)
+    breaches: dict[tuple[str, str], int] = field(default_factory=dict)  # (detector, metric) -> results breaching
+    # (segment, detector) -> results breaching, for each segment judged ("column=value"); only when asked for
+    segment_breaches: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+@dataclass
+class MonitoringSnapshot:
+    windows: list[VersionWindow]
+    alerts_firing: dict[tuple[str, str], int]  # (model, severity) -> firing alerts
+    quarantined_windows: int
+    dead_letters: int  # recorded since the store began (see `dead_letters_recorded`)
+    verdicts: list[tuple[str, str, str]]  # (model, candidate, latest verdict) of each active rollout
+
+
+def monitoring_snapshot(session: Session, detectors: Collection[str], detailed: Collection[str] = (),
+                        counted: Collection[str] = (), segmented: Collection[str] = ()) -> MonitoringSnapshot:
+    """The snapshot, with the results of `detectors` (the details of those of `detailed`), breach counts per metric
+    of those of `counted`, and per segment of those of `segmented`."""
+    windows = latest_windows(session, detectors, detailed, counted)
+    if segmented:
+        count_segment_breaches(session, windows, segmented)
+    return MonitoringSnapshot(windows=windows, alerts_firing=firing_alerts(session),
+                              quarantined_windows=int(session.scalar(
+                                  select(func.count()).select_from(WindowQuarantine)) or 0),
+                              dead_letters=dead_letters_recorded(session), verdicts=rollout_verdicts(session))
+
+
+def live_versions(session: Session) -> dict[str, set[str]]:
+    """model -> its serving versions: production and the active rollout plan's (models with an alias or a plan)."""
+    live: dict[str, set[str]] = {}
+    for model, version in session.execute(select(ModelAlias.model, ModelAlias.version)
+                                          .where(ModelAlias.alias == PRODUCTION)):
+        live.setdefault(model, set()).add(version)
+    for row in session.scalars(select(RolloutPlan)):
+        try:
+            versions = RoutingPlan.from_dict(dict(row.plan, model=row.model, mode=row.mode)).versions
+        except Exception:  # noqa: BLE001 - a plan this version cannot read must not hide the others' metrics
+            versions = (str(row.plan.get("candidate", "")),)
+        live.setdefault(row.model, set()).update(v for v in versions if v)
+    return live
+
+
+def latest_windows(session: Session, detectors: Collection[str], detailed: Collection[str] = (),
+                   counted: Collection[str] = ()) -> list[VersionWindow]:
+    """The latest evaluated window of each live model version, with its whole-population results of `detectors`
+    (details only for those of `detailed`) and, for `counted` detectors, the results breaching each metric
+    (counted in the store: a data-quality check has a result per feature), sorted by model and version."""
+    latest = (select(WindowEvaluation.model, WindowEvaluation.version,
+                     func.max(WindowEvaluation.window_start_ms).label("start_ms"))
+              .group_by(WindowEvaluation.model, WindowEvaluation.version).subquery())
+    rows = session.execute(
+        select(WindowEvaluation.model, WindowEvaluation.version, WindowEvaluation.window_start_ms,
+               WindowEvaluation.window_end_ms, WindowEvaluation.events, WindowEvaluation.status)
+        .join(latest, (latest.c.model == WindowEvaluation.model) & (latest.c.version == WindowEvaluation.version)
+              & (latest.c.start_ms == WindowEvaluation.window_start_ms))).all()
+    live = live_versions(session)
+    newest: dict[str, tuple[int, str]] = {}  # model without alias or plan -> (window end, version)
+    for model, version, _start, end, _events, _status in rows:
+        if model not in live and (model not in newest or (end, version) > newest[model]):
+            newest[model] = (int(end), version)
+    chosen = {(m, v): VersionWindow(m, v, int(s), int(e), int(n or 0), status) for m, v, s, e, n, status in rows
+              if v in live.get(m, ()) or (m in newest and newest[m][1] == v)}
+    if chosen:
+        keys = [(w.model, w.version, w.window_start_ms) for w in chosen.values()]
+        where = (tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(keys),
+                 DetectorResult.segment == "", DetectorResult.detector.in_(detectors))
+        # details are JSON to decode: read only those the caller needs
+        details = dict(session.execute(select(DetectorResult.id, DetectorResult.details).where(
+            *where, DetectorResult.detector.in_(detailed))).tuples().all()) if detailed else {}
+        for r in session.execute(
+                select(DetectorResult.id, DetectorResult.model, DetectorResult.version, DetectorResult.detector,
+                       DetectorResult.feature, DetectorResult.metric, DetectorResult.value, DetectorResult.threshold,
+                       DetectorResult.breached).where(*where)):
+            found = details.get(r.id)
+            chosen[(r.model, r.version)].results.append(LatestResult(
+                r.detector, r.feature or "", r.metric, r.value, r.threshold, bool(r.breached),
+                found if isinstance(found, dict) else {}))
+        if counted:
+            breached = func.sum(case((DetectorResult.breached, 1), else_=0))
+            for model, version, detector, metric, n in session.execute(
+                    select(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.metric,
+                           breached).where(*where[:2], DetectorResult.detector.in_(counted))
+                    .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.detector,
+                              DetectorResult.metric)):
+                chosen[(model, version)].breaches[(detector, metric)] = int(n or 0)
+    return [chosen[key] for key in sorted(chosen)]
+
+
+def count_segment_breaches(session: Session, windows: list[VersionWindow], detectors: Collection[str]) -> None:
+    """Fill each window's `segment_breaches`: per segment and detector of `detectors`, the results breaching."""
+    by_key = {(w.model, w.version, w.window_start_ms): w for w in windows}
+    if not by_key:
+        return
+    breached = func.sum(case((DetectorResult.breached, 1), else_=0))
+    for model, version, start, segment, detector, n in session.execute(
+            select(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms, DetectorResult.segment,
+                   DetectorResult.detector, breached)
+            .where(tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(list(by_key)),
+                   DetectorResult.segment != "", DetectorResult.detector.in_(detectors))
+            .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms,
+                      DetectorResult.segment, DetectorResult.detector)):
+        by_key[(model, version, int(start))].segment_breaches[(segment, detector)] = int(n or 0)
+
+
+def firing_alerts(session: Session) -> dict[tuple[str, str], int]:
+    return {(model, severity): int(n) for model, severity, n in session.execute(
+        select(Alert.model, Alert.severity, func.count()).where(Alert.state == "firing")
+        .group_by(Alert.model, Alert.severity))}
+
+
+def dead_letters_recorded(session: Session) -> int:
+    """Dead letters recorded since the store began: the highest dead-letter id, which retention's pruning of the
+    oldest rows does not lower (a row count would drop, and a Prometheus counter that drops reads as a reset)."""
+    return int(session.scalar(select(func.max(DeadLetter.id))) or 0)
+
+
+def rollout_verdicts(session: Session) -> list[tuple[str, str, str]]:
+    found = []
+    for model, candidate in session.execute(select(RolloutPlan.model, RolloutPlan.plan).order_by(RolloutPlan.model)):
+        name = str(candidate.get("candidate", ""))
+        latest = latest_verdict(session, model, name)
+        if latest is not None:
+            found.append((model, name, latest["verdict"]))
+    return found

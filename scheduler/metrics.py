@@ -1,0 +1,248 @@
+"""The scheduler's Prometheus metrics: the monitoring results in the store, served at http://127.0.0.1:PORT/metrics.
+
+Values are read from the store (driftline.store.monitoring), never from this process' memory, so
+several schedulers, or a restarted one, export the same values. A read is cached for
+`defaults.SCHEDULER_METRICS_CACHE_SECONDS`: a scrape storm costs the store one read per interval.
+Gauges describe each live model version's latest evaluated window (production and the active
+rollout plan's versions; see driftline.store.monitoring). Segment results ([segments]) are exported only with
+`scheduler_metrics_segments` (their number is bounded by `SEGMENT_MAX_VALUES` per column).
+
+| metric | type | labels | meaning |
+|---|---|---|---|
+| `driftline_feature_drift_score` | gauge | model, version, feature, test | a drift test's statistic (psi, ks, chi2, wasserstein, jensenshannon, ...) |
+| `driftline_feature_drifted` | gauge | model, version, feature | 1 when the feature drifted by the documented decision rule, else 0 |
+| `driftline_drifted_features` | gauge | model, version | features that drifted (every feature, whatever the cap) |
+| `driftline_dataset_drifted` | gauge | model, version | 1 when the dataset drifted (share of drifted features) |
+| `driftline_prediction_drifted` | gauge | model, version | 1 when the model's output drifted |
+| `driftline_data_quality_issues` | gauge | model, version, check | features (or the window) breaching a data-quality check |
+| `driftline_estimated_quality` | gauge | model, version, metric, bound | quality estimated before labels; bound value, lower, upper |
+| `driftline_estimated_quality_threshold` | gauge | model, version, metric | the estimate's alarm threshold (training less the allowed drop) |
+| `driftline_training_quality` | gauge | model, version, metric | the metric on the version's training data |
+| `driftline_realized_quality` | gauge | model, version, metric | quality measured on joined labels |
+| `driftline_window_end_timestamp_seconds` | gauge | model, version | end of the latest evaluated window (event time) |
+| `driftline_window_events` | gauge | model, version | events in that window |
+| `driftline_alerts_firing` | gauge | model, severity | alerts in the firing state |
+| `driftline_windows_quarantined` | gauge | | windows whose evaluation failed, waiting for a retry |
+| `driftline_dead_letters_total` | counter | | dead letters recorded in the store since it began |
+| `driftline_rollout_verdict` | gauge | model, candidate, verdict | 1 for the active rollout's latest verdict, 0 for the others |
+| `driftline_metrics_store_read_seconds` | gauge | | how long the last read of the store took |
+| `driftline_metrics_store_up` | gauge | | 1 when the last read of the store succeeded; 0: the other families are absent until it does |
+| `driftline_segment_drifted_features` | gauge | model, version, segment | with `scheduler_metrics_segments`: features that drifted within the segment (`column=value`) |
+| `driftline_segment_dataset_drifted` | gauge | model, version, segment | with `scheduler_metrics_segments`: 1 when the segment's dataset drifted |
+
+Cardinality: at most `defaults.SCHEDULER_METRICS_MAX_FEATURES` features per model version get
+series of their own (drifted first, then by score), each with one series per test it ran.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError
+
+from driftline import defaults, vocabulary
+from driftline.store import db as store_db
+from driftline.store.monitoring import MonitoringSnapshot, VersionWindow, monitoring_snapshot
+
+log = logging.getLogger("driftline.scheduler.metrics")
+
+_PREFIX = "driftline_"
+# the estimate's band, as `bound` values
+_BOUNDS = ("value", "lower", "upper")
+# the results exported, and those whose details are read (the drift tests; the estimate's band)
+EXPORTED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT, vocabulary.PREDICTION_DRIFT, vocabulary.ESTIMATED_QUALITY,
+            vocabulary.MODEL_QUALITY)
+DETAILED = (vocabulary.DATA_DRIFT, vocabulary.ESTIMATED_QUALITY)
+COUNTED = (vocabulary.DATA_QUALITY,)  # one result per feature and check: exported as counts per check
+SEGMENTED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT)  # per segment, with `segments` on
+
+
+class StoreMetrics(Collector):
+    """A prometheus_client collector whose `collect()` turns a (cached) store read into metric families."""
+
+    def __init__(self, db_url: str, cache_seconds: float = defaults.SCHEDULER_METRICS_CACHE_SECONDS,
+                 max_features: int = defaults.SCHEDULER_METRICS_MAX_FEATURES, segments: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.db_url = db_url
+        self.segments = segments
+        self.cache_seconds = cache_seconds
+        self.max_features = max_features
+        self._clock = clock
+        self._lock = threading.Lock()  # one store read at a time; concurrent scrapes share it
+        self._cached: list[Metric] | None = None
+        self._read_at = 0.0
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            now = self._clock()
+            if self._cached is None or now - self._read_at >= self.cache_seconds:
+                self._cached = self._read()
+                self._read_at = now
+            cached = self._cached
+        yield from cached
+
+    def _read(self) -> list[Metric]:
+        """The families of a fresh store read; a store that cannot be read gives `driftline_metrics_store_up 0`
+        alone (and one log line), so Prometheus scrapes on and an alert can name the cause."""
+        started = time.perf_counter()
+        try:
+            with store_db.session_scope(self.db_url) as session:
+                snapshot = monitoring_snapshot(session, EXPORTED, DETAILED, COUNTED, SEGMENTED if self.segments else ())
+        except (OperationalError, InterfaceError, ProgrammingError) as exc:
+            log.warning("metrics: cannot read the store (%s: %s)", type(exc).__name__,
+                        str(exc.orig if getattr(exc, "orig", None) is not None else exc).splitlines()[0][:300])
+            return [_store_up(False)]
+        read_seconds = time.perf_counter() - started
+        return [*families(snapshot, self.max_features, read_seconds, segments=self.segments), _store_up(True)]
+
+
+def _store_up(ok: bool) -> Metric:
+    return GaugeMetricFamily(_PREFIX + "metrics_store_up", "1 when the last read of the store succeeded.",
+                             value=float(ok))
+
+
+def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: float | None = None,
+             segments: bool = False) -> Iterable[Metric]:
+    """The metric families of one store read (the segment families only with `segments`)."""
+    score = GaugeMetricFamily(_PREFIX + "feature_drift_score", "A drift test's statistic on the feature, latest window.",
+                              labels=["model", "version", "feature", "test"])
+    drifted = GaugeMetricFamily(_PREFIX + "feature_drifted",
+                                "1 when the feature drifted by the documented decision rule, latest window.",
+                                labels=["model", "version", "feature"])
+    count = GaugeMetricFamily(_PREFIX + "drifted_features", "Features that drifted in the latest window.",
+                              labels=["model", "version"])
+    dataset = GaugeMetricFamily(_PREFIX + "dataset_drifted", "1 when the dataset drifted in the latest window.",
+                                labels=["model", "version"])
+    prediction = GaugeMetricFamily(_PREFIX + "prediction_drifted",
+                                   "1 when the model's output drifted in the latest window.", labels=["model", "version"])
+    quality = GaugeMetricFamily(_PREFIX + "data_quality_issues",
+                                "Features (or the window) breaching a data-quality check, latest window.",
+                                labels=["model", "version", "check"])
+    estimated = GaugeMetricFamily(_PREFIX + "estimated_quality",
+                                  "Quality estimated before labels (bound: value, lower, upper), latest window.",
+                                  labels=["model", "version", "metric", "bound"])
+    threshold = GaugeMetricFamily(_PREFIX + "estimated_quality_threshold",
+                                  "The estimate's alarm threshold (training less the allowed drop), latest window.",
+                                  labels=["model", "version", "metric"])
+    training = GaugeMetricFamily(_PREFIX + "training_quality", "The metric on the version's training data.",
+                                 labels=["model", "version", "metric"])
+    realized = GaugeMetricFamily(_PREFIX + "realized_quality", "Quality measured on joined labels, latest window.",
+                                 labels=["model", "version", "metric"])
+    window_end = GaugeMetricFamily(_PREFIX + "window_end_timestamp_seconds",
+                                   "End (event time) of the latest evaluated window.", labels=["model", "version"])
+    events = GaugeMetricFamily(_PREFIX + "window_events", "Events in the latest evaluated window.",
+                               labels=["model", "version"])
+    by_name = {vocabulary.DATASET_DRIFT: dataset, vocabulary.PREDICTION_DRIFT: prediction,
+               **{family.name: family for family in (quality, estimated, threshold, training, realized)}}
+    for window in snapshot.windows:
+        labels = [window.model, window.version]
+        window_end.add_metric(labels, window.window_end_ms / 1000.0)
+        events.add_metric(labels, float(window.events))
+        _drift(window, max_features, score, drifted, count)
+        # keyed by their labels: one series per label set, whatever the stored rows repeat (a valid exposition)
+        found: dict[tuple[str, tuple[str, ...]], float] = {}  # (family name, extra labels) -> value
+        for r in window.results:
+            if r.detector in (vocabulary.DATASET_DRIFT, vocabulary.PREDICTION_DRIFT):
+                key = (r.detector, ())
+                found[key] = max(found.get(key, 0.0), float(r.breached))
+            elif r.detector == vocabulary.ESTIMATED_QUALITY and r.value is not None:
+                for bound in _BOUNDS:
+                    value = r.value if bound == "value" else r.details.get(bound)
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        found[(estimated.name, (r.metric, bound))] = float(value)
+                if r.threshold is not None:
+                    found[(threshold.name, (r.metric,))] = float(r.threshold)
+                reference = r.details.get("training")
+                if isinstance(reference, (int, float)) and not isinstance(reference, bool):
+                    found[(training.name, (r.metric,))] = float(reference)
+            elif r.detector == vocabulary.MODEL_QUALITY and r.value is not None:
+                found[(realized.name, (r.metric,))] = float(r.value)
+        for (detector, metric), n in window.breaches.items():
+            if detector == vocabulary.DATA_QUALITY:
+                found[(quality.name, (metric,))] = float(n)
+        for (name, extra), value in sorted(found.items()):
+            by_name[name].add_metric([*labels, *extra], value)
+    alerts = GaugeMetricFamily(_PREFIX + "alerts_firing", "Alerts in the firing state.", labels=["model", "severity"])
+    for (model, severity), n in sorted(snapshot.alerts_firing.items()):
+        alerts.add_metric([model, severity], float(n))
+    quarantined = GaugeMetricFamily(_PREFIX + "windows_quarantined",
+                                    "Windows whose evaluation failed, waiting for a retry.",
+                                    value=float(snapshot.quarantined_windows))
+    dead_letters = CounterMetricFamily(_PREFIX + "dead_letters", "Dead letters recorded in the store since it began.",
+                                       value=float(snapshot.dead_letters))
+    verdicts = GaugeMetricFamily(_PREFIX + "rollout_verdict",
+                                 "1 for the active rollout's latest verdict, 0 for the other verdicts.",
+                                 labels=["model", "candidate", "verdict"])
+    for model, candidate, verdict in snapshot.verdicts:
+        for name in vocabulary.VERDICTS:
+            verdicts.add_metric([model, candidate, name], float(name == verdict))
+    yield from (score, drifted, count, dataset, prediction, quality, estimated, threshold, training, realized, window_end, events, alerts,
+                quarantined, dead_letters, verdicts)
+    if segments:
+        yield from _segment_families(snapshot)
+    if read_seconds is not None:
+        yield GaugeMetricFamily(_PREFIX + "metrics_store_read_seconds", "How long the last read of the store took.",
+                                value=read_seconds)
+
+
+def _drift(window: VersionWindow, max_features: int, score: GaugeMetricFamily, drifted: GaugeMetricFamily,
+           count: GaugeMetricFamily) -> None:
+    """Per-feature drift series of one window, capped at `max_features` (drifted first, then the highest PSI)."""
+    features = list({r.feature: r for r in window.results if r.detector == vocabulary.DATA_DRIFT and r.feature}.values())
+    labels = [window.model, window.version]
+    count.add_metric(labels, float(sum(r.breached for r in features)))
+    features.sort(key=lambda r: (not r.breached, -(r.value if r.value is not None else float("-inf")), r.feature))
+    for r in sorted(features[:max_features], key=lambda r: r.feature):
+        drifted.add_metric([*labels, r.feature], float(r.breached))
+        tests = r.details.get("tests")
+        tests = tests if isinstance(tests, dict) else {}
+        if r.metric not in tests and r.value is not None:
+            score.add_metric([*labels, r.feature, r.metric], float(r.value))
+        for test in sorted(tests):
+            found = tests[test]
+            value = found.get("value", found.get("statistic")) if isinstance(found, dict) else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                score.add_metric([*labels, r.feature, test], float(value))
+
+
+def _segment_families(snapshot: MonitoringSnapshot) -> Iterable[Metric]:
+    features = GaugeMetricFamily(_PREFIX + "segment_drifted_features",
+                                 "Features that drifted within the segment, latest window.",
+                                 labels=["model", "version", "segment"])
+    dataset = GaugeMetricFamily(_PREFIX + "segment_dataset_drifted",
+                                "1 when the segment's dataset drifted, latest window.",
+                                labels=["model", "version", "segment"])
+    for window in snapshot.windows:
+        for (segment, detector), n in sorted(window.segment_breaches.items()):
+            if detector == vocabulary.DATA_DRIFT:
+                features.add_metric([window.model, window.version, segment], float(n))
+            elif detector == vocabulary.DATASET_DRIFT:
+                dataset.add_metric([window.model, window.version, segment], float(min(n, 1)))
+    yield from (features, dataset)
+
+
+class SchedulerMetrics:
+    """The scheduler's registry and its /metrics server."""
+
+    def __init__(self, db_url: str, **options: Any) -> None:
+        self.registry = CollectorRegistry()
+        self.store = StoreMetrics(db_url, **options)
+        self.registry.register(self.store)
+        self._server = None
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> int:
+        """Start the /metrics HTTP server (a daemon thread); returns the bound port."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        return int(server.server_address[1])
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
