@@ -108,7 +108,7 @@ class Registry:
                         fh.write(orjson.dumps(holdout, option=orjson.OPT_SERIALIZE_NUMPY))
                 with session_scope(self.db_url) as session:
                     session.add(ModelVersion(
-                        model=model, version=version, artifact_path=str(version_dir / MODEL_FILE),
+                        model=model, version=version, artifact_path=self.stored_path(version_dir / MODEL_FILE),
                         artifact_sha256=sha256, training_data_sha256=training_data_sha256, metrics=metrics,
                         feature_schema=transform.input_schema(), transform=transform.to_dict(),
                         stage="registered", description=description))
@@ -125,6 +125,11 @@ class Registry:
     def version_dir(self, model: str, version: str) -> Path:
         """The folder of a version: checked names, resolved, and inside the artifacts folder."""
         return self._inside(self.artifacts_dir / check_name(model) / check_name(version, "version"))
+
+    def stored_path(self, path: Path) -> str:
+        """How the store names an artifact: relative to the artifacts folder, so a home that is moved or
+        copied whole (a backup, a test's private copy) still finds its models and passes the inside check."""
+        return str(path.resolve().relative_to(self.artifacts_dir.resolve()))
 
     def artifact_file(self, info: VersionInfo) -> Path:
         """The version's stored model file, resolved: a relative path is taken inside the artifacts

@@ -33,7 +33,8 @@ def test_registering_writes_an_immutable_version_with_hashes_metrics_and_baselin
     assert (published.version, published.promoted, published.previous_production) == ("1", True, None)
     info = registry.get(MODEL, "1")
     artifact = registry.artifacts_dir / MODEL / "1" / MODEL_FILE
-    assert info.artifact_path == str(artifact)
+    assert info.artifact_path == f"{MODEL}/1/{MODEL_FILE}"  # relative: the home can be moved whole
+    assert registry.artifact_file(info) == artifact.resolve()
     assert info.artifact_sha256 == hashlib.sha256(artifact.read_bytes()).hexdigest()
     assert info.training_data_sha256 == tiny_results[0].data_sha256
     assert info.metrics["auc"] == tiny_results[0].metrics["auc"]
@@ -59,11 +60,22 @@ def test_versions_count_up_and_never_overwrite(registry, tiny_results):
 def test_a_tampered_artifact_is_refused(registry, tiny_results):
     publish(registry, MODEL, tiny_results[0])
     info = registry.get(MODEL, "1")
-    load_model(info.artifact_path, info.artifact_sha256)
-    with open(info.artifact_path, "ab") as fh:
+    artifact = registry.artifact_file(info)
+    load_model(artifact, info.artifact_sha256)
+    with open(artifact, "ab") as fh:
         fh.write(b"tampered")
     with pytest.raises(ValueError, match="sha256"):
-        load_model(info.artifact_path, info.artifact_sha256)
+        load_model(artifact, info.artifact_sha256)
+
+
+def test_a_home_copied_whole_still_loads_its_versions(db_url, tmp_path, tiny_results):
+    registry = Registry(db_url, tmp_path / "home" / "models")
+    publish(registry, MODEL, tiny_results[0])
+    shutil.copytree(tmp_path / "home", tmp_path / "copy")
+    copied = Registry(db_url, tmp_path / "copy" / "models")
+    path = copied.artifact_file(copied.get(MODEL, "1"))
+    assert path.is_relative_to((tmp_path / "copy").resolve())
+    load_model(path, copied.get(MODEL, "1").artifact_sha256)
 
 
 def test_promote_and_rollback_walk_the_alias_history(registry, tiny_results):
