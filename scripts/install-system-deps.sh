@@ -3,12 +3,14 @@
 #   chromium  - the dashboard's browser test (Playwright drives /usr/bin/chromium)
 #   kcat      - an independent Kafka client used by the collector's exactly-once test
 #   redis-server - the worker's shared prediction cache tests start one on loopback
+#   prometheus-alertmanager - the Alertmanager channel's test posts to a real one on loopback
 # Installed only when missing; needs root (as on the development machines and CI).
 set -u
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v prometheus-alertmanager >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "note: ${missing[*]} not installed and not root; install them with apt-get for the browser, kcat and Redis tests" >&2
