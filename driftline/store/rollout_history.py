@@ -60,17 +60,17 @@ def public(document: dict[str, Any]) -> dict[str, Any]:
 
 def _document(session: Session, model: str, steps: list[RolloutStep]) -> dict[str, Any]:
     first, last = steps[0], steps[-1]
-    plan = first.to_plan or first.from_plan or {}
-    candidate = plan.get("candidate")
     ended = last.action == CLEAR
-    final = (last.from_plan or plan) if ended else (last.to_plan or plan)
+    # the plan as it ended (or stands): a rollout may change mode or candidate on the way
+    final = (last.from_plan if ended else last.to_plan) or first.to_plan or {}
+    candidate = final.get("candidate")
     verdict = latest_verdict(session, model, candidate) if candidate else None
     outcome = RUNNING
     if ended:
         outcome = CLEARED if last.by != BY_POLICY else (
             PROMOTED if _promoted(session, model, candidate, first.at, last.at) else ROLLED_BACK)
     return {
-        "model": model, "mode": plan.get("mode"), "candidate": candidate, "plan": final,
+        "model": model, "mode": final.get("mode"), "candidate": candidate, "plan": final,
         "outcome": outcome, "started_at": _iso(first.at), "ended_at": _iso(last.at) if ended else None,
         "ended_by": last.by if ended else None, "end_reason": last.reason if ended else None,
         "verdict": verdict["verdict"] if verdict else None, "reasons": verdict["reasons"] if verdict else [],
