@@ -10,6 +10,8 @@ Entry points for the scheduler (each does one kind of I/O; none schedules anythi
 - `process_rollout_verdict(session, *, model, candidate, ..., verdict, reasons, action, rules, now)`
   and `resolve_ended_rollouts(session, *, rules, now)`: the rollout analysis' verdicts as alerts of
   the `rollout` family (DB only, same transaction rules);
+- `repost_firing(session, *, rules, now) -> list[str]` re-posts firing groups to Alertmanager
+  before their endsAt passes (DB only, same transaction rules);
 - `deliver_due(url_or_session_factory, *, channels, now=None, limit=100, policy=None, lane=None)
   -> DeliveryReport` sends due notifications (DB + HTTP), each channel in its own lane
   (`delivery_lanes(channels)`; the scheduler runs one job per lane).
@@ -25,6 +27,7 @@ from driftline.alerts.delivery import DeliveryReport, deliver_due, delivery_lane
 from driftline.alerts.fingerprint import fingerprint, group_key
 from driftline.alerts.lifecycle import process_window
 from driftline.alerts.outbox import requeue_failed
+from driftline.alerts.reposts import repost_firing
 from driftline.alerts.retraining import apply_retrain_policy
 from driftline.alerts.rollouts import process_rollout_verdict, resolve_ended_rollouts
 from driftline.alerts.rules import AlertRule, AlertRules, DeliveryPolicy, InhibitRule, RetrainPolicy, load_rules
@@ -32,5 +35,5 @@ from driftline.alerts.rules import AlertRule, AlertRules, DeliveryPolicy, Inhibi
 __all__ = [
     "AlertRule", "AlertRules", "Channels", "DeliveryPolicy", "DeliveryReport", "InhibitRule", "RetrainPolicy",
     "SendResult", "apply_retrain_policy", "deliver_due", "delivery_lanes", "fingerprint", "group_key", "load_rules",
-    "process_rollout_verdict", "process_window", "requeue_failed", "resolve_ended_rollouts",
+    "process_rollout_verdict", "process_window", "repost_firing", "requeue_failed", "resolve_ended_rollouts",
 ]

@@ -10,13 +10,14 @@ from typing import Any
 SLACK = "slack"
 PAGERDUTY = "pagerduty"
 WEBHOOK = "webhook"
+ALERTMANAGER = "alertmanager"
 RETRAIN = "retrain"
 # Channels that receive alert notifications (the retraining webhook gets retrain requests only).
-NOTIFY_CHANNELS = (SLACK, PAGERDUTY, WEBHOOK)
+NOTIFY_CHANNELS = (SLACK, PAGERDUTY, WEBHOOK, ALERTMANAGER)
 CHANNELS = (*NOTIFY_CHANNELS, RETRAIN)
 # The setting that gives each channel its endpoint; a channel whose setting is unset is off.
 ENDPOINT_SETTINGS = {SLACK: "slack_webhook_url", PAGERDUTY: "pagerduty_routing_key", WEBHOOK: "webhook_url",
-                     RETRAIN: "retrain_webhook_url"}
+                     ALERTMANAGER: "alertmanager_url", RETRAIN: "retrain_webhook_url"}
 
 
 def configured_channels(settings: Any) -> list[str]:

@@ -99,6 +99,8 @@ class Settings(BaseSettings):
     webhook_url: SecretStr | None = None
     webhook_secret: SecretStr | None = None
     retrain_webhook_url: SecretStr | None = None
+    # Prometheus Alertmanager base URLs, comma-separated (an HA pair gets every alert; docs/alerts.md).
+    alertmanager_url: SecretStr | None = None
     # Bearer token sent to retrain_webhook_url; the admin token below never is (`driftline up` sets
     # this one to its worker's admin token, since its webhook is that worker's POST /admin/retrain).
     retrain_webhook_token: SecretStr | None = None

@@ -351,7 +351,7 @@ ALERT_DETECTOR_DEFAULTS = {
 ALERT_ROLLOUT_DEFAULTS = {"severity": "error", "for_windows": 1, "resolve_after_windows": 1}
 # Lowest severity each channel receives: chat and webhooks see everything,
 # PagerDuty only pages for errors and worse (one page per real problem).
-ALERT_CHANNEL_MIN_SEVERITY = {"slack": "info", "webhook": "info", "pagerduty": "error"}
+ALERT_CHANNEL_MIN_SEVERITY = {"slack": "info", "webhook": "info", "pagerduty": "error", "alertmanager": "info"}
 # Inhibition: while a source alert fires, the target detectors' alerts of the same
 # model version are not notified (the dataset-level alert lists their features).
 ALERT_INHIBIT_RULES = ({"source": "dataset_drift", "targets": ("data_drift",)},)
@@ -392,6 +392,13 @@ SLACK_MAX_LISTED_ALERTS = 40
 PAGERDUTY_MAX_SUMMARY_CHARS = 1024
 # Alerts listed in custom_details (the whole event must stay under PagerDuty's 512 KB).
 PAGERDUTY_MAX_DETAIL_ALERTS = 100
+# Alertmanager resolves an alert once its endsAt passes, so a firing alert is posted with an
+# endsAt this far ahead and re-posted while it fires (Prometheus: 4 x its resend delay); a
+# driftline that stops posting (stopped, or the alert left its group) lets it expire there.
+ALERTMANAGER_ENDS_AFTER_SECONDS = 20 * 60
+# Firing groups are re-posted to Alertmanager this often, well before endsAt (a quarter of
+# it: three re-posts may fail in a row before Alertmanager resolves on its own).
+ALERTMANAGER_REPOST_INTERVAL_SECONDS = 5 * 60
 
 # Retraining policy. Drift on the chosen features (any, by default) in this many
 # consecutive evaluated windows: five minutes of persistent drift at one-minute
@@ -707,6 +714,12 @@ ROLLOUT_AUTO_ROLLBACK = True
 ROLLOUT_DECISION_THRESHOLD = 0.5
 # ... and how many of the largest score differences a report lists, with their request ids.
 ROLLOUT_TOP_DIFFERENCES = 10
+# Ended rollouts (promoted, rolled back, cleared) stay in `rollout status` and `status --json`
+# this long, so an automatic rollback overnight is still visible in the morning and after a weekend.
+ROLLOUT_ENDED_VISIBLE_SECONDS = 7 * 24 * 3600
+# A policy's `clear` counts as a promotion when the production alias moved to the candidate
+# within this long of it (both are written in one transaction; a minute absorbs clock reads).
+ROLLOUT_OUTCOME_MATCH_SECONDS = 60.0
 
 # --- Multivariate drift (detectors/multivariate.py, driftline/baseline/reconstruction.py) --
 # PCA keeps the fewest components that explain this share of the reference's standardised

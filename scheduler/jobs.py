@@ -9,7 +9,7 @@ import logging
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, ProgrammingError
 
 from driftline.alerts import (Channels, apply_retrain_policy, deliver_due, delivery_lanes, load_rules,
-                              process_rollout_verdict, process_window, resolve_ended_rollouts)
+                              process_rollout_verdict, process_window, repost_firing, resolve_ended_rollouts)
 from driftline.alerts.channels.validation import check_channel_settings
 from driftline.config import Settings
 from driftline.store import db as store_db
@@ -59,7 +59,19 @@ class SchedulerJobs:
         now_ms = wall_now_ms() if now_ms is None else now_ms
         evaluated = self.evaluate_due_windows(now_ms)
         self.analyse_rollouts(now_ms)
+        self.repost_to_alertmanager()
         return evaluated
+
+    def repost_to_alertmanager(self) -> list[str]:
+        """Queue Alertmanager re-posts of firing groups before their endsAt (a no-op without the channel)."""
+        try:
+            with store_db.session_scope(self.settings.db_url) as session:
+                return repost_firing(session, rules=self.rules, now=utcnow())
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception:  # noqa: BLE001 - a re-post bug must not stop window evaluation
+            log.exception("re-posting firing alerts to Alertmanager failed; it is tried again next run")
+            return []
 
     def evaluate_due_windows(self, now_ms: int | None = None) -> int:
         """Evaluate every due window, each in its own transaction with its alert updates; returns how many

@@ -17,7 +17,7 @@ from driftline.config import secret
 from driftline.redact import scrub
 
 from driftline.alerts.channels.http import Channel
-from driftline.alerts.endpoints import CHANNELS, PAGERDUTY, SLACK, WEBHOOK
+from driftline.alerts.endpoints import ALERTMANAGER, CHANNELS, PAGERDUTY, SLACK, WEBHOOK
 
 
 @dataclass
@@ -27,6 +27,7 @@ class Channels:
     slack: Channel | None = None
     pagerduty: Channel | None = None
     webhook: Channel | None = None
+    alertmanager: Channel | None = None
     retrain: Channel | None = None
     extra: dict[str, Channel] = field(default_factory=dict)
     # Configured secrets (Settings.secret_values()) to mask in error text, beside the channels' own.
@@ -56,6 +57,7 @@ class Channels:
     @classmethod
     def from_settings(cls, settings: Any,
                       timeout: timedelta | float = defaults.ALERT_HTTP_TIMEOUT_SECONDS) -> "Channels":
+        from driftline.alerts.channels.alertmanager import AlertmanagerChannel
         from driftline.alerts.channels.pagerduty import PagerDutyChannel
         from driftline.alerts.channels.retrain import RetrainChannel
         from driftline.alerts.channels.slack import SlackChannel
@@ -68,6 +70,8 @@ class Channels:
                        if settings.pagerduty_routing_key else None),
             webhook=(WebhookChannel(secret(settings.webhook_url), secret(settings.webhook_secret), timeout=seconds)
                      if settings.webhook_url else None),
+            alertmanager=(AlertmanagerChannel(secret(settings.alertmanager_url), timeout=seconds)
+                          if settings.alertmanager_url else None),
             retrain=(RetrainChannel(secret(settings.retrain_webhook_url), secret(settings.retrain_webhook_token),
                                     timeout=seconds, allow_http=settings.retrain_webhook_allow_http)
                      if settings.retrain_webhook_url else None),
@@ -86,4 +90,7 @@ def render(channel: str, message: Mapping[str, Any], idempotency_key: str) -> di
     if channel == WEBHOOK:
         from driftline.alerts.channels.webhook import render_webhook
         return render_webhook(message, idempotency_key)
+    if channel == ALERTMANAGER:
+        from driftline.alerts.channels.alertmanager import render_alertmanager
+        return render_alertmanager(message)
     raise ValueError(f"unknown alert channel {channel!r}")

@@ -15,6 +15,8 @@ from driftline.errors import UserError
 # Settings holding an endpoint URL, and the setting that switches that channel on.
 URL_SETTINGS = (("slack_webhook_url", "slack_webhook_url"), ("pagerduty_url", "pagerduty_routing_key"),
                 ("webhook_url", "webhook_url"), ("retrain_webhook_url", "retrain_webhook_url"))
+# Settings holding several comma-separated endpoint URLs, each checked like the above.
+URL_LIST_SETTINGS = ("alertmanager_url",)
 
 
 def url_problem(value: str) -> str | None:
@@ -38,6 +40,15 @@ def check_channel_settings(settings: Any) -> list[str]:
         problem = url_problem(value or "")
         if problem:
             raise UserError(f"{name} {problem} (expected https://host/path; the value is not shown, it is a secret)")
+    for name in URL_LIST_SETTINGS:
+        value = secret(getattr(settings, name, None)) or ""
+        if not getattr(settings, name, None):
+            continue
+        parts = [part.strip() for part in value.split(",") if part.strip()]
+        problem = "names no URL" if not parts else next(filter(None, map(url_problem, parts)), None)
+        if problem:
+            raise UserError(f"{name} {problem} (expected http://host:9093, comma-separated; "
+                            "the value is not shown, it may hold credentials)")
     warnings = []
     if settings.webhook_url and not secret(settings.webhook_secret):
         warnings.append("webhook_url is set but webhook_secret is not: webhooks go out unsigned, so a receiver "

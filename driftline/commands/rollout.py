@@ -110,24 +110,65 @@ def clear(settings: Settings, model: str, reason: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the rollouts as JSON.")
 @common_options
 def rollout_status(settings: Settings, as_json: bool) -> None:
-    """The current rollouts: plan, production version, latest verdict, steps."""
+    """The running rollouts (plan, production version, latest verdict, steps) and those ended in the last 7 days."""
     from driftline.store import db
-    from driftline.store.rollouts import rollouts
+    from driftline.store.rollout_history import status_rollouts
 
     db.require_migrated(settings.db_url)
     with db.session_scope(settings.db_url) as session:
-        found = rollouts(session)
+        found = status_rollouts(session)
+    if as_json:
+        click.echo(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
+        return
+    if not any(entry["outcome"] == "running" for entry in found):
+        click.echo("no rollouts: production answers every request")
+    for entry in found:
+        if entry["outcome"] == "running":
+            click.echo(f"{entry['model']}: {describe_plan(entry['plan'])} beside production version "
+                       f"{entry['production']}; verdict {entry['verdict'] or 'none yet'}"
+                       + (f", A/B winner version {entry['winner']}" if entry["winner"] else ""))
+        else:
+            click.echo(describe_ended(entry))
+        _echo_reasons_and_steps(entry)
+
+
+def describe_ended(entry: dict[str, Any]) -> str:
+    """One line for an ended rollout, e.g. "credit: canary of version 2 ended 2026-... : rolled back (verdict fail)"."""
+    outcome = {"promoted": "promoted", "rolled_back": "rolled back", "cleared": "cleared"}.get(
+        entry["outcome"], entry["outcome"])
+    return (f"{entry['model']}: {entry['mode']} of version {entry['candidate']} ended {entry['ended_at']}: "
+            f"{outcome} by {entry['ended_by']} (verdict {entry['verdict'] or 'none'})")
+
+
+@rollout.command()
+@model_option
+@click.option("--json", "as_json", is_flag=True, help="Print the rollouts as JSON.")
+@common_options
+def history(settings: Settings, model: str, as_json: bool) -> None:
+    """Every rollout of a model, oldest first: mode, candidate, outcome, final verdict and reasons, steps."""
+    from driftline.store import db
+    from driftline.store.rollout_history import public, rollout_history
+
+    db.require_migrated(settings.db_url)
+    with db.session_scope(settings.db_url) as session:
+        found = [public(r) for r in rollout_history(session, model)]
     if as_json:
         click.echo(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
         return
     if not found:
-        click.echo("no rollouts: production answers every request")
+        click.echo(f"{model}: no rollouts yet")
     for entry in found:
-        click.echo(f"{entry['model']}: {describe_plan(entry['plan'])} beside production version {entry['production']}; "
-                   f"verdict {entry['verdict'] or 'none yet'}"
-                   + (f", A/B winner version {entry['winner']}" if entry["winner"] else ""))
-        for reason in entry["reasons"]:
-            click.echo(f"  - {reason}")
-        for step in entry["steps"]:
-            click.echo(f"  {step['at']} {step['by']}: {describe_plan(step['to'])}"
-                       + (f" ({step['reason']})" if step["reason"] else ""))
+        if entry["outcome"] == "running":
+            click.echo(f"{model}: {entry['mode']} of version {entry['candidate']} since {entry['started_at']}: "
+                       f"running (verdict {entry['verdict'] or 'none yet'})")
+        else:
+            click.echo(describe_ended(entry))
+        _echo_reasons_and_steps(entry)
+
+
+def _echo_reasons_and_steps(entry: dict[str, Any]) -> None:
+    for reason in entry["reasons"]:
+        click.echo(f"  - {reason}")
+    for step in entry["steps"]:
+        click.echo(f"  {step['at']} {step['by']}: {describe_plan(step['to'])}"
+                   + (f" ({step['reason']})" if step["reason"] else ""))

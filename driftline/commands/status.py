@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 import orjson
 
-from driftline.commands.rollout import describe_plan
+from driftline.commands.rollout import describe_ended, describe_plan
 from driftline.config import common_options
 from driftline.store import db as store_db
 from driftline.store.queries import status_report
@@ -39,6 +39,9 @@ def status(as_json: bool, settings) -> None:  # noqa: ANN001
                    f"{' ' + alert['feature'] if alert['feature'] else ''}: {alert['summary']}")
     click.echo(f"rollouts: {len(report['rollouts'])}")
     for rollout in report["rollouts"]:
+        if rollout["outcome"] != "running":
+            click.echo(f"  {describe_ended(rollout)}")
+            continue
         click.echo(f"  {rollout['model']}: {describe_plan(rollout['plan'])} (production {rollout['production']}, "
                    f"verdict {rollout['verdict'] or 'none yet'}, {len(rollout['steps'])} steps)")
     quarantined = report["quarantined_windows"]

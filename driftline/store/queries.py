@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from driftline.store.models import Alert, DeadLetter, ModelAlias, ModelVersion, WindowQuarantine, WindowStateRecord
-from driftline.store.rollouts import rollouts
+from driftline.store.rollout_history import status_rollouts
 
 
 def status_report(session: Session) -> dict[str, Any]:
@@ -42,7 +42,7 @@ def status_report(session: Session) -> dict[str, Any]:
                                  .order_by(Alert.started_at))
     ]
     return {"models": models, "dead_letters": int(dead_letters), "alerts": alerts,
-            "quarantined_windows": quarantined_windows(session), "rollouts": rollouts(session)}
+            "quarantined_windows": quarantined_windows(session), "rollouts": status_rollouts(session)}
 
 
 def quarantined_windows(session: Session, model: str | None = None, version: str | None = None,

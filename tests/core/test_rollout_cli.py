@@ -64,8 +64,11 @@ def test_shadow_canary_ab_clear_and_status(store):
 
     code, out, _ = driftline(store, "rollout", "clear", "--model", MODEL)
     assert code == 0 and "production only" in out
-    assert json.loads(driftline(store, "status", "--json")[1])["rollouts"] == []
-    assert "no rollouts" in driftline(store, "rollout", "status")[1]
+    ended = json.loads(driftline(store, "status", "--json")[1])["rollouts"]  # ended: still shown, as cleared
+    assert [(r["mode"], r["candidate"], r["outcome"], r["verdict"]) for r in ended] == [("ab", "3,4,5", "cleared",
+                                                                                           "pass")]
+    out = driftline(store, "rollout", "status")[1]
+    assert "no rollouts" in out and "ab of version 3,4,5 ended" in out and "cleared by cli" in out
 
 
 @pytest.mark.parametrize("args, message", [

@@ -97,7 +97,10 @@ def test_a_canary_with_a_much_higher_error_rate_is_rolled_back_after_the_policys
         assert current_plan(s, MODEL) is None
         assert [v["verdict"] for v in verdicts(s, MODEL, "2")] == ["inconclusive", "inconclusive", "fail"]
         assert s.get(ModelAlias, (MODEL, "production")).version == "1"
-        assert status_report(s)["rollouts"] == []
+        # the rollback stays visible after the fact: outcome, final verdict and its reasons, the policy's step
+        [ended] = status_report(s)["rollouts"]
+        assert (ended["candidate"], ended["outcome"], ended["verdict"]) == ("2", "rolled_back", "fail")
+        assert ended["reasons"] and ended["steps"][-1]["by"] == "policy"
     [step] = _policy_steps(db_url)
     assert step["action"] == "clear" and step["from"]["candidate"] == "2" and step["to"] is None
     assert "failed" in step["reason"] and "error_rate_delta: fail" in step["reason"]
@@ -176,6 +179,7 @@ def test_a_canary_at_its_last_weight_is_promoted_only_when_auto_promote_is_on(db
         assert current_plan(s, MODEL) is None
         assert s.get(ModelAlias, (MODEL, "production")).version == "2"
         assert s.scalar(select(ModelVersion.stage).where(ModelVersion.version == "1")) == "archived"
+        assert [(r["outcome"], r["verdict"]) for r in status_report(s)["rollouts"]] == [("promoted", "pass")]
     [step] = _policy_steps(db_url)
     assert step["action"] == "clear" and "canary passed at the last weight" in step["reason"]
 

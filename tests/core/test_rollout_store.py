@@ -133,12 +133,13 @@ def test_status_lists_the_current_rollouts_with_their_steps_and_latest_verdict(d
     with store_db.session_scope(db_url) as s:
         clear_plan(s, MODEL)
     with store_db.session_scope(db_url) as s:
-        assert status_report(s)["rollouts"] == []
+        # an ended rollout stays in the report, as cleared, for ROLLOUT_ENDED_VISIBLE_SECONDS
+        assert [(r["candidate"], r["outcome"]) for r in status_report(s)["rollouts"]] == [("2", "cleared")]
         set_plan(s, shadow_plan(MODEL, "3"))
     with store_db.session_scope(db_url) as s:
         set_plan(s, canary_plan(MODEL, "3", 10))
         report = status_report(s)["rollouts"]
-    assert len(report) == 1
+    assert [r["outcome"] for r in report] == ["running", "cleared"]  # the running one first
     entry = report[0]
     assert (entry["model"], entry["mode"], entry["candidate"], entry["production"], entry["verdict"]) == (
         MODEL, "canary", "3", "1", None)
