@@ -61,7 +61,8 @@ class RequestGuard:
             status, detail = refused
             if self.on_refused is not None:
                 self.on_refused(scope["path"], status)
-            body = orjson.dumps({"detail": detail})
+            # The Open Inference Protocol's error shape on its paths; the worker's own elsewhere.
+            body = orjson.dumps({"error": detail} if scope["path"].startswith("/v2") else {"detail": detail})
             await send({"type": "http.response.start", "status": status,
                         "headers": [(b"content-type", JSON_MEDIA_TYPE.encode()),
                                     (b"content-length", str(len(body)).encode())]})
