@@ -91,6 +91,7 @@ def rows_from_tensors(tensors: Sequence[Tensor], schema: Sequence[dict[str, Any]
                        f"them ({', '.join(kinds)})")
     rows_count: int | None = None
     for name, tensor in by_name.items():
+        _check_datatype(tensor, kinds[name])  # first: a wrong datatype's values may sit in another gRPC field
         n = _rows_of(tensor)
         if rows_count is None:
             rows_count = n

@@ -151,8 +151,10 @@ def test_a_body_not_declared_as_json_is_415_in_the_protocol_shape(served):
     assert answer.status_code == 415 and set(answer.json()) == {"error"}
 
 
-def test_latency_histogram_is_labelled_by_protocol(served):
-    url, _ = served
+def test_latency_histogram_is_labelled_by_protocol(client, served):
+    url, worker = served
+    client.infer(MODEL, triton_inputs(generate_inputs(1, seed=2).to_dict("records"), worker.current.schema),
+                 headers=JSON, outputs=[httpclient.InferRequestedOutput("prediction", binary_data=False)])
     text = httpx.get(f"{url}/metrics").text
     assert 'driftline_worker_latency_seconds_count{protocol="v2-rest",stage="total"}' in text
     assert 'driftline_worker_v2_requests_total{code="200",protocol="v2-rest"}' in text
