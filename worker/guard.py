@@ -52,8 +52,10 @@ class RequestGuard:
             return 400, (f"this worker does not serve the host {host!r}; if clients reach it under that name, "
                          f"add it to {HOSTS_SETTING}")
         if scope["method"] == "POST" and not is_json(declared):
+            hint = (" (tritonclient sends none of its own: infer(..., headers={'Content-Type': 'application/json'}))"
+                    if scope["path"].startswith("/v2/") else "")
             return 415, (f"POST bodies must be JSON with the header Content-Type: {JSON_MEDIA_TYPE} "
-                         f"(got {'no Content-Type' if declared is None else repr(declared)})")
+                         f"(got {'no Content-Type' if declared is None else repr(declared)}){hint}")
         return None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:

@@ -145,6 +145,15 @@ def test_tritonclient_bad_datatype_raises_its_400(client, served):
     assert raised.value.status() == "400" and "is numeric" in raised.value.message()
 
 
+def test_tritonclient_without_a_content_type_is_told_which_header_to_send(client, served):
+    """A POST body with no Content-Type needs no CORS preflight, so the worker refuses it on every path."""
+    _, worker = served
+    inputs = triton_inputs(generate_inputs(1, seed=4).to_dict("records"), worker.current.schema)
+    with pytest.raises(InferenceServerException) as raised:
+        client.infer(MODEL, inputs, outputs=[httpclient.InferRequestedOutput("prediction", binary_data=False)])
+    assert raised.value.status() == "415" and "headers={'Content-Type': 'application/json'}" in raised.value.message()
+
+
 def test_a_body_not_declared_as_json_is_415_in_the_protocol_shape(served):
     url, _ = served
     answer = httpx.post(f"{url}/v2/models/{MODEL}/infer", content=b"{}", headers={"Content-Type": "text/plain"})
