@@ -210,6 +210,8 @@ def worker(settings: Settings, model: str, host: str | None, allowed_hosts: str 
                           log_events=events, event_producer=event_producer, event_buffer=event_buffer,
                           alias_poll_s=alias_poll, shadow_queue=shadow_queue, listen_for_labels=labels,
                           faults=faults, grpc_port=settings.worker_grpc_port if grpc_port is None else grpc_port)
+    if config.grpc_port:  # a missing grpcio or tritonclient is reported here, not in the middle of start-up
+        import driftline.worker.oip_grpc  # noqa: F401
     try:
         serving = Worker(settings, config)
     except (RuntimeError, ValueError) as exc:  # --device cuda without a GPU; a malformed --cache-url
