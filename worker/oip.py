@@ -114,6 +114,13 @@ def rows_from_tensors(tensors: Sequence[Tensor], schema: Sequence[dict[str, Any]
     return [PredictRequest(row, f"{base}:{i}", entity) for i, row in enumerate(rows)]
 
 
+def check_rows(count: int, max_pending: int) -> None:
+    """More rows than the admission bound could never be admitted together: a client error, not an overload."""
+    if count > max_pending:
+        raise OipError(f"{count} rows are more than the {max_pending} requests the worker admits at once "
+                       "(--max-pending): split the request", 413, "RESOURCE_EXHAUSTED")
+
+
 def _rows_of(tensor: Tensor) -> int:
     shape = tensor.shape
     if not (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)) or shape[0] < 1:

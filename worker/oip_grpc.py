@@ -22,7 +22,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from driftline.worker.batcher import BatcherFull
 from driftline.worker.metrics import PROTOCOL_V2_GRPC
 from driftline.worker.oip import (BYTES, OUTPUT_NAME, PLATFORM, OipError, Tensor, answer_version, check_model,
-                                  check_version, model_metadata, predictions, rows_from_tensors)
+                                  check_rows, check_version, model_metadata, predictions, rows_from_tensors)
 from driftline.worker.oip_rest import server_metadata
 
 if TYPE_CHECKING:
@@ -146,6 +146,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                     raise OipError(f"outputs: this model has one output, {OUTPUT_NAME!r}")
             entity = request.parameters["entity_id"].string_param if "entity_id" in request.parameters else None
             rows = rows_from_tensors(tensors_from_request(request), current.schema, request.id or None, entity)
+            check_rows(len(rows), worker.config.max_pending)
             answers = await worker.predict_rows(rows, started, worker.metrics.latency_v2_grpc,
                                                 follow_plan=not request.model_version)
             values = predictions(answers)

@@ -23,7 +23,7 @@ from driftline import defaults
 from driftline.json_types import json_type_name
 from driftline.worker.batcher import BatcherFull
 from driftline.worker.metrics import PROTOCOL_V2_REST
-from driftline.worker.oip import (OUTPUT_NAME, OipError, Tensor, answer_version, check_model, check_version,
+from driftline.worker.oip import (OUTPUT_NAME, OipError, Tensor, answer_version, check_model, check_rows, check_version,
                                   model_metadata, predictions, rows_from_tensors)
 from driftline.worker.validation import InputError
 
@@ -182,6 +182,7 @@ def add_v2_routes(app: FastAPI, worker: "Worker") -> Any:
                 raise OipError(f"the body is not valid JSON ({exc})") from None
             tensors, request_id, entity_id = tensors_from_json(doc)
             rows = rows_from_tensors(tensors, current.schema, request_id, entity_id)
+            check_rows(len(rows), worker.config.max_pending)
             answers = await worker.predict_rows(rows, started, worker.metrics.latency_v2_rest,
                                                 follow_plan=version is None)
             values = predictions(answers)

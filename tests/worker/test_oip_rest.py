@@ -167,3 +167,22 @@ def test_latency_histogram_is_labelled_by_protocol(client, served):
     text = httpx.get(f"{url}/metrics").text
     assert 'driftline_worker_latency_seconds_count{protocol="v2-rest",stage="total"}' in text
     assert 'driftline_worker_v2_requests_total{code="200",protocol="v2-rest"}' in text
+
+
+def test_admission_takes_all_the_rows_or_none(broker, tiny_results, tmp_path_factory, kit):
+    """More rows than the admission bound: 413 (no retry could help), nothing computed; up to the bound passes."""
+    settings = kit.make_settings(tmp_path_factory.mktemp("oip-admission"), broker)
+    kit.registry_with_versions(settings, tiny_results)
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
+                                           log_events=False, max_pending=4))
+    with kit.serving(worker) as url:
+        def body(n: int) -> dict:
+            rows = generate_inputs(n, seed=6).to_dict("records")
+            return {"inputs": [{"name": e["name"], "shape": [n], "datatype": "FP64" if e["kind"] == "numeric"
+                                else "BYTES", "data": [row[e["name"]] for row in rows]} for e in worker.current.schema]}
+
+        refused = httpx.post(f"{url}/v2/models/{MODEL}/infer", json=body(5))
+        assert refused.status_code == 413
+        assert "5 rows are more than the 4 requests the worker admits at once" in refused.json()["error"]
+        assert kit.metric(url, "driftline_worker_cache_misses_total") == 0  # no row reached the model
+        assert httpx.post(f"{url}/v2/models/{MODEL}/infer", json=body(4)).status_code == 200
