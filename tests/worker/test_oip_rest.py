@@ -186,3 +186,46 @@ def test_admission_takes_all_the_rows_or_none(broker, tiny_results, tmp_path_fac
         assert "5 rows are more than the 4 requests the worker admits at once" in refused.json()["error"]
         assert kit.metric(url, "driftline_worker_cache_misses_total") == 0  # no row reached the model
         assert httpx.post(f"{url}/v2/models/{MODEL}/infer", json=body(4)).status_code == 200
+
+
+def test_rows_follow_the_rollout_plan_and_the_versioned_path_pins_production(kit, tiny_results, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from driftline.rollouts import canary_plan
+    from driftline.store import db as store_db
+    from driftline.store.rollouts import set_plan
+    from driftline.worker.server import create_app
+
+    settings = kit.make_settings(tmp_path, "127.0.0.1:1").model_copy(update={"worker_allowed_hosts": "testserver"})
+    kit.registry_with_versions(settings, tiny_results)
+    with store_db.session_scope(settings.db_url) as session:
+        set_plan(session, canary_plan(MODEL, "2", 50))
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", log_events=False, listen_for_labels=False,
+                                           alias_poll_s=0, cache_size=0))
+    roles: list[tuple[str, str, str]] = []
+
+    class Recorder:  # stands in for the InferenceLogger: keeps (request id, version, role) of each event
+        def log_soon(self, features, prediction, latency_ms, **fields):
+            roles.append((fields["request_id"], fields["version"], fields["role"]))
+
+        def stats(self):
+            return None
+
+        def close(self, timeout_s: float = 0.0):
+            return None
+
+    rows = generate_inputs(64, seed=8).to_dict("records")
+    with TestClient(create_app(worker)) as client:
+        worker.logger = Recorder()
+        body = {"id": "routed", "inputs": [
+            {"name": e["name"], "shape": [64, 1], "datatype": "FP64" if e["kind"] == "numeric" else "BYTES",
+             "data": [[row[e["name"]]] for row in rows]} for e in worker.current.schema]}
+        answer = client.post(f"/v2/models/{MODEL}/infer", json=body).json()
+        per_row = answer["parameters"]["versions"].split(",")
+        assert answer["model_version"] == "1,2" and set(per_row) == {"1", "2"}  # 64 rows at 50 %: both arms
+        assert sorted(roles) == sorted((f"routed:{i}", v, "canary" if v == "2" else "production")
+                                       for i, v in enumerate(per_row))
+        roles.clear()
+        pinned = client.post(f"/v2/models/{MODEL}/versions/1/infer", json=body).json()
+        assert pinned["model_version"] == "1" and "parameters" not in pinned
+        assert {(v, r) for _, v, r in roles} == {("1", "production")}
