@@ -34,7 +34,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, AsyncIterator, Sequence
 
 import orjson
 import torch
@@ -59,6 +59,7 @@ from driftline.worker.batcher import BatcherFull, DynamicBatcher
 from driftline.worker.cache import PredictionCache, RedisPredictionCache, cache_key
 from driftline.worker.connections import head_deadline_protocol
 from driftline.worker.dataset import generate_inputs
+from driftline.worker.fast_path import PredictFastPath
 from driftline.worker.faults import Faults
 from driftline.worker.guard import RequestGuard
 from driftline.worker.metrics import PROTOCOL_V2_REST, ProtocolLatency, WorkerMetrics
@@ -696,30 +697,3 @@ def create_app(worker: Worker) -> RequestGuard:
             worker.metrics.v2_requests.labels(PROTOCOL_V2_REST, str(status)).inc()
 
     return RequestGuard(PredictFastPath(app, answer_predict, infer), worker.allowed_hosts, count_refused)
-
-
-class PredictFastPath:
-    """ASGI front: POST /predict and OIP infer go straight to their handlers; everything else to the FastAPI app.
-
-    The handler is the same one the FastAPI route calls, with the same Starlette Request
-    and Response; only FastAPI's routing, dependency and middleware layers are skipped.
-    Those cost more than the whole prediction path (figures in docs/worker.md).
-    """
-
-    def __init__(self, app: FastAPI, answer: Callable[[Request], Awaitable[Response]],
-                 infer: Callable[[Request], Awaitable[Response]]):
-        self.app = app
-        self.answer = answer
-        self.infer = infer
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            if scope["path"] == "/predict":
-                response = await self.answer(Request(scope, receive))
-                await response(scope, receive, send)
-                return
-            if is_infer_path(scope["path"]):
-                response = await self.infer(Request(scope, receive))
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
