@@ -32,7 +32,7 @@ def worker_process(env: dict[str, str], flags: list[str], device: str, cpus: set
     port = free_port()
     command = [sys.executable, str(ROOT / "bench" / "switched_worker.py")] if switched else [*DRIFTLINE, "worker"]
     process = subprocess.Popen([*command, "--port", str(port), "--device", device, "--cache-size", "0",
-                                "--no-labels", "--log-level", "warning", *flags], env=env,
+                                "--no-labels", "--log-level", "warning", "--grpc-port", "0", *flags], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
                                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     try:

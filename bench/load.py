@@ -74,7 +74,7 @@ def main() -> None:
     subprocess.run([DRIFTLINE, "db", "upgrade"], env=env, check=True, capture_output=True)
     subprocess.run([DRIFTLINE, "train", "--size", "small"], env=env, check=True, capture_output=True)
     metrics_port = free_port()
-    env |= {"DRIFTLINE_WORKER_PORT": str(free_port()), "DRIFTLINE_COLLECTOR_METRICS_PORT": str(metrics_port)}
+    env |= {"DRIFTLINE_WORKER_PORT": str(free_port()), "DRIFTLINE_WORKER_GRPC_PORT": str(free_port()), "DRIFTLINE_COLLECTOR_METRICS_PORT": str(metrics_port)}
     db_url = f"sqlite:///{home / 'driftline.db'}"
     proc = subprocess.Popen([DRIFTLINE, "up", "--scenario", "none", "--no-dashboard", "--rate", str(args.rate),
                              "--duration", str(args.duration), "--window-seconds", str(args.window_seconds),

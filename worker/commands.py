@@ -134,6 +134,9 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
                    "optional; default: settings.worker_allowed_hosts). Other names get 400, which stops DNS "
                    "rebinding; list the names clients use when --host is not loopback.")
 @click.option("--port", type=int, default=None, help="Port (default: settings.worker_port, 8000).")
+@click.option("--grpc-port", type=click.IntRange(0, 65535), default=None,
+              help="Port of the Open Inference Protocol gRPC service, on the same interface "
+                   "(default: settings.worker_grpc_port, 8001; 0: off).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: CUDA when torch sees a GPU, else CPU.")
 @click.option("--max-batch-size", type=click.IntRange(1), default=defaults.WORKER_MAX_BATCH_SIZE, show_default=True)
@@ -171,12 +174,14 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
               help="torch intra-op threads (default: CPUs - 1, so one core stays with the event loop).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
 @common_options
-def worker(settings: Settings, model: str, host: str | None, allowed_hosts: str | None, port: int | None, device: str,
+def worker(settings: Settings, model: str, host: str | None, allowed_hosts: str | None, port: int | None,
+           grpc_port: int | None, device: str,
            max_batch_size: int, max_wait_ms: float, max_pending: int, body_timeout: float, max_connections: int,
            cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
            event_buffer: int, alias_poll: float, shadow_queue: int, labels: bool, faults: bool | None, threads: int | None,
            log_level: str) -> None:
-    """Run the inference server (GET /healthz, GET /model, POST /predict, GET /metrics)."""
+    """Run the inference server (GET /healthz, GET /model, POST /predict, GET /metrics; Open Inference
+    Protocol v2 under /v2 and over gRPC on --grpc-port)."""
     import logging
     import os
 
@@ -204,15 +209,17 @@ def worker(settings: Settings, model: str, host: str | None, allowed_hosts: str 
                           cache_size=cache_size, cache_ttl_s=cache_ttl, cache_url=cache_url or settings.worker_cache_url,
                           log_events=events, event_producer=event_producer, event_buffer=event_buffer,
                           alias_poll_s=alias_poll, shadow_queue=shadow_queue, listen_for_labels=labels,
-                          faults=faults)
+                          faults=faults, grpc_port=settings.worker_grpc_port if grpc_port is None else grpc_port)
+    if config.grpc_port:  # a missing grpcio or tritonclient is reported here, not in the middle of start-up
+        import driftline.worker.oip_grpc  # noqa: F401
     try:
         serving = Worker(settings, config)
     except (RuntimeError, ValueError) as exc:  # --device cuda without a GPU; a malformed --cache-url
         raise UserError(str(exc)) from None
     serving.load()
     port = port or settings.worker_port
-    click.echo(f"serving {model} version {serving.current.version} on http://{host}:{port} ({serving.device})",
-               err=True)
+    click.echo(f"serving {model} version {serving.current.version} on http://{host}:{port} ({serving.device})"
+               + (f", OIP gRPC on {host}:{config.grpc_port}" if config.grpc_port else ""), err=True)
     uvicorn.run(create_app(serving), host=host, port=port, log_level=log_level, access_log=False,
                 **uvicorn_options(config))
 

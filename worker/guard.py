@@ -52,8 +52,10 @@ class RequestGuard:
             return 400, (f"this worker does not serve the host {host!r}; if clients reach it under that name, "
                          f"add it to {HOSTS_SETTING}")
         if scope["method"] == "POST" and not is_json(declared):
+            hint = (" (tritonclient sends none of its own: infer(..., headers={'Content-Type': 'application/json'}))"
+                    if scope["path"].startswith("/v2/") else "")
             return 415, (f"POST bodies must be JSON with the header Content-Type: {JSON_MEDIA_TYPE} "
-                         f"(got {'no Content-Type' if declared is None else repr(declared)})")
+                         f"(got {'no Content-Type' if declared is None else repr(declared)}){hint}")
         return None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -61,7 +63,8 @@ class RequestGuard:
             status, detail = refused
             if self.on_refused is not None:
                 self.on_refused(scope["path"], status)
-            body = orjson.dumps({"detail": detail})
+            # The Open Inference Protocol's error shape on its paths; the worker's own elsewhere.
+            body = orjson.dumps({"error": detail} if scope["path"].startswith("/v2") else {"detail": detail})
             await send({"type": "http.response.start", "status": status,
                         "headers": [(b"content-type", JSON_MEDIA_TYPE.encode()),
                                     (b"content-length", str(len(body)).encode())]})

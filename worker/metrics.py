@@ -34,21 +34,47 @@ class _EventSenderCollector(Collector):
                                 value=1 if stats.connected else 0)
 
 
+PROTOCOL_PREDICT = "predict"
+PROTOCOL_V2_REST = "v2-rest"
+PROTOCOL_V2_GRPC = "v2-grpc"
+
+
+class ProtocolLatency:
+    """The latency histogram's three stages for one protocol (children looked up once, not per request)."""
+
+    __slots__ = ("total", "queue", "compute")
+
+    def __init__(self, histogram: Histogram, protocol: str):
+        self.total = histogram.labels("total", protocol)
+        self.queue = histogram.labels("queue", protocol)
+        self.compute = histogram.labels("compute", protocol)
+
+    def observe(self, total_ms: float, queue_ms: float, compute_ms: float) -> None:
+        self.total.observe(total_ms / 1000.0)
+        self.queue.observe(queue_ms / 1000.0)
+        self.compute.observe(compute_ms / 1000.0)
+
+
 class WorkerMetrics:
     def __init__(self, sender_stats: Callable[[], SenderStats | None], queue_depth: Callable[[], int]):
         self.registry = CollectorRegistry()
         r = self.registry
-        self.latency = Histogram("driftline_worker_latency_seconds", "Request latency by stage (queue, compute, total).",
-                                 ["stage"], buckets=LATENCY_BUCKETS, registry=r)
-        self.latency_total = self.latency.labels("total")
-        self.latency_queue = self.latency.labels("queue")
-        self.latency_compute = self.latency.labels("compute")
+        self.latency = Histogram("driftline_worker_latency_seconds",
+                                 "Request latency by stage (queue, compute, total) and protocol (predict: POST /predict; "
+                                 "v2-rest, v2-grpc: the Open Inference Protocol, per row).",
+                                 ["stage", "protocol"], buckets=LATENCY_BUCKETS, registry=r)
+        self.latency_predict = ProtocolLatency(self.latency, PROTOCOL_PREDICT)
+        self.latency_v2_rest = ProtocolLatency(self.latency, PROTOCOL_V2_REST)
+        self.latency_v2_grpc = ProtocolLatency(self.latency, PROTOCOL_V2_GRPC)
         self.batch_size = Histogram("driftline_worker_batch_size", "Requests per forward pass.",
                                     buckets=BATCH_BUCKETS, registry=r)
         self.batch_seconds = Histogram("driftline_worker_batch_seconds", "Forward pass time per batch.",
                                        buckets=LATENCY_BUCKETS, registry=r)
         self.requests = Counter("driftline_worker_requests", "POST /predict answers by HTTP status.", ["code"],
                                 registry=r)
+        self.v2_requests = Counter("driftline_worker_v2_requests",
+                                   "Open Inference Protocol infer answers by protocol and status (HTTP code or gRPC "
+                                   "status name).", ["protocol", "code"], registry=r)
         self.cache_hits = Counter("driftline_worker_cache_hits", "Predictions answered from the cache.", registry=r)
         self.cache_misses = Counter("driftline_worker_cache_misses", "Predictions computed by the model.", registry=r)
         self.cache_remote_hits = Counter("driftline_worker_cache_remote_hits",

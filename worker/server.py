@@ -34,7 +34,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, AsyncIterator, Sequence
 
 import orjson
 import torch
@@ -59,14 +59,16 @@ from driftline.worker.batcher import BatcherFull, DynamicBatcher
 from driftline.worker.cache import PredictionCache, RedisPredictionCache, cache_key
 from driftline.worker.connections import head_deadline_protocol
 from driftline.worker.dataset import generate_inputs
+from driftline.worker.fast_path import PredictFastPath
 from driftline.worker.faults import Faults
 from driftline.worker.guard import RequestGuard
-from driftline.worker.metrics import WorkerMetrics
+from driftline.worker.metrics import PROTOCOL_V2_REST, ProtocolLatency, WorkerMetrics
+from driftline.worker.oip_rest import add_v2_routes, is_infer_path
 from driftline.worker.model import CreditMLP, load_model, resolve_device
 from driftline.worker.registry import Registry, VersionInfo
 from driftline.worker.retrain import LabelListener, RecentTraffic, RetrainManager
 from driftline.worker.shadow import ShadowAnswer, ShadowRequest, ShadowRunner
-from driftline.worker.validation import InputError, parse_predict
+from driftline.worker.validation import InputError, PredictRequest, parse_predict
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +112,8 @@ class WorkerConfig:
     listen_for_labels: bool = True
     # At shut-down, how long to wait for buffered events to reach Kafka.
     shutdown_flush_s: float = 5.0
+    # The Open Inference Protocol's gRPC service on settings.worker_host (worker/oip_grpc.py); 0: off.
+    grpc_port: int = 0
 
     def __post_init__(self) -> None:
         if not self.body_timeout_s > 0:
@@ -176,6 +180,19 @@ class _Routed:
     version: LoadedVersion
 
 
+@dataclass(frozen=True, slots=True)
+class _LookedUp:
+    """A request routed and looked up in the caches, before the batcher (`Worker._look_up`)."""
+
+    loaded: LoadedVersion
+    production: LoadedVersion
+    routing: Routing
+    role: str
+    features: dict[str, Any]
+    key: Any
+    cached: Any
+
+
 # `_run_batch`'s tag when a batch mixed versions: each output is then (value, the version that answered).
 _MIXED = object()
 
@@ -224,6 +241,7 @@ class Worker:
                                         lambda: self.current, epochs=config.retrain_epochs)
         self._failed_versions: set[str] = set()
         self._poll_task: asyncio.Task | None = None
+        self.grpc_server: Any = None
         self.routing = Routing()
         self._rng = random.Random()
         self.shadow = ShadowRunner(config.shadow_queue, config.max_batch_size, self._log_shadow,
@@ -270,9 +288,17 @@ class Worker:
                                                 self.traffic, KafkaSecurity.from_settings(self.settings)).start()
         if self.config.alias_poll_s > 0:
             self._poll_task = asyncio.create_task(self._poll_alias(), name="driftline-alias-poll")
+        if self.config.grpc_port:
+            from driftline.worker.oip_grpc import start_grpc  # grpcio loads only when the port is on
+
+            self.grpc_server = await start_grpc(self, self.settings.worker_host, self.config.grpc_port)
         freeze_long_lived()  # the model, torch and the web stack stay: no full collection needs to walk them
 
     async def stop(self) -> None:
+        if self.grpc_server is not None:
+            from driftline.worker.oip_grpc import stop_grpc
+
+            await stop_grpc(self.grpc_server)
         if self._poll_task is not None:
             self._poll_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -395,24 +421,47 @@ class Worker:
         finally:
             self.metrics.body_reads.dec()
         with self.batcher.arriving():  # lets the batcher wait for this request rather than leave without it
-            loaded = production = self.current
-            routing = self.routing
-            parsed = parse_predict(body, loaded.schema)
-            role = ROLE_PRODUCTION
-            if routing.plan is not None:
-                route = assign(routing.plan, production.version, parsed.entity_id, self._rng)
-                if route.version == production.version:  # production's share, or its arm of an A/B test
-                    role = route.role
-                elif (candidate := routing.versions.get(route.version)) is not None:  # None: failed to load
-                    loaded, role = candidate, route.role
-            features = self.faults.serving_features(parsed.inputs)
-            key = cache_key(loaded.model, loaded.version, features)
-            cached = self.cache.get(key)
-            if cached is None and self.remote_cache is not None:
-                cached = await self.remote_cache.get(key)
-                if cached is not None:
-                    self.metrics.cache_remote_hits.inc()
-                    self.cache.put(key, cached)
+            parsed = parse_predict(body, self.current.schema)
+            looked = await self._look_up(parsed)
+        return await self._answer(parsed, looked, started, self.metrics.latency_predict)
+
+    async def predict_rows(self, rows: Sequence[PredictRequest], started: float, latency: ProtocolLatency,
+                           follow_plan: bool = True) -> list[dict[str, Any]]:
+        """Each row as its own request (one admission slot, batcher entry and event each): the OIP adapters' path.
+
+        Admission takes all the rows or none (BatcherFull), so a batch is never half answered for lack of room.
+        `follow_plan=False` pins the rows to production (a request naming its version).
+        """
+        with self.batcher.arriving(len(rows)):
+            looked = [await self._look_up(parsed, follow_plan) for parsed in rows]
+        return list(await asyncio.gather(*(self._answer(parsed, found, started, latency)
+                                           for parsed, found in zip(rows, looked))))
+
+    async def _look_up(self, parsed: PredictRequest, follow_plan: bool = True) -> _LookedUp:
+        """Route the request (rollout plan), build its serving features and look them up in the caches."""
+        loaded = production = self.current
+        routing = self.routing if follow_plan else Routing()
+        role = ROLE_PRODUCTION
+        if routing.plan is not None:
+            route = assign(routing.plan, production.version, parsed.entity_id, self._rng)
+            if route.version == production.version:  # production's share, or its arm of an A/B test
+                role = route.role
+            elif (candidate := routing.versions.get(route.version)) is not None:  # None: failed to load
+                loaded, role = candidate, route.role
+        features = self.faults.serving_features(parsed.inputs)
+        key = cache_key(loaded.model, loaded.version, features)
+        cached = self.cache.get(key)
+        if cached is None and self.remote_cache is not None:
+            cached = await self.remote_cache.get(key)
+            if cached is not None:
+                self.metrics.cache_remote_hits.inc()
+                self.cache.put(key, cached)
+        return _LookedUp(loaded, production, routing, role, features, key, cached)
+
+    async def _answer(self, parsed: PredictRequest, looked: _LookedUp, started: float,
+                      latency_metrics: ProtocolLatency) -> dict[str, Any]:
+        loaded, routing, role, features, key, cached = (looked.loaded, looked.routing, looked.role, looked.features,
+                                                        looked.key, looked.cached)
         request_id = parsed.request_id or new_id()
         if cached is not None:
             self.metrics.cache_hits.inc()
@@ -420,7 +469,8 @@ class Worker:
         else:
             self.metrics.cache_misses.inc()
             try:
-                result = await self.batcher.submit(features if loaded is production else _Routed(features, loaded))
+                result = await self.batcher.submit(features if loaded is looked.production
+                                                   else _Routed(features, loaded))
             except Exception as exc:  # the monitor counts failed requests too
                 if self.logger is not None:
                     total_ms = round((time.perf_counter() - started) * 1000.0, 3)
@@ -446,9 +496,7 @@ class Worker:
             compute_ms += (time.perf_counter() - slept_from) * 1000.0
         total_ms = (time.perf_counter() - started) * 1000.0
         latency = {"total": round(total_ms, 3), "queue": round(queue_ms, 3), "compute": round(compute_ms, 3)}
-        self.metrics.latency_total.observe(total_ms / 1000.0)
-        self.metrics.latency_queue.observe(queue_ms / 1000.0)
-        self.metrics.latency_compute.observe(compute_ms / 1000.0)
+        latency_metrics.observe(total_ms, queue_ms, compute_ms)
         if self.logger is not None:
             # Built and encoded at the end of the loop's iteration, with the other requests answered in it:
             # cheaper than one at a time between other work (InferenceLogger.log_soon). A request id the
@@ -640,28 +688,12 @@ def create_app(worker: Worker) -> RequestGuard:
             return _json({"detail": f"no retrain request {request_id}"}, 404)
         return _json(document)
 
+    infer = add_v2_routes(app, worker)
+
     def count_refused(path: str, status: int) -> None:
         if path == "/predict":
             worker.metrics.requests.labels(str(status)).inc()
+        elif is_infer_path(path):
+            worker.metrics.v2_requests.labels(PROTOCOL_V2_REST, str(status)).inc()
 
-    return RequestGuard(PredictFastPath(app, answer_predict), worker.allowed_hosts, count_refused)
-
-
-class PredictFastPath:
-    """ASGI front: POST /predict goes straight to its handler; everything else to the FastAPI app.
-
-    The handler is the same one the FastAPI route calls, with the same Starlette Request
-    and Response; only FastAPI's routing, dependency and middleware layers are skipped.
-    Those cost more than the whole prediction path (figures in docs/worker.md).
-    """
-
-    def __init__(self, app: FastAPI, answer: Callable[[Request], Awaitable[Response]]):
-        self.app = app
-        self.answer = answer
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] == "/predict" and scope["method"] == "POST":
-            response = await self.answer(Request(scope, receive))
-            await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+    return RequestGuard(PredictFastPath(app, answer_predict, infer), worker.allowed_hosts, count_refused)

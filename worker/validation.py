@@ -89,11 +89,12 @@ def parse_predict(body: bytes, schema: Sequence[dict[str, Any]]) -> PredictReque
         if name not in features:
             raise InputError("required feature is missing (send null for a value that is not known)",
                              f"features.{name}")
-        inputs[name] = _check_value(features[name], kind, f"features.{name}")
+        inputs[name] = check_value(features[name], kind, f"features.{name}")
     return PredictRequest(inputs, _optional_id(doc, "request_id"), _optional_id(doc, "entity_id"))
 
 
-def _check_value(value: Any, kind: str, field: str) -> Any:
+def check_value(value: Any, kind: str, field: str) -> Any:
+    """One feature value of `kind` ("numeric" or "categorical"), as a request field at `field`."""
     if value is None:
         return None
     if kind == "numeric":
@@ -117,7 +118,11 @@ def _check_value(value: Any, kind: str, field: str) -> Any:
 
 
 def _optional_id(doc: dict[str, Any], field: str) -> str | None:
-    value = doc.get(field)
+    return check_id(doc.get(field), field)
+
+
+def check_id(value: Any, field: str) -> str | None:
+    """A request or entity id: None, or a non-empty string of valid text up to MAX_ID_CHARS characters."""
     if value is None:
         return None
     if not isinstance(value, str) or not value:

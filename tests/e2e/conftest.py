@@ -62,6 +62,7 @@ def _run_up(home: Path, scenario: str, *, duration: float, window_seconds: int =
            config: str | None = None, timeout: float = 300) -> UpRun:
     """`driftline up --scenario S --duration D --no-dashboard` on free ports, waited for to the end."""
     env = {**os.environ, "DRIFTLINE_HOME": str(home), "DRIFTLINE_WORKER_PORT": str(free_port()),
+           "DRIFTLINE_WORKER_GRPC_PORT": str(free_port()),
            "DRIFTLINE_COLLECTOR_METRICS_PORT": str(free_port()),
            "DRIFTLINE_SCHEDULER_METRICS_PORT": str(free_port()), "DRIFTLINE_DASHBOARD_PORT": str(free_port())}
     for name in ("DRIFTLINE_DB", "DRIFTLINE_BOOTSTRAP_SERVERS", "DRIFTLINE_SLACK_WEBHOOK_URL",

@@ -71,6 +71,7 @@ def topic_total(bootstrap: str) -> int:
 
 def up_env(home: Path, **extra: str) -> dict[str, str]:
     env = {**os.environ, "DRIFTLINE_HOME": str(home), "DRIFTLINE_WORKER_PORT": str(free_port()),
+           "DRIFTLINE_WORKER_GRPC_PORT": str(free_port()),
            "DRIFTLINE_COLLECTOR_METRICS_PORT": str(free_port()),
            "DRIFTLINE_SCHEDULER_METRICS_PORT": str(free_port())}
     for name in ("DRIFTLINE_DB", "DRIFTLINE_BOOTSTRAP_SERVERS", "DRIFTLINE_SLACK_WEBHOOK_URL",

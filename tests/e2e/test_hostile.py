@@ -107,6 +107,7 @@ def hostile_messages(bootstrap: str, example: dict) -> dict[str, int]:
 def test_hostile_traffic_does_not_stop_monitoring_and_drift_still_pages(home, sink):
     worker_port, broker_port = free_port(), free_port()
     env = {**os.environ, "DRIFTLINE_HOME": str(home), "DRIFTLINE_WORKER_PORT": str(worker_port),
+           "DRIFTLINE_WORKER_GRPC_PORT": str(free_port()),
            "DRIFTLINE_COLLECTOR_METRICS_PORT": str(free_port()),
            "DRIFTLINE_SCHEDULER_METRICS_PORT": str(free_port()), "DRIFTLINE_DASHBOARD_PORT": str(free_port()),
            "DRIFTLINE_SLACK_WEBHOOK_URL": f"{sink.url}/slack", "DRIFTLINE_PAGERDUTY_URL": f"{sink.url}/pagerduty",

@@ -76,7 +76,7 @@ def test_worker_command_serves_and_replay_drives_it(env, capsys):
         assert code == 1 and "no CUDA device" in err
     port = free_port()
     process = subprocess.Popen([DRIFTLINE, "worker", "--port", str(port), "--device", "cpu", "--max-batch-size", "8",
-                                "--no-labels", "--log-level", "warning"], env=env,
+                                "--grpc-port", str(free_port()), "--no-labels", "--log-level", "warning"], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         assert wait_for_port("127.0.0.1", port, timeout_s=60, process=process), process.stderr.read().decode()
