@@ -17,7 +17,7 @@ import numpy as np
 from scipy import stats
 
 from driftline import defaults
-from driftline.detectors.sequential import msprt_proportions
+from driftline.detectors.stats.sequential import msprt_proportions
 
 
 def simulate(p_a: float, p_b: float, per_window: int, runs: int, peeks: int, labels_from: int, alpha: float,

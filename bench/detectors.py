@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.batch import (
+from driftline.detectors.batch.engine import (
     ReferenceProfile,
     Window,
     default_workers,
@@ -34,7 +34,7 @@ from driftline.detectors.batch import (
     detect_window,
     feature_kinds,
 )
-from driftline.detectors.decision import DriftThresholds
+from driftline.detectors.thresholds.decision import DriftThresholds
 
 NUMERIC = [f"num_{i:02d}" for i in range(20)]
 CATEGORICAL = ["cat_region", "cat_plan", "cat_channel"]

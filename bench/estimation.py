@@ -14,9 +14,9 @@ z = 3 and at z = 1.96. A second table: how often the realized-vs-estimated gap i
 (|gap| > z standard errors, `estimation_gap`) for ROC AUC and accuracy, on windows that
 follow the calibration (false flags) and on windows under concept drift (the score's
 logit explains less: slope 0.3 plus a hidden factor). A third table: multiclass accuracy and
-macro F1 (`driftline.detectors.estimation_multiclass`) on a calibrated three-class softmax
+macro F1 (`driftline.detectors.estimation.cbpe_multiclass`) on a calibrated three-class softmax
 model, the same error and coverage figures. A fourth table: regression MAE and RMSE (direct
-loss estimation, `driftline.detectors.estimation_regression`) on y = 2·x1 + sin(x2) + noise
+loss estimation, `driftline.detectors.estimation.dle`) on y = 2·x1 + sin(x2) + noise
 whose spread grows with x1 (and in one category of g), the model predicting 2·x1 + 0.9·sin(x2);
 the estimators fitted on a 20 000-row reference, windows shifted along x1 by U(-1, 1) (the
 true errors move with the shift, the relation does not), then by U(2, 3) (extrapolation: few
@@ -34,22 +34,22 @@ from scipy.special import expit, logit
 
 from driftline import defaults
 from driftline.baseline import BINARY, LabelSummary
-from driftline.detectors.estimation import estimate_performance, estimation_gap, score_counts
-from driftline.detectors.estimation_multiclass import (
+from driftline.detectors.estimation.cbpe import estimate_performance, estimation_gap, score_counts
+from driftline.detectors.estimation.cbpe_multiclass import (
     calibrated_probabilities,
     class_calibrations,
     estimate_multiclass,
     realized_multiclass,
     reference_variances,
 )
-from driftline.detectors.estimation_regression import (
+from driftline.detectors.estimation.dle import (
     LossEstimator,
     estimate_regression,
     fit_loss_estimator,
     outside_share,
     realized_regression,
 )
-from driftline.detectors.quality_stats import quality_metrics, training_calibration
+from driftline.detectors.stats.quality import quality_metrics, training_calibration
 from driftline.vocabulary import ACCURACY, ESTIMATED_METRICS, MACRO_F1, MAE, RMSE, ROC_AUC
 
 LOGIT_MEAN, LOGIT_SD = -0.5, 1.5

@@ -22,8 +22,8 @@ import pandas as pd
 
 from driftline.baseline import compute_baseline
 from driftline.collector.folding import InferenceFolder
-from driftline.detectors.data_quality import data_quality
-from driftline.detectors.thresholds import WindowThresholds
+from driftline.detectors.families.data_quality import data_quality
+from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.vocabulary import NEW_FEATURE_SHARE
 from driftline.window_state import WindowState
 

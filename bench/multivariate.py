@@ -21,8 +21,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.batch import detect
-from driftline.detectors.multivariate import MultivariateThresholds
+from driftline.detectors.batch.engine import detect
+from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.synthetic import correlated_features
 
 REFERENCE_RHO = 0.8

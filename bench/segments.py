@@ -18,8 +18,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.batch import default_workers, detect
-from driftline.detectors.decision import DriftThresholds
+from driftline.detectors.batch.engine import default_workers, detect
+from driftline.detectors.thresholds.decision import DriftThresholds
 
 SEGMENTS = np.array(["north", "south", "east", "west", "central"])
 

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from driftline.baseline import compute_baseline
-from driftline.detectors.segment_window import evaluate_segments
-from driftline.detectors.window import evaluate_window
+from driftline.detectors.families.segments import evaluate_segments
+from driftline.detectors.families.window import evaluate_window
 from driftline.segments import SegmentSpec
 from driftline.window_state import EventBatch, WindowState
 from driftline.worker.dataset import generate_inputs

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from driftline.detectors.intervals import wilson_interval
+from driftline.detectors.stats.intervals import wilson_interval
 from driftline.rollouts import AB, CANARY, SHADOW
 from driftline.vocabulary import ERROR_RATE, P50_MS, P95_MS, P99_MS, ROLLOUT_METRICS, RolloutVerdictDetails
 

@@ -1,63 +1,15 @@
-"""Drift detectors: pure statistics, the decision rule and batch detection (no I/O)."""
-from driftline.detectors.batch import ReferenceProfile, Window, detect, detect_window, feature_kinds, split_windows
-from driftline.detectors.decision import (
-    INSUFFICIENT_DATA,
-    DriftThresholds,
-    annotate_tests,
-    benjamini_hochberg,
-    decide_dataset,
-    decide_feature,
-)
-from driftline.detectors.stats import (
-    bin_counts,
-    category_counts,
-    chi2,
-    chi2_categorical,
-    clean_numeric,
-    decile_edges,
-    jensenshannon,
-    jensenshannon_categorical,
-    jensenshannon_numeric,
-    ks_2samp,
-    linf,
-    linf_categorical,
-    missing_rate_test,
-    psi,
-    psi_categorical,
-    psi_numeric,
-    reference_std,
-    wasserstein_normed,
-)
+"""Drift detectors: pure computation over the core's summaries (no I/O), in rooms.
 
-__all__ = [
-    "INSUFFICIENT_DATA",
-    "DriftThresholds",
-    "ReferenceProfile",
-    "Window",
-    "detect",
-    "detect_window",
-    "feature_kinds",
-    "split_windows",
-    "annotate_tests",
-    "benjamini_hochberg",
-    "bin_counts",
-    "category_counts",
-    "chi2",
-    "chi2_categorical",
-    "clean_numeric",
-    "decide_dataset",
-    "decide_feature",
-    "decile_edges",
-    "jensenshannon",
-    "jensenshannon_categorical",
-    "jensenshannon_numeric",
-    "ks_2samp",
-    "linf",
-    "linf_categorical",
-    "missing_rate_test",
-    "psi",
-    "psi_categorical",
-    "psi_numeric",
-    "reference_std",
-    "wasserstein_normed",
-]
+- `stats/`: pure statistics and intervals (two-sample tests, binned forms, model-quality and multivariate maths);
+- `thresholds/`: every threshold and decision rule (per-test decision, alarm levels, reference-derived ones);
+- `families/`: one module per streaming family, and `evaluate_window`, which runs them on a merged window;
+- `estimation/`: performance before labels (CBPE binary and multiclass, DLE);
+- `batch/`: the `detect` engine, its performance, multivariate drift and segments;
+- `rollout/`: a candidate compared with production, the verdict and the policy.
+
+The two entry points: `evaluate_window` (one streaming window) and `detect` (two DataFrames).
+"""
+from driftline.detectors.batch.engine import detect
+from driftline.detectors.families.window import evaluate_window
+
+__all__ = ["detect", "evaluate_window"]

@@ -485,7 +485,7 @@ DASHBOARD_MAX_STATE_WINDOWS = 120
 # here: ten times over is "very far over", more would wash out the colour scale.
 DASHBOARD_SCORE_CAP = 10.0
 
-# --- Data quality (detectors/data_quality.py) -----------------------------------
+# --- Data quality (detectors/families/data_quality.py) -----------------------------------
 # Every data-quality check needs this many events in the window; below, results are
 # reported as insufficient data (a window of 10 events with 1 null is not news).
 DATA_QUALITY_MIN_ROWS = 100
@@ -511,14 +511,14 @@ MISSING_FEATURE_SHARE = 0.01
 # Share of events that carry a feature training never had (a schema change).
 NEW_FEATURE_SHARE = 0.0
 
-# --- Training-serving skew (detectors/skew.py) ------------------------------------
+# --- Training-serving skew (detectors/families/skew.py) ------------------------------------
 # Distribution skew: serving against the training baseline by effect size only, so it
 # reads "how far is serving from training" rather than "did it change now". 0.25 is
 # above the drift PSI floor (0.2): at that size training and serving disagree for sure.
 # It is data drift's comparison, so it cannot tell a serving bug from a changed world:
 # it is always reported but breaches only for a feature whose parity could not be
 # checked (no transform, no raw inputs sampled); where parity holds, the difference is
-# drift, and where parity fails, parity skew is the alert (driftline.detectors.skew.skew_with_parity).
+# drift, and where parity fails, parity skew is the alert (driftline.detectors.families.skew.skew_with_parity).
 SKEW_DISTRIBUTION_PSI = 0.25
 # Parity skew: the training transform re-run on logged raw inputs must reproduce the
 # served feature. A numeric pair matches within this relative tolerance (float32
@@ -530,7 +530,7 @@ SKEW_PARITY_MISMATCH_RATE = 0.01
 # At least this many sampled events with raw inputs are needed to judge parity.
 SKEW_PARITY_MIN_SAMPLE = 30
 
-# --- Latency SLO (detectors/latency.py; per model in [latency.models.NAME]) -------
+# --- Latency SLO (detectors/families/latency.py; per model in [latency.models.NAME]) -------
 # A typical online-inference budget; the bundled worker answers in a few ms, so these
 # fire only for real slowness. Quantiles come from the window's latency histogram (1 %).
 LATENCY_SLO_P50_MS = 50.0
@@ -542,7 +542,7 @@ ERROR_RATE_MAX = 0.01
 # fewer than 100 events is the maximum of a handful.
 LATENCY_MIN_EVENTS = 100
 
-# --- Model quality (detectors/quality.py) ------------------------------------------
+# --- Model quality (detectors/families/quality.py) ------------------------------------------
 # What a binary classifier's window metrics are compared with. "calibration": the value
 # each metric would have on the window's own scores if labels followed the training
 # reliability curve (P(label | score bin), isotonic fit). A covariate shift moves the
@@ -555,7 +555,7 @@ QUALITY_REFERENCE = "calibration"
 # max(floor, QUALITY_Z x standard error of the difference), the standard error
 # computed from the window's own label counts (binomial for accuracy,
 # precision, recall; Hanley-McNeil for ROC AUC; per-row spread for log loss, MAE,
-# RMSE; see driftline.detectors.quality_stats.quality_standard_errors). A flat floor alone flagged
+# RMSE; see driftline.detectors.stats.quality.quality_standard_errors). A flat floor alone flagged
 # normal traffic: recall from 40 actual positives has a standard error of ~0.06.
 #
 # Labelled predictions needed in a window before quality is judged: accuracy from
@@ -597,7 +597,7 @@ QUALITY_POOL_MAX_WINDOWS = 10
 # Above the measured 0.03-0.2 %, so the check is about the rule, not one seed's luck.
 QUALITY_FALSE_ALARM_RATE_MAX = 0.005
 
-# --- Estimated quality before labels (detectors/estimated_quality.py) ----------------
+# --- Estimated quality before labels (detectors/families/estimated_quality.py) ----------------
 # Confidence-based performance estimation: a binary classifier's ROC AUC, accuracy,
 # precision, recall and F1 from the window's scores and the training calibration.
 # Band: estimate +/- ESTIMATED_QUALITY_Z standard errors of the realized metric around
@@ -614,7 +614,7 @@ ESTIMATED_QUALITY_MIN_ROWS = 100
 # The share of a window's scores outside the score range the training labels covered
 # (the calibration is extrapolated there) above which the estimate is untrusted.
 ESTIMATED_QUALITY_MAX_OUTSIDE_SHARE = 0.05
-# Regression (direct loss estimation, detectors/estimation_regression.py): MAE and RMSE
+# Regression (direct loss estimation, detectors/estimation/dle.py): MAE and RMSE
 # alert when the band's lower end exceeds training by this share (relative), i.e. even
 # the optimistic reading is 20 % worse than training; the same margin model_quality's
 # error floor (QUALITY_MAX_ERROR_INCREASE) pages on.
@@ -666,7 +666,7 @@ WORKER_RETRAIN_NICENESS = 10
 # At shut-down a running retrain gets SIGTERM, then SIGKILL after this many seconds.
 WORKER_RETRAIN_STOP_GRACE_SECONDS = 3.0
 
-# --- Rollouts (detectors/rollout*.py; [rollouts] in the --config TOML) ------------------------
+# --- Rollouts (detectors/rollout/; [rollouts] in the --config TOML) ------------------------
 # Windows with enough traffic on both sides before a canary or shadow step is judged: five
 # one-minute windows see a burst come and go, and a majority of five outvotes one odd window.
 ROLLOUT_WINDOWS = 5
@@ -721,7 +721,7 @@ ROLLOUT_ENDED_VISIBLE_SECONDS = 7 * 24 * 3600
 # within this long of it (both are written in one transaction; a minute absorbs clock reads).
 ROLLOUT_OUTCOME_MATCH_SECONDS = 60.0
 
-# --- Multivariate drift (detectors/multivariate.py, driftline/baseline/reconstruction.py) --
+# --- Multivariate drift (detectors/stats/multivariate.py, driftline/baseline/reconstruction.py) --
 # PCA keeps the fewest components that explain this share of the reference's standardised
 # variance (NannyML's data-reconstruction default): enough to learn the features' joint
 # structure, few enough that a broken correlation shows as reconstruction error.

@@ -242,7 +242,7 @@ class Details:
 
 @dataclass(frozen=True)
 class _Attributable(Details):
-    """Details of a finding that parity skew can explain (`driftline.detectors.attribution`)."""
+    """Details of a finding that parity skew can explain (`driftline.detectors.families.attribution`)."""
 
     explained_by: str | None = None
     breached_without_skew: bool | None = None

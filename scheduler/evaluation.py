@@ -1,4 +1,4 @@
-"""Window evaluation: the I/O around the pure detectors (driftline.detectors.window.evaluate_window).
+"""Window evaluation: the I/O around the pure detectors (driftline.detectors.families.window.evaluate_window).
 
 Finds closed windows (event-time end + allowed lateness before now) that have no
 evaluation yet, or whose partial states changed since (late events, labels), merges
@@ -21,8 +21,8 @@ from typing import Any, Callable
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, defer
 
-from driftline.detectors.segment_window import evaluate_segments
-from driftline.detectors.window import LatencySLO, WindowThresholds, evaluate_window
+from driftline.detectors.families.segments import evaluate_segments
+from driftline.detectors.families.window import LatencySLO, WindowThresholds, evaluate_window
 from driftline import vocabulary
 from driftline.baseline import Baseline, LabelSummary
 from driftline.config import Settings

@@ -27,11 +27,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from driftline import vocabulary
-from driftline.detectors.results import WindowResult
-from driftline.detectors.rollout import Comparison, compare_states, sample_comparisons
-from driftline.detectors.rollout_details import verdict_details
-from driftline.detectors.rollout_policy import RolloutPolicy, Step, next_step
-from driftline.detectors.rollout_verdict import RolloutVerdict, ab_verdict, arm_policy, rollout_verdict
+from driftline.detectors.families.results import WindowResult
+from driftline.detectors.rollout.comparisons import Comparison, compare_states, sample_comparisons
+from driftline.detectors.rollout.details import verdict_details
+from driftline.detectors.rollout.policy import RolloutPolicy, Step, next_step
+from driftline.detectors.rollout.verdict import RolloutVerdict, ab_verdict, arm_policy, rollout_verdict
 from driftline.rollouts import AB, CANARY, SHADOW, RoutingPlan, ab_plan, canary_plan
 from driftline.store.aliases import move_alias
 from driftline.store.models import DetectorResult, RolloutPlan, RolloutVerdict as VerdictRecord, WindowStateRecord

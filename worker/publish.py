@@ -28,7 +28,7 @@ class Published:
 def training_baseline(result: TrainResult, seed: int = 0) -> dict[str, Any]:
     """The version's baseline (driftline.baseline) over all its training rows' features and predictions."""
     from driftline.baseline import compute_baseline
-    from driftline.detectors.threshold_spreads import measure_spreads
+    from driftline.detectors.thresholds.spreads import measure_spreads
 
     frame = pd.DataFrame(result.features, columns=[entry["name"] for entry in FeatureTransform.feature_schema()])
     for name in FeatureTransform.numeric_features:

@@ -17,9 +17,9 @@ Per numeric feature (`NumericProfile`):
   ``(-inf, min)`` and ``[max, +inf)``, so any window value lands in a bin and a
   value out of the training range stays visible there. Open outer bins lose
   nothing thanks to the per-bin **sums**: the Wasserstein integral over a bin is
-  exact from its count and sum (see detectors/binned.py).
+  exact from its count and sum (see detectors/stats/binned.py).
 * **counts and sums** of the training values per fine bin;
-* the **decile edges** (`driftline.detectors.stats.decile_edges`, the same arithmetic), a
+* the **decile edges** (`driftline.detectors.stats.two_sample.decile_edges`, the same arithmetic), a
   subset of the fine edges, so decile PSI re-aggregates fine bins exactly;
 * min, max, mean, standard deviation (``ddof=0``, as the normalised Wasserstein
   uses it), null count and rate.
@@ -48,7 +48,7 @@ reconstruction error against; baselines registered before it existed have none.
 
 `Baseline.threshold_spreads` (`driftline.baseline.spreads`) keeps each feature's effect sizes
 over training chunks of several sizes, from which the service derives reference-based drift
-thresholds; it is measured by `driftline.detectors.threshold_spreads` when a version is
+thresholds; it is measured by `driftline.detectors.thresholds.spreads` when a version is
 registered, and absent from older baselines.
 """
 from __future__ import annotations

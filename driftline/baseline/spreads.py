@@ -11,7 +11,7 @@ thresholds linearly in log(threshold) against log(rows) (the no-drift noise of t
 falls as a power of the rows); one below the grid extrapolates the first segment's line; one
 above it has no derived threshold (the reference is too short for it, as in `detect`).
 
-The spreads are measured by `driftline.detectors.threshold_spreads` (the statistics live with
+The spreads are measured by `driftline.detectors.thresholds.spreads` (the statistics live with
 the detectors); this module only keeps and reads them.
 """
 from __future__ import annotations

@@ -47,7 +47,7 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
     from sqlalchemy import select
 
     from driftline.baseline import compute_baseline
-    from driftline.detectors.threshold_spreads import measure_spreads
+    from driftline.detectors.thresholds.spreads import measure_spreads
     from driftline.segments import SegmentSpec
     from driftline.store.aliases import move_alias
     from driftline.store.models import BaselineRecord, ModelVersion

@@ -1,6 +1,6 @@
 """`driftline detect`: batch drift detection between two files (docs/detectors.md).
 
-This module is the I/O around `driftline.detectors.batch.detect`: it reads CSV/Parquet,
+This module is the I/O around `driftline.detectors.batch.engine.detect`: it reads CSV/Parquet,
 turns every unreadable input into a one-line `UserError`, prints progress on
 stderr, and writes the JSON (stdout or --json) and the optional Evidently HTML.
 """
@@ -100,10 +100,10 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
 
     Exit status 0 whether or not drift is found; 1 for bad input.
     """
-    from driftline.detectors.batch import detect as detect_drift
-    from driftline.detectors.batch import feature_kinds
-    from driftline.detectors.decision import DriftThresholds
-    from driftline.detectors.thresholds import WindowThresholds
+    from driftline.detectors.batch.engine import detect as detect_drift
+    from driftline.detectors.batch.engine import feature_kinds
+    from driftline.detectors.thresholds.decision import DriftThresholds
+    from driftline.detectors.thresholds.levels import WindowThresholds
     from driftline.config import load_settings, load_toml_section
 
     load_settings(config_file)  # a misspelt setting, section or DRIFTLINE_* variable stops it, as every command

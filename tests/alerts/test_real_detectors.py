@@ -129,7 +129,7 @@ def test_a_quality_drop_makes_the_retrain_policy_ask_when_it_is_large_enough(
 
 
 def test_every_family_the_detectors_emit_is_one_the_rules_know(store):
-    from driftline.detectors.window import evaluate_window
+    from driftline.detectors.families.window import evaluate_window
 
     db_url, baseline, rng = store
     frame, score = inputs(rng, EVENTS)

@@ -144,17 +144,17 @@ def test_the_allow_list_holds_only_violations_that_still_exist():
 
 
 @pytest.mark.parametrize("importer, imported, allowed", [
-    ("driftline.window_state", "driftline.detectors.window", False),
-    ("driftline.commands.detect", "driftline.detectors.batch", True),
+    ("driftline.window_state", "driftline.detectors.families.window", False),
+    ("driftline.commands.detect", "driftline.detectors.batch.engine", True),
     ("driftline.cli", "driftline.worker.commands", True),
-    ("driftline.detectors.drift", "sqlalchemy.orm", False),
-    ("driftline.detectors.drift", "driftline.baseline", True),
+    ("driftline.detectors.families.drift", "sqlalchemy.orm", False),
+    ("driftline.detectors.families.drift", "driftline.baseline", True),
     ("driftline.collector.consumer", "driftline.alerts", False),
     ("driftline.collector.consumer", "driftline.store.db", True),
     ("driftline.scheduler.jobs", "driftline.alerts", True),
     ("driftline.scheduler.jobs", "driftline.worker.registry", False),
     ("driftline.alerts.lifecycle", "driftline.scheduler.jobs", False),
-    ("driftline.dashboard.app", "driftline.detectors.window", True),
+    ("driftline.dashboard.app", "driftline.detectors.families.window", True),
     ("driftline.store.db", "driftline.collector", False),
     ("driftline.collector.consumer", "detectors", False),
     ("driftline.scheduler.jobs", "alerts", False),

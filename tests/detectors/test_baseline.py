@@ -8,7 +8,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from driftline.detectors import stats
+from driftline.detectors.stats import two_sample
 from driftline import defaults
 from driftline.baseline import (
     BINARY,
@@ -70,12 +70,12 @@ def test_deciles_match_the_raw_array_psi_bins_and_are_fine_edges(training):
     for name in ("income", "age", "score", "late"):
         profile = baseline.profiles[name]
         values = frame[name].to_numpy(dtype=float)
-        assert np.array_equal(profile.decile_edges, stats.decile_edges(values))
+        assert np.array_equal(profile.decile_edges, two_sample.decile_edges(values))
         assert np.isin(profile.decile_edges, profile.edges).all()
         # Re-aggregating the fine counts gives the decile counts of the raw data.
         boundaries = np.concatenate(([0], profile.decile_index + 1, [profile.counts.size]))
         reaggregated = np.add.reduceat(profile.counts, boundaries[:-1])
-        assert np.array_equal(reaggregated, stats.bin_counts(values, profile.decile_edges))
+        assert np.array_equal(reaggregated, two_sample.bin_counts(values, profile.decile_edges))
 
 
 def test_few_distinct_values_merge_edges_and_nulls_are_counted(training):

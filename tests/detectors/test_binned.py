@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driftline.detectors import binned, stats
+from driftline.detectors.stats import binned, two_sample
 from driftline.baseline import compute_baseline
 from driftline.window_state import FeatureWindow
 
@@ -38,13 +38,13 @@ def test_ks_and_wasserstein_from_bins_match_raw_arrays(name, shift):
         current = GENERATORS[name](rng, m, shift)
         profile, window = summarise(reference, current)
         statistic, p_value = binned.ks_binned(profile, window)
-        exact_statistic, _ = stats.ks_2samp(reference, current)
+        exact_statistic, _ = two_sample.ks_2samp(reference, current)
         assert abs(statistic - exact_statistic) <= 2e-3
-        assert p_value == pytest.approx(stats.ks_p_value(statistic, n, m))
+        assert p_value == pytest.approx(two_sample.ks_p_value(statistic, n, m))
         w = binned.wasserstein_normed_binned(profile, window)
-        assert abs(w - stats.wasserstein_normed(reference, current)) <= 2e-3
+        assert abs(w - two_sample.wasserstein_normed(reference, current)) <= 2e-3
         # Jensen-Shannon is re-binned from fine bins: close, not exact (documented).
-        assert abs(binned.jensenshannon_binned(profile, window) - stats.jensenshannon_numeric(reference, current)) < 0.03
+        assert abs(binned.jensenshannon_binned(profile, window) - two_sample.jensenshannon_numeric(reference, current)) < 0.03
 
 
 def test_psi_from_fine_bins_equals_psi_on_the_decile_bins():
@@ -53,11 +53,11 @@ def test_psi_from_fine_bins_equals_psi_on_the_decile_bins():
         reference = GENERATORS[name](rng, 10_000, 0.0)
         current = GENERATORS[name](rng, 2_000, 0.2)
         profile, window = summarise(reference, current)
-        edges = stats.decile_edges(reference)
-        expected = stats.psi(stats.bin_counts(reference, edges), stats.bin_counts(current, edges))
+        edges = two_sample.decile_edges(reference)
+        expected = two_sample.psi(two_sample.bin_counts(reference, edges), two_sample.bin_counts(current, edges))
         assert binned.psi_binned(profile, window) == pytest.approx(expected, abs=1e-12)
         if name != "poisson":  # continuous values never sit on an edge
-            assert binned.psi_binned(profile, window) == pytest.approx(stats.psi_numeric(reference, current), abs=1e-12)
+            assert binned.psi_binned(profile, window) == pytest.approx(two_sample.psi_numeric(reference, current), abs=1e-12)
 
 
 def test_wasserstein_is_exact_for_values_far_out_of_range():
@@ -65,7 +65,7 @@ def test_wasserstein_is_exact_for_values_far_out_of_range():
     reference = rng.normal(0, 1, 5_000)
     current = np.concatenate((rng.normal(0, 1, 900), rng.uniform(50, 80, 100), rng.uniform(-90, -40, 20)))
     profile, window = summarise(reference, current)
-    exact = stats.wasserstein_normed(reference, current)
+    exact = two_sample.wasserstein_normed(reference, current)
     assert exact > 5
     # The far-out mass contributes exactly; only sign changes of F - G inside a bin cost anything.
     assert abs(binned.wasserstein_normed_binned(profile, window) - exact) < 1e-4
@@ -84,9 +84,9 @@ def test_constant_reference():
     reference = np.full(1000, 3.0)
     current = np.concatenate((np.full(90, 3.0), np.full(10, 4.0)))
     profile, window = summarise(reference, current)
-    assert binned.ks_binned(profile, window)[0] == pytest.approx(stats.ks_2samp(reference, current)[0])
+    assert binned.ks_binned(profile, window)[0] == pytest.approx(two_sample.ks_2samp(reference, current)[0])
     assert binned.wasserstein_normed_binned(profile, window) == pytest.approx(
-        stats.wasserstein_normed(reference, current))
+        two_sample.wasserstein_normed(reference, current))
 
 
 def test_categorical_tests_equal_the_raw_array_versions():
@@ -97,11 +97,11 @@ def test_categorical_tests_equal_the_raw_array_versions():
     window = FeatureWindow(kind="categorical")
     window.add(current, {"string": current.size}, 0, profile)
     tests = binned.categorical_tests(profile, window)
-    assert tests["chi2"]["statistic"] == pytest.approx(stats.chi2_categorical(reference, current)[0])
-    assert tests["chi2"]["p_value"] == pytest.approx(stats.chi2_categorical(reference, current)[1], abs=1e-300)
-    assert tests["psi"]["value"] == pytest.approx(stats.psi_categorical(reference, current))
-    assert tests["jensenshannon"]["value"] == pytest.approx(stats.jensenshannon_categorical(reference, current))
-    assert tests["linf"]["value"] == pytest.approx(stats.linf_categorical(reference, current))
+    assert tests["chi2"]["statistic"] == pytest.approx(two_sample.chi2_categorical(reference, current)[0])
+    assert tests["chi2"]["p_value"] == pytest.approx(two_sample.chi2_categorical(reference, current)[1], abs=1e-300)
+    assert tests["psi"]["value"] == pytest.approx(two_sample.psi_categorical(reference, current))
+    assert tests["jensenshannon"]["value"] == pytest.approx(two_sample.jensenshannon_categorical(reference, current))
+    assert tests["linf"]["value"] == pytest.approx(two_sample.linf_categorical(reference, current))
     categories, ref_counts, cur_counts = binned.category_counts(profile, window)
     assert categories[-1] == "new" and ref_counts[-1] == 0 and cur_counts.sum() == 800
 

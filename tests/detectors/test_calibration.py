@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from scipy.special import expit, logit
 
-from driftline.detectors import binned, stats
-from driftline.detectors.quality_stats import hanley_mcneil_variance
-from driftline.detectors.thresholds import WindowThresholds
-from driftline.detectors.window import evaluate_window
+from driftline.detectors.stats import binned, two_sample
+from driftline.detectors.stats.quality import hanley_mcneil_variance
+from driftline.detectors.thresholds.levels import WindowThresholds
+from driftline.detectors.families.window import evaluate_window
 from driftline import defaults
 from driftline.baseline import compute_baseline
 from driftline.vocabulary import MODEL_QUALITY
@@ -216,7 +216,7 @@ def test_psi_counts_values_on_decile_edges_in_the_upper_bin_like_the_summaries()
     rng = np.random.default_rng(4)
     reference = rng.poisson(4.0, 20_000).astype(float)  # integers: every decile edge is a value
     current = rng.poisson(4.6, 3_000).astype(float)
-    edges = stats.decile_edges(reference)
+    edges = two_sample.decile_edges(reference)
     assert np.isin(edges, reference).all()
     on_edges = np.isin(current, edges).mean()
     assert on_edges > 0.5  # most values sit exactly on an edge, so the edge rule decides PSI
@@ -225,20 +225,20 @@ def test_psi_counts_values_on_decile_edges_in_the_upper_bin_like_the_summaries()
     profile = compute_baseline(pd.DataFrame({"x": reference})).profiles["x"]
     window = FeatureWindow(kind="numeric")
     window.add(current, {"number": current.size}, 0, profile)
-    raw = stats.psi_numeric(reference, current)
+    raw = two_sample.psi_numeric(reference, current)
     assert binned.psi_binned(profile, window) == pytest.approx(raw, abs=1e-12)
     # ... and numpy.histogram's rule, which Evidently 0.7 bins PSI with: [e_i, e_i+1), last bin closed.
     bounds = np.concatenate(([min(reference.min(), current.min()) - 1], edges,
                              [max(reference.max(), current.max()) + 1]))
-    histogram = stats.psi(np.histogram(reference, bounds)[0], np.histogram(current, bounds)[0])
+    histogram = two_sample.psi(np.histogram(reference, bounds)[0], np.histogram(current, bounds)[0])
     assert raw == pytest.approx(histogram, abs=1e-12)
     # The other rule (a value on an edge in the lower bin) gives a different PSI here, far
     # beyond the 1e-12 the comparisons above allow.
-    lower = stats.psi(np.bincount(np.searchsorted(edges, reference, side="left"), minlength=edges.size + 1),
+    lower = two_sample.psi(np.bincount(np.searchsorted(edges, reference, side="left"), minlength=edges.size + 1),
                       np.bincount(np.searchsorted(edges, current, side="left"), minlength=edges.size + 1))
     assert abs(lower - raw) > 1e-4
     # The fused path used by batch detection agrees too.
-    fused = stats.numeric_statistics_sorted(np.sort(reference), np.sort(current))
+    fused = two_sample.numeric_statistics_sorted(np.sort(reference), np.sort(current))
     assert fused["psi"] == pytest.approx(raw, abs=1e-12)
 
 
@@ -250,8 +250,8 @@ def test_psi_on_edges_equals_evidentlys_histogram_binning():
     rng = np.random.default_rng(8)
     reference = rng.integers(0, 40, 5_000).astype(float)
     current = rng.integers(5, 45, 2_000).astype(float)
-    edges = stats.sturges_edges_sorted(np.sort(reference), np.sort(current))
+    edges = two_sample.sturges_edges_sorted(np.sort(reference), np.sort(current))
     assert np.isin(edges[1:-1], reference).any()
-    ours = stats.psi(stats.histogram_sorted(np.sort(reference), edges), stats.histogram_sorted(np.sort(current), edges))
+    ours = two_sample.psi(two_sample.histogram_sorted(np.sort(reference), edges), two_sample.histogram_sorted(np.sort(current), edges))
     theirs, _ = _psi(pd.Series(reference), pd.Series(current), ColumnType.Numerical, 0.1)
     assert ours == pytest.approx(float(theirs), rel=1e-9)

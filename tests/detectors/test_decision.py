@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from driftline.detectors.decision import (
+from driftline.detectors.thresholds.decision import (
     INSUFFICIENT_DATA,
     DriftThresholds,
     annotate_tests,

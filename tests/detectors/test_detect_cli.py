@@ -250,7 +250,7 @@ def test_console_script_exit_codes(files):
 
 
 def test_kinds_are_inferred_from_dtypes():
-    from driftline.detectors.batch import feature_kinds
+    from driftline.detectors.batch.engine import feature_kinds
 
     data = pd.DataFrame({
         "amount": [1.5, 2.5, None],

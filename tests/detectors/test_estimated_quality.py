@@ -14,12 +14,12 @@ import pytest
 from scipy.special import expit, logit
 
 from driftline.cli import main
-from driftline.detectors.batch import detect
-from driftline.detectors.estimated_quality import judge_estimates
-from driftline.detectors.estimation import fine_bin_score_counts, score_counts
-from driftline.detectors.quality_stats import quality_metrics, training_calibration
-from driftline.detectors.thresholds import WindowThresholds
-from driftline.detectors.window import evaluate_window
+from driftline.detectors.batch.engine import detect
+from driftline.detectors.families.estimated_quality import judge_estimates
+from driftline.detectors.estimation.cbpe import fine_bin_score_counts, score_counts
+from driftline.detectors.stats.quality import quality_metrics, training_calibration
+from driftline.detectors.thresholds.levels import WindowThresholds
+from driftline.detectors.families.window import evaluate_window
 from driftline import defaults
 from driftline.baseline import BINARY, LabelSummary, compute_baseline
 from driftline.errors import UserError

@@ -15,10 +15,10 @@ import pytest
 from scipy.special import expit
 
 from driftline.cli import main
-from driftline.detectors.batch import detect
-from driftline.detectors.batch_performance import RegressionReference, window_performance
-from driftline.detectors.estimation_regression import estimate_regression, realized_regression
-from driftline.detectors.thresholds import WindowThresholds
+from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.performance import RegressionReference, window_performance
+from driftline.detectors.estimation.dle import estimate_regression, realized_regression
+from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.vocabulary import MAE, RMSE

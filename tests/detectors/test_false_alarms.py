@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driftline.detectors.batch import detect
+from driftline.detectors.batch.engine import detect
 from driftline import defaults
 from driftline.vocabulary import DATASET_DRIFT
 

@@ -10,16 +10,16 @@ import pytest
 
 from driftline import vocabulary
 from driftline.baseline import Baseline, compute_baseline, fit_reconstruction
-from driftline.detectors.batch import detect
-from driftline.detectors.multivariate import (
+from driftline.detectors.batch.engine import detect
+from driftline.detectors.stats.multivariate import (
     MultivariateThresholds,
     auc,
     classifier_threshold,
     domain_classifier,
     reconstruction_drift,
 )
-from driftline.detectors.thresholds import WindowThresholds
-from driftline.detectors.window import evaluate_window
+from driftline.detectors.thresholds.levels import WindowThresholds
+from driftline.detectors.families.window import evaluate_window
 from driftline.errors import UserError
 from driftline.synthetic import correlated_features
 from driftline.vocabulary import (

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from driftline import defaults
-from driftline.detectors.batch import detect
-from driftline.detectors.decision import DriftThresholds
-from driftline.detectors.reference_thresholds import chunk_slices, spread_threshold
+from driftline.detectors.batch.engine import detect
+from driftline.detectors.thresholds.decision import DriftThresholds
+from driftline.detectors.thresholds.reference import chunk_slices, spread_threshold
 from driftline.errors import UserError
 from driftline.vocabulary import PSI
 

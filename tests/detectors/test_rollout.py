@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from driftline.baseline import LabelSummary
-from driftline.detectors import stats
-from driftline.detectors.intervals import mean_difference_interval, newcombe_interval, wilson_interval
-from driftline.detectors.results import WindowResult
-from driftline.detectors.rollout import (
+from driftline.detectors.stats import two_sample
+from driftline.detectors.stats.intervals import mean_difference_interval, newcombe_interval, wilson_interval
+from driftline.detectors.families.results import WindowResult
+from driftline.detectors.rollout.comparisons import (
     compare_states,
     drift_comparison,
     error_rate_comparison,
@@ -113,8 +113,8 @@ def test_shadow_flips_distances_and_largest_differences():
     gaps = [abs(d["difference"]) for d in largest]
     assert gaps == sorted(gaps, reverse=True)
     assert largest[0]["request_id"] == "r17"
-    assert results[SCORE_KS].value == pytest.approx(stats.ks_2samp(production, candidate)[0])
-    assert results[SCORE_WASSERSTEIN].value == pytest.approx(stats.wasserstein_normed(production, candidate))
+    assert results[SCORE_KS].value == pytest.approx(two_sample.ks_2samp(production, candidate)[0])
+    assert results[SCORE_WASSERSTEIN].value == pytest.approx(two_sample.wasserstein_normed(production, candidate))
     assert RolloutDetails.from_dict(flip.details).to_dict() == flip.details
 
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from driftline.baseline import LabelSummary
-from driftline.detectors.results import WindowResult
-from driftline.detectors.rollout import (
+from driftline.detectors.families.results import WindowResult
+from driftline.detectors.rollout.comparisons import (
     Comparison,
     drift_comparison,
     error_rate_comparison,
@@ -18,8 +18,8 @@ from driftline.detectors.rollout import (
     quality_comparison,
     shadow_comparisons,
 )
-from driftline.detectors.rollout_policy import RolloutPolicy, next_step
-from driftline.detectors.rollout_verdict import BONFERRONI, ab_verdict, arm_policy, rollout_verdict
+from driftline.detectors.rollout.policy import RolloutPolicy, next_step
+from driftline.detectors.rollout.verdict import BONFERRONI, ab_verdict, arm_policy, rollout_verdict
 from driftline.errors import UserError
 from driftline.vocabulary import (
     ACCURACY,

@@ -9,8 +9,8 @@ import pytest
 
 from driftline import defaults
 from driftline.cli import main
-from driftline.detectors.batch import detect
-from driftline.detectors.segments import OTHER
+from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.segments import OTHER
 from driftline.errors import UserError
 from driftline.vocabulary import DATASET_DRIFT, INSUFFICIENT_DATA_KEY
 from driftline.worker.dataset import generate_inputs

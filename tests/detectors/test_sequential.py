@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 
-from driftline.detectors.sequential import msprt, msprt_means, msprt_proportions
+from driftline.detectors.stats.sequential import msprt, msprt_means, msprt_proportions
 
 ALPHA = 0.05
 TAU = 0.05

@@ -10,10 +10,10 @@ import pytest
 
 from driftline import defaults
 from driftline.baseline import Baseline, ThresholdSpreads, compute_baseline
-from driftline.detectors.batch import detect
-from driftline.detectors.decision import DriftThresholds
-from driftline.detectors.threshold_spreads import NO_SPREADS, measure_spreads, spread_sizes
-from driftline.detectors.window import evaluate_window
+from driftline.detectors.batch.engine import detect
+from driftline.detectors.thresholds.decision import DriftThresholds
+from driftline.detectors.thresholds.spreads import NO_SPREADS, measure_spreads, spread_sizes
+from driftline.detectors.families.window import evaluate_window
 from driftline.errors import UserError
 from driftline.vocabulary import (DATASET_DRIFT, DATA_DRIFT, JENSENSHANNON, PREDICTION_DRIFT, PSI,
                                   THRESHOLD_NOTE_KEY, THRESHOLD_SOURCE_KEY, WASSERSTEIN)

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driftline.detectors.decision import DriftThresholds
-from driftline.detectors.quality_stats import quality_metrics
-from driftline.detectors.results import WindowResult
-from driftline.detectors.thresholds import LatencySLO, WindowThresholds
-from driftline.detectors.window import evaluate_window
+from driftline.detectors.thresholds.decision import DriftThresholds
+from driftline.detectors.stats.quality import quality_metrics
+from driftline.detectors.families.results import WindowResult
+from driftline.detectors.thresholds.levels import LatencySLO, WindowThresholds
+from driftline.detectors.families.window import evaluate_window
 from driftline import vocabulary
 from driftline.baseline import LabelSummary, compute_baseline
 from driftline.errors import UserError

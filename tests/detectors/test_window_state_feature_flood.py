@@ -15,8 +15,8 @@ from driftline import defaults
 from driftline.baseline import compute_baseline
 from driftline.collector.event_columns import parse_inference_columns
 from driftline.collector.folding import InferenceFolder
-from driftline.detectors.data_quality import data_quality
-from driftline.detectors.thresholds import WindowThresholds
+from driftline.detectors.families.data_quality import data_quality
+from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.events import EventError, parse_inference
 from driftline.vocabulary import NEW_FEATURE_SHARE
 from driftline.window_state import OTHER_FEATURES, EventBatch, WindowState

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driftline.detectors.data_quality import data_quality
-from driftline.detectors.thresholds import WindowThresholds
-from driftline.detectors.window import evaluate_window
+from driftline.detectors.families.data_quality import data_quality
+from driftline.detectors.thresholds.levels import WindowThresholds
+from driftline.detectors.families.window import evaluate_window
 from driftline import defaults
 from driftline.baseline import LabelSummary, category_key, compute_baseline
 from driftline.window_state import OTHER_CATEGORY, EventBatch, WindowState, WindowStateError

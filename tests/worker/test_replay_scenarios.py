@@ -18,7 +18,7 @@ import pytest
 from driftline import vocabulary
 from driftline.broker import free_port
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS, load_settings
-from driftline.detectors.rollout_policy import RolloutPolicy
+from driftline.detectors.rollout.policy import RolloutPolicy
 from driftline.errors import UserError
 from driftline.rollouts import ab_plan, canary_plan, shadow_plan
 from driftline.store.db import session_scope

@@ -5,8 +5,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from driftline.detectors.decision import INSUFFICIENT_DATA
-from driftline.detectors.estimation import (
+from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.detectors.estimation.cbpe import (
     SUPPORT_OF,
     Estimate,
     Gap,
@@ -16,9 +16,9 @@ from driftline.detectors.estimation import (
     expected_class_counts,
     fine_bin_score_counts,
 )
-from driftline.detectors.quality_stats import quality_metrics, training_calibration
-from driftline.detectors.results import WindowResult, insufficient
-from driftline.detectors.thresholds import WindowThresholds
+from driftline.detectors.stats.quality import quality_metrics, training_calibration
+from driftline.detectors.families.results import WindowResult, insufficient
+from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.baseline import BINARY, CLASS, Baseline, LabelSummary
 from driftline.vocabulary import ESTIMATED_METRICS, ESTIMATED_QUALITY
 from driftline.window_state import WindowState
@@ -101,7 +101,7 @@ def judge_estimates(reference: LabelSummary, calibration: np.ndarray, rows: np.n
 
 
 def estimated_quality(baseline: Baseline, state: WindowState, thresholds: WindowThresholds) -> list[WindowResult]:
-    """CBPE for one window (`driftline.detectors.estimation`): results as `judge_estimates`.
+    """CBPE for one window (`driftline.detectors.estimation.cbpe`): results as `judge_estimates`.
 
     Needs a binary baseline with training labels (its calibration) and the window's
     prediction counted on the baseline's bins; nothing otherwise (multiclass and

@@ -6,12 +6,12 @@ sum of the values in each bin. From counts :math:`a_i, b_i` (totals :math:`n, m`
 and sums :math:`S_i, T_i`:
 
 * **PSI** on the reference deciles: the decile edges are fine edges, so decile
-  counts are sums of fine counts, exactly `driftline.detectors.stats.psi_numeric`'s counts.
+  counts are sums of fine counts, exactly `driftline.detectors.stats.two_sample.psi_numeric`'s counts.
 * **KS**: the ECDFs are known exactly at every edge; between two edges both are
   monotone, so the supremum inside bin *i* exceeds the larger of its edge values
   by at most :math:`\min(a_i/n, b_i/m)` <= the reference share of the bin,
   ~1/1000. The statistic is the maximum at the edges; the p-value is Smirnov's
-  asymptotic one (`driftline.detectors.stats.ks_p_value`).
+  asymptotic one (`driftline.detectors.stats.two_sample.ks_p_value`).
 * **Wasserstein-1**: :math:`W_1 = \int |F(x) - G(x)|\,dx`. Over one bin
   :math:`[l, u)` the integral of an ECDF is exact from the bin's count and sum,
 
@@ -21,12 +21,12 @@ and sums :math:`S_i, T_i`:
   image above :math:`e_{k-1}`), so :math:`\sum_i |\int_{bin_i} (F - G)|` equals
   :math:`W_1` except inside bins where :math:`F - G` changes sign, where it is a
   lower bound. Divided by the baseline's standard deviation (ddof=0, floored at
-  `defaults.WASSERSTEIN_MIN_STD`) as `driftline.detectors.stats.wasserstein_normed`.
+  `defaults.WASSERSTEIN_MIN_STD`) as `driftline.detectors.stats.two_sample.wasserstein_normed`.
 * **Jensen-Shannon**: on the fine bins re-aggregated to Evidently's bins (Sturges
   equal-width bins over the range of both samples; inside a fine bin the values
   are taken as evenly spread, the outer ones up to the sample's min and max), or value by value for a feature with at most
   `defaults.JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES` distinct training values.
-  This approximates `driftline.detectors.stats.jensenshannon_numeric` to the width of a fine bin.
+  This approximates `driftline.detectors.stats.two_sample.jensenshannon_numeric` to the width of a fine bin.
 * **Categories**: chi-square, Jensen-Shannon, PSI and L-infinity over the union
   of categories (an unseen category has baseline count 0), the same functions as
   the raw-array versions apply to counts.
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from driftline.detectors import stats
+from driftline.detectors.stats import two_sample
 from driftline import defaults
 from driftline.baseline import CategoricalProfile, NumericProfile
 from driftline.vocabulary import CHI2, JENSENSHANNON, KS, LINF, PSI, WASSERSTEIN
@@ -73,9 +73,9 @@ def decile_counts(profile: NumericProfile, fine_counts: np.ndarray) -> np.ndarra
 
 
 def psi_binned(profile: NumericProfile, window: FeatureWindow) -> float:
-    """PSI on the reference's deciles (`driftline.detectors.stats.psi` on re-aggregated fine counts)."""
+    """PSI on the reference's deciles (`driftline.detectors.stats.two_sample.psi` on re-aggregated fine counts)."""
     counts, _ = _window_counts(profile, window)
-    return stats.psi(decile_counts(profile, profile.counts), decile_counts(profile, counts))
+    return two_sample.psi(decile_counts(profile, profile.counts), decile_counts(profile, counts))
 
 
 def ks_binned(profile: NumericProfile, window: FeatureWindow) -> tuple[float, float]:
@@ -83,7 +83,7 @@ def ks_binned(profile: NumericProfile, window: FeatureWindow) -> tuple[float, fl
 
     .. math::  D = \max\big(\max_j |F(e_j^-) - G(e_j^-)|,\; 1 - G(\max_{ref})\big), \quad F(e_j^-) = \sum_{i < j} a_i / n
 
-    within ~1/1000 of the exact statistic; p-value by `driftline.detectors.stats.ks_p_value`.
+    within ~1/1000 of the exact statistic; p-value by `driftline.detectors.stats.two_sample.ks_p_value`.
     An empty side gives ``(0.0, 1.0)``.
     """
     counts, _ = _window_counts(profile, window)
@@ -96,7 +96,7 @@ def ks_binned(profile: NumericProfile, window: FeatureWindow) -> tuple[float, fl
     # the window counts those, so this point of the supremum is exact too.
     above = min(window.above_max, int(counts[-1]))
     statistic = max(statistic, above / m)
-    return statistic, stats.ks_p_value(statistic, n, m)
+    return statistic, two_sample.ks_p_value(statistic, n, m)
 
 
 def wasserstein_binned(profile: NumericProfile, window: FeatureWindow) -> float:
@@ -146,7 +146,7 @@ def jensenshannon_binned(profile: NumericProfile, window: FeatureWindow) -> floa
     if profile.distinct <= defaults.JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES:
         # Few distinct training values: the quantile edges sit on those values, so
         # the fine bins are (close to) value-by-value counts.
-        return stats.jensenshannon(profile.counts, counts)
+        return two_sample.jensenshannon(profile.counts, counts)
     low = min(profile.min, window.min)
     high = max(profile.max, window.max)
     n_bins = _sturges_bins(low, high, n + m)
@@ -161,7 +161,7 @@ def jensenshannon_binned(profile: NumericProfile, window: FeatureWindow) -> floa
         cumulative = np.concatenate(([0.0], np.cumsum(bin_counts, dtype=np.float64)))
         return np.diff(np.interp(sturges_edges, knots, cumulative))
 
-    return stats.jensenshannon(regroup(profile.counts, profile.min, profile.max),
+    return two_sample.jensenshannon(regroup(profile.counts, profile.min, profile.max),
                                regroup(counts, window.min, window.max))
 
 
@@ -172,7 +172,7 @@ def _sturges_bins(low: float, high: float, total: int) -> int:
 
 
 def numeric_tests(profile: NumericProfile, window: FeatureWindow) -> dict[str, dict[str, Any]]:
-    """The drift tests of one numeric feature, in `driftline.detectors.decision.decide_feature`'s shape."""
+    """The drift tests of one numeric feature, in `driftline.detectors.thresholds.decision.decide_feature`'s shape."""
     statistic, p_value = ks_binned(profile, window)
     return {
         PSI: {"value": psi_binned(profile, window)},
@@ -193,10 +193,10 @@ def category_counts(profile: CategoricalProfile, window: FeatureWindow) -> tuple
 def categorical_tests(profile: CategoricalProfile, window: FeatureWindow) -> dict[str, dict[str, Any]]:
     """chi2, PSI, Jensen-Shannon and L-infinity over the categories (raw-array functions on counts)."""
     _, reference, current = category_counts(profile, window)
-    statistic, p_value = stats.chi2(reference, current)
+    statistic, p_value = two_sample.chi2(reference, current)
     return {
         CHI2: {"statistic": statistic, "p_value": p_value},
-        PSI: {"value": stats.psi(reference, current)},
-        JENSENSHANNON: {"value": stats.jensenshannon(reference, current)},
-        LINF: {"value": stats.linf(reference, current)},
+        PSI: {"value": two_sample.psi(reference, current)},
+        JENSENSHANNON: {"value": two_sample.jensenshannon(reference, current)},
+        LINF: {"value": two_sample.linf(reference, current)},
     }

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from driftline.detectors.quality_stats import (
+from driftline.detectors.stats.quality import (
     expected_binary_quality,
     expected_quality_of_scores,
     null_variances,

@@ -6,10 +6,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from driftline.detectors import binned, stats
-from driftline.detectors.decision import INSUFFICIENT_DATA
-from driftline.detectors.results import WindowResult, insufficient, json_safe
-from driftline.detectors.thresholds import WindowThresholds
+from driftline.detectors.stats import binned, two_sample
+from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.detectors.families.results import WindowResult, insufficient, json_safe
+from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.baseline import Baseline, NumericProfile, category_key, is_null
 from driftline.vocabulary import DISTRIBUTION_PSI, PARITY_MISMATCH_RATE, SKEW
 from driftline.window_state import WindowState
@@ -66,7 +66,7 @@ def skew_with_parity(baseline: Baseline, state: WindowState, thresholds: WindowT
             value = binned.psi_binned(profile, window) if rows else None
         else:
             rows = min(profile.count, sum(window.categories.values())) if window is not None else 0
-            value = stats.psi(*binned.category_counts(profile, window)[1:]) if rows else None
+            value = two_sample.psi(*binned.category_counts(profile, window)[1:]) if rows else None
         checked = name in parity.judged
         details: dict[str, Any] = {"kind": profile.kind, "rows": rows, "parity_checked": checked}
         min_rows = thresholds.drift.for_feature(name).min_rows

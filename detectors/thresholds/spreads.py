@@ -4,7 +4,7 @@
 of each size of `defaults.REFERENCE_THRESHOLD_SIZES` (and of the largest size the rows hold
 `REFERENCE_THRESHOLD_MIN_CHUNKS` chunks of), at most `REFERENCE_THRESHOLD_MAX_CHUNKS` per size
 spread evenly, exactly as `driftline detect` does for one window size
-(`driftline.detectors.reference_thresholds`), measures each chunk against the whole training set
+(`driftline.detectors.thresholds.reference`), measures each chunk against the whole training set
 with `detect`'s statistics, and keeps each statistic's mean and standard deviation per size.
 `streaming_thresholds` turns them into a window's `DriftThresholds` (docs/detectors.md,
 "Reference-derived thresholds").
@@ -19,10 +19,10 @@ import pandas as pd
 
 from driftline import defaults
 from driftline.baseline import CATEGORICAL, CLASS, NUMERIC, Baseline, ThresholdSpreads, prediction_values
-from driftline.detectors.batch import ReferenceProfile, reference_tests
-from driftline.detectors.decision import DriftThresholds
-from driftline.detectors.reference_thresholds import DERIVED_STATISTICS, FIXED, REFERENCE, chunk_slices
-from driftline.detectors.results import WindowResult
+from driftline.detectors.batch.engine import ReferenceProfile, reference_tests
+from driftline.detectors.thresholds.decision import DriftThresholds
+from driftline.detectors.thresholds.reference import DERIVED_STATISTICS, FIXED, REFERENCE, chunk_slices
+from driftline.detectors.families.results import WindowResult
 from driftline.vocabulary import (DATASET_DRIFT, DATA_DRIFT, PREDICTION_DRIFT, THRESHOLD_NOTE_KEY,
                                   THRESHOLD_SOURCE_KEY)
 

@@ -1,6 +1,6 @@
 """From statistics to verdicts: thresholds and the decision rule, kept apart from the statistics.
 
-A statistic (`driftline.detectors.stats`) never decides anything; a `DriftThresholds`
+A statistic (`driftline.detectors.stats.two_sample`) never decides anything; a `DriftThresholds`
 object holds the alarm levels (defaults in `driftline.defaults`, overridable per
 model and per feature); `decide_feature` applies the one documented rule:
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftline.detectors import stats
-from driftline.detectors.decision import INSUFFICIENT_DATA
-from driftline.detectors.results import WindowResult, finite_or_none, insufficient
-from driftline.detectors.thresholds import WindowThresholds
+from driftline.detectors.stats import two_sample
+from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.detectors.families.results import WindowResult, finite_or_none, insufficient
+from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.baseline import Baseline, NumericProfile, Profile
 from driftline.vocabulary import (
     DATA_QUALITY,
@@ -45,7 +45,7 @@ def data_quality(baseline: Baseline, state: WindowState, thresholds: WindowThres
     for name, profile in baseline.profiles.items():
         window = state.features.get(name) or FeatureWindow(kind=profile.kind, absent=events, nulls=events)
         rate = window.nulls / events if events else 0.0
-        increase, p_value = stats.missing_rate_test(profile.nulls, profile.rows, window.nulls, events)
+        increase, p_value = two_sample.missing_rate_test(profile.nulls, profile.rows, window.nulls, events)
         limit = profile.null_rate + thresholds.missing_rate_increase
         result(name, MISSING_RATE, rate, limit,
                increase >= thresholds.missing_rate_increase and p_value < thresholds.drift.alpha,

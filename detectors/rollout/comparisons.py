@@ -2,7 +2,7 @@
 
 Every function is pure and returns `Comparison`s, candidate minus production, each with the
 interval of the difference at level ``1 - alpha`` and the counts behind it (`RolloutDetails`).
-A comparison never judges: `driftline.detectors.rollout_verdict` holds them to the policy.
+A comparison never judges: `driftline.detectors.rollout.verdict` holds them to the policy.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import numpy as np
 
 from driftline import defaults
 from driftline.baseline import BINARY, MULTICLASS, REGRESSION, LabelSummary
-from driftline.detectors import stats
-from driftline.detectors.decision import INSUFFICIENT_DATA
-from driftline.detectors.intervals import mean_difference_interval, newcombe_interval, wilson_interval
-from driftline.detectors.results import WindowResult, json_safe
+from driftline.detectors.stats import two_sample
+from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.detectors.stats.intervals import mean_difference_interval, newcombe_interval, wilson_interval
+from driftline.detectors.families.results import WindowResult, json_safe
 from driftline.vocabulary import (
     ACCURACY,
     CANDIDATE_DRIFT,
@@ -106,7 +106,7 @@ def shadow_comparisons(request_ids: Sequence[Any], production: Sequence[Any], ca
       `top` largest score differences with their request ids.
     * ``score_ks`` and ``score_wasserstein``: the KS statistic and the normalised
       Wasserstein distance (production as the reference) of the two score
-      distributions (`driftline.detectors.stats`), numeric scores only.
+      distributions (`driftline.detectors.stats.two_sample`), numeric scores only.
 
     A pair with a missing or non-finite score on either side is dropped; fewer than
     `min_pairs` pairs is insufficient data.
@@ -146,11 +146,11 @@ def shadow_comparisons(request_ids: Sequence[Any], production: Sequence[Any], ca
             {"request_id": ids[i], PRODUCTION_KEY: float(prod_scores[i]), CANDIDATE_KEY: float(cand_scores[i]),
              "difference": float(difference[i])} for i in order]
         results.append(Comparison(FLIP_RATE, flips / pairs, flip_details))
-        ks, p_value = stats.ks_2samp(prod_scores, cand_scores)
+        ks, p_value = two_sample.ks_2samp(prod_scores, cand_scores)
         means = {PRODUCTION_KEY: float(prod_scores.mean()), CANDIDATE_KEY: float(cand_scores.mean()),
                  "count": pairs}
         results.append(Comparison(SCORE_KS, ks, {**means, "p_value": p_value}))
-        results.append(Comparison(SCORE_WASSERSTEIN, stats.wasserstein_normed(prod_scores, cand_scores), means))
+        results.append(Comparison(SCORE_WASSERSTEIN, two_sample.wasserstein_normed(prod_scores, cand_scores), means))
     else:
         flip_details["largest_differences"] = [
             {"request_id": ids[i], PRODUCTION_KEY: prod[i], CANDIDATE_KEY: cand[i]}

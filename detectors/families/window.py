@@ -4,13 +4,13 @@
 returns a flat list of `WindowResult`s (detector, feature, metric, value,
 threshold, breached, details) for these families:
 
-* ``data_drift``: per feature, the binned tests (`driftline.detectors.binned`), p-values
+* ``data_drift``: per feature, the binned tests (`driftline.detectors.stats.binned`), p-values
   corrected by Benjamini-Hochberg across the window's features, verdict by
-  `driftline.detectors.decision.decide_feature`; plus one dataset-level result, detector
+  `driftline.detectors.thresholds.decision.decide_feature`; plus one dataset-level result, detector
   ``dataset_drift`` (metric ``drifted_share``: share of drifted features against
   ``dataset_drift_share``), the name the alert rules and `detect`'s JSON use. With
   ``[drift] thresholds = "reference"`` the effect-size floors come from the baseline's
-  training-chunk spreads (`driftline.detectors.threshold_spreads`); each drift result's
+  training-chunk spreads (`driftline.detectors.thresholds.spreads`); each drift result's
   ``threshold_source`` says which applied, and ``threshold_note`` why not, when it fell back.
 * ``prediction_drift``: the same tests on the model's output.
 * ``data_quality``: missing rate against the training null rate, out-of-range
@@ -50,18 +50,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
-from driftline.detectors.attribution import explain_drift_by_skew, explain_quality_by_skew
-from driftline.detectors.data_quality import data_quality
-from driftline.detectors.decision import DriftThresholds
-from driftline.detectors.drift import data_drift, prediction_drift
-from driftline.detectors.estimated_quality import estimated_quality
-from driftline.detectors.latency import latency
-from driftline.detectors.multivariate_drift import multivariate_drift
-from driftline.detectors.quality import model_quality
-from driftline.detectors.results import WindowResult
-from driftline.detectors.skew import ParityCheck, skew_with_parity
-from driftline.detectors.threshold_spreads import label_threshold_source, streaming_thresholds
-from driftline.detectors.thresholds import LatencySLO, WindowThresholds
+from driftline.detectors.families.attribution import explain_drift_by_skew, explain_quality_by_skew
+from driftline.detectors.families.data_quality import data_quality
+from driftline.detectors.thresholds.decision import DriftThresholds
+from driftline.detectors.families.drift import data_drift, prediction_drift
+from driftline.detectors.families.estimated_quality import estimated_quality
+from driftline.detectors.families.latency import latency
+from driftline.detectors.families.multivariate import multivariate_drift
+from driftline.detectors.families.quality import model_quality
+from driftline.detectors.families.results import WindowResult
+from driftline.detectors.families.skew import ParityCheck, skew_with_parity
+from driftline.detectors.thresholds.spreads import label_threshold_source, streaming_thresholds
+from driftline.detectors.thresholds.levels import LatencySLO, WindowThresholds
 from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.vocabulary import (

@@ -21,9 +21,9 @@ from typing import Any
 
 from driftline import defaults
 from driftline.baseline import Baseline
-from driftline.detectors.results import WindowResult
-from driftline.detectors.thresholds import LatencySLO, WindowThresholds
-from driftline.detectors.window import evaluate_window
+from driftline.detectors.families.results import WindowResult
+from driftline.detectors.thresholds.levels import LatencySLO, WindowThresholds
+from driftline.detectors.families.window import evaluate_window
 from driftline.segments import SegmentSpec, segment_name
 from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, ESTIMATED_QUALITY, LATENCY, MODEL_QUALITY, PREDICTION_DRIFT
 from driftline.window_state import WindowState

@@ -3,7 +3,7 @@
 A drift confined to one group (one region, one channel) is diluted in the whole
 population and may never reach a verdict there; compared group against group it
 does. Each segment of a window is judged against the same segment of the
-reference with the whole-window rule (`driftline.detectors.batch.detect_window`),
+reference with the whole-window rule (`driftline.detectors.batch.engine.detect_window`),
 the segment column itself left out. The largest `SEGMENT_MAX_VALUES` values by
 reference rows are segments of their own, the rest are pooled as "other"; a value
 absent from the reference is reported but not compared; a segment with fewer than
@@ -17,8 +17,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from driftline import defaults
-from driftline.detectors.batch import ReferenceProfile, Window, detect_window
-from driftline.detectors.decision import INSUFFICIENT_DATA, DriftThresholds
+from driftline.detectors.batch.engine import ReferenceProfile, Window, detect_window
+from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA, DriftThresholds
 from driftline.errors import UserError
 from driftline.vocabulary import DATASET_DRIFT, INSUFFICIENT_DATA_KEY
 

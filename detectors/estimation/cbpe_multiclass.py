@@ -1,6 +1,6 @@
 r"""CBPE for multiclass classifiers: accuracy and macro F1 from per-class probabilities alone.
 
-As the binary method (`driftline.detectors.estimation`), one class at a time: class *k*'s
+As the binary method (`driftline.detectors.estimation.cbpe`), one class at a time: class *k*'s
 calibration :math:`c_k(p)` = P(label = k | the model's probability of k in score bin *b*),
 an isotonic fit on the reference (one-vs-rest, `training_calibration`); a row's calibrated
 probabilities are those, normalised to sum to 1. The predicted class is the argmax of the
@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
-from driftline.detectors.estimation import Estimate
-from driftline.detectors.quality_stats import training_calibration
+from driftline.detectors.estimation.cbpe import Estimate
+from driftline.detectors.stats.quality import training_calibration
 from driftline.baseline import BINARY, LabelSummary
 from driftline.vocabulary import ACCURACY, MACRO_F1
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from driftline import defaults
-from driftline.detectors.decision import THRESHOLD_SOURCES, DriftThresholds
+from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, DriftThresholds
 from driftline.vocabulary import JENSENSHANNON, PSI, WASSERSTEIN
 
 __all__ = ["DERIVED_STATISTICS", "ReferenceThresholds", "chunk_slices", "spread_threshold"]

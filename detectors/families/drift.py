@@ -1,10 +1,10 @@
-"""Data and prediction drift of one window: binned tests per feature, verdict by `driftline.detectors.decision`."""
+"""Data and prediction drift of one window: binned tests per feature, verdict by `driftline.detectors.thresholds.decision`."""
 from __future__ import annotations
 
 from typing import Any
 
-from driftline.detectors import binned, stats
-from driftline.detectors.decision import (
+from driftline.detectors.stats import binned, two_sample
+from driftline.detectors.thresholds.decision import (
     INSUFFICIENT_DATA,
     DriftThresholds,
     annotate_tests,
@@ -13,7 +13,7 @@ from driftline.detectors.decision import (
     decide_feature,
     significance_test,
 )
-from driftline.detectors.results import WindowResult, insufficient
+from driftline.detectors.families.results import WindowResult, insufficient
 from driftline.baseline import Baseline, NumericProfile, Profile
 from driftline.vocabulary import (
     DATASET_DRIFT,
@@ -37,7 +37,7 @@ def _feature_tests(profile: Profile, window: FeatureWindow, events: int) -> tupl
         tests = binned.categorical_tests(profile, window)
         rows = min(profile.count, sum(window.categories.values()))
     reference_rows = profile.rows
-    difference, p_value = stats.missing_rate_test(profile.nulls, reference_rows, window.nulls, events)
+    difference, p_value = two_sample.missing_rate_test(profile.nulls, reference_rows, window.nulls, events)
     tests["missing"] = {"value": window.nulls / events if events else 0.0, "reference": profile.null_rate,
                         "p_value": p_value}
     return tests, rows

@@ -8,7 +8,7 @@ returns plain Python floats and has a defined result for the awkward inputs
   them separately; Evidently 0.7 drops them the same way).
 * An empty sample (after dropping) gives "no evidence": distances 0.0,
   test statistic 0.0 with p-value 1.0. The decision rule separately calls such
-  a window "insufficient data" (see `driftline.detectors.decision`).
+  a window "insufficient data" (see `driftline.detectors.thresholds.decision`).
 
 Functions ending in `_sorted` take already sorted, clean float arrays; batch and
 streaming code sort a reference once and reuse it for every window. The public
@@ -241,7 +241,7 @@ def psi_numeric(reference: Any, current: Any, n_bins: int = defaults.PSI_NUMERIC
     Bins are `decile_edges(reference)` with open outer bins, so each holds about
     a tenth of the reference; `psi` then applies. Bins are ``[e_i, e_{i+1})``: a
     value on an edge counts in the upper bin, as ``numpy.histogram`` (Evidently
-    0.7's PSI binning) and the window summaries (`driftline.detectors.binned.psi_binned`)
+    0.7's PSI binning) and the window summaries (`driftline.detectors.stats.binned.psi_binned`)
     count it, so raw and binned PSI agree on tied data. NaN/inf dropped; an empty side
     gives 0.0; a constant reference gives two bins (below the constant, and at
     or above it), so PSI sees a move below the constant but not above it (KS

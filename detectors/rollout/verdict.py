@@ -10,10 +10,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from driftline.detectors.results import json_safe
-from driftline.detectors.rollout import CANDIDATE_KEY, PRODUCTION_KEY, Comparison
-from driftline.detectors.rollout_policy import RolloutPolicy
-from driftline.detectors.sequential import SequentialTest, msprt, msprt_means
+from driftline.detectors.families.results import json_safe
+from driftline.detectors.rollout.comparisons import CANDIDATE_KEY, PRODUCTION_KEY, Comparison
+from driftline.detectors.rollout.policy import RolloutPolicy
+from driftline.detectors.stats.sequential import SequentialTest, msprt, msprt_means
 from driftline.errors import UserError
 from driftline.vocabulary import (
     ACCURACY,
@@ -227,7 +227,7 @@ def rollout_verdict(windows: Sequence[Sequence[Comparison]], mode: str, policy: 
     Each judged metric gets pass, fail or inconclusive:
 
     * error rate, flip rate and quality pool the windows' counts and take the
-      always-valid confidence sequence of the difference (`driftline.detectors.sequential`,
+      always-valid confidence sequence of the difference (`driftline.detectors.stats.sequential`,
       normal mixture with ``tau``, level ``1 - alpha``), so looking at every window does not
       inflate the error rate. Fail when the whole interval is worse than the allowed delta,
       pass when none of it is, inconclusive in between (non-inferiority). Error rate and

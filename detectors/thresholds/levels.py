@@ -7,8 +7,8 @@ from typing import Annotated, Any, Mapping
 
 from pydantic import Field, create_model
 
-from driftline.detectors.decision import DriftThresholds
-from driftline.detectors.multivariate import MultivariateThresholds
+from driftline.detectors.thresholds.decision import DriftThresholds
+from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.sections import Section, given, parse_section

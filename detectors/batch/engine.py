@@ -3,11 +3,11 @@
 Pure (no files, no printing): `driftline.commands.detect` reads the files and
 writes the JSON/HTML; this module validates columns, splits the current data
 into windows, computes every statistic of every feature and applies the
-decision rule of `driftline.detectors.decision`.
+decision rule of `driftline.detectors.thresholds.decision`.
 
 The reference is profiled once (`ReferenceProfile`: sorted values, standard
 deviation, decile bins, category counts), so each window costs one sort per
-numeric feature plus linear work. Multivariate drift (`driftline.detectors.multivariate_drift`)
+numeric feature plus linear work. Multivariate drift (`driftline.detectors.families.multivariate`)
 fits its PCA and encodes its bounded reference sample once too; per window it adds
 one projection of the window's rows and a cross-validated classifier on at most
 `defaults.DOMAIN_CLASSIFIER_MAX_ROWS` rows per side.
@@ -22,10 +22,10 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from driftline.detectors import stats
-from driftline.detectors.multivariate import MultivariateThresholds
-from driftline.detectors.multivariate_drift import BatchReference, batch_multivariate
-from driftline.detectors.decision import (
+from driftline.detectors.stats import two_sample
+from driftline.detectors.stats.multivariate import MultivariateThresholds
+from driftline.detectors.batch.multivariate import BatchReference, batch_multivariate
+from driftline.detectors.thresholds.decision import (
     DriftThresholds,
     annotate_tests,
     benjamini_hochberg,
@@ -33,11 +33,11 @@ from driftline.detectors.decision import (
     decide_feature,
     significance_test,
 )
-from driftline.detectors.batch_performance import check_label, for_segment, performance_reference, window_performance
-from driftline.detectors.thresholds import WindowThresholds
-from driftline.detectors.reference_thresholds import FIXED as FIXED_SOURCE
-from driftline.detectors.reference_thresholds import REFERENCE as REFERENCE_SOURCE
-from driftline.detectors.reference_thresholds import ReferenceThresholds
+from driftline.detectors.batch.performance import check_label, for_segment, performance_reference, window_performance
+from driftline.detectors.thresholds.levels import WindowThresholds
+from driftline.detectors.thresholds.reference import FIXED as FIXED_SOURCE
+from driftline.detectors.thresholds.reference import REFERENCE as REFERENCE_SOURCE
+from driftline.detectors.thresholds.reference import ReferenceThresholds
 from driftline.errors import UserError
 from driftline.vocabulary import CHI2, DATASET_DRIFT, JENSENSHANNON, KS, MISSING_RATE, PSI, WASSERSTEIN
 
@@ -262,11 +262,11 @@ def _numeric_values(series: pd.Series) -> np.ndarray:
 def _profile_column(series: pd.Series, kind: str) -> _NumericReference | _CategoricalReference:
     if kind == NUMERIC:
         raw = _numeric_values(series)
-        values = np.sort(stats.clean_numeric(raw))
-        edges = stats.decile_edges(values)
+        values = np.sort(two_sample.clean_numeric(raw))
+        edges = two_sample.decile_edges(values)
         return _NumericReference(rows=len(raw), missing=len(raw) - values.size, values_sorted=values,
-                                 std=stats.reference_std(values), psi_edges=edges,
-                                 psi_counts=stats.bin_counts(values, edges))
+                                 std=two_sample.reference_std(values), psi_edges=edges,
+                                 psi_counts=two_sample.bin_counts(values, edges))
     present = series.dropna()
     counts = present.value_counts(sort=False)
     return _CategoricalReference(rows=len(series), missing=len(series) - len(present), categories=counts.index,
@@ -308,9 +308,9 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
     if kind == NUMERIC:
         assert isinstance(reference, _NumericReference)
         raw = _numeric_values(series)
-        values = np.sort(stats.clean_numeric(raw))
+        values = np.sort(two_sample.clean_numeric(raw))
         missing = rows - values.size
-        measured = stats.numeric_statistics_sorted(reference.values_sorted, values, std=reference.std,
+        measured = two_sample.numeric_statistics_sorted(reference.values_sorted, values, std=reference.std,
                                                    psi_edges=reference.psi_edges,
                                                    reference_psi_counts=reference.psi_counts)
         tests = {
@@ -324,13 +324,13 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
         present = series.dropna()
         missing = rows - len(present)
         reference_counts, current_counts = reference.aligned_counts(present)
-        statistic, p_value = stats.chi2(reference_counts, current_counts)
+        statistic, p_value = two_sample.chi2(reference_counts, current_counts)
         tests = {
             CHI2: {"statistic": statistic, "p_value": p_value},
-            JENSENSHANNON: {"value": stats.jensenshannon(reference_counts, current_counts)},
-            PSI: {"value": stats.psi(reference_counts, current_counts)},
+            JENSENSHANNON: {"value": two_sample.jensenshannon(reference_counts, current_counts)},
+            PSI: {"value": two_sample.psi(reference_counts, current_counts)},
         }
-    change, p_missing = stats.missing_rate_test(reference.missing, reference.rows, missing, rows)
+    change, p_missing = two_sample.missing_rate_test(reference.missing, reference.rows, missing, rows)
     missing_test = {
         "value": missing / rows if rows else 0.0,
         "reference": reference.missing / reference.rows if reference.rows else 0.0,
@@ -413,10 +413,10 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     results do not depend on it). `label` (a column of the reference, needs
     `prediction` to be the score, ``"p_a,p_b,..."`` one probability column per
     class, or a regression model's predicted value): each window gains ``performance``
-    (`driftline.detectors.batch_performance`), judged by `performance_thresholds`.
-    `segment_by` adds each window's ``segments`` (`driftline.detectors.segments`);
+    (`driftline.detectors.batch.performance`), judged by `performance_thresholds`.
+    `segment_by` adds each window's ``segments`` (`driftline.detectors.batch.segments`);
     ``thresholds.threshold_source == "reference"`` derives effect-size thresholds from the reference
-    (`driftline.detectors.reference_thresholds`). `multivariate`: the multivariate detectors' alarm
+    (`driftline.detectors.thresholds.reference`). `multivariate`: the multivariate detectors' alarm
     levels and sample bounds (True: `driftline.defaults`; False: no ``multivariate``
     object, for callers that need only the per-feature verdicts and not its cost).
     Raises `UserError` for anything wrong with the inputs (empty frames,
@@ -481,7 +481,7 @@ def _segments(reference: pd.DataFrame, current: pd.DataFrame, column: str | None
               workers: int, segment_reference: Callable[[pd.DataFrame], Any] | None) -> Any:
     if column is None:
         return None
-    from driftline.detectors.segments import SegmentProfiles  # it builds on this module's windows and profiles
+    from driftline.detectors.batch.segments import SegmentProfiles  # it builds on this module's windows and profiles
 
     return SegmentProfiles(reference, current, column, kinds, workers, segment_reference=segment_reference)
 

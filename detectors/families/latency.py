@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftline.detectors.decision import INSUFFICIENT_DATA
-from driftline.detectors.results import WindowResult, finite_or_none, insufficient
-from driftline.detectors.thresholds import LatencySLO
+from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.detectors.families.results import WindowResult, finite_or_none, insufficient
+from driftline.detectors.thresholds.levels import LatencySLO
 from driftline.vocabulary import CONCURRENCY, ERROR_RATE, LATENCY, LATENCY_TOTAL, P50_MS, P95_MS, P99_MS, QPS
 from driftline.window_state import WindowState
 

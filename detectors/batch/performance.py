@@ -13,18 +13,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.decision import INSUFFICIENT_DATA
-from driftline.detectors.results import insufficient
-from driftline.detectors.estimated_quality import judge_estimates
-from driftline.detectors.estimation_multiclass import (
+from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.detectors.families.results import insufficient
+from driftline.detectors.families.estimated_quality import judge_estimates
+from driftline.detectors.estimation.cbpe_multiclass import (
     calibrated_probabilities,
     class_calibrations,
     estimate_multiclass,
     realized_multiclass,
     reference_variances,
 )
-from driftline.detectors.estimation import Estimate, score_counts
-from driftline.detectors.estimation_regression import (
+from driftline.detectors.estimation.cbpe import Estimate, score_counts
+from driftline.detectors.estimation.dle import (
     LossEstimator,
     estimate_losses,
     fit_loss_estimator,
@@ -32,8 +32,8 @@ from driftline.detectors.estimation_regression import (
     realized_regression,
     row_losses,
 )
-from driftline.detectors.quality_stats import quality_metrics, training_calibration
-from driftline.detectors.thresholds import WindowThresholds
+from driftline.detectors.stats.quality import quality_metrics, training_calibration
+from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline import defaults
 from driftline.baseline import BINARY, LabelSummary, category_key
 from driftline.errors import UserError
@@ -348,8 +348,8 @@ def window_performance(reference: Reference, frame: pd.DataFrame, thresholds: Wi
     ``realized`` only when `frame` holds the label column: the metric on the rows
     with a label, ``gap`` realized minus what the estimate expects on those rows,
     ``concept_drift`` the gap beyond ``z`` standard errors (`judge_estimates`).
-    Multiclass: accuracy and macro F1 only (`driftline.detectors.estimation_multiclass`).
-    Regression: MAE and RMSE (`driftline.detectors.estimation_regression`), alerting when the
+    Multiclass: accuracy and macro F1 only (`driftline.detectors.estimation.cbpe_multiclass`).
+    Regression: MAE and RMSE (`driftline.detectors.estimation.dle`), alerting when the
     band's lower end exceeds ``training * (1 + estimated_quality_max_error_increase)``.
     """
     if isinstance(reference, RegressionReference):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from driftline.detectors.decision import INSUFFICIENT_DATA
-from driftline.detectors.quality_stats import (
+from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.detectors.stats.quality import (
     expected_binary_quality,
     null_third_cumulants,
     null_variances,
@@ -15,8 +15,8 @@ from driftline.detectors.quality_stats import (
     skew_corrected_margin,
     training_calibration,
 )
-from driftline.detectors.results import WindowResult, insufficient
-from driftline.detectors.thresholds import WindowThresholds
+from driftline.detectors.families.results import WindowResult, insufficient
+from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.baseline import BINARY, Baseline, LabelSummary
 from driftline.vocabulary import (
     ACCURACY,

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from driftline.detectors.results import json_safe
-from driftline.detectors.rollout import CANDIDATE_KEY, PRODUCTION_KEY, Comparison
-from driftline.detectors.rollout_verdict import RolloutVerdict
+from driftline.detectors.families.results import json_safe
+from driftline.detectors.rollout.comparisons import CANDIDATE_KEY, PRODUCTION_KEY, Comparison
+from driftline.detectors.rollout.verdict import RolloutVerdict
 from driftline.vocabulary import RolloutVerdictDetails
 
 __all__ = ["verdict_details"]

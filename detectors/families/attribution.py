@@ -5,10 +5,10 @@ from typing import Any
 
 import numpy as np
 
-from driftline.detectors.data_quality import expected_types
-from driftline.detectors.decision import INSUFFICIENT_DATA, DriftThresholds, decide_dataset
-from driftline.detectors.results import WindowResult, insufficient
-from driftline.detectors.skew import ParityCheck
+from driftline.detectors.families.data_quality import expected_types
+from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA, DriftThresholds, decide_dataset
+from driftline.detectors.families.results import WindowResult, insufficient
+from driftline.detectors.families.skew import ParityCheck
 from driftline.baseline import Baseline, NumericProfile, Profile, category_key, is_null, json_type
 from driftline.vocabulary import (
     DATASET_DRIFT,

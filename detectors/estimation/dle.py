@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from driftline import defaults
-from driftline.detectors.estimation import Estimate
+from driftline.detectors.estimation.cbpe import Estimate
 from driftline.vocabulary import MAE, RMSE
 
 __all__ = ["REGRESSION_METRICS", "LossEstimator", "estimate_losses", "estimate_regression", "fit_loss_estimator",

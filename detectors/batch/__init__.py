@@ -1,0 +1,1 @@
+"""Batch detection (`driftline detect`): the engine, its performance, its multivariate drift and its segments."""

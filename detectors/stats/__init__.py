@@ -1,0 +1,1 @@
+"""Pure statistics: two-sample tests and distances, their binned forms, intervals, sequential tests, model-quality and multivariate maths."""
