@@ -123,7 +123,7 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
     quality = GaugeMetricFamily(_PREFIX + "data_quality_issues",
                                 "Features (or the window) breaching a data-quality check, latest window.",
                                 labels=["model", "version", "check"])
-    estimated = GaugeMetricFamily(_PREFIX + "estimated_quality",
+    estimated = GaugeMetricFamily("driftline_estimated_quality",  # the contract's metric name, not the family
                                   "Quality estimated before labels (bound: value, lower, upper), latest window.",
                                   labels=["model", "version", "metric", "bound"])
     threshold = GaugeMetricFamily(_PREFIX + "estimated_quality_threshold",
