@@ -127,5 +127,23 @@ def unique_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+E2E_FOLDER = Path(__file__).parent / "e2e"
+BROWSER_FILES = {"test_browser.py"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The markers `make test-fast` selects on, from where a test lives and what it uses: `e2e` for tests/e2e,
+    `browser` for the Playwright tests, `postgres` for every test on the PostgreSQL store."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if E2E_FOLDER in path.parents:
+            item.add_marker(pytest.mark.e2e)
+        if path.name in BROWSER_FILES:
+            item.add_marker(pytest.mark.browser)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "postgres_url" in getattr(item, "fixturenames", ()) or params.get("db_url") == "postgresql":
+            item.add_marker(pytest.mark.postgres)
+
+
 def pytest_report_header(config) -> str:
     return "postgresql: " + ("available" if not PG_UNAVAILABLE else f"SKIPPED ({PG_UNAVAILABLE})")
