@@ -131,9 +131,21 @@ E2E_FOLDER = Path(__file__).parent / "e2e"
 BROWSER_FILES = {"test_browser.py"}
 
 
+def _uses_module_fixture(item) -> bool:
+    """Whether the test uses a module- or class-scoped fixture (built once per file in each test process)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(d.scope in ("module", "class") for chain in defs.values() for d in chain)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """The markers `make test-fast` selects on, from where a test lives and what it uses: `e2e` for tests/e2e,
-    `browser` for the Playwright tests, `postgres` for every test on the PostgreSQL store."""
+    """Markers and the order of the run.
+
+    Markers `make test-fast` selects on, from where a test lives and what it uses: `e2e` for tests/e2e,
+    `browser` for the Playwright tests, `postgres` for every test on the PostgreSQL store.
+    Under pytest-xdist (`--dist loadgroup`), the tests of a file that builds a module-scoped fixture stay in
+    one process (one build, not one per process), unless the test names its own `xdist_group`; and the
+    e2e tests go first, so that the longest tests start while the short ones fill the other processes.
+    """
     for item in items:
         path = Path(str(item.fspath))
         if E2E_FOLDER in path.parents:
@@ -143,6 +155,9 @@ def pytest_collection_modifyitems(config, items) -> None:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if "postgres_url" in getattr(item, "fixturenames", ()) or params.get("db_url") == "postgresql":
             item.add_marker(pytest.mark.postgres)
+        if item.get_closest_marker("xdist_group") is None and _uses_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(path.relative_to(Path(__file__).parent).as_posix()))
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)  # stable: e2e first, order kept
 
 
 def pytest_report_header(config) -> str:

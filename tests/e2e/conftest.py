@@ -190,6 +190,12 @@ def assert_clean_exit(run: UpRun) -> None:
     assert "Traceback" not in run.output, run.output[-4000:]
 
 
+# The no-drift run's latency SLO, out of a loaded machine's reach: the p99 of a real run beside other tests
+# on two cores measures the machine, not the scenario (the latency detector's verdict on the latency
+# scenario is tested at the evaluation level, tests/worker/test_scenario_verdicts.py).
+UNLOADED_LATENCY = "[latency]\np50_ms = 5000\np95_ms = 5000\np99_ms = 5000\n"
+
+
 @pytest.fixture(scope="session")
 def none_run(trained_home, tmp_path_factory):
     """One `up --scenario none` run that tests only read (its store and what its sink received), shared by
@@ -197,7 +203,7 @@ def none_run(trained_home, tmp_path_factory):
     home = tmp_path_factory.mktemp("none-run") / "home"
     shutil.copytree(trained_home, home)
     sink = Sink().start()
-    run = start_up(home, "none", sink=sink)
+    run = start_up(home, "none", sink=sink, config=UNLOADED_LATENCY)
     try:
         run.wait_for(lambda: evaluated_windows(run.db_url) >= 10, "ten evaluated windows")
         stopped = run.stop()
