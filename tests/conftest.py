@@ -137,6 +137,7 @@ def _uses_module_fixture(item) -> bool:
     return any(d.scope in ("module", "class") for chain in defs.values() for d in chain)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
 def pytest_collection_modifyitems(config, items) -> None:
     """Markers and the order of the run.
 

@@ -41,7 +41,7 @@ RATE = 60
 PER_WINDOW = RATE * WINDOW_SECONDS
 # The e2e runs' policy: judged from the third window, 40 events and 100 labels a side.
 ROLLOUTS = "[rollouts]\nwindows = 3\nmin_events = 40\nmin_labels = 100\n"
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # trains two versions, judges 40 windows
 
 
 @pytest.fixture(scope="module")
