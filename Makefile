@@ -1,4 +1,5 @@
-# driftline: `make demo` runs the whole stack, `make test` runs every test.
+# driftline: `make demo` runs the whole stack, `make test` runs every test (what CI runs), `make test-fast`
+# the inner loop (everything but the e2e, postgres, browser and slow tests).
 # Both install what they need first (a .venv with pinned torch, the system packages the tests use).
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed
 # pip prints a warning for every local index it finds empty; they are noise.
 PIP_QUIET := grep -v -e "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: install demo test bench clean system-deps
+.PHONY: install demo test test-fast lint doctest bench clean system-deps
 
 install: $(STAMP)
 
@@ -24,8 +25,26 @@ $(STAMP): pyproject.toml scripts/install-system-deps.sh
 demo: install
 	$(BIN)/driftline up
 
-test: install
-	$(BIN)/python -m pytest
+# Test processes (pytest-xdist): most of the long tests wait on brokers, servers and `driftline up` windows
+# rather than compute, so more processes than cores pay; tests that share a session fixture run in one
+# process (`@pytest.mark.xdist_group`, --dist loadgroup). The 25 slowest tests are listed after every run.
+TEST_WORKERS ?= 3
+PYTEST_RUN := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
+FAST := not e2e and not postgres and not browser and not slow
+
+test: lint doctest
+	$(PYTEST_RUN)
+
+test-fast: lint doctest
+	$(PYTEST_RUN) -m "$(FAST)"
+
+# ruff with the small rule set of pyproject.toml's [tool.ruff.lint]
+lint: install
+	$(BIN)/ruff check .
+
+# the examples in the core's and the detectors' docstrings
+doctest: install
+	$(BIN)/python -m pytest -q --doctest-modules driftline detectors
 
 bench: install
 	$(BIN)/python bench/events.py

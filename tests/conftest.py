@@ -128,5 +128,41 @@ def unique_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+E2E_FOLDER = Path(__file__).parent / "e2e"
+BROWSER_FILES = {"test_browser.py"}
+
+
+def _uses_module_fixture(item) -> bool:
+    """Whether the test uses a module- or class-scoped fixture (built once per file in each test process)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(d.scope in ("module", "class") for chain in defs.values() for d in chain)
+
+
+def pytest_itemcollected(item) -> None:
+    """Markers, set as each test is collected (before pytest-xdist reads the groups into the test ids).
+
+    `make test-fast` selects on: `e2e` for tests/e2e, `browser` for the Playwright tests, `postgres` for
+    every test on the PostgreSQL store. Under pytest-xdist (`--dist loadgroup`), the tests of a file that
+    builds a module-scoped fixture stay in one process (one build, not one per process), unless the test
+    names its own `xdist_group`.
+    """
+    path = Path(str(item.fspath))
+    if E2E_FOLDER in path.parents:
+        item.add_marker(pytest.mark.e2e)
+    if path.name in BROWSER_FILES:
+        item.add_marker(pytest.mark.browser)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "postgres_url" in getattr(item, "fixturenames", ()) or params.get("db_url") == "postgresql":
+        item.add_marker(pytest.mark.postgres)
+    if item.get_closest_marker("xdist_group") is None and _uses_module_fixture(item):
+        item.add_marker(pytest.mark.xdist_group(path.relative_to(Path(__file__).parent).as_posix()))
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The e2e tests first (stable sort, order otherwise kept): the longest tests start while the short ones
+    fill the other test processes."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+
+
 def pytest_report_header(config) -> str:
     return "postgresql: " + ("available" if not PG_UNAVAILABLE else f"SKIPPED ({PG_UNAVAILABLE})")

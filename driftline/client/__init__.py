@@ -1,11 +1,15 @@
 """Log inference events from any Python model server, in the event contract's shape (driftline.events).
 
->>> from driftline.client import InferenceLogger          # doctest: +SKIP
->>> logger = InferenceLogger("127.0.0.1:9092", model="credit-default", version="3")
->>> logger.log({"income": 5300.0, "region": "north"}, prediction=0.83, latency_ms=12.3,
-...            request_id="9a1e", inputs={"income": "5300", "region": " North"})
->>> logger.log_label("9a1e", 1)            # later, when the outcome is known
->>> logger.close()                          # flushes what is buffered (bounded wait)
+Against a running Kafka (the lines that need it are skipped when the doctests run):
+
+>>> from driftline.client import InferenceLogger
+>>> logger = InferenceLogger("127.0.0.1:9092", model="credit-default", version="3")  # doctest: +SKIP
+>>> event_id = logger.log({"income": 5300.0, "region": "north"}, prediction=0.83,  # doctest: +SKIP
+...                       latency_ms=12.3, request_id="9a1e", inputs={"income": "5300", "region": " North"})
+>>> logger.log_label("9a1e", 1)  # doctest: +SKIP
+>>> stats = logger.close()  # doctest: +SKIP
+
+`log_label` sends the outcome later, when it is known; `close` flushes what is buffered (a bounded wait).
 
 An asyncio server can call `log_soon` instead of `log` (same arguments): the events of
 one turn of the event loop are then encoded together at its end, which costs the loop less.

@@ -22,7 +22,7 @@ import pandas as pd
 from pandas.api.types import infer_dtype
 
 from driftline import defaults
-from driftline.baseline import CATEGORICAL, CLASS, NUMERIC, NumericProfile, Profile, category_key
+from driftline.baseline import CATEGORICAL, NUMERIC, NumericProfile, Profile, category_key
 from driftline.window_state.batch import EventBatch
 from driftline.window_state.columns import MISSING, column_from_objects, prediction_types, types_of
 from driftline.window_state.feature import FeatureWindow, _capped

@@ -223,6 +223,7 @@ def test_sigterm_to_the_process_group_still_flushes_what_the_decoders_hold(broke
     assert ckit.events(sqlite_url, model) == len(docs)
 
 
+@pytest.mark.slow  # about a minute or more on two cores: out of `make test-fast`
 def test_a_flush_in_flight_never_deadlocks_with_a_backlog(broker, sqlite_url, ckit, unique_id):
     """A take is answered while the collector keeps sending: a large answer and a full queue must not block both.
 

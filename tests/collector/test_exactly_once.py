@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
 from sqlalchemy import func, select
 
 from driftline.store import db as store_db
@@ -13,6 +14,7 @@ from tests.support.waiting import wait_until
 WINDOW_MS = 60_000
 
 
+@pytest.mark.slow  # about a minute or more on two cores: out of `make test-fast`
 def test_sigkill_mid_stream_neither_loses_nor_double_counts(kcat_broker, sqlite_url, ckit, unique_id):
     broker = kcat_broker
     model = f"kill-{unique_id}"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,9 @@ from driftline.errors import UserError
 from driftline.vocabulary import (DATASET_DRIFT, DATA_DRIFT, JENSENSHANNON, PREDICTION_DRIFT, PSI,
                                   THRESHOLD_NOTE_KEY, THRESHOLD_SOURCE_KEY, WASSERSTEIN)
 from driftline.window_state import EventBatch, WindowState
+
+if TYPE_CHECKING:  # the annotation only; the tests import the scheduler where they use it
+    from driftline.scheduler.jobs import SchedulerJobs
 
 T0 = 1_767_225_600_000
 REFERENCE = DriftThresholds(threshold_source="reference")

@@ -27,6 +27,8 @@ SOURCES = ("pyproject.toml", "README.md", "driftline", "collector", "detectors",
            "scheduler", "migrations")
 STAGE_FOLDERS = ("collector", "detectors", "alerts", "worker", "dashboard", "scheduler", "migrations")
 PIP_TIMEOUT_S = 900
+# building the wheel and installing its dependencies into a fresh environment: minutes on a busy machine
+pytestmark = pytest.mark.timeout(2 * PIP_TIMEOUT_S)
 
 CLIENT_PROGRAM = r"""
 import importlib.util, json, sys

@@ -1,4 +1,5 @@
-"""The dashboard's pages on the store of a real `driftline up` run (not a seeded one)."""
+"""The dashboard's pages on the store of a real `driftline up` run (not a seeded one): the no-drift run that
+tests/e2e/test_scenarios.py checks, shared for the session (the pages only read it)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 MODEL = "credit-default"
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def page(name: str | None, **state) -> AppTest:
@@ -24,8 +25,9 @@ def page(name: str | None, **state) -> AppTest:
     return at
 
 
-def test_every_page_renders_a_real_run(home, run_up, monkeypatch):
-    run = run_up(home, "data_quality", duration=40)
+@pytest.mark.xdist_group("up_none")  # reads the store of the no-drift test's run (a session fixture)
+def test_every_page_renders_a_real_run(none_run, monkeypatch):
+    run, _ = none_run
     assert run.returncode == 0, run.output[-3000:]
     monkeypatch.setenv("DRIFTLINE_DB", run.db_url)
     from streamlit import cache_data, cache_resource

@@ -10,22 +10,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from sqlalchemy import func, select
 
-from driftline.broker import free_port
 from driftline.config import TOPIC_INFERENCE
 from driftline.store.db import session_scope
 from driftline.store.models import WindowStateRecord
 from tests.support.waiting import wait_until
 
-DRIFTLINE = str(Path(sys.executable).with_name("driftline"))
+from .conftest import DRIFTLINE, up_env
+
 MODEL = "credit-default"
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def children(pid: int) -> dict[str, int]:
@@ -69,41 +67,23 @@ def topic_total(bootstrap: str) -> int:
         consumer.close()
 
 
-def up_env(home: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "DRIFTLINE_HOME": str(home), "DRIFTLINE_WORKER_PORT": str(free_port()),
-           "DRIFTLINE_WORKER_GRPC_PORT": str(free_port()),
-           "DRIFTLINE_COLLECTOR_METRICS_PORT": str(free_port()),
-           "DRIFTLINE_SCHEDULER_METRICS_PORT": str(free_port())}
-    for name in ("DRIFTLINE_DB", "DRIFTLINE_BOOTSTRAP_SERVERS", "DRIFTLINE_SLACK_WEBHOOK_URL",
-                 "DRIFTLINE_PAGERDUTY_ROUTING_KEY", "DRIFTLINE_RETRAIN_WEBHOOK_URL"):
-        env.pop(name, None)
-    return env | extra
-
-
-def test_killing_collector_scheduler_and_worker_loses_and_double_counts_nothing(home, embedded_broker_factory):
+def test_killing_collector_scheduler_and_worker_loses_and_double_counts_nothing(home, embedded_broker_factory, up):
     broker = embedded_broker_factory()
     db_url = f"sqlite:///{home / 'driftline.db'}"
-    env = up_env(home, DRIFTLINE_BOOTSTRAP_SERVERS=broker.bootstrap_servers)
-    proc = subprocess.Popen([DRIFTLINE, "up", "--scenario", "none", "--duration", "75", "--window-seconds", "4",
-                             "--rate", "60", "--no-dashboard"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_until(lambda: stored_events(db_url) > 200, timeout=90, interval=0.5,
-                   message="events to reach the store")
-        for name in ("collector", "scheduler", "worker"):
-            before = stored_events(db_url)
-            pid = children(proc.pid)[name]
-            os.kill(pid, signal.SIGKILL)
-            wait_until(lambda: children(proc.pid).get(name) not in (None, pid), timeout=60, interval=0.5,
-                       message=f"{name} to be restarted")
-            wait_until(lambda: stored_events(db_url) > before + 100, timeout=60, interval=0.5,
-                       message=f"progress after killing {name}")
-        seen = stored_events(db_url)  # over 500 by the waits above, however fast the machine
-        output, _ = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, output[-3000:]
+    env = up_env(home, extra_env={"DRIFTLINE_BOOTSTRAP_SERVERS": broker.bootstrap_servers})
+    running = up(home, "none", broker=False, extra_env={"DRIFTLINE_BOOTSTRAP_SERVERS": broker.bootstrap_servers})
+    pid = running.proc.pid
+    running.wait_for(lambda: stored_events(db_url) > 200, "events to reach the store")
+    for name in ("collector", "scheduler", "worker"):
+        before = stored_events(db_url)
+        killed = children(pid)[name]
+        os.kill(killed, signal.SIGKILL)
+        running.wait_for(lambda: children(pid).get(name) not in (None, killed), f"{name} to be restarted")
+        running.wait_for(lambda: stored_events(db_url) > before + 100, f"progress after killing {name}")
+    seen = stored_events(db_url)  # over 500 by the waits above, however fast the machine
+    run = running.stop()
+    output = run.output
+    assert run.returncode == 0, output[-3000:]
     for name in ("collector", "scheduler", "worker"):
         assert f"{name}" in output and "restarting in" in output
     # Drain what the collector had not consumed when `up` stopped: it resumes from the offsets in the store.
@@ -115,24 +95,17 @@ def test_killing_collector_scheduler_and_worker_loses_and_double_counts_nothing(
     assert stored_events(db_url) == produced
 
 
-def test_embedded_broker_crash_is_restarted_and_traffic_flows_again(home):
+def test_embedded_broker_crash_is_restarted_and_traffic_flows_again(home, up):
     db_url = f"sqlite:///{home / 'driftline.db'}"
-    proc = subprocess.Popen([DRIFTLINE, "up", "--scenario", "none", "--duration", "60", "--window-seconds", "4",
-                             "--rate", "60", "--no-dashboard", "--broker-port", str(free_port())],
-                            env=up_env(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_until(lambda: stored_events(db_url) > 200, timeout=90, interval=0.5,
-                   message="events to reach the store")
-        crashed = children(proc.pid)["tansu"]
-        os.kill(crashed, signal.SIGKILL)
-        wait_until(lambda: children(proc.pid).get("tansu") not in (None, crashed), timeout=60, interval=0.5,
-                   message="`up` to restart the broker")
-        before = stored_events(db_url)
-        wait_until(lambda: stored_events(db_url) > before + 200, timeout=60, interval=0.5,
-                   message="traffic after the broker restart")
-        output, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, output[-3000:]
+    running = up(home, "none")
+    pid = running.proc.pid
+    running.wait_for(lambda: stored_events(db_url) > 200, "events to reach the store")
+    crashed = children(pid)["tansu"]
+    os.kill(crashed, signal.SIGKILL)
+    running.wait_for(lambda: children(pid).get("tansu") not in (None, crashed), "`up` to restart the broker")
+    before = stored_events(db_url)
+    running.wait_for(lambda: stored_events(db_url) > before + 200, "traffic after the broker restart")
+    run = running.stop()
+    output = run.output
+    assert run.returncode == 0, output[-3000:]
     assert "broker exited" in output and "restarted" in output

@@ -1,11 +1,11 @@
-"""Rollout scenarios end to end: `driftline up --scenario shadow|canary_regression|ab`, checked through the store
+"""Rollout scenarios end to end: `driftline up --scenario shadow|canary_regression`, checked through the store
 and the local sinks.
 
 Each run trains its candidate (the small MLP, a few seconds) and sets its plan itself; a `[rollouts]`
 policy for 4-second windows (judged from the third window, 40 events and 100 labels a side, p99 judged
-only beyond 50 ms) lets the
-scheduler act within the run. The A/A case runs on the same machinery without the stack
-(tests/worker/test_ab_scenarios.py).
+only beyond 50 ms) lets the scheduler act within the run. Each test waits on the outcome in the store
+(the verdicts, the rollback), then stops `up` with Ctrl-C. The A/B and A/A cases run on the same
+machinery without the stack (tests/worker/test_ab_scenarios.py).
 """
 from __future__ import annotations
 
@@ -17,16 +17,13 @@ from driftline.store.models import Alert, ModelAlias
 from driftline.store.rollouts import current_plan, steps, verdicts
 from driftline.vocabulary import FLIP_RATE, SCORE_WASSERSTEIN
 
+from .conftest import assert_clean_exit
+
 MODEL = "credit-default"
 # 40 events a side make a window's p99 its second-slowest request, which a busy two-core machine moves by
 # tens of ms between equal versions; the canary's fault adds 250 ms, far beyond the 50 ms allowed here.
 ROLLOUTS = "[rollouts]\nwindows = 3\nmin_events = 40\nmin_labels = 100\np99_tolerance_ms = 50\n"
-pytestmark = pytest.mark.timeout(600)
-
-
-def assert_clean_exit(run):
-    assert run.returncode == 0, run.output[-4000:]
-    assert "Traceback" not in run.output, run.output[-4000:]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def fired(run) -> list[tuple[str, str]]:
@@ -42,8 +39,21 @@ def rollout_state(run):
         return current_plan(s, MODEL), steps(s, MODEL), verdicts(s, MODEL), production
 
 
-def test_shadow_reports_disagreement_and_nothing_fires(home, sink, run_up):
-    run = run_up(home, "shadow", duration=50, sink=sink, config=ROLLOUTS)
+def flip_rates(judged) -> list[float]:  # noqa: ANN001
+    """The flip rates of the verdicts' comparisons that had enough data."""
+    return [c["value"] for v in judged for c in v["details"].get("comparisons", [])
+            if not c["insufficient_data"] and c["metric"] == FLIP_RATE]
+
+
+def test_shadow_reports_disagreement_and_nothing_fires(home, sink, up):
+    running = up(home, "shadow", sink=sink, config=ROLLOUTS)
+
+    def judged_three() -> bool:
+        judged = rollout_state(running)[2]
+        return len(judged) >= 3 and len(flip_rates(judged)) >= 3
+
+    running.wait_for(judged_three, "three windows judged with a flip rate")
+    run = running.stop()
     assert_clean_exit(run)
     plan, history, judged, production = rollout_state(run)
     assert plan is not None and plan.mode == "shadow" and plan.candidate == "2" and production == "1"
@@ -64,8 +74,19 @@ def test_shadow_reports_disagreement_and_nothing_fires(home, sink, run_up):
     assert max(abs(e["difference"]) for e in examples) > 0.01
 
 
-def test_canary_regression_is_rolled_back_and_pages(home, sink, run_up):
-    run = run_up(home, "canary_regression", duration=60, sink=sink, config=ROLLOUTS)
+def test_canary_regression_is_rolled_back_and_pages(home, sink, up):
+    running = up(home, "canary_regression", sink=sink, config=ROLLOUTS)
+
+    def rolled_back_and_paged() -> bool:
+        history = rollout_state(running)[1]
+        slack = [b["text"] for b in sink.bodies("/slack")]
+        pages = [b for b in sink.bodies("/pagerduty") if b["event_action"] == "trigger"]
+        return (any(s["by"] == "policy" for s in history)
+                and any("rolled back automatically" in text for text in slack)
+                and any("rolled back automatically" in b["payload"]["summary"] for b in pages))
+
+    running.wait_for(rolled_back_and_paged, "the rollback, its Slack message and its page")
+    run = running.stop()
     assert_clean_exit(run)
     plan, history, judged, production = rollout_state(run)
     assert plan is None and production == "1"  # rolled back: production only, the alias never moved
@@ -73,8 +94,9 @@ def test_canary_regression_is_rolled_back_and_pages(home, sink, run_up):
     assert (history[0]["by"], canary["mode"], canary["candidate"], canary["weight"]) == ("cli", "canary", "2", 25)
     assert [(s["by"], s["action"]) for s in history[1:]] == [("policy", "clear")]
     assert history[1]["reason"].startswith("the candidate failed")
+    # Rolled back at the first failing verdict (however many windows a slow machine needed to judge it):
+    # the verdicts before it were inconclusive, and the rollout ended with it, so none was judged after.
     assert judged[-1]["verdict"] == "fail" and all(v["verdict"] == "inconclusive" for v in judged[:-1])
-    assert len(judged) <= 5  # rolled back within a few windows
     failed = " ".join(judged[-1]["reasons"])
     assert "quality_delta: fail" in failed or "p99_delta_ms: fail" in failed, failed
     assert ("rollout", "2") in fired(run)
@@ -82,17 +104,3 @@ def test_canary_regression_is_rolled_back_and_pages(home, sink, run_up):
     assert any("rolled back automatically" in text and "version 2" in text for text in slack), slack
     pages = [b for b in sink.bodies("/pagerduty") if b["event_action"] == "trigger"]
     assert any("rolled back automatically" in b["payload"]["summary"] for b in pages), pages
-
-
-def test_ab_declares_the_better_arm(home, sink, run_up):
-    run = run_up(home, "ab", duration=65, sink=sink, config=ROLLOUTS)
-    assert_clean_exit(run)
-    plan, history, judged, production = rollout_state(run)
-    # auto_promote is off (the default): the winner is declared by a pass verdict and the plan holds for a person
-    assert plan is not None and plan.mode == "ab" and plan.versions == ("1", "2") and production == "1"
-    assert [(s["by"], s["action"]) for s in history] == [("cli", "set")]
-    reasons = [" ".join(v["reasons"]) for v in judged]
-    assert any(v["verdict"] == "pass" for v in judged), reasons
-    assert any("A/B test: the candidate is better" in r for r in reasons), reasons
-    assert not any("A/B test: the candidate is worse" in r for r in reasons), reasons
-    assert not [a for a in fired(run) if a[0] == "rollout"]

@@ -41,7 +41,7 @@ RATE = 60
 PER_WINDOW = RATE * WINDOW_SECONDS
 # The e2e runs' policy: judged from the third window, 40 events and 100 labels a side.
 ROLLOUTS = "[rollouts]\nwindows = 3\nmin_events = 40\nmin_labels = 100\n"
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # trains two versions, judges 40 windows
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +123,22 @@ def test_ab_declares_the_candidate_trained_on_the_new_concept(trained, tmp_path)
     assert any(o.verdict.verdict == "pass" for o in outcomes)
     # auto_promote is off by default: the pass holds, the plan stays for a person to promote
     assert now == plan and [s["by"] for s in history] == ["cli"]
+
+
+def test_ab_declares_the_better_arm_and_pages_nobody(trained, tmp_path):
+    """What `driftline up --scenario ab` is held to: a pass that names the candidate better, never worse, the
+    plan kept for a person to promote, and no rollout alert."""
+    from sqlalchemy import select
+
+    from driftline.store.models import Alert
+
+    outcomes, now, history, plan = _judge(trained, tmp_path, "ab", windows=12, seed=23)
+    assert plan.mode == "ab" and plan.versions == ("1", "2") and now == plan
+    assert [(s["by"], s["action"]) for s in history] == [("cli", "set")]
+    reasons = [" ".join(o.verdict.reasons) for o in outcomes]
+    assert any(o.verdict.verdict == "pass" for o in outcomes), reasons
+    assert any("A/B test: the candidate is better" in r for r in reasons), reasons
+    assert not any("A/B test: the candidate is worse" in r for r in reasons), reasons
+    with session_scope(f"sqlite:///{tmp_path / 'home' / 'driftline.db'}") as session:
+        fired = session.scalars(select(Alert.detector).where(Alert.fired_at.is_not(None))).all()
+    assert "rollout" not in fired, fired

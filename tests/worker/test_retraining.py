@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
+import pytest
 from sqlalchemy import func, select
 
 from driftline.client import InferenceLogger
@@ -30,6 +31,7 @@ def _finished(url: str, request_id: str):
     return document if document["status"] in ("succeeded", "failed", "rejected") else None
 
 
+@pytest.mark.slow  # about a minute or more on two cores: out of `make test-fast`
 def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_model(
         kit, broker, tiny_results, tmp_path, sqlite_url, unique_id):
     settings = kit.make_settings(tmp_path, broker, sqlite_url).model_copy(update={"retrain_token": TOKEN})
@@ -172,6 +174,7 @@ ORPHAN_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # about a minute or more on two cores: out of `make test-fast`
 def test_a_training_process_exits_when_the_worker_is_killed(kit, tmp_path):
     (tmp_path / "home").mkdir()
     worker = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, str(tmp_path / "home")], stdout=subprocess.PIPE,
