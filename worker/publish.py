@@ -34,12 +34,25 @@ def training_baseline(result: TrainResult, seed: int = 0) -> dict[str, Any]:
     for name in FeatureTransform.numeric_features:
         frame[name] = frame[name].astype(np.float64)  # all-null columns would otherwise be object
     baseline = compute_baseline(frame, categorical=FeatureTransform.categorical_features,
-                                predictions=result.predictions, labels=result.labels,
+                                predictions=result.predictions, labels=holdout_labels(result),
                                 sample_size=defaults.BASELINE_SAMPLE_SIZE, seed=seed)
     # the chunk spreads `[drift] thresholds = "reference"` derives the service's thresholds from
     baseline.threshold_spreads = measure_spreads(frame, {name: baseline.kind(name) for name in baseline.feature_names},
                                                  result.predictions)
     return baseline.to_dict()
+
+
+def holdout_labels(result: TrainResult) -> np.ndarray:
+    """The labels of the holdout rows only (None elsewhere: skipped by the quality summary).
+
+    The model was fitted on the other rows, so its quality and calibration there are optimistic; fresh
+    traffic then looks worse than "training" by that gap, and with hundreds of pooled labels a window's
+    margin is narrow enough to page on it. The holdout is what new traffic is like."""
+    labels = np.full(len(result.labels), None, dtype=object)
+    if len(result.holdout_index) == 0:  # nothing held out: all rows, as before
+        return np.asarray(result.labels, dtype=object)
+    labels[result.holdout_index] = np.asarray(result.labels, dtype=object)[result.holdout_index]
+    return labels
 
 
 def publish(registry: Registry, model: str, result: TrainResult, *, promote: bool | None = None,

