@@ -1,6 +1,7 @@
 """Model quality of one window's joined labels against the model's reference, sample-size aware."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
@@ -10,7 +11,7 @@ from driftline.detectors.stats.quality import (
     null_variances,
     quality_metrics,
     quality_supports,
-    fixed_reference_error,
+    root_sum,
     skew_corrected_margin,
     training_calibration,
 )
@@ -53,7 +54,7 @@ def _references(reference: LabelSummary | None, current: LabelSummary, compare_w
     if reference is None or reference.task != current.task or not reference.n:
         return training, {}, {}, False
     variances = null_variances(reference, current)
-    errors = {metric: fixed_reference_error(window, ref) for metric, (window, ref) in variances.items()}
+    errors = {metric: root_sum(window, ref) for metric, (window, ref) in variances.items()}
     if compare_with != QUALITY_VS_CALIBRATION or current.task != BINARY:
         return training, errors, null_third_cumulants(reference, current), False
     calibration = training_calibration(reference)
@@ -66,8 +67,8 @@ def _references(reference: LabelSummary | None, current: LabelSummary, compare_w
         # The reference's own error (finite training labels behind the curve),
         # approximated by the training metric's sampling variance.
         training_variance = variances.get(metric, (None, None))[1]
-        calibrated_errors[metric] = None if window_se is None else \
-            fixed_reference_error(window_se ** 2, training_variance)
+        calibrated_errors[metric] = None if window_se is None or training_variance is None else \
+            math.sqrt(window_se ** 2 + training_variance)
     return values, calibrated_errors, cumulants, True
 
 
@@ -86,10 +87,8 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
 
     .. math::  \text{margin} = \max(\text{floor},\; z \cdot SE)
 
-    where *SE* is the window's standard error under the null hypothesis plus the
-    reference's own (`expected_binary_quality`, `quality_standard_errors`,
-    `fixed_reference_error`: the reference is drawn once, so its error is a fixed
-    offset in every window, not noise that pooling averages away), *z* is ``quality_z``
+    where *SE* is the standard error of the difference under the null hypothesis
+    (`expected_binary_quality`, `quality_standard_errors`), *z* is ``quality_z``
     (one-sided) and the floor is ``quality_max_drop`` (scores, absolute) or
     ``quality_max_error_increase`` × reference (errors, relative): the floor
     keeps huge windows from flagging trivial drops, the z-term keeps small

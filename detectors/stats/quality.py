@@ -20,7 +20,6 @@ __all__ = [
     "quality_standard_errors",
     "quality_supports",
     "root_sum",
-    "fixed_reference_error",
     "skew_corrected_margin",
     "training_calibration",
 ]
@@ -130,21 +129,6 @@ def root_sum(*variances: float | None) -> float | None:
     if any(v is None for v in variances):
         return None
     return math.sqrt(sum(variances))
-
-
-def fixed_reference_error(window_variance: float | None, reference_variance: float | None) -> float | None:
-    r"""The error of (window metric - reference value) when the reference's error is fixed for a run.
-
-    :math:`\sigma_w + \sigma_r`, not :math:`\sqrt{\sigma_w^2 + \sigma_r^2}`: the reference (training
-    labels, its calibration curve) is drawn once, so its error is the same offset in every window and
-    pooling windows never averages it away; summing the deviations keeps each part at its own z.
-
-    >>> fixed_reference_error(0.0009, 0.0016)
-    0.07
-    """
-    if window_variance is None or reference_variance is None:
-        return None
-    return round(math.sqrt(window_variance) + math.sqrt(reference_variance), 15)
 
 
 def hanley_mcneil_variance(auc: float, positives: float, negatives: float) -> float | None:
