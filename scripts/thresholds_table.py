@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULTS = ROOT / "driftline" / "defaults.py"
+# driftline/defaults.py and the serving side's knobs it re-exports
+DEFAULTS = (ROOT / "driftline" / "defaults.py", ROOT / "driftline" / "serving_defaults.py")
 TARGET = ROOT / "docs" / "configuration.md"
 START, END = "<!-- thresholds:start -->", "<!-- thresholds:end -->"
 
@@ -20,8 +21,12 @@ def _clean(text: str) -> str:
 
 
 def rows() -> list[tuple[str, str, str, str]]:
+    """(section, NAME, value, why) for every upper-case constant of the defaults files, in their order."""
+    return [row for path in DEFAULTS for row in _rows_of(path.read_text())]
+
+
+def _rows_of(source: str) -> list[tuple[str, str, str, str]]:
     """(section, NAME, value, why) for every upper-case constant, the why from the comments above it."""
-    source = DEFAULTS.read_text()
     lines = source.splitlines()
     out = []
     section = ""

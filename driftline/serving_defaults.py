@@ -1,0 +1,128 @@
+"""Defaults of the serving side: the bundled worker, its replay traffic and the payload-logger receiver.
+
+Operational knobs (ports, queues, timeouts, caches), not detection thresholds; `driftline.defaults`
+re-exports them, and docs/configuration.md's table is generated from both files.
+"""
+from __future__ import annotations
+
+# --- Worker (worker/) -------------------------------------------------------------
+# Dynamic batching: up to 64 requests share one forward pass. On CPU the default MLP's
+# per-row cost stops falling beyond about 64 rows, and 64 rows of features are far
+# below any GPU's appetite, so a larger batch only adds queueing.
+WORKER_MAX_BATCH_SIZE = 64
+# A request waits at most this long for others to join its batch, and only while other
+# requests are already being read (a lone request never waits). 2 ms is about two
+# single-row forward passes in the worker: under load batches fill from the queue that
+# builds while the previous batch computes, so the wait only matters at moderate load.
+WORKER_MAX_WAIT_MS = 2.0
+# Prediction cache: 10 000 entries of ~1 KB, and five minutes, long enough to absorb
+# retries and duplicate submissions; entries are keyed by model version so a promotion
+# never serves stale answers.
+WORKER_CACHE_SIZE = 10_000
+WORKER_CACHE_TTL_SECONDS = 300.0
+# Events held in memory while Kafka is slow or down (about 3 KB each as Python
+# objects, so ~60 MB); at 300 requests/s that rides out a minute of outage. Beyond
+# it events are dropped and counted (driftline_worker_events_dropped_total).
+WORKER_EVENT_BUFFER = 20_000
+# POST /predict bodies above this are refused with 413: a 14-field request is ~500 bytes.
+WORKER_MAX_BODY_BYTES = 65_536
+# A request's body must be in within this many seconds of its headers, else 408 and the
+# connection is closed. 64 KB at the slowest mobile link (~100 kbit/s) takes ~5 s; a client
+# slower than 10 s is stalled or hostile, and each one still holds a connection until then.
+WORKER_BODY_TIMEOUT_SECONDS = 10.0
+# A connection must send a request's line and headers (~300 bytes) within this many seconds of
+# connecting or of its previous answer, else it is closed: uvicorn itself has no such deadline.
+WORKER_HEAD_TIMEOUT_SECONDS = 10.0
+# Open connections the worker serves at most (uvicorn's limit_concurrency); beyond it a new
+# request gets 503. Twice WORKER_MAX_PENDING_REQUESTS leaves room for keep-alive and slow
+# clients beside a full queue, and stays under the usual 4096 open-file limit.
+WORKER_MAX_CONNECTIONS = 2_048
+# Artifact pruning after each new version (~13 MB per default-size version). Kept: production,
+# the last 3 earlier production versions (what `driftline rollback` walks back to in practice),
+# and never-promoted candidates younger than 3 days: long enough to look at one over a
+# weekend; at the retraining policy's pace (one per 6 h cooldown) that is at most 12 candidates.
+WORKER_KEEP_PREVIOUS_PRODUCTION = 3
+WORKER_CANDIDATE_MAX_AGE_SECONDS = 3 * 86_400
+# Requests admitted or queued for a forward pass at most; beyond it POST /predict answers
+# 503 with Retry-After. 1 024 requests are 16 full batches of 64, about 100 ms of compute
+# for the default MLP on CPU: a request refused here would have waited past the p99
+# latency SLO anyway, and the bound keeps an overload's memory flat.
+WORKER_MAX_PENDING_REQUESTS = 1_024
+# The Retry-After (seconds) of a 503: long enough for a full queue to drain many times over.
+WORKER_RETRY_AFTER_SECONDS = 1
+# How often the worker reads the production alias; a rollback takes effect within
+# this time plus the model's load time (well under a second for the default MLP).
+WORKER_ALIAS_POLL_SECONDS = 1.0
+# Shadow requests waiting for the candidate at most; beyond it a copy is dropped and counted
+# (driftline_worker_shadow_dropped_total). 256 are four full batches of 64, about 25 ms of
+# compute for the default MLP on CPU: a candidate that falls further behind than that is
+# slower than production, and queueing more would only spend memory on stale copies.
+WORKER_SHADOW_QUEUE = 256
+# The shadow thread's nice increment: 10 of Linux's 0-19 lets the kernel give contended cores
+# to production's forward passes first (a niced thread gets ~10 % of a core against a normal one),
+# so a candidate that cannot keep up falls behind and drops copies instead of slowing production.
+WORKER_SHADOW_NICE = 10
+# Latency SLO per model: p99 of total request latency. The default MLP serves in a
+# few ms at p99 on a laptop under the replay's default load, so 100 ms flags real
+# trouble (a stalled device, a slow dependency) without paging on GC pauses.
+WORKER_LATENCY_SLO_P99_MS = 100.0
+# Retraining on recent labelled traffic: keep the last 20 000 requests for the label
+# join; refuse to retrain on fewer than 1 000 labelled rows, where a holdout of 20 %
+# (200 rows) cannot tell two models' log losses apart reliably.
+WORKER_RETRAIN_BUFFER_ROWS = 20_000
+WORKER_RETRAIN_MIN_ROWS = 1_000
+# A retrained candidate is promoted only if, besides beating production on recent traffic,
+# its log loss on production's own training holdout is at most 10 % above production's.
+# Measured (small MLP, 2 000 rows): retraining on the same concept costs +0.5 %; flipping 20 %
+# of the labels +15 %, half of them +72 %. A genuine concept drift costs +37 %, so such a
+# candidate is registered but waits for a human to promote it.
+WORKER_RETRAIN_HOLDOUT_MARGIN = 0.10
+
+# --- Replay (worker/replay.py) ------------------------------------------------------
+# In-flight requests at most: bounds the replay's memory and the load it can put on a worker.
+REPLAY_MAX_CONCURRENCY = 64
+# Labels are "delayed" by this much after the prediction (days in real life, seconds in a demo).
+REPLAY_LABEL_DELAY_SECONDS = 5.0
+
+# --- Worker: shared Redis cache and the retraining process (worker/) ---------------
+# The optional Redis tier of the prediction cache (`driftline worker --cache-url`).
+# A Redis on the same host or LAN answers a GET in 0.1-1 ms; a round trip that takes
+# longer than 20 ms is treated as a miss, so a sick Redis adds at most this much to a
+# request, a fifth of the p99 latency SLO.
+WORKER_REDIS_TIMEOUT_SECONDS = 0.02
+# After a failed round trip the worker stops asking Redis for this long, then tries
+# again: during an outage at most one request per second pays the timeout.
+WORKER_REDIS_RETRY_SECONDS = 1.0
+# Predictions waiting to be written to Redis while a write is in flight (~200 bytes
+# each); beyond this they are not cached remotely, which only costs a later miss.
+WORKER_REDIS_MAX_PENDING_WRITES = 10_000
+# Every key starts with this, so the worker's keys are easy to find, count or delete
+# (`redis-cli --scan --pattern 'driftline:pred:*'`) in a Redis shared with other uses.
+WORKER_REDIS_KEY_PREFIX = "driftline:pred:"
+# A retrain runs in a child process with one torch thread at this nice value: on a
+# 2-core machine the serving process keeps its core and the kernel prefers it for the
+# other: p99 latency during a retrain was 14-43 ms against 260-3 000 ms with training
+# on a thread of the worker (docs/worker.md).
+WORKER_RETRAIN_TORCH_THREADS = 1
+WORKER_RETRAIN_NICENESS = 10
+# At shut-down a running retrain gets SIGTERM, then SIGKILL after this many seconds.
+WORKER_RETRAIN_STOP_GRACE_SECONDS = 3.0
+
+# --- Receiver (receiver/: `driftline receiver`) ------------------------------------------
+# A request or response half waits this long for its other half (paired by ce-id), then is
+# dead-lettered. KServe's logger sends both halves within the request's own latency, so a
+# minute covers slow models and the logger's queue; a half past it will not be paired.
+RECEIVER_PAIR_WAIT_SECONDS = 60.0
+# Halves waiting at most (a v1/v2 body is typically a few KB; RECEIVER_MAX_BODY_BYTES caps
+# each): 10 000 is ~40 MB at 4 KB. Beyond it the oldest is dead-lettered to make room.
+RECEIVER_MAX_PENDING = 10_000
+# ce-ids remembered after pairing or expiry, so a logger retry is ignored rather than
+# counted twice (about 100 bytes each: ~10 MB). Older ids fall out least recently used first.
+RECEIVER_SEEN_IDS = 100_000
+# Events held in memory while Kafka is slow or down; beyond it POST /events and the
+# CloudEvents endpoint answer 503 with Retry-After (nothing is accepted half way).
+RECEIVER_EVENT_BUFFER = 20_000
+# One HTTP body at most (a CloudEvent half, or a batch of JSON lines): larger is refused with 413.
+RECEIVER_MAX_BODY_BYTES = 4 << 20
+# A model version without a registered baseline is looked up again after this long.
+RECEIVER_BASELINE_RECHECK_SECONDS = 30.0
