@@ -22,12 +22,14 @@ Each collector has its own registry (several can run in one process, as in the t
 """
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from driftline.metrics_endpoint import MetricsEndpoint
 
 _PREFIX = "driftline_collector_"
 
 
-class CollectorMetrics:
+class CollectorMetrics(MetricsEndpoint):
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -59,14 +61,3 @@ class CollectorMetrics:
                                      registry=r)
         self._server = None
 
-    def serve(self, port: int, host: str = "127.0.0.1") -> int:
-        """Start the /metrics HTTP server (a daemon thread); returns the bound port."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        self._server = server
-        return int(server.server_address[1])
-
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()

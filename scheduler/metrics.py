@@ -40,12 +40,13 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError
 
 from driftline import defaults, vocabulary
+from driftline.metrics_endpoint import MetricsEndpoint
 from driftline.store import db as store_db
 from driftline.store.monitoring import MonitoringSnapshot, VersionWindow, monitoring_snapshot
 
@@ -226,7 +227,7 @@ def _segment_families(snapshot: MonitoringSnapshot) -> Iterable[Metric]:
     yield from (features, dataset)
 
 
-class SchedulerMetrics:
+class SchedulerMetrics(MetricsEndpoint):
     """The scheduler's registry and its /metrics server."""
 
     def __init__(self, db_url: str, **options: Any) -> None:
@@ -235,14 +236,3 @@ class SchedulerMetrics:
         self.registry.register(self.store)
         self._server = None
 
-    def serve(self, port: int, host: str = "127.0.0.1") -> int:
-        """Start the /metrics HTTP server (a daemon thread); returns the bound port."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        self._server = server
-        return int(server.server_address[1])
-
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
