@@ -19,11 +19,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from driftline import defaults
 from driftline.config import TOPIC_DEAD_LETTERS
-from driftline.dead_letters import dead_letter_headers
+from driftline.dead_letters import dead_letter_headers, dead_letter_values, model_of_raw
 from driftline.events import EventError
 from driftline.kafka_security import KafkaSecurity, kafka_python_options
 
@@ -47,34 +45,15 @@ class DeadLetterRow:
     def from_error(cls, topic: str, partition: int, offset: int, value: bytes | None, error: EventError,
                    ) -> "DeadLetterRow":
         raw = bytes(value) if value is not None else b""
-        return cls(topic, partition, offset, error.reason, error.field, _model_of(raw), raw)
+        return cls(topic, partition, offset, error.reason, error.field, model_of_raw(raw), raw)
 
     def store_values(self, raw_bound: int = defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES) -> dict[str, Any]:
-        """Column values for the `dead_letters` table (text made storable: PostgreSQL refuses NUL)."""
-        return {"topic": self.topic, "partition": self.partition, "offset": self.offset,
-                "reason": _text(self.reason), "field": _text(self.field)[:500] if self.field else None,
-                "model": _text(self.model)[:200] if self.model else None,
-                "raw": self.raw[:raw_bound], "raw_size": len(self.raw)}
+        """Column values for the `dead_letters` table."""
+        return dead_letter_values(self.topic, self.partition, self.offset, self.reason, self.field, self.model,
+                                  self.raw, raw_bound)
 
     def headers(self) -> list[tuple[str, bytes]]:
         return dead_letter_headers(self.reason, self.field, self.topic, self.partition, self.offset)
-
-
-def _text(value: str | None) -> str | None:
-    """A bad message's own text (a field name, a model) can hold NUL; it is shown escaped."""
-    return value.replace("\x00", "\\x00") if value else value
-
-
-def _model_of(raw: bytes) -> str | None:
-    """The message's model, when it is JSON with a string `model` (helps people triage)."""
-    if not raw or len(raw) > (1 << 20):
-        return None
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    model = doc.get("model") if isinstance(doc, dict) else None
-    return model if isinstance(model, str) and model else None
 
 
 class DeadLetterPublisher:

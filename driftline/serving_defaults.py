@@ -126,3 +126,8 @@ RECEIVER_EVENT_BUFFER = 20_000
 RECEIVER_MAX_BODY_BYTES = 4 << 20
 # A model version without a registered baseline is looked up again after this long.
 RECEIVER_BASELINE_RECHECK_SECONDS = 30.0
+# Dead letters waiting for the store (each up to COLLECTOR_DEAD_LETTER_RAW_BYTES, so at most
+# ~64 MB): beyond it, while the store is down under a flood of bad input, a letter is kept on
+# the DLQ topic only (counted, logged). Written in batches this often, off the HTTP path.
+RECEIVER_DEAD_LETTER_STORE_ROWS = 1_000
+RECEIVER_DEAD_LETTER_STORE_INTERVAL_SECONDS = 0.5

@@ -3,7 +3,7 @@
 `POST /` (and any path under it but the ones below): CloudEvents of KServe's inference logger, or of
 any proxy, in binary, structured or batched mode. The logger URL may carry `model`, `version` and
 `output` query parameters; `X-Driftline-Version` names the version too.
-`POST /events`: contract events as JSON lines. `GET /healthz`: counts.
+`POST /events`: contract events as JSON lines. `GET /healthz`: counts. `GET /metrics`: Prometheus.
 Answers: 200 with what was done (events, waiting halves, duplicates, dead letters with reasons);
 400 when the call carried nothing usable (it is dead-lettered all the same); 413 for a body over
 the bound; 503 with Retry-After when the event buffer is full (nothing of the call was taken).
@@ -12,20 +12,26 @@ With a token set, POST calls need `Authorization: Bearer TOKEN` or `?token=TOKEN
 from __future__ import annotations
 
 import hmac
+import time
+from typing import Callable
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
 
 from driftline import defaults
+from driftline.receiver.metrics import ENDPOINT_CLOUDEVENTS, ENDPOINT_EVENTS, ReceiverMetrics
 from driftline.receiver.service import Busy, Outcome, Receiver
 
 HINTS = ("model", "version", "output")
-_RESERVED = {"events", "healthz"}
+_RESERVED = {"events", "healthz", "metrics"}
 
 
 def create_app(receiver: Receiver, token: str | None = None,
                max_body_bytes: int = defaults.RECEIVER_MAX_BODY_BYTES) -> FastAPI:
     app = FastAPI(title="driftline receiver", docs_url=None, redoc_url=None, openapi_url=None)
+    metrics = ReceiverMetrics(receiver.stats)
 
     def refused(request: Request) -> JSONResponse | None:
         if token is not None:
@@ -49,56 +55,53 @@ def create_app(receiver: Receiver, token: str | None = None,
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def answer(outcome: Outcome, usable: bool) -> JSONResponse:
-        return JSONResponse(outcome.as_dict(), status_code=200 if usable else 400)
+    async def handle(request: Request, endpoint: str, work: Callable[[bytes], Outcome],
+                     usable: Callable[[Outcome], bool]) -> JSONResponse:
+        """Token and size checks, the bounded body, the work off the event loop, the answer; timed and counted."""
+        started = time.perf_counter()
+        answer = refused(request)
+        if answer is None:
+            body = await body_of(request)
+            if body is None:
+                answer = _too_large(max_body_bytes)
+            else:
+                try:  # the service takes a lock and may read the store: off the event loop
+                    outcome = await run_in_threadpool(work, body)
+                except Busy as exc:
+                    answer = JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
+                else:
+                    answer = JSONResponse(outcome.as_dict(), status_code=200 if usable(outcome) else 400)
+        metrics.observe(endpoint, answer.status_code, time.perf_counter() - started)
+        return answer
 
     @app.get("/healthz")
     def healthz() -> dict:
         return {"status": "ok", **receiver.stats()}
 
+    @app.get("/metrics")
+    def metrics_text() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
     @app.post("/events")
     async def events(request: Request) -> JSONResponse:
-        problem = refused(request)
-        if problem is not None:
-            return problem
-        body = await body_of(request)
-        if body is None:
-            return _too_large(max_body_bytes)
-        try:
-            outcome = await _in_thread(receiver.accept_lines, body)
-        except Busy as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
-        return answer(outcome, outcome.events > 0 or not outcome.dead_letters)
+        return await handle(request, ENDPOINT_EVENTS, receiver.accept_lines,
+                            lambda outcome: outcome.events > 0 or not outcome.dead_letters)
 
     @app.post("/")
     @app.post("/{path:path}")
     async def cloudevents(request: Request, path: str = "") -> JSONResponse:
         if path in _RESERVED:
             return JSONResponse({"detail": "not found"}, status_code=404)
-        problem = refused(request)
-        if problem is not None:
-            return problem
-        body = await body_of(request)
-        if body is None:
-            return _too_large(max_body_bytes)
         hints = {name: request.query_params.get(name, "") for name in HINTS}
         hints["version"] = hints["version"] or request.headers.get("x-driftline-version", "")
-        try:
-            outcome = await _in_thread(receiver.accept_cloudevents, dict(request.headers), body, hints)
-        except Busy as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
-        usable = outcome.events > 0 or outcome.waiting > 0 or outcome.duplicates > 0 or not outcome.dead_letters
-        return answer(outcome, usable)
+        headers = dict(request.headers)
+        return await handle(request, ENDPOINT_CLOUDEVENTS,
+                            lambda body: receiver.accept_cloudevents(headers, body, hints),
+                            lambda outcome: (outcome.events > 0 or outcome.waiting > 0 or outcome.duplicates > 0
+                                             or not outcome.dead_letters))
 
     return app
 
 
 def _too_large(bound: int) -> JSONResponse:
     return JSONResponse({"detail": f"the body is larger than {bound} bytes (receiver max body)"}, status_code=413)
-
-
-async def _in_thread(function, *args):  # noqa: ANN001, ANN202 - a thin wrapper
-    # the service takes a lock and may read the store: off the event loop
-    from starlette.concurrency import run_in_threadpool
-
-    return await run_in_threadpool(function, *args)

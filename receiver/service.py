@@ -20,7 +20,8 @@ from driftline.config import TOPIC_INFERENCE
 from driftline.events import EventError, encode_event, validate_inference
 from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.receiver.cloudevent import CloudEvent, from_http
-from driftline.receiver.conversion import model_of, pair_events, parse_ce_time, version_of
+from driftline.receiver.conversion import HINT_MODEL, model_of, pair_events, parse_ce_time, version_of
+from driftline.receiver.dead_letter_store import DeadLetterStore
 from driftline.receiver.dead_letters import DeadLetterSink
 from driftline.receiver.lookups import StoreLookups
 from driftline.receiver.pairing import REQUEST, RESPONSE, Half, Pairing
@@ -46,6 +47,7 @@ class ReceiverConfig:
     event_buffer: int = defaults.RECEIVER_EVENT_BUFFER
     baseline_recheck_s: float = defaults.RECEIVER_BASELINE_RECHECK_SECONDS
     sweep_interval_s: float = 1.0
+    store_dead_letters: bool = True  # also as rows of the store's dead_letters table (receiver/dead_letter_store.py)
 
 
 @dataclass
@@ -69,8 +71,11 @@ class Receiver:
         self.sender = EventSender(config.bootstrap_servers, max_buffered=config.event_buffer,
                                   client_id="driftline-receiver",
                                   producer_config=kafka_python_options(config.security))
-        self.dead_letters = DeadLetterSink(config.bootstrap_servers, config.security)
-        self.counts = {"events": 0, "duplicates": 0, "dead_letters": 0, "expired": 0}
+        self.dead_letters = DeadLetterSink(config.bootstrap_servers, config.security,
+                                           store=DeadLetterStore(config.db_url) if config.store_dead_letters else None)
+        # halves: CloudEvents received; pairs: halves paired; unpaired: halves dead-lettered without their other half
+        self.counts = {"halves": 0, "pairs": 0, "events": 0, "duplicates": 0, "dead_letters": 0, "unpaired": 0,
+                       "expired": 0}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep, name="driftline-receiver-sweeper", daemon=True)
@@ -87,6 +92,7 @@ class Receiver:
             return outcome
         with self._lock:
             self._check_room(len(cloudevents))
+            self.counts["halves"] += len(cloudevents)
             for event in cloudevents:
                 self._accept_half(event, hints, outcome)
         return outcome
@@ -94,19 +100,19 @@ class Receiver:
     def _accept_half(self, event: CloudEvent, hints: Mapping[str, str], outcome: Outcome) -> None:
         attributes = {**event.attributes, **{f"driftline.{k}": v for k, v in hints.items() if v}}
         ce_type, ce_id = attributes["type"], attributes.get("requestid") or attributes["id"]
-        extra = {"ce_id": ce_id, "ce_type": ce_type}
+        extra, model = {"ce_id": ce_id, "ce_type": ce_type}, _model_named(attributes)
         kind = REQUEST if ce_type.endswith(".inference.request") else (
             RESPONSE if ce_type.endswith(".inference.response") else None)
         if kind is None:
             self._dead_letter(outcome, event.data, f"unknown CloudEvent type {ce_type!r}: expected "
                               "org.kubeflow.serving.inference.request or .response", "type", ORIGIN_CLOUDEVENTS,
-                              extra=extra)
+                              extra=extra, model=model)
             return
         try:
             data = orjson.loads(event.data)
         except orjson.JSONDecodeError as exc:
             self._dead_letter(outcome, event.data, f"the {kind} body is not JSON: {exc}", "data",
-                              ORIGIN_CLOUDEVENTS, extra=extra)
+                              ORIGIN_CLOUDEVENTS, extra=extra, model=model)
             return
         key = (attributes.get("namespace", ""), attributes.get("inferenceservicename", ""),
                attributes.get("component", ""), ce_id)
@@ -115,16 +121,17 @@ class Receiver:
         offer = self.pairing.offer(half)
         for evicted in offer.evicted:
             self._dead_letter_half(outcome, evicted, f"unpaired: evicted to make room, {self.config.max_pending} "
-                                                     "halves were waiting (receiver max pending)")
+                                                     "halves were waiting (receiver max pending)", unpaired=True)
         if offer.duplicate:
             outcome.duplicates += 1
             self.counts["duplicates"] += 1
         elif offer.late:
             self._dead_letter_half(outcome, half, f"unpaired: its other half waited {self.config.pair_wait_s:g} s "
-                                                  "and was dead-lettered")
+                                                  "and was dead-lettered", unpaired=True)
         elif offer.pair is None:
             outcome.waiting += 1
         else:
+            self.counts["pairs"] += 1
             self._produce_pair(*offer.pair, outcome)
 
     def _produce_pair(self, request: Half, response: Half, outcome: Outcome) -> None:
@@ -188,15 +195,18 @@ class Receiver:
         self.counts["events"] += 1
 
     def _dead_letter(self, outcome: Outcome, raw: bytes, reason: str, field_: str | None, origin: str,
-                     offset: int = -1, extra: dict[str, str] | None = None) -> None:
-        self.dead_letters.send(raw, reason, field_, origin, offset, extra)
+                     offset: int = -1, extra: dict[str, str] | None = None, model: str | None = None) -> None:
+        self.dead_letters.send(raw, reason, field_, origin, offset, extra, model)
         self.counts["dead_letters"] += 1
         outcome.dead_letters.append({"reason": reason, "field": field_, **({"line": offset} if offset >= 0 else {}),
                                      **(extra or {})})
 
-    def _dead_letter_half(self, outcome: Outcome, half: Half, reason: str) -> None:
+    def _dead_letter_half(self, outcome: Outcome, half: Half, reason: str, unpaired: bool = False) -> None:
         self._dead_letter(outcome, half.raw, reason, None, ORIGIN_CLOUDEVENTS,
-                          extra={"ce_id": half.ce_id, "ce_type": half.attributes.get("type", ""), "half": half.kind})
+                          extra={"ce_id": half.ce_id, "ce_type": half.attributes.get("type", ""), "half": half.kind},
+                          model=_model_named(half.attributes))
+        if unpaired:
+            self.counts["unpaired"] += 1
 
     def _dead_letter_pair(self, outcome: Outcome, request: Half, response: Half, reason: str,
                           field_: str | None) -> None:
@@ -204,7 +214,7 @@ class Receiver:
         for half in (request, response):
             self._dead_letter(outcome, half.raw, reason, field_, ORIGIN_CLOUDEVENTS,
                               extra={"ce_id": half.ce_id, "ce_type": half.attributes.get("type", ""),
-                                     "half": half.kind})
+                                     "half": half.kind}, model=_model_named(half.attributes))
 
     def expire(self) -> int:
         """Dead-letter the halves that waited too long; returns how many."""
@@ -213,7 +223,8 @@ class Receiver:
             for half in self.pairing.expired():
                 other = RESPONSE if half.kind == REQUEST else REQUEST
                 self._dead_letter_half(outcome, half, f"unpaired: no {other} half within "
-                                                      f"{self.config.pair_wait_s:g} s (receiver pair wait)")
+                                                      f"{self.config.pair_wait_s:g} s (receiver pair wait)",
+                                       unpaired=True)
             self.counts["expired"] += len(outcome.dead_letters)
         return len(outcome.dead_letters)
 
@@ -228,7 +239,8 @@ class Receiver:
         sender = self.sender.stats()
         return {**self.counts, "pending_halves": len(self.pairing), "buffered": sender.buffered,
                 "sent": sender.sent, "dropped": sender.dropped, "failed": sender.failed,
-                "dead_letters_sent": self.dead_letters.sent, "dead_letters_failed": self.dead_letters.failed}
+                "dead_letters_sent": self.dead_letters.sent, "dead_letters_failed": self.dead_letters.failed,
+                **self.dead_letters.store_stats()}
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         self.dead_letters.flush(timeout_s)
@@ -241,10 +253,16 @@ class Receiver:
         outcome = Outcome()
         with self._lock:
             for half in self.pairing.drain():
-                self._dead_letter_half(outcome, half, "unpaired: the receiver stopped before its other half came")
+                self._dead_letter_half(outcome, half, "unpaired: the receiver stopped before its other half came",
+                                       unpaired=True)
         self.sender.close(timeout_s)
         self.dead_letters.flush(timeout_s)
         self.dead_letters.close()
+
+
+def _model_named(attributes: Mapping[str, str]) -> str | None:
+    """The model a half names (the logger URL's ?model=, else its InferenceService), for its dead letters."""
+    return attributes.get(HINT_MODEL) or attributes.get("inferenceservicename") or None
 
 
 def _now_ms() -> float:
