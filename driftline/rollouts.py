@@ -185,6 +185,15 @@ def assign(plan: RoutingPlan | None, production: str, entity_id: str | None, rng
     return Route(last.version, arm_role(last.version))
 
 
+def pinned_role(plan: RoutingPlan | None, production: str, version: str) -> str | None:
+    """The role of a request that names its `version` (the Open Inference Protocol's versioned path): the arm's
+    when the plan serves that version (canary, A/B arm, production among A/B arms), production's for production;
+    None when the version answers no request (unknown, or a shadow candidate, whose answers are never returned)."""
+    if plan is not None and plan.mode != SHADOW and version in plan.versions:
+        return ROLE_CANARY if plan.mode == CANARY else arm_role(version)
+    return ROLE_PRODUCTION if version == production else None
+
+
 def shadowed(plan: RoutingPlan | None, rng: random.Random) -> bool:
     """Whether this request is also run on a shadow candidate (a `share` of them, drawn at random)."""
     return plan is not None and plan.mode == SHADOW and (plan.share >= 1.0 or rng.random() < plan.share)

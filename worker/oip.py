@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from driftline.client import new_id
+from driftline.rollouts import pinned_role
 from driftline.worker.validation import InputError, PredictRequest, check_id, check_value
 
 OUTPUT_NAME = "prediction"
@@ -63,10 +64,22 @@ def check_model(name: str, served: str) -> None:
         raise OipError.not_found(f"unknown model {name!r}; this worker serves {served!r}")
 
 
-def check_version(version: str, production: str) -> None:
-    if version != production:
-        raise OipError.not_found(f"version {version!r} is not served under its number; the production version is "
-                                 f"{production!r} (the unversioned path follows the model's rollout plan)")
+def served_versions(production: Any, routing: Any) -> list[str]:
+    """The versions a request may name: production, and the rollout plan's canary or A/B arms that are loaded."""
+    return [production.version, *(v for v in routing.versions if v != production.version
+                                  and pinned_role(routing.plan, production.version, v) is not None)]
+
+
+def pinned(version: str, production: Any, routing: Any) -> tuple[Any, str]:
+    """(the loaded version, its role) for a request naming `version` (worker.server's LoadedVersion, Routing);
+    OipError 404 for a version that answers no request (unknown, or a shadow candidate)."""
+    role = pinned_role(routing.plan, production.version, version)
+    loaded = production if version == production.version else routing.versions.get(version)
+    if role is None or loaded is None:
+        raise OipError.not_found(f"version {version!r} is not served; the served versions are "
+                                 f"{', '.join(served_versions(production, routing))} (production and the rollout "
+                                 "plan's canary or A/B arms; the unversioned path follows the plan)")
+    return loaded, role
 
 
 def rows_from_tensors(tensors: Sequence[Tensor], schema: Sequence[dict[str, Any]], request_id: Any,

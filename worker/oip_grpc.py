@@ -22,7 +22,8 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from driftline.worker.batcher import BatcherFull
 from driftline.worker.metrics import PROTOCOL_V2_GRPC
 from driftline.worker.oip import (BYTES, OUTPUT_NAME, PLATFORM, OipError, Tensor, answer_version, check_model,
-                                  check_rows, check_version, model_metadata, predictions, rows_from_tensors)
+                                  check_rows, model_metadata, pinned, predictions, rows_from_tensors,
+                                  served_versions)
 from driftline.worker.oip_rest import server_metadata
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         try:
             check_model(request.name, current.model)
             if request.version:
-                check_version(request.version, current.version)
+                pinned(request.version, current, self.worker.routing)
         except OipError as exc:
             await context.abort(grpc.StatusCode[exc.grpc_code], exc.message)
         return service_pb2.ModelReadyResponse(ready=True)
@@ -124,10 +125,11 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         try:
             check_model(request.name, current.model)
             if request.version:
-                check_version(request.version, current.version)
+                pinned(request.version, current, self.worker.routing)
         except OipError as exc:
             await context.abort(grpc.StatusCode[exc.grpc_code], exc.message)
-        doc = model_metadata(request.name, [current.version], current.schema)
+        versions = [request.version] if request.version else served_versions(current, self.worker.routing)
+        doc = model_metadata(request.name, versions, current.schema)
         return service_pb2.ModelMetadataResponse(
             name=doc["name"], versions=doc["versions"], platform=PLATFORM,
             inputs=[service_pb2.ModelMetadataResponse.TensorMetadata(**t) for t in doc["inputs"]],
@@ -139,16 +141,14 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         try:
             current = worker.current
             check_model(request.model_name, current.model)
-            if request.model_version:
-                check_version(request.model_version, current.version)
+            pin = pinned(request.model_version, current, worker.routing) if request.model_version else None
             for output in request.outputs:
                 if output.name != OUTPUT_NAME:
                     raise OipError(f"outputs: this model has one output, {OUTPUT_NAME!r}")
             entity = request.parameters["entity_id"].string_param if "entity_id" in request.parameters else None
             rows = rows_from_tensors(tensors_from_request(request), current.schema, request.id or None, entity)
             check_rows(len(rows), worker.config.max_pending)
-            answers = await worker.predict_rows(rows, started, worker.metrics.latency_v2_grpc,
-                                                follow_plan=not request.model_version)
+            answers = await worker.predict_rows(rows, started, worker.metrics.latency_v2_grpc, pin)
             values = predictions(answers)
         except OipError as exc:
             self._count(exc.grpc_code)

@@ -23,8 +23,8 @@ from driftline import defaults
 from driftline.json_types import json_type_name
 from driftline.worker.batcher import BatcherFull
 from driftline.worker.metrics import PROTOCOL_V2_REST
-from driftline.worker.oip import (OUTPUT_NAME, OipError, Tensor, answer_version, check_model, check_rows, check_version,
-                                  model_metadata, predictions, rows_from_tensors)
+from driftline.worker.oip import (OUTPUT_NAME, OipError, Tensor, answer_version, check_model, check_rows, model_metadata,
+                                  pinned, predictions, rows_from_tensors, served_versions)
 from driftline.worker.validation import InputError
 
 if TYPE_CHECKING:
@@ -103,9 +103,6 @@ def add_v2_routes(app: FastAPI, worker: "Worker") -> Any:
     """Add the OIP GET endpoints to `app`; returns the infer handler (the ASGI fast path calls it)."""
     from driftline.worker.server import _read_body
 
-    def served_versions() -> list[str]:
-        return [worker.current.version]
-
     @app.get("/v2/health/live")
     async def live() -> Response:
         return _json({"live": True})
@@ -125,13 +122,13 @@ def add_v2_routes(app: FastAPI, worker: "Worker") -> Any:
             check_model(name, worker.current.model)
         except OipError as exc:
             return _error(exc.message, exc.status)
-        return _json(model_metadata(name, served_versions(), worker.current.schema))
+        return _json(model_metadata(name, served_versions(worker.current, worker.routing), worker.current.schema))
 
     @app.get("/v2/models/{name}/versions/{version}")
     async def model_version(name: str, version: str) -> Response:
         try:
             check_model(name, worker.current.model)
-            check_version(version, worker.current.version)
+            pinned(version, worker.current, worker.routing)
         except OipError as exc:
             return _error(exc.message, exc.status)
         return _json(model_metadata(name, [version], worker.current.schema))
@@ -142,7 +139,7 @@ def add_v2_routes(app: FastAPI, worker: "Worker") -> Any:
         try:
             check_model(name, worker.current.model)
             if version is not None:
-                check_version(version, worker.current.version)
+                pinned(version, worker.current, worker.routing)
         except OipError as exc:
             return _error(exc.message, exc.status)
         return _json({"name": name, "ready": True})
@@ -164,8 +161,7 @@ def add_v2_routes(app: FastAPI, worker: "Worker") -> Any:
         try:
             current = worker.current
             check_model(name, current.model)
-            if version is not None:
-                check_version(version, current.version)
+            pin = None if version is None else pinned(version, current, worker.routing)
             if request.headers.get("inference-header-content-length") is not None:
                 raise OipError("the binary tensor extension is not supported: send JSON tensors "
                                "(tritonclient: binary_data=False)")
@@ -183,8 +179,7 @@ def add_v2_routes(app: FastAPI, worker: "Worker") -> Any:
             tensors, request_id, entity_id = tensors_from_json(doc)
             rows = rows_from_tensors(tensors, current.schema, request_id, entity_id)
             check_rows(len(rows), worker.config.max_pending)
-            answers = await worker.predict_rows(rows, started, worker.metrics.latency_v2_rest,
-                                                follow_plan=version is None)
+            answers = await worker.predict_rows(rows, started, worker.metrics.latency_v2_rest, pin)
             values = predictions(answers)
         except OipError as exc:
             count(exc.status)

@@ -148,10 +148,6 @@ class LoadedVersion:
     def version(self) -> str:
         return self.info.version
 
-    @property
-    def metrics(self) -> dict[str, Any]:
-        return self.info.metrics
-
     def predict(self, feature_records: Sequence[dict[str, Any]]) -> list[float]:
         matrix = self.transform.encode(feature_records)
         with torch.inference_mode():
@@ -426,23 +422,25 @@ class Worker:
         return await self._answer(parsed, looked, started, self.metrics.latency_predict)
 
     async def predict_rows(self, rows: Sequence[PredictRequest], started: float, latency: ProtocolLatency,
-                           follow_plan: bool = True) -> list[dict[str, Any]]:
+                           pin: tuple[LoadedVersion, str] | None = None) -> list[dict[str, Any]]:
         """Each row as its own request (one admission slot, batcher entry and event each): the OIP adapters' path.
 
         Admission takes all the rows or none (BatcherFull), so a batch is never half answered for lack of room.
-        `follow_plan=False` pins the rows to production (a request naming its version).
+        `pin` (version, role): the rows go to that version, not by the plan (a request naming its version).
         """
         with self.batcher.arriving(len(rows)):
-            looked = [await self._look_up(parsed, follow_plan) for parsed in rows]
+            looked = [await self._look_up(parsed, pin) for parsed in rows]
         return list(await asyncio.gather(*(self._answer(parsed, found, started, latency)
                                            for parsed, found in zip(rows, looked))))
 
-    async def _look_up(self, parsed: PredictRequest, follow_plan: bool = True) -> _LookedUp:
-        """Route the request (rollout plan), build its serving features and look them up in the caches."""
+    async def _look_up(self, parsed: PredictRequest, pin: tuple[LoadedVersion, str] | None = None) -> _LookedUp:
+        """Route the request (rollout plan, or `pin`), build its serving features and look them up in the caches."""
         loaded = production = self.current
-        routing = self.routing if follow_plan else Routing()
+        routing = self.routing if pin is None else Routing()  # a pinned request is not shadowed either
         role = ROLE_PRODUCTION
-        if routing.plan is not None:
+        if pin is not None:
+            loaded, role = pin
+        elif routing.plan is not None:
             route = assign(routing.plan, production.version, parsed.entity_id, self._rng)
             if route.version == production.version:  # production's share, or its arm of an A/B test
                 role = route.role
@@ -596,7 +594,7 @@ def create_app(worker: Worker) -> RequestGuard:
     async def model_info() -> Response:
         current = worker.current
         return _json({"name": current.model, "version": current.version, "features": current.schema,
-                      "example": worker.example, "metrics": current.metrics, "rollout": worker.routing.describe(),
+                      "example": worker.example, "metrics": current.info.metrics, "rollout": worker.routing.describe(),
                       "batching": {"max_batch_size": worker.config.max_batch_size,
                                    "max_wait_ms": worker.config.max_wait_ms}})
 
