@@ -1,7 +1,7 @@
 """`driftline up`: the whole local stack on embedded defaults, supervised.
 
 broker (in this process) -> store migrations -> a trained model (first run only) ->
-worker, collector, scheduler, dashboard and replay traffic as child processes with
+worker, collector, scheduler, receiver, dashboard and replay traffic as child processes with
 prefixed logs. Ctrl-C or the end of --duration stops everything, leaving nothing behind.
 """
 from __future__ import annotations
@@ -78,10 +78,14 @@ def _train_first_model(settings: Settings, env: dict[str, str], model: str, out:
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model name.")
 @click.option("--broker-port", type=click.IntRange(1, 65535), default=EMBEDDED_BROKER_PORT, show_default=True,
               help="Port of the embedded broker (ignored with --bootstrap-servers).")
+@click.option("--receiver-port", type=click.IntRange(1, 65535), default=None,
+              help="Port of the payload-logger receiver on loopback (default: settings.receiver_port, 8002).")
+@click.option("--no-receiver", is_flag=True, help="Do not start the payload-logger receiver (`driftline receiver`).")
 @common_options
 def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard: bool, rate: float,
-       warmup: float | None, model: str, broker_port: int, settings: Settings) -> None:
-    """Run the whole local stack: broker, store, model, worker, collector, scheduler, dashboard, traffic."""
+       warmup: float | None, model: str, broker_port: int, receiver_port: int | None, no_receiver: bool,
+       settings: Settings) -> None:
+    """Run the whole local stack: broker, store, model, worker, collector, scheduler, receiver, dashboard, traffic."""
     supervisor = Supervisor()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -91,6 +95,10 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
     if not port_is_free("127.0.0.1", metrics_port):
         raise UserError(f"port {metrics_port} (the scheduler's /metrics) is in use (is another `driftline up` "
                         "running?); stop it, or set DRIFTLINE_SCHEDULER_METRICS_PORT to a free port")
+    receiver_port = None if no_receiver else (receiver_port or settings.receiver_port or None)
+    if receiver_port is not None and not port_is_free("127.0.0.1", receiver_port):
+        raise UserError(f"port {receiver_port} (the receiver) is in use (is another `driftline up` running?); "
+                        "stop it, or pass --receiver-port PORT or --no-receiver")
     private_dir(settings.home)  # 0700: the store, models and the config copy below live here
     embedded = None
     default_bootstrap = Settings.model_fields["bootstrap_servers"].default
@@ -125,6 +133,9 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         faults = ["--faults"] if TRAFFIC[scenario].uses_faults else []
         supervisor.add(Component("worker", _driftline("worker", "--host", "127.0.0.1", "--port",
                                                       str(settings.worker_port), "--model", model, *faults), env=env))
+        if receiver_port is not None:  # loopback whatever DRIFTLINE_RECEIVER_HOST says, as for the worker
+            supervisor.add(Component("receiver", _driftline("receiver", "--host", "127.0.0.1", "--port",
+                                                            str(receiver_port)), env=env))
         if not no_dashboard:
             supervisor.add(Component("dashboard", _driftline("dashboard", "--port", str(settings.dashboard_port)),
                                      env=env))
@@ -146,7 +157,7 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         supervisor.start_all()
         if not no_dashboard:
             wait_for_port("127.0.0.1", settings.dashboard_port, 60)
-        _print_ready(supervisor, settings, worker_url, no_dashboard, scenario, duration, embedded)
+        _print_ready(supervisor, settings, worker_url, no_dashboard, scenario, duration, embedded, receiver_port)
         supervisor.run(stop, deadline=None if duration is None else time.monotonic() + duration,
                        on_tick=lambda: _restart_broker_if_dead(embedded, supervisor))
     finally:
@@ -213,13 +224,15 @@ def _restart_broker_if_dead(embedded: EmbeddedBroker | None, supervisor: Supervi
 
 
 def _print_ready(supervisor: Supervisor, settings: Settings, worker_url: str, no_dashboard: bool, scenario: str,
-                 duration: float | None, embedded: EmbeddedBroker | None) -> None:
+                 duration: float | None, embedded: EmbeddedBroker | None, receiver_port: int | None) -> None:
     lines = [
         "driftline is up:",
         f"  worker      {worker_url}  (POST /predict, GET /model, GET /metrics; /admin/* takes this run's random "
         "token unless DRIFTLINE_RETRAIN_TOKEN sets one)",
         f"  collector   metrics at http://127.0.0.1:{settings.collector_metrics_port}/metrics",
         f"  scheduler   metrics at http://127.0.0.1:{_scheduler_metrics_port(settings)}/metrics  (monitoring results)",
+        *([f"  receiver    http://127.0.0.1:{receiver_port}/  (KServe payload-logger CloudEvents; POST /events for "
+           "contract events as JSON lines; GET /metrics)"] if receiver_port is not None else []),
         f"  kafka       {settings.bootstrap_servers}" + (" (embedded, memory storage)" if embedded else ""),
         f"  store       {store_db.redacted_url(settings.db_url)}",
     ]

@@ -78,11 +78,11 @@ OUTCOME_TIMEOUT_S = 480
 def up_env(home: Path, sink: Sink | None = None, extra_env: dict | None = None) -> dict[str, str]:
     """The environment of a `driftline up` run on free ports, with `sink` standing in for Slack and PagerDuty."""
     env = {**os.environ, "DRIFTLINE_HOME": str(home), "DRIFTLINE_WORKER_PORT": str(free_port()),
-           "DRIFTLINE_WORKER_GRPC_PORT": str(free_port()),
+           "DRIFTLINE_WORKER_GRPC_PORT": str(free_port()), "DRIFTLINE_RECEIVER_PORT": str(free_port()),
            "DRIFTLINE_COLLECTOR_METRICS_PORT": str(free_port()),
            "DRIFTLINE_SCHEDULER_METRICS_PORT": str(free_port()), "DRIFTLINE_DASHBOARD_PORT": str(free_port())}
     for name in ("DRIFTLINE_DB", "DRIFTLINE_BOOTSTRAP_SERVERS", "DRIFTLINE_SLACK_WEBHOOK_URL", "DRIFTLINE_CONFIG",
-                 "DRIFTLINE_PAGERDUTY_ROUTING_KEY", "DRIFTLINE_PAGERDUTY_URL", "DRIFTLINE_RETRAIN_WEBHOOK_URL"):
+                 "DRIFTLINE_RECEIVER_TOKEN", "DRIFTLINE_PAGERDUTY_ROUTING_KEY", "DRIFTLINE_PAGERDUTY_URL", "DRIFTLINE_RETRAIN_WEBHOOK_URL"):
         env.pop(name, None)
     if sink is not None:
         env |= {"DRIFTLINE_SLACK_WEBHOOK_URL": f"{sink.url}/slack", "DRIFTLINE_PAGERDUTY_URL": f"{sink.url}/pagerduty",
@@ -100,6 +100,7 @@ class RunningUp:
     def __init__(self, argv: list[str], env: dict[str, str], home: Path):
         self.home = home
         self.worker_url = f"http://127.0.0.1:{env['DRIFTLINE_WORKER_PORT']}"
+        self.receiver_url = f"http://127.0.0.1:{env['DRIFTLINE_RECEIVER_PORT']}"
         # the embedded broker's address (None with DRIFTLINE_BOOTSTRAP_SERVERS: the test's own broker)
         self.bootstrap_servers = (f"127.0.0.1:{argv[argv.index('--broker-port') + 1]}"
                                   if "--broker-port" in argv else env.get("DRIFTLINE_BOOTSTRAP_SERVERS"))
