@@ -151,3 +151,18 @@ def test_without_traffic_or_a_price_the_figures_are_absent():
 def test_cost_and_capacity_settings_are_strict(cost, capacity, message):
     with pytest.raises(UserError, match=message):
         SignalsConfig.from_sections(cost, capacity)
+
+
+def test_gpu_figures_come_from_nvml_or_not_at_all():
+    """On a machine without an NVIDIA driver NVML does not load and nothing is yielded; with one, the three
+    figures are yielded with values in their ranges (the same test, whichever machine runs it)."""
+    from driftline.worker.device_metrics import DeviceMetrics, nvml_handle
+
+    assert nvml_handle("cpu") is None
+    families = {f.name: f.samples[0].value for f in DeviceMetrics("cuda:0").collect()}
+    if nvml_handle("cuda:0") is None:
+        assert families == {}
+    else:
+        assert 0.0 <= families["driftline_worker_device_utilization_ratio"] <= 1.0
+        assert 0 < families["driftline_worker_device_memory_used_bytes"] <= families[
+            "driftline_worker_device_memory_total_bytes"]
