@@ -166,3 +166,38 @@ def test_gpu_figures_come_from_nvml_or_not_at_all():
         assert 0.0 <= families["driftline_worker_device_utilization_ratio"] <= 1.0
         assert 0 < families["driftline_worker_device_memory_used_bytes"] <= families[
             "driftline_worker_device_memory_total_bytes"]
+
+
+def test_the_stale_features_replay_sends_feature_times_the_worker_logs(running, broker, kit):
+    """`driftline replay --scenario stale_features` against the worker: every event carries the online features'
+    times; after the warm-up credit_score's stop moving (its updates stopped), num_late_payments' keep up."""
+    import asyncio
+    import time
+
+    from driftline.worker.replay import ReplayConfig, run_replay
+
+    url, _ = running
+    started_ms = int(time.time() * 1000)
+    report = asyncio.run(run_replay(ReplayConfig(worker_url=url, scenario="stale_features", rate=40.0,
+                                                 warmup_s=1.0, requests=80, concurrency=4)))
+    assert report.ok == report.requests == 120
+    events = [orjson.loads(raw) for raw in kit.read_topic(broker, "driftline.inference",
+                                                           set(report.request_ids)).values()]
+    assert len(events) == 120
+    events.sort(key=lambda e: _ms(e["ts"]))
+    age = lambda e, name: _ms(e["ts"]) - e["feature_ts"][name]  # noqa: E731
+    # warm-up: both online features fresh (refreshed every 2 s; slack for the answer's own latency)
+    assert all(age(e, "credit_score") <= 2_500 for e in events[:40])
+    # scenario: credit_score's updates stopped at its start, so its times stay within one refresh before it,
+    # and the requests sent a second or more after the stop were served values older than that
+    stopped = [e["feature_ts"]["credit_score"] for e in events[40:]]
+    assert max(stopped) - min(stopped) <= 2_100  # (a warm-up answer may sort among them: 100 ms slack)
+    assert min(age(e, "credit_score") for e in events[-40:]) > 1_000
+    assert all(age(e, "num_late_payments") <= 2_500 for e in events)
+    assert min(e["feature_ts"]["credit_score"] for e in events) >= started_ms - 2_000
+
+
+def _ms(ts) -> int:
+    from driftline.events import parse_timestamp
+
+    return parse_timestamp(ts)
