@@ -186,3 +186,22 @@ def tiny_baseline_and_state():
     docs = [event(i, feature_age_ms={"score": 120_000.0}) for i in range(300)]
     columns = parse_inference_columns(messages(docs))
     return baseline, WindowState.empty(baseline).add_batch(columns.batch)
+
+
+def test_up_configures_freshness_for_the_stale_features_scenario_unless_the_user_did(tmp_path):
+    from driftline import serving_defaults
+    from driftline.commands.up import _scenario_config
+    from driftline.config import load_settings
+    from driftline.private_files import private_dir
+    from driftline.scheduler.evaluation import EvaluationConfig
+
+    settings = load_settings(None, home=tmp_path / "a")
+    private_dir(settings.home)
+    written = _scenario_config(settings, "stale_features", (), True)
+    freshness = EvaluationConfig.from_settings(load_settings(written)).freshness_for("credit-default")
+    age = serving_defaults.REPLAY_FEATURE_MAX_AGE_SECONDS
+    assert freshness.max_age_s == {"credit_score": age, "num_late_payments": age}
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[freshness]\nmax_age = {credit_score = 60}\n")
+    settings = load_settings(mine, home=tmp_path / "b")
+    assert _scenario_config(settings, "stale_features", (), True) == mine
