@@ -18,6 +18,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DeviceMetrics", "nvml_handle"]
 
+# What a worker on a GPU exports (for dashboards and their tests: on a CPU worker none of them is there).
+NAMES = ("driftline_worker_device_utilization_ratio", "driftline_worker_device_memory_used_bytes",
+         "driftline_worker_device_memory_total_bytes")
+
 
 def nvml_handle(device: str) -> tuple[Any, Any] | None:
     """(pynvml module, device handle) for a ``cuda[:N]`` device; None on CPU or when NVML is unavailable."""
@@ -51,12 +55,10 @@ class DeviceMetrics(Collector):
         except Exception as exc:  # a lost device: no figures this scrape rather than a failed scrape
             log.warning("cannot read the GPU figures of %s: %s", self.device, exc)
             return
-        for name, doc, value in (
-                ("driftline_worker_device_utilization_ratio",
-                 "Share of the last sample period the GPU was running a kernel (NVML).", rates.gpu / 100.0),
-                ("driftline_worker_device_memory_used_bytes", "GPU memory in use, all processes (NVML).",
-                 float(memory.used)),
-                ("driftline_worker_device_memory_total_bytes", "GPU memory in all (NVML).", float(memory.total))):
+        docs = ("Share of the last sample period the GPU was running a kernel (NVML).",
+                "GPU memory in use, all processes (NVML).", "GPU memory in all (NVML).")
+        values = (rates.gpu / 100.0, float(memory.used), float(memory.total))
+        for name, doc, value in zip(NAMES, docs, values):
             gauge = GaugeMetricFamily(name, doc, labels=["device"])
             gauge.add_metric([self.device], value)
             yield gauge
