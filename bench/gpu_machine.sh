@@ -31,7 +31,8 @@ kafka-python==3.0.12 lz4==4.4.5 Mako==1.4.3 opentelemetry-api==1.45.2 openteleme
 pandas==3.0.6 prometheus_client==0.26.0 pydantic==2.14.4 pydantic_core==2.50.5 pydantic-settings==2.16.3
 python-dotenv==1.2.4 python-multipart==0.0.34 sniffio==1.3.1 SQLAlchemy==2.0.58 starlette==1.10.0
 typing_extensions==4.16.0 typing-inspection==0.4.5 uvicorn==0.54.0
-pyarrow==26.0.1 python-dateutil==4.0.0 six==1.17.0 cloudpickle==3.1.3 Pygments==2.21.0 MarkupSafe==3.0.4 py-spy==0.4.3"
+pyarrow==26.0.1 python-dateutil==4.0.0 six==1.17.0 cloudpickle==3.1.3 Pygments==2.21.0 MarkupSafe==3.0.4 py-spy==0.4.3
+nvidia-ml-py==13.615.71"
 SITE=/tmp/devsite
 
 if [[ "${1:-}" == "--fetch-wheels" ]]; then

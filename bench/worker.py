@@ -46,6 +46,10 @@ events off): single-row infer over REST (/v2/models/NAME/infer, httpx) and over 
 `--protocol-requests` requests per point at concurrency 8 and 32, requests/s, p50 and p99 (under a minute).
 The client runs in this process for both, so its own cost (httpx or grpcio) is part of each figure.
 
+`--capacity` instead checks the worker's capacity signals (bench/capacity.py): the load its recommended
+replica count is built for (target utilisation x its measured service rate) against the knee of p99
+latency as an open-loop offered load steps up, on one worker (`--seconds` per step; a few minutes).
+
 `--logger-cost` instead measures `InferenceLogger` alone: CPU per event in this process, in
 its child and in the broker, producer on a thread vs in a child process (about 2 minutes).
 """
@@ -435,6 +439,31 @@ def protocols(device: str, requests: int, train_rows: int, levels: tuple[int, ..
                                       for r in by_level.values()))
 
 
+def capacity(device: str, seconds: float, train_rows: int, json_out: str | None) -> None:
+    """One worker (batching, cache and events off); bench/capacity.py's check, its window as long as a step."""
+    from capacity import capacity_check, report
+
+    from driftline import serving_defaults
+
+    bodies = [orjson.dumps({"features": row}) for row in generate_inputs(5_000, seed=99).to_dict("records")]
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "bench.toml"
+        config.write_text(f"[capacity]\nwindow_seconds = {seconds}\n")
+        env = {**os.environ, "DRIFTLINE_HOME": tmp, "DRIFTLINE_DB": f"sqlite:///{tmp}/driftline.db",
+               "DRIFTLINE_CONFIG": str(config)}
+        subprocess.run([*DRIFTLINE, "train", "--size", "default", "--rows", str(train_rows), "--epochs", "1"],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        with worker_process(env, CONFIGS["batching"], device) as (port, _pid):
+            asyncio.run(closed_loop(port, 8, 1.0, bodies))  # warm-up: the first batches are slow
+            result = capacity_check(port, bodies, seconds, light_rps=30.0,
+                                    target=serving_defaults.WORKER_TARGET_UTILIZATION)
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, device {device}, {seconds:g} s "
+          f"per step, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    report(result)
+    if json_out:
+        Path(json_out).write_text(json.dumps(result, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
@@ -460,7 +489,12 @@ def main() -> None:
     parser.add_argument("--protocols", action="store_true",
                         help="instead: Open Inference Protocol REST against gRPC at concurrency 8 and 32")
     parser.add_argument("--protocol-requests", type=int, default=3_000, help="requests per --protocols point")
+    parser.add_argument("--capacity", action="store_true",
+                        help="instead: the recommended replicas against the measured knee of p99 vs offered load")
     args = parser.parse_args()
+    if args.capacity:
+        capacity(args.device, args.seconds, args.train_rows, args.json_out)
+        return
     if args.protocols:
         protocols(args.device, args.protocol_requests, args.train_rows)
         return

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from driftline import defaults
-from driftline.events import INFERENCE_SCHEMA, MAX_EVENT_BYTES, MAX_ID_CHARS, MAX_TS_MS, MIN_TS_MS, minute_start_ms
+from driftline.events import FEATURE_AGE_MS, FEATURE_TS, INFERENCE_SCHEMA, MAX_EVENT_BYTES, MAX_ID_CHARS, MAX_TS_MS, MIN_TS_MS, minute_start_ms
 from driftline.names import NAME_PATTERN
 from driftline.rollouts import is_role
 from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
@@ -191,6 +191,9 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
         if smallest is not None and smallest < 1:
             return None
 
+    ages = _feature_ages(column.get(FEATURE_TS), column.get(FEATURE_AGE_MS), event_time_ms)
+    if ages is False:
+        return None
     feature_columns, feature_types = features
     predictions = prediction.to_pylist()
     source, prediction_values = prediction_column(predictions)
@@ -201,7 +204,8 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
                        status=np.full(n, "ok", dtype=object), cache_hit=_floats(cache_hit, n),
                        batch_size=_floats(batch_size, n), event_time_ms=event_time_ms,
                        event_ids=np.array(event_ids, dtype=object), events=RawRecords(messages),
-                       request_ids=None if request_ids is None else np.array(request_id_list, dtype=object))
+                       request_ids=None if request_ids is None else np.array(request_id_list, dtype=object),
+                       feature_age_ms=ages)
     return InferenceColumns(batch=batch, event_ids=event_ids, models=column["model"].to_pylist(),
                             versions=column["version"].to_pylist(), request_ids=request_id_list,
                             predictions=predictions, roles=role_list)
@@ -332,6 +336,37 @@ def _latency(latency: pa.Array) -> dict[str, np.ndarray] | None:
     out = {part: values if values is not None else np.full(n, np.nan) for part, values in out.items()}
     out.update(parts)
     return out
+
+
+def _feature_ages(stamps: pa.Array | None, ages: pa.Array | None,
+                  event_time_ms: np.ndarray) -> dict[str, np.ndarray] | None | bool:
+    """Ages in ms per feature from `feature_ts` (epoch-ms integers) and `feature_age_ms` (numbers), as
+    `driftline.window_state.freshness.age_columns` reads them; False sends the batch to the per-event path
+    (RFC 3339 strings, a value out of bounds)."""
+    out: dict[str, np.ndarray] = {}
+    for array, is_time in ((stamps, True), (ages, False)):
+        if array is None or array.type == pa.null():
+            continue
+        if not pa.types.is_struct(array.type) or array.null_count:
+            return False
+        for field, child in zip(array.type, array.flatten()):
+            if child.type == pa.null():
+                continue
+            if child.type not in ((pa.int64(),) if is_time else _NUMBER_TYPES):
+                return False
+            values = child.to_numpy(zero_copy_only=False).astype(np.float64)  # NaN where a message lacks it
+            given = values[~np.isnan(values)]
+            if is_time:
+                if given.size and (given.min() < MIN_TS_MS or given.max() >= MAX_TS_MS):
+                    return False
+                values = np.maximum(event_time_ms - values, 0.0)  # NaN stays NaN
+            elif given.size and (given.min() < 0 or given.max() > defaults.VALUE_MAX_ABS):
+                return False
+            if is_time or field.name not in out:
+                out[field.name] = values
+            else:
+                out[field.name] = np.where(np.isnan(values), out[field.name], values)
+    return out or None
 
 
 def _floats(array: pa.Array | None, n: int) -> np.ndarray:

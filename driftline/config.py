@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     scheduler_metrics_segments: bool = False
     dashboard_port: int = Field(8501, ge=0, le=65535)
     dashboard_url: str = "http://127.0.0.1:8501"
+    # Where the dashboard reads a worker's live serving signals (utilisation, replicas, cost, GPU);
+    # None: the local worker, http://127.0.0.1:{worker_port}/metrics.
+    dashboard_worker_metrics_url: str | None = None
 
     # Where the worker listens. On any address but loopback the worker refuses the published
     # default admin token (DEFAULT_RETRAIN_TOKEN): set retrain_token to a secret of your own.

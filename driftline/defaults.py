@@ -431,6 +431,14 @@ TYPE_CHANGE_SHARE = 0.0
 MISSING_FEATURE_SHARE = 0.01
 # Share of events that carry a feature training never had (a schema change).
 NEW_FEATURE_SHARE = 0.0
+# stale_features (detectors/families/freshness.py): share of a feature's requests whose value was
+# older than its `[freshness] max_age` (off unless a max_age is set). Set max_age at the feature's
+# refresh period plus its pipeline delay and an on-schedule store serves no stale value; 1 % stale
+# is an online store missing refreshes, not noise.
+STALE_FEATURE_SHARE = 0.01
+# The feature-age sketch (window state) holds ages up to this many milliseconds (about three years)
+# at LATENCY_RELATIVE_ACCURACY; older ones share its last bucket (their maximum is kept exactly).
+FEATURE_AGE_MAX_MS = 1e11
 
 # --- Training-serving skew (detectors/families/skew.py) ------------------------------------
 # Distribution skew: serving against the training baseline by effect size only, so it

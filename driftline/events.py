@@ -328,6 +328,7 @@ def validate_inference(doc: dict[str, Any], decoded: bool = False, max_ts_ms: in
         prediction = _check_prediction(doc.get("prediction"))
     request_id = _optional_str(doc, "request_id")
     _check_optional(doc, decoded)
+    check_freshness(doc)
     return InferenceEvent(event_id, ts_ms, model, version, features, prediction, latency, status, request_id, doc,
                           doc.get("role"))
 
@@ -378,7 +379,35 @@ def _fast_inference(doc: dict[str, Any], max_ts_ms: int | None = None) -> Infere
     role = get("role")
     if role is not None and (type(role) is not str or not is_role(role)):
         return None
+    if get(FEATURE_TS) is not None or get(FEATURE_AGE_MS) is not None:
+        try:
+            check_freshness(doc)
+        except EventError:
+            return None
     return InferenceEvent(event_id, ts_ms, model, version, features, prediction, latency, "ok", request_id, doc, role)
+
+
+FEATURE_TS = "feature_ts"
+FEATURE_AGE_MS = "feature_age_ms"
+
+
+def check_freshness(doc: dict[str, Any]) -> None:
+    """The optional feature-freshness fields: `feature_ts` (feature -> event time of its value, RFC 3339 or
+    epoch ms) and `feature_age_ms` (feature -> age in ms, finite, >= 0), at most EVENT_MAX_FEATURES each."""
+    stamps, ages = doc.get(FEATURE_TS), doc.get(FEATURE_AGE_MS)
+    for field, values in ((FEATURE_TS, stamps), (FEATURE_AGE_MS, ages)):
+        if values is None:
+            continue
+        if type(values) is not dict:
+            raise EventError(f"expected an object of feature names, got {json_type_name(values)}", field)
+        if len(values) > defaults.EVENT_MAX_FEATURES:
+            raise EventError(f"{len(values)} features, above the limit of {defaults.EVENT_MAX_FEATURES}", field)
+    for name, value in (stamps or {}).items():
+        parse_timestamp(value, f"{FEATURE_TS}.{name}")
+    for name, value in (ages or {}).items():
+        if not _is_number(value) or not 0 <= value <= defaults.VALUE_MAX_ABS:
+            raise EventError(f"expected a finite, non-negative number of milliseconds, got {json_type_name(value)} "
+                             f"{str(value)[:32]}", f"{FEATURE_AGE_MS}.{name}")
 
 
 def parse_inference(raw: bytes | bytearray | memoryview | str, max_ts_ms: int | None = None) -> InferenceEvent:

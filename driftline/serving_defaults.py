@@ -78,11 +78,27 @@ WORKER_RETRAIN_MIN_ROWS = 1_000
 # candidate is registered but waits for a human to promote it.
 WORKER_RETRAIN_HOLDOUT_MARGIN = 0.10
 
+# --- Capacity and cost signals (worker/serving_signals.py) ---------------------------
+# The worker's utilisation, rates and cost per 1 000 predictions are measured over this trailing
+# window: long enough to hold many batches at any load, short enough for an autoscaler to follow.
+WORKER_SIGNAL_WINDOW_SECONDS = 30.0
+# `[capacity] target_utilization`: the forward-pass utilisation the recommended replica count aims
+# at. Queueing delay grows as rho/(1-rho): at 0.65 it is about twice the service time, with room for a
+# burst; past 0.8 it climbs steeply (the knee bench/worker.py --capacity measures).
+WORKER_TARGET_UTILIZATION = 0.65
+
 # --- Replay (worker/replay.py) ------------------------------------------------------
 # In-flight requests at most: bounds the replay's memory and the load it can put on a worker.
 REPLAY_MAX_CONCURRENCY = 64
 # Labels are "delayed" by this much after the prediction (days in real life, seconds in a demo).
 REPLAY_LABEL_DELAY_SECONDS = 5.0
+# The replay's simulated online feature store (worker/online_features.py) recomputes each online
+# feature this often, so a served value is up to this old (minutes or hours in real life, seconds in a
+# demo whose windows are seconds long).
+REPLAY_FEATURE_REFRESH_SECONDS = 2.0
+# The `[freshness] max_age` that `up` and the stale_features scenario configure for those features:
+# three refresh periods, so a store that refreshes on schedule serves no stale value.
+REPLAY_FEATURE_MAX_AGE_SECONDS = 6.0
 
 # --- Worker: shared Redis cache and the retraining process (worker/) ---------------
 # The optional Redis tier of the prediction cache (`driftline worker --cache-url`).

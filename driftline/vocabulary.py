@@ -88,8 +88,10 @@ TYPE_CHANGE_SHARE = "type_change_share"
 OUT_OF_RANGE_SHARE = "out_of_range_share"
 UNSEEN_CATEGORY_SHARE = "unseen_category_share"
 NEW_FEATURE_SHARE = "new_feature_share"
+# the share of requests whose feature value was older than its [freshness] max_age (stale online features)
+STALE_FEATURES = "stale_features"
 DATA_QUALITY_METRICS = (MISSING_RATE, MISSING_FEATURE_SHARE, TYPE_CHANGE_SHARE, OUT_OF_RANGE_SHARE,
-                        UNSEEN_CATEGORY_SHARE, NEW_FEATURE_SHARE)
+                        UNSEEN_CATEGORY_SHARE, NEW_FEATURE_SHARE, STALE_FEATURES)
 
 DISTRIBUTION_PSI = "distribution_psi"
 PARITY_MISMATCH_RATE = "parity_mismatch_rate"
@@ -294,6 +296,13 @@ class DataQualityDetails(_Attributable):
     unseen_categories: int | None = None
     kind: str | None = None
     recomputed_value: float | None = None
+    # stale_features: requests whose age was known, how many were older than max_age_ms, age percentiles
+    aged: int | None = None
+    stale: int | None = None
+    max_age_ms: float | None = None
+    age_p50_ms: float | None = None
+    age_p95_ms: float | None = None
+    age_p99_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, defer
 
 from driftline.detectors.families.segments import evaluate_segments
 from driftline.detectors.families.window import LatencySLO, WindowThresholds, evaluate_window
+from driftline.detectors.thresholds.freshness import FRESHNESS, FreshnessThresholds
 from driftline import vocabulary
 from driftline.baseline import Baseline, LabelSummary
 from driftline.config import Settings
@@ -148,7 +149,8 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
     # Without a baseline (a version not registered yet) only latency can be judged.
     results = evaluate_window(baseline, state, thresholds=thresholds,
                               slo=config.slo_for(key.model), window_seconds=config.window_seconds,
-                              transform=cache.transform(session, key.model, key.version) if baseline else None)
+                              transform=cache.transform(session, key.model, key.version) if baseline else None,
+                              freshness=config.freshness_for(key.model))
     note = next((r.details[vocabulary.THRESHOLD_NOTE_KEY] for r in results
                  if r.details and vocabulary.THRESHOLD_NOTE_KEY in r.details), None)
     if note is not None and (key.model, key.version) not in cache.threshold_notes:
@@ -235,7 +237,7 @@ def _finite(value: Any) -> float | None:
 @dataclass
 class EvaluationConfig:
     """Thresholds from the --config TOML: [drift], [data_quality], [skew], [model_quality], [estimated_quality],
-    [multivariate_drift], [latency]."""
+    [multivariate_drift], [latency], [freshness]."""
 
     window_seconds: int
     sections: dict[str, dict[str, Any]]
@@ -244,13 +246,14 @@ class EvaluationConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluationConfig:
         names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
-                 vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY, vocabulary.MULTIVARIATE_DRIFT)
+                 vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY, vocabulary.MULTIVARIATE_DRIFT, FRESHNESS)
         config = cls(settings.window_seconds, {name: settings.section(name) for name in names},
                      SegmentSpec.from_settings(settings))
         # a bad key or value fails at start-up, not at the first window (of that model)
         for model in (None, *sorted(config.models_named())):
             config.thresholds_for(model)
             config.slo_for(model)
+            config.freshness_for(model)
         return config
 
     def models_named(self) -> set[str]:
@@ -276,6 +279,9 @@ class EvaluationConfig:
         # one table for every model: the multivariate alarm levels are statistical, not per model
         mapping[vocabulary.MULTIVARIATE_DRIFT] = dict(self.sections.get(vocabulary.MULTIVARIATE_DRIFT, {}))
         return WindowThresholds.from_mapping(mapping, model=model)
+
+    def freshness_for(self, model: str | None) -> FreshnessThresholds:
+        return FreshnessThresholds.from_mapping(self.sections.get(FRESHNESS, {}), model=model)
 
     def slo_for(self, model: str | None) -> LatencySLO:
         return LatencySLO.from_mapping(self.sections.get(vocabulary.LATENCY, {}), model=model)

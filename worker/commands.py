@@ -14,7 +14,7 @@ from driftline.config import Settings, common_options, secret
 
 DEFAULT_MODEL = "credit-default"
 SCENARIO_NAMES = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality", "segment_shift",
-                  "shadow", "canary_regression", "ab", "aa")
+                  "stale_features", "shadow", "canary_regression", "ab", "aa")
 
 
 def _model_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -245,7 +245,7 @@ def replay(settings: Settings, scenario: str, rate: float, duration: float, requ
            worker_url: str | None, concurrency: int, seed: int, label_delay: float, labels: bool,
            as_json: bool) -> None:
     """Send scenario traffic to a worker (none, covariate_shift, concept_drift, skew, latency, data_quality,
-    segment_shift; rollouts, which train a candidate and set a plan in the store: shadow, canary_regression, ab, aa)."""
+    segment_shift, stale_features; rollouts, which train a candidate and set a plan in the store: shadow, canary_regression, ab, aa)."""
     import logging
 
     from driftline.errors import UserError

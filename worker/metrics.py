@@ -1,13 +1,15 @@
 """The worker's Prometheus metrics, on a registry of its own (so several workers can share a process in tests)."""
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from driftline.client import SenderStats
+from driftline.worker.device_metrics import DeviceMetrics
+from driftline.worker.serving_signals import ServingSignals, SignalsConfig
 
 # Seconds; dense below 10 ms where the worker lives, sparse up to the 10 s the latency fault can reach.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1,
@@ -42,30 +44,40 @@ PROTOCOL_V2_GRPC = "v2-grpc"
 class ProtocolLatency:
     """The latency histogram's three stages for one protocol (children looked up once, not per request)."""
 
-    __slots__ = ("total", "queue", "compute")
+    __slots__ = ("total", "queue", "compute", "signals")
 
-    def __init__(self, histogram: Histogram, protocol: str):
+    def __init__(self, histogram: Histogram, protocol: str, signals: ServingSignals | None = None):
         self.total = histogram.labels("total", protocol)
         self.queue = histogram.labels("queue", protocol)
         self.compute = histogram.labels("compute", protocol)
+        self.signals = signals
 
-    def observe(self, total_ms: float, queue_ms: float, compute_ms: float) -> None:
+    def observe(self, total_ms: float, queue_ms: float, compute_ms: float, version: str | None = None,
+                batch_size: int | None = None) -> None:
+        """One answer; with its `version` it also counts in the capacity and cost signals (`ServingSignals`)."""
         self.total.observe(total_ms / 1000.0)
         self.queue.observe(queue_ms / 1000.0)
         self.compute.observe(compute_ms / 1000.0)
+        if self.signals is not None and version is not None:
+            self.signals.answered(version, total_ms, compute_ms, batch_size)
 
 
 class WorkerMetrics:
-    def __init__(self, sender_stats: Callable[[], SenderStats | None], queue_depth: Callable[[], int]):
+    def __init__(self, sender_stats: Callable[[], SenderStats | None], queue_depth: Callable[[], int],
+                 settings: Any = None):
+        """`settings`: where the `[cost]` and `[capacity]` sections are read (None: their defaults)."""
         self.registry = CollectorRegistry()
         r = self.registry
+        # capacity and cost (worker/serving_signals.py)
+        self.signals = ServingSignals(SignalsConfig.from_settings(settings) if settings is not None else None)
+        self.device_metrics: DeviceMetrics | None = None  # the GPU's figures, once the device is known
         self.latency = Histogram("driftline_worker_latency_seconds",
                                  "Request latency by stage (queue, compute, total) and protocol (predict: POST /predict; "
                                  "v2-rest, v2-grpc: the Open Inference Protocol, per row).",
                                  ["stage", "protocol"], buckets=LATENCY_BUCKETS, registry=r)
-        self.latency_predict = ProtocolLatency(self.latency, PROTOCOL_PREDICT)
-        self.latency_v2_rest = ProtocolLatency(self.latency, PROTOCOL_V2_REST)
-        self.latency_v2_grpc = ProtocolLatency(self.latency, PROTOCOL_V2_GRPC)
+        self.latency_predict = ProtocolLatency(self.latency, PROTOCOL_PREDICT, self.signals)
+        self.latency_v2_rest = ProtocolLatency(self.latency, PROTOCOL_V2_REST, self.signals)
+        self.latency_v2_grpc = ProtocolLatency(self.latency, PROTOCOL_V2_GRPC, self.signals)
         self.batch_size = Histogram("driftline_worker_batch_size", "Requests per forward pass.",
                                     buckets=BATCH_BUCKETS, registry=r)
         self.batch_seconds = Histogram("driftline_worker_batch_seconds", "Forward pass time per batch.",
@@ -104,11 +116,17 @@ class WorkerMetrics:
         self.model_info = Gauge("driftline_worker_model_info", "The version being served (value 1).",
                                 ["model", "version", "device"], registry=r)
         r.register(_EventSenderCollector(sender_stats))
+        r.register(self.signals)
 
     def observe_batch(self, size: int, seconds: float) -> None:
         self.batch_size.observe(size)
         self.batch_seconds.observe(seconds)
+        self.signals.batch(size, seconds)
 
     def set_model(self, model: str, version: str, device: str) -> None:
         self.model_info.clear()
         self.model_info.labels(model, version, device).set(1)
+        self.signals.set_model(model, device)
+        if self.device_metrics is None:
+            self.device_metrics = DeviceMetrics(device)
+            self.registry.register(self.device_metrics)

@@ -36,6 +36,7 @@ from driftline.config import Settings
 from driftline.errors import UserError
 from driftline.kafka_security import KafkaSecurity
 from driftline.worker.dataset import default_probability, generate_inputs, sample_labels
+from driftline.worker.online_features import FeatureClock
 from driftline.worker.scenarios import SCENARIOS, Scenario, corrupt
 
 log = logging.getLogger(__name__)
@@ -259,14 +260,19 @@ def _cancel_on_sigterm() -> asyncio.Event:
 async def _drive(client: httpx.AsyncClient, config: ReplayConfig, scenario: Scenario, traffic: Traffic,
                  labeller: InferenceLogger | None, report: ReplayReport, rollout: _RolloutStart | None) -> None:
     slots = asyncio.Semaphore(config.concurrency)
+    # the online feature store's clock: each request says when its online features were computed
+    clock = FeatureClock(seed=config.seed) if scenario.stale_feature is not None else None
     pending_labels: collections.deque[tuple[float, str, int]] = collections.deque()
     tasks: set[asyncio.Task] = set()
 
     async def send(index: int) -> None:
         request_id = new_id()
         sent_at = time.perf_counter()
+        body = {"features": traffic.records[index], "request_id": request_id}
+        if clock is not None:
+            body["feature_ts"] = clock.computed_at(int(time.time() * 1000))
         try:
-            response = await client.post("/predict", json={"features": traffic.records[index], "request_id": request_id})
+            response = await client.post("/predict", json=body)
             status = str(response.status_code)
         except httpx.HTTPError as exc:
             status = type(exc).__name__
@@ -299,6 +305,8 @@ async def _drive(client: httpx.AsyncClient, config: ReplayConfig, scenario: Scen
             break
         if index == traffic.scenario_start and not scenario_started:
             scenario_started = True
+            if clock is not None:
+                clock.stop_updating(scenario.stale_feature, int(time.time() * 1000))
             faults = scenario.faults
             if rollout is not None:
                 faults = await rollout.start()

@@ -9,6 +9,7 @@
 | latency | the training population | training risk model | 5 % of requests take 250 ms longer (p99 over the 100 ms SLO) |
 | data_quality | the training population, then corrupted: nulls, out-of-range values, unseen categories | from the clean inputs | none |
 | segment_shift | the training population, except applicants from the north: younger, poorer, lower credit scores | training risk model | none |
+| stale_features | the training population; the online feature store's `credit_score` stops updating (its values stay, their age grows: `driftline.worker.online_features`) | training risk model | none |
 
 Rollout scenarios also train a candidate version beside production (never promoting it) and set a
 routing plan when their traffic starts (`driftline.worker.scenario_setup`):
@@ -92,6 +93,9 @@ class Scenario:
     # [segments] columns `driftline up` configures for the run (unless the user's config has a [segments] table)
     segments: tuple[str, ...] = ()
     rollout: Rollout | None = None
+    # an online feature (driftline.worker.online_features) that stops updating when the scenario starts; the
+    # replay then sends every request's feature times, and `up` configures `[freshness]` for the online features
+    stale_feature: str | None = None
 
     @property
     def uses_faults(self) -> bool:
@@ -117,6 +121,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              population=Population(regional=(("north", Population(age_mean=36.0, income_median=44_000.0,
                                                                    credit_shift=-10.0)),)),
              segments=("region",)),
+    Scenario("stale_features", "the online store's credit_score stops updating: served values age, their "
+             "distribution stays", stale_feature="credit_score"),
     Scenario("shadow", "a candidate trained with another seed shadows every request; nothing should fire",
              rollout=Rollout(SHADOW, RESEEDED)),
     # Slower (a twentieth of its answers 250 ms later, p99 far over production's) and worse (predicts

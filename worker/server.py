@@ -226,7 +226,7 @@ class Worker:
         self.batcher = DynamicBatcher(self._run_batch, config.max_batch_size, config.max_wait_ms, config.max_pending)
         self.logger: InferenceLogger | None = None
         self.metrics = WorkerMetrics(lambda: self.logger.stats() if self.logger else None,
-                                     lambda: self.batcher.queue_depth)
+                                     lambda: self.batcher.queue_depth, settings)
         self.batcher.on_batch = self.metrics.observe_batch
         self.remote_cache = (RedisPredictionCache(config.cache_url, config.cache_ttl_s,
                                                   on_error=self.metrics.cache_remote_errors.inc)
@@ -494,15 +494,15 @@ class Worker:
             compute_ms += (time.perf_counter() - slept_from) * 1000.0
         total_ms = (time.perf_counter() - started) * 1000.0
         latency = {"total": round(total_ms, 3), "queue": round(queue_ms, 3), "compute": round(compute_ms, 3)}
-        latency_metrics.observe(total_ms, queue_ms, compute_ms)
+        latency_metrics.observe(total_ms, queue_ms, compute_ms, version, batch_size)
         if self.logger is not None:
-            # Built and encoded at the end of the loop's iteration, with the other requests answered in it:
-            # cheaper than one at a time between other work (InferenceLogger.log_soon). A request id the
-            # worker made up is unique, so it serves as the event id too (one id fewer to draw).
+            # Built and encoded at the end of the loop's iteration with the others answered in it (cheaper:
+            # InferenceLogger.log_soon). A request id the worker made up is unique: it is the event id too.
             self.logger.log_soon(features, prediction, latency, request_id=request_id, inputs=parsed.inputs,
                                  entity_id=parsed.entity_id, version=version, batch_size=batch_size,
                                  cache_hit=cached is not None,
-                                 event_id=request_id if parsed.request_id is None else None, role=role)
+                                 event_id=request_id if parsed.request_id is None else None, role=role,
+                                 feature_ts=parsed.feature_ts)
         if role == ROLE_PRODUCTION:
             self._production_answers.inc()
         else:

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import orjson
 
 from driftline import defaults
+from driftline.events import EventError, parse_timestamp
 from driftline.json_types import json_type_name
 
 MAX_ID_CHARS = 256
@@ -51,6 +52,8 @@ class PredictRequest:
     inputs: dict[str, Any]
     request_id: str | None
     entity_id: str | None
+    # feature -> event time (epoch ms) of the value the caller's feature fetch served (freshness)
+    feature_ts: dict[str, int] | None = None
 
 
 def _decode(body: bytes) -> Any:
@@ -71,9 +74,9 @@ def parse_predict(body: bytes, schema: Sequence[dict[str, Any]]) -> PredictReque
     if not isinstance(doc, dict):
         raise InputError(f'expected a JSON object like {{"features": {{...}}}}, got {json_type_name(doc)}')
     _check_names(doc, None)
-    unknown_top = set(doc) - {"features", "request_id", "entity_id"}
+    unknown_top = set(doc) - {"features", "request_id", "entity_id", "feature_ts"}
     if unknown_top:
-        raise InputError("unknown field; expected features, request_id, entity_id", sorted(unknown_top)[0])
+        raise InputError("unknown field; expected features, request_id, entity_id, feature_ts", sorted(unknown_top)[0])
     features = doc.get("features")
     if features is None:
         raise InputError("required field is missing", "features")
@@ -90,7 +93,26 @@ def parse_predict(body: bytes, schema: Sequence[dict[str, Any]]) -> PredictReque
             raise InputError("required feature is missing (send null for a value that is not known)",
                              f"features.{name}")
         inputs[name] = check_value(features[name], kind, f"features.{name}")
-    return PredictRequest(inputs, _optional_id(doc, "request_id"), _optional_id(doc, "entity_id"))
+    return PredictRequest(inputs, _optional_id(doc, "request_id"), _optional_id(doc, "entity_id"),
+                          check_feature_ts(doc.get("feature_ts"), known))
+
+
+def check_feature_ts(value: Any, known: dict[str, str]) -> dict[str, int] | None:
+    """The request's `feature_ts`: {model feature: RFC 3339 time or epoch ms}, as epoch ms (None: not sent)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InputError(f"expected an object of feature times, got {json_type_name(value)}", "feature_ts")
+    _check_names(value, "feature_ts")
+    out = {}
+    for name, stamp in value.items():
+        if name not in known:
+            raise InputError(f"unknown feature; this model takes {', '.join(known)}", f"feature_ts.{name}")
+        try:
+            out[name] = parse_timestamp(stamp, f"feature_ts.{name}")
+        except EventError as exc:
+            raise InputError(exc.reason, exc.field) from None
+    return out
 
 
 def check_value(value: Any, kind: str, field: str) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from driftline.dashboard import charts, derive, queries, scores, states, ui
+from driftline.dashboard import charts, derive, freshness, queries, scores, states, ui, worker_signals
 from driftline import defaults
 from driftline.vocabulary import (
     CONCURRENCY,
@@ -24,8 +24,9 @@ WORST = "worst of all metrics"
 
 @st.cache_data(ttl=queries.TTL, show_spinner=False, max_entries=64)
 def serving_from_states(db_url: str, model: str, version: str, start_ms: int, end_ms: int
-                        ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """Cache-hit rate per window and batch sizes, from up to DASHBOARD_MAX_STATE_WINDOWS window states."""
+                        ) -> tuple[pd.DataFrame, pd.DataFrame, list[str], pd.DataFrame]:
+    """Cache-hit rate per window, batch sizes and feature-age percentiles, from up to DASHBOARD_MAX_STATE_WINDOWS
+    window states."""
     from driftline.window_state import WindowState
 
     decoded, problems = [], []
@@ -36,7 +37,7 @@ def serving_from_states(db_url: str, model: str, version: str, start_ms: int, en
         except ValueError as exc:
             problems.append(f"window {ui.window_label(start, end)}: {exc}")
     per_window, batch = states.serving_frames(decoded)
-    return per_window, batch, problems
+    return per_window, batch, problems, freshness.age_frame(decoded)
 
 
 def header(ctx: ui.Context, scored: pd.DataFrame, versions: pd.DataFrame) -> None:
@@ -94,7 +95,8 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
             series = pd.DataFrame({"time": rows["start"], "series": rows["metric"], "value": rows["mean_value"]})
             st.altair_chart(charts.multi_series(series, None, ctx.span_ms, height=220), width="stretch")
 
-    per_window, batch, problems = serving_from_states(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
+    per_window, batch, problems, ages = serving_from_states(ctx.db_url, ctx.model, ctx.version, ctx.start_ms,
+                                                            ctx.end_ms)
     for problem in problems:
         st.warning(f"Skipped an unreadable window state: {problem}")
     p99 = derive.pick_metric(set(parts["metric"]), derive.HEADLINE_METRICS["p99"])
@@ -125,10 +127,45 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
         else:
             st.markdown("**Batch sizes** (per forward pass)")
             st.altair_chart(charts.batch_sizes(batch, height=130), width="stretch")
+    if not ages.empty:
+        st.markdown("**Feature freshness**: age of the served values (p50, p95, p99), from the events' `feature_ts`")
+        st.altair_chart(charts.multi_series(ages.rename(columns={"age_s": "value"}), "seconds", ctx.span_ms,
+                                            height=170), width="stretch")
+    live_signals(ctx)
     shown = set(quantiles.values()) | set(traffic) | {error}
     others = sorted(names - shown)
     if others:
         metric_grid(ctx, model_level[model_level["metric"].isin(others)], others)
+
+
+@st.cache_data(ttl=5, show_spinner=False, max_entries=16)
+def _worker_signals(url: str, model: str) -> tuple[dict, str | None]:
+    return worker_signals.fetch_signals(url, model)
+
+
+def live_signals(ctx: ui.Context) -> None:
+    """The worker's capacity, cost and GPU figures now (its /metrics; absent figures are not drawn)."""
+    from driftline.config import load_settings
+
+    figures, problem = _worker_signals(worker_signals.metrics_url(load_settings()), ctx.model)
+    st.markdown("**Worker now** (its /metrics): utilisation, replicas at the target, cost, GPU")
+    if problem is not None or "utilization" not in figures:
+        st.caption(problem or "The worker serves another model, or has measured no traffic yet.")
+        return
+    cols = st.columns(5)
+    cols[0].metric("Utilisation", f"{figures['utilization']:.0%}",
+                   help=f"target {figures.get('target_utilization', 0):.0%}; device {figures.get('device', '?')}")
+    cols[1].metric("Replicas at target", f"{figures['recommended_replicas']:.2f}")
+    cols[2].metric("Requests/s", f"{figures.get('arrival_rate', 0):.1f}")
+    cost = figures.get("cost", {}).get(ctx.version)
+    cols[3].metric("Cost / 1 000 predictions", f"{cost:.4g}" if cost is not None else "n/a",
+                   help=None if cost is not None else "no [cost] price for this device kind, or no answers yet")
+    if "gpu_utilization" in figures:
+        cols[4].metric("GPU", f"{figures['gpu_utilization']:.0%}", help=(
+            f"memory {figures.get('gpu_memory_used_bytes', 0) / 2**30:.1f} of "
+            f"{figures.get('gpu_memory_total_bytes', 0) / 2**30:.1f} GiB"))
+    else:
+        cols[4].metric("GPU", "none", help="the worker exports no GPU figures (CPU, or NVML unavailable)")
 
 
 def _series(rows: pd.DataFrame) -> pd.DataFrame:

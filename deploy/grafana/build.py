@@ -71,6 +71,24 @@ def serving() -> dict:
                                                        "(sum(rate(driftline_worker_cache_hits_total[5m])) + "
                                                        "sum(rate(driftline_worker_cache_misses_total[5m])))", "hits")],
               12, 16, unit="percentunit"),
+        panel("timeseries", "Utilisation and recommended replicas",
+              [target("driftline_worker_utilization", "rho {{instance}}"),
+               target("driftline_worker_target_utilization", "target {{instance}}"),
+               target("sum by (model) (driftline_worker_recommended_replicas)", "replicas needed {{model}}")], 0, 24,
+              description="Forward-pass busy share per replica against [capacity] target_utilization; the sum of "
+                          "recommended replicas (round up) is what an HPA or KEDA scaler on them aims at."),
+        panel("timeseries", "Cost per 1 000 predictions",
+              [target("avg by (model, version) (driftline_worker_cost_per_1000_predictions)", "{{model}} v{{version}}")],
+              12, 24, description="[cost] price_per_replica_hour of the device kind, per 1 000 predictions of each "
+                                  "version at its measured rate (absent without a price)."),
+        panel("timeseries", "GPU utilisation and memory",
+              [target("driftline_worker_device_utilization_ratio", "busy {{instance}} {{device}}"),
+               target("driftline_worker_device_memory_used_bytes / driftline_worker_device_memory_total_bytes",
+                      "memory {{instance}} {{device}}")], 0, 32, unit="percentunit",
+              description="NVML (nvidia-ml-py) on workers serving on cuda; no series on CPU workers."),
+        panel("timeseries", "Forward pass per batch", [target(
+            "sum(rate(driftline_worker_batch_seconds_sum[5m])) / sum(rate(driftline_worker_batch_seconds_count[5m]))"
+            " * 1000", "mean")], 12, 32, unit="ms"),
     ]
     panels[0]["fieldConfig"]["overrides"] = slo
     return dashboard("driftline-serving", "driftline: serving", panels, with_model=False)

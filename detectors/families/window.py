@@ -16,6 +16,8 @@ threshold, breached, details) for these families:
 * ``data_quality``: missing rate against the training null rate, out-of-range
   share, unseen-category share, type changes, baseline features missing from
   events, features the baseline does not know.
+  With a ``[freshness]`` max age for a feature, ``stale_features``: the share of its requests served
+  a value older than that age (`driftline.detectors.families.freshness`).
 * ``skew``: parity skew (the training transform re-run on the sample's raw
   ``inputs`` must reproduce the served features: mismatch rate per feature) and
   distribution skew (serving vs the training baseline, effect size only; it is
@@ -55,12 +57,14 @@ from driftline.detectors.families.data_quality import data_quality
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.families.drift import data_drift, prediction_drift
 from driftline.detectors.families.estimated_quality import estimated_quality
+from driftline.detectors.families.freshness import stale_features
 from driftline.detectors.families.latency import latency
 from driftline.detectors.families.multivariate import multivariate_drift
 from driftline.detectors.families.quality import model_quality
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.families.skew import ParityCheck, skew_with_parity
 from driftline.detectors.thresholds.spreads import label_threshold_source, streaming_thresholds
+from driftline.detectors.thresholds.freshness import FreshnessThresholds
 from driftline.detectors.thresholds.levels import LatencySLO, WindowThresholds
 from driftline import defaults
 from driftline.baseline import Baseline
@@ -89,7 +93,8 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
                     slo: LatencySLO | None = None,
                     transform: Callable[[list[Mapping[str, Any]]], list[Mapping[str, Any]]] | Any | None = None,
                     window_seconds: float | None = None,
-                    families: Iterable[str] = FAMILIES) -> list[WindowResult]:
+                    families: Iterable[str] = FAMILIES,
+                    freshness: FreshnessThresholds | None = None) -> list[WindowResult]:
     """Every detector family for one merged window (module docstring).
 
     `baseline` None (a version not registered yet): only latency results.
@@ -99,6 +104,7 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
     parity-skew result (and distribution skew is the only skew evidence).
     Attribution to skew needs the ``skew`` family in `families`.
     `window_seconds` (default `defaults.WINDOW_SECONDS`) turns the event count into QPS.
+    `freshness`: each feature's max age (`[freshness]`); its `stale_features` results are data quality's.
     """
     if isinstance(thresholds, DriftThresholds):
         thresholds = WindowThresholds(drift=thresholds)
@@ -127,6 +133,8 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
         results += explain_drift_by_skew(drift_results, parity, thresholds.drift)
         if DATA_QUALITY in families:
             results += explain_quality_by_skew(data_quality(baseline, state, thresholds), baseline, parity)
+            if freshness is not None:
+                results += stale_features(state, freshness, thresholds.data_quality_min_rows)
         results += skew_results
         if MODEL_QUALITY in families:
             quality = model_quality(baseline, state, thresholds)

@@ -55,7 +55,9 @@ class InferenceLogger:
             request_id: str | None = None, inputs: Mapping[str, Any] | None = None, entity_id: str | None = None,
             version: str | None = None, ts: str | int | None = None, event_id: str | None = None,
             batch_size: int | None = None, cache_hit: bool | None = None, status: str = "ok",
-            error: str | None = None, tags: Mapping[str, str] | None = None, role: str | None = None) -> str:
+            error: str | None = None, tags: Mapping[str, str] | None = None, role: str | None = None,
+            feature_ts: Mapping[str, str | int] | None = None,
+            feature_age_ms: Mapping[str, float] | None = None) -> str:
         """Queue one inference event; returns its event_id. Never blocks; see the module docstring.
 
         The event is encoded here: one that is not JSON-encodable raises `orjson.JSONEncodeError`.
@@ -63,6 +65,8 @@ class InferenceLogger:
         (the worker also sends "queue" and "compute"). `version` overrides the
         logger's version for this event (a server that hot-swaps models). `role` says which part of a
         rollout answered (driftline.rollouts: production, shadow, canary, arm:<version>).
+        `feature_ts` (feature -> event time of the value, RFC 3339 or epoch ms) or `feature_age_ms`
+        (feature -> age in ms) say how fresh the features fetched from an online store were.
         """
         event_id = event_id or new_id()
         # No message key: nothing downstream needs per-key order (labels join on request_id
@@ -71,7 +75,8 @@ class InferenceLogger:
         # the event leaves no objects for the garbage collector to scan while it waits.
         self.sender.submit(self.inference_topic, None, encode_event(self._inference_event(
             features, prediction, latency_ms, request_id, inputs, entity_id, version,
-            ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role)))
+            ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
+            feature_ts, feature_age_ms)))
         return event_id
 
     def log_soon(self, features: Mapping[str, Any], prediction: Any, latency_ms: float | Mapping[str, float], *,
@@ -79,7 +84,8 @@ class InferenceLogger:
                  entity_id: str | None = None, version: str | None = None, ts: str | int | None = None,
                  event_id: str | None = None, batch_size: int | None = None, cache_hit: bool | None = None,
                  status: str = "ok", error: str | None = None, tags: Mapping[str, str] | None = None,
-                 role: str | None = None) -> str:
+                 role: str | None = None, feature_ts: Mapping[str, str | int] | None = None,
+                 feature_age_ms: Mapping[str, float] | None = None) -> str:
         """As `log`, for a server on an asyncio event loop; call it on the loop's thread.
 
         The event's id and time are taken now; building and encoding it waits for the end of
@@ -93,7 +99,8 @@ class InferenceLogger:
         """
         event_id = event_id or new_id()
         call = (features, prediction, latency_ms, request_id, inputs, entity_id, version,
-                ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role)
+                ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
+                feature_ts, feature_age_ms)
         with self._soon_lock:  # `flush` and `close` may take the list from another thread
             if not self._soon:
                 asyncio.get_running_loop().call_soon(self._log_soon_events)
@@ -123,7 +130,8 @@ class InferenceLogger:
                          inputs: Mapping[str, Any] | None, entity_id: str | None, version: str | None,
                          ts: str | int, event_id: str, batch_size: int | None, cache_hit: bool | None, status: str,
                          error: str | None, tags: Mapping[str, str] | None,
-                         role: str | None = None) -> dict[str, Any]:
+                         role: str | None = None, feature_ts: Mapping[str, str | int] | None = None,
+                         feature_age_ms: Mapping[str, float] | None = None) -> dict[str, Any]:
         event: dict[str, Any] = {
             "schema": INFERENCE_SCHEMA,
             "event_id": event_id,
@@ -154,6 +162,10 @@ class InferenceLogger:
             event["tags"] = {**(self.tags or {}), **(tags or {})}
         if role is not None:
             event["role"] = role
+        if feature_ts is not None:
+            event["feature_ts"] = _as_dict(feature_ts)
+        if feature_age_ms is not None:
+            event["feature_age_ms"] = _as_dict(feature_age_ms)
         return event
 
     def log_label(self, request_id: str, label: Any, ts: str | int | None = None) -> None:

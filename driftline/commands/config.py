@@ -48,12 +48,14 @@ def validate_sections(settings: Settings) -> str:
     from driftline.scheduler.retention import RetentionPolicy
     from driftline.scheduler.rollouts import ROLLOUTS_SECTION, RolloutPolicies
     from driftline.scheduler.startup import describe_channels
+    from driftline.worker.serving_signals import SignalsConfig
 
     KafkaSecurity.from_settings(settings)
     check_channel_settings(settings)
     EvaluationConfig.from_settings(settings)  # the detectors' sections and [segments]
     RetentionPolicy.from_settings(settings)
     RolloutPolicies(settings.section(ROLLOUTS_SECTION))
+    SignalsConfig.from_settings(settings)  # the worker's [cost] and [capacity]
     rules = load_rules(settings, settings.config_path)
     return describe_channels(rules.channels, rules.retrain.enabled)
 

@@ -26,7 +26,7 @@ from driftline.store import db as store_db
 from driftline.supervisor import Component, Supervisor
 
 SCENARIOS = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality", "segment_shift",
-             "shadow", "canary_regression", "ab", "aa")
+             "stale_features", "shadow", "canary_regression", "ab", "aa")
 DEFAULT_MODEL = "credit-default"
 # Short windows so that a demo shows closed, evaluated windows within a minute or two.
 UP_WINDOW_SECONDS = 15
@@ -118,7 +118,8 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         env = component_env(settings, window_seconds, worker_url)
         from driftline.worker.scenarios import SCENARIOS as TRAFFIC
 
-        config_path = _scenario_config(settings, scenario, TRAFFIC[scenario].segments)
+        config_path = _scenario_config(settings, scenario, TRAFFIC[scenario].segments,
+                                       TRAFFIC[scenario].stale_feature is not None)
         if config_path is not None:
             env["DRIFTLINE_CONFIG"] = str(config_path.resolve())
         if not _has_production_model(settings, model):
@@ -196,16 +197,24 @@ def _scheduler_metrics_port(settings: Settings) -> int:
     return settings.scheduler_metrics_port or defaults.UP_SCHEDULER_METRICS_PORT
 
 
-def _scenario_config(settings: Settings, scenario: str, segments: tuple[str, ...]) -> Path | None:
+def _scenario_config(settings: Settings, scenario: str, segments: tuple[str, ...], online: bool = False) -> Path | None:
     """The TOML file the components read: the user's, plus the scenario's [segments] columns when it has
-    some and the user's file has no [segments] table (written next to the store, for this run)."""
-    if not segments or settings.section("segments"):
+    some and the user's file has no [segments] table, and the online features' [freshness] max ages when
+    it serves some and the user's file has no [freshness] table (written next to the store, for this run)."""
+    from driftline.worker.online_features import freshness_table
+
+    extra = ""
+    if segments and not settings.section("segments"):
+        columns = ", ".join(json.dumps(column) for column in segments)
+        extra += f"\n\n# added by `driftline up --scenario {scenario}`\n[segments]\ncolumns = [{columns}]\n"
+    if online and not settings.section("freshness"):
+        extra += freshness_table(scenario)
+    if not extra:
         return settings.config_path
     text = settings.config_path.read_text() if settings.config_path is not None else ""
     path = settings.home / f"up-{scenario}.toml"
-    columns = ", ".join(json.dumps(column) for column in segments)
     with open_private(path, "w") as fh:  # 0600: a copy of the user's settings, which may hold secrets
-        fh.write(f"{text}\n\n# added by `driftline up --scenario {scenario}`\n[segments]\ncolumns = [{columns}]\n")
+        fh.write(text + extra)
     return path
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from driftline.window_state.columns import (MISSING, attr_field, column_from_objects, dict_field, event_times,
                                             feature_columns, latency_columns, object_field, optional_column,
                                             prediction_column, types_of)
+from driftline.window_state.freshness import age_columns
 from driftline.window_state.other_features import SparseFeatures
 
 
@@ -43,6 +44,8 @@ class EventBatch:
     request_ids: np.ndarray | None = None
     # values of the feature names the batch made no column of (driftline.window_state.other_features)
     sparse: SparseFeatures | None = None
+    # feature name -> float64 age of the served value in ms (NaN: not given); None: no event gave any
+    feature_age_ms: dict[str, np.ndarray] | None = None
 
     @classmethod
     def from_events(cls, events: Sequence[Any]) -> "EventBatch":
@@ -78,13 +81,15 @@ class EventBatch:
         request_ids = field(events, "request_id")
         columns, types, absent, left_out = feature_columns(features)
         source, prediction = prediction_column(field(events, "prediction"))
+        event_time_ms = event_times(times)
         return cls(n=n, features=columns, feature_types=types, absent=absent, prediction=prediction,
                    prediction_source=source, latency_ms=latency_columns(latencies),
                    status=np.array(statuses, dtype=object), cache_hit=optional_column(raws, "cache_hit"),
-                   batch_size=optional_column(raws, "batch_size"), event_time_ms=event_times(times),
+                   batch_size=optional_column(raws, "batch_size"), event_time_ms=event_time_ms,
                    event_ids=None if ids.count(None) else np.array(ids, dtype=object), events=events,
                    request_ids=None if request_ids.count(None) == n else np.array(request_ids, dtype=object),
-                   sparse=SparseFeatures.gather(features, left_out) if left_out else None)
+                   sparse=SparseFeatures.gather(features, left_out) if left_out else None,
+                   feature_age_ms=age_columns(raws, event_time_ms))
 
     @classmethod
     def empty(cls) -> "EventBatch":
@@ -117,7 +122,9 @@ class EventBatch:
                           event_ids=None if self.event_ids is None else self.event_ids[index],
                           events=self._events_at(positions),
                           request_ids=None if self.request_ids is None else self.request_ids[index],
-                          sparse=None if self.sparse is None else self.sparse.take(index, self.n))
+                          sparse=None if self.sparse is None else self.sparse.take(index, self.n),
+                          feature_age_ms=None if self.feature_age_ms is None else {
+                              name: ages[index] for name, ages in self.feature_age_ms.items()})
 
     def sample_ids(self) -> np.ndarray | None:
         """Each event's key in the uniform sample: its request id, else its event id (None: neither).

@@ -82,7 +82,7 @@ class LatencyHistogram:
         return self.sum / self.count if self.count else None
 
     def merged(self, other: "LatencyHistogram") -> "LatencyHistogram":
-        out = LatencyHistogram()
+        out = type(self)()
         out.counts = self.counts + other.counts
         out.count = self.count + other.count
         out.sum = self.sum + other.sum

@@ -16,6 +16,7 @@ from driftline.window_state import segments as segment_states
 from driftline.window_state.columns import prediction_types
 from driftline.window_state.codec import READABLE_FORMATS, STATE_FORMAT, pack_document, unpack_document
 from driftline.window_state.feature import FeatureWindow
+from driftline.window_state.freshness import AgeHistogram, fold_ages, merge_ages, pack_ages, unpack_ages
 from driftline.window_state.latency import LatencyHistogram
 from driftline.window_state.other_features import (OTHER_FEATURES, cap_new_features, fold_other, new_feature_room,
                                                    overflow)
@@ -48,6 +49,8 @@ class WindowState:
         self.features: dict[str, FeatureWindow] = {}
         self.prediction: FeatureWindow | None = None
         self.latency: dict[str, LatencyHistogram] = {}
+        # feature name -> ages of its served values (driftline.window_state.freshness); only what events gave
+        self.feature_age: dict[str, AgeHistogram] = {}
         self.sample_size = sample_size
         self.sample_keys = np.empty(0, dtype=np.uint64)
         self.sample: list[dict[str, Any]] = []
@@ -154,6 +157,7 @@ class WindowState:
         if left_out or batch.sparse is not None:
             fold_other(self.features, n, *overflow(batch.features, left_out, batch.sparse, n))
         self.add_absent_features(batch, n, (OTHER_FEATURES,) if left_out or batch.sparse is not None else ())
+        fold_ages(self.feature_age, batch.feature_age_ms, self.features)
 
         self._add_prediction(batch)
         for part, values in batch.latency_ms.items():
@@ -277,6 +281,7 @@ class WindowState:
         for part in dict.fromkeys(list(self.latency) + list(other.latency)):
             mine, theirs = self.latency.get(part), other.latency.get(part)
             out.latency[part] = mine.merged(theirs) if mine and theirs else (mine or theirs).merged(LatencyHistogram())
+        out.feature_age = merge_ages(self.feature_age, other.feature_age)
         out.sample_keys, out.sample = _bottom_k(np.concatenate((self.sample_keys, other.sample_keys)),
                                                 self.sample + other.sample, out.sample_size)
         out.labels = self.labels.merge(other.labels)
@@ -319,6 +324,8 @@ class WindowState:
             "sample_size": self.sample_size, "sample_keys": self.sample_keys, "sample": self.sample,
             "labels": self.labels.to_dict(),
         }
+        if self.feature_age:
+            doc["feature_age"] = pack_ages(self.feature_age)
         if self.segments:
             doc["segment_track"] = self.segment_track
             doc["segments"] = {column: {key: sub._document() for key, sub in by_value.items()}
@@ -354,6 +361,7 @@ class WindowState:
         out.features = {name: FeatureWindow._unpack(w) for name, w in doc["features"].items()}
         out.prediction = None if doc["prediction"] is None else FeatureWindow._unpack(doc["prediction"])
         out.latency = {part: LatencyHistogram._unpack(h) for part, h in doc["latency"].items()}
+        out.feature_age = unpack_ages(doc.get("feature_age"))
         out.sample_keys = np.asarray(doc["sample_keys"], dtype=np.uint64)
         out.sample = list(doc["sample"])
         out.labels = LabelSummary.from_dict(doc["labels"])
@@ -379,6 +387,9 @@ class WindowState:
         for part, histogram in self.latency.items():
             if not math.isfinite(histogram.sum):
                 return f"latency.{part}.sum"
+        for name, histogram in self.feature_age.items():
+            if not math.isfinite(histogram.sum):
+                return f"feature_age.{name}.sum"
         labels = self.labels
         for name in ("log_loss_sum", "sum_error", "sum_abs_error", "sum_sq_error", "sum_label", "sum_sq_label"):
             if not math.isfinite(getattr(labels, name)):

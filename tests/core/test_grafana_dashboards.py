@@ -17,10 +17,19 @@ SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), 
 
 
 def exported_names(sqlite_url: str) -> set[str]:
-    registries = [CollectorMetrics().registry, WorkerMetrics(lambda: None, lambda: 0).registry,
-                  SchedulerMetrics(sqlite_url).registry]
+    """Every family the three stages export; the worker's serving signals once it serves and has answered
+    (they are absent before), its GPU figures by name (a CPU worker has none)."""
+    from driftline.config import load_settings
+    from driftline.worker import device_metrics
+
+    worker = WorkerMetrics(lambda: None, lambda: 0, load_settings(None))
+    worker.signals.config = type(worker.signals.config)({"cpu": 1.0})
+    worker.set_model("m", "1", "cpu")
+    worker.observe_batch(1, 0.001)
+    worker.latency_predict.observe(2.0, 0.5, 1.0, "1", 1)
+    registries = [CollectorMetrics().registry, worker.registry, SchedulerMetrics(sqlite_url).registry]
     return {family.name + suffix for registry in registries for family in registry.collect()
-            for suffix in SUFFIXES.get(family.type, ("",))}
+            for suffix in SUFFIXES.get(family.type, ("",))} | set(device_metrics.NAMES)
 
 
 def test_the_dashboards_are_what_build_writes(tmp_path):

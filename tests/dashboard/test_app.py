@@ -289,3 +289,54 @@ def test_the_segment_filter_shows_a_segments_results_and_defaults_to_the_whole_p
     at.selectbox(key="segment").set_value("").run()  # the whole population's own verdict is back
     assert_clean(at)
     assert at.selectbox(key="segment").value == ""
+
+
+def test_model_page_shows_feature_freshness_and_the_live_worker(seeded, monkeypatch, tmp_path):
+    """The ages folded into the seeded window states, and a worker's real /metrics (its `WorkerMetrics`, served
+    by a local HTTP server) in "Worker now"; without a worker answering, the panel says so instead."""
+    import http.server
+    import threading
+
+    from prometheus_client import generate_latest
+
+    from driftline.broker import free_port
+    from driftline.config import load_settings
+    from driftline.worker.metrics import WorkerMetrics
+
+    nobody = f"http://127.0.0.1:{free_port()}/metrics"  # a free port: no worker there
+    monkeypatch.setenv("DRIFTLINE_DASHBOARD_WORKER_METRICS_URL", nobody)
+    at = open_app("model", model=CREDIT, version="2")
+    assert any(m.value.startswith("**Feature freshness**") for m in at.markdown)
+    assert any("no worker answered" in c.value for c in at.caption)
+
+    config = tmp_path / "worker.toml"
+    config.write_text("[cost]\nprice_per_replica_hour = {cpu = 0.36}\n")
+    metrics = WorkerMetrics(lambda: None, lambda: 0, load_settings(config))
+    metrics.set_model(CREDIT, "2", "cpu")
+    for _ in range(50):
+        metrics.observe_batch(1, 0.01)
+        metrics.latency_predict.observe(12.0, 1.0, 10.0, "2", 1)
+    body = generate_latest(metrics.registry)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("DRIFTLINE_DASHBOARD_WORKER_METRICS_URL",
+                           f"http://127.0.0.1:{server.server_address[1]}/metrics")
+        at = open_app("model", model=CREDIT, version="2")
+        assert metric(at, "GPU") == "none"  # a CPU worker: no GPU figures, not zeros
+        assert metric(at, "Utilisation").endswith("%")
+        assert float(metric(at, "Cost / 1 000 predictions")) > 0
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -159,6 +159,7 @@ def _events(rng: np.random.Generator, model: str, version: str, frame: pd.DataFr
     errors = rng.random(n) < error_rate
     cached = rng.random(n) < 0.18
     sizes = rng.choice([1, 2, 4, 8, 16, 32], n, p=[0.15, 0.2, 0.25, 0.2, 0.12, 0.08])
+    ages = rng.exponential(30_000.0, n)  # credit_score comes from an online store: how old each value was
     out = []
     for i, features in enumerate(_json_records(frame)):
         event = {"schema": "driftline.inference/v1", "event_id": uuid.UUID(int=int(rng.integers(0, 2**63))).hex,
@@ -170,6 +171,8 @@ def _events(rng: np.random.Generator, model: str, version: str, frame: pd.DataFr
                  "status": "error" if errors[i] else "ok", "cache_hit": bool(cached[i]), "batch_size": int(sizes[i])}
         if errors[i]:
             event["error"] = "model raised ValueError"
+        if model == CREDIT:
+            event["feature_age_ms"] = {"credit_score": round(float(ages[i]), 1)}
         out.append(event)
     return out
 

@@ -33,6 +33,7 @@ from driftline.store.models import WindowStateRecord
 from driftline.worker.dataset import generate
 from driftline.worker.faults import Faults
 from driftline.worker.feature_transform import transform_row
+from driftline.worker.online_features import FeatureClock, freshness_table
 from driftline.worker.publish import train_and_publish
 from driftline.worker.registry import Registry
 from driftline.worker.replay import build_traffic
@@ -75,6 +76,11 @@ def judge_scenario(home: Path, scenario_name: str, *, windows: int, sink=None, w
     text = config
     if scenario.segments and "[segments]" not in config:  # as `up` configures the scenario's run
         text += "\n[segments]\ncolumns = [" + ", ".join(f'"{c}"' for c in scenario.segments) + "]\n"
+    clock = None
+    if scenario.stale_feature is not None:  # the replay's online features, with their times (as `up` runs it)
+        clock = FeatureClock(seed=seed)
+        if "[freshness]" not in config:
+            text += freshness_table(scenario_name)
     path = home / "driftline.toml"
     path.write_text(text)
     channels = {} if sink is None else {"slack_webhook_url": f"{sink.url}/slack", "pagerduty_url": f"{sink.url}/pagerduty",
@@ -104,6 +110,8 @@ def judge_scenario(home: Path, scenario_name: str, *, windows: int, sink=None, w
         start = first + window * window_ms
         rows = range(window * per_window, (window + 1) * per_window)
         fault = faults if window >= warmup_windows else clean
+        if clock is not None and window == warmup_windows:
+            clock.stop_updating(scenario.stale_feature, start)
         inputs = [traffic.records[i] for i in rows]
         features = [fault.serving_features(row) if fault.skew else transform_row(row) for row in inputs]
         predictions = loaded.predict(features)
@@ -111,8 +119,10 @@ def judge_scenario(home: Path, scenario_name: str, *, windows: int, sink=None, w
         for offset, (i, row, served, prediction) in enumerate(zip(rows, inputs, features, predictions)):
             compute = rng.uniform(2.0, 9.0) + fault.extra_latency_s(version) * 1000.0
             queue = rng.uniform(0.2, 3.0)
-            events.append({"schema": "driftline.inference/v1", "event_id": f"e-{i}", "request_id": f"r-{i}",
-                           "ts": start + offset * window_ms // per_window, "model": MODEL, "version": version,
+            ts = start + offset * window_ms // per_window
+            freshness = {} if clock is None else {"feature_ts": clock.computed_at(ts)}
+            events.append({**freshness, "schema": "driftline.inference/v1", "event_id": f"e-{i}", "request_id": f"r-{i}",
+                           "ts": ts, "model": MODEL, "version": version,
                            "features": served, "inputs": row, "prediction": prediction,
                            "latency_ms": {"total": round(queue + compute, 3), "queue": round(queue, 3),
                                           "compute": round(compute, 3)}, "status": "ok"})

@@ -54,7 +54,8 @@ def test_logged_events_and_labels_are_read_back_in_the_contract_shape(broker, ki
     for i, request_id in enumerate(ids):
         logger.log({"amount": float(i), "country": "se", "age": None}, prediction=[0.25, 0.75],
                    latency_ms={"total": 3.5, "compute": 1.0}, request_id=request_id,
-                   inputs={"amount": str(i)}, entity_id=f"customer-{i}")
+                   inputs={"amount": str(i)}, entity_id=f"customer-{i}",
+                   feature_ts={"amount": "2026-11-30T12:00:00.000Z"}, feature_age_ms={"country": 1500.0 + i})
     logger.log({"amount": 1.0}, prediction=None, latency_ms=2.0, request_id=f"{unique_id}-err", status="error",
                error="model timed out")
     for request_id in ids[:5]:
@@ -71,6 +72,8 @@ def test_logged_events_and_labels_are_read_back_in_the_contract_shape(broker, ki
     assert first.prediction == [0.25, 0.75] and first.latency_ms == {"total": 3.5, "compute": 1.0}
     assert first.raw["inputs"] == {"amount": "3"} and first.raw["entity_id"] == "customer-3"
     assert first.raw["device"] == "cpu" and first.raw["tags"] == {"team": "risk"}
+    assert first.raw["feature_ts"] == {"amount": "2026-11-30T12:00:00.000Z"}  # freshness, valid by the contract
+    assert first.raw["feature_age_ms"] == {"country": 1503.0}
     error = parse_inference(events[f"{unique_id}-err"])
     assert error.status == "error" and error.raw["error"] == "model timed out" and error.prediction is None
     assert len({parse_inference(raw).event_id for raw in events.values()}) == 26

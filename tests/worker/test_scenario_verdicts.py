@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, DetectorResult
-from driftline.vocabulary import DATA_DRIFT, DATASET_DRIFT
+from driftline.vocabulary import DATA_DRIFT, DATASET_DRIFT, STALE_FEATURES
 from tests.support.fake_services import Sink
 from tests.support.scenario_windows import judge_scenario, trained_home
 
@@ -103,3 +103,26 @@ def test_segment_shift_fires_in_region_north_and_not_for_the_whole_population(ho
     assert not [a for a in fired if a[2] == "" and a[0] == DATASET_DRIFT], fired
     # the segment's Slack notification names it
     assert any("region=north" in json.dumps(body) for body in sink.bodies("/slack")), sink.bodies("/slack")[:3]
+
+
+def test_stale_features_are_caught_while_drift_stays_quiet(home, sink):
+    # The online store's credit_score stops updating when the scenario starts: its served values keep their
+    # distribution, their age (the events' feature_ts, folded by the collector) passes the configured max age.
+    run = judge_scenario(home, "stale_features", windows=8, sink=sink)
+    fired = alerts(run.db_url)
+    assert ("data_quality", "credit_score", "firing") in fired or ("data_quality", "credit_score", "resolved") in fired, fired
+    assert not [a for a in fired if a[0] in (DATA_DRIFT, DATASET_DRIFT)], fired
+    with session_scope(run.db_url) as s:
+        stale = s.scalars(select(DetectorResult).where(DetectorResult.metric == STALE_FEATURES)
+                          .order_by(DetectorResult.window_start_ms)).all()
+    by_feature: dict[str, list] = {}
+    for r in stale:
+        by_feature.setdefault(r.feature, []).append(r)
+    assert set(by_feature) == {"credit_score", "num_late_payments"}
+    # the other online feature stays fresh in every window; credit_score is fresh before, stale after
+    assert not any(r.breached for r in by_feature["num_late_payments"])
+    score = by_feature["credit_score"]
+    assert not any(r.breached for r in score[:2]) and all(r.breached for r in score[-4:])
+    assert all(r.value == 1.0 for r in score[-4:])
+    assert score[-1].details["age_p50_ms"] > score[-1].details["max_age_ms"]
+    assert any("credit_score" in json.dumps(body) for body in sink.bodies("/slack")), sink.bodies("/slack")[:3]
