@@ -75,7 +75,9 @@ def gate(policy: AccessPolicy) -> Identity | None:
 
 def request() -> tuple[dict[str, str], str | None]:
     """This session's request headers and TCP peer (None: loopback); what AppTest cannot seed, tests replace."""
-    return dict(st.context.headers), st.context.ip_address
+    peer = st.context.ip_address
+    # a str, or None for loopback, from a real server; AppTest's stand-in client has neither (no peer: loopback)
+    return dict(st.context.headers), peer if isinstance(peer, str) else None
 
 
 def current_identity() -> Identity | None:
