@@ -20,7 +20,7 @@ from driftline.hosts import is_loopback
 NONE, OIDC, PROXY = "none", "oidc", "proxy"
 # A peer address the server does not know; Streamlit reports loopback peers as None (st.context.ip_address).
 LOOPBACK_PEER = "127.0.0.1"
-# A proxy's groups header may list many groups; more than this is refused rather than parsed.
+# A proxy's groups header may list many groups: only the first MAX_GROUPS are read; a longer header is ignored.
 MAX_GROUPS = 500
 MAX_HEADER_CHARS = 8192
 

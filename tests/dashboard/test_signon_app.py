@@ -18,10 +18,12 @@ ALICE = {"is_logged_in": True, "email": "alice@example.com", "email_verified": T
 
 @pytest.fixture
 def oidc(monkeypatch):
-    for name, value in {"AUTH": "oidc", "ALLOWED_DOMAINS": "example.com", "REPORT_GROUP": "analysts",
-                        "OIDC_METADATA_URL": "http://127.0.0.1:9/.well-known/openid-configuration",
-                        "OIDC_CLIENT_ID": "driftline", "OIDC_CLIENT_SECRET": "s"}.items():
-        monkeypatch.setenv(f"DRIFTLINE_DASHBOARD_{name}", value)
+    for name, value in {"DRIFTLINE_DASHBOARD_AUTH": "oidc", "DRIFTLINE_DASHBOARD_ALLOWED_DOMAINS": "example.com",
+                        "DRIFTLINE_DASHBOARD_REPORT_GROUP": "analysts",
+                        "DRIFTLINE_DASHBOARD_OIDC_METADATA_URL": "http://127.0.0.1:9/.well-known/openid-configuration",
+                        "DRIFTLINE_DASHBOARD_OIDC_CLIENT_ID": "driftline",
+                        "DRIFTLINE_DASHBOARD_OIDC_CLIENT_SECRET": "s"}.items():
+        monkeypatch.setenv(name, value)
 
 
 def run(user: dict | None = None) -> AppTest:
