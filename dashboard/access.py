@@ -128,6 +128,12 @@ class AccessPolicy:
         return Identity(email=email, groups=frozenset(_groups(_header(headers, self.groups_header))), source=PROXY)
 
 
+def single_values(headers: Mapping[str, list[str]]) -> dict[str, str]:
+    """Each header's value; a header sent more than once counts as absent: a proxy that appends its header
+    to one the client sent would otherwise let the client's come first."""
+    return {name: values[0] if len(values) == 1 else "" for name, values in headers.items()}
+
+
 def _header(headers: Mapping[str, str], name: str) -> str:
     wanted = name.lower()
     for key, value in headers.items():

@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from driftline.dashboard.access import NONE, OIDC, AccessPolicy, Decision, Identity
+from driftline.dashboard.access import NONE, OIDC, AccessPolicy, Decision, Identity, single_values
 
 log = logging.getLogger("driftline.dashboard.signon")
 IDENTITY_KEY = "_driftline_identity"  # this session's signed-in user (server-side session state, no widget)
@@ -75,9 +75,9 @@ def gate(policy: AccessPolicy) -> Identity | None:
 
 def request() -> tuple[dict[str, str], str | None]:
     """This session's request headers and TCP peer (None: loopback); what AppTest cannot seed, tests replace."""
-    peer = st.context.ip_address
+    headers, peer = st.context.headers, st.context.ip_address
     # a str, or None for loopback, from a real server; AppTest's stand-in client has neither (no peer: loopback)
-    return dict(st.context.headers), peer if isinstance(peer, str) else None
+    return single_values({name: headers.get_all(name) for name in headers}), peer if isinstance(peer, str) else None
 
 
 def current_identity() -> Identity | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from driftline.config import Settings, load_settings
-from driftline.dashboard.access import AccessPolicy, Identity, check_settings
+from driftline.dashboard.access import AccessPolicy, Identity, check_settings, single_values
 from driftline.dashboard.auth_secrets import auth_toml, redirect_uri, write_auth_secrets
 from driftline.dashboard.signon import login_line
 from driftline.errors import UserError
@@ -73,6 +73,11 @@ def test_proxy_headers_count_only_from_the_proxy_addresses():
     assert p.identity_from_headers(headers, "not an address") is None
     assert p.identity_from_headers({"X-Forwarded-Groups": "a"}, "10.0.0.5") is None  # names nobody
     assert p.identity_from_headers({"X-Forwarded-Email": "a" * 9000}, "10.0.0.5") is None  # absurd header
+    # sent twice (the client's own, then the proxy's appended): neither counts
+    doubled = single_values({"x-forwarded-email": ["mallory@example.com", "alice@example.com"],
+                             "x-forwarded-groups": ["a"]})
+    assert doubled == {"x-forwarded-email": "", "x-forwarded-groups": "a"}
+    assert p.identity_from_headers(doubled, "10.0.0.5") is None
     loopback = policy(dashboard_auth="proxy", dashboard_proxy_addresses="127.0.0.1")
     assert loopback.identity_from_headers(headers, None) is not None  # Streamlit reports loopback peers as None
     with pytest.raises(UserError, match="'proxy.example' is not an IP address"):
