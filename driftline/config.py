@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 import click
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError
@@ -78,6 +78,37 @@ class Settings(BaseSettings):
     # Where the dashboard reads a worker's live serving signals (utilisation, replicas, cost, GPU);
     # None: the local worker, http://127.0.0.1:{worker_port}/metrics.
     dashboard_worker_metrics_url: str | None = None
+
+    # Dashboard sign-on (docs/sign-on.md). Where it listens (`driftline dashboard --host`): on any address
+    # but loopback it refuses to start unless dashboard_auth is oidc or proxy.
+    dashboard_host: str = "127.0.0.1"
+    # none: no login (loopback only); oidc: OpenID Connect through Streamlit's st.login; proxy: identity
+    # from an authenticating reverse proxy's headers, honoured only from dashboard_proxy_addresses.
+    dashboard_auth: Literal["none", "oidc", "proxy"] = "none"
+    # OpenID Connect: the provider's discovery document (…/.well-known/openid-configuration), the client
+    # registered there, the callback URL (default: dashboard_url + /oauth2callback) and the secret that
+    # signs the login cookie (default: a random one per start, so a restart logs everyone out).
+    dashboard_oidc_metadata_url: str | None = None
+    dashboard_oidc_client_id: str | None = None
+    dashboard_oidc_client_secret: SecretStr | None = None
+    dashboard_oidc_redirect_uri: str | None = None
+    dashboard_oidc_cookie_secret: SecretStr | None = None
+    # Scopes asked for, and the ID-token claim (or proxy header, for proxy) that lists the user's groups.
+    dashboard_oidc_scopes: str = "openid email profile"
+    dashboard_groups_claim: str = "groups"
+    # Who may see the dashboard (comma-separated; at least one list is required with a login): e-mail
+    # domains, e-mail addresses, groups. A user outside all three is refused.
+    dashboard_allowed_domains: str = ""
+    dashboard_allowed_users: str = ""
+    dashboard_allowed_groups: str = ""
+    # proxy: addresses or networks (CIDR, comma-separated) of the proxy; the headers naming the user.
+    dashboard_proxy_addresses: str = ""
+    dashboard_proxy_email_header: str = "X-Forwarded-Email"
+    dashboard_proxy_groups_header: str = "X-Forwarded-Groups"
+    # The Report page shows sampled feature values (personal data in many deployments): false turns it
+    # off; with a login it is shown only to members of dashboard_report_group (none: to nobody).
+    dashboard_report: bool = True
+    dashboard_report_group: str = ""
 
     # Where the worker listens. On any address but loopback the worker refuses the published
     # default admin token (DEFAULT_RETRAIN_TOKEN): set retrain_token to a secret of your own.

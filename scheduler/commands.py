@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import signal
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,6 +17,9 @@ from driftline.logs import configure_logging
 from driftline.store import db as store_db
 from driftline.scheduler.jobs import SchedulerJobs
 from driftline.scheduler.metrics import SchedulerMetrics
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.base import BaseScheduler
 
 log = logging.getLogger("driftline.scheduler")
 
@@ -45,14 +49,7 @@ def scheduler(interval: float | None, once: bool, metrics_port: int | None, sett
         return
     interval = interval or min(10.0, max(1.0, settings.window_seconds / 5))
     blocking = BlockingScheduler(timezone="UTC")
-    # max_instances=1 + coalesce: a slow run is never overlapped by the next one.
-    blocking.add_job(jobs.evaluate_and_analyse, "interval", seconds=interval, id="evaluate",
-                     max_instances=1, coalesce=True, next_run_time=_now())
-    for lane in jobs.delivery_lanes():  # a job per channel: a stalled receiver delays only its own channel
-        blocking.add_job(jobs.deliver_notifications, "interval", seconds=2, args=[lane], id=f"deliver:{lane}",
-                         max_instances=1, coalesce=True, next_run_time=_now())
-    blocking.add_job(jobs.apply_retention, "interval", seconds=jobs.retention.interval_seconds, id="retention",
-                     max_instances=1, coalesce=True, next_run_time=_now())
+    schedule_jobs(blocking, jobs, interval)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: blocking.shutdown(wait=False))
     metrics = _serve_metrics(settings, settings.scheduler_metrics_port if metrics_port is None else metrics_port)
@@ -63,6 +60,19 @@ def scheduler(interval: float | None, once: bool, metrics_port: int | None, sett
         if metrics is not None:
             metrics.stop()
     log.info("scheduler stopped")
+
+
+def schedule_jobs(scheduler: BaseScheduler, jobs: SchedulerJobs, interval: float) -> None:
+    """The scheduler's jobs on `scheduler`: evaluation (with rollout analysis and Alertmanager re-posts) every
+    `interval` seconds, delivery per channel lane every 2 s, retention on its own interval."""
+    # max_instances=1 + coalesce: a slow run is never overlapped by the next one.
+    scheduler.add_job(jobs.evaluate_and_analyse, "interval", seconds=interval, id="evaluate",
+                      max_instances=1, coalesce=True, next_run_time=_now())
+    for lane in jobs.delivery_lanes():  # a job per channel: a stalled receiver delays only its own channel
+        scheduler.add_job(jobs.deliver_notifications, "interval", seconds=2, args=[lane], id=f"deliver:{lane}",
+                          max_instances=1, coalesce=True, next_run_time=_now())
+    scheduler.add_job(jobs.apply_retention, "interval", seconds=jobs.retention.interval_seconds, id="retention",
+                      max_instances=1, coalesce=True, next_run_time=_now())
 
 
 def _serve_metrics(settings: Settings, port: int) -> SchedulerMetrics | None:

@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, Pro
 from driftline.alerts import (Channels, apply_retrain_policy, deliver_due, delivery_lanes, load_rules,
                               process_rollout_verdict, process_window, repost_firing, resolve_ended_rollouts)
 from driftline.alerts.channels.validation import check_channel_settings
+from driftline.alerts.reposts import REPOST_INTERVAL
 from driftline.config import Settings
 from driftline.store import db as store_db
 from driftline.store.models import utcnow
@@ -40,6 +41,7 @@ class SchedulerJobs:
         self.retry = RetryPolicy()
         self.retention = RetentionPolicy.from_settings(settings)
         self.rollouts = RolloutAnalysis(RolloutPolicies(settings.section(ROLLOUTS_SECTION)), self.cache)
+        self.repost_interval = REPOST_INTERVAL  # how often a firing group is posted to Alertmanager again
         log.info("%s", describe_channels(self.rules.channels, self.rules.retrain.enabled))
         self._check_threshold_features()
 
@@ -66,7 +68,7 @@ class SchedulerJobs:
         """Queue Alertmanager re-posts of firing groups before their endsAt (a no-op without the channel)."""
         try:
             with store_db.session_scope(self.settings.db_url) as session:
-                return repost_firing(session, rules=self.rules, now=utcnow())
+                return repost_firing(session, rules=self.rules, now=utcnow(), interval=self.repost_interval)
         except (OperationalError, InterfaceError):
             raise
         except Exception:  # noqa: BLE001 - a re-post bug must not stop window evaluation

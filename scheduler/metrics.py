@@ -24,7 +24,7 @@ rollout plan's versions; see driftline.store.monitoring). Segment results ([segm
 | `driftline_alerts_firing` | gauge | model, severity | alerts in the firing state |
 | `driftline_windows_quarantined` | gauge | | windows whose evaluation failed, waiting for a retry |
 | `driftline_dead_letters_total` | counter | | dead letters recorded in the store since it began |
-| `driftline_rollout_verdict` | gauge | model, candidate, verdict | 1 for the active rollout's latest verdict, 0 for the others |
+| `driftline_rollout_verdict` | gauge | model, candidate, verdict | 1 for the rollout's latest verdict, 0 for the others: active rollouts, and those ended within `ROLLOUT_ENDED_VISIBLE_SECONDS` (their final verdict) |
 | `driftline_metrics_store_read_seconds` | gauge | | how long the last read of the store took |
 | `driftline_metrics_store_up` | gauge | | 1 when the last read of the store succeeded; 0: the other families are absent until it does |
 | `driftline_segment_drifted_features` | gauge | model, version, segment | with `scheduler_metrics_segments`: features that drifted within the segment (`column=value`) |
@@ -177,7 +177,8 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
     dead_letters = CounterMetricFamily(_PREFIX + "dead_letters", "Dead letters recorded in the store since it began.",
                                        value=float(snapshot.dead_letters))
     verdicts = GaugeMetricFamily(_PREFIX + "rollout_verdict",
-                                 "1 for the active rollout's latest verdict, 0 for the other verdicts.",
+                                 "1 for the rollout's latest verdict (active, or ended within the visibility period), "
+                                 "0 for the other verdicts.",
                                  labels=["model", "candidate", "verdict"])
     for model, candidate, verdict in snapshot.verdicts:
         for name in vocabulary.VERDICTS:

@@ -129,7 +129,7 @@ def unique_id() -> str:
 
 
 E2E_FOLDER = Path(__file__).parent / "e2e"
-BROWSER_FILES = {"test_browser.py"}
+BROWSER_FILES = {"test_browser.py", "test_signon_browser.py"}
 
 
 def _uses_module_fixture(item) -> bool:

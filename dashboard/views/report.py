@@ -6,7 +6,9 @@ from typing import Any
 
 import streamlit as st
 
-from driftline.dashboard import queries, states, ui
+from driftline.config import load_settings
+from driftline.dashboard import queries, signon, states, ui
+from driftline.dashboard.access import AccessPolicy
 from driftline.dashboard.report import evidently_html
 
 # Evidently's report is a long page; it scrolls inside a frame this tall.
@@ -31,6 +33,10 @@ def build_report(db_url: str, model: str, version: str, window_start_ms: int) ->
 
 
 def body(ctx: ui.Context) -> None:
+    # the navigation leaves this page out for those who may not see it; checked again here all the same
+    if not AccessPolicy.from_settings(load_settings()).may_see_report(signon.current_identity()):
+        st.error("The Report page (sampled feature values) is not available to this account.")
+        return
     if ui.needs_model(ctx):
         return
     st.title(f"Report · {ctx.model} v{ctx.version}")

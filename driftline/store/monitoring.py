@@ -3,7 +3,8 @@
 Per *live* model version (the production alias' version and the versions of the model's active rollout
 plan; a model without a production alias: its most recently evaluated version) the latest evaluated
 window and its whole-population results; then the firing alerts, quarantined windows, dead letters and
-the latest verdict of each active rollout. Everything comes from the store, so every scheduler (and a
+the latest verdict of each active rollout and of each rollout that ended within
+ROLLOUT_ENDED_VISIBLE_SECONDS (driftline.store.rollout_history). Everything comes from the store, so every scheduler (and a
 restarted one) reads the same values. Versions that no longer serve are left out: their last window
 would otherwise read as an ever-growing monitoring lag.
 """
@@ -19,6 +20,7 @@ from driftline.rollouts import RoutingPlan
 from driftline.store.aliases import PRODUCTION
 from driftline.store.models import (Alert, DeadLetter, DetectorResult, ModelAlias, RolloutPlan, WindowEvaluation,
                                     WindowQuarantine)
+from driftline.store.rollout_history import ended_rollouts
 from driftline.store.rollouts import latest_verdict
 
 
@@ -57,7 +59,8 @@ class MonitoringSnapshot:
     alerts_firing: dict[tuple[str, str], int]  # (model, severity) -> firing alerts
     quarantined_windows: int
     dead_letters: int  # recorded since the store began (see `dead_letters_recorded`)
-    verdicts: list[tuple[str, str, str]]  # (model, candidate, latest verdict) of each active rollout
+    # (model, candidate, latest verdict) of each active rollout, then of each one ended in the visibility period
+    verdicts: list[tuple[str, str, str]]
 
 
 def monitoring_snapshot(session: Session, detectors: Collection[str], detailed: Collection[str] = (),
@@ -163,10 +166,19 @@ def dead_letters_recorded(session: Session) -> int:
 
 
 def rollout_verdicts(session: Session) -> list[tuple[str, str, str]]:
-    found = []
+    """(model, candidate, final verdict) of the active rollouts, then of those that ended within
+    ROLLOUT_ENDED_VISIBLE_SECONDS (a rollback overnight stays visible); one per (model, candidate): a running
+    rollout's, else the most recently ended one's."""
+    found, seen = [], set()
     for model, candidate in session.execute(select(RolloutPlan.model, RolloutPlan.plan).order_by(RolloutPlan.model)):
         name = str(candidate.get("candidate", ""))
         latest = latest_verdict(session, model, name)
         if latest is not None:
             found.append((model, name, latest["verdict"]))
+            seen.add((model, name))
+    for ended in ended_rollouts(session):  # most recent end first
+        key = (ended["model"], str(ended["candidate"] or ""))
+        if ended["verdict"] is not None and key[1] and key not in seen:
+            found.append((*key, ended["verdict"]))
+            seen.add(key)
     return found

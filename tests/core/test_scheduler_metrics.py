@@ -267,6 +267,34 @@ def test_a_rollout_candidate_is_exported_beside_production_with_its_latest_verdi
         == {"pass": 0, "fail": 1, "inconclusive": 0}
 
 
+def test_an_ended_rollout_keeps_its_final_verdict_for_the_visibility_period(sqlite_url):
+    """A canary rolled back overnight still shows `verdict="fail"` in the morning; after
+    ROLLOUT_ENDED_VISIBLE_SECONDS its series are gone."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from driftline import defaults
+    from driftline.rollouts import canary_plan
+    from driftline.store.models import RolloutStep
+    from driftline.store.rollouts import BY_POLICY, clear_plan, record_verdict, set_plan
+
+    evaluate_drift_scenario(sqlite_url)
+    register(sqlite_url, "credit", "2", np.random.default_rng(9), production=False)
+    with session_scope(sqlite_url) as s:
+        set_plan(s, canary_plan("credit", "2", 25))
+        record_verdict(s, "credit", "2", T0 + 5 * WINDOW_MS, T0 + 6 * WINDOW_MS, "fail", ["p99 worse"])
+        clear_plan(s, "credit", by=BY_POLICY, reason="rollback: fail")
+    verdicts = lambda: {(dict(labels)["candidate"], dict(labels)["verdict"]): v  # noqa: E731
+                        for (name, labels), v in samples(exposition(sqlite_url)).items()
+                        if name == "driftline_rollout_verdict"}
+    assert verdicts() == {("2", "pass"): 0, ("2", "fail"): 1, ("2", "inconclusive"): 0}
+    with session_scope(sqlite_url) as s:  # the rollout ended just over the visibility period ago
+        s.execute(update(RolloutStep).values(
+            at=utcnow() - timedelta(seconds=defaults.ROLLOUT_ENDED_VISIBLE_SECONDS + 60)))
+    assert verdicts() == {}
+
+
 def test_up_refuses_a_scheduler_metrics_port_in_use_in_one_line(tmp_path):
     import os
     import socket
