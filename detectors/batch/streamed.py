@@ -85,20 +85,45 @@ def _fold(summary: BatchSummary, plan: Plan) -> None:
             summary.columns[name] = column.binned(plan, name)
 
 
-def _period_labels(times: pd.Series, offset: pd.DateOffset, origin: Any) -> list[tuple[pd.Timestamp, np.ndarray]]:
-    """(period label, row positions) per period holding rows: `engine.split_windows`'s grouping, chunk by chunk."""
-    positions = pd.Series(np.arange(len(times)), index=pd.DatetimeIndex(times.dt.tz_localize(None)))
-    grouper = pd.Grouper(freq=offset, origin=origin) if origin is not None else pd.Grouper(freq=offset)
-    return [(pd.Timestamp(label), group.to_numpy()) for label, group in positions.groupby(grouper, sort=True)
-            if len(group)]
+def _step(offset: pd.DateOffset) -> pd.Timedelta | None:
+    """A fixed-length period's length (hours, minutes, days); None for calendar periods (weeks, months)."""
+    if isinstance(offset, pd.tseries.offsets.Tick):
+        return pd.Timedelta(int(offset.nanos), unit="ns")
+    if isinstance(offset, pd.tseries.offsets.Day):
+        return pd.Timedelta(days=offset.n)
+    return None
 
 
-def _divides_a_day(offset: pd.DateOffset) -> bool:
-    nanos = getattr(offset, "nanos", None)
-    try:
-        return nanos is not None and (86_400 * 10**9) % int(nanos) == 0
-    except ValueError:  # not a fixed duration
-        return False
+def _period_labels(times: pd.Series, offset: pd.DateOffset, origin: pd.Timestamp) -> list[tuple[pd.Timestamp, np.ndarray]]:
+    """(period label, row positions) per period holding rows: `engine.split_windows`'s grouping, chunk by chunk.
+
+    Fixed-length periods count from `origin` (the midnight pandas starts from: the first
+    timestamp's day), calendar ones are grouped by pandas itself, anchored to the calendar.
+    """
+    naive = pd.DatetimeIndex(times.dt.tz_localize(None))
+    step = _step(offset)
+    if step is not None:
+        labels = origin + ((naive - origin) // step) * step
+        codes, uniques = pd.factorize(labels, sort=True)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+        return [(pd.Timestamp(uniques[i]), order[bounds[i]:bounds[i + 1]]) for i in range(len(uniques))]
+    positions = pd.Series(np.arange(len(times)), index=naive)
+    return [(pd.Timestamp(label), group.to_numpy()) for label, group in
+            positions.groupby(pd.Grouper(freq=offset), sort=True) if len(group)]
+
+
+def _needs_origin(offset: pd.DateOffset) -> bool:
+    """Whether pandas' bins of `offset` depend on the first timestamp (their origin is that day's midnight).
+
+    Fixed durations that divide a day, and one day, land on the same bins from any midnight;
+    calendar periods (weeks, months) are anchored to the calendar. Anything else (7h, 2D) is not.
+    """
+    if isinstance(offset, pd.tseries.offsets.Tick):
+        return (86_400 * 10**9) % int(offset.nanos) != 0
+    if isinstance(offset, pd.tseries.offsets.Day):
+        return offset.n != 1
+    return False
 
 
 def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size: int | None = None,
@@ -146,8 +171,8 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
         if on_window is not None:
             on_window(len(results), expected, window.summary.rows)
 
-    origin = None
-    if offset is not None and not _divides_a_day(offset) and isinstance(offset, pd.Tick):
+    origin = pd.Timestamp(0)  # any midnight, for periods that divide a day
+    if offset is not None and _needs_origin(offset):
         # pandas bins such periods from midnight of the first timestamp: find it first
         first = min(_parse_timestamps(chunk[timestamp], timestamp).min() for chunk in open_current() if len(chunk))
         origin = pd.Timestamp(first).tz_localize(None).normalize()
