@@ -34,8 +34,8 @@ import pandas as pd
 
 from driftline import defaults
 from driftline.baseline import NumericProfile
-from driftline.detectors.batch.engine import SCHEMA_VERSION, ReferenceProfile, Window, WindowExtras, judge_window, \
-    reference_tests
+from driftline.detectors.batch.engine import SCHEMA_VERSION, ReferenceProfile, Window, WindowExtras, _map, \
+    judge_window, reference_tests
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, CategoricalSummary, NumericSummary
 from driftline.detectors.stats import binned, two_sample
@@ -204,7 +204,9 @@ class Finisher:
         prediction = self.settings.prediction
         summary = window.summary
         names = [name for name in self.plan.kinds if name != prediction]
-        measured = {name: self.measure(name, summary.columns[name]) for name in names}
+        # threads: numpy's sorts release the GIL, so features measure in parallel (as engine.detect_window)
+        measured = dict(zip(names, _map(lambda name: self.measure(name, summary.columns[name]), names,
+                                        self.settings.workers)))
         prediction_measured = None if prediction is None else self.measure(prediction, summary.columns[prediction])
         thresholds = self.extras.thresholds_for(summary.rows)
         result = {"index": window.index, "rows": int(summary.rows), "start": window.start, "end": window.end,

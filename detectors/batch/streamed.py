@@ -65,7 +65,8 @@ def summarize_table(chunks: Iterable[pd.DataFrame], plan: Plan, where: str,
     for chunk in chunks:
         if not len(chunk):
             continue
-        part = summarize(_checked(chunk, plan, where), plan, offset)
+        below = None if total is None else total.sample_threshold(plan)
+        part = summarize(_checked(chunk, plan, where), plan, offset, sample_below=below)
         offset += len(chunk)
         total = part if total is None else merge(total, part, plan)
         if on_chunk is not None:
@@ -186,8 +187,9 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
         if offset is not None:
             assert times is not None
             for label_time, positions in _period_labels(times, offset, origin):
-                part = summarize(chunk.iloc[positions], plan, row + positions)
                 held = open_windows.get(label_time)
+                below = None if held is None else held.sample_threshold(plan)
+                part = summarize(chunk.iloc[positions], plan, row + positions, sample_below=below)
                 open_windows[label_time] = part if held is None else merge(held, part, plan)
             budget = plan.exact_values * max(1, sum(kind == NUMERIC for kind in kinds.values()))
             while len(open_windows) > 1 and sum(_held(s) for s in open_windows.values()) > budget:
@@ -199,8 +201,9 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
                 number = (row + begin) // size
                 end = min(len(chunk), (number + 1) * size - row)
                 piece_times = None if times is None else times.iloc[begin:end]
-                part = summarize(chunk.iloc[begin:end], plan, row + begin, piece_times)
                 held = open_windows.pop(number, None)
+                below = None if held is None else held.sample_threshold(plan)
+                part = summarize(chunk.iloc[begin:end], plan, row + begin, piece_times, sample_below=below)
                 for done in sorted(open_windows):  # windows before this one are complete
                     summary = open_windows.pop(done)
                     judged(WindowSummary(done, summary, *_bounds(summary)))
