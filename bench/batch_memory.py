@@ -30,7 +30,7 @@ from detectors import make_frame  # noqa: E402  bench/detectors.py: the same col
 
 GROUP_ROWS = 500_000
 WRAPPER = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
-           "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)")
+           "u = resource.getrusage(resource.RUSAGE_CHILDREN); print(u.ru_utime + u.ru_stime, u.ru_maxrss, code)")
 
 
 def write_parquet(path: Path, rows: int, drift: bool, seed: int) -> None:
@@ -51,16 +51,18 @@ def write_parquet(path: Path, rows: int, drift: bool, seed: int) -> None:
             writer.close()
 
 
-def run_detect(args: list[str]) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS MiB, exit code) of `driftline detect ARGS` in its own process."""
-    command = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "driftline", "detect", *args]
+def run_detect(args: list[str], python: str = sys.executable) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS MiB, exit code) of `driftline detect ARGS` in its own process."""
+    command = [sys.executable, "-c", WRAPPER, python, "-m", "driftline", "detect", *args]
+    # a peer checkout runs from its own folder, so `-m driftline` imports its code, not this one's
+    cwd = Path(python).resolve().parents[2] if python != sys.executable else None
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=cwd)
     wall = time.perf_counter() - started
-    rss_kib, code = done.stdout.split()[-2:]
+    cpu, rss_kib, code = done.stdout.split()[-3:]
     if int(code) != 0:
         print(done.stderr[-2000:], file=sys.stderr)
-    return wall, int(rss_kib) / 1024, int(code)
+    return wall, float(cpu), int(rss_kib) / 1024, int(code)
 
 
 def decisions(path: Path) -> list[tuple[list[str], bool]]:
@@ -75,6 +77,8 @@ def main() -> None:
     parser.add_argument("--in-memory-max", type=int, default=10_000_000, help="largest file also run --in-memory")
     parser.add_argument("--batch-rows", type=int, default=None, help="--batch-rows of the streamed run")
     parser.add_argument("--extra", default="", help="extra detect options, e.g. '--chunk-size 1000000'")
+    parser.add_argument("--peer-python", default=None,
+                        help="another checkout's python (e.g. /work/main/.venv/bin/python): its detect, run the same way")
     parser.add_argument("--dir", default=None)
     parser.add_argument("--keep", action="store_true")
     options = parser.parse_args()
@@ -97,11 +101,14 @@ def main() -> None:
                     + (["--batch-rows", str(options.batch_rows)] if options.batch_rows else [])}
             if rows <= options.in_memory_max:
                 runs["in-memory"] = [*base, "--json", str(folder / "in-memory.json"), "--in-memory"]
+                if options.peer_python:
+                    runs["peer"] = [*base, "--json", str(folder / "peer.json")]
             walls = {}
             for name, args in runs.items():
-                wall, rss, code = run_detect(args)
+                wall, cpu, rss, code = run_detect(args, options.peer_python if name == "peer" else sys.executable)
                 walls[name] = wall
-                print(f"  {name:10s} wall {wall:7.2f} s  peak RSS {rss:8,.0f} MiB  {rows / wall / 1e6:5.2f} M rows/s"
+                print(f"  {name:10s} wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS {rss:8,.0f} MiB  "
+                      f"{rows / wall / 1e6:5.2f} M rows/s wall, {rows / cpu / 1e6:5.2f} M rows/CPU-s"
                       + ("" if code == 0 else f"  EXIT {code}"))
             if len(walls) == 2:
                 same = decisions(folder / "streamed.json") == decisions(folder / "in-memory.json")

@@ -153,8 +153,18 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     scan = Plan.scan(kinds, extra, exact_values=exact_values, sample_rows=sample_rows, fine_bins=fine_bins)
     reference = summarize_table(reference_chunks, scan, "reference")
     plan = scan.with_reference(reference)
-    if plan.needs_rescan(reference):
+    if plan.needs_rescan(reference):  # a column too long to keep: its deciles are found exactly, in three passes
         reference = summarize_table(open_reference(), plan, "reference")
+        ranks = plan.decile_ranks(reference)
+        if ranks:
+            bins = {name: np.unique(where) for name, (_, where) in ranks.items()}
+            parts: dict[str, list[np.ndarray]] = {name: [] for name in ranks}
+            for chunk in open_reference():
+                for name, values in plan.values_in_bins(chunk, bins).items():
+                    parts[name].append(values)
+            plan = plan.with_exact_deciles(reference, ranks, {name: np.concatenate(values) if values else
+                                                              np.empty(0) for name, values in parts.items()})
+            reference = summarize_table(open_reference(), plan, "reference")
     workers = default_workers() if workers is None else workers
     finisher = Finisher(plan, reference, Settings(
         prediction=prediction, probabilities=tuple(probabilities) if probabilities else None, label=label,

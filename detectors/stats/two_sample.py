@@ -57,6 +57,7 @@ __all__ = [
     "psi_categorical",
     "psi_numeric",
     "psi_numeric_sorted",
+    "quantiles_of_order_statistics",
     "quantiles_sorted",
     "reference_std",
     "sturges_edges_sorted",
@@ -83,11 +84,20 @@ def clean_numeric(values: Any) -> np.ndarray:
 
 def quantiles_sorted(values_sorted: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
     """``numpy.quantile(values, probabilities)`` (linear method, same arithmetic) for sorted values, without re-partitioning."""
-    positions = np.asarray(probabilities, dtype=np.float64) * (values_sorted.size - 1)
+    return quantiles_of_order_statistics(values_sorted.size, probabilities, lambda ranks: values_sorted[ranks])
+
+
+def quantiles_of_order_statistics(n: int, probabilities: np.ndarray, at: Any) -> np.ndarray:
+    """`quantiles_sorted` of `n` values known only through ``at(ranks)``, their order statistics at 0-based ranks.
+
+    The bounded-memory reference (`driftline.detectors.batch.plan`) finds the few ranks it needs without
+    sorting the whole column; the arithmetic is numpy's, so the quantiles are bit for bit the same.
+    """
+    positions = np.asarray(probabilities, dtype=np.float64) * (n - 1)
     below = np.floor(positions).astype(np.intp)
-    above = np.minimum(below + 1, values_sorted.size - 1)
+    above = np.minimum(below + 1, n - 1)
     fraction = positions - below
-    low, high = values_sorted[below], values_sorted[above]
+    low, high = at(below), at(above)
     step = high - low
     # numpy's _lerp: interpolate from the nearer end for accuracy.
     return np.where(fraction >= 0.5, high - step * (1 - fraction), low + step * fraction)

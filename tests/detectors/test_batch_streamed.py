@@ -159,3 +159,14 @@ def test_a_text_value_deep_in_a_numeric_csv_column_is_a_clear_error(tmp_path):
     with pytest.raises(UserError, match="column x is numeric in the first rows"):
         detect_streamed(chunks_of(reference, 50), lambda: iter([current.iloc[:50].astype(float),
                                                                  current.iloc[50:]]))
+
+
+def test_a_reference_too_long_to_keep_still_gets_its_exact_deciles_and_psi(credit):
+    reference, current = credit
+    in_memory = detect(reference, current, multivariate=False)["windows"][0]
+    # 50 values kept, a 300-row sample: deciles from three more passes over the reference
+    streamed = detect_streamed(chunks_of(reference, 1_000), chunks_of(current, 1_000), multivariate=False,
+                               exact_values=50, sample_rows=300)["windows"][0]
+    for exact, folded in zip(in_memory["features"], streamed["features"]):
+        assert folded["tests"]["psi"]["value"] == exact["tests"]["psi"]["value"], exact["name"]
+    assert streamed["drifted_features"] == in_memory["drifted_features"]
