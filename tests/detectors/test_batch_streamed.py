@@ -137,7 +137,8 @@ def test_cli_streams_csv_and_parquet_in_small_chunks_to_the_in_memory_json(credi
     for suffix in ("csv", "parquet"):
         ref_path, cur_path = tmp_path / f"ref.{suffix}", tmp_path / f"cur.{suffix}"
         for frame, path in ((reference, ref_path), (current, cur_path)):
-            frame.to_csv(path, index=False) if suffix == "csv" else frame.to_parquet(path)
+            # several row groups, each read in chunks of --batch-rows
+            frame.to_csv(path, index=False) if suffix == "csv" else frame.to_parquet(path, row_group_size=1_500)
         for mode in (["--batch-rows", "999"], ["--in-memory"]):
             out = tmp_path / f"{suffix}{mode[0]}.json"
             code = 0
