@@ -96,7 +96,7 @@ def _summary(result: dict[str, Any]) -> str:
               help="Read the files in chunks of N rows (setting batch_rows, env DRIFTLINE_BATCH_ROWS; default "
                    "200000): the peak memory is set by N, not by the files' size.")
 @click.option("--in-memory", "in_memory", is_flag=True, default=False,
-              help="Read both files whole instead of streaming them (the pre-0.x path; --html implies it).")
+              help="Read both files whole instead of streaming them (the former path; --html implies it).")
 def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk_period: str | None,
            timestamp: str | None, categorical: str | None, prediction: str | None, ignore: str | None,
            json_path: str | None, html_path: str | None, config_file: str | None, model: str | None,
