@@ -266,6 +266,34 @@ ALERT_DETECTOR_DEFAULTS = {
     "estimated_quality": {"severity": "warning", "for_windows": 2},
     "multivariate_drift": {"severity": "warning"},
 }
+# How drift families page (`[alerts] policy`): "sequential" pages on evidence accumulated
+# over windows at a stated false-page rate (driftline.detectors.families.evidence);
+# "for_windows" is the older rule of K breaching windows in a row, which has no stated
+# rate and misses small persistent drifts (per-window power 50 %: three in a row one
+# time in eight). Other families (quality, latency, skew, data quality) use for_windows.
+ALERT_POLICY = "sequential"
+# The families the sequential policy judges: per-feature and prediction drift, the
+# dataset verdict (drawn from the features' evidence), and estimated quality.
+SEQUENTIAL_FAMILIES = ("data_drift", "prediction_drift", "dataset_drift", "estimated_quality")
+# The stated rate: expected false pages of one model version per 30-day month, all of its
+# sequential streams together. One a month is what an on-call rotation tolerates for a
+# warning-level signal; the paging line follows from it and the window length
+# (`driftline.detectors.stats.sequential.arl_threshold`): hourly windows and 14 streams
+# give a line of 10 080, one-minute windows 604 800 (a strong drift still crosses either
+# in one window; a weak one needs a few more).
+ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH = 1.0
+# The mixture's mean shifts of a window's normal score (z = Phi^-1(1 - p)): 0.5 catches
+# drifts that no window shows on its own (z shifted by half a standard deviation), 8 a
+# break seen in one window. Six components cost ln 6 = 1.8 of log-evidence against the best one.
+SEQUENTIAL_DRIFTS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0)
+# The paging line is never below this e-value (Ville: under no drift, evidence ever
+# reaches 100 with probability at most 1 %), whatever the window length and rate allow.
+SEQUENTIAL_MIN_E_VALUE = 100.0
+# Each component's evidence is held at most this factor over the line (times the
+# number of components): a long drift's evidence would otherwise take days of clean
+# windows to fall back and resolve its alert; at 10, a drift that stopped resolves
+# within about a dozen windows.
+SEQUENTIAL_EVIDENCE_CAP = 10.0
 # A candidate's failed rollout verdict (the `rollout` alert family): an error, so PagerDuty pages
 # and chat is told; one failed verdict is enough, as the verdict already spans the policy's windows;
 # one passing verdict resolves it (so does the plan ending: rolled back, promoted or cleared).

@@ -214,6 +214,9 @@ class Details:
 
     insufficient_data: bool | None = None
     reason: str | None = None
+    # drift families and estimated quality: the sequential evidence of the result's stream after
+    # this window (e_value, line, paging, since_window_start_ms, ...; driftline.detectors.families.evidence)
+    evidence: Mapping[str, Any] | None = None
 
     @classmethod
     def keys(cls) -> frozenset[str]:
