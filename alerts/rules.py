@@ -4,7 +4,7 @@ Semantics follow Prometheus Alertmanager, with evaluated windows as the clock:
 
 - a rule per detector family, with a severity (info < warning < error < critical);
 - ``policy``: how a window's results become a page. ``"sequential"`` (the default for the
-  drift families, `defaults.SEQUENTIAL_FAMILIES`) fires when the evidence accumulated over
+  drift families, `vocabulary.SEQUENTIAL_FAMILIES`) fires when the evidence accumulated over
   windows crosses the line that ``false_pages_per_model_per_month`` sets
   (`driftline.detectors.families.evidence`); ``"for_windows"`` (every other family's):
 - ``for_windows`` K: an alert is *pending* until its (detector, feature) has breached
@@ -207,7 +207,7 @@ def _default_rules() -> dict[str, AlertRule]:
 
 
 def _default_policy(detector: str) -> str:
-    return defaults.ALERT_POLICY if detector in defaults.SEQUENTIAL_FAMILIES else FOR_WINDOWS
+    return defaults.ALERT_POLICY if detector in vocabulary.SEQUENTIAL_FAMILIES else FOR_WINDOWS
 
 
 @dataclass(frozen=True)
@@ -357,9 +357,9 @@ def _apply(rule: AlertRule, general: Mapping[str, Any], overrides: Mapping[str, 
     """`rule` with a table's general values, then its own; a general sequential policy reaches only the
     families that carry evidence, a detector's own one must be one of them."""
     values = {**general, **overrides}
-    if values.get("policy") == SEQUENTIAL and rule.detector not in defaults.SEQUENTIAL_FAMILIES:
+    if values.get("policy") == SEQUENTIAL and rule.detector not in vocabulary.SEQUENTIAL_FAMILIES:
         if overrides.get("policy") == SEQUENTIAL:
-            raise UserError(f"{where} policy = \"sequential\": only {', '.join(defaults.SEQUENTIAL_FAMILIES)} "
+            raise UserError(f"{where} policy = \"sequential\": only {', '.join(vocabulary.SEQUENTIAL_FAMILIES)} "
                             "carry sequential evidence; use for_windows")
         values.pop("policy")
     return dataclasses.replace(rule, **values)

@@ -270,11 +270,10 @@ ALERT_DETECTOR_DEFAULTS = {
 # over windows at a stated false-page rate (driftline.detectors.families.evidence);
 # "for_windows" is the older rule of K breaching windows in a row, which has no stated
 # rate and misses small persistent drifts (per-window power 50 %: three in a row one
-# time in eight). Other families (quality, latency, skew, data quality) use for_windows.
+# time in eight). The sequential families are per-feature and prediction drift, the dataset
+# verdict and estimated quality (`vocabulary.SEQUENTIAL_FAMILIES`); the others (quality,
+# latency, skew, data quality) use for_windows.
 ALERT_POLICY = "sequential"
-# The families the sequential policy judges: per-feature and prediction drift, the
-# dataset verdict (drawn from the features' evidence), and estimated quality.
-SEQUENTIAL_FAMILIES = ("data_drift", "prediction_drift", "dataset_drift", "estimated_quality")
 # The stated rate: expected false pages of one model version per 30-day month, all of its
 # sequential streams together. One a month is what an on-call rotation tolerates for a
 # warning-level signal; the paging line follows from it and the window length

@@ -17,7 +17,8 @@ ALL_CHANNELS = ["slack", "pagerduty", "webhook"]
 
 
 def rules(**overrides) -> AlertRules:
-    mapping = {"for_windows": 2, "resolve_after_windows": 2, **overrides}
+    # the K-windows rule on purpose: these tests drive the lifecycle with stored verdicts, not evidence
+    mapping = {"policy": "for_windows", "for_windows": 2, "resolve_after_windows": 2, **overrides}
     return AlertRules.from_mapping(mapping, channels=ALL_CHANNELS, dashboard_url="http://dash:8501")
 
 
