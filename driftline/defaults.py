@@ -118,6 +118,10 @@ MISSING_RATE_DELTA_THRESHOLD = 0.05
 # "insufficient data": KS and chi-square have little power and PSI on ten bins is
 # dominated by noise below a hundred rows, so small windows would flood alerts.
 DRIFT_MIN_ROWS = 100
+# Categories expected fewer times than this in a window are pooled before the chi-square
+# p-value that sequential evidence reads (Cochran's rule): without pooling, 300 Zipf
+# categories gave p < 0.05 in 43 % of unchanged 100-row windows and 47 % at 1 000 rows.
+CHI2_MIN_EXPECTED = 5.0
 # The dataset drifts when at least this share of its features drift: Evidently's
 # default drift_share, so both tools agree on the headline verdict.
 DATASET_DRIFT_SHARE = 0.5

@@ -120,7 +120,8 @@ def _drift_score(details: Mapping[str, Any]) -> tuple[float, bool] | None:
     significance = tests.get(CHI2 if kind == "categorical" else KS)
     if not isinstance(significance, Mapping) or significance.get("p_value") is None:
         return None
-    p_value = float(significance["p_value"])
+    # chi-square: the p-value with rare categories pooled (`two_sample.chi2_pooled`), valid for many categories
+    p_value = float(significance.get("p_value_pooled", significance["p_value"]))
     floor = any(isinstance(tests.get(name), Mapping) and tests[name].get("value") is not None
                 and tests[name].get("threshold") is not None
                 and float(tests[name]["value"]) >= float(tests[name]["threshold"])
