@@ -163,7 +163,8 @@ def advance_alert(alert: Alert, breached: bool, obs: Observation | None, rules: 
           window_start_ms: int, window_end_ms: int) -> None:
     rule = rules.rule_for(alert.model, alert.detector)
     step = advance(alert.state, alert.consecutive_breaches or 0, alert.consecutive_clean or 0, breached,
-                   rule.windows_to_fire, rule.resolve_after_windows)
+                   # a segment's results carry no evidence: they keep the K-windows rule
+                   rule.for_windows if alert.segment else rule.windows_to_fire, rule.resolve_after_windows)
     alert.state = step.state
     alert.consecutive_breaches = step.consecutive_breaches
     alert.consecutive_clean = step.consecutive_clean
@@ -185,7 +186,7 @@ def advance_alert(alert: Alert, breached: bool, obs: Observation | None, rules: 
         alert.threshold = obs.threshold
         alert.summary = alert_summary(obs.detector, obs.feature, obs.metric, obs.value, obs.threshold,
                                       reason if isinstance(reason, str) else None, obs.segment)
-        evidence = obs.details.get("evidence") if rule.sequential else None
+        evidence = obs.details.get("evidence") if rule.sequential and not obs.segment else None
         if isinstance(evidence, dict) and evidence.get("paging"):
             alert.summary += evidence_summary(evidence)
         alert.details = {**obs.details, "metric": obs.metric, "group": rule.group_name,

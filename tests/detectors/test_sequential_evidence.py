@@ -208,3 +208,21 @@ def test_window_z_is_the_normal_quantile_and_stays_finite():
     assert np.isfinite(window_z([0.0, 1.0, float("nan")])).all()
     with pytest.raises(ValueError):
         cusum_step(np.zeros(2), 1.0, [0.0, 1.0])
+
+
+def test_pooled_chi_square_holds_its_level_with_hundreds_of_categories_where_goodness_of_fit_does_not():
+    from driftline.detectors.stats.two_sample import chi2, chi2_pooled
+
+    rng = np.random.default_rng(11)
+    shares = 1.0 / np.arange(1, 301) ** 1.1
+    shares /= shares.sum()
+    pooled, plain = [], []
+    for _ in range(300):  # a fresh reference each time: the level is over references and windows
+        reference, current = rng.multinomial(20_000, shares), rng.multinomial(1_000, shares)
+        pooled.append(chi2_pooled(reference, current))
+        plain.append(chi2(reference, current)[1])
+    assert np.mean(np.asarray(pooled) < 0.05) <= 0.08
+    assert np.mean(np.asarray(plain) < 0.05) >= 0.2  # why evidence does not read chi2's p-value
+    tilted = shares * np.exp(0.3 * np.where(np.arange(300) % 2, 1.0, -1.0))
+    drifted = rng.multinomial(1_000, tilted / tilted.sum())
+    assert chi2_pooled(rng.multinomial(20_000, shares), drifted) < 1e-4
