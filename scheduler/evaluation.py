@@ -21,7 +21,7 @@ from typing import Any, Callable
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, defer
 
-from driftline.detectors.families.evidence import PagingPolicy
+from driftline.detectors.thresholds.paging import PagingPolicy
 from driftline.detectors.families.segments import evaluate_segments
 from driftline.detectors.families.window import LatencySLO, WindowThresholds, evaluate_window
 from driftline import vocabulary
