@@ -118,9 +118,8 @@ MISSING_RATE_DELTA_THRESHOLD = 0.05
 # "insufficient data": KS and chi-square have little power and PSI on ten bins is
 # dominated by noise below a hundred rows, so small windows would flood alerts.
 DRIFT_MIN_ROWS = 100
-# Categories expected fewer times than this in a window are pooled before the chi-square
-# p-value that sequential evidence reads (Cochran's rule): without pooling, 300 Zipf
-# categories gave p < 0.05 in 43 % of unchanged 100-row windows and 47 % at 1 000 rows.
+# Categories expected fewer times than this in a window are pooled in the chi-square that evidence
+# reads (Cochran's rule): unpooled, 300 Zipf categories gave p < 0.05 in 37-44 % of unchanged windows.
 CHI2_MIN_EXPECTED = 5.0
 # The dataset drifts when at least this share of its features drift: Evidently's
 # default drift_share, so both tools agree on the headline verdict.
@@ -270,32 +269,22 @@ ALERT_DETECTOR_DEFAULTS = {
     "estimated_quality": {"severity": "warning", "for_windows": 2},
     "multivariate_drift": {"severity": "warning"},
 }
-# How drift families page (`[alerts] policy`): "sequential" pages on evidence accumulated
-# over windows at a stated false-page rate (driftline.detectors.families.evidence);
-# "for_windows" is the older rule of K breaching windows in a row, which has no stated
-# rate and misses small persistent drifts (per-window power 50 %: three in a row one
-# time in eight). The sequential families are per-feature and prediction drift, the dataset
-# verdict and estimated quality (`vocabulary.SEQUENTIAL_FAMILIES`); the others (quality,
-# latency, skew, data quality) use for_windows.
+# How drift families (`vocabulary.SEQUENTIAL_FAMILIES`) page, `[alerts] policy`: on evidence
+# accumulated over windows at a stated false-page rate (detectors/families/evidence.py); the
+# older "for_windows" (K breaching windows in a row) has no stated rate and misses small
+# persistent drifts (per-window power 50 %: three in a row one time in eight).
 ALERT_POLICY = "sequential"
-# The stated rate: expected false pages of one model version per 30-day month, all of its
-# sequential streams together. One a month is what an on-call rotation tolerates for a
-# warning-level signal; the paging line follows from it and the window length
-# (`driftline.detectors.stats.sequential.arl_threshold`): hourly windows and 14 streams
-# give a line of 10 080, one-minute windows 604 800 (a strong drift still crosses either
-# in one window; a weak one needs a few more).
+# Expected false pages of one model version per 30-day month, all its streams together; the
+# line follows with the window length (`sequential.arl_threshold`): 14 streams give 10 080 on
+# hourly windows, 604 800 on one-minute ones (a strong drift crosses either in one window).
 ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH = 1.0
-# The mixture's mean shifts of a window's normal score (z = Phi^-1(1 - p)): 0.5 catches
-# drifts that no window shows on its own (z shifted by half a standard deviation), 8 a
-# break seen in one window. Six components cost ln 6 = 1.8 of log-evidence against the best one.
+# The mixture's mean shifts of a window's normal score z = Phi^-1(1 - p): 0.5 adds up drifts no
+# window shows alone, 8 is a break seen in one window; six cost ln 6 of log-evidence.
 SEQUENTIAL_DRIFTS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0)
-# The paging line is never below this e-value (Ville: under no drift, evidence ever
-# reaches 100 with probability at most 1 %), whatever the window length and rate allow.
+# The paging line is never below this e-value (Ville: no drift reaches it with probability > 1 %).
 SEQUENTIAL_MIN_E_VALUE = 100.0
-# Each component's evidence is held at most this factor over the line (times the
-# number of components): a long drift's evidence would otherwise take days of clean
-# windows to fall back and resolve its alert; at 10, a drift that stopped resolves
-# within about a dozen windows.
+# Each component is held at most this factor (times the components) over the line, so a long
+# drift's evidence falls back, and its alert resolves, within about a dozen windows after it ends.
 SEQUENTIAL_EVIDENCE_CAP = 10.0
 # A candidate's failed rollout verdict (the `rollout` alert family): an error, so PagerDuty pages
 # and chat is told; one failed verdict is enough, as the verdict already spans the policy's windows;
