@@ -8,7 +8,9 @@ are committed together by the caller's transaction, or not at all.
 Evidence, per (detector, feature, segment) of the model version (segment "" is the whole
 population; a segment's alerts live beside the whole population's, with their own fingerprint):
 - a result row: breached if any of its rows has `breached` (one row per metric is
-  fine; value and threshold shown are the first breached row's, by metric name);
+  fine; value and threshold shown are the first breached row's, by metric name); under the
+  sequential policy (a drift family's default) breached means its accumulated evidence pages
+  (``details["evidence"]["paging"]``, driftline.detectors.families.evidence), and it fires at once;
 - no row, but the detector reported other features of the same segment in this window:
   clean (the detector ran there and did not flag it);
 - the detector reported nothing, or the window's status is not "ok"
@@ -25,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
@@ -36,7 +38,7 @@ from driftline.alerts import outbox
 from driftline.alerts.channels import render
 from driftline.alerts.fingerprint import fingerprint, group_key, notification_key
 from driftline.alerts.grouping import group_of, inhibited, plan_group
-from driftline.alerts.messages import alert_summary, group_message
+from driftline.alerts.messages import alert_summary, evidence_summary, group_message
 from driftline.alerts.rules import AlertRules
 from driftline.alerts.silences import matches
 from driftline.alerts.state import ACTIVE, RESOLVED, advance
@@ -57,17 +59,27 @@ class Observation:
     segment: str = ""
 
 
-def observations(rows: Iterable[Any]) -> dict[tuple[str, str, str], Observation]:
-    """Fold a window's result rows into one observation per (detector, feature, segment) (pure)."""
+def _paging(row: Any) -> bool:
+    evidence = (row.details or {}).get("evidence")
+    return bool(isinstance(evidence, dict) and evidence.get("paging"))
+
+
+def observations(rows: Iterable[Any], sequential: Callable[[str], bool] = lambda detector: False,
+                 ) -> dict[tuple[str, str, str], Observation]:
+    """Fold a window's result rows into one observation per (detector, feature, segment) (pure).
+
+    `sequential(detector)`: whether that detector's rule pages on evidence (then a whole-population
+    row breaches when its evidence pages, not when its window alone breached)."""
     by_key: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     for row in rows:
         by_key[(row.detector, row.feature or "", getattr(row, "segment", "") or "")].append(row)
     out = {}
     for (detector, feature, segment), group in by_key.items():
-        group.sort(key=lambda r: (not r.breached, r.metric))
+        flag = _paging if sequential(detector) and not segment else (lambda r: bool(r.breached))
+        group.sort(key=lambda r: (not flag(r), r.metric))
         primary = group[0]
         out[(detector, feature, segment)] = Observation(
-            detector=detector, feature=feature, breached=any(r.breached for r in group), metric=primary.metric,
+            detector=detector, feature=feature, breached=any(flag(r) for r in group), metric=primary.metric,
             value=primary.value, threshold=primary.threshold, details=dict(primary.details or {}), segment=segment)
     return out
 
@@ -96,7 +108,8 @@ def process_window(session: Session, model: str, version: str, window_start_ms: 
     if evaluation.status == "ok":
         found = observations(session.scalars(select(DetectorResult).where(
             DetectorResult.model == model, DetectorResult.version == version,
-            DetectorResult.window_start_ms == window_start_ms)))
+            DetectorResult.window_start_ms == window_start_ms)),
+            sequential=lambda detector: rules.rule_for(model, detector).sequential)
         reported = {(detector, segment) for detector, _, segment in found}
         for (detector, feature, segment), obs in sorted(found.items()):
             rule = rules.rule_for(model, detector)
@@ -150,7 +163,8 @@ def advance_alert(alert: Alert, breached: bool, obs: Observation | None, rules: 
           window_start_ms: int, window_end_ms: int) -> None:
     rule = rules.rule_for(alert.model, alert.detector)
     step = advance(alert.state, alert.consecutive_breaches or 0, alert.consecutive_clean or 0, breached,
-                   rule.for_windows, rule.resolve_after_windows)
+                   # a segment's results carry no evidence: they keep the K-windows rule
+                   rule.for_windows if alert.segment else rule.windows_to_fire, rule.resolve_after_windows)
     alert.state = step.state
     alert.consecutive_breaches = step.consecutive_breaches
     alert.consecutive_clean = step.consecutive_clean
@@ -172,6 +186,9 @@ def advance_alert(alert: Alert, breached: bool, obs: Observation | None, rules: 
         alert.threshold = obs.threshold
         alert.summary = alert_summary(obs.detector, obs.feature, obs.metric, obs.value, obs.threshold,
                                       reason if isinstance(reason, str) else None, obs.segment)
+        evidence = obs.details.get("evidence") if rule.sequential and not obs.segment else None
+        if isinstance(evidence, dict) and evidence.get("paging"):
+            alert.summary += evidence_summary(evidence)
         alert.details = {**obs.details, "metric": obs.metric, "group": rule.group_name,
                          "window_start_ms": window_start_ms, "window_end_ms": window_end_ms}
 

@@ -36,6 +36,16 @@ def alert_summary(detector: str, feature: str, metric: str, value: float | None,
     return f"{text} ({reason})" if reason else text
 
 
+def evidence_summary(evidence: dict[str, Any]) -> str:
+    """How strong the evidence behind a sequential page was, and since which window, e.g.
+    "; evidence e=3.2e+06 over its line 6.05e+05 since 2026-12-01T10:00:00Z (4 windows)"."""
+    if "paging_features" in evidence:
+        return f"; evidence pages on {len(evidence['paging_features'])} features ({evidence.get('share', 0):.0%})"
+    since = evidence.get("since_window_start_ms")
+    text = f"; evidence e={evidence.get('e_value', 0):.3g} over its line {evidence.get('line', 0):.3g}"
+    return text + (f" since window {iso_from_ms(since)}" if isinstance(since, int) else "")
+
+
 def dashboard_link(dashboard_url: str, model: str, version: str) -> str:
     return f"{dashboard_url.rstrip('/')}/?{urlencode({'model': model, 'version': version})}"
 
@@ -57,6 +67,7 @@ def alert_line(alert: Any) -> dict[str, Any]:
         "fired_at": iso(alert.fired_at),
         "resolved_at": iso(alert.resolved_at),
         "last_window_start": iso_from_ms(alert.last_window_start_ms),
+        **({"evidence": details["evidence"]} if isinstance(details.get("evidence"), dict) else {}),
     }
 
 

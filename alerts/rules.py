@@ -3,6 +3,10 @@
 Semantics follow Prometheus Alertmanager, with evaluated windows as the clock:
 
 - a rule per detector family, with a severity (info < warning < error < critical);
+- ``policy``: how a window's results become a page. ``"sequential"`` (the default for the
+  drift families, `vocabulary.SEQUENTIAL_FAMILIES`) fires when the evidence accumulated over
+  windows crosses the line that ``false_pages_per_model_per_month`` sets
+  (`driftline.detectors.families.evidence`); ``"for_windows"`` (every other family's):
 - ``for_windows`` K: an alert is *pending* until its (detector, feature) has breached
   K consecutive windows, then *firing*;
 - ``resolve_after_windows`` M: a firing alert resolves only after M clean windows in
@@ -49,6 +53,7 @@ class _Defaults(Section):
     resolve_after_windows: Any = None
     repeat_interval: Any = None
     enabled: Any = None
+    policy: Any = None
 
 
 class _RuleSection(_Defaults):
@@ -59,10 +64,12 @@ class _RuleSection(_Defaults):
 
 class _ModelSection(_Defaults):
     detectors: Any = None
+    false_pages_per_model_per_month: Any = None
 
 
 class _AlertsSection(_Defaults):
     detectors: Any = None
+    false_pages_per_model_per_month: Any = None
     models: Any = None
     channels: Any = None
     inhibit: Any = None
@@ -97,6 +104,9 @@ class _RetrainSection(Section):
 
 _RULE_KEYS = frozenset(_RuleSection.model_fields)
 RETRAIN_ROLLOUTS = vocabulary.RETRAIN_ROLLOUTS
+SEQUENTIAL = "sequential"
+FOR_WINDOWS = "for_windows"
+POLICIES = (SEQUENTIAL, FOR_WINDOWS)
 
 
 def severity_rank(severity: str) -> int:
@@ -113,10 +123,20 @@ class AlertRule:
     repeat_interval: timedelta = timedelta(seconds=defaults.ALERT_REPEAT_INTERVAL_SECONDS)
     group: str = ""  # "" means: the detector's name
     enabled: bool = True
+    policy: str = FOR_WINDOWS
 
     @property
     def group_name(self) -> str:
         return self.group or self.detector
+
+    @property
+    def sequential(self) -> bool:
+        return self.policy == SEQUENTIAL
+
+    @property
+    def windows_to_fire(self) -> int:
+        """K: a sequential rule fires on the window whose evidence crossed the line."""
+        return 1 if self.sequential else self.for_windows
 
 
 @dataclass(frozen=True)
@@ -182,7 +202,12 @@ def _default_rules() -> dict[str, AlertRule]:
     for name in defaults.ALERT_DETECTOR_DEFAULTS:
         _check_detector(name, "defaults.ALERT_DETECTOR_DEFAULTS")
     base = {**defaults.ALERT_DETECTOR_DEFAULTS, vocabulary.ROLLOUT: defaults.ALERT_ROLLOUT_DEFAULTS}
-    return {d: AlertRule(detector=d, **_rule_fields(base.get(d, {}), f"defaults {d}")) for d in DETECTORS}
+    return {d: AlertRule(detector=d, **{"policy": _default_policy(d), **_rule_fields(base.get(d, {}), f"defaults {d}")})
+            for d in DETECTORS}
+
+
+def _default_policy(detector: str) -> str:
+    return defaults.ALERT_POLICY if detector in vocabulary.SEQUENTIAL_FAMILIES else FOR_WINDOWS
 
 
 @dataclass(frozen=True)
@@ -199,6 +224,13 @@ class AlertRules:
     dashboard_url: str = "http://127.0.0.1:8501"
     delivery: DeliveryPolicy = field(default_factory=DeliveryPolicy)
     retrain: RetrainPolicy = field(default_factory=RetrainPolicy)
+    # the stated false-page rate of the sequential policy: globally, and per model
+    false_pages_per_month: float = defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH
+    model_false_pages_per_month: Mapping[str, float] = field(default_factory=dict)
+
+    def paging_rate(self, model: str) -> float:
+        """Expected false pages a month of one version of `model` under the sequential policy."""
+        return self.model_false_pages_per_month.get(model, self.false_pages_per_month)
 
     def rule_for(self, model: str, detector: str) -> AlertRule:
         per_model = self.models.get(model)
@@ -230,19 +262,25 @@ class AlertRules:
         for name, rule in base.items():
             overrides = _rule_fields(_table(detector_tables.get(name), f"[alerts.detectors.{name}]"),
                                      f"[alerts.detectors.{name}]")
-            detectors[name] = dataclasses.replace(rule, **{**general, **overrides})
+            detectors[name] = _apply(rule, general, overrides, f"[alerts.detectors.{name}]")
 
+        rate = _rate(mapping.get("false_pages_per_model_per_month", defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH),
+                     "[alerts] false_pages_per_model_per_month")
         models: dict[str, dict[str, AlertRule]] = {}
+        model_rates: dict[str, float] = {}
         for model, table in _table(mapping.get("models"), "[alerts.models]").items():
             where = f'[alerts.models."{model}"]'
             table = _table(table, where, _ModelSection)
+            if "false_pages_per_model_per_month" in table:
+                model_rates[model] = _rate(table["false_pages_per_model_per_month"],
+                                           f"{where} false_pages_per_model_per_month")
             model_general = _rule_fields({k: v for k, v in table.items() if k in _RULE_KEYS}, where)
             model_detectors = _table(table.get("detectors"), f"{where}.detectors")
             rules = {}
             for name, rule in detectors.items():
                 inner = f"{where}.detectors.{name}"
                 overrides = _rule_fields(_table(model_detectors.get(name), inner), inner)
-                rules[name] = dataclasses.replace(rule, **{**model_general, **overrides})
+                rules[name] = _apply(rule, model_general, overrides, inner)
             for name in model_detectors:
                 _check_detector(name, f"{where}.detectors")
             models[model] = rules
@@ -267,7 +305,7 @@ class AlertRules:
                                 f"set (DRIFTLINE_{setting.upper()}): set it, or write {channel} = \"off\"")
         routes = {c: s for c, s in routes.items() if c in enabled}
         return cls(detectors=detectors, models=models, inhibit=inhibit, channels=routes,
-                   dashboard_url=dashboard_url,
+                   dashboard_url=dashboard_url, false_pages_per_month=rate, model_false_pages_per_month=model_rates,
                    delivery=_delivery(_table(mapping.get("delivery"), "[alerts.delivery]")),
                    retrain=_retrain(_table(mapping.get("retrain"), "[alerts.retrain]")))
 
@@ -284,6 +322,8 @@ def load_rules(settings: Any = None, config_file: str | Path | None = None) -> A
     rules = AlertRules.from_mapping(load_toml_section(config_file, "alerts"),
                                     channels=[c for c in enabled if c in NOTIFY_CHANNELS],
                                     dashboard_url=settings.dashboard_url)
+    if settings.false_pages_per_model_per_month is not None:  # DRIFTLINE_FALSE_PAGES_PER_MODEL_PER_MONTH beats the file
+        rules = dataclasses.replace(rules, false_pages_per_month=settings.false_pages_per_model_per_month)
     if RETRAIN not in enabled and rules.retrain.enabled:
         rules = dataclasses.replace(rules, retrain=dataclasses.replace(rules.retrain, enabled=False))
     return rules
@@ -313,6 +353,24 @@ def _severity(value: Any, where: str) -> str:
     return value
 
 
+def _apply(rule: AlertRule, general: Mapping[str, Any], overrides: Mapping[str, Any], where: str) -> AlertRule:
+    """`rule` with a table's general values, then its own; a general sequential policy reaches only the
+    families that carry evidence, a detector's own one must be one of them."""
+    values = {**general, **overrides}
+    if values.get("policy") == SEQUENTIAL and rule.detector not in vocabulary.SEQUENTIAL_FAMILIES:
+        if overrides.get("policy") == SEQUENTIAL:
+            raise UserError(f"{where} policy = \"sequential\": only {', '.join(vocabulary.SEQUENTIAL_FAMILIES)} "
+                            "carry sequential evidence; use for_windows")
+        values.pop("policy")
+    return dataclasses.replace(rule, **values)
+
+
+def _rate(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise UserError(f"{where} must be a positive number (expected false pages a month), got {value!r}")
+    return float(value)
+
+
 def _positive_int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UserError(f"{where} must be a whole number of at least 1, got {value!r}")
@@ -331,6 +389,10 @@ def _rule_fields(table: Mapping[str, Any], where: str) -> dict[str, Any]:
             out[key] = parse_duration(value, f"{where} repeat_interval")
             if out[key] <= timedelta(0):
                 raise UserError(f"{where} repeat_interval must be positive")
+        elif key == "policy":
+            if value not in POLICIES:
+                raise UserError(f"{where} policy must be one of {', '.join(POLICIES)}, got {value!r}")
+            out[key] = value
         elif key == "group":
             if not isinstance(value, str) or not value:
                 raise UserError(f"{where} group must be a non-empty string")

@@ -94,6 +94,24 @@ def estimate_band(series: pd.DataFrame, title: str, span_ms: int, height: int = 
     return alt.layer(*layers).properties(title=title, height=height)
 
 
+def evidence_chart(series: pd.DataFrame, span_ms: int, height: int = 170) -> alt.Chart:
+    """A stream's e-value over time (log scale) against its paging line; paging windows in red.
+
+    `series`: ``time``, ``e_value``, ``line``, ``paging``."""
+    series = series.assign(e_value=series["e_value"].clip(lower=1e-3, upper=1e300))
+    base = alt.Chart(series).encode(x=_time("time:T", span_ms))
+    tooltip = [alt.Tooltip("time:T", title="from (UTC)", format="%b %d %H:%M"),
+               alt.Tooltip("e_value:Q", title="e-value", format=".3g"), alt.Tooltip("line:Q", title="paging line",
+                                                                                   format=".3g")]
+    layers = [base.mark_line(point=alt.OverlayMarkDef(size=12), color="#37474f").encode(
+                  y=alt.Y("e_value:Q", title="evidence (e-value)", scale=alt.Scale(type="log")), tooltip=tooltip),
+              base.mark_line(strokeDash=[5, 4], color="#c62828").encode(y="line:Q")]
+    if series["paging"].any():
+        layers.append(base.transform_filter(alt.datum.paging).mark_point(color="#c62828", filled=True, size=40)
+                      .encode(y="e_value:Q"))
+    return alt.layer(*layers).properties(title="Evidence against its paging line", height=height)
+
+
 def latency_chart(series: pd.DataFrame, slo: float | None, span_ms: int, height: int = 220) -> alt.Chart:
     """p50/p95/p99 (`time`, `quantile`, `value`) against the SLO (dashed red rule)."""
     lines = alt.Chart(series).mark_line(interpolate="monotone").encode(

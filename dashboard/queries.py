@@ -185,6 +185,27 @@ def estimated_quality(db_url: str, model: str, version: str, start_ms: int, end_
 
 
 @cached
+def evidence_history(db_url: str, model: str, version: str, detector: str, feature: str, start_ms: int,
+                     end_ms: int) -> pd.DataFrame:
+    """A stream's sequential evidence per window (the newest `DASHBOARD_MAX_TIME_BUCKETS` windows of the range).
+
+    Columns: window_start_ms, e_value, line, paging (rows whose result carries evidence only)."""
+    r = DetectorResult
+    with session_scope(db_url) as session:
+        rows = session.execute(
+            select(r.window_start_ms, r.details)
+            .where(r.model == model, r.version == version, r.detector == detector, r.feature == feature,
+                   r.segment == "", r.window_start_ms >= start_ms, r.window_start_ms < end_ms)
+            .order_by(r.window_start_ms.desc()).limit(defaults.DASHBOARD_MAX_TIME_BUCKETS)).all()
+    records = []
+    for start, details in reversed(rows):
+        evidence = (details or {}).get("evidence")
+        if isinstance(evidence, dict) and evidence.get("e_value") is not None and evidence.get("line"):
+            records.append((start, float(evidence["e_value"]), float(evidence["line"]), bool(evidence.get("paging"))))
+    return _frame(records, ["window_start_ms", "e_value", "line", "paging"])
+
+
+@cached
 def latest_results(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
     """The results of each version's newest evaluated window in the range (the overview's "now").
 

@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     retrain_webhook_allow_http: bool = False
     # Bearer token that the worker's POST /admin/* calls require.
     retrain_token: SecretStr = SecretStr(DEFAULT_RETRAIN_TOKEN)
+    # The sequential paging policy's stated rate ([alerts] false_pages_per_model_per_month; this
+    # setting, from DRIFTLINE_FALSE_PAGES_PER_MODEL_PER_MONTH, overrides the file's global value).
+    false_pages_per_model_per_month: float | None = Field(None, gt=0, allow_inf_nan=False)
 
     # Kafka client security, applied to every Kafka client driftline creates (collector,
     # logging client, worker, replay, admin). PLAINTEXT by default (the embedded broker).

@@ -118,6 +118,9 @@ MISSING_RATE_DELTA_THRESHOLD = 0.05
 # "insufficient data": KS and chi-square have little power and PSI on ten bins is
 # dominated by noise below a hundred rows, so small windows would flood alerts.
 DRIFT_MIN_ROWS = 100
+# Categories expected fewer times than this in a window are pooled in the chi-square that evidence
+# reads (Cochran's rule): unpooled, 300 Zipf categories gave p < 0.05 in 37-44 % of unchanged windows.
+CHI2_MIN_EXPECTED = 5.0
 # The dataset drifts when at least this share of its features drift: Evidently's
 # default drift_share, so both tools agree on the headline verdict.
 DATASET_DRIFT_SHARE = 0.5
@@ -266,6 +269,23 @@ ALERT_DETECTOR_DEFAULTS = {
     "estimated_quality": {"severity": "warning", "for_windows": 2},
     "multivariate_drift": {"severity": "warning"},
 }
+# How drift families (`vocabulary.SEQUENTIAL_FAMILIES`) page, `[alerts] policy`: on evidence
+# accumulated over windows at a stated false-page rate (detectors/families/evidence.py); the
+# older "for_windows" (K breaching windows in a row) has no stated rate and misses small
+# persistent drifts (per-window power 50 %: three in a row one time in eight).
+ALERT_POLICY = "sequential"
+# Expected false pages of one model version per 30-day month, all its streams together; the
+# line follows with the window length (`sequential.arl_threshold`): 14 streams give 10 080 on
+# hourly windows, 604 800 on one-minute ones (a strong drift crosses either in one window).
+ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH = 1.0
+# The mixture's mean shifts of a window's normal score z = Phi^-1(1 - p): 0.5 adds up drifts no
+# window shows alone, 8 is a break seen in one window; six cost ln 6 of log-evidence.
+SEQUENTIAL_DRIFTS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0)
+# The paging line is never below this e-value (Ville: no drift reaches it with probability > 1 %).
+SEQUENTIAL_MIN_E_VALUE = 100.0
+# Each component is held at most this factor (times the components) over the line, so a long
+# drift's evidence falls back, and its alert resolves, within about a dozen windows after it ends.
+SEQUENTIAL_EVIDENCE_CAP = 10.0
 # A candidate's failed rollout verdict (the `rollout` alert family): an error, so PagerDuty pages
 # and chat is told; one failed verdict is enough, as the verdict already spans the policy's windows;
 # one passing verdict resolves it (so does the plan ending: rolled back, promoted or cleared).

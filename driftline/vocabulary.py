@@ -33,6 +33,8 @@ DETECTORS = (DATA_DRIFT, DATASET_DRIFT, MULTIVARIATE_DRIFT, PREDICTION_DRIFT, DA
 ROLLOUT = "rollout"
 ROLLOUT_VERDICT = "verdict"  # its one metric: the verdict itself (no value, no threshold)
 ALERT_FAMILIES = (*DETECTORS, ROLLOUT)
+# the families whose results carry sequential evidence (driftline.detectors.families.evidence): they page on it
+SEQUENTIAL_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY)
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,9 @@ class Details:
 
     insufficient_data: bool | None = None
     reason: str | None = None
+    # drift families and estimated quality: the sequential evidence of the result's stream after
+    # this window (e_value, line, paging, since_window_start_ms, ...; driftline.detectors.families.evidence)
+    evidence: Mapping[str, Any] | None = None
 
     @classmethod
     def keys(cls) -> frozenset[str]:

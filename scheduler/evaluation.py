@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, defer
 
+from driftline.detectors.thresholds.paging import PagingPolicy
 from driftline.detectors.families.segments import evaluate_segments
 from driftline.detectors.families.window import LatencySLO, WindowThresholds, evaluate_window
 from driftline.detectors.thresholds.freshness import FRESHNESS, FreshnessThresholds
@@ -32,6 +33,8 @@ from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion
                                     WindowQuarantine, WindowStateRecord, utcnow)
 from driftline.transform import TransformNotAllowed, load_transform
 from driftline.window_state import WindowState
+
+from driftline.scheduler.evidence import advance_evidence, previous_evidence
 
 # Windows older than this are not re-examined for changes (labels may arrive days late,
 # and the collector keeps predictions for the label join for 7 days by default).
@@ -164,6 +167,9 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
     if config.segments:
         results += evaluate_segments(baseline, state, config.segments, thresholds=thresholds,
                                      slo=config.slo_for(key.model), window_seconds=config.window_seconds)
+    if baseline is not None:
+        advance_evidence(session, key.model, key.version, key.window_start_ms, results, config.paging_for(key.model),
+                         previous_evidence(session, key.model, key.version, key.window_start_ms))
     if baseline is None:
         status = "no_baseline"
     elif any(r.insufficient_data for r in results if r.detector == vocabulary.DATA_DRIFT and not r.segment):
@@ -242,6 +248,13 @@ class EvaluationConfig:
     window_seconds: int
     sections: dict[str, dict[str, Any]]
     segments: SegmentSpec = SegmentSpec()  # [segments]: each window is also judged segment by segment
+    # the sequential policy's stated false-page rate: per model, and for every other model (None)
+    false_pages_per_month: dict[str | None, float] = field(default_factory=dict)
+
+    def paging_for(self, model: str) -> PagingPolicy:
+        rate = self.false_pages_per_month.get(model, self.false_pages_per_month.get(None))
+        return PagingPolicy(window_seconds=self.window_seconds,
+                            **({} if rate is None else {"false_pages_per_month": rate}))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluationConfig:

@@ -36,6 +36,8 @@ class SchedulerJobs:
         self.settings = settings
         self.config = EvaluationConfig.from_settings(settings)
         self.rules = load_rules(settings, settings.config_path)
+        self.config.false_pages_per_month = {None: self.rules.false_pages_per_month,
+                                             **self.rules.model_false_pages_per_month}
         self.channels = Channels.from_settings(settings, timeout=self.rules.delivery.timeout)
         self.cache = BaselineCache()
         self.retry = RetryPolicy()

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from driftline.dashboard import charts, derive, distributions, queries, scores, states, ui
-from driftline.vocabulary import INSUFFICIENT_DATA_KEY, LATENCY, PREDICTION_DRIFT
+from driftline.vocabulary import DATA_DRIFT, INSUFFICIENT_DATA_KEY, LATENCY, PREDICTION_DRIFT
 
 PREDICTION = "__prediction__"
 
@@ -159,6 +159,19 @@ def history(ctx: ui.Context, scored: pd.DataFrame, detector_feature: pd.DataFram
     st.altair_chart(chart + rule, width="stretch")
 
 
+def evidence(ctx: ui.Context, detector: str, feature: str, label: str) -> None:
+    """The feature's sequential evidence building up window by window, against the line it pages at."""
+    rows = queries.evidence_history(ctx.db_url, ctx.model, ctx.version, detector, feature, ctx.start_ms, ctx.end_ms)
+    if rows.empty:
+        return
+    st.subheader(f"Evidence of drift on {label}")
+    series = rows.assign(time=derive.to_time(rows["window_start_ms"]))
+    st.altair_chart(charts.evidence_chart(series, ctx.span_ms), width="stretch")
+    st.caption("The sequential policy pages when the e-value reaches its line (set by `[alerts] "
+               "false_pages_per_model_per_month`) in a window whose effect clears its floor; evidence restarts "
+               "once the drift ends.")
+
+
 def body(ctx: ui.Context) -> None:
     if ui.needs_model(ctx):
         return
@@ -220,6 +233,8 @@ def body(ctx: ui.Context) -> None:
     mine = (scored[scored["detector"] == PREDICTION_DRIFT] if feature == PREDICTION
             else scored[(scored["feature"] == feature) & ~scored["detector"].isin(derive.NOT_FEATURES)])
     history(ctx, scored, mine, label)
+    evidence(ctx, PREDICTION_DRIFT if feature == PREDICTION else DATA_DRIFT,
+             "prediction" if feature == PREDICTION else feature, label)
 
 
 ui.page(body)

@@ -336,7 +336,8 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
         reference_counts, current_counts = reference.aligned_counts(present)
         statistic, p_value = two_sample.chi2(reference_counts, current_counts)
         tests = {
-            CHI2: {"statistic": statistic, "p_value": p_value},
+            CHI2: {"statistic": statistic, "p_value": p_value,
+                   "p_value_pooled": two_sample.chi2_pooled(reference_counts, current_counts)},
             JENSENSHANNON: {"value": two_sample.jensenshannon(reference_counts, current_counts)},
             PSI: {"value": two_sample.psi(reference_counts, current_counts)},
         }

@@ -327,6 +327,25 @@ class DetectorResult(Base):
     evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class EvidenceState(Base):
+    """One sequential-evidence stream of a model version between windows (driftline.detectors.families.evidence).
+
+    Stored so that a restarted scheduler, or several, go on from the same evidence; a new
+    version starts from none. ``stream`` is "detector/feature/metric".
+    """
+
+    __tablename__ = "evidence_states"
+    __table_args__ = (UniqueConstraint("model", "version", "stream"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
+    stream: Mapped[str] = mapped_column(String(2 * MODEL_CHARS + 120))
+    state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    last_window_start_ms: Mapped[int | None] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
 # --- Alerts ---------------------------------------------------------------------
 
 class Alert(Base):

@@ -19,6 +19,7 @@ from tests.support.fake_services import ROUTING_KEY
 
 CONFIG = """
 [alerts]
+policy = "for_windows"
 for_windows = 2
 resolve_after_windows = 2
 

@@ -17,7 +17,8 @@ ALL_CHANNELS = ["slack", "pagerduty", "webhook"]
 
 
 def rules(**overrides) -> AlertRules:
-    mapping = {"for_windows": 2, "resolve_after_windows": 2, **overrides}
+    # the K-windows rule on purpose: these tests drive the lifecycle with stored verdicts, not evidence
+    mapping = {"policy": "for_windows", "for_windows": 2, "resolve_after_windows": 2, **overrides}
     return AlertRules.from_mapping(mapping, channels=ALL_CHANNELS, dashboard_url="http://dash:8501")
 
 
@@ -248,3 +249,37 @@ def test_unevaluated_window_is_a_clear_error(db_url):
 
     with session_scope(db_url) as s, pytest.raises(LookupError, match="has not been evaluated"):
         process_window(s, "credit", "1", 123, rules=rules(), now=__import__("datetime").datetime.now())
+
+
+def _evidence_row(feature: str, paging: bool, e_value: float, since_ms: int, breached: bool = False,
+                  segment: str = "") -> dict:
+    return dict(detector=DATA_DRIFT, feature=feature, metric="psi", value=0.12, threshold=0.2, breached=breached,
+                segment=segment, details={"evidence": {"paging": paging, "e_value": e_value, "line": 1e4,
+                                                       "since_window_start_ms": since_ms}})
+
+
+def test_the_sequential_policy_fires_on_the_evidence_says_how_strong_and_resolves_after_m_quiet_windows(
+        db_url, write_window, run_window, clock):
+    sequential = AlertRules.from_mapping({"resolve_after_windows": 2}, channels=ALL_CHANNELS)  # the default policy
+    # window 0: the window alone breached, the evidence is still under its line: nothing
+    write_window(db_url, 0, features=[], extra=[_evidence_row("income", False, 40.0, clock.start(0), breached=True)])
+    run_window(db_url, 0, sequential)
+    assert alert(db_url, feature="income") is None
+    # window 1: under the per-window floor, yet the evidence since window 0 crossed: it fires at once
+    write_window(db_url, 1, features=[], extra=[_evidence_row("income", True, 3.2e6, clock.start(0))])
+    run_window(db_url, 1, sequential)
+    fired = alert(db_url, feature="income")
+    assert fired.state == "firing"
+    assert fired.summary.endswith("; evidence e=3.2e+06 over its line 1e+04 since window 2026-01-05T12:00:00Z")
+    # a segment's per-window breaches keep the K-windows rule (K = 3 by default): one breach only pends
+    write_window(db_url, 2, features=[], extra=[_evidence_row("income", True, 5e6, clock.start(0)),
+                                               _evidence_row("income", False, 1.0, 0, breached=True,
+                                                             segment="region=north")])
+    run_window(db_url, 2, sequential)
+    with session_scope(db_url) as s:
+        north = s.scalar(select(Alert).where(Alert.segment == "region=north"))
+        assert north.state == "pending"
+    for i in (3, 4):  # two windows whose evidence no longer pages: resolved
+        write_window(db_url, i, features=[], extra=[_evidence_row("income", False, 50.0, clock.start(3))])
+        run_window(db_url, i, sequential)
+    assert alert(db_url, feature="income").state == "resolved"

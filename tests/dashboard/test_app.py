@@ -180,7 +180,9 @@ def test_feature_drill_down_shows_distributions_statistics_and_decision(seeded):
     assert feature.value in features  # the most breached feature comes first
     verdict = at.error[0].value
     assert verdict.startswith("**Breached** for " + feature.value) and "threshold" in verdict
-    assert charts(at) >= 3  # histogram, ECDF, history
+    assert charts(at) >= 4  # histogram, ECDF, history, evidence
+    # the sequential evidence of the feature against its paging line
+    assert f"Evidence of drift on {feature.value}" in [h.value for h in at.subheader]
     # The verdict's row, then the tests behind it (with the p-value corrected across features).
     table = at.dataframe[0].value
     assert table["statistic"].iloc[0] == "psi" and table["flagged"].iloc[0]

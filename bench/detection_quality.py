@@ -1,0 +1,210 @@
+"""Detection quality with known truth: false pages, detection delay and never-paged drifts, per paging policy.
+
+Features of awkward shapes (skewed, heavy-tailed, integer with ties, zero-inflated, bimodal, 300
+categories), each one stream, compared with a 20 000-row reference, window by window, at
+100, 1 000 and 10 000 rows a window. Streams: no drift; a small persistent drift (effect
+0.1), a large one (0.5), each starting after 5 clean windows; a gradual drift (0 to 0.5
+over 20 windows). Per policy, measured in this one run:
+
+- ``sequential``: driftline's default, the mixture CUSUM e-detector at the stated rate
+  (`[alerts] false_pages_per_model_per_month = 1`, hourly windows, six streams: the line is 4 320);
+- ``for_windows``: driftline's per-window verdict, paging after 3 breaching windows in a row;
+- ``evidently``: Evidently's defaults (a `Report` with `DataDriftPreset` per window), paging
+  on each run of flagged windows (it has no paging rule); fewer windows (it takes seconds a report).
+
+A page is the start of a run of paging windows of one stream. Reported: false pages per
+1 000 no-drift stream-windows, the per-window flag rate there, and per drift kind the median
+delay (windows from the drift's start to the first page, 1 = its first window) and the share
+of streams never paged. driftline's windows are judged by the batch engine (`driftline detect`),
+the same tests and decision rule as the service's.
+
+NannyML is not measured: it is not installed here and its install pins older pandas; its car-loan
+data set ships inside its wheel only, so it is not used either.
+
+Usage: .venv/bin/python bench/detection_quality.py [--quick] [--evidently-windows N]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from datetime import date
+
+import numpy as np
+import pandas as pd
+
+from driftline.detectors.batch.engine import detect
+from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window
+from driftline.detectors.families.results import WindowResult
+from driftline.vocabulary import DATA_DRIFT, PSI
+
+SHAPES = ("skewed", "heavy_tailed", "integer_ties", "zero_inflated", "bimodal", "categories_300")
+CATEGORIES = np.array([f"c{i}" for i in range(300)])
+_ZIPF = 1.0 / np.arange(1, 301) ** 1.1
+_ZIPF /= _ZIPF.sum()
+_TILT = np.random.default_rng(99).choice([-1.0, 1.0], 300)
+REFERENCE_ROWS = 20_000
+PRE_DRIFT = 5
+K = 3
+
+
+def draw(rng: np.random.Generator, n: int, effect: np.ndarray | float) -> pd.DataFrame:
+    """`n` rows; `effect` (per row, or one number) moves every feature away from the reference."""
+    e = np.broadcast_to(np.asarray(effect, dtype=np.float64), (n,))
+    tilted = _ZIPF * np.exp(np.mean(e) * 2.0 * _TILT)
+    return pd.DataFrame({
+        "skewed": rng.lognormal(e, 1.0),
+        "heavy_tailed": rng.standard_t(3, n) + 1.7 * e,
+        "integer_ties": rng.poisson(3.0 * (1.0 + e)).astype(float),
+        "zero_inflated": np.where(rng.uniform(size=n) < 0.6 * (1.0 - e), 0.0, rng.exponential(1.0 + e)),
+        "bimodal": np.where(rng.uniform(size=n) < 0.5 + e / 2.0, rng.normal(-2.0, 1.0, n), rng.normal(2.0, 1.0, n)),
+        "categories_300": rng.choice(CATEGORIES, n, p=tilted / tilted.sum()),
+    })
+
+
+def effects(kind: str, windows: int) -> np.ndarray:
+    if kind == "none":
+        return np.zeros(windows)
+    drift = np.arange(windows) >= PRE_DRIFT
+    if kind == "gradual":
+        return np.where(drift, np.minimum(1.0, (np.arange(windows) - PRE_DRIFT + 1) / 20.0) * 0.5, 0.0)
+    return np.where(drift, {"small": 0.1, "large": 0.5}[kind], 0.0)
+
+
+def stream_frame(rng: np.random.Generator, rows: int, per_window: np.ndarray) -> pd.DataFrame:
+    return pd.concat([draw(rng, rows, e) for e in per_window], ignore_index=True)
+
+
+def driftline_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(per-window verdicts, sequential paging) as arrays (windows, features)."""
+    report = detect(reference, current, chunk_size=rows, multivariate=False, categorical=["categories_300"],
+                    workers=1)
+    policy = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+    states: dict[str, StreamState] = {}
+    flags, paging = [], []
+    for i, window in enumerate(report["windows"]):
+        by_name = {f["name"]: f for f in window["features"]}
+        results = [WindowResult(DATA_DRIFT, name, PSI, by_name[name]["tests"][PSI]["value"], None,
+                                bool(by_name[name]["drift"]), {"kind": by_name[name]["kind"],
+                                                               "tests": by_name[name]["tests"]}) for name in SHAPES]
+        states.update(advance_window(results, states, i, policy))
+        flags.append([r.breached for r in results])
+        paging.append([bool(r.details.get(EVIDENCE_KEY, {}).get("paging")) for r in results])
+    return np.asarray(flags), np.asarray(paging)
+
+
+def evidently_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int, windows: int) -> np.ndarray:
+    from evidently import DataDefinition, Dataset, Report
+    from evidently.presets import DataDriftPreset
+
+    definition = DataDefinition(numerical_columns=list(SHAPES[:-1]), categorical_columns=[SHAPES[-1]])
+    ref = Dataset.from_pandas(reference, data_definition=definition)
+    out = []
+    for w in range(windows):
+        chunk = Dataset.from_pandas(current.iloc[w * rows:(w + 1) * rows].reset_index(drop=True),
+                                    data_definition=definition)
+        metrics = Report([DataDriftPreset()]).run(chunk, ref).dict()["metrics"]
+        flag = {}
+        for m in metrics:
+            name = m.get("metric_name", "")
+            if not name.startswith("ValueDrift("):
+                continue
+            column = name.split("column=")[1].split(",")[0]
+            threshold = float(name.split("threshold=")[1].rstrip(")"))
+            value = float(m["value"])
+            flag[column] = value < threshold if "p_value" in name else value >= threshold
+        out.append([flag.get(s, False) for s in SHAPES])
+    return np.asarray(out)
+
+
+def for_windows(flags: np.ndarray) -> np.ndarray:
+    """Paging under K breaching windows in a row."""
+    run = np.zeros(flags.shape[1], dtype=int)
+    out = np.zeros_like(flags)
+    for i, row in enumerate(flags):
+        run = np.where(row, run + 1, 0)
+        out[i] = run >= K
+    return out
+
+
+def page_starts(paging: np.ndarray) -> np.ndarray:
+    before = np.vstack([np.zeros((1, paging.shape[1]), dtype=bool), paging[:-1]])
+    return paging & ~before
+
+
+def delays(paging: np.ndarray, start: int) -> list[float]:
+    """Per stream: windows from the drift's start to its first page (inf: never)."""
+    out = []
+    for column in paging[start:].T:
+        hit = np.flatnonzero(column)
+        out.append(float(hit[0] + 1) if hit.size else math.inf)
+    return out
+
+
+def summarise(values: list[float]) -> tuple[str, str]:
+    finite = [v for v in values if math.isfinite(v)]
+    median = f"{statistics.median(finite):.0f}" if finite else "-"
+    return median, f"{100.0 * (len(values) - len(finite)) / len(values):.0f} %"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer windows (a smoke run)")
+    parser.add_argument("--evidently-windows", type=int, default=20, help="no-drift windows Evidently judges")
+    parser.add_argument("--replicates", type=int, default=2)
+    args = parser.parse_args()
+    sizes = (100, 1000) if args.quick else (100, 1000, 10_000)
+    rng = np.random.default_rng(2026)
+    reference = draw(rng, REFERENCE_ROWS, 0.0)
+    table = []
+    started = time.perf_counter()
+    for rows in sizes:
+        quiet = (60 if args.quick else 200) if rows < 10_000 else 60
+        drift_windows = PRE_DRIFT + (20 if rows < 10_000 else 12) + (0 if args.quick else 10)
+        results: dict[str, dict[str, list]] = {m: {} for m in ("sequential", "for_windows", "evidently")}
+        current = stream_frame(rng, rows, effects("none", quiet))
+        flags, paging = driftline_flags(reference, current, rows)
+        ev_windows = min(args.evidently_windows, quiet)
+        ev = evidently_flags(reference, current, rows, ev_windows)
+        for method, pages, flagged, n in (("sequential", paging, flags, quiet), ("for_windows", for_windows(flags), flags, quiet),
+                                          ("evidently", ev, ev, ev_windows)):
+            results[method]["false"] = [1000.0 * page_starts(pages).sum() / (n * len(SHAPES))]
+            results[method]["flag_rate"] = [100.0 * flagged.mean()]
+        for kind in ("small", "large", "gradual"):
+            for rep in range(args.replicates):
+                per_window = effects(kind, drift_windows)
+                current = stream_frame(rng, rows, per_window)
+                flags, paging = driftline_flags(reference, current, rows)
+                results["sequential"].setdefault(kind, []).extend(delays(paging, PRE_DRIFT))
+                results["for_windows"].setdefault(kind, []).extend(delays(for_windows(flags), PRE_DRIFT))
+                results["sequential"].setdefault(f"{kind}_power", []).append(100.0 * flags[PRE_DRIFT:].mean())
+                if rep == 0:  # Evidently: its drifted windows only, one replicate (seconds a report)
+                    drifted = current.iloc[PRE_DRIFT * rows:].reset_index(drop=True)
+                    ev = evidently_flags(reference, drifted, rows, min(10, drift_windows - PRE_DRIFT))
+                    results["evidently"].setdefault(kind, []).extend(delays(ev, 0))
+        for method, r in results.items():
+            cells = [f"{rows:,}", method, f"{r['false'][0]:.1f}", f"{r['flag_rate'][0]:.1f} %"]
+            for kind in ("small", "large", "gradual"):
+                cells += list(summarise(r[kind]))
+            table.append(cells)
+        power = results["sequential"]
+        print(f"# {rows} rows: per-window power of driftline's verdict: small {statistics.mean(power['small_power']):.0f} %, "
+              f"large {statistics.mean(power['large_power']):.0f} %, gradual {statistics.mean(power['gradual_power']):.0f} % "
+              f"({time.perf_counter() - started:.0f} s so far)", file=sys.stderr, flush=True)
+    line = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600).line(len(SHAPES))
+    print(f"detection quality, {date.today().isoformat()}: {len(SHAPES)} feature streams, reference {REFERENCE_ROWS:,} "
+          f"rows; sequential line {line:.0f} (stated rate: {1000.0 / line:.2f} false pages per 1 000 stream-windows)")
+    print("| rows/window | policy | false pages / 1 000 no-drift windows | per-window flags (no drift) | "
+          "small: median delay | small: never paged | large: median delay | large: never paged | "
+          "gradual: median delay | gradual: never paged |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for cells in table:
+        print("| " + " | ".join(cells) + " |")
+    print(f"({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""Sequential evidence: a window's drift results folded into per-stream e-detectors, paging at a stated rate.
+
+Each stream (a feature's or the prediction's drift, one estimated-quality metric, of one
+model version) turns its window into a normal score ``z`` and advances a mixture CUSUM
+e-detector (`driftline.detectors.stats.sequential.cusum_step`):
+
+- drift: ``z = Phi^-1(1 - p)`` of the window's own test (KS or chi-square; with the
+  missing-rate test beside it, two times the smaller p-value, Bonferroni);
+- estimated quality: ``z = (training - estimate) / standard error`` (a drop is positive).
+
+A stream **pages** when its e-value is at or over the paging line ``A`` and the window's
+effect clears its floor (the per-window rule's: a distance at or over its threshold, a
+missing-rate change of at least its delta, an estimate at least ``max_drop`` below
+training), so a huge window never pages on a trivially small drift. The line follows
+from the stated rate (`PagingPolicy`): ``A = streams * windows per month / rate``, so
+the version's streams together raise at most ``rate`` false pages a month (Bonferroni on
+the rates). The dataset verdict pages when at least ``dataset_drift_share`` of the judged
+features page. A stream's evidence restarts when it falls back under the line after
+paging (the drift ended), and a new model version starts from nothing.
+
+The p-values compare each window with the training baseline, which all windows share: the
+guarantee is exact for a baseline much larger than a window and approximate otherwise
+(the effect-size floor guards large windows; bench/detection_quality.py measures it).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from driftline import defaults
+from driftline.detectors.families.results import WindowResult
+from driftline.detectors.stats.sequential import cusum_step, evidence, window_z
+from driftline.detectors.thresholds.paging import PagingPolicy
+from driftline.vocabulary import (CHI2, DATA_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
+                                  KS, PREDICTION_DRIFT, PSI, WASSERSTEIN)
+
+__all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "advance_window", "stream_key", "window_score"]
+
+# The key of a result's details that carries its evidence.
+EVIDENCE_KEY = "evidence"
+_STREAM_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, ESTIMATED_QUALITY)
+
+
+@dataclass
+class StreamState:
+    """One stream's e-detector between windows (stored as JSON by the scheduler)."""
+
+    log_state: list[float]
+    # per component: the window start (ms) its current run of evidence began at
+    since_ms: list[int | None] = field(default_factory=list)
+    windows: int = 0
+    last_window_start_ms: int | None = None
+    above: bool = False  # over the line since its last restart
+
+    @classmethod
+    def fresh(cls, components: int) -> "StreamState":
+        return cls([0.0] * components, [None] * components)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"log_state": [float(v) for v in self.log_state], "since_ms": list(self.since_ms),
+                "windows": self.windows, "last_window_start_ms": self.last_window_start_ms, "above": self.above}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, components: int) -> "StreamState":
+        """A stored state; a fresh one when it is missing or does not fit `components` (the grid changed)."""
+        if not isinstance(data, Mapping):
+            return cls.fresh(components)
+        log_state = data.get("log_state")
+        since = data.get("since_ms")
+        if (not isinstance(log_state, list) or len(log_state) != components
+                or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in log_state)):
+            return cls.fresh(components)
+        if not isinstance(since, list) or len(since) != components:
+            since = [None] * components
+        last = data.get("last_window_start_ms")
+        return cls([float(v) for v in log_state], [s if isinstance(s, int) else None for s in since],
+                   int(data.get("windows") or 0), last if isinstance(last, int) else None, bool(data.get("above")))
+
+
+def stream_key(result: WindowResult) -> str | None:
+    """The stream a result feeds ("detector/feature/metric"), or None when it feeds none."""
+    if result.segment or result.detector not in _STREAM_FAMILIES:
+        return None
+    return f"{result.detector}/{result.feature or ''}/{result.metric}"
+
+
+def _drift_score(details: Mapping[str, Any]) -> tuple[float, bool] | None:
+    tests = details.get("tests")
+    if not isinstance(tests, Mapping):
+        return None
+    kind = details.get("kind")
+    significance = tests.get(CHI2 if kind == "categorical" else KS)
+    if not isinstance(significance, Mapping) or significance.get("p_value") is None:
+        return None
+    # chi-square: the p-value with rare categories pooled (`two_sample.chi2_pooled`), valid for many categories
+    p_value = float(significance.get("p_value_pooled", significance["p_value"]))
+    floor = any(isinstance(tests.get(name), Mapping) and tests[name].get("value") is not None
+                and tests[name].get("threshold") is not None
+                and float(tests[name]["value"]) >= float(tests[name]["threshold"])
+                for name in ((PSI, JENSENSHANNON) if kind == "categorical" else (PSI, WASSERSTEIN, JENSENSHANNON)))
+    missing = tests.get("missing")
+    if isinstance(missing, Mapping) and missing.get("p_value") is not None:
+        p_value = min(1.0, 2.0 * min(p_value, float(missing["p_value"])))
+        if missing.get("threshold") is not None:
+            floor = floor or abs(float(missing["value"]) - float(missing["reference"])) >= float(missing["threshold"])
+    if details.get(EXPLAINED_BY_KEY):
+        floor = False  # a serving bug (skew) explains it: the skew alert says so, not a drift page
+    return float(window_z(p_value)), floor
+
+
+def window_score(result: WindowResult) -> tuple[float, bool] | None:
+    """``(z, floor cleared)`` of one result, or None when the window carries no evidence for its stream."""
+    if result.insufficient_data:
+        return None
+    details = result.details or {}
+    if result.detector in (DATA_DRIFT, PREDICTION_DRIFT):
+        return _drift_score(details)
+    if result.detector == ESTIMATED_QUALITY:
+        training, error = details.get("training"), details.get("standard_error")
+        if result.value is None or training is None or not error or not error > 0:
+            return None
+        z = (float(training) - float(result.value)) / float(error)
+        if not math.isfinite(z):
+            return None
+        floor = result.threshold is not None and float(result.value) <= float(result.threshold)
+        return float(np.clip(z, -10.0, 37.0)), floor
+    return None
+
+
+def _step(state: StreamState, z: float, floor: bool, window_start_ms: int, log_line: float,
+          policy: PagingPolicy) -> tuple[StreamState, dict[str, Any]]:
+    drifts = np.asarray(policy.drifts, dtype=np.float64)
+    before = np.asarray(state.log_state, dtype=np.float64)
+    # a component that had fallen to 1 or below starts its run of evidence at this window
+    since = [window_start_ms if b <= 0.0 or s is None else s for b, s in zip(before, state.since_ms)]
+    after = cusum_step(before, z, drifts)
+    after = np.minimum(after, log_line + math.log(len(drifts) * policy.cap))
+    log_e = evidence(after)
+    above = log_e >= log_line
+    paging = bool(above and floor)
+    info = {"e_value": float(math.exp(min(log_e, 700.0))), "log_e_value": log_e, "line": float(math.exp(log_line)),
+            "z": z, "floor": bool(floor), "paging": paging, "since_window_start_ms": since[int(np.argmax(after))],
+            "windows": state.windows + 1}
+    if state.above and not above:  # the drift ended: the next episode starts from nothing
+        fresh = StreamState.fresh(len(drifts))
+        fresh.windows, fresh.last_window_start_ms = state.windows + 1, window_start_ms
+        info["restarted"] = True
+        return fresh, info
+    return StreamState([float(v) for v in after], since, state.windows + 1, window_start_ms,
+                       bool(state.above or above)), info
+
+
+def advance_window(results: Iterable[WindowResult], states: Mapping[str, StreamState], window_start_ms: int,
+                   policy: PagingPolicy) -> dict[str, StreamState]:
+    """Advance every stream with this window's results; writes ``details["evidence"]`` on each (in place).
+
+    `states` holds the streams' states before the window (missing: fresh). Returns the states
+    after it, for the streams that took a step. A stream whose state already saw this window
+    or a later one (a window evaluated again, or out of order) is not advanced.
+    The dataset result's evidence lists the paging features.
+    """
+    results = list(results)
+    keyed = [(stream_key(r), r) for r in results]
+    streams = sum(1 for key, _ in keyed if key is not None)
+    log_line = math.log(policy.line(streams))
+    updated: dict[str, StreamState] = {}
+    paging_features: list[str] = []
+    judged_features = 0
+    for key, result in keyed:
+        if key is None:
+            continue
+        state = states.get(key) or StreamState.fresh(len(policy.drifts))
+        if len(state.log_state) != len(policy.drifts):
+            state = StreamState.fresh(len(policy.drifts))
+        score = window_score(result)
+        if score is None or (state.last_window_start_ms is not None and state.last_window_start_ms >= window_start_ms):
+            continue
+        new_state, info = _step(state, score[0], score[1], window_start_ms, log_line, policy)
+        updated[key] = new_state
+        result.details[EVIDENCE_KEY] = info
+        if result.detector == DATA_DRIFT:
+            judged_features += 1
+            if info["paging"]:
+                paging_features.append(result.feature or "")
+    for result in results:
+        if result.detector == DATASET_DRIFT and not result.segment and judged_features:
+            share = len(paging_features) / judged_features
+            needed = result.threshold if result.threshold is not None else defaults.DATASET_DRIFT_SHARE
+            result.details[EVIDENCE_KEY] = {"paging": bool(share >= needed), "paging_features": sorted(paging_features),
+                                            "share": share, "line": float(math.exp(log_line))}
+    return updated

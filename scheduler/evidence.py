@@ -1,0 +1,56 @@
+"""Sequential evidence between windows: the stored e-detector states around the pure step
+(driftline.detectors.families.evidence.advance_window).
+
+A window's results advance each stream of its model version once: states are read (locked
+on PostgreSQL, so schedulers evaluating two windows of one version take turns), advanced,
+and written in the window's own transaction, so a failed evaluation leaves them as they were.
+A window evaluated again (late events, labels) does not step the evidence twice: its new
+results keep the evidence its first evaluation recorded.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window, stream_key
+from driftline.detectors.families.results import WindowResult, json_safe
+from driftline.store.models import DetectorResult, EvidenceState
+
+
+def previous_evidence(session: Session, model: str, version: str, window_start_ms: int) -> dict[tuple, Any]:
+    """The evidence the window's stored results carry, by (detector, feature, metric, segment)."""
+    rows = session.execute(select(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric,
+                                  DetectorResult.segment, DetectorResult.details).where(
+        DetectorResult.model == model, DetectorResult.version == version,
+        DetectorResult.window_start_ms == window_start_ms))
+    return {(d, f or "", m, s or ""): details[EVIDENCE_KEY] for d, f, m, s, details in rows
+            if isinstance(details, dict) and isinstance(details.get(EVIDENCE_KEY), dict)}
+
+
+def advance_evidence(session: Session, model: str, version: str, window_start_ms: int,
+                     results: Iterable[WindowResult], policy: PagingPolicy,
+                     previous: dict[tuple, Any]) -> None:
+    """Step the version's streams with `results` (their details gain the evidence) and store the new states."""
+    results = list(results)
+    keys = {k for k in (stream_key(r) for r in results) if k is not None}
+    query = select(EvidenceState).where(EvidenceState.model == model, EvidenceState.version == version)
+    if session.get_bind().dialect.name == "postgresql":
+        query = query.with_for_update()
+    rows = {row.stream: row for row in session.scalars(query) if row.stream in keys}
+    components = len(policy.drifts)
+    states = {key: StreamState.from_dict(row.state, components) for key, row in rows.items()}
+    updated = advance_window(results, states, window_start_ms, policy)
+    for key, state in updated.items():
+        row = rows.get(key)
+        if row is None:
+            row = EvidenceState(model=model, version=version, stream=key)
+            session.add(row)
+        row.state = json_safe(state.to_dict())
+        row.last_window_start_ms = state.last_window_start_ms
+    for result in results:  # evaluated before: keep what the first evaluation recorded
+        if EVIDENCE_KEY not in result.details:
+            earlier = previous.get((result.detector, result.feature or "", result.metric, result.segment or ""))
+            if earlier is not None:
+                result.details[EVIDENCE_KEY] = earlier
