@@ -21,7 +21,7 @@ from driftline.vocabulary import (
     CONCURRENCY,
     DATA_DRIFT,
     ERROR_RATE,
-    INSUFFICIENT_DATA_KEY,
+    INSUFFICIENT_DATA,
     LATENCY,
     P50_MS,
     P95_MS,
@@ -164,7 +164,7 @@ def statistics_rows(results: pd.DataFrame, directions: Mapping[tuple[str, str], 
     for r in results.itertuples(index=False):
         details = r.details if isinstance(r.details, Mapping) else {}
         note = str(details.get("reason") or "")
-        if details.get(INSUFFICIENT_DATA_KEY) and not note:
+        if details.get(INSUFFICIENT_DATA) and not note:
             note = "insufficient data"
         tests = details.get("tests") if isinstance(details.get("tests"), Mapping) else {}
         if not note:

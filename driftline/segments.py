@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 
 from driftline import defaults
 from driftline.sections import Section, parse_section
-from driftline.store.models import SEGMENT_CHARS
+from driftline.events import SEGMENT_CHARS
 
 __all__ = ["NULL_KEY", "OTHER_KEY", "SegmentSpec", "segment_key", "segment_name"]
 

@@ -163,11 +163,11 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
         results += evaluate_segments(baseline, state, config.segments, thresholds=thresholds,
                                      slo=config.slo_for(key.model), window_seconds=config.window_seconds)
     if baseline is None:
-        status = "no_baseline"
+        status = vocabulary.WINDOW_NO_BASELINE
     elif any(r.insufficient_data for r in results if r.detector == vocabulary.DATA_DRIFT and not r.segment):
-        status = "insufficient_data"
+        status = vocabulary.WINDOW_INSUFFICIENT_DATA
     else:
-        status = "ok"
+        status = vocabulary.WINDOW_OK
     session.execute(delete(DetectorResult).where(
         DetectorResult.model == key.model, DetectorResult.version == key.version,
         DetectorResult.window_start_ms == key.window_start_ms))

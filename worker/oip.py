@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from driftline.client import new_id
+from driftline.vocabulary import CATEGORICAL, NUMERIC
 from driftline.worker.validation import InputError, PredictRequest, check_id, check_value
 
 OUTPUT_NAME = "prediction"
@@ -21,7 +22,7 @@ NUMBER_DATATYPES = frozenset({"FP64", "FP32", "FP16", "INT64", "INT32", "INT16",
                               "UINT64", "UINT32", "UINT16", "UINT8"})
 BYTES = "BYTES"
 # The datatype each feature kind is listed with in the model metadata.
-METADATA_DATATYPES = {"numeric": "FP64", "categorical": BYTES}
+METADATA_DATATYPES = {NUMERIC: "FP64", CATEGORICAL: BYTES}
 PLATFORM = "pytorch"
 
 
@@ -132,9 +133,9 @@ def _rows_of(tensor: Tensor) -> int:
 
 
 def _check_datatype(tensor: Tensor, kind: str) -> None:
-    if kind == "numeric" and tensor.datatype not in NUMBER_DATATYPES:
+    if kind == NUMERIC and tensor.datatype not in NUMBER_DATATYPES:
         raise OipError(f"input {tensor.name!r} is numeric: datatype FP64, FP32 or INT64, got {tensor.datatype!r}")
-    if kind == "categorical" and tensor.datatype != BYTES:
+    if kind == CATEGORICAL and tensor.datatype != BYTES:
         raise OipError(f"input {tensor.name!r} is categorical: datatype BYTES, got {tensor.datatype!r}")
 
 
