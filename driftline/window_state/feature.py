@@ -182,7 +182,8 @@ class FeatureWindow:
             offsets = self.sums - self.counts * mean
             # Offsets beyond float32's range (values near VALUE_MAX_ABS) stay float64.
             small = np.abs(offsets).max(initial=0.0) < 1e38
-            data["sum_offsets"] = offsets.astype(np.float32) if small else offsets
+            # + 0.0 turns float32's -0.0 (a tiny negative offset) into 0.0, so a decoded state encodes to the same bytes
+            data["sum_offsets"] = (offsets.astype(np.float32) if small else offsets) + np.float32(0.0)
         if self.categories:
             data["categories"] = self.categories
         return data
