@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # pip prints a warning for every local index it finds empty; they are noise.
 PIP_QUIET := grep -v -e "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: install demo test test-fast lint doctest bench clean system-deps
+.PHONY: install demo test test-fast lint typecheck doctest bench clean system-deps
 
 install: $(STAMP)
 
@@ -32,15 +32,19 @@ TEST_WORKERS ?= 3
 PYTEST_RUN := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
 FAST := not e2e and not postgres and not browser and not slow
 
-test: lint doctest
+test: lint typecheck doctest
 	$(PYTEST_RUN)
 
-test-fast: lint doctest
+test-fast: lint typecheck doctest
 	$(PYTEST_RUN) -m "$(FAST)"
 
 # ruff with the small rule set of pyproject.toml's [tool.ruff.lint]
 lint: install
 	$(BIN)/ruff check .
+
+# mypy on the core and the detectors as they install (scripts/typecheck.py; settings in pyproject's [tool.mypy])
+typecheck: install
+	$(BIN)/python scripts/typecheck.py
 
 # the examples in the core's and the detectors' docstrings
 doctest: install

@@ -33,6 +33,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from driftline.store.models import Alert, DetectorResult, Silence, WindowEvaluation
+from driftline.vocabulary import WINDOW_OK
 
 from driftline.alerts import outbox
 from driftline.alerts.channels import render
@@ -105,7 +106,7 @@ def process_window(session: Session, model: str, version: str, window_start_ms: 
         select(Alert).where(Alert.model == model, Alert.version == version))}
     advanced: dict[str, Alert] = {}
 
-    if evaluation.status == "ok":
+    if evaluation.status == WINDOW_OK:
         found = observations(session.scalars(select(DetectorResult).where(
             DetectorResult.model == model, DetectorResult.version == version,
             DetectorResult.window_start_ms == window_start_ms)),

@@ -36,7 +36,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from driftline.store.models import DetectorResult, Notification, RetrainRequest, WindowEvaluation
-from driftline.vocabulary import MODEL_QUALITY, QUALITY_ERRORS, QualityDetails
+from driftline.vocabulary import MODEL_QUALITY, QUALITY_ERRORS, WINDOW_OK, QualityDetails
 
 from driftline.alerts import outbox
 from driftline.alerts.endpoints import RETRAIN
@@ -100,7 +100,7 @@ def apply_retrain_policy(session: Session, model: str, version: str, window_star
         return None
     now = as_utc(now)
     windows = session.scalars(select(WindowEvaluation).where(
-        WindowEvaluation.model == model, WindowEvaluation.version == version, WindowEvaluation.status == "ok",
+        WindowEvaluation.model == model, WindowEvaluation.version == version, WindowEvaluation.status == WINDOW_OK,
         WindowEvaluation.window_start_ms <= window_start_ms)
         .order_by(WindowEvaluation.window_start_ms.desc()).limit(policy.windows)).all()
     if not windows or windows[0].window_start_ms != window_start_ms:

@@ -5,13 +5,12 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from driftline.errors import UserError
+from driftline.store.models import utcnow
+
+__all__ = ["as_utc", "iso", "iso_from_ms", "parse_duration", "utcnow"]
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def as_utc(value: datetime | None) -> datetime | None:

@@ -13,7 +13,7 @@ from driftline.baseline import Baseline
 log = logging.getLogger(__name__)
 
 
-class BaselineCache:
+class BaselineLookup:
     """Baselines per model version. A found baseline is kept (they are immutable per version);
     a missing one is asked for again after `recheck_s`, so drift starts once it is registered."""
 

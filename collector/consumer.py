@@ -42,7 +42,7 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from sqlalchemy import Engine
 
 from driftline.collector import store
-from driftline.collector.baselines import BaselineCache, stored_watermark_or_none
+from driftline.collector.baselines import BaselineLookup, stored_watermark_or_none
 from driftline.collector.config import CollectorConfig
 from driftline.collector.dead_letters import DeadLetterPublisher, DeadLetterRow
 from driftline.collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
@@ -91,7 +91,7 @@ class Collector(FlushCoordination, PartitionPlacement):
         self._consumer: Any = None
         self._buffers: dict[Any, PartitionBuffer] = {}
         self._topic_ids: dict[str, str | None] = {}
-        self._baselines = BaselineCache(self.engine, config.baseline_recheck_s)
+        self._baselines = BaselineLookup(self.engine, config.baseline_recheck_s)
         # Where decoding and folding run: in this process, or in decoder processes (--decoders)
         self._folders: PartitionFolders | DecoderPool = PartitionFolders(self._new_folder)
         # A flush whose `take` was sent to the decoders and not yet answered: (live, frozen) buffer

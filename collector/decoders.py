@@ -345,11 +345,11 @@ def decoder_main() -> None:
 
 def _serve(conn: Connection, config: DecoderConfig) -> None:
     from driftline.collector import store
-    from driftline.collector.baselines import BaselineCache, stored_watermark_or_none
+    from driftline.collector.baselines import BaselineLookup, stored_watermark_or_none
     from driftline.store.db import get_engine
 
     engine = get_engine(config.db_url)
-    baselines = BaselineCache(engine, config.baseline_recheck_s)
+    baselines = BaselineLookup(engine, config.baseline_recheck_s)
 
     def new_folder(key: PartitionKey) -> InferenceFolder:
         topic, partition = key

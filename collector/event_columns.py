@@ -34,10 +34,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from driftline import defaults
-from driftline.events import FEATURE_AGE_MS, FEATURE_TS, INFERENCE_SCHEMA, MAX_EVENT_BYTES, MAX_ID_CHARS, MAX_TS_MS, MIN_TS_MS, minute_start_ms
+from driftline.events import (FEATURE_AGE_MS, FEATURE_TS, INFERENCE_SCHEMA, MAX_EVENT_BYTES, MAX_ID_CHARS, MAX_TS_MS, MIN_TS_MS, MODEL_CHARS,
+                              REQUEST_ID_CHARS, VERSION_CHARS, minute_start_ms)
 from driftline.names import NAME_PATTERN
 from driftline.rollouts import is_role
-from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
 from driftline.window_state import EventBatch, prediction_column
 
 # Whole blocks in one thread: a poll is a few MB at most, and a decoder process has one core to itself.

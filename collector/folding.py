@@ -42,10 +42,10 @@ from driftline.collector.labels import (PredictionRow, PredictionValues, Request
 from driftline.collector.windows import PartialWindow, PartitionWindows, WindowKey
 from driftline import defaults
 from driftline.baseline import Baseline
-from driftline.events import EventError, InferenceEvent, parse_inference
+from driftline.events import (MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS, EventError, InferenceEvent,
+                              parse_inference)
 from driftline.rollouts import ROLE_SHADOW
 from driftline.segments import SegmentSpec
-from driftline.store.models import MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS
 from driftline.window_state import EventBatch, WindowStateError
 
 # Predictions a folder with a writer inserts at a time: SQLite's cost per row falls with

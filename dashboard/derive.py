@@ -21,7 +21,8 @@ from driftline.vocabulary import (
     CONCURRENCY,
     DATA_DRIFT,
     ERROR_RATE,
-    INSUFFICIENT_DATA_KEY,
+    INSUFFICIENT_DATA,
+    INSUFFICIENT_DATA_REASON,
     LATENCY,
     P50_MS,
     P95_MS,
@@ -164,8 +165,8 @@ def statistics_rows(results: pd.DataFrame, directions: Mapping[tuple[str, str], 
     for r in results.itertuples(index=False):
         details = r.details if isinstance(r.details, Mapping) else {}
         note = str(details.get("reason") or "")
-        if details.get(INSUFFICIENT_DATA_KEY) and not note:
-            note = "insufficient data"
+        if details.get(INSUFFICIENT_DATA) and not note:
+            note = INSUFFICIENT_DATA_REASON
         tests = details.get("tests") if isinstance(details.get("tests"), Mapping) else {}
         if not note:
             note = ", ".join(f"{k}: {fmt(v) if isinstance(v, float) else v}" for k, v in details.items()

@@ -24,7 +24,7 @@ from driftline.store.db import get_engine, session_scope
 from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
                                     ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
                                     WindowStateRecord)
-from driftline.vocabulary import DATA_DRIFT, ESTIMATED_QUALITY
+from driftline.vocabulary import DATA_DRIFT, ESTIMATED_QUALITY, INSUFFICIENT_DATA
 
 PRODUCTION = "production"
 TTL = defaults.DASHBOARD_CACHE_TTL_SECONDS
@@ -175,7 +175,7 @@ def estimated_quality(db_url: str, model: str, version: str, start_ms: int, end_
             .order_by(r.window_start_ms, r.metric)).all()
     records = [(start, metric, value, threshold, bool(breached), (details or {}).get("lower"),
                 (details or {}).get("upper"), (details or {}).get("realized"),
-                bool((details or {}).get("insufficient_data")))
+                bool((details or {}).get(INSUFFICIENT_DATA)))
                for start, metric, value, threshold, breached, details in rows]
     frame = _frame(records, ["window_start_ms", "metric", "value", "threshold", "breached", "lower", "upper",
                              "realized", "insufficient"])

@@ -6,6 +6,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from driftline.vocabulary import NUMERIC
+
 
 def merge_states(blobs: Sequence[bytes], baseline: Any) -> tuple[Any, list[str]]:
     """Merge a window's partial states (`WindowState.merge`); returns (state or None, problems).
@@ -62,14 +64,14 @@ def sample_frames(baseline_summary: Mapping[str, Any], window_sample: Sequence[M
     when both samples carry a numeric one; a value of the wrong type becomes null.
     """
     kinds = {f["name"]: f["kind"] for f in baseline_summary.get("features", [])}
-    numeric = [n for n, k in kinds.items() if k == "numeric"]
-    categorical = [n for n, k in kinds.items() if k != "numeric"]
+    numeric = [n for n, k in kinds.items() if k == NUMERIC]
+    categorical = [n for n, k in kinds.items() if k != NUMERIC]
 
     def frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         out = pd.DataFrame(index=range(len(records)))
         for name, kind in kinds.items():
             values = [(r.get("features") or {}).get(name) for r in records]
-            if kind == "numeric":
+            if kind == NUMERIC:
                 out[name] = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype("float64")
             else:
                 # object dtype keeps None as None (pandas 3 would make a str column with NaN)

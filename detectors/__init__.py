@@ -5,7 +5,8 @@
 - `families/`: one module per streaming family, and `evaluate_window`, which runs them on a merged window;
 - `estimation/`: performance before labels (CBPE binary and multiclass, DLE);
 - `batch/`: the `detect` engine, its performance, multivariate drift and segments;
-- `rollout/`: a candidate compared with production, the verdict and the policy.
+- `rollout/`: a candidate compared with production, the verdict and the next step (the `[rollouts]` policy itself
+  is `driftline.policies.RolloutPolicy`).
 
 The two entry points: `evaluate_window` (one streaming window) and `detect` (two DataFrames).
 """

@@ -111,9 +111,11 @@ JENSENSHANNON_THRESHOLD = 0.1
 # L-infinity distance between category frequencies (largest change of one
 # category's share): ten percentage points is a mix change a person would notice.
 LINF_THRESHOLD = 0.1
-# A feature's missing rate must rise or fall by at least this much (absolute,
-# five percentage points) and significantly, to count as drift by nulls.
-MISSING_RATE_DELTA_THRESHOLD = 0.05
+# A feature's missing rate must move by at least this much (absolute, five percentage
+# points) and significantly (two-proportion test at DRIFT_ALPHA): against the reference in
+# both directions for drift by nulls ([drift] missing_rate_delta), above the training null
+# rate for data quality (missing_rate_increase). One size, so both families agree.
+MISSING_RATE_DELTA = 0.05
 # Fewer rows than this in the window (or the reference) and a feature's verdict is
 # "insufficient data": KS and chi-square have little power and PSI on ten bins is
 # dominated by noise below a hundred rows, so small windows would flood alerts.
@@ -144,7 +146,7 @@ DRIFT_THRESHOLD_SOURCE = "fixed"
 # Reference-derived threshold = mean + k * standard deviation of the statistic over
 # reference chunks of the window's size: NannyML's default k, three standard
 # deviations, about a 0.1 % one-sided false-alarm rate if the spread were normal.
-REFERENCE_THRESHOLD_STD_MULTIPLIER = 3.0
+REFERENCE_THRESHOLD_Z = 3.0
 # Fewer reference chunks than this and a mean and standard deviation are noise, so
 # the window falls back to the fixed thresholds (and says so).
 REFERENCE_THRESHOLD_MIN_CHUNKS = 5
@@ -175,10 +177,6 @@ SEGMENT_REFERENCE_MAX_DISTINCT = 50
 # reference values (codes, small counts); with more it is refused rather than binned,
 # since bins a user did not choose make segments nobody can act on.
 SEGMENT_MAX_NUMERIC_DISTINCT = 20
-# Documented false-alarm level checked by tests/detectors/test_false_alarms.py:
-# share of (window, feature) verdicts that flag drift when every window is drawn
-# from the reference distribution.
-FEATURE_FALSE_ALARM_RATE_MAX = 0.01
 
 # --- Baseline and window state (driftline/baseline/, driftline/window_state/) --
 # Fine bins per numeric feature, at the training data's quantiles 1/1000 ... 999/1000.
@@ -241,7 +239,7 @@ WINDOW_MAX_NEW_FEATURES = 100
 # Severities, lowest first; PagerDuty's four levels, so its mapping is the identity.
 ALERT_SEVERITIES = ("info", "warning", "error", "critical")
 # `for` K: consecutive breaching windows before pending -> firing. A feature's
-# false-alarm rate is at most 1 % per window (FEATURE_FALSE_ALARM_RATE_MAX); three
+# false-alarm rate is at most 1 % per window (tests/detectors/test_false_alarms.py); three
 # in a row on the same feature is ~1e-6, under one false page a year for 14 features
 # on one-minute windows, and a real shift still pages within three minutes.
 ALERT_FOR_WINDOWS = 3
@@ -321,16 +319,9 @@ ALERT_DELIVERY_MAX_ATTEMPTS = 25
 # delivery nor park a page past the retry budget (negative: now; NaN: ignored).
 ALERT_RETRY_AFTER_MAX_SECONDS = 600.0
 
-# Slack's documented limits for a message's blocks (api.slack.com/reference/block-kit).
-SLACK_MAX_BLOCKS = 50
-SLACK_MAX_SECTION_CHARS = 3000
-SLACK_MAX_HEADER_CHARS = 150
-SLACK_MAX_FIELD_CHARS = 2000
 # Alerts listed one per line in a Slack message; beyond this "and N more" and the
 # dashboard link: a list longer than a screen is not read during an incident.
 SLACK_MAX_LISTED_ALERTS = 40
-# PagerDuty Events API v2: payload.summary is truncated by PagerDuty at 1024 characters.
-PAGERDUTY_MAX_SUMMARY_CHARS = 1024
 # Alerts listed in custom_details (the whole event must stay under PagerDuty's 512 KB).
 PAGERDUTY_MAX_DETAIL_ALERTS = 100
 # Alertmanager resolves an alert once its endsAt passes, so a firing alert is posted with an
@@ -430,32 +421,28 @@ DASHBOARD_SCORE_CAP = 10.0
 # Every data-quality check needs this many events in the window; below, results are
 # reported as insufficient data (a window of 10 events with 1 null is not news).
 DATA_QUALITY_MIN_ROWS = 100
-# A feature's missing rate must exceed its training null rate by this much
-# (absolute: five percentage points, the drift rule's missing_rate_delta) and
-# significantly (two-proportion test at DRIFT_ALPHA) to be reported.
-MISSING_RATE_INCREASE = 0.05
 # Share of a numeric feature's values outside [training min, training max]. A window
 # from the training distribution puts about 2/(n_train + 1) there (well under 0.1 %);
 # 1 % means real out-of-range input, not tail noise.
-OUT_OF_RANGE_SHARE = 0.01
+OUT_OF_RANGE_SHARE_MAX = 0.01
 # Share of a categorical feature's values that training never saw. Zero for a window
 # from the training distribution unless training missed a very rare category; 1 %
 # is a new category a person would want to know about.
-UNSEEN_CATEGORY_SHARE = 0.01
+UNSEEN_CATEGORY_SHARE_MAX = 0.01
 # Share of values whose JSON type differs from training's (a string in a numeric
 # feature). Types are not noisy, so any type change is a contract break: 0.
-TYPE_CHANGE_SHARE = 0.0
+TYPE_CHANGE_SHARE_MAX = 0.0
 # Share of events that lack a training feature's key altogether (not null: absent).
 # Producers that drop keys for nulls show up in the missing rate instead; 1 % absent
 # keys means a schema change upstream.
-MISSING_FEATURE_SHARE = 0.01
+MISSING_FEATURE_SHARE_MAX = 0.01
 # Share of events that carry a feature training never had (a schema change).
-NEW_FEATURE_SHARE = 0.0
+NEW_FEATURE_SHARE_MAX = 0.0
 # stale_features (detectors/families/freshness.py): share of a feature's requests whose value was
 # older than its `[freshness] max_age` (off unless a max_age is set). Set max_age at the feature's
 # refresh period plus its pipeline delay and an on-schedule store serves no stale value; 1 % stale
 # is an online store missing refreshes, not noise.
-STALE_FEATURE_SHARE = 0.01
+STALE_FEATURE_SHARE_MAX = 0.01
 # The feature-age sketch (window state) holds ages up to this many milliseconds (about three years)
 # at LATENCY_RELATIVE_ACCURACY; older ones share its last bucket (their maximum is kept exactly).
 FEATURE_AGE_MAX_MS = 1e11
@@ -541,10 +528,6 @@ QUALITY_MAX_ERROR_INCREASE = 0.2
 # is all "after". 0 turns pooling off.
 QUALITY_POOL_MIN_LABELS = 1_000
 QUALITY_POOL_MAX_WINDOWS = 10
-# Documented false-alarm level checked by tests/detectors/test_calibration.py: share of
-# windows (~200 labels, drawn from the training relation) with any model-quality breach.
-# Above the measured 0.03-0.2 %, so the check is about the rule, not one seed's luck.
-QUALITY_FALSE_ALARM_RATE_MAX = 0.005
 
 # --- Estimated quality before labels (detectors/families/estimated_quality.py) ----------------
 # Confidence-based performance estimation: a binary classifier's ROC AUC, accuracy,
@@ -661,10 +644,10 @@ PCA_WINDOW_MAX_ROWS = 100_000
 # The window's mean reconstruction error drifts outside mean +/- this many standard errors
 # of the reference's (the spread of reference chunks of the window's size): 3 sigma is
 # NannyML's band, ~0.3 % false alarms per window for a normal mean.
-PCA_ERROR_SIGMAS = 3.0
+PCA_ERROR_Z = 3.0
 # The domain classifier drifts when its cross-validated AUC exceeds the larger of this floor
 # (a separation too small to act on even when significant) ...
-DOMAIN_CLASSIFIER_AUC = 0.55
+DOMAIN_CLASSIFIER_AUC_MIN = 0.55
 # ... and 0.5 + this many standard deviations of the AUC of two same-distribution samples of
 # the sizes compared (Mann-Whitney's null variance, (n1 + n2 + 1) / (12 n1 n2)): small
 # windows get a wider band, so the false-alarm rate does not depend on the window's size.

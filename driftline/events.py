@@ -28,6 +28,12 @@ LABEL_SCHEMA = "driftline.label/v1"
 # so 1 MiB leaves room for big raw `inputs` while stopping runaway payloads.
 MAX_EVENT_BYTES = 1 << 20
 MAX_ID_CHARS = 256
+# Widths of the store's model, version, segment and request id columns (migration 0001), part of the
+# contract: longer values cannot be stored, so the collector dead-letters them (`collector.folding`).
+MODEL_CHARS = 200
+VERSION_CHARS = 100
+SEGMENT_CHARS = 300  # "column=value": a feature or tag name and one of its values
+REQUEST_ID_CHARS = 256
 # Event times outside these years are almost certainly unit mistakes (seconds vs ms).
 MIN_TS_MS = 946_684_800_000  # 2000-01-01
 MAX_TS_MS = 4_102_444_800_000  # 2100-01-01

@@ -13,14 +13,14 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from typing import Any, Mapping, Sequence, TypeVar
+from typing import Any, ClassVar, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from driftline import vocabulary
 from driftline.errors import UserError
 
-__all__ = ["SECTIONS", "Section", "close_match", "did_you_mean", "given", "parse_section"]
+__all__ = ["SECTIONS", "Section", "Table", "close_match", "did_you_mean", "given", "parse_section"]
 
 # The TOML file's tables, beside the settings themselves; any other table is an error naming it.
 SECTIONS = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
@@ -36,6 +36,19 @@ class Section(BaseModel):
     """A TOML table: unknown keys rejected, no silent coercion ("0.2" is not a number)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, arbitrary_types_allowed=True)
+
+
+class Table(Section):
+    """A section that is also the settings it holds, with its bounds (`Field(ge=...)`): built from a TOML
+    table (`parse_section`) or in code, a bad value is a `UserError` naming `WHERE` and the key either way."""
+
+    WHERE: ClassVar[str] = "[table]"
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise UserError(_describe(exc, type(self), self.WHERE)) from None
 
 
 def parse_section(model: type[S], mapping: Any, where: str) -> S:
@@ -80,7 +93,11 @@ def _describe(exc: ValidationError, model: type[Section], where: str) -> str:
         return text
     first = errors[0]
     key = ".".join(str(p) for p in first["loc"])
-    return f"{where} {key}: {first['msg'].lower()}, got {first.get('input')!r}"
+    message = first["msg"].removeprefix("Value error, ")  # a validator's own words, as it wrote them
+    message = message[:1].lower() + message[1:]
+    if not key:  # a check across keys (a model validator) names its keys itself
+        return f"{where}: {message}"
+    return f"{where} {key}: {message}, got {first.get('input')!r}"
 
 
 def _hint(model: type[BaseModel], loc: tuple[Any, ...]) -> str:

@@ -62,10 +62,6 @@ WORKER_SHADOW_QUEUE = 256
 # to production's forward passes first (a niced thread gets ~10 % of a core against a normal one),
 # so a candidate that cannot keep up falls behind and drops copies instead of slowing production.
 WORKER_SHADOW_NICE = 10
-# Latency SLO per model: p99 of total request latency. The default MLP serves in a
-# few ms at p99 on a laptop under the replay's default load, so 100 ms flags real
-# trouble (a stalled device, a slow dependency) without paging on GC pauses.
-WORKER_LATENCY_SLO_P99_MS = 100.0
 # Retraining on recent labelled traffic: keep the last 20 000 requests for the label
 # join; refuse to retrain on fewer than 1 000 labelled rows, where a holdout of 20 %
 # (200 rows) cannot tell two models' log losses apart reliably.

@@ -82,7 +82,7 @@ def load_transform(spec: Mapping[str, Any] | None) -> Transform | None:
     if isinstance(obj, type):
         if not callable(getattr(obj, "from_dict", None)):
             raise ValueError(f"transform {target!r} is a class without a from_dict(spec) constructor")
-        obj = obj.from_dict(spec)
+        obj = getattr(obj, "from_dict")(spec)  # checked callable above
     apply = getattr(obj, "apply", None)
     if callable(apply):
         return apply

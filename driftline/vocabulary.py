@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Self
+
+# --- feature kinds ---------------------------------------------------------------------
+# A feature is compared as numbers (bins, KS, Wasserstein) or as categories (counts, chi-square).
+NUMERIC = "numeric"
+CATEGORICAL = "categorical"
+FEATURE_KINDS = (NUMERIC, CATEGORICAL)
 
 # --- families --------------------------------------------------------------------------
 
@@ -196,8 +202,18 @@ RETRAIN_ROLLOUTS = (STEP_PROMOTE, ROLLOUT_SHADOW, ROLLOUT_CANARY)
 
 # --- details ---------------------------------------------------------------------------
 
-# Keys every family may set: a verdict without enough data, and why.
-INSUFFICIENT_DATA_KEY = "insufficient_data"
+# Keys every family may set: a verdict without enough data (also the window's status then), and why. A reason
+# then starts with the same words, spelt for people.
+INSUFFICIENT_DATA = "insufficient_data"
+INSUFFICIENT_DATA_REASON = INSUFFICIENT_DATA.replace("_", " ")
+
+# --- window statuses (window_evaluations.status) -----------------------------------------
+# Evaluated with a baseline; no baseline registered for the version yet (nothing to compare with); or the
+# window's whole-population data drift had too few rows for a verdict.
+WINDOW_OK = "ok"
+WINDOW_NO_BASELINE = "no_baseline"
+WINDOW_INSUFFICIENT_DATA = INSUFFICIENT_DATA
+WINDOW_STATUSES = (WINDOW_OK, WINDOW_NO_BASELINE, WINDOW_INSUFFICIENT_DATA)
 REASON_KEY = "reason"
 # A finding attributed to parity skew carries EXPLAINED_BY = SKEW.
 EXPLAINED_BY_KEY = "explained_by"
@@ -227,7 +243,7 @@ class Details:
         return frozenset(f.name for f in dataclasses.fields(cls))
 
     @classmethod
-    def from_dict(cls, details: Mapping[str, Any] | None) -> "Details":
+    def from_dict(cls, details: Mapping[str, Any] | None) -> Self:
         details = details if isinstance(details, Mapping) else {}
         known = cls.keys()
         instance = cls(**{k: v for k, v in details.items() if k in known})

@@ -171,11 +171,11 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
         advance_evidence(session, key.model, key.version, key.window_start_ms, results, config.paging_for(key.model),
                          previous_evidence(session, key.model, key.version, key.window_start_ms))
     if baseline is None:
-        status = "no_baseline"
+        status = vocabulary.WINDOW_NO_BASELINE
     elif any(r.insufficient_data for r in results if r.detector == vocabulary.DATA_DRIFT and not r.segment):
-        status = "insufficient_data"
+        status = vocabulary.WINDOW_INSUFFICIENT_DATA
     else:
-        status = "ok"
+        status = vocabulary.WINDOW_OK
     session.execute(delete(DetectorResult).where(
         DetectorResult.model == key.model, DetectorResult.version == key.version,
         DetectorResult.window_start_ms == key.window_start_ms))

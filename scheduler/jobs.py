@@ -15,7 +15,7 @@ from driftline.alerts.reposts import REPOST_INTERVAL
 from driftline.config import Settings
 from driftline.store import db as store_db
 from driftline.store.models import utcnow
-from driftline.vocabulary import STEP_DROP_ARMS, STEP_ROLLBACK
+from driftline.vocabulary import STEP_DROP_ARMS, STEP_ROLLBACK, WINDOW_NO_BASELINE
 from driftline.scheduler.claims import claim_window
 from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, due_windows, evaluate
 from driftline.scheduler.evaluation import now_ms as wall_now_ms
@@ -107,7 +107,7 @@ class SchedulerJobs:
                 return None
             evaluation = evaluate(session, key, self.cache, self.config)
             session.flush()
-            if evaluation.status != "no_baseline":
+            if evaluation.status != WINDOW_NO_BASELINE:
                 now = utcnow()
                 changed = process_window(session, key.model, key.version, key.window_start_ms,
                                          rules=self.rules, now=now)

@@ -21,7 +21,6 @@ A days setting of 0 keeps that table's rows for good.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 
@@ -30,7 +29,7 @@ from pydantic import Field
 from sqlalchemy import ColumnElement, and_, delete, exists, false, func, or_, select, tuple_
 
 from driftline import defaults
-from driftline.sections import Section, given, parse_section
+from driftline.sections import Table, given, parse_section
 from driftline.store.db import get_engine
 from driftline.store.models import (Alert, DeadLetter, DetectorResult, LabelRecord, Notification, PredictionRecord,
                                     WindowEvaluation, WindowQuarantine, WindowStateRecord)
@@ -40,8 +39,10 @@ _Age = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 _Count = Annotated[int, Field(gt=0)]
 
 
-class _RetentionSection(Section):
+class RetentionTable(Table):
     """The [retention] keys: ages at least 0 (0 keeps for good), counts and the interval above 0."""
+
+    WHERE = "[retention]"
 
     dead_letter_days: _Age = defaults.RETENTION_DEAD_LETTER_DAYS
     window_state_days: _Age = defaults.RETENTION_WINDOW_STATE_DAYS
@@ -51,33 +52,25 @@ class _RetentionSection(Section):
     batch_rows: _Count = defaults.RETENTION_BATCH_ROWS
     max_batches_per_run: _Count = defaults.RETENTION_MAX_BATCHES_PER_RUN
     interval_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = defaults.RETENTION_INTERVAL_SECONDS
+
+
 _DAY_MS = 86_400_000
 
 
-@dataclass(frozen=True)
-class RetentionPolicy:
-    """The `[retention]` settings (every key optional)."""
+class RetentionPolicy(RetentionTable):
+    """The `[retention]` settings (every key optional) and the windows' allowed lateness."""
 
-    dead_letter_days: float = defaults.RETENTION_DEAD_LETTER_DAYS
-    window_state_days: float = defaults.RETENTION_WINDOW_STATE_DAYS
-    result_days: float = defaults.RETENTION_RESULT_DAYS
-    notification_days: float = defaults.RETENTION_NOTIFICATION_DAYS
-    future_seconds: float = defaults.RETENTION_FUTURE_SECONDS
-    batch_rows: int = defaults.RETENTION_BATCH_ROWS
-    max_batches_per_run: int = defaults.RETENTION_MAX_BATCHES_PER_RUN
-    interval_seconds: float = defaults.RETENTION_INTERVAL_SECONDS
     # Not a [retention] key: the windows' allowed lateness, which decides when a window is closed.
-    lateness_seconds: float = defaults.ALLOWED_LATENESS_SECONDS
+    lateness_seconds: _Age = defaults.ALLOWED_LATENESS_SECONDS
 
     @classmethod
     def from_mapping(cls, mapping: Any, lateness_seconds: float) -> "RetentionPolicy":
-        section = parse_section(_RetentionSection, mapping, "[retention]")
-        return cls(**given(section), lateness_seconds=lateness_seconds)
+        table = parse_section(RetentionTable, mapping, cls.WHERE)
+        return cls(**given(table), lateness_seconds=lateness_seconds)
 
     @classmethod
     def from_settings(cls, settings: Any) -> "RetentionPolicy":
         return cls.from_mapping(settings.section("retention"), settings.allowed_lateness_seconds)
-
 
 def prune(db_url: str, policy: RetentionPolicy, *, now_ms: int | None = None, max_batches: int | None = None,
           dry_run: bool = False) -> dict[str, int]:

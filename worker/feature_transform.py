@@ -34,13 +34,11 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from driftline.transform import IMPORT_KEY, import_path
+from driftline.vocabulary import CATEGORICAL, NUMERIC
 
 TRANSFORM_KIND = "credit-default"
 # Bump when `apply` computes anything differently; stored with every model version.
 TRANSFORM_VERSION = 1
-
-NUMERIC = "numeric"
-CATEGORICAL = "categorical"
 
 # The raw request fields, in order: (name, kind, documented valid range or categories).
 RAW_INPUTS: tuple[tuple[str, str, Any], ...] = (

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from driftline.client import new_id
 from driftline.rollouts import pinned_role
+from driftline.vocabulary import CATEGORICAL, NUMERIC
 from driftline.worker.validation import InputError, PredictRequest, check_id, check_value
 
 OUTPUT_NAME = "prediction"
@@ -22,7 +23,7 @@ NUMBER_DATATYPES = frozenset({"FP64", "FP32", "FP16", "INT64", "INT32", "INT16",
                               "UINT64", "UINT32", "UINT16", "UINT8"})
 BYTES = "BYTES"
 # The datatype each feature kind is listed with in the model metadata.
-METADATA_DATATYPES = {"numeric": "FP64", "categorical": BYTES}
+METADATA_DATATYPES = {NUMERIC: "FP64", CATEGORICAL: BYTES}
 PLATFORM = "pytorch"
 
 
@@ -145,9 +146,9 @@ def _rows_of(tensor: Tensor) -> int:
 
 
 def _check_datatype(tensor: Tensor, kind: str) -> None:
-    if kind == "numeric" and tensor.datatype not in NUMBER_DATATYPES:
+    if kind == NUMERIC and tensor.datatype not in NUMBER_DATATYPES:
         raise OipError(f"input {tensor.name!r} is numeric: datatype FP64, FP32 or INT64, got {tensor.datatype!r}")
-    if kind == "categorical" and tensor.datatype != BYTES:
+    if kind == CATEGORICAL and tensor.datatype != BYTES:
         raise OipError(f"input {tensor.name!r} is categorical: datatype BYTES, got {tensor.datatype!r}")
 
 

@@ -179,7 +179,7 @@ class _RolloutStart:
     """A rollout scenario's candidate, prepared on a thread from the start, and its plan, set when the scenario starts."""
 
     def __init__(self, config: ReplayConfig, scenario: Scenario, model: str):
-        from driftline.detectors.rollout.policy import RolloutPolicy
+        from driftline.policies import RolloutPolicy
         from driftline.worker.registry import Registry
 
         settings = config.settings

@@ -44,7 +44,6 @@ import traceback
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
@@ -60,7 +59,7 @@ from driftline.events import EventError, parse_label
 from driftline.kafka_security import KafkaSecurity, kafka_python_options
 from driftline.store.db import session_scope
 from driftline.rollouts import RoutingPlan, canary_plan, shadow_plan
-from driftline.store.models import RetrainRequest
+from driftline.store.models import RetrainRequest, utcnow
 from driftline.store.rollouts import BY_POLICY, current_plan, set_plan
 from driftline.supervisor import start_python_child
 from driftline.worker.feature_transform import FeatureTransform
@@ -210,10 +209,6 @@ class RetrainTicket:
     idempotency_key: str
     status: str
     created: bool  # False: an earlier request with this key answered
-
-
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def request_document(row: RetrainRequest) -> dict[str, Any]:
@@ -397,7 +392,7 @@ class RetrainManager:
             self._executor.submit(self._run, ticket.id)
         except RuntimeError:  # after shutdown(): recorded, never run
             self._set(ticket.id, status="failed", response={"error": "interrupted: the worker is shutting down"},
-                      completed_at=_utcnow())
+                      completed_at=utcnow())
             return RetrainTicket(ticket.id, idempotency_key, "failed", created=True)
         return ticket
 
@@ -428,13 +423,13 @@ class RetrainManager:
             outcome = self._retrain(request_id)
         except RetrainInterrupted as exc:
             log.warning("retrain request %s interrupted: %s", request_id, exc)
-            self._set(request_id, status="failed", response={"error": f"interrupted: {exc}"}, completed_at=_utcnow())
+            self._set(request_id, status="failed", response={"error": f"interrupted: {exc}"}, completed_at=utcnow())
             return
         except Exception as exc:
             log.exception("retrain request %s failed", request_id)
-            self._set(request_id, status="failed", response={"error": str(exc)}, completed_at=_utcnow())
+            self._set(request_id, status="failed", response={"error": str(exc)}, completed_at=utcnow())
             return
-        self._set(request_id, completed_at=_utcnow(), **outcome)
+        self._set(request_id, completed_at=utcnow(), **outcome)
 
     def _retrain(self, request_id: int) -> dict[str, Any]:
         inputs, labels = self.traffic.labelled()

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.rollout.policy import RolloutPolicy
+from driftline.policies import RolloutPolicy
 from driftline.errors import UserError
 from driftline.rollouts import AB, CANARY, SHADOW, RoutingPlan, ab_plan, canary_plan, shadow_plan
 from driftline.store.db import session_scope

@@ -24,10 +24,10 @@ from typing import Any, Sequence
 import orjson
 
 from driftline import defaults
-from driftline.events import EventError, parse_timestamp
+from driftline.events import MAX_ID_CHARS, EventError, parse_timestamp
 from driftline.json_types import json_type_name
+from driftline.vocabulary import NUMERIC
 
-MAX_ID_CHARS = 256
 MAX_CATEGORY_CHARS = 200
 # Lone surrogates (unencodable as UTF-8) and C0/C1 control characters (NUL breaks PostgreSQL text).
 _INVALID_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -119,7 +119,7 @@ def check_value(value: Any, kind: str, field: str) -> Any:
     """One feature value of `kind` ("numeric" or "categorical"), as a request field at `field`."""
     if value is None:
         return None
-    if kind == "numeric":
+    if kind == NUMERIC:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"expected a number or null, got {json_type_name(value)}", field)
         try:

@@ -28,6 +28,8 @@ from driftline import defaults
 from driftline.alerts.channels.http import HttpPoster, SendResult
 from driftline.alerts.endpoints import PAGERDUTY
 
+# PagerDuty Events API v2: payload.summary is truncated by PagerDuty at 1024 characters (PagerDuty's limit).
+PAGERDUTY_MAX_SUMMARY_CHARS = 1024
 SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
 
 
@@ -60,7 +62,7 @@ def render_pagerduty(message: Mapping[str, Any]) -> dict[str, Any] | None:
         "event_action": "trigger",
         "dedup_key": message["group_key"],
         "payload": {
-            "summary": _cut(message["title"], defaults.PAGERDUTY_MAX_SUMMARY_CHARS),
+            "summary": _cut(message["title"], PAGERDUTY_MAX_SUMMARY_CHARS),
             "source": f"driftline:{message['model']}:{message['version']}",
             "severity": SEVERITY.get(message["severity"], "warning"),
             "timestamp": message["created_at"],

@@ -24,6 +24,11 @@ from driftline.alerts.endpoints import SLACK
 from driftline.alerts.messages import detector_label, format_number
 
 _EMOJI = {"trigger": ":rotating_light:", "repeat": ":repeat:", "resolve": ":white_check_mark:"}
+# Slack's documented limits for a message's blocks (api.slack.com/reference/block-kit): Slack's, not ours to tune.
+SLACK_MAX_BLOCKS = 50
+SLACK_MAX_SECTION_CHARS = 3000
+SLACK_MAX_HEADER_CHARS = 150
+SLACK_MAX_FIELD_CHARS = 2000
 # One alert line is cut here, so that a single absurd feature name cannot eat a section.
 MAX_LINE_CHARS = 300
 
@@ -73,7 +78,7 @@ def _sections(lines: list[str], max_sections: int) -> tuple[list[dict[str, Any]]
     placed = 0
     for line in lines:
         extra = len(line) + (1 if current else 0)
-        if current and size + extra > defaults.SLACK_MAX_SECTION_CHARS:
+        if current and size + extra > SLACK_MAX_SECTION_CHARS:
             if len(blocks) + 1 >= max_sections:
                 break
             blocks.append(_section("\n".join(current)))
@@ -111,7 +116,7 @@ def render_slack(message: Mapping[str, Any]) -> dict[str, Any]:
     resolved = kind == "resolve"
     alerts = list(message["alerts"])
     detectors = sorted({a["detector"] for a in alerts})
-    header = _cut(f"{_EMOJI.get(kind, '')} {message['title']}".strip(), defaults.SLACK_MAX_HEADER_CHARS)
+    header = _cut(f"{_EMOJI.get(kind, '')} {message['title']}".strip(), SLACK_MAX_HEADER_CHARS)
     window = message["window"]
     fields = [
         ("Model", f"`{escape(message['model'])}`"),
@@ -124,16 +129,16 @@ def render_slack(message: Mapping[str, Any]) -> dict[str, Any]:
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
         {"type": "section", "fields": [{"type": "mrkdwn",
-                                        "text": _cut(f"*{k}*\n{v}", defaults.SLACK_MAX_FIELD_CHARS)}
+                                        "text": _cut(f"*{k}*\n{v}", SLACK_MAX_FIELD_CHARS)}
                                        for k, v in fields]},
     ]
     related = list(message.get("related_features") or [])
     if related:
         prefix = f"*Drifted features ({len(related)}):* "
-        blocks.append(_section(prefix + _name_list(related, defaults.SLACK_MAX_SECTION_CHARS - len(prefix))))
+        blocks.append(_section(prefix + _name_list(related, SLACK_MAX_SECTION_CHARS - len(prefix))))
     listed = alerts[: defaults.SLACK_MAX_LISTED_ALERTS]
     # Blocks left for alert lines: keep two for "and N more" and the dashboard link.
-    budget = defaults.SLACK_MAX_BLOCKS - len(blocks) - 2
+    budget = SLACK_MAX_BLOCKS - len(blocks) - 2
     line_blocks, left_out = _sections([_line(a, resolved, len(detectors) > 1) for a in listed], budget)
     blocks.extend(line_blocks)
     more = left_out + len(alerts) - len(listed)
@@ -144,7 +149,7 @@ def render_slack(message: Mapping[str, Any]) -> dict[str, Any]:
     blocks.append({"type": "context", "elements": [
         {"type": "mrkdwn", "text": f"<{link}|Open the driftline dashboard> · group `{message['group_key'][:12]}`"}]})
     # `text` is mrkdwn too (the notification preview): escaped like the blocks
-    return {"text": _escaped_cut(message["title"], defaults.SLACK_MAX_SECTION_CHARS), "blocks": blocks}
+    return {"text": _escaped_cut(message["title"], SLACK_MAX_SECTION_CHARS), "blocks": blocks}
 
 
 class SlackChannel:

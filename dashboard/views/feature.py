@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from driftline.dashboard import charts, derive, distributions, queries, scores, states, ui
-from driftline.vocabulary import DATA_DRIFT, INSUFFICIENT_DATA_KEY, LATENCY, PREDICTION_DRIFT
+from driftline.vocabulary import DATA_DRIFT, INSUFFICIENT_DATA, LATENCY, NUMERIC, PREDICTION_DRIFT
 
 PREDICTION = "__prediction__"
 
@@ -81,7 +81,7 @@ def window_options(windows: pd.DataFrame, drift: pd.DataFrame) -> dict[int, str]
 
 def decision(results: pd.DataFrame, label: str) -> None:
     breached = results[results["breached"]]
-    insufficient = [d for d in results["details"] if isinstance(d, dict) and d.get(INSUFFICIENT_DATA_KEY)]
+    insufficient = [d for d in results["details"] if isinstance(d, dict) and d.get(INSUFFICIENT_DATA)]
     if results.empty:
         st.info(f"No detector results for {label} in this window.")
     elif breached.empty and len(insufficient) == len(results):
@@ -121,7 +121,7 @@ def distribution_charts(data: dict[str, Any], label: str) -> None:
     cols[1].metric("Missing", f"{data['missing_rate']:.1%}" if data["missing_rate"] is not None else "—",
                    delta=None if change is None or abs(change) < 0.0005 else f"{change:+.1%} vs training",
                    delta_color="inverse")
-    if data["kind"] == "numeric":
+    if data["kind"] == NUMERIC:
         cols[2].metric("Mean", derive.fmt(data["mean"]), delta=f"{derive.fmt(data['baseline_mean'])} in training",
                        delta_color="off", delta_arrow="off")
         out = data["below_min"] + data["above_max"]

@@ -39,7 +39,8 @@ from driftline.detectors.thresholds.reference import FIXED as FIXED_SOURCE
 from driftline.detectors.thresholds.reference import REFERENCE as REFERENCE_SOURCE
 from driftline.detectors.thresholds.reference import ReferenceThresholds
 from driftline.errors import UserError
-from driftline.vocabulary import CHI2, DATASET_DRIFT, JENSENSHANNON, KS, MISSING_RATE, PSI, WASSERSTEIN
+from driftline.vocabulary import (CATEGORICAL, CHI2, DATASET_DRIFT, JENSENSHANNON, KS, MISSING_RATE, NUMERIC, PSI,
+                                  WASSERSTEIN)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -59,8 +60,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-NUMERIC = "numeric"
-CATEGORICAL = "categorical"
 
 
 # --- columns and kinds ------------------------------------------------------------
@@ -212,7 +211,7 @@ def split_windows(current: pd.DataFrame, *, chunk_size: int | None = None, chunk
 
     if offset is not None:
         assert times is not None
-        windows = []
+        windows: list[Window] = []
         keyed = current.assign(__driftline_period=times.dt.tz_localize(None))
         for start, group in keyed.groupby(pd.Grouper(key="__driftline_period", freq=offset), sort=True):
             if len(group) == 0:

@@ -15,13 +15,12 @@ import pandas as pd
 
 from driftline.detectors.families.multivariate import too_few, window_results
 from driftline.detectors.stats.multivariate import MultivariateThresholds
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
 from driftline.baseline import ReconstructionFit, fit_reconstruction
-from driftline.vocabulary import PCA_RECONSTRUCTION_ERROR
+from driftline.vocabulary import INSUFFICIENT_DATA, INSUFFICIENT_DATA_REASON, PCA_RECONSTRUCTION_ERROR, REASON_KEY
 
 __all__ = ["BatchReference", "batch_multivariate"]
 
-NO_BATCH_FIT = f"{INSUFFICIENT_DATA}: fewer than two features, or fewer reference rows than features"
+NO_BATCH_FIT = f"{INSUFFICIENT_DATA_REASON}: fewer than two features, or fewer reference rows than features"
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class BatchReference:
 
 
 def _insufficient_json(reason: str) -> dict[str, Any]:
-    flags = {"drift": False, "top_features": [], "insufficient_data": True, "reason": reason}
+    flags = {"drift": False, "top_features": [], INSUFFICIENT_DATA: True, REASON_KEY: reason}
     return {PCA_RECONSTRUCTION_ERROR: {"value": None, "lower": None, "upper": None, **flags},
             "domain_classifier": {"auc": None, "threshold": None, **flags}}
 

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
 from driftline.detectors.families.results import insufficient
 from driftline.detectors.families.estimated_quality import judge_estimates
 from driftline.detectors.estimation.cbpe_multiclass import (
@@ -37,7 +36,7 @@ from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline import defaults
 from driftline.baseline import BINARY, LabelSummary, category_key
 from driftline.errors import UserError
-from driftline.vocabulary import INSUFFICIENT_DATA_KEY, REASON_KEY
+from driftline.vocabulary import INSUFFICIENT_DATA, INSUFFICIENT_DATA_REASON, NUMERIC, REASON_KEY
 
 __all__ = ["MulticlassReference", "PerformanceReference", "RegressionReference", "check_label", "for_segment",
            "performance_reference", "window_performance"]
@@ -244,7 +243,7 @@ def performance_reference(reference: pd.DataFrame, prediction: str | list[str] |
         prediction = prediction[0] if prediction else None
     prediction = check_label(reference, prediction, label)
     if is_regression(reference, label):
-        return RegressionReference.from_frame(reference, prediction, label, kinds or {prediction: "numeric"})
+        return RegressionReference.from_frame(reference, prediction, label, kinds or {prediction: NUMERIC})
     return PerformanceReference.from_frame(reference, prediction, label)
 
 
@@ -262,7 +261,7 @@ def _multiclass_performance(reference: MulticlassReference, frame: pd.DataFrame,
                  and estimate.upper < training - thresholds.estimated_quality_max_drop)
         entry = _estimate_entry(estimate, training)
         if len(frame) < thresholds.estimated_quality_min_rows:
-            insufficient(entry, f"{INSUFFICIENT_DATA}: {len(frame)} scored rows < "
+            insufficient(entry, f"{INSUFFICIENT_DATA_REASON}: {len(frame)} scored rows < "
                                 f"{thresholds.estimated_quality_min_rows}")
         else:
             entry["alert"] = bool(alert)
@@ -303,7 +302,7 @@ def _entry(result: Any) -> dict[str, Any]:
     d = result.details
     entry = {"value": result.value, "lower": d.get("lower"), "upper": d.get("upper"), "alert": result.breached,
              "standard_error": d.get("standard_error"), "training": d.get("training")}
-    if d.get(INSUFFICIENT_DATA_KEY):
+    if d.get(INSUFFICIENT_DATA):
         insufficient(entry, d.get(REASON_KEY))
     return entry
 
@@ -324,7 +323,7 @@ def _regression_performance(reference: RegressionReference, frame: pd.DataFrame,
         threshold = None if training is None else training * (1.0 + thresholds.estimated_quality_max_error_increase)
         entry = _estimate_entry(estimate, training)
         if rows < thresholds.estimated_quality_min_rows:
-            insufficient(entry, f"{INSUFFICIENT_DATA}: {rows} predicted rows < {thresholds.estimated_quality_min_rows}")
+            insufficient(entry, f"{INSUFFICIENT_DATA_REASON}: {rows} predicted rows < {thresholds.estimated_quality_min_rows}")
         elif outside > thresholds.estimated_quality_max_outside_share:
             low, high = reference.estimator.prediction_range
             insufficient(entry, f"untrusted: {outside:.1%} of predictions outside the reference's range "
@@ -337,7 +336,8 @@ def _regression_performance(reference: RegressionReference, frame: pd.DataFrame,
         truth = _finite(frame, reference.label)
         labelled = np.isfinite(truth) & np.isfinite(predicted)
         realized = realized_regression(truth[labelled], predicted[labelled])
-        expected = estimate_losses(reference.estimator, *(loss[labelled] for loss in losses), z)
+        absolute, squared = losses
+        expected = estimate_losses(reference.estimator, absolute[labelled], squared[labelled], z)
         out["realized"] = _realized_entries(realized, expected, int(labelled.sum()), thresholds)
     return out
 

@@ -18,9 +18,10 @@ import pandas as pd
 
 from driftline import defaults
 from driftline.detectors.batch.engine import ReferenceProfile, Window, detect_window
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA, DriftThresholds
+from driftline.vocabulary import INSUFFICIENT_DATA_REASON
+from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.errors import UserError
-from driftline.vocabulary import DATASET_DRIFT, INSUFFICIENT_DATA_KEY
+from driftline.vocabulary import DATASET_DRIFT, INSUFFICIENT_DATA
 
 __all__ = ["OTHER", "SegmentProfiles", "segment_keys"]
 
@@ -125,8 +126,8 @@ class SegmentProfiles:
         rows = min(len(frame), segment.reference_rows)
         if rows < thresholds.min_rows:
             return {**result, "features": [], "drifted_features": [], DATASET_DRIFT: False,
-                    INSUFFICIENT_DATA_KEY: True,
-                    "reason": f"{INSUFFICIENT_DATA}: {len(frame)} rows in the window, {segment.reference_rows} "
+                    INSUFFICIENT_DATA: True,
+                    "reason": f"{INSUFFICIENT_DATA_REASON}: {len(frame)} rows in the window, {segment.reference_rows} "
                               f"in the reference (at least {thresholds.min_rows} on both sides)"}
         judged = detect_window(segment.profile, Window(window.index, frame, window.start, window.end),
                                prediction if prediction != self.column else None, thresholds, workers)

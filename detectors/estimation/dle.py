@@ -58,7 +58,7 @@ import pandas as pd
 
 from driftline import defaults
 from driftline.detectors.estimation.cbpe import Estimate
-from driftline.vocabulary import MAE, RMSE
+from driftline.vocabulary import CATEGORICAL, MAE, RMSE
 
 __all__ = ["REGRESSION_METRICS", "LossEstimator", "estimate_losses", "estimate_regression", "fit_loss_estimator",
            "outside_share", "realized_regression", "row_losses"]
@@ -178,7 +178,7 @@ def fit_loss_estimator(frame: pd.DataFrame, kinds: Mapping[str, str], truth: np.
         raise ValueError(f"fit_loss_estimator needs at least {folds} labelled rows")
     columns = [c for c in kinds if c != prediction] + [prediction]
     rows = frame.iloc[keep]
-    categories = {c: _categories(rows[c]) for c in columns if kinds.get(c) == "categorical"}
+    categories = {c: _categories(rows[c]) for c in columns if kinds.get(c) == CATEGORICAL}
     error = truth[keep] - predicted[keep]
     unit = _unit(error)
     error = error / unit

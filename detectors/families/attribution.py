@@ -6,7 +6,8 @@ from typing import Any
 import numpy as np
 
 from driftline.detectors.families.data_quality import expected_types
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA, DriftThresholds, decide_dataset
+from driftline.vocabulary import INSUFFICIENT_DATA_REASON
+from driftline.detectors.thresholds.decision import DriftThresholds, decide_dataset
 from driftline.detectors.families.results import WindowResult, insufficient
 from driftline.detectors.families.skew import ParityCheck
 from driftline.baseline import Baseline, NumericProfile, Profile, category_key, is_null, json_type
@@ -67,7 +68,7 @@ def explain_drift_by_skew(results: list[WindowResult], parity: ParityCheck,
         result.breached = decide_dataset(len(drifted), len(judged), thresholds)
         result.details.update(drifted_features=drifted, features=len(judged), explained_by_skew=skewed)
         if not judged and not result.insufficient_data:
-            insufficient(result.details, f"{INSUFFICIENT_DATA}: no feature without skew had enough rows")
+            insufficient(result.details, f"{INSUFFICIENT_DATA_REASON}: no feature without skew had enough rows")
     return results
 
 

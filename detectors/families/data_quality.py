@@ -4,8 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from driftline.detectors.stats import two_sample
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
-from driftline.detectors.families.results import WindowResult, finite_or_none, insufficient
+from driftline.vocabulary import INSUFFICIENT_DATA_REASON
+from driftline.baseline.values import finite_or_none
+from driftline.detectors.families.results import WindowResult, insufficient
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.baseline import Baseline, NumericProfile, Profile
 from driftline.vocabulary import (
@@ -38,7 +39,7 @@ def data_quality(baseline: Baseline, state: WindowState, thresholds: WindowThres
                details: dict[str, Any]) -> None:
         details = dict(details, events=events)
         if not enough:
-            insufficient(details, f"{INSUFFICIENT_DATA}: {events} events < {thresholds.data_quality_min_rows}")
+            insufficient(details, f"{INSUFFICIENT_DATA_REASON}: {events} events < {thresholds.data_quality_min_rows}")
             breached = False
         results.append(WindowResult(DATA_QUALITY, feature, metric, value, threshold, bool(breached), details))
 

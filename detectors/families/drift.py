@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from driftline.detectors.stats import binned, two_sample
+from driftline.vocabulary import INSUFFICIENT_DATA_REASON
 from driftline.detectors.thresholds.decision import (
-    INSUFFICIENT_DATA,
     DriftThresholds,
     annotate_tests,
     benjamini_hochberg,
@@ -19,7 +19,7 @@ from driftline.vocabulary import (
     DATASET_DRIFT,
     DATA_DRIFT,
     DRIFTED_SHARE,
-    INSUFFICIENT_DATA_KEY,
+    INSUFFICIENT_DATA,
     PREDICTION_DRIFT,
     PSI,
 )
@@ -50,16 +50,16 @@ def _drift_result(detector: str, name: str, profile: Profile, window: FeatureWin
     primary = PSI
     if window is None or events == 0:
         return WindowResult(detector, name, primary, None, thresholds.psi, False,
-                              insufficient({"kind": kind, "rows": 0}, f"{INSUFFICIENT_DATA}: no values"))
+                              insufficient({"kind": kind, "rows": 0}, f"{INSUFFICIENT_DATA_REASON}: no values"))
     if tests is None:
         tests, rows = _feature_tests(profile, window, events)
     drift, reason = decide_feature(tests, kind, rows, thresholds)
     annotate_tests(tests, kind, thresholds)
     details: dict[str, Any] = {"kind": kind, "rows": rows, "reason": reason, "tests": tests}
-    if reason.startswith(INSUFFICIENT_DATA):
-        details[INSUFFICIENT_DATA_KEY] = True
+    if reason.startswith(INSUFFICIENT_DATA_REASON):
+        details[INSUFFICIENT_DATA] = True
         if isinstance(profile, NumericProfile) and window.unbinned and not window.binned:
-            details["reason"] = f"{INSUFFICIENT_DATA}: values were counted before the baseline existed"
+            details["reason"] = f"{INSUFFICIENT_DATA_REASON}: values were counted before the baseline existed"
     return WindowResult(detector, name, primary, tests[PSI]["value"], thresholds.psi, bool(drift), details)
 
 
@@ -98,7 +98,7 @@ def data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThreshol
     share = len(drifted) / len(judged) if judged else 0.0
     details: dict[str, Any] = {"drifted_features": drifted, "features": len(judged)}
     if not judged:
-        insufficient(details, f"{INSUFFICIENT_DATA}: no feature had enough rows")
+        insufficient(details, f"{INSUFFICIENT_DATA_REASON}: no feature had enough rows")
     results.append(WindowResult(DATASET_DRIFT, None, DRIFTED_SHARE, share, thresholds.dataset_drift_share,
                                   decide_dataset(len(drifted), len(judged), thresholds), details))
     return results

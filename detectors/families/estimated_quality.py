@@ -5,7 +5,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
 from driftline.detectors.estimation.cbpe import (
     SUPPORT_OF,
     Estimate,
@@ -20,7 +19,7 @@ from driftline.detectors.stats.quality import quality_metrics, training_calibrat
 from driftline.detectors.families.results import WindowResult, insufficient
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.baseline import BINARY, CLASS, Baseline, LabelSummary
-from driftline.vocabulary import ESTIMATED_METRICS, ESTIMATED_QUALITY
+from driftline.vocabulary import ESTIMATED_METRICS, ESTIMATED_QUALITY, INSUFFICIENT_DATA, INSUFFICIENT_DATA_REASON
 from driftline.window_state import WindowState
 
 __all__ = ["estimated_quality", "judge_estimates"]
@@ -79,16 +78,16 @@ def judge_estimates(reference: LabelSummary, calibration: np.ndarray, rows: np.n
         threshold = None if reference_value is None else reference_value - thresholds.estimated_quality_max_drop
         breached = threshold is not None and estimate.upper is not None and estimate.upper < threshold
         if n < thresholds.estimated_quality_min_rows:
-            insufficient(details, f"{INSUFFICIENT_DATA}: {int(n)} scored rows < {thresholds.estimated_quality_min_rows}")
+            insufficient(details, f"{INSUFFICIENT_DATA_REASON}: {int(n)} scored rows < {thresholds.estimated_quality_min_rows}")
         elif outside > thresholds.estimated_quality_max_outside_share:
             insufficient(details, f"untrusted: {outside:.1%} of scores outside the calibrated range "
                                   f"[{details['calibrated_range'][0]:.3f}, {details['calibrated_range'][1]:.3f}] "
                                   f"> {thresholds.estimated_quality_max_outside_share:.1%}")
         elif support is not None and support < thresholds.quality_min_class_count:
-            insufficient(details, f"{INSUFFICIENT_DATA}: {support:.0f} {support_of} < {thresholds.quality_min_class_count}")
+            insufficient(details, f"{INSUFFICIENT_DATA_REASON}: {support:.0f} {support_of} < {thresholds.quality_min_class_count}")
         elif estimate.value is None:
-            insufficient(details, f"{INSUFFICIENT_DATA}: no estimate (one class expected only)")
-        if details.get("insufficient_data"):
+            insufficient(details, f"{INSUFFICIENT_DATA_REASON}: no estimate (one class expected only)")
+        if details.get(INSUFFICIENT_DATA):
             breached = False
         gap = gaps.get(metric)
         if gap is not None:

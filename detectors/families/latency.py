@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
-from driftline.detectors.families.results import WindowResult, finite_or_none, insufficient
+from driftline.vocabulary import INSUFFICIENT_DATA_REASON
+from driftline.baseline.values import finite_or_none
+from driftline.detectors.families.results import WindowResult, insufficient
 from driftline.detectors.thresholds.levels import LatencySLO
 from driftline.vocabulary import CONCURRENCY, ERROR_RATE, LATENCY, LATENCY_TOTAL, P50_MS, P95_MS, P99_MS, QPS
 from driftline.window_state import WindowState
@@ -22,7 +23,7 @@ def latency(state: WindowState, slo: LatencySLO, window_seconds: float) -> list[
                details: dict[str, Any]) -> None:
         breached = threshold is not None and value is not None and value > threshold
         if not enough:
-            insufficient(details, f"{INSUFFICIENT_DATA}: {events} events < {slo.min_events}")
+            insufficient(details, f"{INSUFFICIENT_DATA_REASON}: {events} events < {slo.min_events}")
             breached = False
         results.append(WindowResult(LATENCY, feature, metric, value, threshold, bool(breached),
                                       dict(details, events=events)))

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.vocabulary import INSUFFICIENT_DATA_REASON
 from driftline.detectors.stats.multivariate import (
     MultivariateThresholds,
     domain_classifier,
@@ -29,13 +29,13 @@ from driftline.window_state import WindowState
 
 __all__ = ["multivariate_drift", "too_few", "window_results"]
 
-NO_FIT = (f"{INSUFFICIENT_DATA}: the baseline has no PCA fit (registered before multivariate drift, "
+NO_FIT = (f"{INSUFFICIENT_DATA_REASON}: the baseline has no PCA fit (registered before multivariate drift, "
           f"or fewer than two features); register it again")
 
 
 def too_few(rows: int, reference_rows: int, minimum: int) -> str:
     """Why a window is not judged: too few rows on one side."""
-    return f"{INSUFFICIENT_DATA}: {rows} window rows and {reference_rows} reference rows, {minimum} needed on each side"
+    return f"{INSUFFICIENT_DATA_REASON}: {rows} window rows and {reference_rows} reference rows, {minimum} needed on each side"
 
 
 def _frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:

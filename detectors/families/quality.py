@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.vocabulary import INSUFFICIENT_DATA_REASON
 from driftline.detectors.stats.quality import (
     expected_binary_quality,
     null_third_cumulants,
@@ -142,10 +142,10 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
                 threshold = target + margin
                 breached = value > threshold
         if summary.n < thresholds.quality_min_labels:
-            insufficient(details, f"{INSUFFICIENT_DATA}: {summary.n} labels < {thresholds.quality_min_labels}")
+            insufficient(details, f"{INSUFFICIENT_DATA_REASON}: {summary.n} labels < {thresholds.quality_min_labels}")
             breached = False
         elif metric not in _ROW_METRICS and support < thresholds.quality_min_class_count:
-            insufficient(details, f"{INSUFFICIENT_DATA}: {support} {details['support_of']} "
+            insufficient(details, f"{INSUFFICIENT_DATA_REASON}: {support} {details['support_of']} "
                                    f"< {thresholds.quality_min_class_count}")
             breached = False
         results.append(WindowResult(MODEL_QUALITY, None, metric, value, threshold, bool(breached), details))

@@ -1,15 +1,15 @@
 """What every detector family returns: one `WindowResult` per (detector, feature, metric)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from driftline import vocabulary
+from driftline.baseline.values import finite_or_none
 
-__all__ = ["WindowResult", "finite_or_none", "insufficient", "json_number", "json_safe"]
+__all__ = ["WindowResult", "insufficient", "json_safe"]
 
 
 @dataclass
@@ -27,23 +27,16 @@ class WindowResult:
 
     @property
     def insufficient_data(self) -> bool:
-        return bool(self.details.get(vocabulary.INSUFFICIENT_DATA_KEY))
+        return bool(self.details.get(vocabulary.INSUFFICIENT_DATA))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (NaN and infinities become None); "segment" only on a segment's result."""
         out = {"detector": self.detector, "feature": self.feature, "metric": self.metric,
-               "value": json_number(self.value), "threshold": json_number(self.threshold),
+               "value": finite_or_none(self.value), "threshold": finite_or_none(self.threshold),
                "breached": self.breached, "details": json_safe(self.details)}
         if self.segment:
             out["segment"] = self.segment
         return out
-
-
-def json_number(value: float | None) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def json_safe(value: Any) -> Any:
@@ -57,17 +50,13 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)):
-        return json_number(value)
+        return finite_or_none(value)
     return value
 
 
 def insufficient(details: dict[str, Any], reason: str) -> dict[str, Any]:
     """Mark `details` as a verdict that had too little data behind it (in place; also returned)."""
-    details[vocabulary.INSUFFICIENT_DATA_KEY] = True
+    details[vocabulary.INSUFFICIENT_DATA] = True
     details[vocabulary.REASON_KEY] = reason
     return details
 
-
-def finite_or_none(value: float) -> float | None:
-    """An empty window's min/max are infinite; details carry None instead."""
-    return value if math.isfinite(value) else None

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from driftline.detectors.stats import binned, two_sample
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.vocabulary import INSUFFICIENT_DATA_REASON
 from driftline.detectors.families.results import WindowResult, insufficient, json_safe
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.baseline import Baseline, NumericProfile, category_key, is_null
@@ -73,7 +73,7 @@ def skew_with_parity(baseline: Baseline, state: WindowState, thresholds: WindowT
         large = value is not None and value >= thresholds.skew_distribution_psi
         breached = large and not checked
         if rows < min_rows:
-            insufficient(details, f"{INSUFFICIENT_DATA}: {rows} rows < {min_rows}")
+            insufficient(details, f"{INSUFFICIENT_DATA_REASON}: {rows} rows < {min_rows}")
             breached = False
         elif checked:
             details["reason"] = ("parity skew: see parity_mismatch_rate" if name in parity.skewed else
@@ -117,7 +117,7 @@ def _parity_check(baseline: Baseline, state: WindowState, thresholds: WindowThre
     records = [r for r in state.sample if isinstance(r.get("inputs"), Mapping) and isinstance(r.get("features"), Mapping)]
     details: dict[str, Any] = {"sampled": len(records)}
     if len(records) < thresholds.parity_min_sample:
-        insufficient(details, f"{INSUFFICIENT_DATA}: {len(records)} sampled events with inputs "
+        insufficient(details, f"{INSUFFICIENT_DATA_REASON}: {len(records)} sampled events with inputs "
                                f"< {thresholds.parity_min_sample}")
         return [WindowResult(SKEW, None, PARITY_MISMATCH_RATE, None, thresholds.parity_mismatch_rate, False,
                                details)], ParityCheck()
@@ -147,7 +147,7 @@ def _parity_check(baseline: Baseline, state: WindowState, thresholds: WindowThre
                                            "examples": mismatches[:3]}
         breached = rate > thresholds.parity_mismatch_rate
         if compared < thresholds.parity_min_sample:
-            insufficient(feature_details, f"{INSUFFICIENT_DATA}: {compared} compared < {thresholds.parity_min_sample}")
+            insufficient(feature_details, f"{INSUFFICIENT_DATA_REASON}: {compared} compared < {thresholds.parity_min_sample}")
             breached = False
         else:
             parity.judged.add(name)

@@ -1,1 +1,2 @@
-"""Rollouts: the candidate compared with production per window, the verdict over windows, the policy and what the store keeps."""
+"""Rollouts: the candidate compared with production per window, the verdict over windows, the next step under the
+`[rollouts]` policy (`driftline.policies.RolloutPolicy`) and what the store keeps."""

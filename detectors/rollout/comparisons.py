@@ -15,7 +15,7 @@ import numpy as np
 from driftline import defaults
 from driftline.baseline import BINARY, MULTICLASS, REGRESSION, LabelSummary
 from driftline.detectors.stats import two_sample
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
+from driftline.vocabulary import INSUFFICIENT_DATA_REASON
 from driftline.detectors.stats.intervals import mean_difference_interval, newcombe_interval, wilson_interval
 from driftline.detectors.families.results import WindowResult, json_safe
 from driftline.vocabulary import (
@@ -23,7 +23,7 @@ from driftline.vocabulary import (
     CANDIDATE_DRIFT,
     ERROR_RATE_DELTA,
     FLIP_RATE,
-    INSUFFICIENT_DATA_KEY,
+    INSUFFICIENT_DATA,
     LATENCY_TOTAL,
     MAE,
     P50_DELTA_MS,
@@ -68,7 +68,7 @@ class Comparison:
 
     @property
     def insufficient_data(self) -> bool:
-        return bool(self.details.get(INSUFFICIENT_DATA_KEY))
+        return bool(self.details.get(INSUFFICIENT_DATA))
 
     @property
     def typed(self) -> RolloutDetails:
@@ -79,8 +79,8 @@ class Comparison:
 
 
 def _insufficient(metric: str, reason: str, /, **details: Any) -> Comparison:
-    return Comparison(metric, None, {**details, INSUFFICIENT_DATA_KEY: True,
-                                     REASON_KEY: f"{INSUFFICIENT_DATA}: {reason}"})
+    return Comparison(metric, None, {**details, INSUFFICIENT_DATA: True,
+                                     REASON_KEY: f"{INSUFFICIENT_DATA_REASON}: {reason}"})
 
 
 def _check_alpha(alpha: float) -> None:

@@ -6,7 +6,7 @@ from typing import Any, Mapping, Sequence
 from driftline.detectors.families.results import json_safe
 from driftline.detectors.rollout.comparisons import CANDIDATE_KEY, PRODUCTION_KEY, Comparison
 from driftline.detectors.rollout.verdict import RolloutVerdict
-from driftline.vocabulary import RolloutVerdictDetails
+from driftline.vocabulary import INSUFFICIENT_DATA, RolloutVerdictDetails
 
 __all__ = ["verdict_details"]
 
@@ -19,13 +19,14 @@ def verdict_details(reference: str, arms: Mapping[str, Sequence[Comparison]], ve
     `sample_comparisons`), their intervals at level ``1 - alpha``. JSON-safe: numpy
     numbers become Python ones and infinite bounds None.
     """
-    comparisons, examples = [], []
+    comparisons: list[Mapping[str, Any]] = []
+    examples: list[Mapping[str, Any]] = []
     for arm, found in arms.items():
         for comparison in found:
             typed = comparison.typed
             comparisons.append({"arm": arm, "metric": comparison.metric, "value": comparison.value,
                                 "lower": typed.lower, "upper": typed.upper, "count": typed.count,
-                                "insufficient_data": comparison.insufficient_data})
+                                INSUFFICIENT_DATA: comparison.insufficient_data})
             for example in typed.largest_differences or ():
                 examples.append({"arm": arm, "request_id": example.get("request_id"),
                                  "production": example.get(PRODUCTION_KEY),

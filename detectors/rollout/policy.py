@@ -1,16 +1,15 @@
-"""The `[rollouts]` settings and what a rollout does next: promote, roll back, step up or hold."""
+"""What a rollout does next under its `[rollouts]` policy (`driftline.policies.RolloutPolicy`): promote, roll back,
+step up or hold."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from driftline import defaults
 from driftline.errors import UserError
-from driftline.sections import Section, given, parse_section
+from driftline.policies import RolloutPolicy
 from driftline.vocabulary import (
     ROLLOUT_AB,
     ROLLOUT_CANARY,
-    ROLLOUT_JUDGED,
     ROLLOUT_MODES,
     ROLLOUT_SHADOW,
     STEP_DROP_ARMS,
@@ -24,90 +23,6 @@ from driftline.vocabulary import (
 )
 
 __all__ = ["RolloutPolicy", "Step", "next_step"]
-
-
-@dataclass(frozen=True)
-class RolloutPolicy:
-    """How rollouts are judged and moved on (defaults: `driftline.defaults`, "Rollouts")."""
-
-    windows: int = defaults.ROLLOUT_WINDOWS
-    min_events: int = defaults.ROLLOUT_MIN_EVENTS
-    min_pairs: int = defaults.ROLLOUT_MIN_PAIRS
-    min_labels: int = defaults.ROLLOUT_MIN_LABELS
-    max_error_rate_increase: float = defaults.ROLLOUT_MAX_ERROR_RATE_INCREASE
-    max_p99_increase: float = defaults.ROLLOUT_MAX_P99_INCREASE
-    p99_tolerance_ms: float = defaults.ROLLOUT_P99_TOLERANCE_MS
-    max_quality_drop: float = defaults.ROLLOUT_MAX_QUALITY_DROP
-    max_error_increase: float = defaults.ROLLOUT_MAX_ERROR_INCREASE
-    max_flip_rate: float = defaults.ROLLOUT_MAX_FLIP_RATE
-    critical: tuple[str, ...] = defaults.ROLLOUT_CRITICAL
-    alpha: float = defaults.ROLLOUT_ALPHA
-    tau: float = defaults.ROLLOUT_TAU
-    canary_steps: tuple[int, ...] = defaults.ROLLOUT_CANARY_STEPS
-    auto_promote: bool = defaults.ROLLOUT_AUTO_PROMOTE
-    auto_rollback: bool = defaults.ROLLOUT_AUTO_ROLLBACK
-    decision_threshold: float = defaults.ROLLOUT_DECISION_THRESHOLD
-    top_differences: int = defaults.ROLLOUT_TOP_DIFFERENCES
-
-    def __post_init__(self) -> None:
-        where = "[rollouts]"
-        for name in ("windows", "min_events", "min_pairs", "min_labels"):
-            if getattr(self, name) < 1:
-                raise UserError(f"{where} {name} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_error_rate_increase", "max_p99_increase", "p99_tolerance_ms", "max_quality_drop",
-                     "max_error_increase", "top_differences"):
-            if getattr(self, name) < 0:
-                raise UserError(f"{where} {name} must not be negative, got {getattr(self, name)}")
-        if not 0.0 <= self.max_flip_rate <= 1.0:
-            raise UserError(f"{where} max_flip_rate must be between 0 and 1, got {self.max_flip_rate}")
-        if not 0.0 < self.alpha < 1.0:
-            raise UserError(f"{where} alpha must be between 0 and 1 (exclusive), got {self.alpha}")
-        if not self.tau > 0.0:
-            raise UserError(f"{where} tau must be positive, got {self.tau}")
-        unknown = [m for m in self.critical if m not in ROLLOUT_JUDGED]
-        if unknown:
-            raise UserError(f"{where} critical: unknown metric {', '.join(map(repr, unknown))}; "
-                            f"expected some of {', '.join(ROLLOUT_JUDGED)}")
-        steps = self.canary_steps
-        if not steps or any(not 0 < w <= 100 for w in steps) or any(b <= a for a, b in zip(steps, steps[1:])):
-            raise UserError(f"{where} canary_steps must be increasing weights in (0, 100], got {list(steps)}")
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "RolloutPolicy":
-        """From the ``[rollouts]`` TOML section; ``[rollouts.models.NAME]`` overrides for `model`."""
-        section = parse_section(_RolloutSection, mapping, "[rollouts]")
-        values = {k: v for k, v in given(section).items() if k != "models"}
-        if model is not None and model in section.models:
-            values.update(given(section.models[model]))
-        for name in ("critical", "canary_steps"):
-            if name in values:
-                values[name] = tuple(values[name])
-        return cls(**values)
-
-
-class _RolloutValues(Section):
-    windows: int | None = None
-    min_events: int | None = None
-    min_pairs: int | None = None
-    min_labels: int | None = None
-    max_error_rate_increase: float | None = None
-    max_p99_increase: float | None = None
-    p99_tolerance_ms: float | None = None
-    max_quality_drop: float | None = None
-    max_error_increase: float | None = None
-    max_flip_rate: float | None = None
-    critical: list[str] | None = None
-    alpha: float | None = None
-    tau: float | None = None
-    canary_steps: list[int] | None = None
-    auto_promote: bool | None = None
-    auto_rollback: bool | None = None
-    decision_threshold: float | None = None
-    top_differences: int | None = None
-
-
-class _RolloutSection(_RolloutValues):
-    models: dict[str, _RolloutValues] = {}
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ def _pooled_verdict(windows: Sequence[Sequence[Comparison]], metric: str, policy
     quality = metric == QUALITY_DELTA
     judged = [c for c in found if not c.insufficient_data]
     counts = cumulative[:, 0, -1]
-    common = dict(metric=metric, critical=critical, windows=len(judged))
+    common: dict[str, Any] = dict(metric=metric, critical=critical, windows=len(judged))
     if quality:
         if int(counts.min()) < policy.min_labels:
             return MetricVerdict(verdict=VERDICT_INCONCLUSIVE, reason=f"{int(counts.min())} labels on the smaller "
@@ -180,15 +180,15 @@ def _majority_verdict(windows: Sequence[Sequence[Comparison]], metric: str, poli
     if not found:
         return None
     judged = [c for c in found if not c.insufficient_data]
-    common = dict(metric=metric, critical=critical, windows=len(judged))
+    common: dict[str, Any] = dict(metric=metric, critical=critical, windows=len(judged))
     if len(judged) < policy.windows:
         return MetricVerdict(verdict=VERDICT_INCONCLUSIVE, reason=f"{len(judged)} windows with enough data "
                              f"< windows {policy.windows}", **common)
     recent = judged[-policy.windows:]
     fails = sum(_window_fails(c, policy) for c in recent)
     # p99: the median relative increase, in the allowed delta's terms; drift: the median PSI.
-    values = [c.value if metric == CANDIDATE_DRIFT else c.details.get("relative") for c in recent]
-    values = [v for v in values if v is not None]
+    measured = [c.value if metric == CANDIDATE_DRIFT else c.details.get("relative") for c in recent]
+    values = [float(v) for v in measured if v is not None]
     value = float(np.median(values)) if values else None
     what = "drifted" if metric == CANDIDATE_DRIFT else (
         f"over {policy.max_p99_increase:.0%} and {policy.p99_tolerance_ms:g} ms slower")
@@ -291,7 +291,7 @@ def arm_policy(policy: RolloutPolicy, comparisons: int) -> RolloutPolicy:
     """`policy` with its level split evenly across `comparisons` arm-against-control comparisons (Bonferroni)."""
     if comparisons < 1:
         raise ValueError(f"an A/B test compares at least one arm with the control, got {comparisons}")
-    return policy if comparisons == 1 else replace(policy, alpha=policy.alpha / comparisons)
+    return policy if comparisons == 1 else policy.model_copy(update={"alpha": policy.alpha / comparisons})
 
 
 def _critical_fail(verdict: RolloutVerdict) -> bool:
@@ -299,7 +299,7 @@ def _critical_fail(verdict: RolloutVerdict) -> bool:
 
 
 def _lost(verdict: RolloutVerdict) -> bool:
-    return bool(verdict.sequential) and verdict.sequential.get("winner") == PRODUCTION_KEY
+    return verdict.sequential is not None and verdict.sequential.get("winner") == PRODUCTION_KEY
 
 
 def _gain(verdict: RolloutVerdict) -> float:
@@ -337,7 +337,7 @@ def ab_verdict(arms: Mapping[str, Sequence[Sequence[Comparison]]], policy: Rollo
     harmful = [arm for arm, v in verdicts.items() if _critical_fail(v)]
     passing = [arm for arm, v in verdicts.items() if v.verdict == VERDICT_PASS]
     level = f"each arm at alpha {judged_policy.alpha:.3g} ({policy.alpha:g} / {len(arms)}, {BONFERRONI})"
-    winner, drop = None, ()
+    winner, drop = None, tuple[str, ...]()
     if harmful:
         verdict, summary = VERDICT_FAIL, f"A/B test: arm {', '.join(harmful)} failed a critical metric"
         if any(arm not in harmful and not _lost(v) for arm, v in verdicts.items()):

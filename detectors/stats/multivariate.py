@@ -42,49 +42,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from driftline import defaults
 from driftline.baseline import ReconstructionFit
-from driftline.errors import UserError
+from driftline.policies import MultivariateThresholds  # the [multivariate_drift] table
 
 __all__ = ["ClassifierVerdict", "MultivariateThresholds", "ReconstructionVerdict", "auc", "classifier_threshold",
            "domain_classifier", "reconstruction_drift"]
-
-
-# the smallest value each count setting can take (a tree needs two leaves; listing no feature is allowed)
-_LEAST = {"min_rows": 1, "max_rows": 1, "pca_max_rows": 1, "trees": 1, "leaves": 2, "top_features": 0}
-
-
-@dataclass(frozen=True)
-class MultivariateThresholds:
-    """The alarm levels and sample bounds of both detectors (defaults: `driftline.defaults`)."""
-
-    pca_error_sigmas: float = defaults.PCA_ERROR_SIGMAS
-    domain_classifier_auc: float = defaults.DOMAIN_CLASSIFIER_AUC
-    domain_classifier_z: float = defaults.DOMAIN_CLASSIFIER_Z
-    min_rows: int = defaults.MULTIVARIATE_MIN_ROWS
-    max_rows: int = defaults.DOMAIN_CLASSIFIER_MAX_ROWS
-    pca_max_rows: int = defaults.PCA_WINDOW_MAX_ROWS
-    folds: int = defaults.DOMAIN_CLASSIFIER_FOLDS
-    trees: int = defaults.DOMAIN_CLASSIFIER_TREES
-    leaves: int = defaults.DOMAIN_CLASSIFIER_LEAVES
-    learning_rate: float = defaults.DOMAIN_CLASSIFIER_LEARNING_RATE
-    top_features: int = defaults.MULTIVARIATE_TOP_FEATURES
-
-    def __post_init__(self) -> None:
-        for name in ("pca_error_sigmas", "domain_classifier_z"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise UserError(f"[multivariate_drift] {name} must be a finite number >= 0, got {value}")
-        if not (math.isfinite(self.domain_classifier_auc) and 0.5 <= self.domain_classifier_auc < 1.0):
-            raise UserError(f"[multivariate_drift] domain_classifier_auc must be in [0.5, 1), "
-                            f"got {self.domain_classifier_auc}")
-        for name, least in _LEAST.items():
-            if getattr(self, name) < least:
-                raise UserError(f"[multivariate_drift] {name} must be at least {least}, got {getattr(self, name)}")
-        if self.folds < 2:
-            raise UserError(f"[multivariate_drift] folds must be at least 2, got {self.folds}")
-        if self.min_rows < self.folds:
-            raise UserError(f"[multivariate_drift] min_rows ({self.min_rows}) must be at least folds ({self.folds})")
 
 
 @dataclass(frozen=True)

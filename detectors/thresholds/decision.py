@@ -33,12 +33,12 @@ from pydantic import Field
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.sections import Section, given, parse_section
-from driftline.vocabulary import CHI2, DISTANCES, JENSENSHANNON, KS, PSI, SIGNIFICANCE_TESTS, WASSERSTEIN
+from driftline.vocabulary import (CATEGORICAL, CHI2, DISTANCES, INSUFFICIENT_DATA_REASON, JENSENSHANNON, KS, PSI,
+                                  SIGNIFICANCE_TESTS, WASSERSTEIN)
 
 __all__ = [
     "DriftThresholds",
     "THRESHOLD_SOURCES",
-    "INSUFFICIENT_DATA",
     "annotate_tests",
     "benjamini_hochberg",
     "decide_dataset",
@@ -46,8 +46,6 @@ __all__ = [
     "significance_test",
 ]
 
-# The start of the reason string when a verdict could not be reached.
-INSUFFICIENT_DATA = "insufficient data"
 # Where effect-size thresholds come from: the fixed values, or each feature's spread over reference chunks.
 THRESHOLD_SOURCES = ("fixed", "reference")
 
@@ -97,7 +95,7 @@ class DriftThresholds:
     wasserstein: float = defaults.WASSERSTEIN_THRESHOLD
     jensenshannon: float = defaults.JENSENSHANNON_THRESHOLD
     linf: float = defaults.LINF_THRESHOLD
-    missing_rate_delta: float = defaults.MISSING_RATE_DELTA_THRESHOLD
+    missing_rate_delta: float = defaults.MISSING_RATE_DELTA
     min_rows: int = defaults.DRIFT_MIN_ROWS
     dataset_drift_share: float = defaults.DATASET_DRIFT_SHARE
     threshold_source: str = defaults.DRIFT_THRESHOLD_SOURCE
@@ -119,7 +117,7 @@ class DriftThresholds:
 
     def for_feature(self, name: str) -> "DriftThresholds":
         """These thresholds with feature `name`'s overrides applied (and no per-feature table)."""
-        overrides = dict(self.features.get(name, {}))
+        overrides: dict[str, Any] = dict(self.features.get(name, {}))
         return dataclasses.replace(self, features={}, **overrides)
 
     @classmethod
@@ -187,7 +185,7 @@ def _bh_adjusted(p: np.ndarray) -> np.ndarray:
 
 def significance_test(kind: str) -> str:
     """The name of the test whose p-value goes into the BH family for a feature of `kind`."""
-    return CHI2 if kind == "categorical" else KS
+    return CHI2 if kind == CATEGORICAL else KS
 
 
 def _p(test: Mapping[str, Any]) -> float:
@@ -216,7 +214,7 @@ def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: Drif
 
 
 def _effects(kind: str) -> tuple[str, ...]:
-    return (PSI, JENSENSHANNON) if kind == "categorical" else (PSI, WASSERSTEIN, JENSENSHANNON)
+    return (PSI, JENSENSHANNON) if kind == CATEGORICAL else (PSI, WASSERSTEIN, JENSENSHANNON)
 
 
 def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
@@ -234,7 +232,7 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
     The rule is the module docstring's; the reason says which part decided.
     """
     if rows < thresholds.min_rows:
-        return False, f"{INSUFFICIENT_DATA}: {rows} rows < {thresholds.min_rows}"
+        return False, f"{INSUFFICIENT_DATA_REASON}: {rows} rows < {thresholds.min_rows}"
 
     missing = tests.get("missing")
     if missing is not None:
@@ -251,8 +249,8 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
     if not p_value < thresholds.alpha:
         return False, f"{test_name} not significant (p={p_value:.3g} >= {thresholds.alpha:g})"
 
-    above = []
-    below = []
+    above: list[str] = []
+    below: list[str] = []
     for effect in _effects(kind):
         if effect not in tests:
             continue

@@ -3,7 +3,7 @@
 ```toml
 [freshness]
 max_age = {credit_score = 900, annual_income = 86400}   # seconds; a feature not listed is not checked
-stale_share = 0.01                                       # default: defaults.STALE_FEATURE_SHARE
+stale_share = 0.01                                       # default: defaults.STALE_FEATURE_SHARE_MAX
 
 [freshness.models."credit-default"]
 max_age = {credit_score = 300}                           # replaces the table's max_age for this model
@@ -42,7 +42,7 @@ class FreshnessThresholds:
     """Feature name -> maximum age in seconds (none: the check is off), and the stale share that breaches."""
 
     max_age_s: Mapping[str, float] = field(default_factory=dict)
-    stale_share: float = defaults.STALE_FEATURE_SHARE
+    stale_share: float = defaults.STALE_FEATURE_SHARE_MAX
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "FreshnessThresholds":
@@ -52,4 +52,4 @@ class FreshnessThresholds:
         if model is not None and model in section.models:
             values.update(given(section.models[model]))
         return cls(max_age_s=dict(values.get("max_age") or {}),
-                   stale_share=values.get("stale_share", defaults.STALE_FEATURE_SHARE))
+                   stale_share=values.get("stale_share", defaults.STALE_FEATURE_SHARE_MAX))

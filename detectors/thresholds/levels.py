@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Mapping
 
 from pydantic import Field, create_model
 
@@ -57,12 +57,12 @@ class WindowThresholds:
     drift: DriftThresholds = field(default_factory=DriftThresholds)
     multivariate: MultivariateThresholds = field(default_factory=MultivariateThresholds)
     data_quality_min_rows: int = defaults.DATA_QUALITY_MIN_ROWS
-    missing_rate_increase: float = defaults.MISSING_RATE_INCREASE
-    out_of_range_share: float = defaults.OUT_OF_RANGE_SHARE
-    unseen_category_share: float = defaults.UNSEEN_CATEGORY_SHARE
-    type_change_share: float = defaults.TYPE_CHANGE_SHARE
-    missing_feature_share: float = defaults.MISSING_FEATURE_SHARE
-    new_feature_share: float = defaults.NEW_FEATURE_SHARE
+    missing_rate_increase: float = defaults.MISSING_RATE_DELTA
+    out_of_range_share: float = defaults.OUT_OF_RANGE_SHARE_MAX
+    unseen_category_share: float = defaults.UNSEEN_CATEGORY_SHARE_MAX
+    type_change_share: float = defaults.TYPE_CHANGE_SHARE_MAX
+    missing_feature_share: float = defaults.MISSING_FEATURE_SHARE_MAX
+    new_feature_share: float = defaults.NEW_FEATURE_SHARE_MAX
     skew_distribution_psi: float = defaults.SKEW_DISTRIBUTION_PSI
     parity_relative_tolerance: float = defaults.SKEW_PARITY_RELATIVE_TOLERANCE
     parity_mismatch_rate: float = defaults.SKEW_PARITY_MISMATCH_RATE
@@ -102,8 +102,7 @@ class WindowThresholds:
         overrides for `model`."""
         section = parse_section(_WindowSection, mapping, "[window thresholds]")
         drift = DriftThresholds.from_mapping(section.drift, model)
-        multivariate = MultivariateThresholds(**(given(section.multivariate_drift)
-                                                 if section.multivariate_drift is not None else {}))
+        multivariate = section.multivariate_drift or MultivariateThresholds()
         values = _flatten(section)
         if model is not None and model in section.models:
             values.update(_flatten(section.models[model]))
@@ -120,14 +119,17 @@ _TYPES = {"int": Annotated[int, _NOT_NEGATIVE] | None, "float": Annotated[float,
 
 def _values(cls: type, name: str) -> type[Section]:
     """A section holding any of `cls`'s fields (but a nested ``drift``), each optional."""
-    fields = {f.name: (_TYPES[f.type], None) for f in dataclasses.fields(cls)
-              if f.name not in ("drift", "multivariate")}
+    fields: dict[str, Any] = {f.name: (_TYPES[str(f.type)], None) for f in dataclasses.fields(cls)
+                              if f.name not in ("drift", "multivariate")}
     return create_model(name, __base__=Section, **fields)
 
 
-_LatencyValues = _values(LatencySLO, "LatencyValues")
-_WindowValues = _values(WindowThresholds, "WindowValues")
-_MultivariateSection = _values(MultivariateThresholds, "MultivariateSection")
+if TYPE_CHECKING:  # built at run time from the dataclasses' fields; a type checker sees plain sections
+    _LatencyValues = Section
+    _WindowValues = Section
+else:
+    _LatencyValues = _values(LatencySLO, "LatencyValues")
+    _WindowValues = _values(WindowThresholds, "WindowValues")
 
 
 class _LatencySection(_LatencyValues):
@@ -145,7 +147,7 @@ class _WindowModelSection(_WindowValues):
 
 class _WindowSection(_WindowModelSection):
     drift: Any = None  # read by DriftThresholds.from_mapping
-    multivariate_drift: _MultivariateSection | None = None  # type: ignore[valid-type]
+    multivariate_drift: MultivariateThresholds | None = None
     models: dict[str, _WindowModelSection] = {}
 
 

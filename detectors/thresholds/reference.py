@@ -4,7 +4,7 @@ NannyML's approach to thresholds: split the reference into contiguous chunks of 
 window's row count, measure each chunk against the whole reference with the same
 statistic the window gets, and alarm above
 
-    threshold = mean + k * std      (over the chunks; k = REFERENCE_THRESHOLD_STD_MULTIPLIER)
+    threshold = mean + k * std      (over the chunks; k = REFERENCE_THRESHOLD_Z)
 
 so a feature that wanders naturally (seasonal, bursty) gets a higher bar than a
 stable one, and small windows (noisier statistics) a higher bar than large ones.
@@ -53,7 +53,7 @@ def chunk_slices(rows: int, size: int, max_chunks: int = defaults.REFERENCE_THRE
     return [slice(int(i) * size, (int(i) + 1) * size) for i in starts]
 
 
-def spread_threshold(values: Sequence[float], k: float = defaults.REFERENCE_THRESHOLD_STD_MULTIPLIER) -> float:
+def spread_threshold(values: Sequence[float], k: float = defaults.REFERENCE_THRESHOLD_Z) -> float:
     """``mean + k * std`` (sample standard deviation) of the finite `values`; NaN when fewer than two."""
     finite = np.asarray(values, dtype=np.float64)
     finite = finite[np.isfinite(finite)]
@@ -66,7 +66,7 @@ class ReferenceThresholds:
     """Derived thresholds per window size, computed once per size (windows of one chunk size share them)."""
 
     def __init__(self, reference: pd.DataFrame, names: Sequence[str], measure: Measure, *,
-                 k: float = defaults.REFERENCE_THRESHOLD_STD_MULTIPLIER,
+                 k: float = defaults.REFERENCE_THRESHOLD_Z,
                  min_chunks: int = defaults.REFERENCE_THRESHOLD_MIN_CHUNKS,
                  max_chunks: int = defaults.REFERENCE_THRESHOLD_MAX_CHUNKS):
         self.reference = reference

@@ -98,7 +98,7 @@ def measure_spreads(features: pd.DataFrame, kinds: Mapping[str, str], prediction
 
 
 def streaming_thresholds(baseline: Baseline, thresholds: DriftThresholds, rows: int,
-                         k: float = defaults.REFERENCE_THRESHOLD_STD_MULTIPLIER,
+                         k: float = defaults.REFERENCE_THRESHOLD_Z,
                          ) -> tuple[DriftThresholds, str, str | None]:
     """(thresholds for a streaming window of `rows` events, their source, a note when falling back to fixed).
 

@@ -10,9 +10,7 @@ import pandas as pd
 from driftline import defaults
 from driftline.baseline.values import category_key, finite_or_none, json_type
 from driftline.errors import UserError
-
-NUMERIC = "numeric"
-CATEGORICAL = "categorical"
+from driftline.vocabulary import CATEGORICAL, NUMERIC
 
 
 def _fine_probabilities(fine_bins: int) -> np.ndarray:
@@ -81,7 +79,7 @@ class NumericProfile:
                 edges = np.union1d(edges, decile)
             index = np.searchsorted(edges, finite, side="right")
             counts = np.bincount(index, minlength=edges.size + 1).astype(np.int64)
-            sums = np.bincount(index, weights=finite, minlength=edges.size + 1)
+            sums: np.ndarray = np.bincount(index, weights=finite, minlength=edges.size + 1)
             mean, std = float(finite.mean()), float(finite.std())
             low, high = float(finite[0]), float(finite[-1])
             distinct = int(np.count_nonzero(np.diff(finite))) + 1

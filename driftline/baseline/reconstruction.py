@@ -161,7 +161,7 @@ def fit_reconstruction(frame: pd.DataFrame, kinds: Mapping[str, str], *,
     if total <= 0:
         return None
     cumulative = np.cumsum(variance) / total
-    kept = int(min(np.searchsorted(cumulative, variance_share) + 1, len(names) - 1))
+    kept = min(int(np.searchsorted(cumulative, variance_share)) + 1, len(names) - 1)
     components = vt[:kept]
     fit = ReconstructionFit(features=tuple(names), kinds=tuple(kinds[n] for n in names), means=means, scales=scales,
                             shares=tuple(shares), components=components, variance_share=float(cumulative[kept - 1]),

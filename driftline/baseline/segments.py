@@ -104,7 +104,7 @@ def compute_segments(features: pd.DataFrame, profiles: Mapping[str, Profile], co
             if predictions is not None and prediction_profile is not None:
                 part = predictions[mask]
                 prediction = (CategoricalProfile.from_values(part) if prediction_source == CLASS
-                              else _numeric_on(part, prediction_profile))
+                              else _numeric_on(part, prediction_profile))  # type: ignore[arg-type]  # scores: numeric
                 if labels is not None:
                     positions = np.flatnonzero(mask)
                     quality = LabelSummary().add([raw_predictions[i] for i in positions],
@@ -117,7 +117,7 @@ def compute_segments(features: pd.DataFrame, profiles: Mapping[str, Profile], co
 
 def _profile_of(values: pd.Series, whole: Profile) -> Profile:
     if whole.kind == NUMERIC:
-        return _numeric_on(values.to_numpy(dtype=np.float64, na_value=np.nan), whole)
+        return _numeric_on(values.to_numpy(dtype=np.float64, na_value=np.nan), whole)  # type: ignore[arg-type]  # kind says numeric
     return CategoricalProfile.from_values(values.astype(object))
 
 

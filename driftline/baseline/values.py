@@ -42,7 +42,8 @@ def category_key(value: Any) -> str:
     return str(value)
 
 
-def finite_or_none(value: float) -> float | None:
+def finite_or_none(value: float | np.floating | None) -> float | None:
+    """A finite float, or None for None, NaN and the infinities (an empty window's min/max): JSON has no NaN."""
     return float(value) if value is not None and math.isfinite(value) else None
 
 

@@ -27,8 +27,8 @@ def write_evidently_html(reference: Any, current: Any, kinds: dict[str, str], pa
 
     from driftline.markup import inert_report_inputs
 
-    numeric = [c for c, k in kinds.items() if k == "numeric"]
-    categorical = [c for c, k in kinds.items() if k == "categorical"]
+    numeric = [c for c, k in kinds.items() if k == vocabulary.NUMERIC]
+    categorical = [c for c, k in kinds.items() if k == vocabulary.CATEGORICAL]
     try:  # values and names from the files must not become markup in the report
         reference, current, numeric, categorical = inert_report_inputs(
             reference[numeric + categorical], current[numeric + categorical], numeric, categorical)

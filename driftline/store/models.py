@@ -15,13 +15,8 @@ from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, Index, Integ
                         MetaData, String, Text, UniqueConstraint, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from driftline.segments import SEGMENT_CHARS  # "column=value": one width for results, alerts and this column
+from driftline.events import MODEL_CHARS, REQUEST_ID_CHARS, SEGMENT_CHARS, VERSION_CHARS
 
-# Widths of the model, version and request id columns (migration 0001). Longer values
-# cannot be stored: the collector dead-letters them (`driftline.collector.folding.check_store_limits`).
-MODEL_CHARS = 200
-VERSION_CHARS = 100
-REQUEST_ID_CHARS = 256
 
 
 def utcnow() -> datetime:
@@ -273,7 +268,7 @@ class WindowEvaluation(Base):
     window_end_ms: Mapped[int] = mapped_column(BigInteger)
     events: Mapped[int] = mapped_column(BigInteger, default=0)
     partitions: Mapped[int] = mapped_column(Integer, default=0)
-    status: Mapped[str] = mapped_column(String(30))  # ok | no_baseline | insufficient_data
+    status: Mapped[str] = mapped_column(String(30))  # vocabulary.WINDOW_STATUSES
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

@@ -110,6 +110,3 @@ def small_uint(counts: np.ndarray) -> np.ndarray:
             return counts.astype(dtype)
     return counts.astype(np.uint64)
 
-
-def finite_or_none(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None

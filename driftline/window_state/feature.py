@@ -9,7 +9,8 @@ import numpy as np
 
 from driftline import defaults
 from driftline.baseline import CATEGORICAL, NumericProfile, Profile, category_key, count_categories, stored_sum
-from driftline.window_state.codec import finite_or_none, small_uint
+from driftline.baseline.values import finite_or_none
+from driftline.window_state.codec import small_uint
 from driftline.window_state.columns import float_column
 
 
@@ -82,9 +83,9 @@ class FeatureWindow:
                 key = category_key(value)
                 self.categories[key] = self.categories.get(key, 0) + count
         else:
-            counts, nulls, _ = count_categories(column)
+            found, nulls, _ = count_categories(column)
             self.nulls += nulls
-            for key, count in counts.items():
+            for key, count in found.items():
                 self.categories[key] = self.categories.get(key, 0) + count
         if len(self.categories) > defaults.CATEGORY_MAX_DISTINCT:
             self.categories = _capped(self.categories)
@@ -181,7 +182,8 @@ class FeatureWindow:
             offsets = self.sums - self.counts * mean
             # Offsets beyond float32's range (values near VALUE_MAX_ABS) stay float64.
             small = np.abs(offsets).max(initial=0.0) < 1e38
-            data["sum_offsets"] = offsets.astype(np.float32) if small else offsets
+            # + 0.0 turns float32's -0.0 (a tiny negative offset) into 0.0, so a decoded state encodes to the same bytes
+            data["sum_offsets"] = (offsets.astype(np.float32) if small else offsets) + np.float32(0.0)
         if self.categories:
             data["categories"] = self.categories
         return data

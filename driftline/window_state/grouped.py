@@ -144,7 +144,9 @@ def _window(state: "WindowState", name: str, profile: Profile | None, column: np
 
 def _add_feature(states: list["WindowState"], live: list[int], rows: list[np.ndarray], by: _Groups, name: str,
                  column: np.ndarray, types: dict[str, int], absent: list[int] | None, profile: Profile | None) -> None:
-    numeric, strings, rest = [], [], []
+    numeric: list[int] = []
+    strings: list[int] = []
+    rest: list[int] = []
     all_strings = column.dtype == object and infer_dtype(column, skipna=True) == "string"
     present = ~pd.isna(column) if all_strings else None
     non_null = by.per_group(present) if all_strings else None
@@ -235,6 +237,7 @@ def _add_numbers(windows: dict[int, FeatureWindow], column: np.ndarray, by: _Gro
         return
     values = np.concatenate(parts) if len(parts) > 1 else parts[0]
     group_of = np.repeat(np.asarray(groups, dtype=np.intp), [part.size for part in parts])
+    assert isinstance(profile, NumericProfile)  # only a binned (numeric) feature has parts
     below = np.bincount(group_of[values < profile.min], minlength=by.count).tolist()
     above = np.bincount(group_of[values > profile.max], minlength=by.count).tolist()
     counts, sums = _fine_bins(profile.edges, values, group_of, by.count)

@@ -8,7 +8,8 @@ import numpy as np
 
 from driftline import defaults
 from driftline.baseline import stored_sum
-from driftline.window_state.codec import finite_or_none, small_uint
+from driftline.baseline.values import finite_or_none
+from driftline.window_state.codec import small_uint
 
 
 class LatencyHistogram:

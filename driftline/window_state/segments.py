@@ -83,9 +83,9 @@ def fold_batch(segments: Segments, batch: EventBatch, keys: np.ndarray, track: i
     codes, distinct = pd.factorize(keys)
     counts = np.bincount(codes, minlength=len(distinct))
     target = _targets(segments, distinct, counts, track)
-    keys = list(dict.fromkeys(target.tolist()))
+    kept = list(dict.fromkeys(target.tolist()))
     states = []
-    for key in keys:
+    for key in kept:
         state = segments.get(key)
         if state is None:
             state = segments[key] = new_state()
@@ -93,7 +93,7 @@ def fold_batch(segments: Segments, batch: EventBatch, keys: np.ndarray, track: i
     if len(states) == 1:
         states[0].add_batch(batch)
     else:  # every value's rows in one pass (see driftline.window_state.grouped)
-        position = {key: i for i, key in enumerate(keys)}
+        position = {key: i for i, key in enumerate(kept)}
         fold_groups(states, batch, np.array([position[key] for key in target.tolist()], dtype=np.intp)[codes])
 
 

@@ -104,7 +104,7 @@ class WindowState:
         if window is None or window.counts is None or self.baseline is None:
             return None
         profile = self.baseline.prediction if name == PREDICTION else self.baseline.profiles.get(name)
-        return _binned_quantile(profile.edges, window, q)
+        return _binned_quantile(profile.edges, window, q)  # type: ignore[union-attr]  # binned: a numeric profile
 
     # -- writing -----------------------------------------------------------------------
     def _require_baseline(self) -> None:
@@ -168,8 +168,8 @@ class WindowState:
                 histogram = self.latency[part] = LatencyHistogram()
             histogram.add(values)
         self._add_sample(batch)
-        for column, by_value in self.segments.items():
-            segment_states.fold_batch(by_value, batch, segment_states.column_keys(batch, column), self.segment_track,
+        for segment_column, by_value in self.segments.items():
+            segment_states.fold_batch(by_value, batch, segment_states.column_keys(batch, segment_column), self.segment_track,
                                       self._sub_state)
         return self
 
@@ -279,8 +279,9 @@ class WindowState:
         else:
             out.prediction = self.prediction or other.prediction
         for part in dict.fromkeys(list(self.latency) + list(other.latency)):
-            mine, theirs = self.latency.get(part), other.latency.get(part)
-            out.latency[part] = mine.merged(theirs) if mine and theirs else (mine or theirs).merged(LatencyHistogram())
+            my_part, their_part = self.latency.get(part), other.latency.get(part)
+            out.latency[part] = (my_part.merged(their_part) if my_part and their_part
+                                 else (my_part or their_part).merged(LatencyHistogram()))
         out.feature_age = merge_ages(self.feature_age, other.feature_age)
         out.sample_keys, out.sample = _bottom_k(np.concatenate((self.sample_keys, other.sample_keys)),
                                                 self.sample + other.sample, out.sample_size)
@@ -451,7 +452,7 @@ def _binned_quantile(edges: np.ndarray, window: FeatureWindow, q: float) -> floa
         return None
     target = q * total
     cumulative = np.cumsum(counts)
-    i = int(min(np.searchsorted(cumulative, target, side="left"), counts.size - 1))
+    i = min(int(np.searchsorted(cumulative, target, side="left")), counts.size - 1)
     low = edges[i - 1] if i > 0 else window.min
     high = edges[i] if i < edges.size else window.max
     low, high = max(low, window.min), min(high, window.max)

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from driftline.alerts.channels.http import parse_retry_after
-from driftline.alerts.channels.pagerduty import PagerDutyChannel, render_pagerduty
-from driftline.alerts.channels.slack import SlackChannel, render_slack
+from driftline.alerts.channels.pagerduty import PAGERDUTY_MAX_SUMMARY_CHARS, PagerDutyChannel, render_pagerduty
+from driftline.alerts.channels.slack import (SLACK_MAX_BLOCKS, SLACK_MAX_HEADER_CHARS, SLACK_MAX_SECTION_CHARS,
+                                             SlackChannel, render_slack)
 from driftline.alerts.channels.webhook import WebhookChannel, render_webhook, verify
 from driftline.alerts.fingerprint import fingerprint, group_key
 from driftline.alerts.messages import alert_summary, group_message
@@ -79,7 +80,7 @@ def test_pagerduty_resolve_uses_the_same_dedup_key_and_a_repeat_triggers_again_w
 def test_pagerduty_summary_is_cut_to_1024_and_details_are_bounded():
     alerts = [make_alert("a_rather_long_feature_name_" + "x" * 200 + f"_{i}") for i in range(300)]
     event = render_pagerduty(message("trigger", alerts))
-    assert len(event["payload"]["summary"]) <= defaults.PAGERDUTY_MAX_SUMMARY_CHARS
+    assert len(event["payload"]["summary"]) <= PAGERDUTY_MAX_SUMMARY_CHARS
     details = event["payload"]["custom_details"]
     assert len(details["alerts"]) == defaults.PAGERDUTY_MAX_DETAIL_ALERTS
     assert details["alerts_not_listed"] == 300 - defaults.PAGERDUTY_MAX_DETAIL_ALERTS
@@ -117,10 +118,10 @@ def _section_texts(body):
 def test_slack_message_with_more_features_than_fit_stays_within_limits_and_says_how_many_more(fake_slack):
     names = [f"feature_{i:03d}_" + "w" * 100 for i in range(300)]
     body = render_slack(message("trigger", [make_alert(n) for n in names]))
-    assert len(body["blocks"]) <= defaults.SLACK_MAX_BLOCKS
-    assert all(len(t) <= defaults.SLACK_MAX_SECTION_CHARS for t in _section_texts(body))
+    assert len(body["blocks"]) <= SLACK_MAX_BLOCKS
+    assert all(len(t) <= SLACK_MAX_SECTION_CHARS for t in _section_texts(body))
     header = body["blocks"][0]["text"]["text"]
-    assert len(header) <= defaults.SLACK_MAX_HEADER_CHARS
+    assert len(header) <= SLACK_MAX_HEADER_CHARS
     listed = sum(t.count("\n• ") + t.startswith("• ") for t in _section_texts(body))
     assert listed == defaults.SLACK_MAX_LISTED_ALERTS
     contexts = " ".join(e["text"] for b in body["blocks"] if b["type"] == "context" for e in b["elements"])
@@ -134,7 +135,7 @@ def test_slack_lines_that_overflow_one_section_are_split_and_names_are_escaped()
     names = [f"<f&{i}>" + "z" * 250 for i in range(30)]
     body = render_slack(message("trigger", [make_alert(n) for n in names]))
     texts = [t for t in _section_texts(body) if t.startswith("• ")]
-    assert len(texts) >= 3 and all(len(t) <= defaults.SLACK_MAX_SECTION_CHARS for t in texts)
+    assert len(texts) >= 3 and all(len(t) <= SLACK_MAX_SECTION_CHARS for t in texts)
     joined = "\n".join(texts)
     assert "&lt;f&amp;0&gt;" in joined and "<f&0>" not in joined
     assert joined.count("• ") == 30
@@ -146,7 +147,7 @@ def test_slack_dataset_drift_lists_drifted_features_within_one_section():
                                                         vocabulary.DRIFTED_SHARE)],
                                 group=vocabulary.DATASET_DRIFT, related=related))
     drifted = next(t for t in _section_texts(body) if t.startswith("*Drifted features (1000):*"))
-    assert len(drifted) <= defaults.SLACK_MAX_SECTION_CHARS
+    assert len(drifted) <= SLACK_MAX_SECTION_CHARS
     shown = drifted.count("`column_")
     assert 100 < shown < 1000 and drifted.endswith(f" and {1000 - shown} more")
     fields = next(b for b in body["blocks"] if "fields" in b)["fields"]
@@ -308,9 +309,9 @@ def test_hostile_values_reach_every_channel_as_text_never_as_markup(fake_slack, 
 
 def test_a_long_hostile_title_is_escaped_then_cut_never_inside_an_entity():
     msg = hostile_message()
-    msg["title"] = "&" * (defaults.SLACK_MAX_SECTION_CHARS + 10)
+    msg["title"] = "&" * (SLACK_MAX_SECTION_CHARS + 10)
     text = render_slack(msg)["text"]
-    assert len(text) <= defaults.SLACK_MAX_SECTION_CHARS and text.endswith("&amp;…")
+    assert len(text) <= SLACK_MAX_SECTION_CHARS and text.endswith("&amp;…")
 
 
 @pytest.mark.parametrize("header", ["sha256=é" + "0" * 63, "sha256=" + "ü" * 64, "\ud800", "", "sha256=", None,

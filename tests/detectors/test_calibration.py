@@ -22,6 +22,11 @@ from driftline.baseline import compute_baseline
 from driftline.vocabulary import MODEL_QUALITY
 from driftline.window_state import FeatureWindow, WindowState
 
+# The documented false-alarm level (docs/window-state.md): share of windows (~200 labels, drawn from the
+# training relation) with any model-quality breach. Above the measured 0.03-0.2 %, so the check is about the
+# rule, not one seed's luck.
+QUALITY_FALSE_ALARM_RATE_MAX = 0.005
+
 SCORE_LOGIT_MEAN, SCORE_LOGIT_SD = -1.9, 1.1
 LABELS_PER_WINDOW = 200
 SCORES = ("accuracy", "precision", "recall", "f1", "roc_auc")
@@ -83,7 +88,7 @@ def null_windows(baseline):
 def test_false_alarm_rate_on_windows_from_the_training_relation(null_windows, reference):
     results = null_windows[reference]
     assert len(results["accuracy"]) == 1500
-    assert alarm_rate(results) <= defaults.QUALITY_FALSE_ALARM_RATE_MAX
+    assert alarm_rate(results) <= QUALITY_FALSE_ALARM_RATE_MAX
     # The flat rule this replaces (a 5-point drop below the training value) fired on normal traffic.
     recall = [r for r in results["recall"] if not r.insufficient_data]
     flat = np.mean([r.value < r.details["training"] - defaults.QUALITY_MAX_DROP for r in recall])
@@ -139,7 +144,7 @@ def test_concept_drift_is_caught(baseline):
     # At 200 labels (35 positives) a 0.1 AUC drop is about two standard errors: no rule with
     # a low false-alarm rate sees it in every window, but it fires far above the null rate.
     small = quality_windows(baseline, 12, 400, labels=drifted_labels)
-    assert alarm_rate(small) > 4 * defaults.QUALITY_FALSE_ALARM_RATE_MAX
+    assert alarm_rate(small) > 4 * QUALITY_FALSE_ALARM_RATE_MAX
 
 
 def test_a_broken_calibration_is_caught_at_200_labels(baseline):
@@ -154,7 +159,7 @@ def test_a_broken_calibration_is_caught_at_200_labels(baseline):
 def test_covariate_shift_is_not_a_quality_drop(baseline):
     # Riskier applicants: scores move up and the labels follow them, as in training.
     calibration = quality_windows(baseline, 17, 400, shift=0.9)
-    assert alarm_rate(calibration) <= defaults.QUALITY_FALSE_ALARM_RATE_MAX
+    assert alarm_rate(calibration) <= QUALITY_FALSE_ALARM_RATE_MAX
     # Against the training metrics the same windows look like a quality drop.
     training = quality_windows(baseline, 17, 400, shift=0.9,
                                thresholds=WindowThresholds(quality_reference="training"))

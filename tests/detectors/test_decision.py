@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from driftline.vocabulary import INSUFFICIENT_DATA_REASON
 from driftline.detectors.thresholds.decision import (
-    INSUFFICIENT_DATA,
     DriftThresholds,
     annotate_tests,
     benjamini_hochberg,
@@ -108,7 +108,7 @@ def _numeric_tests(p=1e-9, psi=0.3, wasserstein=0.2, js=0.05, missing=(0.0, 0.0,
 
 def test_small_windows_are_insufficient_data_not_drift():
     drift, reason = decide_feature(_numeric_tests(), "numeric", 99, DriftThresholds(min_rows=100))
-    assert drift is False and reason.startswith(INSUFFICIENT_DATA)
+    assert drift is False and reason.startswith(INSUFFICIENT_DATA_REASON)
     drift, _ = decide_feature(_numeric_tests(), "numeric", 100, DriftThresholds(min_rows=100))
     assert drift is True
 

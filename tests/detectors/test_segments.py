@@ -12,7 +12,7 @@ from driftline.cli import main
 from driftline.detectors.batch.engine import detect
 from driftline.detectors.batch.segments import OTHER
 from driftline.errors import UserError
-from driftline.vocabulary import DATASET_DRIFT, INSUFFICIENT_DATA_KEY
+from driftline.vocabulary import DATASET_DRIFT, INSUFFICIENT_DATA
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.scenarios import SCENARIOS
 
@@ -79,8 +79,8 @@ def test_unseen_values_are_reported_not_compared_and_small_segments_are_insuffic
     segments = _by_value(detect(reference, current, segment_by="shop")["windows"][0])
     assert segments["new"]["reference_rows"] == 0 and segments["new"]["features"] == []
     assert "not in the reference" in segments["new"]["reason"]
-    assert segments["tiny"][INSUFFICIENT_DATA_KEY] and not segments["tiny"][DATASET_DRIFT]
-    assert segments["a"]["features"] and INSUFFICIENT_DATA_KEY not in segments["a"]
+    assert segments["tiny"][INSUFFICIENT_DATA] and not segments["tiny"][DATASET_DRIFT]
+    assert segments["a"]["features"] and INSUFFICIENT_DATA not in segments["a"]
 
 
 def test_the_shifted_segment_drifts_in_every_window():

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from driftline.baseline import compute_baseline
 from driftline.segments import NULL_KEY, OTHER_KEY, SegmentSpec, segment_name
-from driftline.store.models import SEGMENT_CHARS
+from driftline.events import SEGMENT_CHARS
 from driftline.window_state import EventBatch, WindowState
 from driftline.window_state.codec import pack_document
 
