@@ -9,9 +9,8 @@ feature with a `[freshness] max_age`, the share of its aged requests older than 
 from __future__ import annotations
 
 from driftline.detectors.families.results import WindowResult, insufficient
-from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA
 from driftline.detectors.thresholds.freshness import FreshnessThresholds
-from driftline.vocabulary import DATA_QUALITY, STALE_FEATURES
+from driftline.vocabulary import DATA_QUALITY, INSUFFICIENT_DATA_REASON, STALE_FEATURES
 from driftline.window_state import WindowState
 
 __all__ = ["stale_features"]
@@ -34,7 +33,7 @@ def stale_features(state: WindowState, freshness: FreshnessThresholds, min_rows:
                            age_p99_ms=sketch.quantile(0.99))
         breached = share > freshness.stale_share
         if aged < min_rows:
-            insufficient(details, f"{INSUFFICIENT_DATA}: {aged} requests with a known age < {min_rows}")
+            insufficient(details, f"{INSUFFICIENT_DATA_REASON}: {aged} requests with a known age < {min_rows}")
             breached = False
         results.append(WindowResult(DATA_QUALITY, name, STALE_FEATURES, share, freshness.stale_share, breached,
                                     details))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Self
 
 import numpy as np
 
@@ -82,7 +82,7 @@ class LatencyHistogram:
     def mean(self) -> float | None:
         return self.sum / self.count if self.count else None
 
-    def merged(self, other: "LatencyHistogram") -> "LatencyHistogram":
+    def merged(self, other: "LatencyHistogram") -> Self:
         out = type(self)()
         out.counts = self.counts + other.counts
         out.count = self.count + other.count
@@ -101,7 +101,7 @@ class LatencyHistogram:
         return data
 
     @classmethod
-    def _unpack(cls, data: Mapping[str, Any]) -> "LatencyHistogram":
+    def _unpack(cls, data: Mapping[str, Any]) -> Self:
         out = cls()
         index = np.asarray(data["index"], dtype=np.intp)
         if index.size and (index.max() >= cls.size):
