@@ -235,7 +235,7 @@ def _finite(value: Any) -> float | None:
 @dataclass
 class EvaluationConfig:
     """Thresholds from the --config TOML: [drift], [data_quality], [skew], [model_quality], [estimated_quality],
-    [multivariate_drift], [latency]."""
+    [multivariate_drift], [embedding_drift], [latency]."""
 
     window_seconds: int
     sections: dict[str, dict[str, Any]]
@@ -244,7 +244,8 @@ class EvaluationConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluationConfig:
         names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
-                 vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY, vocabulary.MULTIVARIATE_DRIFT)
+                 vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY, vocabulary.MULTIVARIATE_DRIFT,
+                 vocabulary.EMBEDDING_DRIFT)
         config = cls(settings.window_seconds, {name: settings.section(name) for name in names},
                      SegmentSpec.from_settings(settings))
         # a bad key or value fails at start-up, not at the first window (of that model)
@@ -275,6 +276,7 @@ class EvaluationConfig:
             mapping[name] = section
         # one table for every model: the multivariate alarm levels are statistical, not per model
         mapping[vocabulary.MULTIVARIATE_DRIFT] = dict(self.sections.get(vocabulary.MULTIVARIATE_DRIFT, {}))
+        mapping[vocabulary.EMBEDDING_DRIFT] = dict(self.sections.get(vocabulary.EMBEDDING_DRIFT, {}))
         return WindowThresholds.from_mapping(mapping, model=model)
 
     def slo_for(self, model: str | None) -> LatencySLO:

@@ -9,6 +9,7 @@ from pydantic import Field, create_model
 
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.stats.multivariate import MultivariateThresholds
+from driftline.detectors.thresholds.embeddings import EmbeddingThresholds
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.sections import Section, given, parse_section
@@ -56,6 +57,7 @@ class WindowThresholds:
 
     drift: DriftThresholds = field(default_factory=DriftThresholds)
     multivariate: MultivariateThresholds = field(default_factory=MultivariateThresholds)
+    embedding: EmbeddingThresholds = field(default_factory=EmbeddingThresholds)
     data_quality_min_rows: int = defaults.DATA_QUALITY_MIN_ROWS
     missing_rate_increase: float = defaults.MISSING_RATE_INCREASE
     out_of_range_share: float = defaults.OUT_OF_RANGE_SHARE
@@ -104,10 +106,12 @@ class WindowThresholds:
         drift = DriftThresholds.from_mapping(section.drift, model)
         multivariate = MultivariateThresholds(**(given(section.multivariate_drift)
                                                  if section.multivariate_drift is not None else {}))
+        embedding = EmbeddingThresholds(**(given(section.embedding_drift)
+                                           if section.embedding_drift is not None else {}))
         values = _flatten(section)
         if model is not None and model in section.models:
             values.update(_flatten(section.models[model]))
-        return cls(**values, drift=drift, multivariate=multivariate)
+        return cls(**values, drift=drift, multivariate=multivariate, embedding=embedding)
 
 
 # Field types of the dataclasses above, as the sections accept them (every key optional). Every number here
@@ -121,13 +125,14 @@ _TYPES = {"int": Annotated[int, _NOT_NEGATIVE] | None, "float": Annotated[float,
 def _values(cls: type, name: str) -> type[Section]:
     """A section holding any of `cls`'s fields (but a nested ``drift``), each optional."""
     fields = {f.name: (_TYPES[f.type], None) for f in dataclasses.fields(cls)
-              if f.name not in ("drift", "multivariate")}
+              if f.name not in ("drift", "multivariate", "embedding")}
     return create_model(name, __base__=Section, **fields)
 
 
 _LatencyValues = _values(LatencySLO, "LatencyValues")
 _WindowValues = _values(WindowThresholds, "WindowValues")
 _MultivariateSection = _values(MultivariateThresholds, "MultivariateSection")
+_EmbeddingSection = _values(EmbeddingThresholds, "EmbeddingSection")
 
 
 class _LatencySection(_LatencyValues):
@@ -146,6 +151,7 @@ class _WindowModelSection(_WindowValues):
 class _WindowSection(_WindowModelSection):
     drift: Any = None  # read by DriftThresholds.from_mapping
     multivariate_drift: _MultivariateSection | None = None  # type: ignore[valid-type]
+    embedding_drift: _EmbeddingSection | None = None  # type: ignore[valid-type]
     models: dict[str, _WindowModelSection] = {}
 
 

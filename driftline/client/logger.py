@@ -10,6 +10,7 @@ from driftline.client.process_sender import ProcessEventSender
 from driftline.client.sender import EventSender, SenderStats
 from driftline.client.tuning import DEFAULT_MAX_BUFFERED
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
+from driftline.embeddings.contract import as_lists
 from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, encode_event
 from driftline.kafka_security import KafkaSecurity, kafka_python_options, librdkafka_config
 
@@ -55,14 +56,17 @@ class InferenceLogger:
             request_id: str | None = None, inputs: Mapping[str, Any] | None = None, entity_id: str | None = None,
             version: str | None = None, ts: str | int | None = None, event_id: str | None = None,
             batch_size: int | None = None, cache_hit: bool | None = None, status: str = "ok",
-            error: str | None = None, tags: Mapping[str, str] | None = None, role: str | None = None) -> str:
+            error: str | None = None, tags: Mapping[str, str] | None = None, role: str | None = None,
+            embeddings: Mapping[str, Any] | None = None) -> str:
         """Queue one inference event; returns its event_id. Never blocks; see the module docstring.
 
         The event is encoded here: one that is not JSON-encodable raises `orjson.JSONEncodeError`.
         `latency_ms` is the total in milliseconds, or a dict with at least "total"
         (the worker also sends "queue" and "compute"). `version` overrides the
         logger's version for this event (a server that hot-swaps models). `role` says which part of a
-        rollout answered (driftline.rollouts: production, shadow, canary, arm:<version>).
+        rollout answered (driftline.rollouts: production, shadow, canary, arm:<version>). `embeddings`: named
+        vectors (numpy arrays or lists; one dimension per name and model version), e.g. the prompt's sentence
+        embedding, for embedding drift; a vector that is not one-dimensional raises ValueError.
         """
         event_id = event_id or new_id()
         # No message key: nothing downstream needs per-key order (labels join on request_id
@@ -71,7 +75,8 @@ class InferenceLogger:
         # the event leaves no objects for the garbage collector to scan while it waits.
         self.sender.submit(self.inference_topic, None, encode_event(self._inference_event(
             features, prediction, latency_ms, request_id, inputs, entity_id, version,
-            ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role)))
+            ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
+            embeddings)))
         return event_id
 
     def log_soon(self, features: Mapping[str, Any], prediction: Any, latency_ms: float | Mapping[str, float], *,
@@ -79,7 +84,7 @@ class InferenceLogger:
                  entity_id: str | None = None, version: str | None = None, ts: str | int | None = None,
                  event_id: str | None = None, batch_size: int | None = None, cache_hit: bool | None = None,
                  status: str = "ok", error: str | None = None, tags: Mapping[str, str] | None = None,
-                 role: str | None = None) -> str:
+                 role: str | None = None, embeddings: Mapping[str, Any] | None = None) -> str:
         """As `log`, for a server on an asyncio event loop; call it on the loop's thread.
 
         The event's id and time are taken now; building and encoding it waits for the end of
@@ -93,7 +98,8 @@ class InferenceLogger:
         """
         event_id = event_id or new_id()
         call = (features, prediction, latency_ms, request_id, inputs, entity_id, version,
-                ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role)
+                ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
+                embeddings)
         with self._soon_lock:  # `flush` and `close` may take the list from another thread
             if not self._soon:
                 asyncio.get_running_loop().call_soon(self._log_soon_events)
@@ -123,7 +129,7 @@ class InferenceLogger:
                          inputs: Mapping[str, Any] | None, entity_id: str | None, version: str | None,
                          ts: str | int, event_id: str, batch_size: int | None, cache_hit: bool | None, status: str,
                          error: str | None, tags: Mapping[str, str] | None,
-                         role: str | None = None) -> dict[str, Any]:
+                         role: str | None = None, embeddings: Mapping[str, Any] | None = None) -> dict[str, Any]:
         event: dict[str, Any] = {
             "schema": INFERENCE_SCHEMA,
             "event_id": event_id,
@@ -154,6 +160,8 @@ class InferenceLogger:
             event["tags"] = {**(self.tags or {}), **(tags or {})}
         if role is not None:
             event["role"] = role
+        if embeddings:
+            event["embeddings"] = as_lists(embeddings)
         return event
 
     def log_label(self, request_id: str, label: Any, ts: str | int | None = None) -> None:
