@@ -9,6 +9,7 @@
 | latency | the training population | training risk model | 5 % of requests take 250 ms longer (p99 over the 100 ms SLO) |
 | data_quality | the training population, then corrupted: nulls, out-of-range values, unseen categories | from the clean inputs | none |
 | segment_shift | the training population, except applicants from the north: younger, poorer, lower credit scores | training risk model | none |
+| embedding_shift | the training population, with late payments re-paired to rise with the credit score (they fall with it in training): every served feature keeps its distribution, the model's representation moves | training risk model | none |
 
 Rollout scenarios also train a candidate version beside production (never promoting it) and set a
 routing plan when their traffic starts (`driftline.worker.scenario_setup`):
@@ -92,6 +93,9 @@ class Scenario:
     # [segments] columns `driftline up` configures for the run (unless the user's config has a [segments] table)
     segments: tuple[str, ...] = ()
     rollout: Rollout | None = None
+    # (a, b) pairs of raw columns: b's values re-paired to rise with a's (`couple`), so both keep their
+    # distribution while their relation changes
+    coupled: tuple[tuple[str, str], ...] = ()
 
     @property
     def uses_faults(self) -> bool:
@@ -117,6 +121,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              population=Population(regional=(("north", Population(age_mean=36.0, income_median=44_000.0,
                                                                    credit_shift=-10.0)),)),
              segments=("region",)),
+    # Neither column enters a derived feature, so every served feature keeps its distribution exactly: only
+    # their combination (good scores with many late payments) is new, and the model's representation moves.
+    Scenario("embedding_shift", "late payments now come with good credit scores: each feature as before, "
+             "their combination new", coupled=(("credit_score", "num_late_payments"),)),
     Scenario("shadow", "a candidate trained with another seed shadows every request; nothing should fire",
              rollout=Rollout(SHADOW, RESEEDED)),
     # Slower (a twentieth of its answers 250 ms later, p99 far over production's) and worse (predicts
@@ -129,6 +137,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("aa", "an A/A test: production against an equally good candidate, 50:50; no winner may be declared",
              rollout=Rollout(AB, RESEEDED)),
 )}
+
+
+def couple(frame: Any, pairs: tuple[tuple[str, str], ...]) -> Any:
+    """`frame` (a DataFrame) with each pair's second column re-paired to rise with the first; both keep their values."""
+    out = frame.copy()
+    for first, second in pairs:
+        ranks = np.argsort(np.argsort(frame[first].to_numpy(), kind="stable"), kind="stable")
+        out[second] = np.sort(frame[second].to_numpy(), kind="stable")[ranks]
+    return out
 
 
 def corrupt(records: list[dict[str, Any]], seed: int) -> int:

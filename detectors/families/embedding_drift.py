@@ -36,6 +36,7 @@ from driftline.detectors.stats.two_sample import jensenshannon
 from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA, benjamini_hochberg
 from driftline.detectors.thresholds.embeddings import EmbeddingThresholds
 from driftline.embeddings.reference import EmbeddingReference
+from driftline.embeddings.window import EmbeddingWindow
 from driftline.vocabulary import EMBEDDING_DRIFT, INSUFFICIENT_DATA_KEY, MMD2
 from driftline.window_state import WindowState
 
