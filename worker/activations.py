@@ -44,3 +44,10 @@ def activation_reference(net: CreditMLP, transform: FeatureTransform, records: S
                          seed: int = 0) -> EmbeddingReference:
     """The training rows' activations as the baseline's reference for `ACTIVATIONS`."""
     return fit_reference(activations(net, transform, records), ACTIVATIONS, seed=seed)
+
+
+def activation_event(loaded: Any, features: dict[str, Any], enabled: bool) -> dict[str, np.ndarray] | None:
+    """The `embeddings` of one served request's event (a `LoadedVersion`'s activations); None when not `enabled`."""
+    if not enabled:
+        return None
+    return {ACTIVATIONS: activations(loaded.net, loaded.transform, [features], loaded.device)[0]}

@@ -85,7 +85,7 @@ def test_a_vector_of_another_dimension_is_refused_before_anything_is_counted(bas
 
 @pytest.mark.parametrize("kind", ["class_mix", "mean_shift", "covariance"])
 def test_each_kind_of_change_fires_and_says_where(reference, kind):
-    window = EmbeddingWindow(D, reference).add(draw(np.random.default_rng(8), 2_000, D, kind, shift=0.4, spread=1.4),
+    window = EmbeddingWindow(D, reference).add(draw(np.random.default_rng(8), 2_000, D, kind, shift=2.0, spread=1.4),
                                                reference, np.array([f"r-{i}" for i in range(2_000)], dtype=object))
     verdict = judge_embedding(reference, window)
     assert verdict["drift"], verdict
