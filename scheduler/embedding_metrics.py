@@ -17,7 +17,7 @@ from driftline.store.monitoring import MonitoringSnapshot
 # test label -> where its value sits in the result's details
 _SCORES = {"mmd2": ("mmd", "value"), "mmd_p_value": ("mmd", "p_value"),
            "drifted_components_share": ("drifted_components", "share"),
-           "clusters_jensenshannon": ("clusters", "jensenshannon"), "cosine_distance": ("cosine_distance",)}
+           "clusters_jensenshannon": ("clusters", vocabulary.JENSENSHANNON), "cosine_distance": ("cosine_distance",)}
 
 
 def _number(details: Any, path: tuple[str, ...]) -> float | None:

@@ -37,7 +37,7 @@ from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA, benjamini
 from driftline.detectors.thresholds.embeddings import EmbeddingThresholds
 from driftline.embeddings.reference import EmbeddingReference
 from driftline.embeddings.window import EmbeddingWindow
-from driftline.vocabulary import EMBEDDING_DRIFT, INSUFFICIENT_DATA_KEY, MMD2
+from driftline.vocabulary import CHI2, EMBEDDING_DRIFT, INSUFFICIENT_DATA_KEY, JENSENSHANNON, MMD2
 from driftline.window_state import WindowState
 
 __all__ = ["embedding_drift", "judge_embedding"]
@@ -76,8 +76,8 @@ def judge_embedding(reference: EmbeddingReference, window: EmbeddingWindow,
     moved = [{"cluster": int(i), "share": float(window_share[i]), "reference_share": float(reference_share[i]),
               "change": float(change[i]), "examples": [rid for _, rid in window.examples.get(int(i), [])]}
              for i in np.argsort(-np.abs(change))[: thresholds.top_clusters]]
-    clusters = {"chi2": statistic, "p_value": cluster_p, "drift": cluster_p < level,
-                "jensenshannon": jensenshannon(reference.cluster_counts, window.cluster_counts), "moved": moved}
+    clusters = {CHI2: statistic, "p_value": cluster_p, "drift": cluster_p < level,
+                JENSENSHANNON: jensenshannon(reference.cluster_counts, window.cluster_counts), "moved": moved}
     return {"drift": bool(mmd["drift"] or components["drift"] or clusters["drift"]), "rows": rows,
             "dimension": reference.dimension, "mmd": mmd, "drifted_components": components, "clusters": clusters,
             "cosine_distance": cosine_distance(window.sum / max(window.count, 1), reference.mean)}
