@@ -37,8 +37,8 @@ EMBEDDING_NULL_CHUNKS = 200
 
 # --- Embedding drift (detectors/families/embedding_drift.py) ------------------------------
 # Family-wise false-alarm level of one embedding's verdict: split evenly (Bonferroni) over
-# its three tests (MMD^2, principal components, clusters), so a no-drift window pages at
-# most 5 % of the time whatever the window's size.
+# its four tests (MMD^2, principal components, clusters, mean), so a no-drift window is
+# flagged at most 5 % of the time whatever the window's size.
 EMBEDDING_ALPHA = 0.05
 # A window needs this many events with the embedding before it is judged (fewer: insufficient
 # data); 50 rows put ~3 expected events in each of the 16 clusters.

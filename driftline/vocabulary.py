@@ -460,7 +460,8 @@ class EmbeddingDetails(Details):
     ``drift`` the decision rule; ``rows`` vectors judged of ``dimension``; ``mmd`` (``value``, ``threshold``,
     ``p_value``, ``drift``, ``bandwidth``), ``drifted_components`` (``share``, ``threshold``, ``drift``, ``level``,
     ``drifted``, ``p_values``), ``clusters`` (``chi2``, ``p_value``, ``drift``, ``jensenshannon``, ``moved``: the
-    clusters whose share moved most, with example request ids) and ``cosine_distance`` of the means.
+    clusters whose share moved most, with example request ids), ``mean`` (``value``, ``threshold``, ``p_value``,
+    ``drift``: the whitened squared distance of the means) and ``cosine_distance`` of the means.
     """
 
     drift: bool | None = None
@@ -470,6 +471,7 @@ class EmbeddingDetails(Details):
     drifted_components: Mapping[str, Any] | None = None
     clusters: Mapping[str, Any] | None = None
     cosine_distance: float | None = None
+    mean: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 For each embedding the baseline learned (`driftline.embeddings.reference.EmbeddingReference`), the
 window's merged summary (`driftline.embeddings.window.EmbeddingWindow`) is compared with the
-reference in three tests and one effect size:
+reference in four tests and one effect size:
 
 * **mmd**: MMD^2 of the RBF kernel from the window's summed random features, with its p-value under
   the null of a same-distribution window of this size (`driftline.detectors.stats.embeddings`);
@@ -12,10 +12,13 @@ reference in three tests and one effect size:
   ``share`` of components rejected;
 * **clusters**: the two-sample chi-square of the counts per k-means cluster and their Jensen-Shannon
   distance, with the clusters whose share moved most and example request ids from each;
+* **mean**: the window mean's whitened squared distance from the reference mean (each principal
+  component in its own standard deviations, the rest in the residual's), with its p-value under the
+  same exact null as the MMD^2: a small shift of every vector that the kernel's width hides;
 * **cosine_distance** between the window's and the reference's mean embeddings (reported, no vote).
 
-Decision rule (one): the embedding drifts when any of the three tests rejects at alpha / 3
-(Bonferroni over the three: `EmbeddingThresholds.test_level`), the component test meaning a
+Decision rule (one): the embedding drifts when any of the four tests rejects at alpha / 4
+(Bonferroni over the four: `EmbeddingThresholds.test_level`), the component test meaning a
 share of BH-rejected components of at least ``drifted_components_share``. So a window without
 drift is flagged with probability at most alpha (`defaults.EMBEDDING_ALPHA`), whatever its size.
 
@@ -78,9 +81,19 @@ def judge_embedding(reference: EmbeddingReference, window: EmbeddingWindow,
              for i in np.argsort(-np.abs(change))[: thresholds.top_clusters]]
     clusters = {CHI2: statistic, "p_value": cluster_p, "drift": cluster_p < level,
                 JENSENSHANNON: jensenshannon(reference.cluster_counts, window.cluster_counts), "moved": moved}
-    return {"drift": bool(mmd["drift"] or components["drift"] or clusters["drift"]), "rows": rows,
-            "dimension": reference.dimension, "mmd": mmd, "drifted_components": components, "clusters": clusters,
-            "cosine_distance": cosine_distance(window.sum / max(window.count, 1), reference.mean)}
+    window_mean = window.sum / max(window.count, 1)
+    out = {"drift": bool(mmd["drift"] or components["drift"] or clusters["drift"]), "rows": rows,
+           "dimension": reference.dimension, "mmd": mmd, "drifted_components": components, "clusters": clusters,
+           "cosine_distance": cosine_distance(window_mean, reference.mean)}
+    if reference.mean_weights is not None:
+        # every vector counts here, binned or not: the sum vector holds them all
+        distance = reference.whitened_distance(window_mean)
+        mean_p = mmd_p_value(distance, reference.mean_weights, max(window.count, 1), reference.rows)
+        out["mean"] = {"value": distance, "p_value": mean_p, "drift": mean_p < level,
+                       "threshold": mmd_null_quantile(1.0 - level, reference.mean_weights, max(window.count, 1),
+                                                      reference.rows)}
+        out["drift"] = bool(out["drift"] or out["mean"]["drift"])
+    return out
 
 
 def embedding_drift(baseline: Baseline, state: WindowState,

@@ -30,5 +30,5 @@ class EmbeddingThresholds:
 
     @property
     def test_level(self) -> float:
-        """Each of the three tests' level: the family's alpha split evenly (Bonferroni)."""
-        return self.alpha / 3.0
+        """Each of the four tests' level: the family's alpha split evenly (Bonferroni)."""
+        return self.alpha / 4.0

@@ -19,6 +19,9 @@ fixed-size map that a window folds its vectors through at a cost independent of 
   eigenvalues of the features' covariance give the exact first moments of a same-distribution
   window's MMD^2 = |mean z(window) - rff_mean|^2 for any window size n: it is a weighted sum of
   chi-square(1) variables with weights eigenvalue x (1/n + 1/rff_rows);
+* **the mean**: the variance of each component's score and the residual's per-dimension variance (both from
+  the held-out half), so that a window mean's whitened squared distance from the reference mean has an exact
+  null as the MMD^2's (weights: 1 per component, the residual covariance's eigenvalues over its mean);
 * **null chunks**: for the record, the 95th percentile of that MMD^2 over `EMBEDDING_NULL_CHUNKS`
   chunks of the other half, at each of `EMBEDDING_NULL_CHUNK_SIZES` (tests check the exact moments
   agree with them).
@@ -83,6 +86,18 @@ class EmbeddingReference:
     rff_rows: int  # rows behind rff_mean
     rff_eigenvalues: np.ndarray  # (features,) of the random features' covariance
     null_chunks: dict[int, float] = field(default_factory=dict)  # window size -> 95th percentile of MMD^2
+    # the mean test's whitening: each component's variance and the residual's per-dimension variance (k + 1),
+    # and the null weights of its statistic (None: a reference fitted before the mean test)
+    mean_variances: np.ndarray | None = None
+    mean_weights: np.ndarray | None = None
+
+    def whitened_distance(self, window_mean: np.ndarray) -> float:
+        """The mean difference's squared length, components in their own and the rest in the residual's units."""
+        assert self.mean_variances is not None
+        delta = window_mean - self.mean
+        along = self.components @ delta
+        residual = delta - along @ self.components
+        return float((along ** 2 / self.mean_variances[:-1]).sum() + (residual ** 2).sum() / self.mean_variances[-1])
     _map: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     # -- the maps a window folds through --------------------------------------------------
@@ -138,7 +153,9 @@ class EmbeddingReference:
                 "bandwidth": self.bandwidth, "rff_seed": self.rff_seed, "rff_features": self.rff_features,
                 "rff_check": self.rff_check, "rff_mean": pack_array(self.rff_mean), "rff_rows": self.rff_rows,
                 "rff_eigenvalues": pack_array(self.rff_eigenvalues),
-                "null_chunks": [[n, q] for n, q in self.null_chunks.items()]}
+                "null_chunks": [[n, q] for n, q in self.null_chunks.items()],
+                **({} if self.mean_variances is None else {"mean_variances": pack_array(self.mean_variances),
+                                                           "mean_weights": pack_array(self.mean_weights)})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "EmbeddingReference":
@@ -153,7 +170,9 @@ class EmbeddingReference:
                    rff_features=int(data["rff_features"]), rff_check=float(data["rff_check"]),
                    rff_mean=unpack_array(data["rff_mean"]), rff_rows=int(data["rff_rows"]),
                    rff_eigenvalues=unpack_array(data["rff_eigenvalues"]),
-                   null_chunks={int(n): float(q) for n, q in data.get("null_chunks") or []})
+                   null_chunks={int(n): float(q) for n, q in data.get("null_chunks") or []},
+                   mean_variances=unpack_array(data["mean_variances"]) if "mean_variances" in data else None,
+                   mean_weights=unpack_array(data["mean_weights"]) if "mean_weights" in data else None)
 
 
 def embedding_matrix(values: Any, name: str) -> np.ndarray:
@@ -254,6 +273,7 @@ def fit_reference(vectors: Any, name: str = "embedding", *, seed: int = 0,
         centroids=_kmeans(fit_rows[:5_000], clusters, seed), cluster_counts=np.zeros(0, dtype=np.int64),
         bandwidth=_median_distance(fit_rows, rng), rff_seed=int(seed) + 1, rff_features=features, rff_check=0.0,
         rff_mean=np.zeros(features), rff_rows=0, rff_eigenvalues=np.zeros(features))
+    _fit_mean_test(reference, held_rows, scores)
     reference._map = random_feature_map(reference.rff_seed, dimension, features, reference.bandwidth)
     reference.rff_check = _check_value(reference._map[0])
     binned = reference.component_bins(scores)
@@ -262,6 +282,18 @@ def fit_reference(vectors: Any, name: str = "embedding", *, seed: int = 0,
     reference.cluster_counts = np.bincount(reference.clusters(held_rows), minlength=reference.centroids.shape[0])
     _fit_null(reference, matrix, rng)
     return reference
+
+
+def _fit_mean_test(reference: EmbeddingReference, held_rows: np.ndarray, scores: np.ndarray) -> None:
+    """Variances and null weights of the whitened mean distance, from the held-out half (as the bins: the fit half's
+    top axes overstate their variance, its residual understates its own)."""
+    k, dimension = reference.components.shape
+    component_variances = np.maximum(scores.var(axis=0, ddof=1), 1e-24)
+    residual = (held_rows - reference.mean) - scores @ reference.components
+    residual_values = np.maximum(np.linalg.eigvalsh(residual.T @ residual / max(residual.shape[0] - 1, 1)), 0.0)
+    residual_variance = max(float(residual_values.sum()) / max(dimension - k, 1), 1e-24)
+    reference.mean_variances = np.append(component_variances, residual_variance)
+    reference.mean_weights = np.concatenate([np.ones(k), residual_values / residual_variance])
 
 
 def _fit_null(reference: EmbeddingReference, matrix: np.ndarray, rng: np.random.Generator) -> None:

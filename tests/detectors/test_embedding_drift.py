@@ -93,6 +93,8 @@ def test_each_kind_of_change_fires_and_says_where(reference, kind):
     assert len(moved) == 3 and all(len(cluster["examples"]) == 3 for cluster in moved)
     if kind == "class_mix":
         assert verdict["clusters"]["drift"] and abs(moved[0]["change"]) > 0.05
+    if kind == "mean_shift":  # two within-class standard deviations along one direction: the whitened mean sees it
+        assert verdict["mean"]["drift"] and verdict["mean"]["value"] > verdict["mean"]["threshold"]
 
 
 def test_no_drift_windows_fire_at_most_at_the_documented_rate(reference):
