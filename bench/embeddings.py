@@ -14,6 +14,7 @@ Prints one table row per (method, size, dimension): false-alarm rate on no-drift
 change, and the median CPU seconds per window. Usage:
 
     .venv/bin/python bench/embeddings.py [--windows 20] [--null-windows 200] [--sizes 100,500,2000] [--dims 32,768]
+    .venv/bin/python bench/embeddings.py --cpu-split --dims 32,768   # folding per event vs judging per window
 """
 from __future__ import annotations
 
@@ -82,6 +83,26 @@ def run_cell(name: str, judge, size: int, dim: int, windows: int, null_windows: 
     return out
 
 
+def cpu_split(dims: list[int], sizes: list[int]) -> None:
+    """The service's cost apart: folding (per event, paid by the collector as events arrive) and judging a
+    merged window (per window, whatever its size)."""
+    print(f"{'dim':>4} {'rows':>7} {'fold CPU s':>11} {'per 1k events':>14} {'judge CPU s':>12}", flush=True)
+    for dim in dims:
+        reference = fit_reference(draw(np.random.default_rng(1), 2_000, dim), "bench")
+        for size in sizes:
+            vectors = draw(np.random.default_rng(size), size, dim)
+            started = time.process_time()
+            window = EmbeddingWindow(dim, reference)
+            for begin in range(0, size, 5_000):  # the collector folds polls of up to 5 000 events
+                window.add(vectors[begin:begin + 5_000], reference)
+            fold = time.process_time() - started
+            started = time.process_time()
+            for _ in range(5):
+                judge_embedding(reference, window)
+            judge = (time.process_time() - started) / 5
+            print(f"{dim:>4} {size:>7} {fold:>11.4f} {1000 * fold / size:>14.4f} {judge:>12.4f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=20, help="windows per kind of change and cell")
@@ -93,7 +114,12 @@ def main() -> None:
     parser.add_argument("--peers", default="evidently", help="evidently, or none")
     parser.add_argument("--skip-slow-peers-above", type=int, default=500,
                         help="window rows above which Evidently's full-kernel MMD and bootstraps are skipped")
+    parser.add_argument("--cpu-split", action="store_true",
+                        help="only time folding and judging apart, at 100 to 100 000 rows")
     args = parser.parse_args()
+    if args.cpu_split:
+        cpu_split(list(map(int, args.dims.split(","))), [100, 1_000, 10_000, 100_000])
+        return
     rows = []
     print(f"{'method':30} {'rows':>5} {'dim':>4} {'false alarms':>13} " + " ".join(f"{k:>12}" for k in KINDS[1:])
           + f" {'CPU s/window':>13}", flush=True)
