@@ -25,7 +25,8 @@ EMBEDDING_CLUSTERS = 16
 # Random Fourier features approximating the RBF kernel: the MMD estimate's error falls as
 # 1/sqrt(D); 512 gave the full-kernel MMD's power on the benchmark at a fixed cost per event.
 EMBEDDING_RANDOM_FEATURES = 512
-# Reference rows the PCA, the codebook and the bandwidth are fitted on (a seeded sample beyond).
+# Reference rows each half of the fit uses at most (a seeded sample beyond): the fit's cost is bounded
+# whatever the training set's size.
 EMBEDDING_FIT_MAX_ROWS = 20_000
 # Rows per side of the pairwise distances whose median sets the RBF bandwidth (median heuristic).
 EMBEDDING_BANDWIDTH_ROWS = 1_000

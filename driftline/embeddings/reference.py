@@ -252,9 +252,8 @@ def fit_reference(vectors: Any, name: str = "embedding", *, seed: int = 0,
     # Axes and centroids from one half, bins and counts from the other: a PCA fitted on the rows it then
     # bins overstates the variance of its top axes, and fresh rows of the same distribution would drift.
     order = rng.permutation(rows)
-    fit_part, held = order[: rows // 2], order[rows // 2:]
-    if fit_part.size > defaults.EMBEDDING_FIT_MAX_ROWS:
-        fit_part = fit_part[: defaults.EMBEDDING_FIT_MAX_ROWS]
+    cap = defaults.EMBEDDING_FIT_MAX_ROWS  # each half at most: the fit's cost is bounded whatever the rows
+    fit_part, held = order[: rows // 2][:cap], order[rows // 2:][:cap]
     fit_rows, held_rows = matrix[np.sort(fit_part)], matrix[np.sort(held)]
     mean = matrix.mean(axis=0)
     centred = fit_rows - mean
@@ -300,7 +299,7 @@ def _fit_null(reference: EmbeddingReference, matrix: np.ndarray, rng: np.random.
     """The reference's mean random features (one half), their covariance spectrum, and chunk bands (other half)."""
     rows = matrix.shape[0]
     order = rng.permutation(rows)
-    half_a, half_b = order[: rows // 2], order[rows // 2:]
+    half_a, half_b = order[: rows // 2][: defaults.EMBEDDING_FIT_MAX_ROWS], order[rows // 2:]
     fit = matrix if rows <= defaults.EMBEDDING_FIT_MAX_ROWS else matrix[order[: defaults.EMBEDDING_FIT_MAX_ROWS]]
     z = reference.random_features(fit)
     centred = z - z.mean(axis=0)
