@@ -10,8 +10,8 @@ reference in four tests and one effect size:
 * **drifted_components**: per principal component, the two-sample chi-square of the window's counts
   on the reference's decile bins; p-values corrected by Benjamini-Hochberg across components; the
   ``share`` of components rejected;
-* **clusters**: the two-sample chi-square of the counts per k-means cluster and their Jensen-Shannon
-  distance, with the clusters whose share moved most and example request ids from each;
+* **clusters**: the two-sample chi-square of the counts per k-means cluster (clusters where the window
+  expects fewer than five rows pooled) and their Jensen-Shannon distance, with the clusters whose share moved most and example request ids from each;
 * **mean**: the window mean's whitened squared distance from the reference mean (each principal
   component in its own standard deviations, the rest in the residual's), with its p-value under the
   same exact null as the MMD^2: a small shift of every vector that the kernel's width hides;
@@ -34,7 +34,7 @@ import numpy as np
 from driftline.baseline import Baseline
 from driftline.detectors.families.results import WindowResult, insufficient
 from driftline.detectors.stats.embeddings import (binned_two_sample, cosine_distance, mmd_null_quantile,
-                                                  mmd_p_value)
+                                                  mmd_p_value, pooled_small_bins)
 from driftline.detectors.stats.two_sample import jensenshannon
 from driftline.detectors.thresholds.decision import INSUFFICIENT_DATA, benjamini_hochberg
 from driftline.detectors.thresholds.embeddings import EmbeddingThresholds
@@ -72,7 +72,7 @@ def judge_embedding(reference: EmbeddingReference, window: EmbeddingWindow,
                   "drifted": [int(i) for i in np.flatnonzero(rejected)],
                   "p_values": [float(p) for p in adjusted]}
 
-    statistic, cluster_p = binned_two_sample(window.cluster_counts, reference.cluster_counts)
+    statistic, cluster_p = binned_two_sample(*pooled_small_bins(window.cluster_counts, reference.cluster_counts))
     window_share = window.cluster_counts / max(window.cluster_counts.sum(), 1)
     reference_share = reference.cluster_counts / max(reference.cluster_counts.sum(), 1)
     change = window_share - reference_share

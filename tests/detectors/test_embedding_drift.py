@@ -8,7 +8,7 @@ import pytest
 from driftline.baseline import Baseline, compute_baseline
 from driftline.detectors.families.embedding_drift import embedding_drift, judge_embedding
 from driftline.detectors.families.window import evaluate_window
-from driftline.detectors.stats.embeddings import mmd_null_quantile, quadratic_form_sf
+from driftline.detectors.stats.embeddings import mmd_null_quantile, pooled_small_bins, quadratic_form_sf
 from driftline.embeddings.reference import EmbeddingReference, fit_reference
 from driftline.embeddings.window import EmbeddingDimensionError, EmbeddingWindow
 from driftline import vocabulary
@@ -120,3 +120,9 @@ def test_the_family_reports_each_embedding_once_and_too_few_vectors_as_insuffici
         row["embeddings"] = {"answer": [0.0, 1.0]}
     (result,) = embedding_drift(baseline, WindowState.empty(baseline).add_batch(EventBatch.from_events(unknown)))
     assert result.feature == "answer" and result.insufficient_data and "no reference" in result.details["reason"]
+
+
+def test_clusters_the_window_expects_few_rows_in_are_pooled_for_the_chi_square():
+    window, reference = pooled_small_bins([30, 40, 1, 0, 29], [300, 400, 9, 6, 285])
+    assert window.tolist() == [30, 40, 29, 1] and reference.tolist() == [300, 400, 285, 15]
+    assert [a.tolist() for a in pooled_small_bins([50, 50], [500, 500])] == [[50, 50], [500, 500]]
