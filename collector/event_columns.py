@@ -55,7 +55,8 @@ class RawRecords(Sequence):
     """Events still as JSON messages, decoded one by one when read: the window sample reads a few."""
 
     __slots__ = ("messages", "positions")
-    # The columnar decoder takes no batch with tags (they go event by event), so none is read for segments.
+    # The columnar decoder takes no batch with tags or embeddings (they go event by event), so none is read for
+    # segments or embedding summaries (`EventBatch.embedding_columns`).
     without_tags = True
 
     def __init__(self, messages: Sequence[bytes], positions: Sequence[int] | None = None):
@@ -131,6 +132,8 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
         return None
     names = set(table.column_names)
     if not {"schema", "event_id", "ts", "model", "version", "features", "latency_ms", "prediction"} <= names:
+        return None
+    if "embeddings" in names:  # vectors are checked, and their dimensions held to the baseline, event by event
         return None
     try:
         column = {name: table.column(name).combine_chunks() for name in table.column_names}

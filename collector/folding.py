@@ -42,6 +42,7 @@ from driftline.collector.labels import (PredictionRow, PredictionValues, Request
 from driftline.collector.windows import PartialWindow, PartitionWindows, WindowKey
 from driftline import defaults
 from driftline.baseline import Baseline
+from driftline.embeddings.contract import FIELD as EMBEDDINGS, EmbeddingError, check_dimensions
 from driftline.events import (MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS, EventError, InferenceEvent,
                               parse_inference)
 from driftline.rollouts import ROLE_SHADOW
@@ -246,6 +247,8 @@ class InferenceFolder:
             try:
                 event = parse_inference(value, max_ts_ms)
                 check_store_limits(event.model, event.version, event.request_id)
+                if event.raw.get(EMBEDDINGS):
+                    self._check_embeddings(event)
             except EventError as error:
                 letters.append(DeadLetterRow.from_error(self.topic, self.partition, offset, value, error))
                 continue
@@ -276,6 +279,16 @@ class InferenceFolder:
             self._fold(model, version, batch, [_joined_id(e) for e in events], [e.ts_ms for e in events],
                        [e.prediction for e in events], [row[1] for row in rows], [row[2] for row in rows])
         self.duplicates += duplicates
+
+    def _check_embeddings(self, event: InferenceEvent) -> None:
+        """The event's vectors have the dimensions its model version's baseline fixes (EventError otherwise)."""
+        baseline = self.baseline_for(event.model, event.version)
+        if baseline is not None and baseline.embeddings:
+            try:
+                check_dimensions(event.raw[EMBEDDINGS], {name: reference.dimension
+                                                         for name, reference in baseline.embeddings.items()})
+            except EmbeddingError as exc:
+                raise EventError(exc.reason, exc.field) from None
 
     def _fold_one(self, model: str, version: str, event: InferenceEvent, offset: int, value: bytes | None) -> None:
         try:

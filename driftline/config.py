@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     # Fault injection (/admin/faults) exists only when this is set (`driftline worker --faults`;
     # `driftline up` sets it for its scenarios): a fault changes served predictions and latency.
     worker_faults: bool = False
+    # The worker logs each request's penultimate-layer activations as the embedding `activations` (`driftline
+    # worker --log-embeddings`; `driftline up --scenario embedding_shift` sets it): one more pass per request.
+    worker_log_embeddings: bool = False
 
     # `driftline receiver`: KServe/OIP payload-logger CloudEvents and POST /events (docs/receiver.md).
     # On any address but loopback it refuses to start without receiver_token, which callers then

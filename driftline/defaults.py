@@ -255,7 +255,8 @@ ALERT_REPEAT_INTERVAL_SECONDS = 4 * 3600
 # stretches, so one breaching evaluation is already an aggregate: K = 1. Multivariate
 # drift (a joint change no single feature shows) is worth a look, not a page. Estimated
 # quality moves slowly with the score mix and needs no labels, so it is judged window by
-# window like drift; a warning, as the drop is predicted, not measured.
+# window like drift; a warning, as the drop is predicted, not measured. Embedding drift is
+# judged at 5 % false alarms per window (EMBEDDING_ALPHA), so it waits for two windows in a row.
 ALERT_DETECTOR_DEFAULTS = {
     "data_drift": {"severity": "warning"},
     "dataset_drift": {"severity": "error", "for_windows": 2},
@@ -266,6 +267,7 @@ ALERT_DETECTOR_DEFAULTS = {
     "model_quality": {"severity": "error", "for_windows": 1},
     "estimated_quality": {"severity": "warning", "for_windows": 2},
     "multivariate_drift": {"severity": "warning"},
+    "embedding_drift": {"severity": "warning", "for_windows": 2},
 }
 # How drift families (`vocabulary.SEQUENTIAL_FAMILIES`) page, `[alerts] policy`: on evidence
 # accumulated over windows at a stated false-page rate (detectors/families/evidence.py); the
@@ -691,3 +693,5 @@ BATCH_SAMPLE_ROWS = 100_000
 # The serving side's operational knobs (worker, replay, receiver) live in their own file, re-exported here
 # so that `defaults.NAME` stays the one way to read any default.
 from driftline.serving_defaults import *  # noqa: E402,F401,F403
+# Embedding drift's bounds and levels, in their own file for the same reason.
+from driftline.embedding_defaults import *  # noqa: E402,F401,F403

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from driftline import defaults
+from driftline.embeddings.contract import EmbeddingError, check_embeddings
 from driftline.json_types import json_type_name
 from driftline.names import is_safe_name, name_problem
 from driftline.rollouts import is_role
@@ -262,7 +263,7 @@ def _check_latency(value: Any) -> dict[str, float]:
     return value
 
 
-_OPTIONAL_FIELDS = frozenset(("entity_id", "device", "inputs", "batch_size", "cache_hit", "tags", "role"))
+_OPTIONAL_FIELDS = frozenset(("entity_id", "device", "inputs", "batch_size", "cache_hit", "tags", "role", "embeddings"))
 
 
 def _check_optional(doc: dict[str, Any], decoded: bool) -> None:
@@ -282,6 +283,12 @@ def _check_optional(doc: dict[str, Any], decoded: bool) -> None:
     role = _optional_str(doc, "role")
     if role is not None and not is_role(role):
         raise EventError(f"expected production, shadow, canary or arm:<version>, got {role[:64]!r}", "role")
+    embeddings = doc.get("embeddings")
+    if embeddings is not None:
+        try:
+            check_embeddings(embeddings, decoded)
+        except EmbeddingError as exc:
+            raise EventError(exc.reason, exc.field) from None
     tags = doc.get("tags")
     if tags is not None:
         if type(tags) is not dict:
@@ -380,7 +387,7 @@ def _fast_inference(doc: dict[str, Any], max_ts_ms: int | None = None) -> Infere
             or (inputs is not None and (type(inputs) is not dict
                                         or not _SCALAR_TYPES.issuperset(map(type, inputs.values()))))
             or (batch_size is not None and (type(batch_size) is not int or batch_size < 1))
-            or (cache_hit is not None and type(cache_hit) is not bool)):
+            or (cache_hit is not None and type(cache_hit) is not bool) or get("embeddings") is not None):
         return None
     role = get("role")
     if role is not None and (type(role) is not str or not is_role(role)):

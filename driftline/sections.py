@@ -24,7 +24,8 @@ __all__ = ["SECTIONS", "Section", "Table", "close_match", "did_you_mean", "given
 
 # The TOML file's tables, beside the settings themselves; any other table is an error naming it.
 SECTIONS = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
-            vocabulary.ESTIMATED_QUALITY, vocabulary.MULTIVARIATE_DRIFT, vocabulary.LATENCY, "alerts",
+            vocabulary.ESTIMATED_QUALITY, vocabulary.MULTIVARIATE_DRIFT, vocabulary.EMBEDDING_DRIFT,
+            vocabulary.LATENCY, "alerts",
             "rollouts", "retention", "segments", "freshness", "cost", "capacity")
 # How alike a typo and a known name must be to be offered (difflib's ratio; 0.5 pairs db_url with db).
 CLOSE_MATCH_CUTOFF = 0.5

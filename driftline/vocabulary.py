@@ -32,8 +32,10 @@ MODEL_QUALITY = "model_quality"
 ESTIMATED_QUALITY = "estimated_quality"
 # How the features move together: PCA reconstruction error and a domain classifier.
 MULTIVARIATE_DRIFT = "multivariate_drift"
-DETECTORS = (DATA_DRIFT, DATASET_DRIFT, MULTIVARIATE_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY,
-             MODEL_QUALITY, ESTIMATED_QUALITY)
+# Named vectors on events (text, image, the model's own activations) against their training reference.
+EMBEDDING_DRIFT = "embedding_drift"
+DETECTORS = (DATA_DRIFT, DATASET_DRIFT, MULTIVARIATE_DRIFT, EMBEDDING_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW,
+             LATENCY, MODEL_QUALITY, ESTIMATED_QUALITY)
 # The alert family of a candidate's failed verdict: raised by the rollout analysis, not by a window's
 # detectors, so it is an alert family (rules, silences, messages) without being one of DETECTORS.
 ROLLOUT = "rollout"
@@ -56,6 +58,7 @@ FAMILIES = {
     DATA_DRIFT: Family("Feature drift", "data drift"),
     DATASET_DRIFT: Family("Dataset drift", "dataset drift"),
     MULTIVARIATE_DRIFT: Family("Multivariate drift", "multivariate drift"),
+    EMBEDDING_DRIFT: Family("Embedding drift", "embedding drift"),
     PREDICTION_DRIFT: Family("Prediction drift", "prediction drift"),
     DATA_QUALITY: Family("Data quality", "data quality"),
     SKEW: Family("Training-serving skew", "training-serving skew"),
@@ -138,6 +141,8 @@ ESTIMATED_METRICS = (ROC_AUC, ACCURACY, PRECISION, RECALL, F1)
 PCA_RECONSTRUCTION_ERROR = "pca_reconstruction_error"
 DOMAIN_CLASSIFIER_AUC = "domain_classifier_auc"
 MULTIVARIATE_METRICS = (PCA_RECONSTRUCTION_ERROR, DOMAIN_CLASSIFIER_AUC)
+# embedding_drift: one result per embedding, valued by its MMD^2 (the details hold every test).
+MMD2 = "mmd2"
 
 METRICS: Mapping[str, tuple[str, ...]] = {
     DATA_DRIFT: (PSI,),
@@ -149,6 +154,7 @@ METRICS: Mapping[str, tuple[str, ...]] = {
     MODEL_QUALITY: (ACCURACY, PRECISION, RECALL, F1, ROC_AUC, LOG_LOSS, MAE, RMSE, BIAS, MACRO_F1),
     ESTIMATED_QUALITY: ESTIMATED_METRICS,
     MULTIVARIATE_DRIFT: MULTIVARIATE_METRICS,
+    EMBEDDING_DRIFT: (MMD2,),
     ROLLOUT: (ROLLOUT_VERDICT,),
 }
 
@@ -478,6 +484,27 @@ class MultivariateDetails(_Attributable):
 
 
 @dataclass(frozen=True)
+class EmbeddingDetails(Details):
+    """embedding_drift: one embedding's verdict, as `detect --embedding` shows it (docs/detectors.md).
+
+    ``drift`` the decision rule; ``rows`` vectors judged of ``dimension``; ``mmd`` (``value``, ``threshold``,
+    ``p_value``, ``drift``, ``bandwidth``), ``drifted_components`` (``share``, ``threshold``, ``drift``, ``level``,
+    ``drifted``, ``p_values``), ``clusters`` (``chi2``, ``p_value``, ``drift``, ``jensenshannon``, ``moved``: the
+    clusters whose share moved most, with example request ids), ``mean`` (``value``, ``threshold``, ``p_value``,
+    ``drift``: the whitened squared distance of the means) and ``cosine_distance`` of the means.
+    """
+
+    drift: bool | None = None
+    rows: int | None = None
+    dimension: int | None = None
+    mmd: Mapping[str, Any] | None = None
+    drifted_components: Mapping[str, Any] | None = None
+    clusters: Mapping[str, Any] | None = None
+    cosine_distance: float | None = None
+    mean: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class RolloutAlertDetails(Details):
     """rollout (an alert, not a window result): the verdict that failed the candidate and what the policy did.
 
@@ -508,6 +535,7 @@ DETAILS: Mapping[str, type[Details]] = {
     MODEL_QUALITY: QualityDetails,
     ESTIMATED_QUALITY: EstimatedQualityDetails,
     MULTIVARIATE_DRIFT: MultivariateDetails,
+    EMBEDDING_DRIFT: EmbeddingDetails,
     ROLLOUT: RolloutAlertDetails,
 }
 

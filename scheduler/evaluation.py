@@ -243,7 +243,7 @@ def _finite(value: Any) -> float | None:
 @dataclass
 class EvaluationConfig:
     """Thresholds from the --config TOML: [drift], [data_quality], [skew], [model_quality], [estimated_quality],
-    [multivariate_drift], [latency], [freshness]."""
+    [multivariate_drift], [embedding_drift], [latency], [freshness]."""
 
     window_seconds: int
     sections: dict[str, dict[str, Any]]
@@ -259,7 +259,8 @@ class EvaluationConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluationConfig:
         names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
-                 vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY, vocabulary.MULTIVARIATE_DRIFT, FRESHNESS)
+                 vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY, vocabulary.MULTIVARIATE_DRIFT,
+                 vocabulary.EMBEDDING_DRIFT, FRESHNESS)
         config = cls(settings.window_seconds, {name: settings.section(name) for name in names},
                      SegmentSpec.from_settings(settings))
         # a bad key or value fails at start-up, not at the first window (of that model)
@@ -291,6 +292,7 @@ class EvaluationConfig:
             mapping[name] = section
         # one table for every model: the multivariate alarm levels are statistical, not per model
         mapping[vocabulary.MULTIVARIATE_DRIFT] = dict(self.sections.get(vocabulary.MULTIVARIATE_DRIFT, {}))
+        mapping[vocabulary.EMBEDDING_DRIFT] = dict(self.sections.get(vocabulary.EMBEDDING_DRIFT, {}))
         return WindowThresholds.from_mapping(mapping, model=model)
 
     def freshness_for(self, model: str | None) -> FreshnessThresholds:

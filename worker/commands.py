@@ -170,6 +170,9 @@ def rollback(settings: Settings, model: str, reason: str | None) -> None:
 @click.option("--faults/--no-faults", default=None,
               help="Allow fault injection through /admin/faults (default: settings.worker_faults, off; "
                    "`driftline up` sets it for its skew and latency scenarios).")
+@click.option("--log-embeddings/--no-log-embeddings", "log_embeddings", default=None,
+              help="Log each request's penultimate-layer activations as the embedding `activations` "
+                   "(default: settings.worker_log_embeddings, off).")
 @click.option("--threads", type=click.IntRange(1), default=None,
               help="torch intra-op threads (default: CPUs - 1, so one core stays with the event loop).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
@@ -179,7 +182,7 @@ def worker(settings: Settings, model: str, host: str | None, allowed_hosts: str 
            max_batch_size: int, max_wait_ms: float, max_pending: int, body_timeout: float, max_connections: int,
            cache_size: int, cache_ttl: float, cache_url: str | None, events: bool, event_producer: str,
            event_buffer: int, alias_poll: float, shadow_queue: int, labels: bool, faults: bool | None, threads: int | None,
-           log_level: str) -> None:
+           log_level: str, log_embeddings: bool | None = None) -> None:
     """Run the inference server (GET /healthz, GET /model, POST /predict, GET /metrics; Open Inference
     Protocol v2 under /v2 and over gRPC on --grpc-port)."""
     import logging
@@ -209,7 +212,8 @@ def worker(settings: Settings, model: str, host: str | None, allowed_hosts: str 
                           cache_size=cache_size, cache_ttl_s=cache_ttl, cache_url=cache_url or settings.worker_cache_url,
                           log_events=events, event_producer=event_producer, event_buffer=event_buffer,
                           alias_poll_s=alias_poll, shadow_queue=shadow_queue, listen_for_labels=labels,
-                          faults=faults, grpc_port=settings.worker_grpc_port if grpc_port is None else grpc_port)
+                          faults=faults, grpc_port=settings.worker_grpc_port if grpc_port is None else grpc_port,
+                          log_embeddings=settings.worker_log_embeddings if log_embeddings is None else log_embeddings)
     if config.grpc_port:  # a missing grpcio or tritonclient is reported here, not in the middle of start-up
         import driftline.worker.oip_grpc  # noqa: F401
     try:

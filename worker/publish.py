@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from driftline import defaults
+from driftline.worker.activations import ACTIVATIONS, activation_reference
 from driftline.worker.feature_transform import FeatureTransform
 from driftline.worker.registry import Registry
 from driftline.worker.training import TrainConfig, TrainResult, train_model
@@ -39,6 +40,8 @@ def training_baseline(result: TrainResult, seed: int = 0) -> dict[str, Any]:
     # the chunk spreads `[drift] thresholds = "reference"` derives the service's thresholds from
     baseline.threshold_spreads = measure_spreads(frame, {name: baseline.kind(name) for name in baseline.feature_names},
                                                  result.predictions)
+    # the model's own representation, for embedding drift when the worker logs it (driftline.worker.activations)
+    baseline.add_embeddings({ACTIVATIONS: activation_reference(result.model, result.transform, result.features, seed)})
     return baseline.to_dict()
 
 

@@ -37,7 +37,7 @@ from driftline.errors import UserError
 from driftline.kafka_security import KafkaSecurity
 from driftline.worker.dataset import default_probability, generate_inputs, sample_labels
 from driftline.worker.online_features import FeatureClock
-from driftline.worker.scenarios import SCENARIOS, Scenario, corrupt
+from driftline.worker.scenarios import SCENARIOS, Scenario, corrupt, couple
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +103,8 @@ def build_traffic(scenario: Scenario, warmup_rows: int, scenario_rows: int, seed
         if rows <= 0:
             continue
         inputs = generate_inputs(rows, seed + 1000 * part, spec.population)
+        if spec.coupled:
+            inputs = couple(inputs, spec.coupled)
         labels = sample_labels(default_probability(inputs, spec.risk), seed + 1000 * part + 1)
         records = inputs.to_dict("records")
         if spec.corrupt_inputs:

@@ -10,6 +10,7 @@
 | data_quality | the training population, then corrupted: nulls, out-of-range values, unseen categories | from the clean inputs | none |
 | segment_shift | the training population, except applicants from the north: younger, poorer, lower credit scores | training risk model | none |
 | stale_features | the training population; the online feature store's `credit_score` stops updating (its values stay, their age grows: `driftline.worker.online_features`) | training risk model | none |
+| embedding_shift | the training population, with late payments re-paired to rise with the credit score (they fall with it in training): every served feature keeps its distribution, the model's representation moves | training risk model | none |
 
 Rollout scenarios also train a candidate version beside production (never promoting it) and set a
 routing plan when their traffic starts (`driftline.worker.scenario_setup`):
@@ -96,6 +97,9 @@ class Scenario:
     # an online feature (driftline.worker.online_features) that stops updating when the scenario starts; the
     # replay then sends every request's feature times, and `up` configures `[freshness]` for the online features
     stale_feature: str | None = None
+    # (a, b) pairs of raw columns: b's values re-paired to rise with a's (`couple`), so both keep their
+    # distribution while their relation changes
+    coupled: tuple[tuple[str, str], ...] = ()
 
     @property
     def uses_faults(self) -> bool:
@@ -123,6 +127,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              segments=("region",)),
     Scenario("stale_features", "the online store's credit_score stops updating: served values age, their "
              "distribution stays", stale_feature="credit_score"),
+    # Neither column enters a derived feature, so every served feature keeps its distribution exactly: only
+    # their combination (good scores with many late payments) is new, and the model's representation moves.
+    Scenario("embedding_shift", "late payments now come with good credit scores: each feature as before, "
+             "their combination new", coupled=(("credit_score", "num_late_payments"),)),
     Scenario("shadow", "a candidate trained with another seed shadows every request; nothing should fire",
              rollout=Rollout(SHADOW, RESEEDED)),
     # Slower (a twentieth of its answers 250 ms later, p99 far over production's) and worse (predicts
@@ -135,6 +143,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("aa", "an A/A test: production against an equally good candidate, 50:50; no winner may be declared",
              rollout=Rollout(AB, RESEEDED)),
 )}
+
+
+def couple(frame: Any, pairs: tuple[tuple[str, str], ...]) -> Any:
+    """`frame` (a DataFrame) with each pair's second column re-paired to rise with the first; both keep their values."""
+    out = frame.copy()
+    for first, second in pairs:
+        ranks = np.argsort(np.argsort(frame[first].to_numpy(), kind="stable"), kind="stable")
+        out[second] = np.sort(frame[second].to_numpy(), kind="stable")[ranks]
+    return out
 
 
 def corrupt(records: list[dict[str, Any]], seed: int) -> int:

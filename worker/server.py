@@ -54,6 +54,7 @@ from driftline.rollouts import ROLE_PRODUCTION, ROLE_SHADOW, RoutingPlan, assign
 from driftline.store.db import session_scope
 from driftline.store.rollouts import current_plan
 from driftline.worker.feature_transform import FeatureTransform
+from driftline.worker.activations import activation_event
 from driftline.worker.admin import admin_token_problem
 from driftline.worker.batcher import BatcherFull, DynamicBatcher
 from driftline.worker.cache import PredictionCache, RedisPredictionCache, cache_key
@@ -110,10 +111,10 @@ class WorkerConfig:
     retrain_min_rows: int = defaults.WORKER_RETRAIN_MIN_ROWS
     retrain_epochs: int = 4
     listen_for_labels: bool = True
-    # At shut-down, how long to wait for buffered events to reach Kafka.
-    shutdown_flush_s: float = 5.0
+    shutdown_flush_s: float = 5.0  # at shut-down, how long to wait for buffered events to reach Kafka
     # The Open Inference Protocol's gRPC service on settings.worker_host (worker/oip_grpc.py); 0: off.
     grpc_port: int = 0
+    log_embeddings: bool = False  # settings.worker_log_embeddings (driftline.worker.activations)
 
     def __post_init__(self) -> None:
         if not self.body_timeout_s > 0:
@@ -125,8 +126,7 @@ class WorkerConfig:
 
 
 def uvicorn_options(config: WorkerConfig) -> dict[str, Any]:
-    """uvicorn settings that bound what clients can hold: open connections at most (503 beyond), each
-    closed when a request's head is not in within `head_timeout_s`."""
+    """uvicorn settings bounding what clients hold: `max_connections` (503 beyond), heads within `head_timeout_s`."""
     return {"limit_concurrency": config.max_connections, "http": head_deadline_protocol(config.head_timeout_s)}
 
 
@@ -502,7 +502,8 @@ class Worker:
                                  entity_id=parsed.entity_id, version=version, batch_size=batch_size,
                                  cache_hit=cached is not None,
                                  event_id=request_id if parsed.request_id is None else None, role=role,
-                                 feature_ts=parsed.feature_ts)
+                                 feature_ts=parsed.feature_ts,
+                                 embeddings=activation_event(loaded, features, self.config.log_embeddings))
         if role == ROLE_PRODUCTION:
             self._production_answers.inc()
         else:

@@ -422,7 +422,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
            prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
            on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None,
            label: str | None = None, performance_thresholds: WindowThresholds | None = None,
-           segment_by: str | None = None, multivariate: MultivariateThresholds | bool = True) -> dict[str, Any]:
+           segment_by: str | None = None, multivariate: MultivariateThresholds | bool = True,
+           embeddings: Any = None) -> dict[str, Any]:
     """Compare `current` (whole, or in windows) with `reference`; the `driftline detect` JSON as a dict.
 
     `on_window(done, total, rows)` is called after each window (for progress).
@@ -435,7 +436,9 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     ``thresholds.threshold_source == "reference"`` derives effect-size thresholds from the reference
     (`driftline.detectors.thresholds.reference`). `multivariate`: the multivariate detectors' alarm
     levels and sample bounds (True: `driftline.defaults`; False: no ``multivariate``
-    object, for callers that need only the per-feature verdicts and not its cost).
+    object, for callers that need only the per-feature verdicts and not its cost). `embeddings`: a
+    `driftline.detectors.batch.embeddings.BatchEmbeddings` of the current rows in order; each window
+    gains ``embeddings`` (name -> verdict).
     Raises `UserError` for anything wrong with the inputs (empty frames,
     unknown or missing columns, type mismatches, bad chunking options).
     """
@@ -447,6 +450,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     kinds, prediction, probabilities = monitored_columns(reference, current, categorical=categorical,
                                                          prediction=prediction, ignore=ignore,
                                                          timestamp=timestamp, label=label)
+    if embeddings is not None:
+        current = current.reset_index(drop=True)  # a window's index labels are then its rows' positions
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
     workers = default_workers() if workers is None else workers
     profile = ReferenceProfile(reference, kinds, workers)
@@ -458,6 +463,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
         own = extras.thresholds_for(len(window.frame))
         result = detect_window(profile, window, prediction, own, workers)
         extras.complete(result, window, len(window.frame))
+        if embeddings is not None:
+            result["embeddings"] = embeddings.window(window.frame.index.to_numpy())
         results.append(result)
         if on_window is not None:
             on_window(done, len(windows), len(window.frame))

@@ -43,6 +43,9 @@ threshold, breached, details) for these families:
   reconstruction error (metric ``pca_reconstruction_error``) and a domain
   classifier's cross-validated AUC (``domain_classifier_auc``), `multivariate_drift`;
   explained by skew, like prediction drift, while any feature has parity skew.
+* ``embedding_drift``: per embedding the events carry (text, image, the model's own activations),
+  its window summary against the baseline's reference: MMD^2 from random features, drifted
+  principal components, cluster shares and the mean's cosine distance, `embedding_drift`.
 
 Sample-size awareness: a result with too little data behind it has
 ``breached=False`` and ``details["insufficient_data"] = True``. Every threshold
@@ -56,6 +59,7 @@ from driftline.detectors.families.attribution import explain_drift_by_skew, expl
 from driftline.detectors.families.data_quality import data_quality
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.families.drift import data_drift, prediction_drift
+from driftline.detectors.families.embedding_drift import embedding_drift
 from driftline.detectors.families.estimated_quality import estimated_quality
 from driftline.detectors.families.freshness import stale_features
 from driftline.detectors.families.latency import latency
@@ -71,6 +75,7 @@ from driftline.baseline import Baseline
 from driftline.vocabulary import (
     DATA_DRIFT,
     DATA_QUALITY,
+    EMBEDDING_DRIFT,
     ESTIMATED_QUALITY,
     LATENCY,
     MODEL_QUALITY,
@@ -85,7 +90,7 @@ __all__ = ["FAMILIES", "LatencySLO", "WindowResult", "WindowThresholds", "evalua
 
 # The families evaluate_window can run; data_drift's run also gives the dataset_drift result.
 FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY, ESTIMATED_QUALITY,
-            MULTIVARIATE_DRIFT)
+            MULTIVARIATE_DRIFT, EMBEDDING_DRIFT)
 
 
 def evaluate_window(baseline: Baseline | None, state: WindowState, *,
@@ -131,6 +136,8 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
         if MULTIVARIATE_DRIFT in families:
             drift_results += multivariate_drift(baseline, state, thresholds.multivariate)
         results += explain_drift_by_skew(drift_results, parity, thresholds.drift)
+        if EMBEDDING_DRIFT in families and state.embeddings:
+            results += embedding_drift(baseline, state, thresholds.embedding)
         if DATA_QUALITY in families:
             results += explain_quality_by_skew(data_quality(baseline, state, thresholds), baseline, parity)
             if freshness is not None:

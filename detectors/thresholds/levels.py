@@ -9,6 +9,7 @@ from pydantic import Field, create_model
 
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.stats.multivariate import MultivariateThresholds
+from driftline.detectors.thresholds.embeddings import EmbeddingThresholds
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.sections import Section, given, parse_section
@@ -56,6 +57,7 @@ class WindowThresholds:
 
     drift: DriftThresholds = field(default_factory=DriftThresholds)
     multivariate: MultivariateThresholds = field(default_factory=MultivariateThresholds)
+    embedding: EmbeddingThresholds = field(default_factory=EmbeddingThresholds)
     data_quality_min_rows: int = defaults.DATA_QUALITY_MIN_ROWS
     missing_rate_increase: float = defaults.MISSING_RATE_DELTA
     out_of_range_share: float = defaults.OUT_OF_RANGE_SHARE_MAX
@@ -103,10 +105,12 @@ class WindowThresholds:
         section = parse_section(_WindowSection, mapping, "[window thresholds]")
         drift = DriftThresholds.from_mapping(section.drift, model)
         multivariate = section.multivariate_drift or MultivariateThresholds()
+        embedding = EmbeddingThresholds(**(given(section.embedding_drift)
+                                           if section.embedding_drift is not None else {}))
         values = _flatten(section)
         if model is not None and model in section.models:
             values.update(_flatten(section.models[model]))
-        return cls(**values, drift=drift, multivariate=multivariate)
+        return cls(**values, drift=drift, multivariate=multivariate, embedding=embedding)
 
 
 # Field types of the dataclasses above, as the sections accept them (every key optional). Every number here
@@ -120,16 +124,18 @@ _TYPES = {"int": Annotated[int, _NOT_NEGATIVE] | None, "float": Annotated[float,
 def _values(cls: type, name: str) -> type[Section]:
     """A section holding any of `cls`'s fields (but a nested ``drift``), each optional."""
     fields: dict[str, Any] = {f.name: (_TYPES[str(f.type)], None) for f in dataclasses.fields(cls)
-                              if f.name not in ("drift", "multivariate")}
+                              if f.name not in ("drift", "multivariate", "embedding")}
     return create_model(name, __base__=Section, **fields)
 
 
 if TYPE_CHECKING:  # built at run time from the dataclasses' fields; a type checker sees plain sections
     _LatencyValues = Section
     _WindowValues = Section
+    _EmbeddingSection = Section
 else:
     _LatencyValues = _values(LatencySLO, "LatencyValues")
     _WindowValues = _values(WindowThresholds, "WindowValues")
+    _EmbeddingSection = _values(EmbeddingThresholds, "EmbeddingSection")
 
 
 class _LatencySection(_LatencyValues):
@@ -148,6 +154,7 @@ class _WindowModelSection(_WindowValues):
 class _WindowSection(_WindowModelSection):
     drift: Any = None  # read by DriftThresholds.from_mapping
     multivariate_drift: MultivariateThresholds | None = None
+    embedding_drift: _EmbeddingSection | None = None
     models: dict[str, _WindowModelSection] = {}
 
 

@@ -17,6 +17,7 @@ from driftline.baseline.profiles import CategoricalProfile, NumericProfile, Prof
 from driftline.baseline.reconstruction import ReconstructionFit, fit_reconstruction
 from driftline.baseline.segments import SegmentReference, compute_segments
 from driftline.baseline.spreads import ThresholdSpreads
+from driftline.embeddings.reference import EmbeddingReference
 from driftline.errors import UserError
 
 # the layout version of `Baseline.to_dict()`
@@ -42,6 +43,8 @@ class Baseline:
     segments: dict[str, SegmentReference] = field(default_factory=dict)
     # Effect sizes over training chunks, for reference-derived thresholds; None when not measured.
     threshold_spreads: ThresholdSpreads | None = None
+    # Embedding name -> what its training vectors look like (driftline.embeddings.reference); empty: none.
+    embeddings: dict[str, EmbeddingReference] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
@@ -62,6 +65,12 @@ class Baseline:
                 quality=segment.quality or self.quality, sample=segment.sample, reconstruction=None, segments={},
                 fingerprint=self.fingerprint)
         return self._segment_baselines[cache_key]
+
+    def add_embeddings(self, references: Mapping[str, EmbeddingReference]) -> "Baseline":
+        """Attach embedding references (before the baseline is stored: window states bin on them). Returns self."""
+        self.embeddings.update(references)
+        self.fingerprint = self._compute_fingerprint()
+        return self
 
     @property
     def feature_names(self) -> list[str]:
@@ -93,6 +102,8 @@ class Baseline:
             digest.update(name.encode("utf-8", "surrogatepass") + b"\x00" + profile.kind.encode())
             if isinstance(profile, NumericProfile):
                 digest.update(np.ascontiguousarray(profile.edges, dtype="<f8").tobytes())
+        for name, reference in self.embeddings.items():  # absent from older baselines: their fingerprints stand
+            digest.update(b"\x00embedding\x00" + name.encode() + reference.fingerprint)
         return digest.hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -106,7 +117,9 @@ class Baseline:
                 "sample": self.sample,
                 "reconstruction": None if self.reconstruction is None else self.reconstruction.to_dict(),
                 "segments": [reference.to_dict() for reference in self.segments.values()],
-                "threshold_spreads": None if self.threshold_spreads is None else self.threshold_spreads.to_dict()}
+                "threshold_spreads": None if self.threshold_spreads is None else self.threshold_spreads.to_dict(),
+                **({"embeddings": {name: reference.to_dict() for name, reference in self.embeddings.items()}}
+                   if self.embeddings else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Baseline":
@@ -127,7 +140,9 @@ class Baseline:
                    reconstruction=None if data.get("reconstruction") is None
                    else ReconstructionFit.from_dict(data["reconstruction"]),
                    threshold_spreads=None if data.get("threshold_spreads") is None
-                   else ThresholdSpreads.from_dict(data["threshold_spreads"]))
+                   else ThresholdSpreads.from_dict(data["threshold_spreads"]),
+                   embeddings={str(name): EmbeddingReference.from_dict(entry)
+                               for name, entry in (data.get("embeddings") or {}).items()})
 
 
 def _is_categorical_column(column: pd.Series) -> bool:

@@ -10,6 +10,7 @@ from driftline.client.process_sender import ProcessEventSender
 from driftline.client.sender import EventSender, SenderStats
 from driftline.client.tuning import DEFAULT_MAX_BUFFERED
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
+from driftline.embeddings.contract import as_lists
 from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, encode_event
 from driftline.kafka_security import KafkaSecurity, kafka_python_options, librdkafka_config
 
@@ -57,7 +58,8 @@ class InferenceLogger:
             batch_size: int | None = None, cache_hit: bool | None = None, status: str = "ok",
             error: str | None = None, tags: Mapping[str, str] | None = None, role: str | None = None,
             feature_ts: Mapping[str, str | int] | None = None,
-            feature_age_ms: Mapping[str, float] | None = None) -> str:
+            feature_age_ms: Mapping[str, float] | None = None,
+            embeddings: Mapping[str, Any] | None = None) -> str:
         """Queue one inference event; returns its event_id. Never blocks; see the module docstring.
 
         The event is encoded here: one that is not JSON-encodable raises `orjson.JSONEncodeError`.
@@ -67,6 +69,8 @@ class InferenceLogger:
         rollout answered (driftline.rollouts: production, shadow, canary, arm:<version>).
         `feature_ts` (feature -> event time of the value, RFC 3339 or epoch ms) or `feature_age_ms`
         (feature -> age in ms) say how fresh the features fetched from an online store were.
+        `embeddings`: named vectors (numpy arrays or lists; one dimension per name and model version), e.g. the
+        prompt's sentence embedding, for embedding drift; a vector that is not one-dimensional raises ValueError.
         """
         event_id = event_id or new_id()
         # No message key: nothing downstream needs per-key order (labels join on request_id
@@ -76,7 +80,7 @@ class InferenceLogger:
         self.sender.submit(self.inference_topic, None, encode_event(self._inference_event(
             features, prediction, latency_ms, request_id, inputs, entity_id, version,
             ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
-            feature_ts, feature_age_ms)))
+            feature_ts, feature_age_ms, embeddings)))
         return event_id
 
     def log_soon(self, features: Mapping[str, Any], prediction: Any, latency_ms: float | Mapping[str, float], *,
@@ -85,7 +89,8 @@ class InferenceLogger:
                  event_id: str | None = None, batch_size: int | None = None, cache_hit: bool | None = None,
                  status: str = "ok", error: str | None = None, tags: Mapping[str, str] | None = None,
                  role: str | None = None, feature_ts: Mapping[str, str | int] | None = None,
-                 feature_age_ms: Mapping[str, float] | None = None) -> str:
+                 feature_age_ms: Mapping[str, float] | None = None,
+                 embeddings: Mapping[str, Any] | None = None) -> str:
         """As `log`, for a server on an asyncio event loop; call it on the loop's thread.
 
         The event's id and time are taken now; building and encoding it waits for the end of
@@ -100,7 +105,7 @@ class InferenceLogger:
         event_id = event_id or new_id()
         call = (features, prediction, latency_ms, request_id, inputs, entity_id, version,
                 ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
-                feature_ts, feature_age_ms)
+                feature_ts, feature_age_ms, embeddings)
         with self._soon_lock:  # `flush` and `close` may take the list from another thread
             if not self._soon:
                 asyncio.get_running_loop().call_soon(self._log_soon_events)
@@ -131,7 +136,8 @@ class InferenceLogger:
                          ts: str | int, event_id: str, batch_size: int | None, cache_hit: bool | None, status: str,
                          error: str | None, tags: Mapping[str, str] | None,
                          role: str | None = None, feature_ts: Mapping[str, str | int] | None = None,
-                         feature_age_ms: Mapping[str, float] | None = None) -> dict[str, Any]:
+                         feature_age_ms: Mapping[str, float] | None = None,
+                         embeddings: Mapping[str, Any] | None = None) -> dict[str, Any]:
         event: dict[str, Any] = {
             "schema": INFERENCE_SCHEMA,
             "event_id": event_id,
@@ -166,6 +172,8 @@ class InferenceLogger:
             event["feature_ts"] = _as_dict(feature_ts)
         if feature_age_ms is not None:
             event["feature_age_ms"] = _as_dict(feature_age_ms)
+        if embeddings:
+            event["embeddings"] = as_lists(embeddings)
         return event
 
     def log_label(self, request_id: str, label: Any, ts: str | int | None = None) -> None:

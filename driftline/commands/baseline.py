@@ -24,6 +24,21 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
+def _embedding_references(frame, specs):  # noqa: ANN001, ANN202
+    """The `--embedding` references fitted on the file's vectors, and the columns they occupy."""
+    from driftline.embeddings.columns import parse_specs, read_embedding
+    from driftline.embeddings.reference import fit_reference
+
+    references, used = {}, []
+    for name, column in parse_specs(specs).items():
+        matrix, columns = read_embedding(frame, name, column)
+        click.echo(f"fitting embedding {name!r}: {matrix.shape[0]:,} vectors of {matrix.shape[1]} dimensions ...",
+                   err=True)
+        references[name] = fit_reference(matrix, name)
+        used += [c for c in columns if c not in used]
+    return references, used
+
+
 @click.command()
 @click.option("--model", required=True, help="Model name, as your events' `model` field.")
 @click.option("--version", "version", required=True, help="Model version, as your events' `version` field.")
@@ -39,10 +54,13 @@ def _sha256(path: str) -> str:
                    "and installed where the scheduler runs.")
 @click.option("--promote/--no-promote", default=True, show_default=True,
               help="Point the model's production alias at this version.")
+@click.option("--embedding", "embedding_specs", multiple=True, metavar="NAME=COLUMN",
+              help="Learn the reference of the events' embedding NAME from COLUMN (a list column) or from the "
+                   "columns starting with COLUMN; repeatable. Those columns are not features.")
 @common_options
 def baseline(model: str, version: str, path: str, categorical: str | None, prediction: str | None,
              label: str | None, ignore: str | None, transform: str | None, promote: bool,
-             settings) -> None:  # noqa: ANN001
+             settings, embedding_specs: tuple[str, ...] = ()) -> None:  # noqa: ANN001
     """Register a baseline from a CSV/Parquet file, for a model served elsewhere."""
     from sqlalchemy import select
 
@@ -63,7 +81,8 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
     for column in [*special, *split_names(ignore), *split_names(categorical)]:
         if column not in frame.columns:
             raise UserError(f"column {column!r} is not in {path} (columns: {', '.join(frame.columns)})")
-    features = frame.drop(columns=[*special, *split_names(ignore)])
+    references, embedding_columns = _embedding_references(frame, embedding_specs)
+    features = frame.drop(columns=[*special, *split_names(ignore), *embedding_columns])
     if features.shape[1] == 0:
         raise UserError(f"{path} has no feature columns left after --prediction/--label/--ignore")
     click.echo(f"computing the baseline of {len(frame):,} rows x {features.shape[1]} features ...", err=True)
@@ -71,6 +90,7 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
                                predictions=frame[prediction] if prediction else None,
                                labels=frame[label] if label else None, segment_columns=segments.columns,
                                segment_max_values=segments.max_values)
+    summary.add_embeddings(references)
     # the chunk spreads `[drift] thresholds = "reference"` derives the service's thresholds from
     summary.threshold_spreads = measure_spreads(features.set_axis(summary.feature_names, axis=1),
                                                 {name: summary.kind(name) for name in summary.feature_names},
@@ -99,4 +119,5 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
                f"{kinds.count('numeric')} numeric and {kinds.count('categorical')} categorical features"
                + (", prediction" if prediction else "") + (", labels" if label else "")
                + (f", transform {transform}" if transform else "")
+               + (f", embeddings {', '.join(references)}" if references else "")
                + ("; production alias set" if promote else ""))

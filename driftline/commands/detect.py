@@ -69,6 +69,25 @@ def _summary(result: dict[str, Any]) -> str:
             f"dataset drift in {drifted} window(s)")
 
 
+def _embeddings(reference: Any, current: Any, specs: Sequence[str], thresholds: Any) -> tuple[Any, list[str]]:
+    """The `--embedding` vectors of both files, fitted on the reference, and the columns they occupy."""
+    if not specs:
+        return None, []
+    from driftline.detectors.batch.embeddings import BatchEmbeddings
+    from driftline.embeddings.columns import parse_specs, read_embedding
+
+    matrices: dict[str, tuple[Any, Any]] = {}
+    used: list[str] = []
+    for name, column in parse_specs(specs).items():
+        click.echo(f"driftline detect: fitting embedding {name!r} ...", err=True)
+        ref_matrix, ref_columns = read_embedding(reference, name, column)
+        cur_matrix, cur_columns = read_embedding(current, name, column)
+        matrices[name] = (ref_matrix, cur_matrix)
+        used += [c for c in dict.fromkeys([*ref_columns, *cur_columns]) if c not in used]
+    return BatchEmbeddings({n: m[0] for n, m in matrices.items()}, {n: m[1] for n, m in matrices.items()},
+                           thresholds=thresholds.embedding), used
+
+
 @click.command("detect")
 @click.option("--reference", "reference_path", required=True, help="Reference data: CSV or Parquet file.")
 @click.option("--current", "current_path", required=True, help="Current data: CSV or Parquet file.")
@@ -97,10 +116,14 @@ def _summary(result: dict[str, Any]) -> str:
                    "200000): the peak memory is set by N, not by the files' size.")
 @click.option("--in-memory", "in_memory", is_flag=True, default=False,
               help="Read both files whole instead of streaming them (the former path; --html implies it).")
+@click.option("--embedding", "embedding_specs", multiple=True, metavar="NAME=COLUMN",
+              help="Judge embedding drift of the vectors in COLUMN (a list column) or in the columns starting with "
+                   "COLUMN; repeatable. Those columns are not compared as features.")
 def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk_period: str | None,
            timestamp: str | None, categorical: str | None, prediction: str | None, ignore: str | None,
            json_path: str | None, html_path: str | None, config_file: str | None, model: str | None,
-           label: str | None, segment_by: str | None, batch_rows: int | None, in_memory: bool) -> None:
+           label: str | None, segment_by: str | None, batch_rows: int | None, in_memory: bool,
+           embedding_specs: tuple[str, ...] = ()) -> None:
     """Compare CURRENT with REFERENCE, feature by feature, and report drift as JSON.
 
     Exit status 0 whether or not drift is found; 1 for bad input.
@@ -118,7 +141,8 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
     # [multivariate_drift] is read as the scheduler reads it: one table for every model
     window_thresholds = WindowThresholds.from_mapping(
         {vocabulary.ESTIMATED_QUALITY: section, "models": overrides,
-         vocabulary.MULTIVARIATE_DRIFT: load_toml_section(config_file, vocabulary.MULTIVARIATE_DRIFT)}, model=model)
+         vocabulary.MULTIVARIATE_DRIFT: load_toml_section(config_file, vocabulary.MULTIVARIATE_DRIFT),
+         vocabulary.EMBEDDING_DRIFT: load_toml_section(config_file, vocabulary.EMBEDDING_DRIFT)}, model=model)
     if chunk_size is not None and chunk_period is not None:
         raise UserError("use either --chunk-size or --chunk-period, not both")
     if chunk_size is not None and chunk_size < 1:
@@ -141,12 +165,14 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
     common = dict(chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp, thresholds=thresholds,
                   on_window=progress, label=label, performance_thresholds=window_thresholds, segment_by=segment_by,
                   multivariate=window_thresholds.multivariate, **options)
-    if in_memory or html_path is not None:
+    if in_memory or html_path is not None or embedding_specs:  # embeddings are judged on the whole frames
         from driftline.detectors.batch.engine import detect as detect_drift
 
         reference = read_table(reference_path, "reference")
         current = read_table(current_path, "current")
-        result = detect_drift(reference, current, **common)  # type: ignore[arg-type]
+        embeddings, embedding_columns = _embeddings(reference, current, embedding_specs, window_thresholds)
+        common["ignore"] = [*split_names(ignore), *embedding_columns]
+        result = detect_drift(reference, current, embeddings=embeddings, **common)  # type: ignore[arg-type]
     else:
         from driftline.detectors.batch.streamed import detect_streamed
 

@@ -26,7 +26,7 @@ from driftline.store import db as store_db
 from driftline.supervisor import Component, Supervisor
 
 SCENARIOS = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality", "segment_shift",
-             "stale_features", "shadow", "canary_regression", "ab", "aa")
+             "stale_features", "embedding_shift", "shadow", "canary_regression", "ab", "aa")
 DEFAULT_MODEL = "credit-default"
 # Short windows so that a demo shows closed, evaluated windows within a minute or two.
 UP_WINDOW_SECONDS = 15
@@ -132,6 +132,7 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         # Loopback whatever DRIFTLINE_WORKER_HOST says (up reaches it there); fault injection only for the
         # scenarios that switch a fault on (skew, latency, canary_regression).
         faults = ["--faults"] if TRAFFIC[scenario].uses_faults else []
+        faults += ["--log-embeddings"] if TRAFFIC[scenario].coupled else []  # what embedding_shift is judged on
         supervisor.add(Component("worker", _driftline("worker", "--host", "127.0.0.1", "--port",
                                                       str(settings.worker_port), "--model", model, *faults), env=env))
         if receiver_port is not None:  # loopback whatever DRIFTLINE_RECEIVER_HOST says, as for the worker

@@ -10,6 +10,7 @@ from driftline.window_state.columns import (MISSING, attr_field, column_from_obj
                                             feature_columns, latency_columns, object_field, optional_column,
                                             prediction_column, types_of)
 from driftline.window_state.freshness import age_columns
+from driftline.embeddings.window import embedding_columns
 from driftline.window_state.other_features import SparseFeatures
 
 
@@ -166,6 +167,15 @@ class EventBatch:
             values[i] = value
             found = found or value is not None
         return values if found else None
+
+    def embedding_columns(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """name -> (row positions, vectors) of the events' `embeddings` (driftline.embeddings.window).
+
+        A columnar batch holds none: its decoder leaves events with embeddings to the per-event path.
+        """
+        if not self.events or getattr(self.events, "without_tags", False):
+            return {}
+        return embedding_columns(self.events)
 
     def sample_record(self, i: int) -> dict[str, Any]:
         """The sample's copy of event `i`: ids, time, features, raw inputs, prediction, status."""

@@ -10,6 +10,7 @@ import pandas as pd
 
 from driftline import defaults
 from driftline.baseline import CATEGORICAL, CLASS, NUMERIC, Baseline, LabelSummary, Profile
+from driftline.embeddings.window import EmbeddingWindow, fold_embeddings
 from driftline.window_state.batch import EventBatch
 from driftline.segments import SegmentSpec
 from driftline.window_state import segments as segment_states
@@ -55,6 +56,9 @@ class WindowState:
         self.sample_keys = np.empty(0, dtype=np.uint64)
         self.sample: list[dict[str, Any]] = []
         self.labels = LabelSummary()
+        # embedding name -> its summary (driftline.embeddings.window); segments' sub-states keep none
+        self.embeddings: dict[str, EmbeddingWindow] = {}
+        self.track_embeddings = True
         # segment column -> value key -> sub-state (driftline.window_state.segments)
         spec = segments or SegmentSpec()
         self.segment_track = spec.track
@@ -69,6 +73,7 @@ class WindowState:
         """An empty sub-state of one segment: same baseline, no sample, no segments of its own."""
         out = WindowState(self.baseline, 0)
         out.baseline_fingerprint = self.baseline_fingerprint
+        out.track_embeddings = False
         return out
 
     def segment_states(self, column: str, max_values: int) -> dict[str, "WindowState"]:
@@ -168,10 +173,19 @@ class WindowState:
                 histogram = self.latency[part] = LatencyHistogram()
             histogram.add(values)
         self._add_sample(batch)
+        if self.track_embeddings:
+            self._add_embeddings(batch)
         for segment_column, by_value in self.segments.items():
             segment_states.fold_batch(by_value, batch, segment_states.column_keys(batch, segment_column), self.segment_track,
                                       self._sub_state)
         return self
+
+    def _add_embeddings(self, batch: EventBatch) -> None:
+        columns = batch.embedding_columns()
+        if columns:
+            references = self.baseline.embeddings if self.baseline is not None else {}
+            ids = batch.request_ids if batch.request_ids is not None else batch.event_ids
+            fold_embeddings(self.embeddings, columns, references, ids)
 
     def add_absent_features(self, batch: EventBatch, rows: int, counted: Collection[str] = ()) -> None:
         """Count `rows` missing values for each feature the baseline or this window has and `batch` lacks
@@ -286,6 +300,12 @@ class WindowState:
         out.sample_keys, out.sample = _bottom_k(np.concatenate((self.sample_keys, other.sample_keys)),
                                                 self.sample + other.sample, out.sample_size)
         out.labels = self.labels.merge(other.labels)
+        for name in dict.fromkeys([*self.embeddings, *other.embeddings]):
+            my_vectors, their_vectors = self.embeddings.get(name), other.embeddings.get(name)
+            either = my_vectors or their_vectors
+            assert either is not None  # the name came from one of them
+            out.embeddings[name] = (my_vectors.merged(their_vectors) if my_vectors and their_vectors
+                                    else either.merged(EmbeddingWindow(either.dimension)))
         out.segment_track = max(self.segment_track, other.segment_track)
         for column in dict.fromkeys([*self.segments, *other.segments]):
             out.segments[column] = segment_states.merge(self.segments.get(column, {}), other.segments.get(column, {}),
@@ -327,6 +347,8 @@ class WindowState:
         }
         if self.feature_age:
             doc["feature_age"] = pack_ages(self.feature_age)
+        if self.embeddings:
+            doc["embeddings"] = {name: window.pack() for name, window in self.embeddings.items()}
         if self.segments:
             doc["segment_track"] = self.segment_track
             doc["segments"] = {column: {key: sub._document() for key, sub in by_value.items()}
@@ -366,6 +388,7 @@ class WindowState:
         out.sample_keys = np.asarray(doc["sample_keys"], dtype=np.uint64)
         out.sample = list(doc["sample"])
         out.labels = LabelSummary.from_dict(doc["labels"])
+        out.embeddings = {str(name): EmbeddingWindow.unpack(w) for name, w in (doc.get("embeddings") or {}).items()}
         out.segment_track = int(doc.get("segment_track", out.segment_track))
         out.segments = {str(column): {str(key): cls._from_document(sub, baseline) for key, sub in by_value.items()}
                         for column, by_value in (doc.get("segments") or {}).items()}
@@ -391,6 +414,9 @@ class WindowState:
         for name, histogram in self.feature_age.items():
             if not math.isfinite(histogram.sum):
                 return f"feature_age.{name}.sum"
+        for name, embedding in self.embeddings.items():
+            if embedding.nonfinite():
+                return f"embeddings.{name}.sum"
         labels = self.labels
         for name in ("log_loss_sum", "sum_error", "sum_abs_error", "sum_sq_error", "sum_label", "sum_sq_label"):
             if not math.isfinite(getattr(labels, name)):

@@ -134,7 +134,8 @@ def test_every_family_the_detectors_emit_is_one_the_rules_know(store):
     db_url, baseline, rng = store
     frame, score = inputs(rng, EVENTS)
     events = [{"event_id": f"x{i}", "ts_ms": T0 + i, "model": "m", "version": "1", "features": row,
-               "prediction": float(score[i]), "latency_ms": {"total": 8.0}, "status": "ok"}
+               "prediction": float(score[i]), "latency_ms": {"total": 8.0}, "status": "ok",
+               "embeddings": {"query": [float(score[i]), 1.0]}}  # embedding drift reports on windows that carry one
               for i, row in enumerate(frame.to_dict(orient="records"))]
     state = WindowState.empty(baseline).add_batch(EventBatch.from_events(events))
     state.add_labels(score, (rng.random(EVENTS) < score).astype(int))

@@ -30,6 +30,7 @@ from driftline.segments import SegmentSpec
 from driftline.store import db
 from driftline.store.db import session_scope
 from driftline.store.models import WindowStateRecord
+from driftline.worker.activations import ACTIVATIONS, activations
 from driftline.worker.dataset import generate
 from driftline.worker.faults import Faults
 from driftline.worker.feature_transform import transform_row
@@ -69,8 +70,12 @@ class Judged:
 
 
 def judge_scenario(home: Path, scenario_name: str, *, windows: int, sink=None, window_seconds: int = 4,  # noqa: ANN001
-                   rate: float = 60.0, warmup_windows: int = 2, seed: int = 1, config: str = "") -> Judged:
-    """The scenario's traffic (after `warmup_windows` of `none`) folded into windows and judged one by one."""
+                   rate: float = 60.0, warmup_windows: int = 2, seed: int = 1, config: str = "",
+                   log_embeddings: bool = False) -> Judged:
+    """The scenario's traffic (after `warmup_windows` of `none`) folded into windows and judged one by one.
+
+    `log_embeddings`: each event carries the model's activations, as the worker logs them with
+    `worker_log_embeddings` on (driftline.worker.activations)."""
     scenario = SCENARIOS[scenario_name]
     db_url = f"sqlite:///{home / 'driftline.db'}"
     text = config
@@ -115,6 +120,7 @@ def judge_scenario(home: Path, scenario_name: str, *, windows: int, sink=None, w
         inputs = [traffic.records[i] for i in rows]
         features = [fault.serving_features(row) if fault.skew else transform_row(row) for row in inputs]
         predictions = loaded.predict(features)
+        vectors = activations(loaded.net, loaded.transform, features).tolist() if log_embeddings else None
         events = []
         for offset, (i, row, served, prediction) in enumerate(zip(rows, inputs, features, predictions)):
             compute = rng.uniform(2.0, 9.0) + fault.extra_latency_s(version) * 1000.0
@@ -126,6 +132,8 @@ def judge_scenario(home: Path, scenario_name: str, *, windows: int, sink=None, w
                            "features": served, "inputs": row, "prediction": prediction,
                            "latency_ms": {"total": round(queue + compute, 3), "queue": round(queue, 3),
                                           "compute": round(compute, 3)}, "status": "ok"})
+            if vectors is not None:
+                events[-1]["embeddings"] = {ACTIVATIONS: vectors[offset]}
         folder.process(list(rows), [orjson.dumps(e, option=orjson.OPT_SERIALIZE_NUMPY) for e in events])
         delta = folder.take()
         with session_scope(db_url) as session:

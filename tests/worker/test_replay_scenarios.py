@@ -58,6 +58,12 @@ def test_scenarios_change_what_they_say_and_nothing_else():
     assert regional[~north].equals(base[~north])  # the other regions are the same applicants
     assert regional.loc[north, "age"].mean() < base.loc[north, "age"].mean() - 2
     assert regional.loc[north, "annual_income"].median() < base.loc[north, "annual_income"].median()
+    coupled = pd.DataFrame(build_traffic(SCENARIOS["embedding_shift"], 0, 3_000, seed=4).records)
+    for column in base.columns:  # every column keeps its values ...
+        assert sorted(coupled[column].astype(str)) == sorted(base[column].astype(str)), column
+    # ... while late payments, which fall with the credit score in training, now rise with it
+    assert base["credit_score"].corr(base["num_late_payments"]) < 0 < coupled["credit_score"].corr(
+        coupled["num_late_payments"])
 
 
 def test_warmup_rows_come_first_from_the_none_scenario():

@@ -126,3 +126,18 @@ def test_stale_features_are_caught_while_drift_stays_quiet(home, sink):
     assert all(r.value == 1.0 for r in score[-4:])
     assert score[-1].details["age_p50_ms"] > score[-1].details["max_age_ms"]
     assert any("credit_score" in json.dumps(body) for body in sink.bodies("/slack")), sink.bodies("/slack")[:3]
+
+
+def test_embedding_shift_fires_embedding_drift_while_feature_drift_stays_quiet(home, sink):
+    run = judge_scenario(home, "embedding_shift", windows=8, sink=sink, log_embeddings=True)
+    fired = alerts(run.db_url)
+    assert ("embedding_drift", "activations") in [a[:2] for a in fired], fired
+    assert not [a for a in fired if a[0] in (DATA_DRIFT, DATASET_DRIFT)], fired
+    with session_scope(run.db_url) as s:
+        verdicts = s.scalars(select(DetectorResult).where(DetectorResult.detector == "embedding_drift")
+                             .order_by(DetectorResult.window_start_ms)).all()
+    assert [r.breached for r in verdicts[:2]] == [False, False]  # the two warm-up windows of `none` traffic
+    assert sum(r.breached for r in verdicts[2:]) >= 4, [(r.value, r.threshold) for r in verdicts]
+    moved = verdicts[-1].details["clusters"]["moved"][0]
+    assert moved["examples"] and all(rid.startswith("r-") for rid in moved["examples"])
+    assert any("embedding drift" in json.dumps(body) for body in sink.bodies("/slack")), sink.bodies("/slack")[:2]

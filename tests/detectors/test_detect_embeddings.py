@@ -1,0 +1,91 @@
+"""`detect --embedding` and `baseline --embedding`: list columns and column prefixes, the documented JSON shape."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import select
+
+from driftline.baseline import Baseline
+from driftline.cli import cli, main
+from driftline.store.db import session_scope
+from driftline.store.models import BaselineRecord
+from tests.support.embeddings import draw
+
+D = 24
+
+
+def table(rng: np.random.Generator, n: int, kind: str, layout: str) -> pd.DataFrame:
+    vectors = draw(rng, n, D, kind)
+    frame = pd.DataFrame({"q_len": rng.normal(12, 3, n)})  # one ordinary feature that does not move
+    if layout == "list":
+        frame["prompt_vec"] = list(vectors)
+    else:
+        for j in range(D):
+            frame[f"emb_{j}"] = vectors[:, j]
+    return frame
+
+
+def run(args: list[str], capfd) -> tuple[int, str, str]:
+    code = 0
+    try:
+        main(["detect", *args])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("layout, column", [("list", "prompt_vec"), ("prefix", "emb_")])
+def test_detect_judges_each_window_of_vectors(tmp_path, capfd, layout, column):
+    rng = np.random.default_rng(0)
+    reference = table(rng, 4_000, "none", layout)
+    current = pd.concat([table(rng, 1_000, "none", layout), table(rng, 1_000, "class_mix", layout)],
+                        ignore_index=True)
+    reference.to_parquet(tmp_path / "ref.parquet")
+    current.to_parquet(tmp_path / "cur.parquet")
+    code, out, err = run(["--reference", str(tmp_path / "ref.parquet"), "--current", str(tmp_path / "cur.parquet"),
+                          "--chunk-size", "1000", "--embedding", f"prompt={column}"], capfd)
+    assert code == 0, err
+    windows = json.loads(out)["windows"]
+    assert [w["features"][0]["name"] for w in windows] == ["q_len", "q_len"]  # the vectors are no features
+    quiet, moved = (w["embeddings"]["prompt"] for w in windows)
+    assert not quiet["drift"] and moved["drift"]
+    for verdict in (quiet, moved):
+        assert set(verdict["mmd"]) >= {"value", "threshold", "p_value"}
+        assert set(verdict["drifted_components"]) >= {"share", "threshold"}
+        assert verdict["rows"] == 1_000 and verdict["dimension"] == D
+        assert 0 <= verdict["cosine_distance"] < 2
+    assert moved["clusters"]["drift"] and moved["clusters"]["moved"][0]["change"] != 0
+
+
+def test_detect_refuses_bad_embedding_options_in_one_line(tmp_path, capfd):
+    rng = np.random.default_rng(1)
+    table(rng, 200, "none", "list").to_parquet(tmp_path / "ref.parquet")
+    short = table(rng, 100, "none", "list")
+    vectors = short["prompt_vec"].tolist()
+    vectors[5] = np.zeros(D - 1)
+    short["prompt_vec"] = vectors
+    short.to_parquet(tmp_path / "cur.parquet")
+    base = ["--reference", str(tmp_path / "ref.parquet"), "--current", str(tmp_path / "cur.parquet")]
+    for option, words in (("prompt", "expected NAME=COLUMN"), ("prompt=nothing_", "no column 'nothing_'"),
+                          ("prompt=prompt_vec", "one length")):
+        code, out, err = run([*base, "--embedding", option], capfd)
+        assert code != 0 and words in err and "Traceback" not in err, err
+
+
+def test_baseline_learns_the_embedding_reference_with_the_version(sqlite_url, tmp_path):
+    table(np.random.default_rng(2), 3_000, "none", "prefix").to_csv(tmp_path / "train.csv", index=False)
+    result = CliRunner().invoke(cli, ["baseline", "--model", "search", "--version", "1", "--file",
+                                      str(tmp_path / "train.csv"), "--embedding", "prompt=emb_", "--db", sqlite_url],
+                                catch_exceptions=False, standalone_mode=False)
+    assert "embeddings prompt" in result.output
+    with session_scope(sqlite_url) as session:
+        baseline = Baseline.from_dict(session.scalars(select(BaselineRecord)).one().summary)
+    assert baseline.feature_names == ["q_len"]
+    reference = baseline.embeddings["prompt"]
+    assert (reference.dimension, reference.rows, reference.components.shape) == (D, 3_000, (10, D))
+    assert reference.cluster_counts.sum() == 1_500  # the held-out half
