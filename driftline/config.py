@@ -22,6 +22,7 @@ import click
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from driftline import defaults
 from driftline.errors import UserError
 from driftline.sections import SECTIONS, did_you_mean
 
@@ -74,6 +75,8 @@ class Settings(BaseSettings):
     # Also export per-segment drift ([segments]) there: a series per segment value, so opt-in.
     scheduler_metrics_segments: bool = False
     dashboard_port: int = Field(8501, ge=0, le=65535)
+    # Rows per chunk `detect` and `baseline` read their files in (`--batch-rows`): sets their peak memory.
+    batch_rows: int = Field(defaults.BATCH_CHUNK_ROWS, ge=1)
     dashboard_url: str = "http://127.0.0.1:8501"
 
     # Where the worker listens. On any address but loopback the worker refuses the published

@@ -48,3 +48,70 @@ def read_table(path: str, role: str) -> "Any":
         raise UserError(f"{role} file {path} has duplicate column(s) {', '.join(map(str, duplicated))}")
     frame.columns = [str(c) for c in frame.columns]
     return frame
+
+
+def table_rows(path: str) -> int | None:
+    """The row count of a Parquet file from its footer (None for CSV, or when unreadable: the read says why)."""
+    if not path.lower().endswith(PARQUET_SUFFIXES):
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    except Exception:  # noqa: BLE001 - the streamed read reports the problem with the file's name
+        return None
+
+
+def iter_table(path: str, role: str, rows: int) -> "Any":
+    """A CSV or Parquet file as DataFrame chunks of at most `rows` rows (Parquet record batches, CSV blocks).
+
+    Peak memory is a chunk, whatever the file's size. Every problem is a `UserError` naming
+    `role` and the file, raised when the chunk that shows it is read.
+    """
+    import pandas as pd
+
+    if rows < 1:
+        raise UserError(f"--batch-rows must be at least 1, got {rows}")
+    file = Path(path)
+    if not file.exists():
+        raise UserError(f"{role} file {path} does not exist")
+    if not file.is_file():
+        raise UserError(f"{role} file {path} is not a file")
+    name = file.name.lower()
+    if not name.endswith(PARQUET_SUFFIXES + CSV_SUFFIXES):
+        raise UserError(f"{role} file {path}: unsupported type; use .csv or .parquet")
+
+    def chunks() -> "Any":
+        if name.endswith(PARQUET_SUFFIXES):
+            import pyarrow.parquet as pq
+
+            source = pq.ParquetFile(file)
+            metadata = source.schema_arrow.pandas_metadata or {}
+            index = [c for c in metadata.get("index_columns", []) if isinstance(c, str)]
+            columns = [c for c in source.schema_arrow.names if c not in index]
+            for batch in source.iter_batches(batch_size=rows, columns=columns):
+                yield batch.to_pandas()
+        else:
+            yield from pd.read_csv(file, sep="\t" if name.endswith(".tsv") else ",", chunksize=rows)
+
+    def checked() -> "Any":
+        seen = False
+        try:
+            for frame in chunks():
+                duplicated = frame.columns[frame.columns.duplicated()].tolist()
+                if duplicated:
+                    raise UserError(f"{role} file {path} has duplicate column(s) {', '.join(map(str, duplicated))}")
+                frame.columns = [str(c) for c in frame.columns]
+                seen = seen or len(frame) > 0
+                yield frame
+        except UserError:
+            raise
+        except pd.errors.EmptyDataError:
+            raise UserError(f"{role} file {path} is empty") from None
+        except Exception as exc:  # parser, encoding, Arrow and OS errors all mean "cannot read this file"
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UserError(f"cannot read {role} file {path}: {detail}") from None
+        if not seen:
+            raise UserError(f"{role} file {path} has no rows")
+
+    return checked

@@ -50,6 +50,10 @@ __all__ = [
     "detect_window",
     "feature_kinds",
     "iter_features",
+    "judge_window",
+    "period_offset",
+    "monitored_columns",
+    "WindowExtras",
     "reference_tests",
     "split_windows",
 ]
@@ -175,6 +179,25 @@ def _iso(value: Any) -> str:
     return pd.Timestamp(value).isoformat()
 
 
+def period_offset(chunk_size: int | None, chunk_period: str | None, timestamp: str | None) -> pd.DateOffset | None:
+    """The checked chunking options: `chunk_period` as a pandas offset (None without one); `UserError` if wrong."""
+    if chunk_size is not None and chunk_period is not None:
+        raise UserError("use either --chunk-size or --chunk-period, not both")
+    if chunk_size is not None and chunk_size < 1:
+        raise UserError(f"--chunk-size must be at least 1, got {chunk_size}")
+    if chunk_period is not None and timestamp is None:
+        raise UserError("--chunk-period needs --timestamp COLUMN to know each row's time")
+    if chunk_period is None:
+        return None
+    try:
+        offset = pd.tseries.frequencies.to_offset(chunk_period)
+    except (ValueError, TypeError):
+        offset = None
+    if offset is None or not isinstance(offset, pd.DateOffset) or getattr(offset, "n", 0) <= 0:
+        raise UserError(f"--chunk-period {chunk_period!r} is not a period; use e.g. 1D, 6h, 15min or 1W")
+    return offset
+
+
 def split_windows(current: pd.DataFrame, *, chunk_size: int | None = None, chunk_period: str | None = None,
                   timestamp: str | None = None) -> list[Window]:
     """The current data as windows: one (no chunking), every `chunk_size` rows, or per `chunk_period` of `timestamp`.
@@ -184,20 +207,7 @@ def split_windows(current: pd.DataFrame, *, chunk_size: int | None = None, chunk
     start/end are its period's bounds (or, without a period, its first and last
     timestamps).
     """
-    if chunk_size is not None and chunk_period is not None:
-        raise UserError("use either --chunk-size or --chunk-period, not both")
-    if chunk_size is not None and chunk_size < 1:
-        raise UserError(f"--chunk-size must be at least 1, got {chunk_size}")
-    if chunk_period is not None and timestamp is None:
-        raise UserError("--chunk-period needs --timestamp COLUMN to know each row's time")
-    offset = None
-    if chunk_period is not None:
-        try:
-            offset = pd.tseries.frequencies.to_offset(chunk_period)
-        except (ValueError, TypeError):
-            offset = None
-        if offset is None or not isinstance(offset, pd.DateOffset) or getattr(offset, "n", 0) <= 0:
-            raise UserError(f"--chunk-period {chunk_period!r} is not a period; use e.g. 1D, 6h, 15min or 1W")
+    offset = period_offset(chunk_size, chunk_period, timestamp)
     times = _parse_timestamps(current[timestamp], timestamp) if timestamp is not None else None
 
     if offset is not None:
@@ -349,6 +359,41 @@ def _feature_result(name: str, kind: str, tests: dict[str, dict[str, Any]], miss
             "tests": tests, "missing": missing}
 
 
+def judge_window(kinds: dict[str, str], measured: dict[str, tuple[dict[str, dict[str, Any]], dict[str, Any]]],
+                 prediction_measured: tuple[dict[str, dict[str, Any]], dict[str, Any]] | None,
+                 prediction: str | None, rows: int, thresholds: DriftThresholds) -> dict[str, Any]:
+    """A window's verdicts from its measured tests: ``features``, ``prediction``, ``drifted_features``, dataset drift.
+
+    `measured`: feature -> (tests, missing-rate test) as `_feature_tests` (or the bounded-memory
+    `driftline.detectors.batch.finish`) measures them; `rows`: the smaller side's rows. p-values are
+    corrected by Benjamini-Hochberg across the window's features, in two families: the
+    distribution tests (KS/chi-square) and the missing-rate tests. The prediction is judged on
+    its own, uncorrected.
+    """
+    names = [c for c in kinds if c != prediction]
+    if names:
+        main_p = [measured[n][0][significance_test(kinds[n])]["p_value"] for n in names]
+        _, main_adjusted = benjamini_hochberg(main_p, thresholds.alpha)
+        _, missing_adjusted = benjamini_hochberg([measured[n][1]["p_value"] for n in names], thresholds.alpha)
+        for name, p_main, p_missing in zip(names, main_adjusted, missing_adjusted):
+            tests, missing = measured[name]
+            tests[significance_test(kinds[name])]["p_value_adjusted"] = float(p_main)
+            missing["p_value_adjusted"] = float(p_missing)
+
+    features = [_feature_result(name, kinds[name], *measured[name], rows, thresholds) for name in names]
+    drifted = [f["name"] for f in features if f["drift"]]
+
+    prediction_result = None
+    if prediction is not None and prediction_measured is not None:
+        kind = kinds[prediction]
+        result = _feature_result(prediction, kind, *prediction_measured, rows, thresholds)
+        prediction_result = {"name": prediction, "kind": kind, MISSING_RATE: result[MISSING_RATE],
+                             "drift": result["drift"], "reason": result["reason"], "tests": result["tests"],
+                             "missing": result["missing"]}
+    return {"features": features, "prediction": prediction_result, "drifted_features": drifted,
+            DATASET_DRIFT: decide_dataset(len(drifted), len(features), thresholds)}
+
+
 def detect_window(profile: ReferenceProfile, window: Window, prediction: str | None,
                   thresholds: DriftThresholds, workers: int = 1, multivariate: BatchReference | None = None,
                   multivariate_thresholds: MultivariateThresholds | None = None) -> dict[str, Any]:
@@ -359,42 +404,14 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
     in two families: the distribution tests (KS/chi-square) and the missing-rate
     tests. The prediction column is judged on its own, uncorrected.
     """
-    rows = min(len(window.frame), profile.rows)
     names = [c for c in profile.kinds if c != prediction]
     measured = dict(zip(names, _map(
         lambda name: _feature_tests(profile.columns[name], window.frame[name], profile.kinds[name]), names, workers)))
-
-    if names:
-        main_p = [measured[n][0][significance_test(profile.kinds[n])]["p_value"] for n in names]
-        _, main_adjusted = benjamini_hochberg(main_p, thresholds.alpha)
-        _, missing_adjusted = benjamini_hochberg([measured[n][1]["p_value"] for n in names], thresholds.alpha)
-        for name, p_main, p_missing in zip(names, main_adjusted, missing_adjusted):
-            tests, missing = measured[name]
-            tests[significance_test(profile.kinds[name])]["p_value_adjusted"] = float(p_main)
-            missing["p_value_adjusted"] = float(p_missing)
-
-    features = [_feature_result(name, profile.kinds[name], *measured[name], rows, thresholds) for name in names]
-    drifted = [f["name"] for f in features if f["drift"]]
-
-    prediction_result = None
-    if prediction is not None:
-        kind = profile.kinds[prediction]
-        tests, missing = _feature_tests(profile.columns[prediction], window.frame[prediction], kind)
-        result = _feature_result(prediction, kind, tests, missing, rows, thresholds)
-        prediction_result = {"name": prediction, "kind": kind, MISSING_RATE: result[MISSING_RATE],
-                             "drift": result["drift"], "reason": result["reason"], "tests": result["tests"],
-                             "missing": result["missing"]}
-
-    result = {
-        "index": window.index,
-        "rows": int(len(window.frame)),
-        "start": window.start,
-        "end": window.end,
-        "features": features,
-        "prediction": prediction_result,
-        "drifted_features": drifted,
-        DATASET_DRIFT: decide_dataset(len(drifted), len(features), thresholds),
-    }
+    prediction_measured = None if prediction is None else _feature_tests(
+        profile.columns[prediction], window.frame[prediction], profile.kinds[prediction])
+    result = {"index": window.index, "rows": int(len(window.frame)), "start": window.start, "end": window.end,
+              **judge_window(profile.kinds, measured, prediction_measured, prediction,
+                             min(len(window.frame), profile.rows), thresholds)}
     if multivariate is not None:
         result["multivariate"] = batch_multivariate(multivariate, window.frame, multivariate_thresholds)
     return result
@@ -427,54 +444,111 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
         raise UserError("the reference has no rows")
     if len(current) == 0:
         raise UserError("the current data has no rows")
-    performance = None
-    if prediction is not None and "," in prediction:
-        # One probability column per class: judged by the estimate, not as features or one prediction.
-        columns = [name.strip() for name in prediction.split(",") if name.strip()]
-        if label is None:
-            raise UserError("several --prediction columns (class probabilities) need --label; "
-                            "name one column for prediction drift")
-        performance = performance_reference(reference, columns, label)
-        ignore, prediction = [*ignore, *[c for c in columns if c not in ignore]], None
-    if label is not None:
-        if performance is None:
-            check_label(reference, prediction, label)  # before the label joins --ignore, whose errors would mislead
-        ignore = [*ignore, label] if label not in ignore else ignore  # the label is the target, not a feature
-    kinds = feature_kinds(reference, current, categorical=categorical, ignore=ignore, prediction=prediction,
-                          timestamp=timestamp)
-    if label is not None and performance is None:
-        performance = performance_reference(reference, prediction, label, kinds)  # a regression's inputs: kinds
+    kinds, prediction, probabilities = monitored_columns(reference, current, categorical=categorical,
+                                                         prediction=prediction, ignore=ignore,
+                                                         timestamp=timestamp, label=label)
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
     workers = default_workers() if workers is None else workers
     profile = ReferenceProfile(reference, kinds, workers)
-    judged_by = performance_thresholds or WindowThresholds()
-    segments = _segments(reference, current, segment_by, kinds, workers, None if performance is None else (
-        lambda rows: for_segment(performance, rows, judged_by.estimated_quality_min_rows)))
-    segment_performance = None if performance is None else (
-        lambda rows, own: window_performance(own, rows, judged_by))
-    derived = None
-    if thresholds.threshold_source == REFERENCE_SOURCE:
-        derived = ReferenceThresholds(reference, list(kinds), lambda name, values: reference_tests(
-            profile, name, values))
-    levels = multivariate if isinstance(multivariate, MultivariateThresholds) else MultivariateThresholds()
-    features = {name: kind for name, kind in kinds.items() if name != prediction}
-    multivariate_reference = BatchReference.build(reference, features, levels) if multivariate else None
+    extras = WindowExtras(reference, current, kinds, prediction, probabilities, label, thresholds,
+                          performance_thresholds, segment_by, multivariate, workers,
+                          lambda name, values: reference_tests(profile, name, values))
     results = []
     for done, window in enumerate(windows, start=1):
-        own, source, note = (thresholds, FIXED_SOURCE, None) if derived is None else \
-            derived.for_window(thresholds, len(window.frame))
-        result = detect_window(profile, window, prediction, own, workers, multivariate_reference, levels)
-        _label_threshold_source(result, source, note)
-        if segments is not None:
-            result["segments"] = segments.detect(window, prediction, thresholds, workers, segment_performance)
-            for segment in result["segments"]:
-                _label_threshold_source(segment, FIXED_SOURCE, None)
-        if performance is not None:
-            result["performance"] = window_performance(performance, window.frame, judged_by)
+        own = extras.thresholds_for(len(window.frame))
+        result = detect_window(profile, window, prediction, own, workers)
+        extras.complete(result, window, len(window.frame))
         results.append(result)
         if on_window is not None:
             on_window(done, len(windows), len(window.frame))
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(len(reference)), "windows": results}
+
+
+def monitored_columns(reference: pd.DataFrame, current: pd.DataFrame, *, categorical: Sequence[str] = (),
+                      prediction: str | None = None, ignore: Sequence[str] = (), timestamp: str | None = None,
+                      label: str | None = None) -> tuple[dict[str, str], str | None, list[str] | None]:
+    """(kinds of the monitored columns, the one prediction column or None, a multiclass model's probability columns).
+
+    `feature_kinds` after `detect`'s rules for ``--label``: the label is the target, not a feature;
+    ``--prediction p_a,p_b`` (class probabilities, needs the label) is judged by the estimate, not as
+    features or one prediction. Frames may be the first rows of each table (bounded-memory runs).
+    """
+    probabilities = None
+    if prediction is not None and "," in prediction:
+        probabilities = [name.strip() for name in prediction.split(",") if name.strip()]
+        if label is None:
+            raise UserError("several --prediction columns (class probabilities) need --label; "
+                            "name one column for prediction drift")
+        for name in [*probabilities, label]:
+            if name not in reference.columns:
+                raise UserError(f"--prediction/--label: column {name} not in the reference "
+                                f"(columns: {', '.join(map(str, reference.columns))})")
+        ignore, prediction = [*ignore, *[c for c in probabilities if c not in ignore]], None
+    if label is not None:
+        if probabilities is None:
+            check_label(reference, prediction, label)  # before the label joins --ignore, whose errors would mislead
+        ignore = [*ignore, label] if label not in ignore else ignore
+    kinds = feature_kinds(reference, current, categorical=categorical, ignore=ignore, prediction=prediction,
+                          timestamp=timestamp)
+    return kinds, prediction, probabilities
+
+
+class WindowExtras:
+    """What a window gets beyond its per-feature tests: threshold source, ``segments``, ``performance``, ``multivariate``.
+
+    Built from reference rows (the whole reference in memory, or a bounded sample of it in a
+    bounded-memory run); `complete` adds them to a window's result from the window's rows (or a
+    sample of them) and its true row count.
+    """
+
+    def __init__(self, reference: pd.DataFrame, current: pd.DataFrame, kinds: dict[str, str], prediction: str | None,
+                 probabilities: list[str] | None, label: str | None, thresholds: DriftThresholds,
+                 performance_thresholds: WindowThresholds | None, segment_by: str | None,
+                 multivariate: MultivariateThresholds | bool, workers: int,
+                 measure: Callable[[str, pd.Series], dict[str, dict[str, Any]]]):
+        self.prediction = prediction
+        self.thresholds = thresholds
+        self.workers = workers
+        self.performance = None
+        if label is not None:
+            self.performance = performance_reference(reference, probabilities if probabilities else prediction,
+                                                     label, None if probabilities else kinds)
+        self.judged_by = performance_thresholds or WindowThresholds()
+        performance = self.performance
+        self.segments = _segments(reference, current, segment_by, kinds, workers, None if performance is None else (
+            lambda rows: for_segment(performance, rows, self.judged_by.estimated_quality_min_rows)))
+        self.derived = None
+        if thresholds.threshold_source == REFERENCE_SOURCE:
+            self.derived = ReferenceThresholds(reference, list(kinds), measure)
+        self.levels = multivariate if isinstance(multivariate, MultivariateThresholds) else MultivariateThresholds()
+        features = {name: kind for name, kind in kinds.items() if name != prediction}
+        self.multivariate = BatchReference.build(reference, features, self.levels) if multivariate else None
+        self._note: dict[int, tuple[str, str | None]] = {}
+
+    def thresholds_for(self, rows: int) -> DriftThresholds:
+        """The thresholds a window of `rows` rows is judged by (reference-derived ones when asked for)."""
+        if self.derived is None:
+            self._note[rows] = (FIXED_SOURCE, None)
+            return self.thresholds
+        own, source, note = self.derived.for_window(self.thresholds, rows)
+        self._note[rows] = (source, note)
+        return own
+
+    def complete(self, result: dict[str, Any], window: Window, rows: int) -> None:
+        """Add the threshold source, multivariate, segments and performance of `window` (its rows, or a sample)."""
+        source, note = self._note.get(rows) or (FIXED_SOURCE, None)
+        if self.multivariate is not None:
+            result["multivariate"] = batch_multivariate(self.multivariate, window.frame, self.levels)
+        _label_threshold_source(result, source, note)
+        if self.segments is not None:
+            segment_performance = None if self.performance is None else (
+                lambda rows, own: window_performance(own, rows, self.judged_by))
+            result["segments"] = self.segments.detect(window, self.prediction, self.thresholds, self.workers,
+                                                      segment_performance)
+            for segment in result["segments"]:
+                _label_threshold_source(segment, FIXED_SOURCE, None)
+        if self.performance is not None:
+            result["performance"] = window_performance(self.performance, window.frame, self.judged_by)
 
 
 def _segments(reference: pd.DataFrame, current: pd.DataFrame, column: str | None, kinds: dict[str, str],

@@ -13,7 +13,7 @@ import click
 
 from driftline import vocabulary
 from driftline.errors import UserError
-from driftline.tables import read_table, split_names
+from driftline.tables import iter_table, read_table, split_names, table_rows
 
 
 def write_evidently_html(reference: Any, current: Any, kinds: dict[str, str], path: str) -> None:
@@ -92,21 +92,25 @@ def _summary(result: dict[str, Any]) -> str:
 @click.option("--model", default=None, help="Apply the [drift.models.MODEL] overrides of --config.")
 @click.option("--segment-by", "segment_by", default=None,
               help="Also compare each window segment by segment: one result per value of this column.")
+@click.option("--batch-rows", "batch_rows", type=int, default=None,
+              help="Read the files in chunks of N rows (setting batch_rows, env DRIFTLINE_BATCH_ROWS; default "
+                   "200000): the peak memory is set by N, not by the files' size.")
+@click.option("--in-memory", "in_memory", is_flag=True, default=False,
+              help="Read both files whole instead of streaming them (the pre-0.x path; --html implies it).")
 def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk_period: str | None,
            timestamp: str | None, categorical: str | None, prediction: str | None, ignore: str | None,
            json_path: str | None, html_path: str | None, config_file: str | None, model: str | None,
-           label: str | None, segment_by: str | None) -> None:
+           label: str | None, segment_by: str | None, batch_rows: int | None, in_memory: bool) -> None:
     """Compare CURRENT with REFERENCE, feature by feature, and report drift as JSON.
 
     Exit status 0 whether or not drift is found; 1 for bad input.
     """
-    from driftline.detectors.batch.engine import detect as detect_drift
-    from driftline.detectors.batch.engine import feature_kinds
     from driftline.detectors.thresholds.decision import DriftThresholds
     from driftline.detectors.thresholds.levels import WindowThresholds
     from driftline.config import load_settings, load_toml_section
 
-    load_settings(config_file)  # a misspelt setting, section or DRIFTLINE_* variable stops it, as every command
+    # a misspelt setting, section or DRIFTLINE_* variable stops it, as every command
+    settings = load_settings(config_file, batch_rows=batch_rows)
     thresholds = DriftThresholds.from_mapping(load_toml_section(config_file, "drift"), model=model)
     section = load_toml_section(config_file, vocabulary.ESTIMATED_QUALITY)
     overrides = {name: {vocabulary.ESTIMATED_QUALITY: dict(values)}
@@ -125,20 +129,30 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
         # Fail before the (possibly long) computation, not after it.
         if path is not None and not Path(path).resolve().parent.is_dir():
             raise UserError(f"cannot write {option} {path}: its folder does not exist")
-    reference = read_table(reference_path, "reference")
-    current = read_table(current_path, "current")
 
     def progress(done: int, total: int, rows: int) -> None:
         if total > 1:
             click.echo(f"driftline detect: window {done}/{total} ({rows} rows)", err=True)
+        elif total == 0:  # streamed windows of a CSV file: their number is known at the end
+            click.echo(f"driftline detect: window {done} ({rows} rows)", err=True)
 
     options: dict[str, Sequence[str] | str | None] = dict(
         categorical=split_names(categorical), prediction=prediction, ignore=split_names(ignore))
-    result = detect_drift(reference, current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp,
-                          thresholds=thresholds, on_window=progress, label=label,
-                          performance_thresholds=window_thresholds, segment_by=segment_by,
-                          multivariate=window_thresholds.multivariate,
-                          **options)  # type: ignore[arg-type]
+    common = dict(chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp, thresholds=thresholds,
+                  on_window=progress, label=label, performance_thresholds=window_thresholds, segment_by=segment_by,
+                  multivariate=window_thresholds.multivariate, **options)
+    if in_memory or html_path is not None:
+        from driftline.detectors.batch.engine import detect as detect_drift
+
+        reference = read_table(reference_path, "reference")
+        current = read_table(current_path, "current")
+        result = detect_drift(reference, current, **common)  # type: ignore[arg-type]
+    else:
+        from driftline.detectors.batch.streamed import detect_streamed
+
+        result = detect_streamed(iter_table(reference_path, "reference", settings.batch_rows),
+                                 iter_table(current_path, "current", settings.batch_rows),
+                                 total_rows=table_rows(current_path), **common)  # type: ignore[arg-type]
     _write_json(result, json_path)
     if json_path is not None:
         click.echo(_summary(result), err=True)
@@ -148,5 +162,7 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
         if prediction is not None and "," in prediction:  # class probabilities: not compared as drift
             options["ignore"] = [*(options["ignore"] or []), *split_names(prediction)]
             options["prediction"] = None
+        from driftline.detectors.batch.engine import feature_kinds
+
         kinds = feature_kinds(reference, current, timestamp=timestamp, **options)  # type: ignore[arg-type]
         write_evidently_html(reference, current, kinds, html_path)
