@@ -12,6 +12,7 @@ import os
 import pickle
 import sys
 import threading
+import warnings
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -41,6 +42,9 @@ def spark_session(master: str = "local[*]", app_name: str = "driftline") -> Iter
         from pyspark.sql import SparkSession
     except ModuleNotFoundError as exc:
         raise _missing(exc) from None
+    # PySpark 4 warns on every conversion under pandas 3; the conversions used here (Arrow batches of numbers,
+    # text and timestamps) are what tests/detectors/test_batch_engines.py compares with the single-machine run
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     running = SparkSession.getActiveSession()
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in SPARK_SETTINGS.items():
