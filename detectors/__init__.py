@@ -9,7 +9,19 @@
 
 The two entry points: `evaluate_window` (one streaming window) and `detect` (two DataFrames).
 """
-from driftline.detectors.batch.engine import detect
-from driftline.detectors.families.window import evaluate_window
+from typing import Any
 
 __all__ = ["detect", "evaluate_window"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: `driftline detect` needs the batch room only, the scheduler the families.
+    if name == "detect":
+        from driftline.detectors.batch.engine import detect
+
+        return detect
+    if name == "evaluate_window":
+        from driftline.detectors.families.window import evaluate_window
+
+        return evaluate_window
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

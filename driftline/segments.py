@@ -14,7 +14,6 @@ from pydantic import Field, field_validator
 
 from driftline import defaults
 from driftline.sections import Section, parse_section
-from driftline.store.models import SEGMENT_CHARS
 
 __all__ = ["NULL_KEY", "OTHER_KEY", "SegmentSpec", "segment_key", "segment_name"]
 
@@ -23,6 +22,8 @@ NULL_KEY = "__driftline_null__"
 OTHER_KEY = "__driftline_other__"
 # How the two read in a segment's name ("region=(other)"): no real value is written this way by accident.
 _SHOWN = {NULL_KEY: "(null)", OTHER_KEY: "(other)"}
+# The store's segment column width (driftline.store.models): "column=value", a feature or tag name and a value.
+SEGMENT_CHARS = 300
 # A column name leaves room in SEGMENT_CHARS for "=" and a value of CATEGORY_MAX_CHARS.
 COLUMN_MAX_CHARS = SEGMENT_CHARS - defaults.CATEGORY_MAX_CHARS - 1
 

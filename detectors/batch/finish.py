@@ -34,8 +34,8 @@ import pandas as pd
 
 from driftline import defaults
 from driftline.baseline import NumericProfile
-from driftline.detectors.batch.engine import SCHEMA_VERSION, ReferenceProfile, Window, WindowExtras, judge_window, \
-    reference_tests
+from driftline.detectors.batch.engine import SCHEMA_VERSION, ReferenceProfile, Window, WindowExtras, _map, \
+    judge_window, reference_tests
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, CategoricalSummary, NumericSummary
 from driftline.detectors.stats import binned, two_sample
@@ -136,8 +136,10 @@ def measure_numeric(plan: Plan, name: str, reference: NumericSummary, current: N
     if reference.exact and current.exact:
         if reference_sorted is None:
             reference_sorted = np.sort(reference.values)  # type: ignore[arg-type]
+        current_sorted = current.values
+        current_sorted.sort()  # type: ignore[union-attr]  # in place: the same multiset, no second copy
         measured = two_sample.numeric_statistics_sorted(
-            reference_sorted, np.sort(current.values), std=plan.reference_std[name],  # type: ignore[arg-type]
+            reference_sorted, current_sorted, std=plan.reference_std[name],  # type: ignore[arg-type]
             psi_edges=plan.deciles[name], reference_psi_counts=two_sample.bin_counts(reference_sorted,
                                                                                    plan.deciles[name]))
         return ({PSI: {"value": measured[PSI]},
@@ -155,8 +157,15 @@ def measure_numeric(plan: Plan, name: str, reference: NumericSummary, current: N
     folded_reference, folded_current = reference.binned(plan, name), current.binned(plan, name)
     if distinct is not None and folded_reference.at_distinct is not None and folded_current.at_distinct is not None:
         # value by value, as in memory: values the reference lacks share one bin (their terms are linear in it)
-        tests[JENSENSHANNON] = {"value": two_sample.jensenshannon(folded_reference.at_distinct,
-                                                                  folded_current.at_distinct)}
+        a, b = folded_reference.at_distinct, folded_current.at_distinct
+        tests[JENSENSHANNON] = {"value": two_sample.jensenshannon(a, b)}
+        if a[-1] == 0 and b[-1] == 0:  # both sides on the reference's few values: both CDFs known exactly
+            gaps = np.cumsum(a[:-1])[:-1] / a.sum() - np.cumsum(b[:-1])[:-1] / b.sum()
+            statistic = float(np.abs(gaps).max(initial=0.0))
+            tests[KS] = {"statistic": statistic, "p_value": two_sample.ks_p_value(statistic, int(a.sum()),
+                                                                                   int(b.sum())), "max_error": 0.0}
+            tests[WASSERSTEIN] = {"value": float((np.abs(gaps) * np.diff(distinct)).sum()) / plan.reference_std[name],
+                                  "max_error": 0.0}
     else:
         tests[JENSENSHANNON]["approximate"] = True
     return tests, missing
@@ -188,7 +197,9 @@ class Finisher:
         if not isinstance(column, NumericSummary) or not column.exact:
             return None
         if name not in self._sorted:
-            self._sorted[name] = np.sort(column.values)  # type: ignore[arg-type]
+            values = column.values
+            values.sort()  # type: ignore[union-attr]  # in place: the same multiset, no second copy
+            self._sorted[name] = values  # type: ignore[assignment]
         return self._sorted[name]
 
     def measure(self, name: str, current: NumericSummary | CategoricalSummary) -> Measured:
@@ -204,7 +215,9 @@ class Finisher:
         prediction = self.settings.prediction
         summary = window.summary
         names = [name for name in self.plan.kinds if name != prediction]
-        measured = {name: self.measure(name, summary.columns[name]) for name in names}
+        # threads: numpy's sorts release the GIL, so features measure in parallel (as engine.detect_window)
+        measured = dict(zip(names, _map(lambda name: self.measure(name, summary.columns[name]), names,
+                                        self.settings.workers)))
         prediction_measured = None if prediction is None else self.measure(prediction, summary.columns[prediction])
         thresholds = self.extras.thresholds_for(summary.rows)
         result = {"index": window.index, "rows": int(summary.rows), "start": window.start, "end": window.end,

@@ -13,19 +13,28 @@ Two passes over the reference at most:
    (``sample_rows`` rows; the deciles are then the sample's). ``needs_rescan(merged_scan)`` says
    whether the reference must be summarized again under the new plan (only when some column's
    values were not kept); otherwise `rebase` is the reference's summary.
+3. **exact deciles** of a column whose values were not kept (three more passes, engines reduce each):
+   summarize the reference under the plan (exact counts on the sample's fine bins),
+   ``plan.decile_ranks(that)`` names the few fine bins that hold the order statistics the deciles
+   read, ``plan.values_in_bins(chunk, bins)`` collects their values chunk by chunk, and
+   ``plan.with_exact_deciles(that, ranks, collected)`` is the final plan, under which the reference
+   is summarized once more. PSI is then exact at any size.
 
 Then every chunk of the current data is summarized under the plan, and `finish` compares.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from driftline import defaults
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, NumericSummary
 from driftline.detectors.stats import two_sample
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Plan"]
 
@@ -88,6 +97,54 @@ class Plan:
             if column.count:
                 maxima[name] = column.max
         return replace(self, edges=edges, deciles=deciles, distinct=distinct, reference_std=stds, maxima=maxima)
+
+    def decile_ranks(self, reference: BatchSummary) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per numeric column whose values were not kept: (the 0-based ranks its decile edges read, the fine bin
+        of this plan holding each), from `reference` summarized under this plan (its fine counts are exact)."""
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        probabilities = np.arange(1, defaults.PSI_NUMERIC_BINS) / defaults.PSI_NUMERIC_BINS
+        for name, column in reference.columns.items():
+            if not isinstance(column, NumericSummary) or column.exact or not column.count:
+                continue
+            positions = probabilities * (column.count - 1)
+            below = np.floor(positions).astype(np.intp)
+            ranks = np.unique(np.concatenate((below, np.minimum(below + 1, column.count - 1))))
+            starts = np.concatenate(([0], np.cumsum(column.counts)))  # type: ignore[arg-type]
+            out[name] = (ranks, np.searchsorted(starts, ranks, side="right") - 1)
+        return out
+
+    def values_in_bins(self, chunk: "pd.DataFrame", bins: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The finite values of `chunk` that fall in the given fine bins of each column (a refinement pass)."""
+        out = {}
+        for name, wanted in bins.items():
+            raw = chunk[name].to_numpy(dtype=np.float64, na_value=np.nan)
+            finite = raw[np.isfinite(raw)]
+            index = np.searchsorted(self.edges[name], finite, side="right")  # type: ignore[arg-type]
+            out[name] = finite[np.isin(index, wanted)]
+        return out
+
+    def with_exact_deciles(self, reference: BatchSummary, ranks: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                           collected: Mapping[str, np.ndarray]) -> "Plan":
+        """This plan with each refined column's decile edges exact (`two_sample.decile_edges` of all its values).
+
+        `collected[name]`: every value of the column in the bins `decile_ranks` named (all chunks together).
+        The exact deciles join the fine edges, so the reference must then be summarized again under the result.
+        """
+        edges, deciles = dict(self.edges), dict(self.deciles)
+        probabilities = np.arange(1, defaults.PSI_NUMERIC_BINS) / defaults.PSI_NUMERIC_BINS
+        for name, (wanted, bins) in ranks.items():
+            column = reference.columns[name]
+            assert isinstance(column, NumericSummary) and column.counts is not None
+            starts = np.concatenate(([0], np.cumsum(column.counts)))
+            inside = np.sort(collected[name])
+            index = np.searchsorted(self.edges[name], inside, side="right")  # type: ignore[arg-type]
+            first = {int(b): int(np.searchsorted(index, b, side="left")) for b in np.unique(bins)}
+            lookup = {int(r): inside[first[int(b)] + int(r - starts[b])] for r, b in zip(wanted, bins)}
+            exact = np.unique(two_sample.quantiles_of_order_statistics(
+                column.count, probabilities, lambda ranks: np.array([lookup[int(r)] for r in ranks])))
+            deciles[name] = exact
+            edges[name] = np.unique(np.concatenate((self.edges[name], exact)))  # type: ignore[arg-type]
+        return replace(self, edges=edges, deciles=deciles)
 
     def needs_rescan(self, reference: BatchSummary) -> bool:
         """Whether the reference must be summarized again under this (run) plan: some column was not kept whole."""

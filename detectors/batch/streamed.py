@@ -65,7 +65,8 @@ def summarize_table(chunks: Iterable[pd.DataFrame], plan: Plan, where: str,
     for chunk in chunks:
         if not len(chunk):
             continue
-        part = summarize(_checked(chunk, plan, where), plan, offset)
+        below = None if total is None else total.sample_threshold(plan)
+        part = summarize(_checked(chunk, plan, where), plan, offset, sample_below=below)
         offset += len(chunk)
         total = part if total is None else merge(total, part, plan)
         if on_chunk is not None:
@@ -152,8 +153,18 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     scan = Plan.scan(kinds, extra, exact_values=exact_values, sample_rows=sample_rows, fine_bins=fine_bins)
     reference = summarize_table(reference_chunks, scan, "reference")
     plan = scan.with_reference(reference)
-    if plan.needs_rescan(reference):
+    if plan.needs_rescan(reference):  # a column too long to keep: its deciles are found exactly, in three passes
         reference = summarize_table(open_reference(), plan, "reference")
+        ranks = plan.decile_ranks(reference)
+        if ranks:
+            bins = {name: np.unique(where) for name, (_, where) in ranks.items()}
+            parts: dict[str, list[np.ndarray]] = {name: [] for name in ranks}
+            for chunk in open_reference():
+                for name, values in plan.values_in_bins(chunk, bins).items():
+                    parts[name].append(values)
+            plan = plan.with_exact_deciles(reference, ranks, {name: np.concatenate(values) if values else
+                                                              np.empty(0) for name, values in parts.items()})
+            reference = summarize_table(open_reference(), plan, "reference")
     workers = default_workers() if workers is None else workers
     finisher = Finisher(plan, reference, Settings(
         prediction=prediction, probabilities=tuple(probabilities) if probabilities else None, label=label,
@@ -186,8 +197,9 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
         if offset is not None:
             assert times is not None
             for label_time, positions in _period_labels(times, offset, origin):
-                part = summarize(chunk.iloc[positions], plan, row + positions)
                 held = open_windows.get(label_time)
+                below = None if held is None else held.sample_threshold(plan)
+                part = summarize(chunk.iloc[positions], plan, row + positions, sample_below=below)
                 open_windows[label_time] = part if held is None else merge(held, part, plan)
             budget = plan.exact_values * max(1, sum(kind == NUMERIC for kind in kinds.values()))
             while len(open_windows) > 1 and sum(_held(s) for s in open_windows.values()) > budget:
@@ -199,8 +211,9 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
                 number = (row + begin) // size
                 end = min(len(chunk), (number + 1) * size - row)
                 piece_times = None if times is None else times.iloc[begin:end]
-                part = summarize(chunk.iloc[begin:end], plan, row + begin, piece_times)
                 held = open_windows.pop(number, None)
+                below = None if held is None else held.sample_threshold(plan)
+                part = summarize(chunk.iloc[begin:end], plan, row + begin, piece_times, sample_below=below)
                 for done in sorted(open_windows):  # windows before this one are complete
                     summary = open_windows.pop(done)
                     judged(WindowSummary(done, summary, *_bounds(summary)))

@@ -193,6 +193,12 @@ class BatchSummary:
     first_time: pd.Timestamp | None = None
     last_time: pd.Timestamp | None = None
 
+    def sample_threshold(self, plan: "Plan") -> int | None:
+        """The largest sampled key once the sample is full (rows with larger keys never enter it), else None."""
+        if len(self.sample) < plan.sample_rows:
+            return None
+        return int(self.sample[KEY].max())
+
     def sample_frame(self) -> pd.DataFrame:
         """The sampled rows in table order, without the sampling columns (what in-memory code takes)."""
         return self.sample.sort_values(ROW, kind="stable").drop(columns=[ROW, KEY]).reset_index(drop=True)
@@ -207,11 +213,14 @@ def _bottom_k(frame: pd.DataFrame, k: int) -> pd.DataFrame:
 
 
 def summarize(chunk: pd.DataFrame, plan: "Plan", row_offset: int | np.ndarray = 0,
-              times: pd.Series | None = None) -> BatchSummary:
+              times: pd.Series | None = None, sample_below: int | None = None) -> BatchSummary:
     """One chunk's summary under `plan`; ``row_offset``: the table row of its first row (or each row's, an array).
 
     `times` (parsed timestamps of the chunk's rows, UTC) sets the first/last time. Columns the
     plan monitors must be in the chunk (callers check names once, with a clear error).
+    `sample_below` (`BatchSummary.sample_threshold` of a full summary this one will be merged into)
+    leaves out of the sample the rows whose key could not enter the merged sample anyway: the
+    merge is the same, the chunk's sample costs nothing once the running sample is full.
     """
     columns: dict[str, NumericSummary | CategoricalSummary] = {}
     for name, kind in plan.kinds.items():
@@ -223,11 +232,16 @@ def summarize(chunk: pd.DataFrame, plan: "Plan", row_offset: int | np.ndarray = 
     rows = (np.asarray(row_offset, dtype=np.int64) if isinstance(row_offset, np.ndarray)
             else np.arange(row_offset, row_offset + len(chunk), dtype=np.int64))
     keys = row_keys(rows, plan.seed)
-    if len(chunk) > plan.sample_rows:
-        keep = np.sort(np.argpartition(keys, plan.sample_rows - 1)[:plan.sample_rows])
-        part, rows, keys = chunk.iloc[keep], rows[keep], keys[keep]
+    if sample_below is not None:
+        kept = np.flatnonzero(keys < np.uint64(sample_below))
+        chunk_rows, rows, keys = kept, rows[kept], keys[kept]
     else:
-        part = chunk
+        chunk_rows = None
+    if keys.size > plan.sample_rows:
+        keep = np.sort(np.argpartition(keys, plan.sample_rows - 1)[:plan.sample_rows])
+        rows, keys = rows[keep], keys[keep]
+        chunk_rows = keep if chunk_rows is None else chunk_rows[keep]
+    part = chunk if chunk_rows is None else chunk.iloc[chunk_rows]
     sample = part[[c for c in plan.sample_columns if c in part.columns]].reset_index(drop=True)
     sample[ROW] = rows
     sample[KEY] = keys

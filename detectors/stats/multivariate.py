@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.stats import rankdata
 
 from driftline import defaults
 from driftline.baseline import ReconstructionFit
@@ -148,6 +147,8 @@ def auc(scores: np.ndarray, positive: np.ndarray) -> float:
     negatives = positive.size - positives
     if positives == 0 or negatives == 0:
         raise ValueError("auc needs both classes")
+    from scipy.stats import rankdata  # here: scipy.stats takes a second to import
+
     ranks = rankdata(scores)
     return float((ranks[positive].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
@@ -158,6 +159,8 @@ def aucs(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
     negatives = positive.size - positives
     if positives == 0 or negatives == 0:
         raise ValueError("auc needs both classes")
+    from scipy.stats import rankdata  # here: scipy.stats takes a second to import
+
     ranks = rankdata(scores, axis=1)
     return (ranks[:, positive].sum(axis=1) - positives * (positives + 1) / 2) / (positives * negatives)
 

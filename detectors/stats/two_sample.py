@@ -30,8 +30,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy import special as _scipy_special
-from scipy import stats as _scipy_stats
-from scipy.spatial import distance as _scipy_distance
 
 from driftline import defaults
 from driftline.vocabulary import JENSENSHANNON, PSI, WASSERSTEIN
@@ -59,6 +57,7 @@ __all__ = [
     "psi_categorical",
     "psi_numeric",
     "psi_numeric_sorted",
+    "quantiles_of_order_statistics",
     "quantiles_sorted",
     "reference_std",
     "sturges_edges_sorted",
@@ -66,6 +65,9 @@ __all__ = [
     "wasserstein_normed_sorted",
     "wasserstein_sorted",
 ]
+
+# scipy.stats (about a second to import) is loaded only for exact small-sample KS p-values; chi-square,
+# the normal tail and Jensen-Shannon below are scipy's own arithmetic on scipy.special, operation for operation.
 
 # scipy.stats.ks_2samp's method="auto" is exact up to this sample size, asymptotic above.
 _SCIPY_KS_EXACT_MAX_N = 10_000
@@ -82,11 +84,20 @@ def clean_numeric(values: Any) -> np.ndarray:
 
 def quantiles_sorted(values_sorted: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
     """``numpy.quantile(values, probabilities)`` (linear method, same arithmetic) for sorted values, without re-partitioning."""
-    positions = np.asarray(probabilities, dtype=np.float64) * (values_sorted.size - 1)
+    return quantiles_of_order_statistics(values_sorted.size, probabilities, lambda ranks: values_sorted[ranks])
+
+
+def quantiles_of_order_statistics(n: int, probabilities: np.ndarray, at: Any) -> np.ndarray:
+    """`quantiles_sorted` of `n` values known only through ``at(ranks)``, their order statistics at 0-based ranks.
+
+    The bounded-memory reference (`driftline.detectors.batch.plan`) finds the few ranks it needs without
+    sorting the whole column; the arithmetic is numpy's, so the quantiles are bit for bit the same.
+    """
+    positions = np.asarray(probabilities, dtype=np.float64) * (n - 1)
     below = np.floor(positions).astype(np.intp)
-    above = np.minimum(below + 1, values_sorted.size - 1)
+    above = np.minimum(below + 1, n - 1)
     fraction = positions - below
-    low, high = values_sorted[below], values_sorted[above]
+    low, high = at(below), at(above)
     step = high - low
     # numpy's _lerp: interpolate from the nearer end for accuracy.
     return np.where(fraction >= 0.5, high - step * (1 - fraction), low + step * fraction)
@@ -331,6 +342,8 @@ def ks_2samp_sorted(reference_sorted: np.ndarray, current_sorted: np.ndarray) ->
     if n1 == 0 or n2 == 0:
         return 0.0, 1.0
     if max(n1, n2) <= _SCIPY_KS_EXACT_MAX_N:
+        from scipy import stats as _scipy_stats
+
         result = _scipy_stats.ks_2samp(reference_sorted, current_sorted)
         return float(result.statistic), float(result.pvalue)
     gaps, _ = _ecdf_gaps_sorted(reference_sorted, current_sorted)
@@ -468,7 +481,12 @@ def jensenshannon(reference_counts: Any, current_counts: Any) -> float:
         raise ValueError("jensenshannon needs counts on the same bins")
     if reference_counts.sum() <= 0 or current_counts.sum() <= 0:
         return 0.0
-    return float(_scipy_distance.jensenshannon(reference_counts, current_counts))
+    # scipy.spatial.distance.jensenshannon (scipy 1.17), step for step, without importing scipy.spatial
+    p = reference_counts / np.sum(reference_counts)
+    q = current_counts / np.sum(current_counts)
+    m = (p + q) / 2.0
+    divergence = np.sum(_scipy_special.rel_entr(p, m)) + np.sum(_scipy_special.rel_entr(q, m))
+    return float(np.sqrt(divergence / 2.0))
 
 
 def _unique_sorted(values_sorted: np.ndarray) -> np.ndarray:
@@ -542,8 +560,9 @@ def chi2(reference_counts: Any, current_counts: Any, eps: float = defaults.PSI_E
         frequencies = _fill_zero_shares(frequencies, eps)
         frequencies = frequencies / frequencies.sum()
     expected = current_counts.sum() * frequencies
-    result = _scipy_stats.chisquare(current_counts, expected)
-    return float(result.statistic), float(result.pvalue)
+    # scipy.stats.chisquare (scipy 1.17's power divergence, lambda 1), step for step
+    statistic = np.sum((current_counts - expected) ** 2 / expected)
+    return float(statistic), float(_scipy_special.chdtrc(float(current_counts.size - 1), statistic))
 
 
 def chi2_categorical(reference: Any, current: Any) -> tuple[float, float]:
@@ -597,4 +616,4 @@ def missing_rate_test(reference_missing: int, reference_rows: int,
         return float(difference), 1.0
     standard_error = math.sqrt(pooled * (1.0 - pooled) * (1.0 / reference_rows + 1.0 / current_rows))
     z = difference / standard_error
-    return float(difference), float(2.0 * _scipy_stats.norm.sf(abs(z)))
+    return float(difference), float(2.0 * _scipy_special.ndtr(-abs(z)))  # scipy.stats.norm.sf, as scipy computes it

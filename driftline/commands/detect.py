@@ -126,7 +126,7 @@ def _detect_on_engine(engine: str, reference_path: str, current_path: str, spark
 @click.option("--scheduler-address", default=None,
               help="--engine dask: the dask.distributed scheduler (tcp://host:8786; default: a local cluster).")
 @click.option("--in-memory", "in_memory", is_flag=True, default=False,
-              help="Read both files whole instead of streaming them (the pre-0.x path; --html implies it).")
+              help="Read both files whole instead of streaming them (the former path; --html implies it).")
 def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk_period: str | None,
            timestamp: str | None, categorical: str | None, prediction: str | None, ignore: str | None,
            json_path: str | None, html_path: str | None, config_file: str | None, model: str | None,

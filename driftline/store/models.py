@@ -15,11 +15,12 @@ from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, Index, Integ
                         MetaData, String, Text, UniqueConstraint, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from driftline.segments import SEGMENT_CHARS  # "column=value": one width for results, alerts and this column
+
 # Widths of the model, version and request id columns (migration 0001). Longer values
 # cannot be stored: the collector dead-letters them (`driftline.collector.folding.check_store_limits`).
 MODEL_CHARS = 200
 VERSION_CHARS = 100
-SEGMENT_CHARS = 300  # "column=value": a feature or tag name and one of its values
 REQUEST_ID_CHARS = 256
 
 

@@ -137,7 +137,8 @@ def test_cli_streams_csv_and_parquet_in_small_chunks_to_the_in_memory_json(credi
     for suffix in ("csv", "parquet"):
         ref_path, cur_path = tmp_path / f"ref.{suffix}", tmp_path / f"cur.{suffix}"
         for frame, path in ((reference, ref_path), (current, cur_path)):
-            frame.to_csv(path, index=False) if suffix == "csv" else frame.to_parquet(path)
+            # several row groups, each read in chunks of --batch-rows
+            frame.to_csv(path, index=False) if suffix == "csv" else frame.to_parquet(path, row_group_size=1_500)
         for mode in (["--batch-rows", "999"], ["--in-memory"]):
             out = tmp_path / f"{suffix}{mode[0]}.json"
             code = 0
@@ -159,3 +160,14 @@ def test_a_text_value_deep_in_a_numeric_csv_column_is_a_clear_error(tmp_path):
     with pytest.raises(UserError, match="column x is numeric in the first rows"):
         detect_streamed(chunks_of(reference, 50), lambda: iter([current.iloc[:50].astype(float),
                                                                  current.iloc[50:]]))
+
+
+def test_a_reference_too_long_to_keep_still_gets_its_exact_deciles_and_psi(credit):
+    reference, current = credit
+    in_memory = detect(reference, current, multivariate=False)["windows"][0]
+    # 50 values kept, a 300-row sample: deciles from three more passes over the reference
+    streamed = detect_streamed(chunks_of(reference, 1_000), chunks_of(current, 1_000), multivariate=False,
+                               exact_values=50, sample_rows=300)["windows"][0]
+    for exact, folded in zip(in_memory["features"], streamed["features"]):
+        assert folded["tests"]["psi"]["value"] == exact["tests"]["psi"]["value"], exact["name"]
+    assert streamed["drifted_features"] == in_memory["drifted_features"]

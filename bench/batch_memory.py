@@ -1,0 +1,125 @@
+"""Benchmark: `driftline detect` on Parquet files of any size, streamed in bounded memory, against the in-memory path.
+
+Run by hand:  nice .venv/bin/python bench/batch_memory.py --rows 1000000 [--rows 20000000] [--in-memory-max 10000000]
+
+Writes a 100 000-row reference and a current file of ``--rows`` rows (20 numeric + 3 categorical columns,
+`bench/detectors.py`'s shapes, a quarter of the columns shifted) in row groups of 500 000 rows, never holding
+more than one group in memory; runs `driftline detect --reference REF --current CUR --json OUT` in a fresh
+process, streamed (``--batch-rows``) and, up to ``--in-memory-max`` rows, ``--in-memory``; prints wall
+time, the child's peak RSS (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` of a wrapper that runs just it), rows
+per second, and whether the two runs' decisions agree. Also times ``python -c "import driftline.cli"``
+for the import share. Files go to ``--dir`` (default a temporary folder), deleted at the end unless ``--keep``.
+Asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from detectors import make_frame  # noqa: E402  bench/detectors.py: the same columns and shapes
+
+GROUP_ROWS = 500_000
+WRAPPER = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+           "u = resource.getrusage(resource.RUSAGE_CHILDREN); print(u.ru_utime + u.ru_stime, u.ru_maxrss, code)")
+
+
+def write_parquet(path: Path, rows: int, drift: bool, seed: int) -> None:
+    """`rows` rows in row groups of GROUP_ROWS, one group in memory at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    writer = None
+    try:
+        for start in range(0, rows, GROUP_ROWS):
+            table = pa.Table.from_pandas(make_frame(rng, min(GROUP_ROWS, rows - start), drift), preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def run_detect(args: list[str], python: str = sys.executable) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS MiB, exit code) of `driftline detect ARGS` in its own process."""
+    command = [sys.executable, "-c", WRAPPER, python, "-m", "driftline", "detect", *args]
+    # a peer checkout runs from its own folder, so `-m driftline` imports its code, not this one's
+    cwd = Path(python).resolve().parents[2] if python != sys.executable else None
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=cwd)
+    wall = time.perf_counter() - started
+    cpu, rss_kib, code = done.stdout.split()[-3:]
+    if int(code) != 0:
+        print(done.stderr[-2000:], file=sys.stderr)
+    return wall, float(cpu), int(rss_kib) / 1024, int(code)
+
+
+def decisions(path: Path) -> list[tuple[list[str], bool]]:
+    result = json.loads(path.read_text())
+    return [(w["drifted_features"], w["dataset_drift"]) for w in result["windows"]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, action="append", help="current rows (repeatable; default 1 000 000)")
+    parser.add_argument("--reference-rows", type=int, default=100_000)
+    parser.add_argument("--in-memory-max", type=int, default=10_000_000, help="largest file also run --in-memory")
+    parser.add_argument("--batch-rows", type=int, default=None, help="--batch-rows of the streamed run")
+    parser.add_argument("--extra", default="", help="extra detect options, e.g. '--chunk-size 1000000'")
+    parser.add_argument("--peer-python", default=None,
+                        help="another checkout's python (e.g. /work/main/.venv/bin/python): its detect, run the same way")
+    parser.add_argument("--dir", default=None)
+    parser.add_argument("--keep", action="store_true")
+    options = parser.parse_args()
+    folder = Path(options.dir or tempfile.mkdtemp(prefix="driftline-batch-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import driftline.cli"], check=True)
+        print(f"import driftline.cli: {time.perf_counter() - started:.2f} s wall (a fresh process)")
+        reference = folder / "reference.parquet"
+        write_parquet(reference, options.reference_rows, False, 1)
+        for rows in options.rows or [1_000_000]:
+            current = folder / f"current_{rows}.parquet"
+            started = time.perf_counter()
+            write_parquet(current, rows, True, 2)
+            print(f"\n{rows:,} rows x 23 columns: {current.stat().st_size / 2**20:,.0f} MiB Parquet "
+                  f"(written in {time.perf_counter() - started:.0f} s)")
+            base = ["--reference", str(reference), "--current", str(current), *options.extra.split()]
+            runs = {"streamed": [*base, "--json", str(folder / "streamed.json")]
+                    + (["--batch-rows", str(options.batch_rows)] if options.batch_rows else [])}
+            if rows <= options.in_memory_max:
+                runs["in-memory"] = [*base, "--json", str(folder / "in-memory.json"), "--in-memory"]
+                if options.peer_python:
+                    runs["peer"] = [*base, "--json", str(folder / "peer.json")]
+            walls = {}
+            for name, args in runs.items():
+                wall, cpu, rss, code = run_detect(args, options.peer_python if name == "peer" else sys.executable)
+                walls[name] = wall
+                print(f"  {name:10s} wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS {rss:8,.0f} MiB  "
+                      f"{rows / wall / 1e6:5.2f} M rows/s wall, {rows / cpu / 1e6:5.2f} M rows/CPU-s"
+                      + ("" if code == 0 else f"  EXIT {code}"))
+            if len(walls) == 2:
+                same = decisions(folder / "streamed.json") == decisions(folder / "in-memory.json")
+                print(f"  in-memory / streamed wall: {walls['in-memory'] / walls['streamed']:.2f}x; "
+                      f"decisions identical: {same}")
+            current.unlink()
+    finally:
+        if not options.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(f"\n(cpu count {os.cpu_count()}, load {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
