@@ -17,7 +17,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml scripts/install-system-deps.sh
 	@bash scripts/install-system-deps.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "installing driftline with every extra (worker, dashboard, reports, broker) into $(VENV) (torch 2.13.0 CPU, pandas 3.0) ..."
+	@echo "installing driftline with every extra (worker, dashboard, reports, broker, spark, dask) into $(VENV) (torch 2.13.0 CPU, pandas 3.0) ..."
 	@$(BIN)/python -m pip install -q --disable-pip-version-check "torch==2.13.0" -e ".[all,test]" 2>&1 | ($(PIP_QUIET))
 	@$(BIN)/python -c "import torch, evidently, driftline" || { echo "install failed: see the pip output above"; exit 1; }
 	@touch $(STAMP)

@@ -11,6 +11,7 @@ results with ``insufficient_data``, never an error.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -31,6 +32,22 @@ __all__ = ["multivariate_drift", "too_few", "window_results"]
 
 NO_FIT = (f"{INSUFFICIENT_DATA_REASON}: the baseline has no PCA fit (registered before multivariate drift, "
           f"or fewer than two features); register it again")
+
+
+# id(baseline) -> (the baseline, weakly; its training sample encoded): the same for every window of a version,
+# and a tenth of a window's cost to rebuild. Entries go with their baselines.
+_ENCODED_REFERENCE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def _encoded_reference(baseline: Baseline, fit: ReconstructionFit) -> np.ndarray:
+    found = _ENCODED_REFERENCE.get(id(baseline))
+    if found is not None and found[0]() is baseline:
+        return found[1]
+    encoded = fit.encode(_frame(baseline.sample))
+    encoded.flags.writeable = False  # shared by every window of the version
+    key = id(baseline)
+    _ENCODED_REFERENCE[key] = (weakref.ref(baseline, lambda _: _ENCODED_REFERENCE.pop(key, None)), encoded)
+    return encoded
 
 
 def too_few(rows: int, reference_rows: int, minimum: int) -> str:
@@ -60,7 +77,7 @@ def multivariate_drift(baseline: Baseline, state: WindowState,
                              insufficient(dict(details), reason))]
     assert fit is not None
     window = fit.encode(_frame(state.sample))
-    reference = fit.encode(_frame(baseline.sample))
+    reference = _encoded_reference(baseline, fit)
     return window_results(fit, reference, window, thresholds)
 
 

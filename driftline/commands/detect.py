@@ -86,6 +86,26 @@ def _embeddings(reference: Any, current: Any, specs: Sequence[str], thresholds: 
         used += [c for c in dict.fromkeys([*ref_columns, *cur_columns]) if c not in used]
     return BatchEmbeddings({n: m[0] for n, m in matrices.items()}, {n: m[1] for n, m in matrices.items()},
                            thresholds=thresholds.embedding), used
+def _detect_on_engine(engine: str, reference_path: str, current_path: str, spark_master: str,
+                      scheduler_address: str | None, options: dict[str, Any]) -> dict[str, Any]:
+    """`detect` with both tables read and summarized by Spark or Dask (driftline.engines)."""
+    from driftline.detectors.batch.frames import detect_frames
+
+    def progress(what: str, done: int, total: int) -> None:
+        click.echo(f"driftline detect: {what}: {done}/{total} partitions", err=True)
+
+    if engine == "spark":
+        from driftline.engines.spark import SparkEngine, read_table as spark_table, spark_session
+
+        with spark_session(spark_master) as session:
+            return detect_frames(spark_table(session, reference_path, "reference"),
+                                 spark_table(session, current_path, "current data"),
+                                 engine=SparkEngine(session), on_progress=progress, **options)
+    from driftline.engines.dask import DaskEngine, dask_client, read_table as dask_table
+
+    with dask_client(scheduler_address) as client:
+        return detect_frames(dask_table(reference_path, "reference"), dask_table(current_path, "current data"),
+                             engine=DaskEngine(client), on_progress=progress, **options)
 
 
 @click.command("detect")
@@ -114,6 +134,14 @@ def _embeddings(reference: Any, current: Any, specs: Sequence[str], thresholds: 
 @click.option("--batch-rows", "batch_rows", type=int, default=None,
               help="Read the files in chunks of N rows (setting batch_rows, env DRIFTLINE_BATCH_ROWS; default "
                    "200000): the peak memory is set by N, not by the files' size.")
+@click.option("--engine", type=click.Choice(["local", "spark", "dask"]), default="local", show_default=True,
+              help="Where the files are read and summarized: this process, a Spark cluster or a Dask cluster "
+                   "(Parquet files or folders, Hive-style partitions included; extras driftline[spark], "
+                   "driftline[dask]).")
+@click.option("--spark-master", default="local[*]", show_default=True,
+              help="--engine spark: the cluster's master URL (spark://host:7077, yarn, k8s://...).")
+@click.option("--scheduler-address", default=None,
+              help="--engine dask: the dask.distributed scheduler (tcp://host:8786; default: a local cluster).")
 @click.option("--in-memory", "in_memory", is_flag=True, default=False,
               help="Read both files whole instead of streaming them (the former path; --html implies it).")
 @click.option("--embedding", "embedding_specs", multiple=True, metavar="NAME=COLUMN",
@@ -122,7 +150,8 @@ def _embeddings(reference: Any, current: Any, specs: Sequence[str], thresholds: 
 def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk_period: str | None,
            timestamp: str | None, categorical: str | None, prediction: str | None, ignore: str | None,
            json_path: str | None, html_path: str | None, config_file: str | None, model: str | None,
-           label: str | None, segment_by: str | None, batch_rows: int | None, in_memory: bool,
+           label: str | None, segment_by: str | None, batch_rows: int | None, in_memory: bool, engine: str,
+           spark_master: str, scheduler_address: str | None,
            embedding_specs: tuple[str, ...] = ()) -> None:
     """Compare CURRENT with REFERENCE, feature by feature, and report drift as JSON.
 
@@ -165,7 +194,12 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
     common = dict(chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp, thresholds=thresholds,
                   on_window=progress, label=label, performance_thresholds=window_thresholds, segment_by=segment_by,
                   multivariate=window_thresholds.multivariate, **options)
-    if in_memory or html_path is not None or embedding_specs:  # embeddings are judged on the whole frames
+    if engine != "local":
+        if in_memory or html_path is not None or embedding_specs:
+            raise UserError(f"--engine {engine} summarizes the files where they are: --in-memory, --html and "
+                            "--embedding need --engine local")
+        result = _detect_on_engine(engine, reference_path, current_path, spark_master, scheduler_address, common)
+    elif in_memory or html_path is not None or embedding_specs:  # embeddings are judged on the whole frames
         from driftline.detectors.batch.engine import detect as detect_drift
 
         reference = read_table(reference_path, "reference")

@@ -14,6 +14,9 @@ from driftline.detectors.batch.engine import detect
 from driftline.detectors.stats.multivariate import (
     MultivariateThresholds,
     auc,
+    aucs,
+    bin_codes,
+    bin_thresholds,
     classifier_threshold,
     domain_classifier,
     reconstruction_drift,
@@ -197,6 +200,33 @@ def test_auc_is_the_mann_whitney_statistic():
     assert auc(scores, labels) == pytest.approx(roc_auc_score(labels, scores))
     with pytest.raises(ValueError):
         auc(np.array([0.1, 0.2]), np.array([True, True]))
+
+
+@pytest.mark.parametrize("values", [
+    np.random.default_rng(0).normal(size=1_300),  # more distinct values than bins: quantiles
+    np.round(np.random.default_rng(1).normal(size=997), 1),  # fewer: midpoints; ties
+    np.random.default_rng(2).integers(0, 300, 1_000).astype(float),  # ties on the quantiles themselves
+    np.concatenate((np.random.default_rng(3).exponential(size=600), [np.nan] * 40, [np.inf, -1e308])),
+    np.full(50, 3.0),  # one value: no threshold
+])
+def test_the_classifier_bins_its_features_as_scikit_learn_would(values):
+    # the fit gets bin codes binned here (faster); they must be scikit-learn's own bins, or the AUC would change
+    from sklearn.ensemble._hist_gradient_boosting.binning import _BinMapper
+
+    rng = np.random.default_rng(4)
+    held_out = np.concatenate((rng.normal(size=200), [np.nan, 1e300, -np.inf], rng.choice(values, 50)))
+    mapper = _BinMapper(n_bins=256).fit(values.reshape(-1, 1))
+    np.testing.assert_array_equal(bin_thresholds(values), mapper.bin_thresholds_[0])
+    codes = bin_codes(held_out.reshape(-1, 1), [bin_thresholds(values)]).ravel()
+    expected = mapper.transform(held_out.reshape(-1, 1)).ravel().astype(float)
+    expected[expected == mapper.missing_values_bin_idx_] = np.nan
+    np.testing.assert_array_equal(codes, expected)
+
+
+def test_the_aucs_of_many_score_rows_are_each_rows_auc():
+    rng = np.random.default_rng(5)
+    scores, labels = rng.integers(0, 9, (7, 120)).astype(float), rng.random(120) < 0.4
+    assert aucs(scores, labels).tolist() == pytest.approx([auc(row, labels) for row in scores], abs=1e-15)
 
 
 def test_the_classifier_is_deterministic_and_bounds_its_samples():

@@ -1,0 +1,177 @@
+"""The Spark engine: each partition of a PySpark DataFrame folded by ``mapInPandas``, summaries collected.
+
+`spark_session(master)` starts (or joins) a session for `driftline detect --engine spark`
+(``--spark-master``, default ``local[*]``: this machine's cores; ``spark://host:7077``, ``yarn``,
+``k8s://...`` for a cluster, whose executors need driftline installed); `read_table` reads a Parquet
+file or folder (Hive-style ``column=value/`` folders become columns) or a CSV file. Timestamps are
+read in UTC and Arrow carries the rows to pandas, as the single-machine reader does.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+import warnings
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+from driftline.engines import Fold, Progress, fold_chunk
+from driftline.errors import UserError
+
+# Rows per pandas chunk handed to the fold inside a partition (Arrow's record batches).
+BATCH_ROWS = 50_000
+SPARK_SETTINGS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": str(BATCH_ROWS),
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",  # the engine reports partitions itself
+    "spark.sql.shuffle.partitions": "8",
+}
+
+
+def _missing(exc: ModuleNotFoundError) -> UserError:
+    return UserError(f"--engine spark needs PySpark ({exc.name} is not installed): pip install \"driftline[spark]\"")
+
+
+@contextmanager
+def spark_session(master: str = "local[*]", app_name: str = "driftline") -> Iterator[Any]:
+    """A Spark session on `master`, stopped at the end unless it was already running."""
+    try:
+        from pyspark.sql import SparkSession
+    except ModuleNotFoundError as exc:
+        raise _missing(exc) from None
+    # PySpark 4 warns on every conversion under pandas 3; the conversions used here (Arrow batches of numbers,
+    # text and timestamps) are what tests/detectors/test_batch_engines.py compares with the single-machine run
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    running = SparkSession.getActiveSession()
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in SPARK_SETTINGS.items():
+        builder = builder.config(key, value)
+    if master.startswith("local") and not os.environ.get("PYSPARK_PYTHON"):
+        os.environ["PYSPARK_PYTHON"] = sys.executable  # local workers run this interpreter (and its driftline)
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # no Java, a bad master URL: the JVM's own message, in one line
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot start Spark on {master}: {detail} (Spark needs a Java runtime: "
+                        "Debian's default-jre-headless)") from None
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        if running is None:
+            session.stop()
+
+
+def read_table(session: Any, path: str, role: str) -> Any:
+    """A Parquet file or folder (Hive-style partitions become columns) or a CSV file as a Spark DataFrame."""
+    from pathlib import Path
+
+    from driftline.tables import CSV_SUFFIXES
+
+    local = "://" not in path
+    if local and not Path(path).exists():
+        raise UserError(f"{role} {path} does not exist")
+    try:
+        if path.lower().endswith(CSV_SUFFIXES):
+            frame = session.read.csv(path, header=True, inferSchema=True, sep="\t" if path.endswith(".tsv") else ",")
+        else:
+            frame = session.read.parquet(path)
+    except Exception as exc:  # AnalysisException and friends: the reader's message names the problem
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot read {role} {path} with Spark: {detail}") from None
+    if not frame.columns:
+        raise UserError(f"{role} {path} has no columns")
+    return frame
+
+
+class _Watch:
+    """Reports a job's finished tasks (its partitions) from Spark's status tracker, every half second."""
+
+    def __init__(self, context: Any, group: str, what: str, total: int, on_progress: Progress | None):
+        self.context, self.group, self.what, self.total = context, group, what, total
+        self.on_progress, self.done = on_progress, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="driftline-spark-progress")
+
+    def _run(self) -> None:
+        tracker, last = self.context.statusTracker(), -1
+        while not self.done.wait(0.5):
+            finished = 0
+            for job in tracker.getJobIdsForGroup(self.group):
+                info = tracker.getJobInfo(job)
+                for stage in (info.stageIds if info else []):
+                    stage_info = tracker.getStageInfo(stage)
+                    finished += stage_info.numCompletedTasks if stage_info else 0
+            if finished != last and self.on_progress is not None:
+                last = finished
+                self.on_progress(self.what, min(finished, self.total), self.total)
+
+    def __enter__(self) -> "_Watch":
+        self.context.setJobGroup(self.group, f"driftline: {self.what}")
+        if self.on_progress is not None:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=5)
+        if exc[0] is None and self.on_progress is not None:
+            self.on_progress(self.what, self.total, self.total)
+
+
+def _fold_partitions(fold: Fold, offsets: Sequence[int]):
+    """The ``mapInPandas`` function: one partition's record batches folded into one pickled result."""
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+        from pyspark import TaskContext
+
+        part = TaskContext.get().partitionId()
+        offset, total = offsets[part], None
+        for batch in batches:
+            if len(batch):
+                result = fold_chunk(fold, batch, offset, BATCH_ROWS)
+                total = result if total is None else fold.merge(total, result)
+                offset += len(batch)
+        yield pd.DataFrame({"part": [part], "payload": [pickle.dumps(total, protocol=pickle.HIGHEST_PROTOCOL)]})
+    return run
+
+
+class SparkEngine:
+    """PySpark DataFrames: `driftline.engines.Engine` on a session's cluster."""
+
+    name = "spark"
+
+    def __init__(self, session: Any):
+        self.session = session
+        self._jobs = 0
+
+    def head(self, frame: Any, rows: int) -> Any:
+        return frame.limit(rows).toPandas()
+
+    def partition_rows(self, frame: Any) -> list[int]:
+        from pyspark.sql.functions import spark_partition_id
+
+        with _Watch(self.session.sparkContext, self._group(), "counting rows", 0, None):
+            counts = dict(frame.select(spark_partition_id().alias("p")).groupBy("p").count().collect())
+        return [int(counts.get(p, 0)) for p in range(frame.rdd.getNumPartitions())]
+
+    def fold(self, frame: Any, fold: Fold, offsets: Sequence[int], what: str,
+             on_progress: Progress | None = None) -> list[Any]:
+        from pyspark.sql.functions import col
+
+        quoted = [col("`" + name.replace("`", "``") + "`") for name in fold.columns]  # names with dots stay names
+        job = frame.select(*quoted).mapInPandas(_fold_partitions(fold, list(offsets)),
+                                                      schema="part int, payload binary")
+        with _Watch(self.session.sparkContext, self._group(), what, len(offsets), on_progress):
+            rows = job.collect()
+        results: list[Any] = [None] * len(offsets)
+        for row in rows:
+            results[row["part"]] = pickle.loads(row["payload"])
+        return results
+
+    def _group(self) -> str:
+        self._jobs += 1
+        return f"driftline-{id(self)}-{self._jobs}"

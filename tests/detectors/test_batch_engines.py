@@ -1,0 +1,141 @@
+"""`detect` on Spark and Dask: the partitions' summaries, merged, give the single-machine JSON.
+
+Spark runs in local mode (a JVM from Debian's default-jre-headless) and Dask on a `LocalCluster`; each
+is started once per test session (`xdist_group` keeps their tests in one process). The data sets are
+split into several partitions on purpose, so the merging across partitions is what is compared.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import orjson
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from driftline.cli import main
+from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.frames import detect_frames
+from driftline.worker.dataset import generate
+from driftline.worker.scenarios import SCENARIOS
+
+pytestmark = pytest.mark.slow
+
+
+def as_json(result) -> bytes:
+    return orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+@pytest.fixture(scope="module")
+def credit(tmp_path_factory):
+    """The bundled credit data (a reference with labels and a score, shifted current data with timestamps),
+    as in-memory frames and as Parquet files of several row groups."""
+    rng = np.random.default_rng(3)
+    inputs, labels = generate(4_000, 21)
+    reference = inputs.assign(label=labels, score=np.clip(0.5 * labels + 0.6 * rng.random(len(labels)), 0, 1))
+    shifted, shifted_labels = generate(3_000, 22, population=SCENARIOS["covariate_shift"].population)
+    current = shifted.assign(label=shifted_labels, score=rng.random(len(shifted_labels)),
+                             ts=pd.date_range("2026-11-01", periods=len(shifted), freq="7min", tz="UTC").astype(str))
+    folder = tmp_path_factory.mktemp("engines")
+    pq.write_table(pa.Table.from_pandas(reference, preserve_index=False), folder / "ref.parquet", row_group_size=700)
+    pq.write_table(pa.Table.from_pandas(current, preserve_index=False), folder / "cur.parquet", row_group_size=600)
+    # read back, as the single-machine run reads them
+    return pd.read_parquet(folder / "ref.parquet"), pd.read_parquet(folder / "cur.parquet"), folder
+
+
+def run(args: list[str], capfd) -> tuple[int, str, str]:
+    code = 0
+    try:
+        main(["detect", *args])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from driftline.engines.spark import spark_session
+
+    with spark_session("local[2]") as session:
+        session.conf.set("spark.sql.files.maxPartitionBytes", "40000")  # a few row groups per partition
+        yield session
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    from driftline.engines.dask import dask_client as start
+
+    with start() as client:
+        yield client
+
+
+@pytest.mark.xdist_group("spark")
+def test_spark_gives_the_single_machine_json(credit, spark):
+    from driftline.engines.spark import SparkEngine, read_table
+
+    reference, current, folder = credit
+    spark_reference = read_table(spark, str(folder / "ref.parquet"), "reference")
+    spark_current = read_table(spark, str(folder / "cur.parquet"), "current data")
+    assert min(spark_reference.rdd.getNumPartitions(), spark_current.rdd.getNumPartitions()) > 2
+    seen = []
+    for options in ({}, {"chunk_size": 1_000, "prediction": "score", "label": "label"}):
+        expected = detect(reference, current, **options)
+        got = detect_frames(spark_reference, spark_current, engine=SparkEngine(spark),
+                            on_progress=lambda what, done, total: seen.append((what, done, total)), **options)
+        assert as_json(got) == as_json(expected)
+        assert any(window["drifted_features"] for window in got["windows"])
+    assert ("current data", spark_current.rdd.getNumPartitions(), spark_current.rdd.getNumPartitions()) in seen
+
+
+@pytest.mark.xdist_group("spark")
+def test_detect_engine_spark_writes_the_local_json(credit, spark, capfd):
+    _, _, folder = credit
+    args = ["--reference", str(folder / "ref.parquet"), "--current", str(folder / "cur.parquet"),
+            "--chunk-period", "2D", "--timestamp", "ts", "--prediction", "score"]
+    code, local, _ = run(args, capfd)
+    assert code == 0
+    code, on_spark, err = run([*args, "--engine", "spark", "--spark-master", "local[2]"], capfd)
+    assert code == 0, err
+    assert json.loads(on_spark) == json.loads(local)
+    assert "current data" in err and "partitions" in err  # progress, per pass over the partitions
+
+
+@pytest.mark.xdist_group("dask")
+def test_dask_gives_the_single_machine_json(credit, dask_client):
+    import dask.dataframe as dd
+
+    from driftline.engines.dask import DaskEngine
+
+    reference, current, _ = credit
+    for options in ({"label": "label", "prediction": "score", "segment_by": "region"},
+                    {"chunk_period": "2D", "timestamp": "ts", "multivariate": False}):
+        expected = detect(reference, current, **options)
+        got = detect_frames(dd.from_pandas(reference, npartitions=4), dd.from_pandas(current, npartitions=3),
+                            engine=DaskEngine(dask_client), **options)
+        assert as_json(got) == as_json(expected)
+
+
+@pytest.mark.xdist_group("dask")
+def test_dask_reads_hive_style_partitions(credit, dask_client, tmp_path):
+    from driftline.engines.dask import DaskEngine, read_table
+
+    reference, current, _ = credit
+    for frame, name in ((reference, "ref"), (current.drop(columns="ts"), "cur")):
+        pq.write_to_dataset(pa.Table.from_pandas(frame, preserve_index=False), tmp_path / name,
+                            partition_cols=["region"])
+    got = detect_frames(read_table(str(tmp_path / "ref"), "reference"), read_table(str(tmp_path / "cur"), "current"),
+                        engine=DaskEngine(dask_client), multivariate=False)
+    # the single-machine run over the same folders (pandas reads the region=.../ folders the same way)
+    expected = detect(pd.read_parquet(tmp_path / "ref"), pd.read_parquet(tmp_path / "cur"), multivariate=False)
+    assert "region" in [feature["name"] for feature in got["windows"][0]["features"]]
+    assert as_json(got) == as_json(expected)
+
+
+def test_an_engine_option_the_files_do_not_allow_is_a_clear_error(credit, capfd):
+    _, _, folder = credit
+    code, _, err = run(["--reference", str(folder / "ref.parquet"), "--current", str(folder / "nope.parquet"),
+                        "--engine", "dask", "--in-memory"], capfd)
+    assert code != 0 and "--in-memory and --html need --engine local" in err
