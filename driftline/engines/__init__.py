@@ -27,7 +27,9 @@ Progress = Callable[[str, int, int], None]
 class Fold(Protocol):
     """What an engine runs on each partition: summaries of chunks of rows, merged."""
 
-    columns: Sequence[str]  # the columns the fold reads (the engine sends no others)
+    @property
+    def columns(self) -> Sequence[str]:  # the columns the fold reads (the engine sends no others)
+        ...
 
     def summarize(self, chunk: Any, row_offset: int) -> Any: ...
 
