@@ -138,4 +138,4 @@ def test_an_engine_option_the_files_do_not_allow_is_a_clear_error(credit, capfd)
     _, _, folder = credit
     code, _, err = run(["--reference", str(folder / "ref.parquet"), "--current", str(folder / "nope.parquet"),
                         "--engine", "dask", "--in-memory"], capfd)
-    assert code != 0 and "--in-memory and --html need --engine local" in err
+    assert code != 0 and "--in-memory, --html and --embedding need --engine local" in err
