@@ -1,17 +1,19 @@
 """Sequential evidence between windows: the stored e-detector states around the pure step
 (driftline.detectors.families.evidence.advance_window).
 
-A window's results advance each stream of its model version once: states are read (locked
-on PostgreSQL, so schedulers evaluating two windows of one version take turns), advanced,
+A window's results advance each stream of its model version once: states are read (under a
+transaction-level advisory lock of the version on PostgreSQL, so schedulers evaluating two windows of
+one version take turns, also before the version has any state row to lock), advanced,
 and written in the window's own transaction, so a failed evaluation leaves them as they were.
 A window evaluated again (late events, labels) does not step the evidence twice: its new
 results keep the evidence its first evaluation recorded.
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Iterable
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window, stream_key
@@ -36,8 +38,8 @@ def advance_evidence(session: Session, model: str, version: str, window_start_ms
     results = list(results)
     keys = {k for k in (stream_key(r) for r in results) if k is not None}
     query = select(EvidenceState).where(EvidenceState.model == model, EvidenceState.version == version)
-    if session.get_bind().dialect.name == "postgresql":
-        query = query.with_for_update()
+    if session.get_bind().dialect.name == "postgresql":  # released with the window's transaction
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _version_lock_key(model, version)})
     rows = {row.stream: row for row in session.scalars(query) if row.stream in keys}
     components = len(policy.drifts)
     states = {key: StreamState.from_dict(row.state, components) for key, row in rows.items()}
@@ -54,3 +56,9 @@ def advance_evidence(session: Session, model: str, version: str, window_start_ms
             earlier = previous.get((result.detector, result.feature or "", result.metric, result.segment or ""))
             if earlier is not None:
                 result.details[EVIDENCE_KEY] = earlier
+
+
+def _version_lock_key(model: str, version: str) -> int:
+    """A stable signed 64-bit advisory-lock key for the version's evidence (namespaced apart from window claims)."""
+    name = "\x00".join(("driftline.evidence", model, version))
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
