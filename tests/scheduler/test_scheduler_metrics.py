@@ -176,7 +176,7 @@ def test_up_serves_the_scheduler_metrics_and_prints_the_url():
     lines: list[str] = []
     supervisor = type("Log", (), {"log": lambda self, who, line: lines.append(line)})()
     settings = load_settings()
-    up._print_ready(supervisor, settings, "http://127.0.0.1:8000", True, "none", None, None)
+    up._print_ready(supervisor, settings, "http://127.0.0.1:8000", True, "none", None, None, None)
     assert any("http://127.0.0.1:9109/metrics" in line for line in lines)
     assert up._scheduler_metrics_port(load_settings(scheduler_metrics_port=9400)) == 9400
 
