@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
 import threading
 import time
 from pathlib import Path
@@ -15,7 +16,6 @@ from typing import Any, Callable, Iterator
 
 import httpx
 
-from driftline.broker import free_port
 from driftline.config import Settings, load_settings
 from driftline.store import db as store_db
 from driftline.worker.dataset import generate
@@ -49,10 +49,14 @@ def serving(worker: Any) -> Iterator[str]:
 
     from driftline.worker.server import create_app, uvicorn_options
 
-    port = free_port()
+    # The socket is bound here and handed to uvicorn: a port found free and bound later could be taken by another
+    # test process in between ("address already in use").
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(create_app(worker), host="127.0.0.1", port=port, log_level="warning",
                                            access_log=False, lifespan="on", **uvicorn_options(worker.config)))
-    thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="test-uvicorn", daemon=True)
     thread.start()
 
     def started() -> bool:
@@ -66,6 +70,7 @@ def serving(worker: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+        sock.close()
 
 
 def topic_records(bootstrap_servers: str, topic: str, done: Callable[[], bool],
