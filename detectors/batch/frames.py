@@ -24,10 +24,10 @@ import pandas as pd
 
 from driftline import defaults
 from driftline.detectors.batch.engine import (SCHEMA_VERSION, _iso, _parse_timestamps, default_workers,
-                                              monitored_columns, period_offset)
+                                              period_offset)
 from driftline.detectors.batch.finish import Finisher, Settings, WindowSummary
 from driftline.detectors.batch.plan import Plan
-from driftline.detectors.batch.streamed import _bounds, _checked, _needs_origin, _period_labels
+from driftline.detectors.batch.streamed import _bounds, _checked, _needs_origin, _period_labels, scan_plan
 from driftline.detectors.batch.summary import BatchSummary, merge, summarize
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.thresholds.decision import DriftThresholds
@@ -157,14 +157,10 @@ def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
         if not len(head):
             raise UserError(f"the {where} has no rows")
         head.columns = [str(c) for c in head.columns]
-    kinds, prediction, probabilities = monitored_columns(reference_head, current_head, categorical=categorical,
-                                                         prediction=prediction, ignore=ignore,
-                                                         timestamp=timestamp, label=label)
-    extra = [c for c in (label, *(probabilities or ()), segment_by) if c is not None and c in reference_head.columns]
-    if segment_by is not None and segment_by not in current_head.columns:
-        raise UserError(f"--segment-by {segment_by}: no such column in the current data "
-                        f"(columns: {', '.join(map(str, current_head.columns))})")
-    scan = Plan.scan(kinds, extra, exact_values=exact_values, sample_rows=sample_rows, fine_bins=fine_bins)
+    kinds, prediction, probabilities, scan = scan_plan(
+        reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
+        timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
+        fine_bins=fine_bins)
     reference_offsets = _offsets(engine.partition_rows(reference), "reference")
     fold = TableFold(scan, "reference")
     reference_summary = _in_order(engine.fold(reference, fold, reference_offsets, "reference", on_progress), fold)

@@ -143,14 +143,10 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     offset = period_offset(chunk_size, chunk_period, timestamp)
     reference_head, reference_chunks = _peek(open_reference(), "reference")
     current_head, current_chunks = _peek(open_current(), "current data")
-    kinds, prediction, probabilities = monitored_columns(reference_head, current_head, categorical=categorical,
-                                                         prediction=prediction, ignore=ignore,
-                                                         timestamp=timestamp, label=label)
-    extra = [c for c in (label, *(probabilities or ()), segment_by) if c is not None and c in reference_head.columns]
-    if segment_by is not None and segment_by not in current_head.columns:
-        raise UserError(f"--segment-by {segment_by}: no such column in the current data "
-                        f"(columns: {', '.join(map(str, current_head.columns))})")
-    scan = Plan.scan(kinds, extra, exact_values=exact_values, sample_rows=sample_rows, fine_bins=fine_bins)
+    kinds, prediction, probabilities, scan = scan_plan(
+        reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
+        timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
+        fine_bins=fine_bins)
     reference = summarize_table(reference_chunks, scan, "reference")
     plan = scan.with_reference(reference)
     if plan.needs_rescan(reference):  # a column too long to keep: its deciles are found exactly, in three passes
@@ -235,3 +231,18 @@ def _bounds(summary: BatchSummary) -> tuple[str | None, str | None]:
     if summary.first_time is None or summary.last_time is None:
         return None, None
     return _iso(summary.first_time), _iso(summary.last_time)
+
+
+def scan_plan(reference_head: Any, current_head: Any, *, categorical: Any, prediction: Any, ignore: Any,
+              timestamp: Any, label: Any, segment_by: Any, exact_values: Any, sample_rows: Any,
+              fine_bins: Any) -> tuple[Any, Any, Any, Plan]:
+    """(kinds, prediction column, probability columns, the first pass's plan) from the first rows of both tables."""
+    kinds, prediction, probabilities = monitored_columns(reference_head, current_head, categorical=categorical,
+                                                         prediction=prediction, ignore=ignore,
+                                                         timestamp=timestamp, label=label)
+    extra = [c for c in (label, *(probabilities or ()), segment_by) if c is not None and c in reference_head.columns]
+    if segment_by is not None and segment_by not in current_head.columns:
+        raise UserError(f"--segment-by {segment_by}: no such column in the current data "
+                        f"(columns: {', '.join(map(str, current_head.columns))})")
+    return kinds, prediction, probabilities, Plan.scan(kinds, extra, exact_values=exact_values,
+                                                       sample_rows=sample_rows, fine_bins=fine_bins)
