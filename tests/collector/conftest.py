@@ -1,18 +1,14 @@
-"""Fixtures for the collector tests: `kcat_broker`, and `ckit`, the helpers of tests/support/collector_helpers.py
-as a fixture (for the tests written before they were a module; new tests import the module) with `spawn`, which
-starts `driftline collector` processes and cleans them up after the test."""
+"""Fixtures for the collector tests: `kcat_broker`, and `spawn_collector`, which starts `driftline collector`
+processes and cleans them up after the test. The other helpers are plain functions in
+tests/support/collector_helpers.py."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
-from driftline.events import encode_event
-from tests.support.collector_helpers import (DRIFTLINE, T0_MS, Spawned, collector_thread, config, event, events,
-                                             kcat, kcat_broker_running, label, merged, produce, produce_raw,
-                                             record_batch, rows)
+from tests.support.collector_helpers import Spawned, kcat_broker_running
 
 
 @pytest.fixture
@@ -23,7 +19,9 @@ def kcat_broker() -> Iterator[str]:
 
 
 @pytest.fixture
-def ckit(tmp_path: Path) -> Iterator[SimpleNamespace]:
+def spawn_collector(tmp_path: Path) -> Iterator[Callable[..., Spawned]]:
+    """`spawn_collector(bootstrap, url, group_id, *extra_args, name=...)` starts `driftline collector` with fast
+    group settings; every process it started is killed after the test."""
     spawned: list[Spawned] = []
 
     def spawn(bootstrap: str, url: str, group_id: str, *extra: str, name: str = "collector") -> Spawned:
@@ -33,10 +31,6 @@ def ckit(tmp_path: Path) -> Iterator[SimpleNamespace]:
         spawned.append(proc)
         return proc
 
-    yield SimpleNamespace(event=event, label=label, encode=encode_event, produce=produce, kcat=kcat,
-                          record_batch=record_batch, produce_raw=produce_raw,
-                          events=events, rows=rows, merged=merged,
-                          collector_thread=collector_thread, config=config, spawn=spawn, T0_MS=T0_MS,
-                          driftline=str(DRIFTLINE))
+    yield spawn
     for proc in spawned:
         proc.cleanup()

@@ -14,13 +14,15 @@ from sqlalchemy import select
 
 from driftline.broker import free_port
 from driftline.collector.kafka_internals import connections
+from driftline.events import encode_event
 from driftline.store import db as store_db
 from driftline.store.models import ConsumerOffset
+from tests.support.collector_helpers import collector_thread, config, event, events, merged, produce
 from tests.support.waiting import wait_until
 
 
 def test_collector_survives_broker_restarts_while_running_and_while_stopped(embedded_broker_factory, sqlite_url,
-                                                                             ckit, unique_id):
+                                                                             unique_id):
     model = f"restart-{unique_id}"
     port = free_port()
     rng = random.Random(1)
@@ -28,15 +30,15 @@ def test_collector_survives_broker_restarts_while_running_and_while_stopped(embe
 
     def send(n: int) -> None:
         nonlocal sent
-        values = [ckit.encode(ckit.event(model, sent + i)) for i in range(n)]
-        ckit.produce(f"127.0.0.1:{port}", values, keys=[str(rng.random()).encode() for _ in range(n)])
+        values = [encode_event(event(model, sent + i)) for i in range(n)]
+        produce(f"127.0.0.1:{port}", values, keys=[str(rng.random()).encode() for _ in range(n)])
         sent += n
 
     broker = embedded_broker_factory(port=port)
     send(400)
-    cfg = ckit.config(broker.bootstrap_servers, sqlite_url)
-    with ckit.collector_thread(cfg) as collector:
-        wait_until(lambda: ckit.events(sqlite_url, model) == 400, message="the first 400 events")
+    cfg = config(broker.bootstrap_servers, sqlite_url)
+    with collector_thread(cfg) as collector:
+        wait_until(lambda: events(sqlite_url, model) == 400, message="the first 400 events")
         ids_before = _topic_ids(sqlite_url, cfg.group_id)
 
         before = connections(collector._consumer)
@@ -48,12 +50,12 @@ def test_collector_survives_broker_restarts_while_running_and_while_stopped(embe
         broker = embedded_broker_factory(port=port)
         # More than before the restart: offsets of the new log run past the old stored ones.
         send(1_500)
-        wait_until(lambda: ckit.events(sqlite_url, model) == 1_900, timeout=60,
+        wait_until(lambda: events(sqlite_url, model) == 1_900, timeout=60,
                    message="the events produced after the restart")
         wait_until(lambda: collector.consumed >= 1_900 and not collector._pending(),
                    message="the collector to consume and flush all 1 900 messages")
         time.sleep(1.0)  # an observation window, not a wait: a late re-read would be counted twice in it
-        assert ckit.events(sqlite_url, model) == 1_900
+        assert events(sqlite_url, model) == 1_900
         assert collector.metrics.log_resets.labels("driftline.inference")._value.get() >= 1
     assert _topic_ids(sqlite_url, cfg.group_id).isdisjoint(ids_before)
 
@@ -61,14 +63,14 @@ def test_collector_survives_broker_restarts_while_running_and_while_stopped(embe
     broker.stop()
     broker = embedded_broker_factory(port=port)
     send(1_000)
-    with ckit.collector_thread(ckit.config(broker.bootstrap_servers, sqlite_url, group_id=cfg.group_id)) as collector:
-        wait_until(lambda: ckit.events(sqlite_url, model) == 2_900, timeout=60, message="all 2 900 events")
+    with collector_thread(config(broker.bootstrap_servers, sqlite_url, group_id=cfg.group_id)) as collector:
+        wait_until(lambda: events(sqlite_url, model) == 2_900, timeout=60, message="all 2 900 events")
         wait_until(lambda: collector.consumed >= 1_000 and not collector._pending(),
                    message="the collector to consume and flush the 1 000 messages of the new log")
         time.sleep(1.0)  # an observation window, not a wait: a late re-read would be counted twice in it
-    assert ckit.events(sqlite_url, model) == 2_900
-    merged = ckit.merged(sqlite_url, model)
-    assert sum(s.features["x"].total for s in merged.values()) == sum(range(2_900))
+    assert events(sqlite_url, model) == 2_900
+    states = merged(sqlite_url, model)
+    assert sum(s.features["x"].total for s in states.values()) == sum(range(2_900))
     broker.stop()
 
 

@@ -10,8 +10,10 @@ import orjson
 from sqlalchemy import select
 
 from driftline.config import TOPIC_DEAD_LETTERS, TOPIC_INFERENCE, TOPIC_LABELS
+from driftline.events import encode_event
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter
+from tests.support.collector_helpers import collector_thread, config, event, events, produce
 from tests.support.waiting import wait_until
 
 
@@ -71,24 +73,24 @@ def _malformed(model: str, good: dict) -> list[tuple[str, bytes | None, str, str
 _DROP = object()
 
 
-def test_every_malformed_message_is_dead_lettered_with_its_reason(broker, db_url, ckit, unique_id):
+def test_every_malformed_message_is_dead_lettered_with_its_reason(broker, db_url, unique_id):
     model = f"dlq-{unique_id}"
-    good = ckit.event(model, 1)
+    good = event(model, 1)
     cases = _malformed(model, good)
     assert len(cases) >= 20
-    valid_before = [ckit.encode(ckit.event(model, i)) for i in range(3)]
-    valid_after = [ckit.encode(ckit.event(model, i)) for i in range(3, 5)]
+    valid_before = [encode_event(event(model, i)) for i in range(3)]
+    valid_after = [encode_event(event(model, i)) for i in range(3, 5)]
     bad_labels = [(b'{"schema":"driftline.label/v1","request_id":"r1","ts":1800000000000,"model":"m"}',
                    "missing", "label"),
                   (b'{"schema":"driftline.label/v1","request_id":"r1","ts":1800000000000,"model":"m","label":[1]}',
                    "expected", "label")]
-    sent = ckit.produce(broker, valid_before + [c[1] for c in cases] + valid_after)
-    label_sent = ckit.produce(broker, [b[0] for b in bad_labels], topic=TOPIC_LABELS)
+    sent = produce(broker, valid_before + [c[1] for c in cases] + valid_after)
+    label_sent = produce(broker, [b[0] for b in bad_labels], topic=TOPIC_LABELS)
     bad_at = {sent[len(valid_before) + i]: case for i, case in enumerate(cases)}
     bad_at.update({(TOPIC_LABELS,) + where: case for where, case in zip(label_sent, bad_labels)})
 
-    with ckit.collector_thread(ckit.config(broker, db_url)) as collector:
-        wait_until(lambda: ckit.events(db_url, model) == 5, message="the valid events around the bad ones")
+    with collector_thread(config(broker, db_url)) as collector:
+        wait_until(lambda: events(db_url, model) == 5, message="the valid events around the bad ones")
         wait_until(lambda: collector.consumed >= len(sent) + len(label_sent) and not collector._pending(),
                    message="everything flushed")
 

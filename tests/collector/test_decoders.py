@@ -22,24 +22,26 @@ from sqlalchemy import select
 
 from driftline.broker import free_port
 from driftline.config import TOPIC_INFERENCE
+from driftline.events import encode_event
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter
+from tests.support.collector_helpers import DRIFTLINE, T0_MS, collector_thread, config, event, events, merged, produce
 from tests.support.waiting import wait_until
 
 WINDOW_MS = 60_000
 
 
-def _stream(ckit, model: str, unique_id: str) -> tuple[list[bytes], list[bytes], list[dict], int]:
+def _stream(model: str, unique_id: str) -> tuple[list[bytes], list[bytes], list[dict], int]:
     """Valid events over three windows, each fifth one sent twice (a producer retry, so to the same
     partition), and malformed messages; returns values, keys, the valid events and the malformed count."""
-    docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + i * 60, request_id=f"{unique_id}-{i}") for i in range(3_000)]
+    docs = [event(model, i, ts_ms=T0_MS + i * 60, request_id=f"{unique_id}-{i}") for i in range(3_000)]
     values, keys = [], []
     for i, doc in enumerate(docs):
         key = doc["request_id"].encode()
-        values.append(ckit.encode(doc))
+        values.append(encode_event(doc))
         keys.append(key)
         if i % 5 == 0:
-            values.append(ckit.encode(doc))  # same event_id: dropped as a duplicate
+            values.append(encode_event(doc))  # same event_id: dropped as a duplicate
             keys.append(key)
         if i % 250 == 0:
             values.append(orjson.dumps({**doc, "event_id": uuid.uuid4().hex, "features": [1, 2]}))
@@ -77,29 +79,29 @@ def _scraped(port: int) -> Callable[[str, dict[str, str]], float | None]:
     return lambda name, labels: values.get((name, tuple(sorted(labels.items()))))
 
 
-def _store(ckit, url: str, model: str) -> dict:
-    states = ckit.merged(url, model)
+def _store(url: str, model: str) -> dict:
+    states = merged(url, model)
     return {start: (s.events, s.features["x"].total, dict(s.features["color"].categories), s.latency["total"].count)
             for start, s in states.items()}
 
 
-def test_in_process_and_two_decoders_store_the_same(broker, tmp_path, _sqlite_template, ckit, unique_id):
+def test_in_process_and_two_decoders_store_the_same(broker, tmp_path, _sqlite_template, unique_id):
     model = f"dec-{unique_id}"
-    values, keys, docs, bad = _stream(ckit, model, unique_id)
-    ckit.produce(broker, values, keys=keys)
+    values, keys, docs, bad = _stream(model, unique_id)
+    produce(broker, values, keys=keys)
 
     stored = {}
     for decoders in (0, 2):
         url = f"sqlite:///{tmp_path}/decoders-{decoders}.db"
         shutil.copyfile(_sqlite_template, url.removeprefix("sqlite:///"))
-        with ckit.collector_thread(ckit.config(broker, url, decoders=decoders)) as runner:
-            wait_until(lambda: ckit.events(url, model) >= len(docs) and sum(_dead_letters(url, model).values())
+        with collector_thread(config(broker, url, decoders=decoders)) as runner:
+            wait_until(lambda: events(url, model) >= len(docs) and sum(_dead_letters(url, model).values())
                        >= bad, timeout=90, message=f"all events stored with decoders={decoders}")
             # the whole topic read (the duplicates after the last new event too) and nothing held back
             wait_until(lambda: _caught_up(runner.metrics.registry.get_sample_value) and not runner._pending(),
                        timeout=90, message=f"the whole topic read and flushed with decoders={decoders}")
             assert runner.metrics.duplicates._value.get() >= 600
-        stored[decoders] = (_store(ckit, url, model), _dead_letters(url, model))
+        stored[decoders] = (_store(url, model), _dead_letters(url, model))
 
     expected = Counter(d["ts"] - d["ts"] % WINDOW_MS for d in docs)
     windows, letters = stored[0]
@@ -130,39 +132,39 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_a_killed_decoder_stops_the_collector_and_a_restart_stores_everything_once(broker, sqlite_url, ckit,
+def test_a_killed_decoder_stops_the_collector_and_a_restart_stores_everything_once(broker, sqlite_url, spawn_collector,
                                                                                    unique_id):
     model = f"deckill-{unique_id}"
     group = f"deckill-{unique_id}"
-    docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + i * 20) for i in range(6_000)]
-    ckit.produce(broker, [ckit.encode(d) for d in docs[:3_000]])
+    docs = [event(model, i, ts_ms=T0_MS + i * 20) for i in range(6_000)]
+    produce(broker, [encode_event(d) for d in docs[:3_000]])
 
-    first = ckit.spawn(broker, sqlite_url, group, "--decoders", "2", "--flush-interval", "0.05",
-                       "--poll-max-records", "200", name="first")
-    wait_until(lambda: ckit.events(sqlite_url, model) >= 500, timeout=60, message="the first collector to store")
+    first = spawn_collector(broker, sqlite_url, group, "--decoders", "2", "--flush-interval", "0.05",
+                            "--poll-max-records", "200", name="first")
+    wait_until(lambda: events(sqlite_url, model) >= 500, timeout=60, message="the first collector to store")
     decoders = wait_until(lambda: _children(first.process.pid), message="the decoder processes")
     assert len(decoders) == 2
     os.kill(decoders[0], signal.SIGKILL)
     code = first.wait(60)
     assert code != 0
     assert "decoder" in first.output() and "gone" in first.output()
-    assert ckit.events(sqlite_url, model) <= 3_000
+    assert events(sqlite_url, model) <= 3_000
     assert not _alive(decoders[1]), "the other decoder must not outlive its collector"
 
-    ckit.produce(broker, [ckit.encode(d) for d in docs[3_000:]])
-    last = ckit.spawn(broker, sqlite_url, group, "--decoders", "2", "--idle-exit", "3", name="last")
+    produce(broker, [encode_event(d) for d in docs[3_000:]])
+    last = spawn_collector(broker, sqlite_url, group, "--decoders", "2", "--idle-exit", "3", name="last")
     assert last.wait(120) == 0, last.output()
-    assert ckit.events(sqlite_url, model) == len(docs)
+    assert events(sqlite_url, model) == len(docs)
 
 
-def test_a_decoder_killed_while_the_collector_is_idle_stops_it(broker, sqlite_url, ckit, unique_id):
+def test_a_decoder_killed_while_the_collector_is_idle_stops_it(broker, sqlite_url, spawn_collector, unique_id):
     """Nothing more is sent to the dead decoder (its partitions are read to the end): the collector still exits."""
     model = f"decidle-{unique_id}"
-    docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + i) for i in range(200)]
-    ckit.produce(broker, [ckit.encode(d) for d in docs])
-    idle = ckit.spawn(broker, sqlite_url, f"decidle-{unique_id}", "--decoders", "2", "--flush-interval", "0.05",
-                      name="idle")
-    wait_until(lambda: ckit.events(sqlite_url, model) == len(docs), timeout=60, message="every event stored")
+    docs = [event(model, i, ts_ms=T0_MS + i) for i in range(200)]
+    produce(broker, [encode_event(d) for d in docs])
+    idle = spawn_collector(broker, sqlite_url, f"decidle-{unique_id}", "--decoders", "2", "--flush-interval", "0.05",
+                           name="idle")
+    wait_until(lambda: events(sqlite_url, model) == len(docs), timeout=60, message="every event stored")
     decoders = wait_until(lambda: len(_children(idle.process.pid)) == 2 and _children(idle.process.pid),
                           message="two decoder processes")
     os.kill(decoders[1], signal.SIGKILL)
@@ -170,8 +172,8 @@ def test_a_decoder_killed_while_the_collector_is_idle_stops_it(broker, sqlite_ur
     assert "decoder" in idle.output() and "gone" in idle.output() and "exit -9" in idle.output()
 
 
-def test_sigkill_of_the_collector_leaves_no_decoder_behind(broker, sqlite_url, ckit, unique_id):
-    collector = ckit.spawn(broker, sqlite_url, f"orphans-{unique_id}", "--decoders", "2", name="killed")
+def test_sigkill_of_the_collector_leaves_no_decoder_behind(broker, sqlite_url, spawn_collector, unique_id):
+    collector = spawn_collector(broker, sqlite_url, f"orphans-{unique_id}", "--decoders", "2", name="killed")
     decoders = wait_until(lambda: len(_children(collector.process.pid)) == 2 and _children(collector.process.pid),
                           message="two decoder processes")
     collector.kill()
@@ -180,8 +182,8 @@ def test_sigkill_of_the_collector_leaves_no_decoder_behind(broker, sqlite_url, c
 
 
 @pytest.mark.parametrize("value", ["-1", "many", "65"])
-def test_a_bad_decoders_value_is_one_line(value, ckit):
-    result = subprocess.run([ckit.driftline, "collector", "--decoders", value], capture_output=True, text=True,
+def test_a_bad_decoders_value_is_one_line(value):
+    result = subprocess.run([str(DRIFTLINE), "collector", "--decoders", value], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 2
     assert "--decoders" in result.stderr and "auto" in result.stderr
@@ -195,16 +197,17 @@ def test_auto_runs_two_decoders_on_two_to_seven_cores_and_four_from_eight():
     assert decoder_count(3, 2) == 3
 
 
-def test_sigterm_to_the_process_group_still_flushes_what_the_decoders_hold(broker, sqlite_url, ckit, unique_id):
+def test_sigterm_to_the_process_group_still_flushes_what_the_decoders_hold(broker, sqlite_url, spawn_collector,
+                                                                           unique_id):
     """`driftline up` and a terminal signal the whole group: the decoders outlive the collector's final flush."""
     model = f"decterm-{unique_id}"
     group = f"decterm-{unique_id}"
-    docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + i) for i in range(2_000)]
-    ckit.produce(broker, [ckit.encode(d) for d in docs])
+    docs = [event(model, i, ts_ms=T0_MS + i) for i in range(2_000)]
+    produce(broker, [encode_event(d) for d in docs])
     # Flushes far apart: what is folded when the signal comes is still in the decoders.
     port = free_port()
-    collector = ckit.spawn(broker, sqlite_url, group, "--decoders", "2", "--flush-interval", "600",
-                           "--flush-max-events", "1000000", "--metrics-port", str(port), name="term")
+    collector = spawn_collector(broker, sqlite_url, group, "--decoders", "2", "--flush-interval", "600",
+                                "--flush-max-events", "1000000", "--metrics-port", str(port), name="term")
     wait_until(lambda: "assigned" in collector.output(), timeout=60, message="the collector to join")
 
     def holding_the_backlog() -> bool:
@@ -213,18 +216,18 @@ def test_sigterm_to_the_process_group_still_flushes_what_the_decoders_hold(broke
 
     wait_until(holding_the_backlog, timeout=60, message="the collector to read the backlog (nothing is flushed "
                "for ten minutes)")
-    assert ckit.events(sqlite_url, model) == 0
+    assert events(sqlite_url, model) == 0
     os.killpg(collector.process.pid, signal.SIGTERM)
     assert collector.wait(60) == 0, collector.output()
-    assert ckit.events(sqlite_url, model) > 0, "the final flush must store what the decoders folded"
+    assert events(sqlite_url, model) > 0, "the final flush must store what the decoders folded"
 
-    rest = ckit.spawn(broker, sqlite_url, group, "--idle-exit", "3", name="rest")
+    rest = spawn_collector(broker, sqlite_url, group, "--idle-exit", "3", name="rest")
     assert rest.wait(90) == 0, rest.output()
-    assert ckit.events(sqlite_url, model) == len(docs)
+    assert events(sqlite_url, model) == len(docs)
 
 
 @pytest.mark.slow  # about a minute or more on two cores: out of `make test-fast`
-def test_a_flush_in_flight_never_deadlocks_with_a_backlog(broker, sqlite_url, ckit, unique_id):
+def test_a_flush_in_flight_never_deadlocks_with_a_backlog(broker, sqlite_url, unique_id):
     """A take is answered while the collector keeps sending: a large answer and a full queue must not block both.
 
     Many windows make each decoder's answer larger than a socket buffer, and a backlog with
@@ -234,12 +237,12 @@ def test_a_flush_in_flight_never_deadlocks_with_a_backlog(broker, sqlite_url, ck
     model = f"backlog-{unique_id}"
     count = 30_000
     # 1 500 one-minute windows, 20 events each, over four partitions.
-    docs = [ckit.event(model, i, ts_ms=ckit.T0_MS + (i // 20) * WINDOW_MS + i % 20) for i in range(count)]
-    ckit.produce(broker, [ckit.encode(d) for d in docs])
-    cfg = ckit.config(broker, sqlite_url, decoders=2, flush_interval_s=0.05, poll_max_records=200)
-    with ckit.collector_thread(cfg):
-        wait_until(lambda: ckit.events(sqlite_url, model) == count, timeout=120,
+    docs = [event(model, i, ts_ms=T0_MS + (i // 20) * WINDOW_MS + i % 20) for i in range(count)]
+    produce(broker, [encode_event(d) for d in docs])
+    cfg = config(broker, sqlite_url, decoders=2, flush_interval_s=0.05, poll_max_records=200)
+    with collector_thread(cfg):
+        wait_until(lambda: events(sqlite_url, model) == count, timeout=120,
                    message="every event stored through flushes in flight")
-    windows = ckit.merged(sqlite_url, model)
+    windows = merged(sqlite_url, model)
     assert len(windows) == count // 20
     assert sum(s.events for s in windows.values()) == count

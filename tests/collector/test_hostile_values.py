@@ -14,29 +14,29 @@ from driftline.collector.flush import PartitionFlush, flush
 from driftline.collector.folding import InferenceFolder
 from driftline.collector.windows import PartitionWindows
 from driftline.config import TOPIC_INFERENCE
-from driftline.events import parse_inference
+from driftline.events import encode_event, parse_inference
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter, WindowStateRecord
 from driftline.window_state import EventBatch, WindowState
+from tests.support.collector_helpers import T0_MS, collector_thread, config, event, events, merged, produce
 from tests.support.waiting import wait_until
 
 
 @pytest.mark.parametrize("decoders", [0, 2])
-def test_a_huge_value_is_counted_out_of_range_and_the_collector_keeps_storing(broker, db_url, ckit, unique_id,
-                                                                               decoders):
+def test_a_huge_value_is_counted_out_of_range_and_the_collector_keeps_storing(broker, db_url, unique_id, decoders):
     model = f"huge-{unique_id}"
-    first = [ckit.event(model, i) for i in range(20)]
+    first = [event(model, i) for i in range(20)]
     first[5]["features"]["x"] = 1e200  # its square overflows a float
     first[6]["prediction"] = -1e300
     first[7]["latency_ms"] = {"total": 1e300}
-    ckit.produce(broker, [ckit.encode(d) for d in first])
-    with ckit.collector_thread(ckit.config(broker, db_url, decoders=decoders)) as collector:
-        wait_until(lambda: ckit.events(db_url, model) == 20, timeout=90,
+    produce(broker, [encode_event(d) for d in first])
+    with collector_thread(config(broker, db_url, decoders=decoders)) as collector:
+        wait_until(lambda: events(db_url, model) == 20, timeout=90,
                    message="the first events, the huge ones among them")  # start-up: group join, decoders
-        ckit.produce(broker, [ckit.encode(ckit.event(model, i)) for i in range(20, 30)])
-        wait_until(lambda: ckit.events(db_url, model) == 30, message="events sent after the huge ones")
+        produce(broker, [encode_event(event(model, i)) for i in range(20, 30)])
+        wait_until(lambda: events(db_url, model) == 30, message="events sent after the huge ones")
         assert collector.consumed >= 30
-    (state,) = ckit.merged(db_url, model).values()  # every stored row decodes
+    (state,) = merged(db_url, model).values()  # every stored row decodes
     x = state.features["x"]
     assert (x.nonfinite, x.above_max, x.count) == (1, 1, 29)
     assert x.total == sum(float(i) for i in range(30) if i != 5)
@@ -52,11 +52,11 @@ def _folder() -> InferenceFolder:
 
 
 @pytest.mark.parametrize("columnar", [True, False])
-def test_a_batch_that_cannot_be_folded_dead_letters_only_its_culprit(ckit, monkeypatch, columnar):
-    values = [ckit.encode(ckit.event("fold-model", i)) for i in range(10)]
-    culprit = ckit.event("fold-model", 99)
+def test_a_batch_that_cannot_be_folded_dead_letters_only_its_culprit(monkeypatch, columnar):
+    values = [encode_event(event("fold-model", i)) for i in range(10)]
+    culprit = event("fold-model", 99)
     culprit["features"]["x"] = 4242.0
-    values.insert(4, ckit.encode(culprit))
+    values.insert(4, encode_event(culprit))
     original = WindowState.add_batch
 
     def add_batch(self, batch):
@@ -79,22 +79,22 @@ def test_a_batch_that_cannot_be_folded_dead_letters_only_its_culprit(ckit, monke
     assert "could not be folded" in letter.reason and "a folding bug" in letter.reason
 
 
-def test_an_event_stamped_far_ahead_of_the_clock_is_dead_lettered(ckit):
+def test_an_event_stamped_far_ahead_of_the_clock_is_dead_lettered():
     folder = InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=1_000, baseline_for=lambda m, v: None,
                              stored_watermark=lambda m, v: None, max_future_ms=3_600_000,
-                             clock=lambda: ckit.T0_MS / 1000)
-    ahead = [ckit.event("future-model", i, ts_ms=ckit.T0_MS + 3_600_000 + 1 if i == 2 else None) for i in range(5)]
-    folder.process(list(range(5)), [ckit.encode(d) for d in ahead])
+                             clock=lambda: T0_MS / 1000)
+    ahead = [event("future-model", i, ts_ms=T0_MS + 3_600_000 + 1 if i == 2 else None) for i in range(5)]
+    folder.process(list(range(5)), [encode_event(d) for d in ahead])
     delta = folder.take()
     assert delta.valid == 4
     (letter,) = delta.dead_letters
     assert (letter.offset, letter.field) == (2, "ts") and "in the future" in letter.reason
     # The watermark did not jump ahead: an event of the next minute is not late.
-    assert delta.watermarks[("future-model", "1")] == ckit.T0_MS + 4
+    assert delta.watermarks[("future-model", "1")] == T0_MS + 4
 
 
 def test_a_window_that_cannot_be_encoded_does_not_stop_the_flush(db_url):
-    def event(i: int, model: str):
+    def parsed(i: int, model: str):
         return parse_inference(orjson.dumps({
             "schema": "driftline.inference/v1", "event_id": f"{model}-{i}", "ts": 1_790_000_040_000 + i,
             "model": model, "version": "1", "features": {"x": float(i)}, "prediction": 0.5,
@@ -102,7 +102,7 @@ def test_a_window_that_cannot_be_encoded_does_not_stop_the_flush(db_url):
 
     windows = PartitionWindows(60_000, 30_000)
     for model in ("good", "poisoned"):
-        windows.fold(model, "1", EventBatch.from_events([event(i, model) for i in range(5)]), None, None)
+        windows.fold(model, "1", EventBatch.from_events([parsed(i, model) for i in range(5)]), None, None)
     poisoned = next(p for (model, _, _), p in windows.windows.items() if model == "poisoned")
     poisoned.state.features["x"].total_sq = float("inf")  # what a bug could leave behind
     part = PartitionFlush(TOPIC_INFERENCE, 0, 0, None, 10, "tid-1", windows.windows, [], {}, {})

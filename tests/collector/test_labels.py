@@ -4,10 +4,12 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from driftline.config import TOPIC_LABELS
+from driftline.events import encode_event
 from driftline.segments import SegmentSpec
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter, LabelRecord, PredictionRecord, WindowStateRecord
 from driftline.window_state import WindowState
+from tests.support.collector_helpers import T0_MS, collector_thread, config, event, events, label, produce
 from tests.support.waiting import wait_until
 
 
@@ -17,32 +19,32 @@ def _labelled(url: str, model: str) -> int:
             PredictionRecord.model == model, PredictionRecord.labelled_at_ms.is_not(None))))
 
 
-def test_labels_are_joined_whenever_they_arrive_and_counted_once(broker, db_url, ckit, unique_id):
+def test_labels_are_joined_whenever_they_arrive_and_counted_once(broker, db_url, unique_id):
     model = f"labels-{unique_id}"
     rid = [f"{unique_id}-{i}" for i in range(120)]
-    t0 = ckit.T0_MS
+    t0 = T0_MS
 
     def predictions(ids: range) -> list[bytes]:
         # scores 0.9 / 0.1 alternate; window = t0 .. t0 + 1 min
-        return [ckit.encode(ckit.event(model, i, ts_ms=t0 + i, request_id=rid[i], prediction=0.9 if i % 2 else 0.1))
+        return [encode_event(event(model, i, ts_ms=t0 + i, request_id=rid[i], prediction=0.9 if i % 2 else 0.1))
                 for i in ids]
 
     def labels(ids: list[int], value=lambda i: i % 2) -> None:
         # keyed by request id, as driftline.client does: a re-sent label follows the first one
-        ckit.produce(broker, [ckit.encode(ckit.label(model, rid[i], value(i))) for i in ids],
-                     keys=[rid[i].encode() for i in ids], topic=TOPIC_LABELS)
+        produce(broker, [encode_event(label(model, rid[i], value(i))) for i in ids],
+                keys=[rid[i].encode() for i in ids], topic=TOPIC_LABELS)
 
     # labels that arrive before their predictions, and labels whose prediction never comes
     labels(list(range(100, 110)))
-    ckit.produce(broker, [ckit.encode(ckit.label(model, f"{unique_id}-ghost", 1))], topic=TOPIC_LABELS)
-    ckit.produce(broker, predictions(range(0, 100)))
-    with ckit.collector_thread(ckit.config(broker, db_url)) as collector:
-        wait_until(lambda: ckit.events(db_url, model) == 100, message="the first predictions")
+    produce(broker, [encode_event(label(model, f"{unique_id}-ghost", 1))], topic=TOPIC_LABELS)
+    produce(broker, predictions(range(0, 100)))
+    with collector_thread(config(broker, db_url)) as collector:
+        wait_until(lambda: events(db_url, model) == 100, message="the first predictions")
         # labels after their predictions: 0..49 right (label = i % 2), 50..59 wrong; a re-sent label for 0
         labels(list(range(50)))
         labels(list(range(50, 60)), lambda i: 1 - i % 2)
         labels([0], lambda i: 1)
-        ckit.produce(broker, predictions(range(100, 120)))
+        produce(broker, predictions(range(100, 120)))
         wait_until(lambda: _labelled(db_url, model) == 70, message="70 labelled predictions")
         wait_until(lambda: not collector._pending(), message="the last flush")
 
@@ -70,18 +72,18 @@ def test_labels_are_joined_whenever_they_arrive_and_counted_once(broker, db_url,
     assert sum(n for p, n in by_partition.items() if p >= 0) == 10
 
 
-def test_with_segments_a_joined_label_counts_in_its_predictions_segment(broker, db_url, ckit, unique_id):
+def test_with_segments_a_joined_label_counts_in_its_predictions_segment(broker, db_url, unique_id):
     model = f"seg-labels-{unique_id}"
     rid = [f"{unique_id}-{i}" for i in range(40)]
-    ckit.produce(broker, [ckit.encode(ckit.event(model, i, request_id=rid[i])) for i in range(40)])
+    produce(broker, [encode_event(event(model, i, request_id=rid[i])) for i in range(40)])
     # labels of the blue predictions (even i) before their predictions are read, of the red ones after
-    ckit.produce(broker, [ckit.encode(ckit.label(model, rid[i], 0)) for i in range(0, 40, 2)], topic=TOPIC_LABELS)
+    produce(broker, [encode_event(label(model, rid[i], 0)) for i in range(0, 40, 2)], topic=TOPIC_LABELS)
     # a label and its prediction committed at once miss each other on PostgreSQL until the sweep joins them
-    config = ckit.config(broker, db_url, segments=SegmentSpec(("color",)), label_sweep_s=1.0)
-    with ckit.collector_thread(config) as collector:
-        wait_until(lambda: ckit.events(db_url, model) == 40, message="the predictions")
-        ckit.produce(broker, [ckit.encode(ckit.label(model, rid[i], 1)) for i in range(1, 40, 2)],
-                     topic=TOPIC_LABELS)
+    cfg = config(broker, db_url, segments=SegmentSpec(("color",)), label_sweep_s=1.0)
+    with collector_thread(cfg) as collector:
+        wait_until(lambda: events(db_url, model) == 40, message="the predictions")
+        produce(broker, [encode_event(label(model, rid[i], 1)) for i in range(1, 40, 2)],
+                topic=TOPIC_LABELS)
         wait_until(lambda: _labelled(db_url, model) == 40, message="40 labelled predictions")
         wait_until(lambda: not collector._pending(), message="the last flush")
     with store_db.session_scope(db_url) as session:
@@ -95,26 +97,26 @@ def test_with_segments_a_joined_label_counts_in_its_predictions_segment(broker, 
     assert (colors["red"].events, colors["blue"].events) == (20, 20)
 
 
-def test_two_models_scoring_the_same_request_ids_each_join_their_own_labels(broker, db_url, ckit, unique_id):
+def test_two_models_scoring_the_same_request_ids_each_join_their_own_labels(broker, db_url, unique_id):
     fraud, credit = f"fraud-{unique_id}", f"credit-{unique_id}"
     rid = [f"{unique_id}-order-{i}" for i in range(20)]
-    t0 = ckit.T0_MS
+    t0 = T0_MS
     # every order scored by both models, under the same business id
-    ckit.produce(broker, [ckit.encode(ckit.event(model, i, ts_ms=t0 + i, request_id=rid[i], prediction=score))
-                          for i in range(20) for model, score in ((fraud, 0.9), (credit, 0.1))])
+    produce(broker, [encode_event(event(model, i, ts_ms=t0 + i, request_id=rid[i], prediction=score))
+                     for i in range(20) for model, score in ((fraud, 0.9), (credit, 0.1))])
     # half the labels before the predictions are read, half after
-    fraud_labels = [ckit.encode(ckit.label(fraud, rid[i], 1)) for i in range(20)]
-    credit_labels = [ckit.encode(ckit.label(credit, rid[i], 0)) for i in range(20)]
-    ckit.produce(broker, fraud_labels[:10] + credit_labels[:10], topic=TOPIC_LABELS)
-    with ckit.collector_thread(ckit.config(broker, db_url)) as collector:
-        wait_until(lambda: ckit.events(db_url, fraud) == 20 and ckit.events(db_url, credit) == 20,
+    fraud_labels = [encode_event(label(fraud, rid[i], 1)) for i in range(20)]
+    credit_labels = [encode_event(label(credit, rid[i], 0)) for i in range(20)]
+    produce(broker, fraud_labels[:10] + credit_labels[:10], topic=TOPIC_LABELS)
+    with collector_thread(config(broker, db_url)) as collector:
+        wait_until(lambda: events(db_url, fraud) == 20 and events(db_url, credit) == 20,
                    message="both models' predictions")
-        ckit.produce(broker, fraud_labels[10:] + credit_labels[10:], topic=TOPIC_LABELS)
+        produce(broker, fraud_labels[10:] + credit_labels[10:], topic=TOPIC_LABELS)
         wait_until(lambda: _labelled(db_url, fraud) == 20 and _labelled(db_url, credit) == 20,
                    message="every prediction of both models labelled")
         # a second fraud event re-using an order's id with another score: counted, but its row refused
-        ckit.produce(broker, [ckit.encode(ckit.event(fraud, 0, ts_ms=t0 + 500, request_id=rid[0], prediction=0.2))])
-        wait_until(lambda: ckit.events(db_url, fraud) == 21, message="the second event counted in its window")
+        produce(broker, [encode_event(event(fraud, 0, ts_ms=t0 + 500, request_id=rid[0], prediction=0.2))])
+        wait_until(lambda: events(db_url, fraud) == 21, message="the second event counted in its window")
         wait_until(lambda: not collector._pending(), message="the last flush")
 
     with store_db.session_scope(db_url) as session:

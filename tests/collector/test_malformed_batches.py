@@ -15,6 +15,7 @@ from sqlalchemy import select
 from driftline.collector.record_batches import GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch, malformed_range
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter
+from tests.support.collector_helpers import collector_thread, config, event, events, produce_raw, record_batch
 from tests.support.waiting import wait_until
 
 # Offsets in a v2 batch (KIP-98): records count int32 at 57, the first record's length varint at 61
@@ -38,8 +39,8 @@ def own_broker(embedded_broker_factory) -> str:
     return embedded_broker_factory(partitions=1).bootstrap_servers
 
 
-def _values(ckit, model, start, n):
-    return [orjson.dumps(ckit.event(model, i)) for i in range(start, start + n)]
+def _values(model, start, n):
+    return [orjson.dumps(event(model, i)) for i in range(start, start + n)]
 
 
 def _dead_letters(url):
@@ -47,16 +48,16 @@ def _dead_letters(url):
         return [(d.offset, d.reason, d.raw_size) for d in session.scalars(select(DeadLetter))]
 
 
-def _run(ckit, broker, url, mutation, reader, unique_id):
+def _run(broker, url, mutation, reader, unique_id):
     model = f"bad-batch-{unique_id}"
-    ckit.produce_raw(broker, ckit.record_batch(_values(ckit, model, 0, 3)))
-    bad_base = ckit.produce_raw(broker, ckit.record_batch(_values(ckit, model, 3, 3), MUTATIONS[mutation]))
-    ckit.produce_raw(broker, ckit.record_batch(_values(ckit, model, 6, 3)))
+    produce_raw(broker, record_batch(_values(model, 0, 3)))
+    bad_base = produce_raw(broker, record_batch(_values(model, 3, 3), MUTATIONS[mutation]))
+    produce_raw(broker, record_batch(_values(model, 6, 3)))
     unreadable = UNREADABLE[mutation]
     expected = 9 - (unreadable[1] - unreadable[0] if unreadable else 0)
-    with ckit.collector_thread(ckit.config(broker, url, record_reader=reader, decoders=0)):
-        wait_until(lambda: ckit.events(url, model) >= expected, timeout=60, message="the events after the batch")
-    assert ckit.events(url, model) == expected
+    with collector_thread(config(broker, url, record_reader=reader, decoders=0)):
+        wait_until(lambda: events(url, model) >= expected, timeout=60, message="the events after the batch")
+    assert events(url, model) == expected
     ours = [d for d in _dead_letters(url) if bad_base <= d[0] < bad_base + 3]
     if unreadable is None:  # every record was delivered: nothing to dead-letter
         assert ours == []
@@ -71,22 +72,22 @@ def _run(ckit, broker, url, mutation, reader, unique_id):
 
 @pytest.mark.parametrize("reader", ["lean", "kafka-python"])
 @pytest.mark.parametrize("mutation", list(MUTATIONS))
-def test_a_malformed_batch_is_dead_lettered_and_the_collector_goes_on(ckit, own_broker, sqlite_url, mutation,
+def test_a_malformed_batch_is_dead_lettered_and_the_collector_goes_on(own_broker, sqlite_url, mutation,
                                                                       reader, unique_id):
-    _run(ckit, own_broker, sqlite_url, mutation, reader, unique_id)
+    _run(own_broker, sqlite_url, mutation, reader, unique_id)
 
 
-def test_a_malformed_batch_is_dead_lettered_on_both_stores(ckit, own_broker, db_url, unique_id):
-    _run(ckit, own_broker, db_url, "record length", "lean", unique_id)
+def test_a_malformed_batch_is_dead_lettered_on_both_stores(own_broker, db_url, unique_id):
+    _run(own_broker, db_url, "record length", "lean", unique_id)
 
 
 @pytest.mark.parametrize("reader", [LeanPartitionRecords, GuardedPartitionRecords])
-def test_a_failed_fetch_is_drained_so_the_next_poll_cannot_spin(ckit, reader):
+def test_a_failed_fetch_is_drained_so_the_next_poll_cannot_spin(reader):
     """kafka-python's fetcher takes from an undrained fetch until it yields records: forever."""
     from kafka.record.memory_records import MemoryRecords
     from kafka.structs import TopicPartition
 
-    raw = ckit.record_batch([b"a", b"b", b"c"], MUTATIONS["record length"])
+    raw = record_batch([b"a", b"b", b"c"], MUTATIONS["record length"])
     part = reader(0, TopicPartition("t", 0), MemoryRecords(raw), check_crcs=True)
     with pytest.raises(MalformedBatch) as raised:
         part.take(10)
@@ -95,9 +96,9 @@ def test_a_failed_fetch_is_drained_so_the_next_poll_cannot_spin(ckit, reader):
     assert not part  # drained: the fetcher moves on to the next fetch
 
 
-def test_the_skipped_range_never_reaches_past_the_next_batch(ckit):
-    lying_end = ckit.record_batch([b"a", b"b"], lambda raw: struct.pack_into(">i", raw, 23, 1_000_000))
-    good = bytearray(ckit.record_batch([b"c"]))
+def test_the_skipped_range_never_reaches_past_the_next_batch():
+    lying_end = record_batch([b"a", b"b"], lambda raw: struct.pack_into(">i", raw, 23, 1_000_000))
+    good = bytearray(record_batch([b"c"]))
     struct.pack_into(">q", good, 0, 2)  # the next batch's base offset
     assert malformed_range(lying_end + bytes(good), 0, 0)[:2] == (0, 2)
     assert malformed_range(lying_end, 1, 0)[:2] == (1, 1_000_001)  # the log's end cuts this one (collector)
@@ -105,7 +106,7 @@ def test_the_skipped_range_never_reaches_past_the_next_batch(ckit):
 
 
 def test_a_decompression_bomb_is_dead_lettered_on_the_topic_and_the_store_and_read_past_once(
-        ckit, own_broker, sqlite_url, unique_id, monkeypatch):
+        own_broker, sqlite_url, unique_id, monkeypatch):
     """A batch over COLLECTOR_MAX_BATCH_BYTES decompressed: one dead letter, the offsets stored past it, and a
     restarted collector (same group) reads on after it instead of meeting it again."""
     from driftline.collector import record_batches
@@ -114,12 +115,12 @@ def test_a_decompression_bomb_is_dead_lettered_on_the_topic_and_the_store_and_re
 
     monkeypatch.setattr(record_batches, "MAX_BATCH_BYTES", 1 << 20)
     model = f"bomb-{unique_id}"
-    ckit.produce_raw(own_broker, ckit.record_batch(_values(ckit, model, 0, 3)))
-    bomb_base = ckit.produce_raw(own_broker, _batch_around(_zeros_gzip(16 << 20), GZIP, records=4))
-    ckit.produce_raw(own_broker, ckit.record_batch(_values(ckit, model, 3, 3)))
-    config = ckit.config(own_broker, sqlite_url, decoders=0)
-    with ckit.collector_thread(config):
-        wait_until(lambda: ckit.events(sqlite_url, model) >= 6, timeout=60, message="the events after the bomb")
+    produce_raw(own_broker, record_batch(_values(model, 0, 3)))
+    bomb_base = produce_raw(own_broker, _batch_around(_zeros_gzip(16 << 20), GZIP, records=4))
+    produce_raw(own_broker, record_batch(_values(model, 3, 3)))
+    cfg = config(own_broker, sqlite_url, decoders=0)
+    with collector_thread(cfg):
+        wait_until(lambda: events(sqlite_url, model) >= 6, timeout=60, message="the events after the bomb")
     ours = [d for d in _dead_letters(sqlite_url) if d[0] == bomb_base]
     assert len(ours) == 1
     assert f"offsets {bomb_base}-{bomb_base + 3} skipped" in ours[0][1] and "more than 1048576 bytes" in ours[0][1]
@@ -127,8 +128,8 @@ def test_a_decompression_bomb_is_dead_lettered_on_the_topic_and_the_store_and_re
     value, headers = on_topic[("driftline.inference", 0, bomb_base)]
     assert headers["driftline.reason"].decode() == ours[0][1] and len(value) == ours[0][2]
 
-    ckit.produce_raw(own_broker, ckit.record_batch(_values(ckit, model, 6, 3)))
-    with ckit.collector_thread(config):  # the same group: its stored offsets are past the bomb
-        wait_until(lambda: ckit.events(sqlite_url, model) >= 9, timeout=60, message="the events after a restart")
-    assert ckit.events(sqlite_url, model) == 9
+    produce_raw(own_broker, record_batch(_values(model, 6, 3)))
+    with collector_thread(cfg):  # the same group: its stored offsets are past the bomb
+        wait_until(lambda: events(sqlite_url, model) >= 9, timeout=60, message="the events after a restart")
+    assert events(sqlite_url, model) == 9
     assert len([d for d in _dead_letters(sqlite_url) if d[0] == bomb_base]) == 1

@@ -9,6 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from driftline.broker import free_port
 from driftline.config import TOPIC_LABELS
+from driftline.events import encode_event
+from tests.support.collector_helpers import DRIFTLINE, collector_thread, config, event, events, label, produce
 from tests.support.waiting import wait_until
 
 
@@ -19,19 +21,19 @@ def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 @pytest.mark.parametrize("record_reader", ["lean", "kafka-python"])
-def test_metrics_count_what_the_collector_did(record_reader, embedded_broker_factory, sqlite_url, ckit, unique_id):
+def test_metrics_count_what_the_collector_did(record_reader, embedded_broker_factory, sqlite_url, unique_id):
     from driftline.collector.record_batches import LeanPartitionRecords
 
     broker = embedded_broker_factory()  # its own topics: the counters are exact
     model = f"metrics-{unique_id}"
-    valid = [ckit.event(model, i, request_id=f"{unique_id}-{i}") for i in range(200)]
+    valid = [event(model, i, request_id=f"{unique_id}-{i}") for i in range(200)]
     duplicate = valid[7]  # a producer retry: the same event on the same partition
-    values = [ckit.encode(e) for e in valid] + [b"not json", b"{}", ckit.encode(duplicate)]
-    ckit.produce(broker.bootstrap_servers, values, keys=[b"one-partition"] * len(values))
-    ckit.produce(broker.bootstrap_servers, [ckit.encode(ckit.label(model, f"{unique_id}-1", 1))], topic=TOPIC_LABELS)
+    values = [encode_event(e) for e in valid] + [b"not json", b"{}", encode_event(duplicate)]
+    produce(broker.bootstrap_servers, values, keys=[b"one-partition"] * len(values))
+    produce(broker.bootstrap_servers, [encode_event(label(model, f"{unique_id}-1", 1))], topic=TOPIC_LABELS)
     port = free_port()
-    config = ckit.config(broker.bootstrap_servers, sqlite_url, metrics_port=port, record_reader=record_reader)
-    with ckit.collector_thread(config) as collector:
+    cfg = config(broker.bootstrap_servers, sqlite_url, metrics_port=port, record_reader=record_reader)
+    with collector_thread(cfg) as collector:
         wait_until(lambda: collector.flushed == 204, message="204 messages stored")
         reader = collector._consumer._fetcher.PartitionRecords
         wait_until(lambda: _samples(port).get(("driftline_collector_lag_messages",
@@ -39,7 +41,7 @@ def test_metrics_count_what_the_collector_did(record_reader, embedded_broker_fac
                    message="the lag gauge")
         samples = _samples(port)
     assert (reader is LeanPartitionRecords) == (record_reader == "lean")
-    assert ckit.events(sqlite_url, model) == 200  # the duplicate is not counted again
+    assert events(sqlite_url, model) == 200  # the duplicate is not counted again
 
     def value(name: str, **labels: str) -> float:
         return samples[(name, tuple(sorted(labels.items())))]
@@ -60,9 +62,9 @@ def test_metrics_count_what_the_collector_did(record_reader, embedded_broker_fac
     assert value("driftline_collector_pending_messages") == 0
 
 
-def test_command_help_and_bad_options(ckit, tmp_path):
+def test_command_help_and_bad_options(tmp_path):
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([ckit.driftline, "collector", *args], capture_output=True, text=True, timeout=60)
+        return subprocess.run([str(DRIFTLINE), "collector", *args], capture_output=True, text=True, timeout=60)
 
     help_text = run("--help")
     assert help_text.returncode == 0
@@ -77,13 +79,14 @@ def test_command_help_and_bad_options(ckit, tmp_path):
     assert empty.returncode == 1 and "driftline db upgrade" in empty.stderr and "Traceback" not in empty.stderr
 
 
-def test_sigterm_flushes_and_exits_cleanly(embedded_broker_factory, sqlite_url, ckit, unique_id):
+def test_sigterm_flushes_and_exits_cleanly(embedded_broker_factory, sqlite_url, spawn_collector, unique_id):
     broker = embedded_broker_factory().bootstrap_servers  # its own topics: pending counts only ours
     model = f"term-{unique_id}"
     port = free_port()
     # A 30 s flush interval: the events can only be stored by the flush that SIGTERM triggers.
-    proc = ckit.spawn(broker, sqlite_url, f"term-{unique_id}", "--flush-interval", "30", "--metrics-port", str(port))
-    ckit.produce(broker, [ckit.encode(ckit.event(model, i)) for i in range(50)])
+    proc = spawn_collector(broker, sqlite_url, f"term-{unique_id}", "--flush-interval", "30",
+                           "--metrics-port", str(port))
+    produce(broker, [encode_event(event(model, i)) for i in range(50)])
 
     def pending() -> float:
         try:
@@ -92,7 +95,7 @@ def test_sigterm_flushes_and_exits_cleanly(embedded_broker_factory, sqlite_url, 
             return 0
 
     wait_until(lambda: pending() >= 50, timeout=40, message="the collector to hold the 50 events")
-    assert ckit.events(sqlite_url, model) == 0
+    assert events(sqlite_url, model) == 0
     assert proc.terminate() == 0, proc.output()
-    assert ckit.events(sqlite_url, model) == 50
+    assert events(sqlite_url, model) == 50
     assert "SIGTERM: flushing and stopping" in proc.output()

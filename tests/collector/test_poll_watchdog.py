@@ -17,6 +17,7 @@ from driftline.collector import record_batches
 from driftline import defaults
 from driftline.store import db as store_db
 from driftline.store.models import DeadLetter
+from tests.support.collector_helpers import collector_thread, config, event, events, produce_raw, record_batch
 from tests.support.waiting import wait_until
 
 MARK = b"block-the-poll"
@@ -27,8 +28,7 @@ def own_broker(embedded_broker_factory) -> str:
     return embedded_broker_factory(partitions=1).bootstrap_servers
 
 
-def test_a_stuck_poll_is_dead_lettered_and_the_next_collector_reads_on(ckit, own_broker, sqlite_url, unique_id,
-                                                                          monkeypatch):
+def test_a_stuck_poll_is_dead_lettered_and_the_next_collector_reads_on(own_broker, sqlite_url, unique_id, monkeypatch):
     model = f"stuck-{unique_id}"
     release = threading.Event()
     read = record_batches.LeanPartitionRecords._read
@@ -41,15 +41,15 @@ def test_a_stuck_poll_is_dead_lettered_and_the_next_collector_reads_on(ckit, own
             yield record
 
     monkeypatch.setattr(record_batches.LeanPartitionRecords, "_read", blocking_read)
-    ckit.produce_raw(own_broker, ckit.record_batch([orjson.dumps(ckit.event(model, i)) for i in range(3)]))
+    produce_raw(own_broker, record_batch([orjson.dumps(event(model, i)) for i in range(3)]))
     exits: list[int] = []
-    config = ckit.config(own_broker, sqlite_url, decoders=0, poll_stuck_s=1.5)
+    cfg = config(own_broker, sqlite_url, decoders=0, poll_stuck_s=1.5)
     try:
-        with ckit.collector_thread(config) as runner:
+        with collector_thread(cfg) as runner:
             runner.exit_process = exits.append
-            wait_until(lambda: ckit.events(sqlite_url, model) == 3, timeout=60, message="the first events")
-            stuck_base = ckit.produce_raw(own_broker, ckit.record_batch([MARK, b"also skipped"]))
-            ckit.produce_raw(own_broker, ckit.record_batch([orjson.dumps(ckit.event(model, i)) for i in range(3, 6)]))
+            wait_until(lambda: events(sqlite_url, model) == 3, timeout=60, message="the first events")
+            stuck_base = produce_raw(own_broker, record_batch([MARK, b"also skipped"]))
+            produce_raw(own_broker, record_batch([orjson.dumps(event(model, i)) for i in range(3, 6)]))
             wait_until(lambda: exits, timeout=60, message="the watchdog")
             stalled = runner.metrics.registry.get_sample_value("driftline_collector_seconds_since_last_poll")
             release.set()
@@ -62,16 +62,16 @@ def test_a_stuck_poll_is_dead_lettered_and_the_next_collector_reads_on(ckit, own
     assert len(letters) == 1 and letters[0][0] == stuck_base
     assert "poll did not return within 1.5 s" in letters[0][1]
     assert f"offsets {stuck_base}-{stuck_base + 1} skipped" in letters[0][1]
-    assert ckit.events(sqlite_url, model) == 3  # stored with the offsets before the exit
+    assert events(sqlite_url, model) == 3  # stored with the offsets before the exit
 
     monkeypatch.setattr(record_batches.LeanPartitionRecords, "_read", read)
-    with ckit.collector_thread(ckit.config(own_broker, sqlite_url, decoders=0, group_id=config.group_id)):
-        wait_until(lambda: ckit.events(sqlite_url, model) >= 6, timeout=60, message="the events after the range")
-    assert ckit.events(sqlite_url, model) == 6
+    with collector_thread(config(own_broker, sqlite_url, decoders=0, group_id=cfg.group_id)):
+        wait_until(lambda: events(sqlite_url, model) >= 6, timeout=60, message="the events after the range")
+    assert events(sqlite_url, model) == 6
 
 
-def test_metrics_expose_seconds_since_the_last_poll(ckit, own_broker, sqlite_url):
-    with ckit.collector_thread(ckit.config(own_broker, sqlite_url, decoders=0, metrics_port=0)) as runner:
+def test_metrics_expose_seconds_since_the_last_poll(own_broker, sqlite_url):
+    with collector_thread(config(own_broker, sqlite_url, decoders=0, metrics_port=0)) as runner:
         port = runner.metrics.serve(0)
         wait_until(lambda: runner.metrics.registry.get_sample_value(
          "driftline_collector_seconds_since_last_poll") < 5, timeout=30, message="a poll")

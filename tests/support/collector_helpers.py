@@ -1,15 +1,13 @@
-"""Helpers for the collector tests (`from tests.support.collector_helpers import event, produce`);
-tests/collector/conftest.py also hands them out as the `ckit` fixture, for the tests written before these were
-a module.
+"""Helpers for the collector tests (`from tests.support.collector_helpers import event, produce`).
 
-Events: `ckit.event(model, i, ts_ms=...)` builds a valid inference event (dict) whose numeric
-feature `x` is `i`; `ckit.produce(bootstrap, values, keys=None)` sends bytes with kafka-python and
-returns each message's (partition, offset); `ckit.kcat(bootstrap, lines)` sends lines with kcat;
-`ckit.record_batch(values, mutate)` and `ckit.produce_raw(bootstrap, batch)` send a batch as built.
-Collectors: `ckit.collector_thread(config)` runs one in this process (a context manager that
-stops it and re-raises its errors); `ckit.spawn(args)` starts `.venv/bin/driftline collector`.
-Reading the store: `ckit.events(url, model)`, `ckit.merged(url, model)`; waiting for them:
-`tests.support.waiting.wait_until`.
+Events: `event(model, i, ts_ms=...)` builds a valid inference event (dict) whose numeric feature `x` is `i`
+(encode it with `driftline.events.encode_event`); `produce(bootstrap, values, keys=None)` sends bytes with
+kafka-python and returns each message's (partition, offset); `kcat(bootstrap, lines)` sends lines with kcat;
+`record_batch(values, mutate)` and `produce_raw(bootstrap, batch)` send a batch as built.
+Collectors: `collector_thread(config(...))` runs one in this process (a context manager that stops it and
+re-raises its errors); `Spawned` is a `.venv/bin/driftline collector` process (tests/collector/conftest.py's
+`spawn_collector` fixture starts them and cleans them up). Reading the store: `events(url, model)`,
+`merged(url, model)`; waiting for them: `tests.support.waiting.wait_until`.
 """
 from __future__ import annotations
 
