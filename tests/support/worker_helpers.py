@@ -1,8 +1,7 @@
 """Helpers for the worker tests: settings on a fresh store, a registry with versions, a real uvicorn server in a
 thread (`serving`), a Kafka topic reader and one /metrics sample; waiting is `tests.support.waiting`.
 
-Import them (`from tests.support.worker_helpers import serving`); tests/worker/conftest.py also hands them out
-as the `kit` fixture, for the tests written before these were a module.
+Import them: `from tests.support.worker_helpers import serving`.
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ from driftline.worker.admin import admin_token_problem, is_loopback
 from driftline.worker.replay import ReplayConfig, run_replay
 from driftline.worker.server import Worker, WorkerConfig
 
+from tests.support.worker_helpers import MODEL, make_settings, registry_with_versions, serving
+
 TOKEN = "admin-test-token"
 
 
@@ -31,8 +33,8 @@ def test_the_default_or_an_empty_token_is_refused_off_loopback():
     assert admin_token_problem("127.0.0.1", DEFAULT_RETRAIN_TOKEN) is None
 
 
-def test_a_worker_with_the_default_token_does_not_start_on_a_public_address(kit, tmp_path, broker):
-    settings = kit.make_settings(tmp_path, broker)
+def test_a_worker_with_the_default_token_does_not_start_on_a_public_address(tmp_path, broker):
+    settings = make_settings(tmp_path, broker)
     assert settings.retrain_token.get_secret_value() == DEFAULT_RETRAIN_TOKEN
     with pytest.raises(UserError, match="DRIFTLINE_RETRAIN_TOKEN") as refused:
         Worker(settings.model_copy(update={"worker_host": "0.0.0.0"}), WorkerConfig(device="cpu"))
@@ -55,13 +57,13 @@ def test_the_worker_command_refuses_the_default_token_on_0_0_0_0(tmp_path, sqlit
 
 
 @pytest.fixture(scope="module")
-def faultless(broker, tiny_results, tmp_path_factory, kit):
+def faultless(broker, tiny_results, tmp_path_factory):
     """A worker started without --faults."""
-    settings = kit.make_settings(tmp_path_factory.mktemp("faultless"), broker).model_copy(update={"retrain_token": TOKEN})
-    kit.registry_with_versions(settings, tiny_results[:1])
-    worker = Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
+    settings = make_settings(tmp_path_factory.mktemp("faultless"), broker).model_copy(update={"retrain_token": TOKEN})
+    registry_with_versions(settings, tiny_results[:1])
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
                                            log_events=False))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         yield url, worker
 
 

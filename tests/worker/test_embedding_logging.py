@@ -16,19 +16,21 @@ from driftline.worker.dataset import generate_inputs
 from driftline.worker.feature_transform import transform_row
 from driftline.worker.server import Worker, WorkerConfig
 
+from tests.support.worker_helpers import make_settings, read_topic, registry_with_versions, serving
+
 MODEL = "credit-default"
 
 
-def test_logged_activations_match_the_model_and_the_baseline(kit, broker, tiny_results, tmp_path):
-    settings = kit.make_settings(tmp_path, broker)
-    kit.registry_with_versions(settings, tiny_results)
+def test_logged_activations_match_the_model_and_the_baseline(broker, tiny_results, tmp_path):
+    settings = make_settings(tmp_path, broker)
+    registry_with_versions(settings, tiny_results)
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
                                            log_embeddings=True))
     inputs = generate_inputs(5, seed=21).to_dict("records")
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         for i, row in enumerate(inputs):
             assert httpx.post(f"{url}/predict", json={"features": row, "request_id": f"act-{i}"}).status_code == 200
-        raw = kit.read_topic(broker, TOPIC_INFERENCE, {f"act-{i}" for i in range(5)})
+        raw = read_topic(broker, TOPIC_INFERENCE, {f"act-{i}" for i in range(5)})
         loaded = worker.current
     events = {i: parse_inference(raw[f"act-{i}"]) for i in range(5)}
     vectors = np.array([events[i].raw["embeddings"][ACTIVATIONS] for i in range(5)])

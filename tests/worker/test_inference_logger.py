@@ -22,6 +22,7 @@ from driftline.client import (EventSender, InferenceLogger, KeyHashPartitioner, 
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.events import parse_inference, parse_label
 from tests.support.waiting import wait_until
+from tests.support.worker_helpers import read_topic, topic_records
 
 ROOT = Path(__file__).resolve().parents[2]
 SENDERS = pytest.mark.parametrize("producer_process", [False, True], ids=["thread", "process"])
@@ -36,10 +37,10 @@ def process_gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def read_partitions(kit, bootstrap_servers: str, topic: str, want: set[str]) -> dict[str, set[int]]:
+def read_partitions(bootstrap_servers: str, topic: str, want: set[str]) -> dict[str, set[int]]:
     """For each wanted key (as text), the partitions of `topic` its records are on."""
     found: dict[str, set[int]] = {}
-    for partition, record in kit.topic_records(bootstrap_servers, topic, lambda: want <= set(found)):
+    for partition, record in topic_records(bootstrap_servers, topic, lambda: want <= set(found)):
         key = record.key.decode() if record.key is not None else None
         if key in want:
             found.setdefault(key, set()).add(partition)
@@ -47,7 +48,7 @@ def read_partitions(kit, bootstrap_servers: str, topic: str, want: set[str]) -> 
 
 
 @SENDERS
-def test_logged_events_and_labels_are_read_back_in_the_contract_shape(broker, kit, unique_id, producer_process):
+def test_logged_events_and_labels_are_read_back_in_the_contract_shape(broker, unique_id, producer_process):
     logger = InferenceLogger(broker, model="fraud", version="7", device="cpu", tags={"team": "risk"},
                              producer_process=producer_process)
     ids = [f"{unique_id}-{i}" for i in range(25)]
@@ -64,7 +65,7 @@ def test_logged_events_and_labels_are_read_back_in_the_contract_shape(broker, ki
     stats = logger.close()
     assert (stats.sent, stats.buffered, stats.dropped, stats.failed) == (31, 0, 0, 0)
 
-    events = kit.read_topic(broker, TOPIC_INFERENCE, set(ids) | {f"{unique_id}-err"})
+    events = read_topic(broker, TOPIC_INFERENCE, set(ids) | {f"{unique_id}-err"})
     assert len(events) == 26
     first = parse_inference(events[ids[3]])
     assert (first.model, first.version, first.request_id, first.status) == ("fraud", "7", ids[3], "ok")
@@ -78,7 +79,7 @@ def test_logged_events_and_labels_are_read_back_in_the_contract_shape(broker, ki
     assert error.status == "error" and error.raw["error"] == "model timed out" and error.prediction is None
     assert len({parse_inference(raw).event_id for raw in events.values()}) == 26
 
-    labels = kit.read_topic(broker, TOPIC_LABELS, set(ids[:5]))
+    labels = read_topic(broker, TOPIC_LABELS, set(ids[:5]))
     parsed = [parse_label(raw) for raw in labels.values()]
     assert sorted(p.request_id for p in parsed) == sorted(ids[:5])
     assert all(p.label == 1 and p.model == "fraud" for p in parsed)
@@ -98,7 +99,7 @@ def test_without_kafka_log_returns_at_once_buffers_to_the_bound_and_counts_drops
     assert logger.stats().dropped == 16
 
 
-def test_log_soon_events_equal_log_events_and_are_built_at_the_end_of_the_loop_iteration(broker, kit, unique_id):
+def test_log_soon_events_equal_log_events_and_are_built_at_the_end_of_the_loop_iteration(broker, unique_id):
     logger = InferenceLogger(broker, model="fraud", version="7", device="cpu", tags={"team": "risk"},
                              producer_process=True)
     ts = "2026-12-01T10:00:00.000Z"
@@ -124,8 +125,8 @@ def test_log_soon_events_equal_log_events_and_are_built_at_the_end_of_the_loop_i
 
     soon_ids = {f"{unique_id}-log_soon-{i}" for i in range(20)}
     now_ids = {f"{unique_id}-log-{i}" for i in range(20)}
-    events = {key: orjson.loads(value) for key, value in kit.read_topic(broker, TOPIC_INFERENCE,
-                                                                        soon_ids | now_ids).items()}
+    events = {key: orjson.loads(value) for key, value in read_topic(broker, TOPIC_INFERENCE,
+                                                                    soon_ids | now_ids).items()}
     for i in range(20):
         soon, now = events[f"{unique_id}-log_soon-{i}"], events[f"{unique_id}-log-{i}"]
         parse_inference(orjson.dumps(soon))  # the contract's own validator
@@ -152,7 +153,7 @@ def test_log_soon_counts_unencodable_events_as_failed_and_queues_the_rest():
     assert logger.close(timeout_s=0.2).failed == 12
 
 
-def test_close_queues_what_log_soon_took_before_the_loop_built_it(broker, kit, unique_id):
+def test_close_queues_what_log_soon_took_before_the_loop_built_it(broker, unique_id):
     logger = InferenceLogger(broker, model="m", version="1", producer_process=True)
     ids = {f"{unique_id}-{i}" for i in range(3)}
 
@@ -163,7 +164,7 @@ def test_close_queues_what_log_soon_took_before_the_loop_built_it(broker, kit, u
         assert (stats.sent, stats.buffered, stats.failed) == (3, 0, 0)
 
     asyncio.run(serve_then_stop())
-    assert set(kit.read_topic(broker, TOPIC_INFERENCE, ids)) == ids
+    assert set(read_topic(broker, TOPIC_INFERENCE, ids)) == ids
 
 
 def test_log_soon_needs_a_running_event_loop():
@@ -174,7 +175,7 @@ def test_log_soon_needs_a_running_event_loop():
 
 
 @SENDERS
-def test_kafka_down_at_start_then_up_then_down_mid_run(kit, unique_id, embedded_broker_factory, producer_process):
+def test_kafka_down_at_start_then_up_then_down_mid_run(unique_id, embedded_broker_factory, producer_process):
     port = free_port()
     sender_class = ProcessEventSender if producer_process else EventSender
     sender = sender_class(f"127.0.0.1:{port}", max_buffered=100)
@@ -187,7 +188,7 @@ def test_kafka_down_at_start_then_up_then_down_mid_run(kit, unique_id, embedded_
     wait_until(lambda: sender.stats().sent == 40, timeout=60, message="all 40 events to be sent")
     stats = sender.stats()
     assert (stats.buffered, stats.failed, stats.dropped, stats.connected) == (0, 0, 0, True)
-    assert set(kit.read_topic(broker.bootstrap_servers, TOPIC_LABELS, set(first))) == set(first)
+    assert set(read_topic(broker.bootstrap_servers, TOPIC_LABELS, set(first))) == set(first)
 
     broker.stop(timeout_s=0.5)  # Kafka goes away mid-run: events wait, nothing raises
     for i in range(10):
@@ -198,7 +199,7 @@ def test_kafka_down_at_start_then_up_then_down_mid_run(kit, unique_id, embedded_
 
 
 @SENDERS
-def test_keyed_events_land_on_the_crc32_partition_of_their_key(broker, kit, unique_id, producer_process):
+def test_keyed_events_land_on_the_crc32_partition_of_their_key(broker, unique_id, producer_process):
     sender_class = ProcessEventSender if producer_process else EventSender
     sender = sender_class(broker)
     keys = [f"{unique_id}-key-{k}" for k in range(12)]
@@ -208,7 +209,7 @@ def test_keyed_events_land_on_the_crc32_partition_of_their_key(broker, kit, uniq
         assert sender.flush(timeout_s=20)
     assert sender.close().sent == 36
 
-    found = read_partitions(kit, broker, TOPIC_LABELS, set(keys))
+    found = read_partitions(broker, TOPIC_LABELS, set(keys))
     assert found == {key: {partition_for_key(key.encode(), range(4))} for key in keys}
     assert len({partition for partitions in found.values() for partition in partitions}) > 1
 
@@ -244,7 +245,7 @@ def test_librdkafka_consistent_partitioner_agrees_with_partition_for_key(broker,
 
 
 @SENDERS
-def test_an_event_too_large_for_kafka_fails_alone(broker, kit, unique_id, producer_process):
+def test_an_event_too_large_for_kafka_fails_alone(broker, unique_id, producer_process):
     sender_class = ProcessEventSender if producer_process else EventSender
     sender = sender_class(broker)
     ids = [f"{unique_id}-{i}" for i in range(10)]
@@ -256,10 +257,10 @@ def test_an_event_too_large_for_kafka_fails_alone(broker, kit, unique_id, produc
     assert sender.flush(timeout_s=20)
     stats = sender.close()
     assert (stats.sent, stats.failed, stats.buffered) == (10, 1, 0)
-    assert set(kit.read_topic(broker, TOPIC_LABELS, set(ids))) == set(ids)
+    assert set(read_topic(broker, TOPIC_LABELS, set(ids))) == set(ids)
 
 
-def test_a_killed_producer_process_is_replaced_and_nothing_is_lost(broker, kit, unique_id):
+def test_a_killed_producer_process_is_replaced_and_nothing_is_lost(broker, unique_id):
     sender = ProcessEventSender(broker)
     before = [f"{unique_id}-a-{i}" for i in range(20)]
     for request_id in before:
@@ -275,7 +276,7 @@ def test_a_killed_producer_process_is_replaced_and_nothing_is_lost(broker, kit, 
     assert sender.child_pid not in (None, first_child)
     stats = sender.close()
     assert (stats.sent, stats.failed, stats.buffered) == (40, 0, 0)
-    assert set(kit.read_topic(broker, TOPIC_LABELS, set(after))) == set(after)
+    assert set(read_topic(broker, TOPIC_LABELS, set(after))) == set(after)
 
 
 def test_close_stops_the_producer_process(broker):
@@ -287,7 +288,7 @@ def test_close_stops_the_producer_process(broker):
     assert process_gone(child) and sender.child_pid is None
 
 
-def test_the_producer_process_exits_when_its_parent_is_killed(broker, kit):
+def test_the_producer_process_exits_when_its_parent_is_killed(broker):
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})

@@ -17,17 +17,19 @@ grpcclient = pytest.importorskip("tritonclient.grpc")
 from tritonclient.grpc import service_pb2, service_pb2_grpc  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
+from tests.support.worker_helpers import make_settings, metric, read_topic, registry_with_versions, serving
+
 MODEL = "credit-default"
 
 
 @pytest.fixture(scope="module")
-def served(broker, tiny_results, tmp_path_factory, kit):
-    settings = kit.make_settings(tmp_path_factory.mktemp("oip-grpc"), broker)
-    kit.registry_with_versions(settings, tiny_results)
+def served(broker, tiny_results, tmp_path_factory):
+    settings = make_settings(tmp_path_factory.mktemp("oip-grpc"), broker)
+    registry_with_versions(settings, tiny_results)
     port = free_port()
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", max_batch_size=32, max_wait_ms=5.0,
                                            listen_for_labels=False, alias_poll_s=0, cache_size=0, grpc_port=port))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         yield url, f"127.0.0.1:{port}", worker
 
 
@@ -85,10 +87,10 @@ def test_health_and_metadata(client, served, stub):
     assert raised.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_a_128_row_batch_gives_128_events_with_row_ids(client, served, broker, kit):
+def test_a_128_row_batch_gives_128_events_with_row_ids(client, served, broker):
     url, _, worker = served
     rows = generate_inputs(128, seed=31).to_dict("records")
-    batches_before = kit.metric(url, "driftline_worker_batch_size_count")
+    batches_before = metric(url, "driftline_worker_batch_size_count")
     result = client.infer(MODEL, triton_inputs(rows, worker.current.schema), request_id="batch-grpc")
     scores = result.as_numpy("prediction")
     assert scores.shape == (128, 1)
@@ -96,17 +98,17 @@ def test_a_128_row_batch_gives_128_events_with_row_ids(client, served, broker, k
     assert np.allclose(scores[:, 0], worker.current.predict(FeatureTransform().apply(rows)), atol=1e-6)
 
     want = {f"batch-grpc:{i}" for i in range(128)}
-    raw = kit.read_topic(broker, TOPIC_INFERENCE, want)
+    raw = read_topic(broker, TOPIC_INFERENCE, want)
     assert set(raw) == want
     for i, row in enumerate(rows):
         event = parse_inference(raw[f"batch-grpc:{i}"])
         assert event.raw["inputs"] == row and event.prediction == pytest.approx(float(scores[i, 0]))
-    assert kit.metric(url, "driftline_worker_batch_size_count") - batches_before >= 4
+    assert metric(url, "driftline_worker_batch_size_count") - batches_before >= 4
     assert 'driftline_worker_latency_seconds_count{protocol="v2-grpc",stage="total"}' in \
         __import__("httpx").get(f"{url}/metrics").text
 
 
-def test_plain_grpcio_stub_with_typed_contents(stub, served, broker, kit):
+def test_plain_grpcio_stub_with_typed_contents(stub, served, broker):
     worker = served[2]
     rows = generate_inputs(3, seed=41).to_dict("records")
     answer = stub.ModelInfer(stub_request(rows, worker.current.schema, "stub"))
@@ -114,7 +116,7 @@ def test_plain_grpcio_stub_with_typed_contents(stub, served, broker, kit):
     assert [o.name for o in answer.outputs] == ["prediction"] and list(answer.outputs[0].shape) == [3, 1]
     scores = np.frombuffer(answer.raw_output_contents[0], dtype="<f8")
     assert np.allclose(scores, worker.current.predict(FeatureTransform().apply(rows)), atol=1e-6)
-    assert set(kit.read_topic(broker, TOPIC_INFERENCE, {"stub:0", "stub:1", "stub:2"})) == {"stub:0", "stub:1",
+    assert set(read_topic(broker, TOPIC_INFERENCE, {"stub:0", "stub:1", "stub:2"})) == {"stub:0", "stub:1",
                                                                                           "stub:2"}
 
 
@@ -139,13 +141,13 @@ def test_bad_input_gets_the_protocol_status_codes(stub, client, served):
     assert raised.value.status() == "StatusCode.NOT_FOUND"
 
 
-def test_a_message_above_the_body_limit_is_resource_exhausted(broker, tiny_results, tmp_path_factory, kit):
-    settings = kit.make_settings(tmp_path_factory.mktemp("oip-grpc-limit"), broker)
-    kit.registry_with_versions(settings, tiny_results)
+def test_a_message_above_the_body_limit_is_resource_exhausted(broker, tiny_results, tmp_path_factory):
+    settings = make_settings(tmp_path_factory.mktemp("oip-grpc-limit"), broker)
+    registry_with_versions(settings, tiny_results)
     port = free_port()
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
                                            log_events=False, max_body_bytes=2_000, grpc_port=port))
-    with kit.serving(worker), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+    with serving(worker), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         rows = generate_inputs(64, seed=1).to_dict("records")
         with pytest.raises(grpc.RpcError) as raised:
             service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(

@@ -15,18 +15,20 @@ from driftline.worker.server import Worker, WorkerConfig
 httpclient = pytest.importorskip("tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
+from tests.support.worker_helpers import make_settings, metric, read_topic, registry_with_versions, serving
+
 MODEL = "credit-default"
 # tritonclient sends no Content-Type of its own; the worker refuses POST bodies not declared as JSON.
 JSON = {"Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def served(broker, tiny_results, tmp_path_factory, kit):
-    settings = kit.make_settings(tmp_path_factory.mktemp("oip-rest"), broker)
-    kit.registry_with_versions(settings, tiny_results)
+def served(broker, tiny_results, tmp_path_factory):
+    settings = make_settings(tmp_path_factory.mktemp("oip-rest"), broker)
+    registry_with_versions(settings, tiny_results)
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", max_batch_size=32, max_wait_ms=5.0,
                                            listen_for_labels=False, alias_poll_s=0, cache_size=0))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         yield url, worker
 
 
@@ -76,10 +78,10 @@ def test_unknown_model_and_version_are_404_with_the_protocol_error_shape(served)
     assert answer.status_code == 404 and "unknown model 'nope'" in answer.json()["error"]
 
 
-def test_a_128_row_batch_gives_128_events_with_row_ids(client, served, broker, kit):
+def test_a_128_row_batch_gives_128_events_with_row_ids(client, served, broker):
     _, worker = served
     rows = generate_inputs(128, seed=21).to_dict("records")
-    batches_before = kit.metric(served[0], "driftline_worker_batch_size_count")
+    batches_before = metric(served[0], "driftline_worker_batch_size_count")
     result = client.infer(MODEL, triton_inputs(rows, worker.current.schema), request_id="batch-rest",
                           outputs=[httpclient.InferRequestedOutput("prediction", binary_data=False)], headers=JSON)
     scores = result.as_numpy("prediction")
@@ -89,17 +91,17 @@ def test_a_128_row_batch_gives_128_events_with_row_ids(client, served, broker, k
     assert np.allclose(scores[:, 0], expected, atol=1e-6)
 
     want = {f"batch-rest:{i}" for i in range(128)}
-    raw = kit.read_topic(broker, TOPIC_INFERENCE, want)
+    raw = read_topic(broker, TOPIC_INFERENCE, want)
     assert set(raw) == want
     for i, row in enumerate(rows):
         event = parse_inference(raw[f"batch-rest:{i}"])
         assert event.raw["inputs"] == row and event.version == "1"
         assert event.prediction == pytest.approx(float(scores[i, 0]))
     # the rows went through the dynamic batcher as separate requests: forward passes of up to 32 rows
-    assert kit.metric(served[0], "driftline_worker_batch_size_count") - batches_before >= 4
+    assert metric(served[0], "driftline_worker_batch_size_count") - batches_before >= 4
 
 
-def test_one_row_keeps_the_request_id_and_shape_n_is_accepted(served, broker, kit):
+def test_one_row_keeps_the_request_id_and_shape_n_is_accepted(served, broker):
     url, worker = served
     row = generate_inputs(1, seed=5).to_dict("records")[0]
     body = {"id": "single-rest", "inputs": [
@@ -108,7 +110,7 @@ def test_one_row_keeps_the_request_id_and_shape_n_is_accepted(served, broker, ki
     answer = httpx.post(f"{url}/v2/models/{MODEL}/versions/1/infer", json=body)
     assert answer.status_code == 200, answer.text
     assert answer.json()["outputs"][0]["shape"] == [1, 1]
-    assert set(kit.read_topic(broker, TOPIC_INFERENCE, {"single-rest"})) == {"single-rest"}
+    assert set(read_topic(broker, TOPIC_INFERENCE, {"single-rest"})) == {"single-rest"}
 
 
 @pytest.mark.parametrize("change, message", [
@@ -120,17 +122,17 @@ def test_one_row_keeps_the_request_id_and_shape_n_is_accepted(served, broker, ki
     (lambda inputs: inputs[0].update(name="nope"), "unknown input 'nope'"),
     (lambda inputs: inputs[0].update(data=["x", "y"]), "expected a number or null"),
 ])
-def test_bad_input_is_400_and_logs_nothing(served, change, message, kit):
+def test_bad_input_is_400_and_logs_nothing(served, change, message):
     url, worker = served
     rows = generate_inputs(2, seed=9).to_dict("records")
     inputs = [{"name": e["name"], "shape": [2, 1], "datatype": "FP64" if e["kind"] == "numeric" else "BYTES",
                "data": [[row[e["name"]]] for row in rows]} for e in worker.current.schema]
     change(inputs)
-    before = kit.metric(url, "driftline_worker_cache_misses_total")
+    before = metric(url, "driftline_worker_cache_misses_total")
     answer = httpx.post(f"{url}/v2/models/{MODEL}/infer", json={"id": "bad", "inputs": inputs})
     assert answer.status_code == 400, answer.text
     assert set(answer.json()) == {"error"} and message in answer.json()["error"]
-    assert kit.metric(url, "driftline_worker_cache_misses_total") == before  # nothing reached the model
+    assert metric(url, "driftline_worker_cache_misses_total") == before  # nothing reached the model
 
 
 def test_tritonclient_bad_datatype_raises_its_400(client, served):
@@ -169,13 +171,13 @@ def test_latency_histogram_is_labelled_by_protocol(client, served):
     assert 'driftline_worker_v2_requests_total{code="200",protocol="v2-rest"}' in text
 
 
-def test_admission_takes_all_the_rows_or_none(broker, tiny_results, tmp_path_factory, kit):
+def test_admission_takes_all_the_rows_or_none(broker, tiny_results, tmp_path_factory):
     """More rows than the admission bound: 413 (no retry could help), nothing computed; up to the bound passes."""
-    settings = kit.make_settings(tmp_path_factory.mktemp("oip-admission"), broker)
-    kit.registry_with_versions(settings, tiny_results)
+    settings = make_settings(tmp_path_factory.mktemp("oip-admission"), broker)
+    registry_with_versions(settings, tiny_results)
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
                                            log_events=False, max_pending=4))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         def body(n: int) -> dict:
             rows = generate_inputs(n, seed=6).to_dict("records")
             return {"inputs": [{"name": e["name"], "shape": [n], "datatype": "FP64" if e["kind"] == "numeric"
@@ -184,11 +186,11 @@ def test_admission_takes_all_the_rows_or_none(broker, tiny_results, tmp_path_fac
         refused = httpx.post(f"{url}/v2/models/{MODEL}/infer", json=body(5))
         assert refused.status_code == 413
         assert "5 rows are more than the 4 requests the worker admits at once" in refused.json()["error"]
-        assert kit.metric(url, "driftline_worker_cache_misses_total") == 0  # no row reached the model
+        assert metric(url, "driftline_worker_cache_misses_total") == 0  # no row reached the model
         assert httpx.post(f"{url}/v2/models/{MODEL}/infer", json=body(4)).status_code == 200
 
 
-def test_rows_follow_the_rollout_plan_and_the_versioned_path_pins_production(kit, tiny_results, tmp_path):
+def test_rows_follow_the_rollout_plan_and_the_versioned_path_pins_production(tiny_results, tmp_path):
     from fastapi.testclient import TestClient
 
     from driftline.rollouts import canary_plan
@@ -196,8 +198,8 @@ def test_rows_follow_the_rollout_plan_and_the_versioned_path_pins_production(kit
     from driftline.store.rollouts import set_plan
     from driftline.worker.server import create_app
 
-    settings = kit.make_settings(tmp_path, "127.0.0.1:1").model_copy(update={"worker_allowed_hosts": "testserver"})
-    kit.registry_with_versions(settings, tiny_results)
+    settings = make_settings(tmp_path, "127.0.0.1:1").model_copy(update={"worker_allowed_hosts": "testserver"})
+    registry_with_versions(settings, tiny_results)
     with store_db.session_scope(settings.db_url) as session:
         set_plan(session, canary_plan(MODEL, "2", 50))
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", log_events=False, listen_for_labels=False,

@@ -17,6 +17,7 @@ from driftline.store.rollouts import set_plan
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.server import Worker, WorkerConfig
 from tests.support.waiting import wait_until
+from tests.support.worker_helpers import make_settings, registry_with_versions, serving
 
 httpclient = pytest.importorskip("tritonclient.http")
 grpcclient = pytest.importorskip("tritonclient.grpc")
@@ -46,16 +47,16 @@ class Recorder:
 
 
 @contextlib.contextmanager
-def serving(kit, tiny_results, tmp_path, plan) -> Iterator[tuple[str, str, Worker, Recorder]]:
+def serving_plan(tiny_results, tmp_path, plan) -> Iterator[tuple[str, str, Worker, Recorder]]:
     """A worker with versions 1 (production) and 2 under `plan`, REST and gRPC on 127.0.0.1, events recorded."""
-    settings = kit.make_settings(tmp_path, "127.0.0.1:1")
-    kit.registry_with_versions(settings, tiny_results)
+    settings = make_settings(tmp_path, "127.0.0.1:1")
+    registry_with_versions(settings, tiny_results)
     with store_db.session_scope(settings.db_url) as session:
         set_plan(session, plan)
     grpc_port = free_port()
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", log_events=False, listen_for_labels=False,
                                            alias_poll_s=0, cache_size=0, grpc_port=grpc_port))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         worker.logger = recorder = Recorder()
         yield url, f"127.0.0.1:{grpc_port}", worker, recorder
 
@@ -103,9 +104,9 @@ def _row_versions(answer: dict) -> list[str]:
 
 @pytest.mark.parametrize("transport", ["rest", "grpc"])
 def test_an_ab_test_over_oip_routes_rows_to_the_arms_and_the_versioned_path_pins_an_arm(
-        kit, tiny_results, tmp_path, transport):
-    with serving(kit, tiny_results, tmp_path, ab_plan(MODEL, [("1", 50), ("2", 50)])) as (url, address, worker,
-                                                                                          recorder):
+        tiny_results, tmp_path, transport):
+    with serving_plan(tiny_results, tmp_path, ab_plan(MODEL, [("1", 50), ("2", 50)])) as (url, address, worker,
+                                                                                               recorder):
         infer = (lambda rid, version=None: rest_infer(url, worker.current.schema, rid, version)) \
             if transport == "rest" else (lambda rid, version=None: grpc_infer(address, worker.current.schema, rid,
                                                                               version))
@@ -124,9 +125,8 @@ def test_an_ab_test_over_oip_routes_rows_to_the_arms_and_the_versioned_path_pins
 
 
 @pytest.mark.parametrize("transport", ["rest", "grpc"])
-def test_a_shadow_over_oip_answers_from_production_and_logs_the_candidate_as_shadow(
-        kit, tiny_results, tmp_path, transport):
-    with serving(kit, tiny_results, tmp_path, shadow_plan(MODEL, "2", 1.0)) as (url, address, worker, recorder):
+def test_a_shadow_over_oip_answers_from_production_and_logs_the_candidate_as_shadow(tiny_results, tmp_path, transport):
+    with serving_plan(tiny_results, tmp_path, shadow_plan(MODEL, "2", 1.0)) as (url, address, worker, recorder):
         schema = worker.current.schema
         answer = rest_infer(url, schema, "sh") if transport == "rest" else grpc_infer(address, schema, "sh")
         assert _row_versions(answer) == ["1"] * len(ROWS)  # the candidate's answers are never returned
@@ -147,8 +147,8 @@ def test_a_shadow_over_oip_answers_from_production_and_logs_the_candidate_as_sha
             assert raised.value.status() == "StatusCode.NOT_FOUND"
 
 
-def test_the_versioned_path_pins_a_canary_to_its_role(kit, tiny_results, tmp_path):
-    with serving(kit, tiny_results, tmp_path, canary_plan(MODEL, "2", 10)) as (url, _, worker, recorder):
+def test_the_versioned_path_pins_a_canary_to_its_role(tiny_results, tmp_path):
+    with serving_plan(tiny_results, tmp_path, canary_plan(MODEL, "2", 10)) as (url, _, worker, recorder):
         answer = rest_infer(url, worker.current.schema, "canary-pin", "2")
         assert _row_versions(answer) == ["2"] * len(ROWS)
         assert {(v, role) for _, v, role in recorder.events} == {("2", "canary")}

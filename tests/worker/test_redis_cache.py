@@ -23,6 +23,7 @@ from driftline.worker.cache import RedisPredictionCache, cache_key, redis_key
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.server import Worker, WorkerConfig
 from tests.support.waiting import wait_until, wait_until_async
+from tests.support.worker_helpers import MODEL, make_settings, metric, registry_with_versions, serving
 
 
 class RedisProcess:
@@ -201,13 +202,13 @@ def _predict(url: str, features: dict) -> dict:
     return response.json()
 
 
-def test_two_workers_share_hits_and_survive_a_redis_outage(kit, tiny_results, tmp_path, redis_server):
-    settings = kit.make_settings(tmp_path, "127.0.0.1:1")
-    registry = kit.registry_with_versions(settings, tiny_results)
+def test_two_workers_share_hits_and_survive_a_redis_outage(tiny_results, tmp_path, redis_server):
+    settings = make_settings(tmp_path, "127.0.0.1:1")
+    registry = registry_with_versions(settings, tiny_results)
     store = redis_server.client()
 
     def make_worker() -> Worker:
-        return Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", alias_poll_s=0.1, log_events=False,
+        return Worker(settings, WorkerConfig(model=MODEL, device="cpu", alias_poll_s=0.1, log_events=False,
                                              listen_for_labels=False, cache_url=redis_server.url))
 
     rows = iter(generate_inputs(200, seed=5).to_dict("records"))
@@ -223,17 +224,17 @@ def test_two_workers_share_hits_and_survive_a_redis_outage(kit, tiny_results, tm
         answer = _predict(url_b, row)
         return answer if answer["cached"] else None
 
-    with kit.serving(make_worker()) as url_a, kit.serving(make_worker()) as url_b:
+    with serving(make_worker()) as url_a, serving(make_worker()) as url_b:
         # no outage yet: A writes, however long a busy machine makes that take (the deadline is for a stuck write)
         shared = answered_by_the_other_worker(url_a, url_b, write_wait_s=60)
         assert shared is not None and shared["version"] == "1"
-        assert kit.metric(url_b, "driftline_worker_cache_remote_hits_total") == 1
+        assert metric(url_b, "driftline_worker_cache_remote_hits_total") == 1
         assert all(key.decode().startswith("driftline:pred:credit-default:1:") for key in store.keys())
 
         # A promotion changes the key: the old version's answer is never served.
         row = next(rows)
         assert _predict(url_a, row)["cached"] is False and _predict(url_a, row)["cached"] is True
-        registry.promote(kit.MODEL, "2")
+        registry.promote(MODEL, "2")
         wait_until(lambda: httpx.get(f"{url_a}/healthz").json()["version"] == "2",
                    message="worker A to serve version 2")
         wait_until(lambda: httpx.get(f"{url_b}/healthz").json()["version"] == "2",
@@ -244,8 +245,8 @@ def test_two_workers_share_hits_and_survive_a_redis_outage(kit, tiny_results, tm
         redis_server.stop()
         answers = [_predict(url_a, next(rows)) for _ in range(20)]  # every request still served
         assert all(a["cached"] is False for a in answers)
-        assert kit.metric(url_a, "driftline_worker_cache_remote_errors_total") >= 1
-        assert kit.metric(url_a, 'driftline_worker_requests_total{code="200"}') == 24
+        assert metric(url_a, "driftline_worker_cache_remote_errors_total") >= 1
+        assert metric(url_a, 'driftline_worker_requests_total{code="200"}') == 24
 
         redis_server.start()  # empty again; the workers reconnect on their own
         store = redis_server.client()

@@ -33,6 +33,7 @@ from driftline.worker.scenario_setup import (candidate_faults, canary_weight, pr
 from driftline.worker.scenarios import DOWNTURN, RESEEDED, SCENARIOS, UNSEEN, Candidate
 from driftline.worker.server import Worker, WorkerConfig
 from tests.support.waiting import wait_until
+from tests.support.worker_helpers import MODEL, make_settings, read_topic, registry_with_versions, serving
 
 TOKEN = "replay-token"
 
@@ -74,12 +75,12 @@ def test_warmup_rows_come_first_from_the_none_scenario():
 
 
 @pytest.fixture(scope="module")
-def replay_worker(broker, tiny_results, tmp_path_factory, kit):
-    settings = kit.make_settings(tmp_path_factory.mktemp("replay"), broker).model_copy(update={"retrain_token": TOKEN})
-    kit.registry_with_versions(settings, tiny_results[:1])
-    worker = Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
+def replay_worker(broker, tiny_results, tmp_path_factory):
+    settings = make_settings(tmp_path_factory.mktemp("replay"), broker).model_copy(update={"retrain_token": TOKEN})
+    registry_with_versions(settings, tiny_results[:1])
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
                                            faults=True))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         yield url
 
 
@@ -90,26 +91,26 @@ def _replay(url: str, broker: str, scenario: str, **overrides):
     return asyncio.run(run_replay(config))
 
 
-def test_skew_replay_serves_buggy_features_then_switches_the_fault_off(replay_worker, broker, kit):
+def test_skew_replay_serves_buggy_features_then_switches_the_fault_off(replay_worker, broker):
     report = _replay(replay_worker, broker, "skew")
     assert report.requests == report.ok == 60 and report.errors == {}
     assert report.labels_sent == report.ok and report.labels_dropped == 0
     faults = httpx.get(f"{replay_worker}/admin/faults", headers={"Authorization": f"Bearer {TOKEN}"}).json()
     assert faults["skew"] is False
-    events = [orjson.loads(raw) for raw in kit.read_topic(broker, TOPIC_INFERENCE, set(report.request_ids)).values()]
+    events = [orjson.loads(raw) for raw in read_topic(broker, TOPIC_INFERENCE, set(report.request_ids)).values()]
     assert len(events) == report.ok
     for event in events:
         truth = FeatureTransform().apply([event["inputs"]])[0]["debt_to_income"]
         assert event["features"]["debt_to_income"] == pytest.approx(truth / 12)
-    labels = kit.read_topic(broker, TOPIC_LABELS, set(report.request_ids))
+    labels = read_topic(broker, TOPIC_LABELS, set(report.request_ids))
     assert len(labels) == report.ok
     assert {orjson.loads(raw)["label"] for raw in labels.values()} <= {0, 1}
 
 
-def test_data_quality_replay_reaches_the_model_and_is_logged(replay_worker, broker, kit):
+def test_data_quality_replay_reaches_the_model_and_is_logged(replay_worker, broker):
     report = _replay(replay_worker, broker, "data_quality")
     assert report.ok == report.requests == 60 and report.errors == {}
-    events = [orjson.loads(raw) for raw in kit.read_topic(broker, TOPIC_INFERENCE, set(report.request_ids)).values()]
+    events = [orjson.loads(raw) for raw in read_topic(broker, TOPIC_INFERENCE, set(report.request_ids)).values()]
     assert len(events) == 60 and any(None in event["inputs"].values() for event in events)
     assert all(event["features"] == FeatureTransform().apply([event["inputs"]])[0] for event in events)
 
@@ -253,36 +254,36 @@ def test_a_rollout_scenario_needs_the_store(replay_worker):
 
 
 @pytest.fixture(scope="module")
-def rollout_worker(broker, tiny_results, tmp_path_factory, kit):
+def rollout_worker(broker, tiny_results, tmp_path_factory):
     """A worker that takes up plans within 0.2 s, with faults allowed; its settings judge a 50 % canary."""
     home = tmp_path_factory.mktemp("rollout-replay")
     toml = home / "driftline.toml"
     toml.write_text("[rollouts]\ncanary_steps = [50]\n")
-    settings = kit.make_settings(home, broker)
+    settings = make_settings(home, broker)
     settings = load_settings(toml, home=str(settings.home), db=settings.db_url, bootstrap_servers=broker,
                              retrain_token=TOKEN)
-    kit.registry_with_versions(settings, tiny_results[:1])
-    worker = Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0.2,
+    registry_with_versions(settings, tiny_results[:1])
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0.2,
                                            faults=True, cache_size=0))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         yield url, settings
 
 
-def test_canary_regression_replay_trains_a_candidate_sets_its_canary_and_slows_only_it(rollout_worker, broker, kit):
+def test_canary_regression_replay_trains_a_candidate_sets_its_canary_and_slows_only_it(rollout_worker, broker):
     url, settings = rollout_worker
     # 200 requests, however long they take: the worker takes the plan up within 0.2 s (at most 20 requests at
     # 100/s), and half of the rest go to the canary; the 20 its one-in-twenty slowdown needs are 10 sigma below that
     report = _replay(url, broker, "canary_regression", rate=100, requests=200, settings=settings)
     assert report.requests == 200 and report.ok == 200 and report.errors == {}  # every request answered
     registry = Registry(settings.db_url, settings.artifacts_dir)
-    assert registry.alias(kit.MODEL) == "1"  # never promoted
-    candidate = registry.get(kit.MODEL, "2")
+    assert registry.alias(MODEL) == "1"  # never promoted
+    candidate = registry.get(MODEL, "2")
     assert "mislabelled" in candidate.description and candidate.metrics["size"] == "test"
     with session_scope(settings.db_url) as session:
-        assert current_plan(session, kit.MODEL) == canary_plan(kit.MODEL, "2", 50)
-        assert [(s["by"], s["reason"]) for s in steps(session, kit.MODEL)] == [
+        assert current_plan(session, MODEL) == canary_plan(MODEL, "2", 50)
+        assert [(s["by"], s["reason"]) for s in steps(session, MODEL)] == [
             ("cli", "replay scenario canary_regression")]
-    events = [orjson.loads(raw) for raw in kit.read_topic(broker, TOPIC_INFERENCE, set(report.request_ids)).values()]
+    events = [orjson.loads(raw) for raw in read_topic(broker, TOPIC_INFERENCE, set(report.request_ids)).values()]
     by_version = {v: [e for e in events if e["version"] == v] for v in ("1", "2")}
     assert {e["role"] for e in by_version["2"]} == {"canary"} and len(by_version["2"]) >= 20
     # 240: the event loop's sleep may wake a fraction of a millisecond before the 250 ms are up
@@ -291,5 +292,5 @@ def test_canary_regression_replay_trains_a_candidate_sets_its_canary_and_slows_o
     faults = httpx.get(f"{url}/admin/faults", headers={"Authorization": f"Bearer {TOKEN}"}).json()
     assert faults["latency_ms"] == 0 and faults["latency_version"] is None
     # a second run finds its candidate again instead of training another
-    assert prepare_candidate(registry, kit.MODEL, SCENARIOS["canary_regression"].rollout.candidate) == "2"
-    assert [v.version for v in registry.versions(kit.MODEL)] == ["1", "2"]
+    assert prepare_candidate(registry, MODEL, SCENARIOS["canary_regression"].rollout.candidate) == "2"
+    assert [v.version for v in registry.versions(MODEL)] == ["1", "2"]

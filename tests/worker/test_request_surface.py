@@ -7,6 +7,8 @@ import pytest
 from driftline.hosts import host_allowed, host_name, parse_allowed_hosts
 from driftline.worker.server import Worker, WorkerConfig
 
+from tests.support.worker_helpers import MODEL, make_settings, registry_with_versions, serving
+
 TOKEN = "surface-test-token"
 
 
@@ -34,13 +36,13 @@ def test_only_loopback_names_are_allowed_unless_the_operator_lists_more():
 
 
 @pytest.fixture(scope="module")
-def surface(broker, tiny_results, tmp_path_factory, kit):
-    settings = kit.make_settings(tmp_path_factory.mktemp("surface"), broker).model_copy(
+def surface(broker, tiny_results, tmp_path_factory):
+    settings = make_settings(tmp_path_factory.mktemp("surface"), broker).model_copy(
         update={"retrain_token": TOKEN, "worker_allowed_hosts": "worker.internal"})
-    kit.registry_with_versions(settings, tiny_results[:1])
-    worker = Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
+    registry_with_versions(settings, tiny_results[:1])
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
                                            log_events=False, faults=True))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         yield url, worker
 
 
@@ -80,9 +82,9 @@ def test_json_with_parameters_is_json(surface):
     assert response.status_code == 200, response.text
 
 
-def test_an_allow_list_that_is_not_host_names_is_refused_at_start(kit, broker, tmp_path):
+def test_an_allow_list_that_is_not_host_names_is_refused_at_start(broker, tmp_path):
     from driftline.errors import UserError
 
-    settings = kit.make_settings(tmp_path, broker).model_copy(update={"worker_allowed_hosts": "http://x/"})
+    settings = make_settings(tmp_path, broker).model_copy(update={"worker_allowed_hosts": "http://x/"})
     with pytest.raises(UserError, match="worker_allowed_hosts"):
         Worker(settings, WorkerConfig(device="cpu"))

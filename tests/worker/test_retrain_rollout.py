@@ -13,14 +13,15 @@ from driftline.worker.dataset import generate
 from driftline.worker.publish import publish
 from driftline.worker.retrain import RetrainJob, run_retrain_job
 from tests.support.waiting import wait_until
+from tests.support.worker_helpers import make_settings, registry_with_versions
 
 
-def _winning_job(kit, tiny_results, tmp_path, monkeypatch, **changes):
+def _winning_job(tiny_results, tmp_path, monkeypatch, **changes):
     """A registry with version 1 in production and a retrain job whose candidate wins both holdout checks."""
     # the decision itself is tested in test_retraining.py; here it is the step after a win
     monkeypatch.setattr(retrain_module, "is_better", lambda *_: True)
     monkeypatch.setattr(retrain_module, "is_not_worse", lambda *_: True)
-    registry = kit.registry_with_versions(kit.make_settings(tmp_path, "127.0.0.1:1"), [])
+    registry = registry_with_versions(make_settings(tmp_path, "127.0.0.1:1"), [])
     publish(registry, "m", tiny_results[0])
     inputs, labels = generate(600, seed=31)
     job = RetrainJob(request_id=1, db_url=registry.db_url, artifacts_dir=str(registry.artifacts_dir), model="m",
@@ -33,8 +34,8 @@ def _winning_job(kit, tiny_results, tmp_path, monkeypatch, **changes):
     (vocabulary.ROLLOUT_CANARY, lambda version: canary_plan("m", version, defaults.ROLLOUT_CANARY_STEPS[0])),
 ])
 def test_a_winning_candidate_enters_as_a_rollout_plan_instead_of_being_promoted(
-        kit, tiny_results, tmp_path, monkeypatch, rollout, plan):
-    registry, job = _winning_job(kit, tiny_results, tmp_path, monkeypatch, rollout=rollout)
+        tiny_results, tmp_path, monkeypatch, rollout, plan):
+    registry, job = _winning_job(tiny_results, tmp_path, monkeypatch, rollout=rollout)
     outcome = run_retrain_job(job)
     version = outcome["new_version"]
     assert outcome["promoted"] is False and registry.alias("m") == "1"
@@ -46,8 +47,8 @@ def test_a_winning_candidate_enters_as_a_rollout_plan_instead_of_being_promoted(
     assert step["by"] == BY_POLICY and f"retrained version entered as a {rollout}" in step["reason"]
 
 
-def test_promote_is_the_default_and_promotes(kit, tiny_results, tmp_path, monkeypatch):
-    registry, job = _winning_job(kit, tiny_results, tmp_path, monkeypatch)
+def test_promote_is_the_default_and_promotes(tiny_results, tmp_path, monkeypatch):
+    registry, job = _winning_job(tiny_results, tmp_path, monkeypatch)
     assert job.rollout == vocabulary.STEP_PROMOTE
     outcome = run_retrain_job(job)
     assert outcome["promoted"] is True and registry.alias("m") == outcome["new_version"]
@@ -56,8 +57,8 @@ def test_promote_is_the_default_and_promotes(kit, tiny_results, tmp_path, monkey
         assert current_plan(s, "m") is None
 
 
-def test_a_running_plan_is_left_alone(kit, tiny_results, tmp_path, monkeypatch):
-    registry, job = _winning_job(kit, tiny_results, tmp_path, monkeypatch, rollout=vocabulary.ROLLOUT_CANARY)
+def test_a_running_plan_is_left_alone(tiny_results, tmp_path, monkeypatch):
+    registry, job = _winning_job(tiny_results, tmp_path, monkeypatch, rollout=vocabulary.ROLLOUT_CANARY)
     publish(registry, "m", tiny_results[1], promote=False)  # version 2, already in a person's canary
     with session_scope(registry.db_url) as s:
         set_plan(s, canary_plan("m", "2", 25))
@@ -68,12 +69,12 @@ def test_a_running_plan_is_left_alone(kit, tiny_results, tmp_path, monkeypatch):
         assert current_plan(s, "m") == canary_plan("m", "2", 25)
 
 
-def test_a_request_asking_for_an_unknown_rollout_is_rejected_before_training(kit, tmp_path):
+def test_a_request_asking_for_an_unknown_rollout_is_rejected_before_training(tmp_path):
     from types import SimpleNamespace
 
     from driftline.worker.retrain import RecentTraffic, RetrainManager
 
-    registry = kit.registry_with_versions(kit.make_settings(tmp_path, "127.0.0.1:1"), [])
+    registry = registry_with_versions(make_settings(tmp_path, "127.0.0.1:1"), [])
     manager = RetrainManager(registry, "m", RecentTraffic(10), min_rows=0, current=lambda: SimpleNamespace(version="1"))
     try:
         ticket = manager.submit("key-1", {"rollout": "yolo"})

@@ -22,6 +22,7 @@ from driftline.worker.registry import HOLDOUT_FILE
 from driftline.worker.retrain import RecentTraffic, RetrainJob, RetrainManager, run_retrain_job
 from driftline.worker.server import Worker, WorkerConfig
 from tests.support.waiting import wait_until
+from tests.support.worker_helpers import MODEL, make_settings, registry_with_versions, serving
 
 TOKEN = "retrain-token"
 
@@ -33,13 +34,13 @@ def _finished(url: str, request_id: str):
 
 @pytest.mark.slow  # about a minute or more on two cores: out of `make test-fast`
 def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_model(
-        kit, broker, tiny_results, tmp_path, sqlite_url, unique_id):
-    settings = kit.make_settings(tmp_path, broker, sqlite_url).model_copy(update={"retrain_token": TOKEN})
-    registry = kit.registry_with_versions(settings, tiny_results)
-    worker = Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", alias_poll_s=0.1, retrain_min_rows=200,
+        broker, tiny_results, tmp_path, sqlite_url, unique_id):
+    settings = make_settings(tmp_path, broker, sqlite_url).model_copy(update={"retrain_token": TOKEN})
+    registry = registry_with_versions(settings, tiny_results)
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", alias_poll_s=0.1, retrain_min_rows=200,
                                            retrain_epochs=3, log_events=False))
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         assert httpx.post(f"{url}/admin/retrain", json={}).status_code == 401
         early = httpx.post(f"{url}/admin/retrain", json={"why": "too early"},
                            headers={**auth, "Idempotency-Key": f"{unique_id}-early"})
@@ -58,7 +59,7 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
                 return await asyncio.gather(*(client.post("/predict", json={"features": row, "request_id": rid})
                                               for row, rid in zip(inputs.to_dict("records"), ids)))
         assert {r.status_code for r in asyncio.run(send_all())} == {200}
-        labeller = InferenceLogger(broker, model=kit.MODEL, version="1")
+        labeller = InferenceLogger(broker, model=MODEL, version="1")
         for request_id, label in zip(ids, labels):
             labeller.log_label(request_id, int(label))
         labeller.log_label("someone-else", 1)
@@ -86,7 +87,7 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         trainer = done["response"]["trainer"]  # trained in a child process, on one torch thread, at low priority
         assert trainer["pid"] != os.getpid() and trainer["torch_threads"] == 1
         assert trainer["niceness"] >= min(19, os.nice(0) + 1)
-        info = registry.get(kit.MODEL, "3")
+        info = registry.get(MODEL, "3")
         assert info.metrics["train_rows"] == 320 and "retrain request" in info.description
         with session_scope(settings.db_url) as session:
             assert session.scalar(select(BaselineRecord.rows).where(BaselineRecord.version == "3")) == 400
@@ -94,7 +95,7 @@ def test_retrain_on_labelled_traffic_is_idempotent_and_promotes_only_a_better_mo
         expected = "3" if done["promoted"] else "1"
         wait_until(lambda: httpx.get(f"{url}/healthz").json()["version"] == expected,
                    message=f"the worker to serve version {expected}")
-        assert registry.alias(kit.MODEL) == expected
+        assert registry.alias(MODEL) == expected
 
 
 def _labelled_traffic(rows: int, seed: int) -> RecentTraffic:
@@ -114,13 +115,12 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_shutdown_stops_a_running_training_process_and_records_the_interruption(kit, tiny_results, tmp_path,
-                                                                              unique_id):
-    settings = kit.make_settings(tmp_path, "127.0.0.1:1")
-    registry = kit.registry_with_versions(settings, tiny_results)
-    production = SimpleNamespace(version="1", info=registry.get(kit.MODEL, "1"))
+def test_shutdown_stops_a_running_training_process_and_records_the_interruption(tiny_results, tmp_path, unique_id):
+    settings = make_settings(tmp_path, "127.0.0.1:1")
+    registry = registry_with_versions(settings, tiny_results)
+    production = SimpleNamespace(version="1", info=registry.get(MODEL, "1"))
     # Epochs enough to train for hours: only shutdown() can end this job.
-    manager = RetrainManager(registry, kit.MODEL, _labelled_traffic(300, seed=8), min_rows=100,
+    manager = RetrainManager(registry, MODEL, _labelled_traffic(300, seed=8), min_rows=100,
                              current=lambda: production, epochs=1_000_000)
     ticket = manager.submit(f"{unique_id}-long", {"why": "test"})
     process = wait_until(lambda: manager.process, timeout=60, message="the training process to start")
@@ -138,7 +138,7 @@ def test_shutdown_stops_a_running_training_process_and_records_the_interruption(
     assert manager.process is None
     document = manager.get(ticket.id)
     assert document["status"] == "failed" and "interrupted" in document["response"]["error"]
-    assert registry.versions(kit.MODEL)[-1].version == "2"  # nothing half-registered
+    assert registry.versions(MODEL)[-1].version == "2"  # nothing half-registered
     late = manager.submit(f"{unique_id}-late", {})  # recorded, never run
     assert late.status == "failed" and "shutting down" in manager.get(late.id)["response"]["error"]
 
@@ -175,7 +175,7 @@ ORPHAN_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow  # about a minute or more on two cores: out of `make test-fast`
-def test_a_training_process_exits_when_the_worker_is_killed(kit, tmp_path):
+def test_a_training_process_exits_when_the_worker_is_killed(tmp_path):
     (tmp_path / "home").mkdir()
     worker = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, str(tmp_path / "home")], stdout=subprocess.PIPE,
                               cwd=Path(__file__).resolve().parents[2])
@@ -216,12 +216,12 @@ def _job(registry, tiny_results, labels_of, **changes) -> RetrainJob:
                       **changes)
 
 
-def test_a_candidate_poisoned_by_recent_traffic_is_not_promoted(kit, tiny_results, tmp_path):
+def test_a_candidate_poisoned_by_recent_traffic_is_not_promoted(tiny_results, tmp_path):
     """Flipped labels: the candidate wins on the (poisoned) recent traffic but loses on version 1's training holdout."""
     from driftline.worker.publish import publish
 
-    settings = kit.make_settings(tmp_path, "127.0.0.1:1")
-    registry = kit.registry_with_versions(settings, [])
+    settings = make_settings(tmp_path, "127.0.0.1:1")
+    registry = registry_with_versions(settings, [])
     publish(registry, "m", tiny_results[0])
     outcome = run_retrain_job(_job(registry, tiny_results, lambda labels: 1 - labels))
     recent, trusted = outcome["response"], outcome["response"]["training_holdout"]
@@ -231,11 +231,11 @@ def test_a_candidate_poisoned_by_recent_traffic_is_not_promoted(kit, tiny_result
     assert "training holdout" in outcome["response"]["decision"]
 
 
-def test_without_a_stored_training_holdout_a_candidate_is_not_promoted(kit, tiny_results, tmp_path):
+def test_without_a_stored_training_holdout_a_candidate_is_not_promoted(tiny_results, tmp_path):
     from driftline.worker.publish import publish
 
-    settings = kit.make_settings(tmp_path, "127.0.0.1:1")
-    registry = kit.registry_with_versions(settings, [])
+    settings = make_settings(tmp_path, "127.0.0.1:1")
+    registry = registry_with_versions(settings, [])
     publish(registry, "m", tiny_results[0])
     (registry.version_dir("m", "1") / HOLDOUT_FILE).unlink()  # a version registered before holdouts were kept
     outcome = run_retrain_job(_job(registry, tiny_results, lambda labels: labels))

@@ -22,6 +22,7 @@ from driftline.worker.dataset import generate_inputs
 from driftline.worker.server import Worker, WorkerConfig, create_app
 from driftline.worker.shadow import ShadowAnswer, ShadowRequest, ShadowRunner
 from tests.support.waiting import wait_until
+from tests.support.worker_helpers import make_settings, registry_with_versions, serving, topic_records
 
 MODEL = "credit-default"
 
@@ -49,11 +50,11 @@ def _within_binomial_bounds(hits: int, n: int, p: float, z: float = 5.0) -> bool
 
 
 @pytest.fixture
-def store(kit, tiny_results, tmp_path):
+def store(tiny_results, tmp_path):
     """Settings of a store with versions 1 (production) and 2."""
     # TestClient's requests name the host "testserver": listed like any name clients use
-    settings = kit.make_settings(tmp_path, "127.0.0.1:1").model_copy(update={"worker_allowed_hosts": "testserver"})
-    kit.registry_with_versions(settings, tiny_results)
+    settings = make_settings(tmp_path, "127.0.0.1:1").model_copy(update={"worker_allowed_hosts": "testserver"})
+    registry_with_versions(settings, tiny_results)
     return settings
 
 
@@ -119,7 +120,7 @@ def test_an_ab_test_splits_requests_by_the_arms_weights(store):
     assert all(e["role"] == f"arm:{e['version']}" for e in recorder.events)
 
 
-def test_a_running_worker_picks_a_plan_up_and_clear_restores_production(kit, store):
+def test_a_running_worker_picks_a_plan_up_and_clear_restores_production(store):
     client, worker = _client(store, alias_poll_s=0.05)
     with client:
         assert client.get("/model").json()["rollout"] is None
@@ -132,7 +133,7 @@ def test_a_running_worker_picks_a_plan_up_and_clear_restores_production(kit, sto
         assert _metric(client, "driftline_worker_plan_changes_total") == 2
 
 
-def test_shadow_answers_are_logged_with_the_request_id_and_never_returned(kit, store):
+def test_shadow_answers_are_logged_with_the_request_id_and_never_returned(store):
     _plan(store, shadow_plan(MODEL, "2"))
     client, worker = _client(store)
     with client:
@@ -159,7 +160,7 @@ def test_shadow_answers_are_logged_with_the_request_id_and_never_returned(kit, s
     assert differs > 0  # two differently trained models: the answers would show it had the shadow leaked
 
 
-def test_a_full_shadow_queue_drops_copies_counts_them_and_production_keeps_answering(kit, store):
+def test_a_full_shadow_queue_drops_copies_counts_them_and_production_keeps_answering(store):
     _plan(store, shadow_plan(MODEL, "2"))
     client, worker = _client(store, shadow_queue=2)
     gate = threading.Event()
@@ -197,20 +198,20 @@ def test_a_candidate_that_cannot_be_loaded_leaves_production_answering(store):
         assert {client.post("/predict", json={"features": row}).json()["version"] for row in ROWS[:10]} == {"1"}
 
 
-def test_shadow_events_on_kafka_follow_the_contract(kit, broker, tiny_results, tmp_path, unique_id):
-    settings = kit.make_settings(tmp_path, broker)
-    kit.registry_with_versions(settings, tiny_results)
+def test_shadow_events_on_kafka_follow_the_contract(broker, tiny_results, tmp_path, unique_id):
+    settings = make_settings(tmp_path, broker)
+    registry_with_versions(settings, tiny_results)
     _plan(settings, shadow_plan(MODEL, "2"))
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         import httpx
 
         ids = [f"{unique_id}-{i}" for i in range(5)]
         for request_id, row in zip(ids, ROWS):
             assert httpx.post(f"{url}/predict", json={"features": row, "request_id": request_id}).status_code == 200
         found: dict[str, list] = {}
-        for _, record in kit.topic_records(broker, TOPIC_INFERENCE,
-                                           lambda: sum(map(len, found.values())) >= 2 * len(ids)):
+        for _, record in topic_records(broker, TOPIC_INFERENCE,
+                                       lambda: sum(map(len, found.values())) >= 2 * len(ids)):
             try:
                 event = parse_inference(record.value)  # the contract's own validator
             except Exception:

@@ -19,6 +19,8 @@ from driftline.worker.feature_transform import FeatureTransform
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.server import Worker, WorkerConfig
 from tests.support.waiting import wait_until
+from tests.support.worker_helpers import (make_settings, metric, read_topic, registry_with_versions, serving,
+                                          topic_records)
 
 TOKEN = "test-token"
 JSON = {"Content-Type": "application/json"}
@@ -28,13 +30,13 @@ MODEL = "credit-default"
 
 
 @pytest.fixture(scope="module")
-def served(broker, tiny_results, tmp_path_factory, kit):
+def served(broker, tiny_results, tmp_path_factory):
     """A worker serving version 1 of two registered versions, logging to the test broker."""
-    settings = kit.make_settings(tmp_path_factory.mktemp("served"), broker).model_copy(update={"retrain_token": TOKEN})
-    kit.registry_with_versions(settings, tiny_results)
+    settings = make_settings(tmp_path_factory.mktemp("served"), broker).model_copy(update={"retrain_token": TOKEN})
+    registry_with_versions(settings, tiny_results)
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", max_batch_size=32, max_wait_ms=5.0,
                                            listen_for_labels=False, alias_poll_s=0, faults=True))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         yield url, worker
 
 
@@ -48,7 +50,7 @@ async def _post_all(url: str, bodies: list[dict]) -> list[httpx.Response]:
         return await asyncio.gather(*(client.post("/predict", json=body) for body in bodies))
 
 
-def test_400_concurrent_requests_give_400_contract_events(kit, served, broker):
+def test_400_concurrent_requests_give_400_contract_events(served, broker):
     url, _worker = served
     inputs = rows(400, seed=11)
     bodies = [{"features": row, "request_id": f"concurrent-{i}"} for i, row in enumerate(inputs)]
@@ -56,7 +58,7 @@ def test_400_concurrent_requests_give_400_contract_events(kit, served, broker):
     assert [r.status_code for r in responses] == [200] * 400
     answers = {r.json()["request_id"]: r.json() for r in responses}
 
-    raw = kit.read_topic(broker, TOPIC_INFERENCE, set(answers))
+    raw = read_topic(broker, TOPIC_INFERENCE, set(answers))
     assert len(raw) == 400
     batch_sizes = []
     for i, row in enumerate(inputs):
@@ -75,10 +77,10 @@ def test_400_concurrent_requests_give_400_contract_events(kit, served, broker):
     assert len({parse_inference(v).event_id for v in raw.values()}) == 400
     assert max(batch_sizes) > 1
     assert all(1 <= size <= 32 for size in batch_sizes)
-    assert kit.metric(url, "driftline_worker_batch_size_count") < 400  # fewer forward passes than requests
+    assert metric(url, "driftline_worker_batch_size_count") < 400  # fewer forward passes than requests
 
 
-def test_a_request_id_the_worker_makes_up_is_also_the_event_id(kit, served, broker, unique_id):
+def test_a_request_id_the_worker_makes_up_is_also_the_event_id(served, broker, unique_id):
     url, _worker = served
     inputs = rows(20, seed=13)
     given = [f"{unique_id}-{i}" for i in range(10)]
@@ -88,7 +90,7 @@ def test_a_request_id_the_worker_makes_up_is_also_the_event_id(kit, served, brok
     request_ids = [r.json()["request_id"] for r in responses]
     assert request_ids[:10] == given and len(set(request_ids)) == 20
 
-    raw = kit.read_topic(broker, TOPIC_INFERENCE, set(request_ids))
+    raw = read_topic(broker, TOPIC_INFERENCE, set(request_ids))
     events = {request_id: parse_inference(raw[request_id]) for request_id in request_ids}
     for request_id in request_ids[10:]:  # made up by the worker: unique, so it is the event id as well
         assert events[request_id].event_id == request_id
@@ -97,16 +99,16 @@ def test_a_request_id_the_worker_makes_up_is_also_the_event_id(kit, served, brok
     assert len({event.event_id for event in events.values()}) == 20
 
 
-def test_a_repeated_request_is_a_cache_hit(kit, served):
+def test_a_repeated_request_is_a_cache_hit(served):
     url, _worker = served
     body = {"features": rows(1, seed=12)[0]}
-    hits_before = kit.metric(url, "driftline_worker_cache_hits_total")
+    hits_before = metric(url, "driftline_worker_cache_hits_total")
     first = httpx.post(f"{url}/predict", json=body).json()
     second = httpx.post(f"{url}/predict", json=body).json()
     assert first["cached"] is False and second["cached"] is True
     assert second["prediction"] == first["prediction"] and second["version"] == first["version"]
     assert second["latency_ms"]["compute"] == 0.0
-    assert kit.metric(url, "driftline_worker_cache_hits_total") == hits_before + 1
+    assert metric(url, "driftline_worker_cache_hits_total") == hits_before + 1
 
 
 def _body_with(**changes):
@@ -149,16 +151,16 @@ def test_bad_input_gets_422_naming_the_field(served, content, field):
         assert field in response.json()["detail"]
 
 
-def test_a_refused_request_is_neither_counted_nor_logged(kit, served, monkeypatch):
+def test_a_refused_request_is_neither_counted_nor_logged(served, monkeypatch):
     url, worker = served
     logged = []
     monkeypatch.setattr(worker.logger, "log_soon", lambda *args, **kwargs: logged.append(kwargs))
     monkeypatch.setattr(worker.logger, "log", lambda *args, **kwargs: logged.append(kwargs))
-    misses = kit.metric(url, "driftline_worker_cache_misses_total")
+    misses = metric(url, "driftline_worker_cache_misses_total")
     for body in ({"features": rows(1, 21)[0], "request_id": "bad-\ud800"}, _body_with(age=1e200),
                  _body_with(region="\ud800")):
         assert httpx.post(f"{url}/predict", content=json.dumps(body), headers=JSON).status_code == 422
-    assert logged == [] and kit.metric(url, "driftline_worker_cache_misses_total") == misses
+    assert logged == [] and metric(url, "driftline_worker_cache_misses_total") == misses
     assert httpx.post(f"{url}/predict", json={"features": rows(1, 22)[0], "request_id": "good"}).status_code == 200
     assert [entry["request_id"] for entry in logged] == ["good"]
 
@@ -177,13 +179,13 @@ def test_oversized_body_gets_413_and_the_worker_stays_healthy(served):
     assert httpx.post(f"{url}/predict", json=_body_with()).status_code == 200
 
 
-def test_nulls_out_of_range_and_unseen_categories_reach_the_model(kit, served, broker):
+def test_nulls_out_of_range_and_unseen_categories_reach_the_model(served, broker):
     url, _worker = served
     body = _body_with(annual_income=None, age=150, region="atlantis")
     body["request_id"] = "dirty-1"
     answer = httpx.post(f"{url}/predict", json=body)
     assert answer.status_code == 200
-    event = orjson.loads(kit.read_topic(broker, TOPIC_INFERENCE, {"dirty-1"})["dirty-1"])
+    event = orjson.loads(read_topic(broker, TOPIC_INFERENCE, {"dirty-1"})["dirty-1"])
     assert event["features"]["annual_income"] is None and event["features"]["debt_to_income"] is None
     assert event["features"]["age"] == 150.0 and event["features"]["region"] == "atlantis"
 
@@ -201,7 +203,7 @@ def test_model_and_metrics_endpoints(served):
         assert name in text
 
 
-def test_faults_need_the_token_and_skew_changes_served_features(kit, served, broker):
+def test_faults_need_the_token_and_skew_changes_served_features(served, broker):
     url, _worker = served
     assert httpx.post(f"{url}/admin/faults", json={"skew": True}).status_code == 401
     assert httpx.post(f"{url}/admin/faults", json={"skew": True},
@@ -217,7 +219,7 @@ def test_faults_need_the_token_and_skew_changes_served_features(kit, served, bro
         assert httpx.delete(f"{url}/admin/faults", headers=auth).json()["skew"] is False
     clean = httpx.post(f"{url}/predict", json={"features": row, "request_id": "skew-2"}).json()
     assert clean["cached"] is False  # different served features: a different cache entry
-    events = {k: orjson.loads(v) for k, v in kit.read_topic(broker, TOPIC_INFERENCE, {"skew-1", "skew-2"}).items()}
+    events = {k: orjson.loads(v) for k, v in read_topic(broker, TOPIC_INFERENCE, {"skew-1", "skew-2"}).items()}
     training_features = FeatureTransform().apply([events["skew-1"]["inputs"]])[0]
     served_dti, training_dti = events["skew-1"]["features"]["debt_to_income"], training_features["debt_to_income"]
     assert served_dti == pytest.approx(training_dti / 12)
@@ -241,13 +243,13 @@ def test_latency_fault_adds_compute_time(served):
     assert after["latency_ms"]["compute"] < 60_000.0
 
 
-def test_rollback_switches_the_served_version(kit, broker, tiny_results, tmp_path, sqlite_url):
-    settings = kit.make_settings(tmp_path, broker, sqlite_url)
-    registry = kit.registry_with_versions(settings, tiny_results)
+def test_rollback_switches_the_served_version(broker, tiny_results, tmp_path, sqlite_url):
+    settings = make_settings(tmp_path, broker, sqlite_url)
+    registry = registry_with_versions(settings, tiny_results)
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", alias_poll_s=0.1, listen_for_labels=False,
                                            log_events=False))
     body = {"features": rows(1, seed=15)[0]}
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         assert httpx.post(f"{url}/predict", json=body).json()["version"] == "1"
         registry.promote(MODEL, "2")
         wait_until(lambda: httpx.get(f"{url}/healthz").json()["version"] == "2",
@@ -259,33 +261,33 @@ def test_rollback_switches_the_served_version(kit, broker, tiny_results, tmp_pat
                    message="the worker to serve version 1")
         on_one = httpx.post(f"{url}/predict", json=body).json()
         assert on_one["version"] == "1" and on_one["prediction"] != on_two["prediction"]
-        assert kit.metric(url, "driftline_worker_model_swaps_total") == 2
+        assert metric(url, "driftline_worker_model_swaps_total") == 2
 
 
-def test_kafka_down_serving_continues_and_drops_are_counted(kit, tiny_results, tmp_path, sqlite_url,
+def test_kafka_down_serving_continues_and_drops_are_counted(tiny_results, tmp_path, sqlite_url,
                                                             embedded_broker_factory):
     from driftline.broker import free_port
 
     port = free_port()  # nothing listens here yet: Kafka is down at start
-    settings = kit.make_settings(tmp_path, f"127.0.0.1:{port}", sqlite_url)
-    kit.registry_with_versions(settings, tiny_results[:1])
+    settings = make_settings(tmp_path, f"127.0.0.1:{port}", sqlite_url)
+    registry_with_versions(settings, tiny_results[:1])
     worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", event_buffer=50, listen_for_labels=False,
                                            alias_poll_s=0, cache_size=0, shutdown_flush_s=0.5))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         bodies = [{"features": row, "request_id": f"down-{i}"} for i, row in enumerate(rows(120, seed=16))]
         responses = asyncio.run(_post_all(url, bodies))
         assert [r.status_code for r in responses] == [200] * 120
-        assert kit.metric(url, "driftline_worker_events_buffered") == 50
-        assert kit.metric(url, "driftline_worker_events_dropped_total") == 70
-        assert kit.metric(url, "driftline_worker_kafka_connected") == 0
+        assert metric(url, "driftline_worker_events_buffered") == 50
+        assert metric(url, "driftline_worker_events_dropped_total") == 70
+        assert metric(url, "driftline_worker_kafka_connected") == 0
 
         broker = embedded_broker_factory(port=port)  # Kafka comes back: the buffer drains
-        wait_until(lambda: kit.metric(url, "driftline_worker_events_sent_total") == 50, timeout=60,
+        wait_until(lambda: metric(url, "driftline_worker_events_sent_total") == 50, timeout=60,
                    message="the 50 buffered events to be sent")
-        assert kit.metric(url, "driftline_worker_events_buffered") == 0
+        assert metric(url, "driftline_worker_events_buffered") == 0
         # a fresh broker: its topic holds this test's events only, read until the 50 sent are there
         delivered: list[str] = []
-        for _, record in kit.topic_records(broker.bootstrap_servers, TOPIC_INFERENCE, lambda: len(delivered) >= 50,
+        for _, record in topic_records(broker.bootstrap_servers, TOPIC_INFERENCE, lambda: len(delivered) >= 50,
                                            timeout_s=60):
             delivered.append(parse_inference(record.value).request_id)
         assert len(delivered) == len(set(delivered)) == 50 and set(delivered) <= {f"down-{i}" for i in range(120)}
@@ -296,7 +298,7 @@ def test_kafka_down_serving_continues_and_drops_are_counted(kit, tiny_results, t
         assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
 
 
-def test_a_failing_model_answers_500_logs_an_error_event_and_the_worker_recovers(kit, served, broker):
+def test_a_failing_model_answers_500_logs_an_error_event_and_the_worker_recovers(served, broker):
     url, worker = served
     loaded = worker.current
 
@@ -309,13 +311,13 @@ def test_a_failing_model_answers_500_logs_an_error_event_and_the_worker_recovers
     finally:
         del loaded.predict
     assert answer.status_code == 500 and "device lost" in answer.json()["detail"]
-    event = parse_inference(kit.read_topic(broker, TOPIC_INFERENCE, {"broken-1"})["broken-1"])
+    event = parse_inference(read_topic(broker, TOPIC_INFERENCE, {"broken-1"})["broken-1"])
     assert event.status == "error" and "device lost" in event.raw["error"] and event.prediction is None
     assert event.features == FeatureTransform().apply([event.raw["inputs"]])[0]
     assert httpx.post(f"{url}/predict", json=_body_with(age=55)).status_code == 200
 
 
-def test_a_full_request_queue_answers_503_with_retry_after(kit, served, monkeypatch):
+def test_a_full_request_queue_answers_503_with_retry_after(served, monkeypatch):
     url, worker = served
     loaded = worker.current
     gate, entered = threading.Event(), threading.Event()
@@ -345,7 +347,7 @@ def test_a_full_request_queue_answers_503_with_retry_after(kit, served, monkeypa
     assert httpx.post(f"{url}/predict", json=bodies[2]).status_code == 200
 
 
-def test_a_client_that_leaves_mid_body_is_counted_not_logged_as_a_failure(kit, served, caplog):
+def test_a_client_that_leaves_mid_body_is_counted_not_logged_as_a_failure(served, caplog):
     url, worker = served
     host, port = url.removeprefix("http://").split(":")
     def closed() -> float:

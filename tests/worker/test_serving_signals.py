@@ -20,21 +20,23 @@ from driftline.errors import UserError
 from driftline.worker.serving_signals import ServingSignals, SignalsConfig, device_kind
 from driftline.worker.server import Worker, WorkerConfig
 
+from tests.support.worker_helpers import MODEL, make_settings, read_topic, registry_with_versions, serving
+
 pytestmark = pytest.mark.timeout(300)
 PRICE_CPU = 0.36  # per replica-hour: 0.0001 per second
 
 
 @pytest.fixture(scope="module")
-def running(broker, tiny_results, tmp_path_factory, kit):
+def running(broker, tiny_results, tmp_path_factory):
     home = tmp_path_factory.mktemp("signals")
     config = home / "driftline.toml"
     config.write_text(f"[cost]\nprice_per_replica_hour = {{cpu = {PRICE_CPU}, cuda = 2.5}}\n"
                       "[capacity]\ntarget_utilization = 0.5\n")
-    base = kit.make_settings(home, broker)
+    base = make_settings(home, broker)
     settings = load_settings(config, home=str(base.home), db=base.db_url, bootstrap_servers=broker)
-    kit.registry_with_versions(settings, tiny_results[:1])
-    worker = Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0))
-    with kit.serving(worker) as url:
+    registry_with_versions(settings, tiny_results[:1])
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0))
+    with serving(worker) as url:
         yield url, worker
 
 
@@ -89,7 +91,7 @@ def test_gpu_figures_are_absent_on_a_cpu_worker_not_zero(running):
     assert re.search(r'^driftline_worker_model_info\{.*device="cpu".*\} 1\.0$', text, re.MULTILINE)
 
 
-def test_each_event_records_the_device_and_the_features_times(running, broker, kit):
+def test_each_event_records_the_device_and_the_features_times(running, broker):
     url, _ = running
     example = httpx.get(f"{url}/model").json()["example"]
     request_id = f"fresh-{uuid.uuid4().hex}"
@@ -97,7 +99,7 @@ def test_each_event_records_the_device_and_the_features_times(running, broker, k
     answer = httpx.post(f"{url}/predict", json={"features": example, "request_id": request_id,
                                                  "feature_ts": {"credit_score": stamp}})
     assert answer.status_code == 200, answer.text
-    event = orjson.loads(kit.read_topic(broker, "driftline.inference", {request_id})[request_id])
+    event = orjson.loads(read_topic(broker, "driftline.inference", {request_id})[request_id])
     assert event["device"] == "cpu"
     assert event["feature_ts"] == {"credit_score": 1_796_040_000_000}
 
@@ -168,7 +170,7 @@ def test_gpu_figures_come_from_nvml_or_not_at_all():
             "driftline_worker_device_memory_total_bytes"]
 
 
-def test_the_stale_features_replay_sends_feature_times_the_worker_logs(running, broker, kit):
+def test_the_stale_features_replay_sends_feature_times_the_worker_logs(running, broker):
     """`driftline replay --scenario stale_features` against the worker: every event carries the online features'
     times; after the warm-up credit_score's stop moving (its updates stopped), num_late_payments' keep up."""
     import asyncio
@@ -181,7 +183,7 @@ def test_the_stale_features_replay_sends_feature_times_the_worker_logs(running, 
     report = asyncio.run(run_replay(ReplayConfig(worker_url=url, scenario="stale_features", rate=40.0,
                                                  warmup_s=1.0, requests=80, concurrency=4)))
     assert report.ok == report.requests == 120
-    events = [orjson.loads(raw) for raw in kit.read_topic(broker, "driftline.inference",
+    events = [orjson.loads(raw) for raw in read_topic(broker, "driftline.inference",
                                                            set(report.request_ids)).values()]
     assert len(events) == 120
     events.sort(key=lambda e: _ms(e["ts"]))

@@ -11,17 +11,18 @@ import pytest
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.server import Worker, WorkerConfig
 from tests.support.waiting import wait_until
+from tests.support.worker_helpers import MODEL, make_settings, metric, registry_with_versions, serving
 
 BODY = {"features": generate_inputs(1, seed=5).to_dict("records")[0]}
 
 
 @contextlib.contextmanager
-def _worker(kit, broker, tiny_results, tmp_path_factory, **config) -> Iterator[tuple[str, Worker]]:
-    settings = kit.make_settings(tmp_path_factory.mktemp("slow"), broker)
-    kit.registry_with_versions(settings, tiny_results[:1])
-    worker = Worker(settings, WorkerConfig(model=kit.MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
+def _worker(broker, tiny_results, tmp_path_factory, **config) -> Iterator[tuple[str, Worker]]:
+    settings = make_settings(tmp_path_factory.mktemp("slow"), broker)
+    registry_with_versions(settings, tiny_results[:1])
+    worker = Worker(settings, WorkerConfig(model=MODEL, device="cpu", listen_for_labels=False, alias_poll_s=0,
                                            log_events=False, **config))
-    with kit.serving(worker) as url:
+    with serving(worker) as url:
         yield url, worker
 
 
@@ -42,22 +43,22 @@ def _read_to_close(conn: socket.socket) -> bytes:
     return received
 
 
-def test_idle_connections_beyond_max_pending_do_not_lock_out_predict(kit, broker, tiny_results, tmp_path_factory):
-    with _worker(kit, broker, tiny_results, tmp_path_factory, max_pending=2, body_timeout_s=120.0) as (url, worker):
+def test_idle_connections_beyond_max_pending_do_not_lock_out_predict(broker, tiny_results, tmp_path_factory):
+    with _worker(broker, tiny_results, tmp_path_factory, max_pending=2, body_timeout_s=120.0) as (url, worker):
         stalled = [_stalled(url) for _ in range(worker.config.max_pending + 4)]
         try:
-            wait_until(lambda: kit.metric(url, "driftline_worker_body_reads") == len(stalled),
+            wait_until(lambda: metric(url, "driftline_worker_body_reads") == len(stalled),
                        message="the stalled requests to be reading their bodies")
             answers = [httpx.post(f"{url}/predict", json=BODY, timeout=60).status_code for _ in range(10)]
             assert answers == [200] * 10
-            assert kit.metric(url, "driftline_worker_body_reads") == len(stalled)  # still stalled meanwhile
+            assert metric(url, "driftline_worker_body_reads") == len(stalled)  # still stalled meanwhile
         finally:
             for conn in stalled:
                 conn.close()
 
 
-def test_a_body_not_received_in_time_gets_408_and_the_connection_closed(kit, broker, tiny_results, tmp_path_factory):
-    with _worker(kit, broker, tiny_results, tmp_path_factory, body_timeout_s=0.5) as (url, _worker_):
+def test_a_body_not_received_in_time_gets_408_and_the_connection_closed(broker, tiny_results, tmp_path_factory):
+    with _worker(broker, tiny_results, tmp_path_factory, body_timeout_s=0.5) as (url, _worker_):
         with _stalled(url, sent=b'{"features": {') as conn:
             received = _read_to_close(conn)
         status, _, rest = received.partition(b"\r\n")
@@ -65,12 +66,11 @@ def test_a_body_not_received_in_time_gets_408_and_the_connection_closed(kit, bro
         assert b"connection: close" in rest.lower()
         assert b"0.5" in rest  # the message says the deadline
         assert httpx.post(f"{url}/predict", json=BODY).status_code == 200
-        assert kit.metric(url, "driftline_worker_body_reads") == 0
+        assert metric(url, "driftline_worker_body_reads") == 0
 
 
-def test_a_connection_that_does_not_finish_a_request_head_in_time_is_closed(kit, broker, tiny_results,
-                                                                            tmp_path_factory):
-    with _worker(kit, broker, tiny_results, tmp_path_factory, head_timeout_s=0.5) as (url, _worker_):
+def test_a_connection_that_does_not_finish_a_request_head_in_time_is_closed(broker, tiny_results, tmp_path_factory):
+    with _worker(broker, tiny_results, tmp_path_factory, head_timeout_s=0.5) as (url, _worker_):
         host, port = url.removeprefix("http://").split(":")
         silent = socket.create_connection((host, int(port)), timeout=60)
         partial = socket.create_connection((host, int(port)), timeout=60)
@@ -81,8 +81,8 @@ def test_a_connection_that_does_not_finish_a_request_head_in_time_is_closed(kit,
             assert [client.post(f"{url}/predict", json=BODY).status_code for _ in range(5)] == [200] * 5
 
 
-def test_connections_beyond_the_cap_are_refused_until_some_close(kit, broker, tiny_results, tmp_path_factory):
-    with _worker(kit, broker, tiny_results, tmp_path_factory, max_connections=4, body_timeout_s=120.0) as (url, worker):
+def test_connections_beyond_the_cap_are_refused_until_some_close(broker, tiny_results, tmp_path_factory):
+    with _worker(broker, tiny_results, tmp_path_factory, max_connections=4, body_timeout_s=120.0) as (url, worker):
         stalled = [_stalled(url) for _ in range(worker.config.max_connections)]
         try:
             wait_until(lambda: _fresh_status(url) == 503, message="the connection cap to refuse a new request")
