@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from driftline.cli import main
 from driftline.detectors.batch.engine import detect
 from driftline.detectors.batch.frames import detect_frames
 from driftline.worker.dataset import generate
 from driftline.worker.scenarios import SCENARIOS
+from tests.support.cli import run_detect
 
 pytestmark = pytest.mark.slow
 
@@ -43,16 +43,6 @@ def credit(tmp_path_factory):
     pq.write_table(pa.Table.from_pandas(current, preserve_index=False), folder / "cur.parquet", row_group_size=600)
     # read back, as the single-machine run reads them
     return pd.read_parquet(folder / "ref.parquet"), pd.read_parquet(folder / "cur.parquet"), folder
-
-
-def run(args: list[str], capfd) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(["detect", *args])
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capfd.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="session")
@@ -95,9 +85,9 @@ def test_detect_engine_spark_writes_the_local_json(credit, spark, capfd):
     _, _, folder = credit
     args = ["--reference", str(folder / "ref.parquet"), "--current", str(folder / "cur.parquet"),
             "--chunk-period", "2D", "--timestamp", "ts", "--prediction", "score"]
-    code, local, _ = run(args, capfd)
+    code, local, _ = run_detect(args, capfd)
     assert code == 0
-    code, on_spark, err = run([*args, "--engine", "spark", "--spark-master", "local[2]"], capfd)
+    code, on_spark, err = run_detect([*args, "--engine", "spark", "--spark-master", "local[2]"], capfd)
     assert code == 0, err
     assert json.loads(on_spark) == json.loads(local)
     assert "current data" in err and "partitions" in err  # progress, per pass over the partitions
@@ -136,6 +126,6 @@ def test_dask_reads_hive_style_partitions(credit, dask_client, tmp_path):
 
 def test_an_engine_option_the_files_do_not_allow_is_a_clear_error(credit, capfd):
     _, _, folder = credit
-    code, _, err = run(["--reference", str(folder / "ref.parquet"), "--current", str(folder / "nope.parquet"),
-                        "--engine", "dask", "--in-memory"], capfd)
+    code, _, err = run_detect(["--reference", str(folder / "ref.parquet"), "--current", str(folder / "nope.parquet"),
+                               "--engine", "dask", "--in-memory"], capfd)
     assert code != 0 and "--in-memory, --html and --embedding need --engine local" in err

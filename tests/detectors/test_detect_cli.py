@@ -10,20 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driftline.cli import main
 from driftline.vocabulary import DATASET_DRIFT
+from tests.support.cli import run_detect
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def run(args: list[str], capfd) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(["detect", *args])
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capfd.readouterr()
-    return code, out, err
 
 
 def frame(rng: np.random.Generator, n: int, shift: float = 0.0) -> pd.DataFrame:
@@ -59,7 +49,7 @@ def _base(files, ref="ref_csv", cur="cur_csv"):
 # --- the contract's JSON ------------------------------------------------------------
 
 def test_json_to_stdout_matches_the_contract(files, capfd):
-    code, out, err = run(_base(files) + ["--ignore", "id,ts", "--prediction", "y_pred"], capfd)
+    code, out, err = run_detect(_base(files) + ["--ignore", "id,ts", "--prediction", "y_pred"], capfd)
     assert code == 0, err
     result = json.loads(out)
     assert set(result) == {"schema_version", "reference_rows", "windows"}
@@ -87,8 +77,8 @@ def test_json_to_stdout_matches_the_contract(files, capfd):
 
 def test_parquet_json_file_and_categorical_override(files, capfd):
     out_path = files["dir"] / "out.json"
-    code, out, err = run(_base(files, "ref_parquet", "cur_parquet")
-                         + ["--ignore", "id,ts", "--categorical", "zip", "--json", str(out_path)], capfd)
+    code, out, err = run_detect(_base(files, "ref_parquet", "cur_parquet")
+                                + ["--ignore", "id,ts", "--categorical", "zip", "--json", str(out_path)], capfd)
     assert code == 0, err
     assert out == ""  # the JSON went to the file
     assert "1 window(s)" in err
@@ -97,27 +87,28 @@ def test_parquet_json_file_and_categorical_override(files, capfd):
 
 
 def test_no_drift_still_exits_zero(files, capfd):
-    code, out, _ = run(["--reference", files["ref_csv"], "--current", files["ref_csv"], "--ignore", "id,ts"], capfd)
+    code, out, _ = run_detect(["--reference", files["ref_csv"], "--current", files["ref_csv"], "--ignore", "id,ts"],
+                              capfd)
     assert code == 0
     window = json.loads(out)["windows"][0]
     assert window["drifted_features"] == [] and window[DATASET_DRIFT] is False
 
 
 def test_chunk_size_windows_and_progress(files, capfd):
-    code, out, err = run(_base(files) + ["--ignore", "id,ts", "--chunk-size", "400"], capfd)
+    code, out, err = run_detect(_base(files) + ["--ignore", "id,ts", "--chunk-size", "400"], capfd)
     assert code == 0, err
     windows = json.loads(out)["windows"]
     assert [w["rows"] for w in windows] == [400, 400, 400, 300]
     assert [w["index"] for w in windows] == [0, 1, 2, 3]
     assert "window 4 (300 rows)" in err  # a streamed CSV: the number of windows is known at its end
-    code, out, err = run(_base(files, "ref_parquet", "cur_parquet") + ["--ignore", "id,ts", "--chunk-size", "400"],
-                         capfd)
+    code, out, err = run_detect(_base(files, "ref_parquet", "cur_parquet") + ["--ignore", "id,ts", "--chunk-size",
+                                                                              "400"], capfd)
     assert code == 0, err
     assert "window 4/4 (300 rows)" in err  # Parquet: its footer holds the row count
 
 
 def test_chunk_period_windows_have_bounds(files, capfd):
-    code, out, err = run(_base(files) + ["--ignore", "id", "--timestamp", "ts", "--chunk-period", "1D"], capfd)
+    code, out, err = run_detect(_base(files) + ["--ignore", "id", "--timestamp", "ts", "--chunk-period", "1D"], capfd)
     assert code == 0, err
     windows = json.loads(out)["windows"]
     # 1500 half-hours from midnight: 31 full days of 48 rows and a last day of 12.
@@ -131,7 +122,7 @@ def test_chunk_period_windows_have_bounds(files, capfd):
 def test_thresholds_from_config(files, capfd):
     config = files["dir"] / "driftline.toml"
     config.write_text("[drift]\n[drift.features.income]\npsi = 50.0\nwasserstein = 50.0\njensenshannon = 50.0\n")
-    code, out, err = run(_base(files) + ["--ignore", "id,ts", "--config", str(config)], capfd)
+    code, out, err = run_detect(_base(files) + ["--ignore", "id,ts", "--config", str(config)], capfd)
     assert code == 0, err
     assert json.loads(out)["windows"][0]["drifted_features"] == []
 
@@ -139,17 +130,17 @@ def test_thresholds_from_config(files, capfd):
 def test_multivariate_thresholds_from_config(files, capfd):
     config = files["dir"] / "driftline.toml"
     config.write_text("[multivariate_drift]\ndomain_classifier_auc = 0.99\nmax_rows = 200\ntop_features = 1\n")
-    code, out, err = run(_base(files) + ["--ignore", "id,ts", "--config", str(config)], capfd)
+    code, out, err = run_detect(_base(files) + ["--ignore", "id,ts", "--config", str(config)], capfd)
     assert code == 0, err
     classifier = json.loads(out)["windows"][0]["multivariate"]["domain_classifier"]
     assert classifier["threshold"] == 0.99 and len(classifier["top_features"]) <= 1
-    code, out, err = run(_base(files) + ["--ignore", "id,ts"], capfd)
+    code, out, err = run_detect(_base(files) + ["--ignore", "id,ts"], capfd)
     assert json.loads(out)["windows"][0]["multivariate"]["domain_classifier"]["threshold"] < 0.99
 
 
 def test_html_report_from_evidently(files, capfd):
     html = files["dir"] / "report.html"
-    code, out, err = run(_base(files) + ["--ignore", "id,ts", "--html", str(html)], capfd)
+    code, out, err = run_detect(_base(files) + ["--ignore", "id,ts", "--html", str(html)], capfd)
     assert code == 0, err
     text = html.read_text()
     assert "<html" in text.lower() and "Drifted Columns" in text
@@ -221,7 +212,7 @@ BAD_CASES = {
 @pytest.mark.parametrize("case", sorted(BAD_CASES))
 def test_bad_input_is_one_clear_line_and_non_zero_exit(case, files, capfd):
     make_args, expected = BAD_CASES[case]
-    code, out, err = run(make_args(files, files["dir"]), capfd)
+    code, out, err = run_detect(make_args(files, files["dir"]), capfd)
     assert code != 0
     assert out == ""
     lines = err.strip().splitlines()
@@ -233,11 +224,11 @@ def test_datetime_column_must_be_ignored_or_the_timestamp(tmp_path, capfd):
     rng = np.random.default_rng(1)
     data = frame(rng, 300).assign(ts=lambda f: pd.to_datetime(f["ts"]))
     data.to_parquet(tmp_path / "r.parquet")
-    code, out, err = run(["--reference", str(tmp_path / "r.parquet"), "--current", str(tmp_path / "r.parquet"),
-                          "--ignore", "id"], capfd)
+    code, out, err = run_detect(["--reference", str(tmp_path / "r.parquet"), "--current", str(tmp_path / "r.parquet"),
+                                 "--ignore", "id"], capfd)
     assert code == 1 and out == "" and "ts" in err and "--ignore" in err
-    code, out, _ = run(["--reference", str(tmp_path / "r.parquet"), "--current", str(tmp_path / "r.parquet"),
-                        "--ignore", "id", "--timestamp", "ts", "--chunk-period", "1D"], capfd)
+    code, out, _ = run_detect(["--reference", str(tmp_path / "r.parquet"), "--current", str(tmp_path / "r.parquet"),
+                               "--ignore", "id", "--timestamp", "ts", "--chunk-period", "1D"], capfd)
     assert code == 0 and len(json.loads(out)["windows"]) == 7
 
 
@@ -282,8 +273,8 @@ def test_html_report_keeps_hostile_values_and_names_inert(tmp_path, capfd):
     hostile(500, 0).to_csv(tmp_path / "ref.csv", index=False)
     hostile(400, 800).to_csv(tmp_path / "cur.csv", index=False)
     html = tmp_path / "report.html"
-    code, out, err = run(["--reference", str(tmp_path / "ref.csv"), "--current", str(tmp_path / "cur.csv"),
-                          "--categorical", f"region,{handler}", "--html", str(html)], capfd)
+    code, out, err = run_detect(["--reference", str(tmp_path / "ref.csv"), "--current", str(tmp_path / "cur.csv"),
+                                 "--categorical", f"region,{handler}", "--html", str(html)], capfd)
     assert code == 0, err
     text = html.read_text()
     assert injected(text, "alert(document.domain)") == [] and injected(text, "alert(2)") == []

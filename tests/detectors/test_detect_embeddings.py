@@ -10,9 +10,10 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from driftline.baseline import Baseline
-from driftline.cli import cli, main
+from driftline.cli import cli
 from driftline.store.db import session_scope
 from driftline.store.models import BaselineRecord
+from tests.support.cli import run_detect
 from tests.support.embeddings import draw
 
 D = 24
@@ -29,16 +30,6 @@ def table(rng: np.random.Generator, n: int, kind: str, layout: str) -> pd.DataFr
     return frame
 
 
-def run(args: list[str], capfd) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(["detect", *args])
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capfd.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("layout, column", [("list", "prompt_vec"), ("prefix", "emb_")])
 def test_detect_judges_each_window_of_vectors(tmp_path, capfd, layout, column):
     rng = np.random.default_rng(0)
@@ -47,8 +38,8 @@ def test_detect_judges_each_window_of_vectors(tmp_path, capfd, layout, column):
                         ignore_index=True)
     reference.to_parquet(tmp_path / "ref.parquet")
     current.to_parquet(tmp_path / "cur.parquet")
-    code, out, err = run(["--reference", str(tmp_path / "ref.parquet"), "--current", str(tmp_path / "cur.parquet"),
-                          "--chunk-size", "1000", "--embedding", f"prompt={column}"], capfd)
+    files = ["--reference", str(tmp_path / "ref.parquet"), "--current", str(tmp_path / "cur.parquet")]
+    code, out, err = run_detect([*files, "--chunk-size", "1000", "--embedding", f"prompt={column}"], capfd)
     assert code == 0, err
     windows = json.loads(out)["windows"]
     assert [w["features"][0]["name"] for w in windows] == ["q_len", "q_len"]  # the vectors are no features
@@ -73,7 +64,7 @@ def test_detect_refuses_bad_embedding_options_in_one_line(tmp_path, capfd):
     base = ["--reference", str(tmp_path / "ref.parquet"), "--current", str(tmp_path / "cur.parquet")]
     for option, words in (("prompt", "expected NAME=COLUMN"), ("prompt=nothing_", "no column 'nothing_'"),
                           ("prompt=prompt_vec", "one length")):
-        code, out, err = run([*base, "--embedding", option], capfd)
+        code, out, err = run_detect([*base, "--embedding", option], capfd)
         assert code != 0 and words in err and "Traceback" not in err, err
 
 
