@@ -21,12 +21,12 @@ import asyncio
 import time
 from typing import Any
 
+from http_load import post_predict
 
 KNEE_FACTOR = 3.0  # p99 this many times the light load's: past the knee
 KEEP_UP = 0.95  # answered / offered below this: the worker no longer keeps up
 # offered load, as fractions of the light load's service rate (which batching may raise and contention lower)
 STEPS = (0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0)
-HEAD = b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
 SIGNALS = ("driftline_worker_utilization", "driftline_worker_service_rate", "driftline_worker_recommended_replicas",
            "driftline_worker_arrival_rate")
 
@@ -45,15 +45,9 @@ async def open_loop(port: int, rate: float, seconds: float, bodies: list[bytes],
         nonlocal errors
         reader, writer = await free.get()
         try:
-            writer.write(HEAD % len(body) + body)
-            status = await reader.readline()
-            length = 0
-            while (line := await reader.readline()) not in (b"\r\n", b""):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            await reader.readexactly(length)
+            ok = await post_predict(reader, writer, body)
             latencies.append(time.perf_counter() - due)
-            errors += not status.startswith(b"HTTP/1.1 200")
+            errors += not ok
         finally:
             free.put_nowait((reader, writer))
 

@@ -23,6 +23,8 @@ _SCRIPT = Path(sys.executable).with_name("driftline")
 # Without the installed script (packages unpacked with `pip install --target`, as on the GPU machine), the module.
 DRIFTLINE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "driftline"]
 WARMUP_S = 0.5  # per round: connections opened, batches at steady size
+PREDICT_HEAD = (b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n")
 
 
 @contextlib.contextmanager
@@ -68,13 +70,24 @@ def batch_totals(port: int) -> tuple[float, float]:
     return values["driftline_worker_batch_size_sum"], values["driftline_worker_batch_size_count"]
 
 
+async def post_predict(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: bytes) -> bool:
+    """One POST /predict on a keep-alive connection, its answer read to the end; whether it was a 200."""
+    writer.write(PREDICT_HEAD % len(body) + body)
+    status = await reader.readline()
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    await reader.readexactly(length)
+    return status.startswith(b"HTTP/1.1 200")
+
+
 async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[bytes]) -> tuple[list[float], int, int]:
     """`concurrency` keep-alive connections sending back to back for `seconds` after a warm-up.
 
     Returns the latencies (s) of the requests sent after the warm-up, how many of those
     were not 200, and how many requests were answered in all (warm-up included).
     """
-    head = b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
     start = time.perf_counter()
     measure_from, stop_at = start + WARMUP_S, start + WARMUP_S + seconds
     latencies: list[float] = []
@@ -89,19 +102,12 @@ async def closed_loop(port: int, concurrency: int, seconds: float, bodies: list[
                 sent = time.perf_counter()
                 if sent >= stop_at:
                     break
-                body = bodies[k % len(bodies)]
+                ok = await post_predict(reader, writer, bodies[k % len(bodies)])
                 k += concurrency
-                writer.write(head % len(body) + body)
-                status = await reader.readline()
-                length = 0
-                while (line := await reader.readline()) not in (b"\r\n", b""):
-                    if line[:15].lower() == b"content-length:":
-                        length = int(line[15:])
-                await reader.readexactly(length)
                 answered += 1
                 if sent >= measure_from:
                     latencies.append(time.perf_counter() - sent)
-                    errors += not status.startswith(b"HTTP/1.1 200")
+                    errors += not ok
         finally:
             writer.close()
 
