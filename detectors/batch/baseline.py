@@ -153,7 +153,7 @@ class _Final:
             known = self.distinct[name]
             at = np.minimum(np.searchsorted(known, finite), max(known.size - 1, 0))
             off = finite[known[at] != finite] if known.size else finite
-            few = frozenset()
+            few: frozenset = frozenset()
             if known.size <= defaults.JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES and off.size:
                 few = frozenset(np.unique(off)[:defaults.JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES + 1].tolist())
             bins[name] = (counts, sums, int(off.size), few)
