@@ -18,8 +18,12 @@ from driftline.store import db as store_db
 
 
 def _sha256(path: str) -> str:
-    """The file's SHA-256; a folder's (a Parquet data set): of its files' names and contents in name order."""
+    """The file's SHA-256; a folder's (a Parquet data set): of its files' names and contents in name order;
+    a cluster path (s3a://, hdfs://) that only the engine reads: of the path itself."""
     digest = hashlib.sha256()
+    if "://" in path:
+        digest.update(path.encode())
+        return digest.hexdigest()
     files = sorted(p for p in Path(path).rglob("*") if p.is_file()) if Path(path).is_dir() else [Path(path)]
     for file in files:
         if len(files) > 1 or file != Path(path):
