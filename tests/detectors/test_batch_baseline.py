@@ -141,3 +141,24 @@ def test_text_deep_in_a_numeric_csv_column_is_a_clear_error(tmp_path):
     pd.DataFrame({"x": [1.0] * 300 + ["oops"] * 10, "z": np.arange(310.0)}).to_csv(path, index=False)
     with pytest.raises(UserError, match="column x is numeric in the first rows"):
         stream_baseline(ChunkedTable(iter_table(str(path), "training", 100), "training data"))
+
+
+def test_the_command_streams_a_csv_in_blocks_to_the_in_memory_baseline(training, sqlite_url, tmp_path):
+    from click.testing import CliRunner
+    from sqlalchemy import select
+
+    from driftline.cli import cli
+    from driftline.store.db import session_scope
+    from driftline.store.models import BaselineRecord
+
+    path = tmp_path / "train.csv"
+    training.to_csv(path, index=False)
+    args = ["baseline", "--model", "m", "--file", str(path), "--prediction", "score", "--label", "label",
+            "--db", sqlite_url]
+    for version, extra in (("1", ["--batch-rows", "600"]), ("2", ["--in-memory"])):
+        result = CliRunner().invoke(cli, [*args, "--version", version, *extra], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    with session_scope(sqlite_url) as session:
+        stored = {r.version: r.summary for r in session.scalars(select(BaselineRecord))}
+    assert stored["1"]["fingerprint"] == stored["2"]["fingerprint"]
+    assert_same(stored["1"], stored["2"])
