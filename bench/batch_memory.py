@@ -1,6 +1,8 @@
 """Benchmark: `driftline detect` on Parquet files of any size, streamed in bounded memory, against the in-memory path.
 
 Run by hand:  nice .venv/bin/python bench/batch_memory.py --rows 1000000 [--rows 20000000] [--in-memory-max 10000000]
+The 100M-row run (about 9 GB of Parquet, written group by group):
+              nice .venv/bin/python bench/batch_memory.py --rows 100000000 --in-memory-max 0 --dir /var/tmp/dl-100m
 
 Writes a 100 000-row reference and a current file of ``--rows`` rows (20 numeric + 3 categorical columns,
 `bench/detectors.py`'s shapes, a quarter of the columns shifted) in row groups of 500 000 rows, never holding
@@ -29,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detectors import make_frame  # noqa: E402  bench/detectors.py: the same columns and shapes
 
 GROUP_ROWS = 500_000
+# Parquet bytes per row of make_frame's 23 columns (measured: 1.8 GB for 20M rows), plus room to spare.
+BYTES_PER_ROW = 100
 WRAPPER = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
            "u = resource.getrusage(resource.RUSAGE_CHILDREN); print(u.ru_utime + u.ru_stime, u.ru_maxrss, code)")
 
@@ -92,6 +96,11 @@ def main() -> None:
         write_parquet(reference, options.reference_rows, False, 1)
         for rows in options.rows or [1_000_000]:
             current = folder / f"current_{rows}.parquet"
+            free = shutil.disk_usage(folder).free
+            if rows * BYTES_PER_ROW > free:  # refuse rather than fill a shared disk halfway through a file
+                print(f"\n{rows:,} rows: skipped, ~{rows * BYTES_PER_ROW / 2**30:.1f} GiB needed and "
+                      f"{free / 2**30:.1f} GiB free in {folder}")
+                continue
             started = time.perf_counter()
             write_parquet(current, rows, True, 2)
             print(f"\n{rows:,} rows x 23 columns: {current.stat().st_size / 2**20:,.0f} MiB Parquet "

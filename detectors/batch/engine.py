@@ -25,6 +25,7 @@ import pandas as pd
 from driftline.detectors.stats import two_sample
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.batch.multivariate import BatchReference, batch_multivariate
+from driftline.detectors.batch.windowing import iso_time as _iso, parse_timestamps as _parse_timestamps
 from driftline.detectors.thresholds.decision import (
     DriftThresholds,
     annotate_tests,
@@ -158,24 +159,6 @@ class Window:
     frame: pd.DataFrame
     start: str | None = None
     end: str | None = None
-
-
-def _parse_timestamps(series: pd.Series, column: str) -> pd.Series:
-    try:
-        if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
-            parsed = pd.to_datetime(series, unit="ms", utc=True)  # epoch milliseconds, as in the event contract
-        else:
-            parsed = pd.to_datetime(series, utc=True, format="mixed")
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise UserError(f"--timestamp {column}: cannot read its values as dates/times ({exc})") from None
-    bad = int(parsed.isna().sum())
-    if bad:
-        raise UserError(f"--timestamp {column}: {bad} row(s) have no timestamp; fill or drop them first")
-    return parsed
-
-
-def _iso(value: Any) -> str:
-    return pd.Timestamp(value).isoformat()
 
 
 def period_offset(chunk_size: int | None, chunk_period: str | None, timestamp: str | None) -> pd.DateOffset | None:

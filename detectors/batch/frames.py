@@ -16,18 +16,19 @@ one that counts each partition's rows (a row's position in the table keys the bo
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import pandas as pd
 
 from driftline import defaults
-from driftline.detectors.batch.engine import (SCHEMA_VERSION, _iso, _parse_timestamps, default_workers,
-                                              period_offset)
+from driftline.detectors.batch.engine import SCHEMA_VERSION, default_workers, period_offset
 from driftline.detectors.batch.finish import Finisher, Settings, WindowSummary
 from driftline.detectors.batch.plan import Plan
-from driftline.detectors.batch.streamed import _bounds, _checked, _needs_origin, _period_labels, scan_plan
+from driftline.detectors.batch.passes import merge_in_order, partition_offsets
+from driftline.detectors.batch.streamed import scan_plan
+from driftline.detectors.batch.windowing import (check_chunk, iso_time, needs_origin, parse_timestamps,
+                                                 period_labels, window_bounds)
 from driftline.detectors.batch.summary import BatchSummary, merge, summarize
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.thresholds.decision import DriftThresholds
@@ -53,7 +54,7 @@ class TableFold:
         return self.plan.sample_columns
 
     def summarize(self, chunk: pd.DataFrame, row_offset: int) -> BatchSummary:
-        return summarize(_checked(chunk, self.plan, self.where), self.plan, row_offset)
+        return summarize(check_chunk(chunk, self.plan, self.where), self.plan, row_offset)
 
     def merge(self, a: BatchSummary, b: BatchSummary) -> BatchSummary:
         return merge(a, b, self.plan)
@@ -77,12 +78,12 @@ class WindowFold:
         return (*self.plan.sample_columns, *extra)
 
     def summarize(self, chunk: pd.DataFrame, row_offset: int) -> dict[Any, BatchSummary]:
-        chunk = _checked(chunk, self.plan, self.where)
-        times = _parse_timestamps(chunk[self.timestamp], self.timestamp) if self.timestamp else None
+        chunk = check_chunk(chunk, self.plan, self.where)
+        times = parse_timestamps(chunk[self.timestamp], self.timestamp) if self.timestamp else None
         parts: dict[Any, BatchSummary] = {}
         if self.offset is not None:
             assert times is not None
-            for label, positions in _period_labels(times, self.offset, self.origin):
+            for label, positions in period_labels(times, self.offset, self.origin):
                 parts[label] = summarize(chunk.iloc[positions], self.plan, row_offset + positions)
             return parts
         size = self.chunk_size or row_offset + len(chunk) + 1  # no chunking: one window
@@ -114,25 +115,10 @@ class FirstTime:
         return (self.column,)
 
     def summarize(self, chunk: pd.DataFrame, row_offset: int) -> pd.Timestamp:
-        return _parse_timestamps(chunk[self.column], self.column).min()
+        return parse_timestamps(chunk[self.column], self.column).min()
 
     def merge(self, a: pd.Timestamp, b: pd.Timestamp) -> pd.Timestamp:
         return min(a, b)
-
-
-def _offsets(rows: Sequence[int], where: str) -> list[int]:
-    if not sum(rows):
-        raise UserError(f"the {where} has no rows")
-    return [0, *itertools.accumulate(rows)][:-1]
-
-
-def _in_order(parts: list[Any], fold: Any) -> Any:
-    """The partitions' results merged in partition order (table order), skipping empty partitions."""
-    total = None
-    for part in parts:
-        if part is not None:
-            total = part if total is None else fold.merge(total, part)
-    return total
 
 
 def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None, chunk_size: int | None = None,
@@ -161,34 +147,34 @@ def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
         reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
         timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
         fine_bins=fine_bins)
-    reference_offsets = _offsets(engine.partition_rows(reference), "reference")
+    reference_offsets = partition_offsets(engine.partition_rows(reference), "reference")
     fold = TableFold(scan, "reference")
-    reference_summary = _in_order(engine.fold(reference, fold, reference_offsets, "reference", on_progress), fold)
+    reference_summary = merge_in_order(engine.fold(reference, fold, reference_offsets, "reference", on_progress), fold)
     plan = scan.with_reference(reference_summary)
     if plan.needs_rescan(reference_summary):
         fold = TableFold(plan, "reference")
-        reference_summary = _in_order(engine.fold(reference, fold, reference_offsets, "reference (second pass)",
+        reference_summary = merge_in_order(engine.fold(reference, fold, reference_offsets, "reference (second pass)",
                                                   on_progress), fold)
     finisher = Finisher(plan, reference_summary, Settings(
         prediction=prediction, probabilities=tuple(probabilities) if probabilities else None, label=label,
         segment_by=segment_by, thresholds=thresholds, performance_thresholds=performance_thresholds,
         multivariate=multivariate, workers=default_workers() if workers is None else workers))
     current_rows = engine.partition_rows(current)
-    current_offsets = _offsets(current_rows, "current data")
+    current_offsets = partition_offsets(current_rows, "current data")
     origin = pd.Timestamp(0)  # any midnight, for periods that divide a day
-    if offset is not None and _needs_origin(offset):
+    if offset is not None and needs_origin(offset):
         assert timestamp is not None
         first = FirstTime(timestamp)
-        origin = pd.Timestamp(_in_order(engine.fold(current, first, current_offsets, "timestamps", on_progress),
+        origin = pd.Timestamp(merge_in_order(engine.fold(current, first, current_offsets, "timestamps", on_progress),
                                          first)).tz_localize(None).normalize()
     windows_fold = WindowFold(plan, "current data", chunk_size, offset, origin, timestamp)
-    merged: dict[Any, BatchSummary] = _in_order(
+    merged: dict[Any, BatchSummary] = merge_in_order(
         engine.fold(current, windows_fold, current_offsets, "current data", on_progress), windows_fold)
     if offset is not None:
-        windows = [WindowSummary(index, merged[key], _iso(key.tz_localize("UTC")),
-                                 _iso(key.tz_localize("UTC") + offset)) for index, key in enumerate(sorted(merged))]
+        windows = [WindowSummary(index, merged[key], iso_time(key.tz_localize("UTC")),
+                                 iso_time(key.tz_localize("UTC") + offset)) for index, key in enumerate(sorted(merged))]
     else:
-        windows = [WindowSummary(number, merged[number], *_bounds(merged[number])) for number in sorted(merged)]
+        windows = [WindowSummary(number, merged[number], *window_bounds(merged[number])) for number in sorted(merged)]
     results: list[dict[str, Any]] = []
     for window in windows:
         results.append(finisher.window(window))

@@ -20,14 +20,15 @@ import numpy as np
 import pandas as pd
 
 from driftline import defaults
-from driftline.detectors.batch.engine import (SCHEMA_VERSION, _iso, _parse_timestamps, default_workers,
-                                              monitored_columns, period_offset)
+from driftline.detectors.batch.engine import SCHEMA_VERSION, default_workers, monitored_columns, period_offset
 from driftline.detectors.batch.finish import Finisher, Settings, WindowSummary
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, NumericSummary, merge, summarize
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.thresholds.levels import WindowThresholds
+from driftline.detectors.batch.windowing import (check_chunk, iso_time, needs_origin, parse_timestamps,
+                                                 period_labels, window_bounds)
 from driftline.errors import UserError
 
 __all__ = ["detect_streamed", "summarize_table"]
@@ -43,20 +44,6 @@ def _peek(chunks: Iterable[pd.DataFrame], where: str) -> tuple[pd.DataFrame, Ite
     raise UserError(f"the {where} has no rows")
 
 
-def _checked(chunk: pd.DataFrame, plan: Plan, where: str) -> pd.DataFrame:
-    """`UserError` for a chunk that lacks a monitored column or holds text in a numeric one (CSV blocks may)."""
-    missing = [name for name in plan.kinds if name not in chunk.columns]
-    if missing:
-        raise UserError(f"the {where} lacks column(s) {', '.join(missing)} in some of its rows' blocks")
-    for name, kind in plan.kinds.items():
-        dtype = chunk[name].dtype
-        if kind == NUMERIC and not (pd.api.types.is_numeric_dtype(dtype) or chunk[name].isna().all()) or (
-                kind == NUMERIC and pd.api.types.is_bool_dtype(dtype)):
-            raise UserError(f"column {name} is numeric in the first rows of the {where} but holds "
-                            f"{dtype} values further down; pass --categorical {name} or fix the file")
-    return chunk
-
-
 def summarize_table(chunks: Iterable[pd.DataFrame], plan: Plan, where: str,
                     on_chunk: Callable[[int], None] | None = None) -> BatchSummary:
     """The merged summary of a whole table (its chunks in order) under `plan`."""
@@ -66,7 +53,7 @@ def summarize_table(chunks: Iterable[pd.DataFrame], plan: Plan, where: str,
         if not len(chunk):
             continue
         below = None if total is None else total.sample_threshold(plan)
-        part = summarize(_checked(chunk, plan, where), plan, offset, sample_below=below)
+        part = summarize(check_chunk(chunk, plan, where), plan, offset, sample_below=below)
         offset += len(chunk)
         total = part if total is None else merge(total, part, plan)
         if on_chunk is not None:
@@ -84,47 +71,6 @@ def _fold(summary: BatchSummary, plan: Plan) -> None:
     for name, column in summary.columns.items():
         if isinstance(column, NumericSummary) and column.exact:
             summary.columns[name] = column.binned(plan, name)
-
-
-def _step(offset: pd.DateOffset) -> pd.Timedelta | None:
-    """A fixed-length period's length (hours, minutes, days); None for calendar periods (weeks, months)."""
-    if isinstance(offset, pd.tseries.offsets.Tick):
-        return pd.Timedelta(int(offset.nanos), unit="ns")
-    if isinstance(offset, pd.tseries.offsets.Day):
-        return pd.Timedelta(days=offset.n)
-    return None
-
-
-def _period_labels(times: pd.Series, offset: pd.DateOffset, origin: pd.Timestamp) -> list[tuple[pd.Timestamp, np.ndarray]]:
-    """(period label, row positions) per period holding rows: `engine.split_windows`'s grouping, chunk by chunk.
-
-    Fixed-length periods count from `origin` (the midnight pandas starts from: the first
-    timestamp's day), calendar ones are grouped by pandas itself, anchored to the calendar.
-    """
-    naive = pd.DatetimeIndex(times.dt.tz_localize(None))
-    step = _step(offset)
-    if step is not None:
-        labels = origin + ((naive - origin) // step) * step
-        codes, uniques = pd.factorize(labels, sort=True)
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
-        return [(pd.Timestamp(uniques[i]), order[bounds[i]:bounds[i + 1]]) for i in range(len(uniques))]
-    positions = pd.Series(np.arange(len(times)), index=naive)
-    return [(pd.Timestamp(label), group.to_numpy()) for label, group in
-            positions.groupby(pd.Grouper(freq=offset), sort=True) if len(group)]
-
-
-def _needs_origin(offset: pd.DateOffset) -> bool:
-    """Whether pandas' bins of `offset` depend on the first timestamp (their origin is that day's midnight).
-
-    Fixed durations that divide a day, and one day, land on the same bins from any midnight;
-    calendar periods (weeks, months) are anchored to the calendar. Anything else (7h, 2D) is not.
-    """
-    if isinstance(offset, pd.tseries.offsets.Tick):
-        return (86_400 * 10**9) % int(offset.nanos) != 0
-    if isinstance(offset, pd.tseries.offsets.Day):
-        return offset.n != 1
-    return False
 
 
 def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size: int | None = None,
@@ -179,20 +125,20 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
             on_window(len(results), expected, window.summary.rows)
 
     origin = pd.Timestamp(0)  # any midnight, for periods that divide a day
-    if offset is not None and _needs_origin(offset):
+    if offset is not None and needs_origin(offset):
         # pandas bins such periods from midnight of the first timestamp: find it first
-        first = min(_parse_timestamps(chunk[timestamp], timestamp).min() for chunk in open_current() if len(chunk))
+        first = min(parse_timestamps(chunk[timestamp], timestamp).min() for chunk in open_current() if len(chunk))
         origin = pd.Timestamp(first).tz_localize(None).normalize()
     open_windows: dict[Any, BatchSummary] = {}
     row = 0
     for chunk in current_chunks:
         if not len(chunk):
             continue
-        chunk = _checked(chunk, plan, "current data")
-        times = _parse_timestamps(chunk[timestamp], timestamp) if timestamp is not None else None
+        chunk = check_chunk(chunk, plan, "current data")
+        times = parse_timestamps(chunk[timestamp], timestamp) if timestamp is not None else None
         if offset is not None:
             assert times is not None
-            for label_time, positions in _period_labels(times, offset, origin):
+            for label_time, positions in period_labels(times, offset, origin):
                 held = open_windows.get(label_time)
                 below = None if held is None else held.sample_threshold(plan)
                 part = summarize(chunk.iloc[positions], plan, row + positions, sample_below=below)
@@ -212,25 +158,19 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
                 part = summarize(chunk.iloc[begin:end], plan, row + begin, piece_times, sample_below=below)
                 for done in sorted(open_windows):  # windows before this one are complete
                     summary = open_windows.pop(done)
-                    judged(WindowSummary(done, summary, *_bounds(summary)))
+                    judged(WindowSummary(done, summary, *window_bounds(summary)))
                 open_windows[number] = part if held is None else merge(held, part, plan)
                 begin = end
         row += len(chunk)
     if offset is not None:
         for index, label_time in enumerate(sorted(open_windows)):
             summary = open_windows[label_time]
-            judged(WindowSummary(index, summary, _iso(label_time.tz_localize("UTC")),
-                                 _iso(label_time.tz_localize("UTC") + offset)))
+            judged(WindowSummary(index, summary, iso_time(label_time.tz_localize("UTC")),
+                                 iso_time(label_time.tz_localize("UTC") + offset)))
     else:
         for number in sorted(open_windows):
-            judged(WindowSummary(number, open_windows[number], *_bounds(open_windows[number])))
+            judged(WindowSummary(number, open_windows[number], *window_bounds(open_windows[number])))
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(reference.rows), "windows": results}
-
-
-def _bounds(summary: BatchSummary) -> tuple[str | None, str | None]:
-    if summary.first_time is None or summary.last_time is None:
-        return None, None
-    return _iso(summary.first_time), _iso(summary.last_time)
 
 
 def scan_plan(reference_head: Any, current_head: Any, *, categorical: Any, prediction: Any, ignore: Any,

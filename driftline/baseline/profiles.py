@@ -13,7 +13,7 @@ from driftline.errors import UserError
 from driftline.vocabulary import CATEGORICAL, NUMERIC
 
 
-def _fine_probabilities(fine_bins: int) -> np.ndarray:
+def fine_probabilities(fine_bins: int) -> np.ndarray:
     """0, 1/B ... (B-1)/B, 1, with each outer 1/B split into `BASELINE_TAIL_BINS` parts.
 
     The tails are where a window's values go past the training data and where the
@@ -71,7 +71,7 @@ class NumericProfile:
         n = finite.size
         nonfinite = int(array.size - n - nan.sum())
         if n:
-            edges = np.unique(np.quantile(finite, _fine_probabilities(fine_bins)))
+            edges = np.unique(np.quantile(finite, fine_probabilities(fine_bins)))
             decile = np.unique(np.quantile(finite, np.arange(1, defaults.PSI_NUMERIC_BINS) / defaults.PSI_NUMERIC_BINS))
             # Same probabilities (k/10 == 100k/1000 exactly in floating point) and
             # the same data, so every decile is one of the fine edges.

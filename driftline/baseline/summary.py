@@ -145,7 +145,8 @@ class Baseline:
                                for name, entry in (data.get("embeddings") or {}).items()})
 
 
-def _is_categorical_column(column: pd.Series) -> bool:
+def is_categorical_column(column: pd.Series) -> bool:
+    """Whether a column is profiled as categorical without being named so: text, category and boolean columns."""
     return not pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype)
 
 
@@ -162,6 +163,35 @@ def _json_value(value: Any) -> Any:
     if value is pd.NA or value is pd.NaT:
         return None
     return value
+
+
+def sample_positions(rows: int, size: int, seed: int = 0) -> np.ndarray:
+    """The sorted table rows a seeded uniform sample of `size` of `rows` rows takes (all rows when fewer)."""
+    return np.sort(np.random.default_rng(seed).choice(rows, size=min(size, rows), replace=False))
+
+
+def sample_records(features: pd.DataFrame, predictions: Any = None, labels: Any = None) -> list[dict[str, Any]]:
+    """The baseline's sample entries of these rows: features, and the prediction and label of each row
+    (`predictions[i]`, `labels[i]` belong to row i), JSON-safe."""
+    records = features.astype(object).to_dict(orient="records")
+    sample = []
+    for i, record in enumerate(records):
+        row: dict[str, Any] = {"features": {str(k): _json_value(v) for k, v in record.items()}}
+        if predictions is not None:
+            row["prediction"] = _json_value(predictions[i])
+        if labels is not None:
+            row["label"] = _json_value(labels[i])
+        sample.append(row)
+    return sample
+
+
+def segment_reference_columns(profiles: Mapping[str, Profile], wanted: Iterable[str] = ()) -> list[str]:
+    """The features that get segment references: those in `wanted`, and every categorical one with at most
+    `defaults.SEGMENT_REFERENCE_MAX_DISTINCT` training values."""
+    wanted = set(wanted)
+    return [name for name, profile in profiles.items()
+            if name in wanted or (isinstance(profile, CategoricalProfile)
+                                  and len(profile.counts) <= defaults.SEGMENT_REFERENCE_MAX_DISTINCT)]
 
 
 def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
@@ -197,7 +227,7 @@ def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
         raise UserError(f"categorical column(s) not in the data: {', '.join(unknown)}")
     profiles: dict[str, Profile] = {}
     for name, column in zip(names, (features.iloc[:, j] for j in range(features.shape[1]))):
-        if name in categorical or _is_categorical_column(column):
+        if name in categorical or is_categorical_column(column):
             profiles[name] = CategoricalProfile.from_values(column.astype(object))
         else:
             profiles[name] = NumericProfile.from_values(column.to_numpy(dtype=np.float64, na_value=np.nan), fine_bins)
@@ -216,27 +246,17 @@ def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
     elif labels is not None:
         raise UserError("training labels need the training predictions too (for the training metrics)")
 
-    rng = np.random.default_rng(seed)
-    take = np.sort(rng.choice(len(features), size=min(sample_size, len(features)), replace=False))
-    records = features.iloc[take].astype(object).to_dict(orient="records")
+    take = sample_positions(len(features), sample_size, seed)
     prediction_list = None if predictions is None else (
         predictions.to_numpy() if isinstance(predictions, pd.Series) else predictions)
     label_list = None if labels is None else (labels.to_numpy() if isinstance(labels, pd.Series) else labels)
-    sample = []
-    for position, record in zip(take.tolist(), records):
-        row: dict[str, Any] = {"features": {str(k): _json_value(v) for k, v in record.items()}}
-        if prediction_list is not None:
-            row["prediction"] = _json_value(prediction_list[position])
-        if label_list is not None:
-            row["label"] = _json_value(label_list[position])
-        sample.append(row)
+    sample = sample_records(features.iloc[take], None if prediction_list is None else
+                            [prediction_list[p] for p in take.tolist()],
+                            None if label_list is None else [label_list[p] for p in take.tolist()])
     reconstruction = fit_reconstruction(features.set_axis(names, axis=1),
                                         {name: profile.kind for name, profile in profiles.items()}, seed=seed)
     frame = features.set_axis(names, axis=1)
-    wanted = set(segment_columns)
-    columns = [name for name, profile in profiles.items()
-               if name in wanted or (isinstance(profile, CategoricalProfile)
-                                     and len(profile.counts) <= defaults.SEGMENT_REFERENCE_MAX_DISTINCT)]
+    columns = segment_reference_columns(profiles, segment_columns)
     segments = compute_segments(frame, profiles, columns, segment_max_values,
                                 None if predictions is None else values, prediction, source,
                                 prediction_list, label_list) if columns else {}

@@ -7,43 +7,61 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import click
 
-from driftline.tables import read_table, split_names
+from driftline.tables import iter_table, read_table, split_names
 from driftline.config import common_options
 from driftline.errors import UserError
 from driftline.store import db as store_db
 
 
 def _sha256(path: str) -> str:
+    """The file's SHA-256; a folder's (a Parquet data set): of its files' names and contents in name order;
+    a cluster path (s3a://, hdfs://) that only the engine reads: of the path itself."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
+    if "://" in path:
+        digest.update(path.encode())
+        return digest.hexdigest()
+    files = sorted(p for p in Path(path).rglob("*") if p.is_file()) if Path(path).is_dir() else [Path(path)]
+    for file in files:
+        if len(files) > 1 or file != Path(path):
+            digest.update(str(file.relative_to(path)).encode() + b"\x00")
+        with open(file, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
     return digest.hexdigest()
 
 
-def _embedding_references(frame, specs):  # noqa: ANN001, ANN202
-    """The `--embedding` references fitted on the file's vectors, and the columns they occupy."""
-    from driftline.embeddings.columns import parse_specs, read_embedding
-    from driftline.embeddings.reference import fit_reference
+def _on_engine(engine: str, path: str, spark_master: str, scheduler_address: str | None, options: dict) -> Any:
+    """The baseline with the file read and summarized by Spark or Dask (driftline.engines)."""
+    from driftline.detectors.batch.baseline import stream_baseline
+    from driftline.detectors.batch.passes import EngineTable
 
-    references, used = {}, []
-    for name, column in parse_specs(specs).items():
-        matrix, columns = read_embedding(frame, name, column)
-        click.echo(f"fitting embedding {name!r}: {matrix.shape[0]:,} vectors of {matrix.shape[1]} dimensions ...",
-                   err=True)
-        references[name] = fit_reference(matrix, name)
-        used += [c for c in columns if c not in used]
-    return references, used
+    def progress(what: str, done: int, total: int) -> None:
+        click.echo(f"driftline baseline: {what}: {done}/{total} partitions", err=True)
+
+    if engine == "spark":
+        from driftline.engines.spark import SparkEngine, read_table as spark_table, spark_session
+
+        with spark_session(spark_master) as session:
+            table = EngineTable(spark_table(session, path, "training data"), "training data", SparkEngine(session),
+                                progress)
+            return stream_baseline(table, **options)
+    from driftline.engines.dask import DaskEngine, dask_client, read_table as dask_table
+
+    with dask_client(scheduler_address) as client:
+        table = EngineTable(dask_table(path, "training data"), "training data", DaskEngine(client), progress)
+        return stream_baseline(table, **options)
 
 
 @click.command()
 @click.option("--model", required=True, help="Model name, as your events' `model` field.")
 @click.option("--version", "version", required=True, help="Model version, as your events' `version` field.")
-@click.option("--file", "path", required=True, type=click.Path(dir_okay=False),
-              help="Training (reference) data: CSV or Parquet, one column per feature.")
+@click.option("--file", "path", required=True, type=click.Path(),
+              help="Training (reference) data: CSV or Parquet, one column per feature (with --engine spark|dask also "
+                   "a Parquet folder, Hive-style partitions included).")
 @click.option("--categorical", default=None, help="Comma-separated categorical columns (default: non-numeric ones).")
 @click.option("--prediction", default=None, help="Column holding the model's prediction on each row.")
 @click.option("--label", default=None, help="Column holding the true label (training quality metrics).")
@@ -57,15 +75,27 @@ def _embedding_references(frame, specs):  # noqa: ANN001, ANN202
 @click.option("--embedding", "embedding_specs", multiple=True, metavar="NAME=COLUMN",
               help="Learn the reference of the events' embedding NAME from COLUMN (a list column) or from the "
                    "columns starting with COLUMN; repeatable. Those columns are not features.")
+@click.option("--batch-rows", "batch_rows", type=int, default=None,
+              help="Read the file in chunks of N rows (setting batch_rows, env DRIFTLINE_BATCH_ROWS; default "
+                   "200000): the peak memory is set by N, not by the file's size.")
+@click.option("--in-memory", "in_memory", is_flag=True, default=False,
+              help="Read the file whole instead of streaming it (the former path).")
+@click.option("--engine", type=click.Choice(["local", "spark", "dask"]), default="local", show_default=True,
+              help="Where the file is read and summarized: this process, a Spark cluster or a Dask cluster "
+                   "(extras driftline[spark], driftline[dask]).")
+@click.option("--spark-master", default="local[*]", show_default=True,
+              help="--engine spark: the cluster's master URL (spark://host:7077, yarn, k8s://...).")
+@click.option("--scheduler-address", default=None,
+              help="--engine dask: the dask.distributed scheduler (tcp://host:8786; default: a local cluster).")
 @common_options
 def baseline(model: str, version: str, path: str, categorical: str | None, prediction: str | None,
              label: str | None, ignore: str | None, transform: str | None, promote: bool,
-             settings, embedding_specs: tuple[str, ...] = ()) -> None:  # noqa: ANN001
+             settings, embedding_specs: tuple[str, ...] = (), batch_rows: int | None = None,  # noqa: ANN001
+             in_memory: bool = False, engine: str = "local", spark_master: str = "local[*]",
+             scheduler_address: str | None = None) -> None:
     """Register a baseline from a CSV/Parquet file, for a model served elsewhere."""
     from sqlalchemy import select
 
-    from driftline.baseline import compute_baseline
-    from driftline.detectors.thresholds.spreads import measure_spreads
     from driftline.segments import SegmentSpec
     from driftline.store.aliases import move_alias
     from driftline.store.models import BaselineRecord, ModelVersion
@@ -76,25 +106,37 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
     except Exception as exc:  # noqa: BLE001 - any failure to load it is the user's to fix, in one line
         raise UserError(f"--transform {transform}: cannot load it ({type(exc).__name__}: {exc})") from None
     segments = SegmentSpec.from_settings(settings)  # its feature columns get segment references too
-    frame = read_table(path, "training")
-    special = {c for c in (prediction, label) if c}
-    for column in [*special, *split_names(ignore), *split_names(categorical)]:
-        if column not in frame.columns:
-            raise UserError(f"column {column!r} is not in {path} (columns: {', '.join(frame.columns)})")
-    references, embedding_columns = _embedding_references(frame, embedding_specs)
-    features = frame.drop(columns=[*special, *split_names(ignore), *embedding_columns])
-    if features.shape[1] == 0:
-        raise UserError(f"{path} has no feature columns left after --prediction/--label/--ignore")
-    click.echo(f"computing the baseline of {len(frame):,} rows x {features.shape[1]} features ...", err=True)
-    summary = compute_baseline(features, categorical=split_names(categorical),
-                               predictions=frame[prediction] if prediction else None,
-                               labels=frame[label] if label else None, segment_columns=segments.columns,
-                               segment_max_values=segments.max_values)
-    summary.add_embeddings(references)
-    # the chunk spreads `[drift] thresholds = "reference"` derives the service's thresholds from
-    summary.threshold_spreads = measure_spreads(features.set_axis(summary.feature_names, axis=1),
-                                                {name: summary.kind(name) for name in summary.feature_names},
-                                                frame[prediction] if prediction else None)
+    from driftline.embeddings.columns import parse_specs
+
+    def fitting(name: str, rows: int, dimension: int) -> None:
+        click.echo(f"fitting embedding {name!r}: {rows:,} vectors of {dimension} dimensions ...", err=True)
+
+    options: dict[str, Any] = dict(categorical=split_names(categorical), prediction=prediction, label=label,
+                                   ignore=split_names(ignore), embeddings=parse_specs(embedding_specs),
+                                   segment_columns=segments.columns, segment_max_values=segments.max_values,
+                                   on_fit=fitting)
+    if engine != "local":
+        if in_memory:
+            raise UserError(f"--engine {engine} summarizes the file where it is: --in-memory needs --engine local")
+        summary = _on_engine(engine, path, spark_master, scheduler_address, options)
+    elif in_memory:
+        from driftline.detectors.batch.baseline import baseline_in_memory
+
+        frame = read_table(path, "training")
+        click.echo(f"computing the baseline of {len(frame):,} rows ...", err=True)
+        summary = baseline_in_memory(frame, **options)
+    else:
+        from driftline.detectors.batch.baseline import stream_baseline
+        from driftline.detectors.batch.passes import ChunkedTable
+
+        rows = batch_rows if batch_rows is not None else settings.batch_rows
+
+        def passed(what: str, count: int) -> None:
+            click.echo(f"driftline baseline: {what}: {count:,} rows", err=True)
+
+        summary = stream_baseline(ChunkedTable(iter_table(path, "training", rows), "training data", passed),
+                                  **options)
+    references = summary.embeddings
     store_db.require_migrated(settings.db_url)
     with store_db.session_scope(settings.db_url) as session:
         if session.scalar(select(BaselineRecord).where(BaselineRecord.model == model,

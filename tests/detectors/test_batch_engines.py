@@ -1,4 +1,4 @@
-"""`detect` on Spark and Dask: the partitions' summaries, merged, give the single-machine JSON.
+"""`detect` and `baseline` on Spark and Dask: the partitions' summaries, merged, give the single-machine results.
 
 Spark runs in local mode (a JVM from Debian's default-jre-headless) and Dask on a `LocalCluster`; each
 is started once per test session (`xdist_group` keeps their tests in one process). The data sets are
@@ -16,10 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.baseline import stream_baseline
 from driftline.detectors.batch.frames import detect_frames
+from driftline.detectors.batch.passes import ChunkedTable, EngineTable
+from driftline.tables import iter_table
 from driftline.worker.dataset import generate
 from driftline.worker.scenarios import SCENARIOS
 from tests.support.cli import run_detect
+from tests.support.baselines import assert_same
 
 pytestmark = pytest.mark.slow
 
@@ -129,3 +133,45 @@ def test_an_engine_option_the_files_do_not_allow_is_a_clear_error(credit, capfd)
     code, _, err = run_detect(["--reference", str(folder / "ref.parquet"), "--current", str(folder / "nope.parquet"),
                                "--engine", "dask", "--in-memory"], capfd)
     assert code != 0 and "--in-memory, --html and --embedding need --engine local" in err
+
+
+def local_baseline(folder, **options):
+    """The single-machine streamed baseline of the reference file (its row groups as chunks)."""
+    return stream_baseline(ChunkedTable(iter_table(str(folder / "ref.parquet"), "training", 700), "training data"),
+                           **options)
+
+
+@pytest.mark.xdist_group("spark")
+def test_spark_gives_the_single_machine_baseline(credit, spark):
+    from driftline.engines.spark import SparkEngine, read_table
+
+    _, _, folder = credit
+    options = dict(prediction="score", label="label", segment_columns=["region"])
+    table = EngineTable(read_table(spark, str(folder / "ref.parquet"), "reference"), "training data",
+                        SparkEngine(spark))
+    got, expected = stream_baseline(table, **options), local_baseline(folder, **options)
+    assert got.fingerprint == expected.fingerprint and got.segments
+    assert_same(got.to_dict(), expected.to_dict())
+
+
+@pytest.mark.xdist_group("dask")
+def test_baseline_engine_dask_stores_the_local_baseline(credit, dask_client, sqlite_url):
+    from click.testing import CliRunner
+    from sqlalchemy import select
+
+    from driftline.baseline import Baseline
+    from driftline.cli import cli
+    from driftline.store.db import session_scope
+    from driftline.store.models import BaselineRecord
+
+    _, _, folder = credit
+    args = ["baseline", "--model", "m", "--file", str(folder / "ref.parquet"), "--prediction", "score",
+            "--label", "label", "--db", sqlite_url]
+    for version, extra in (("1", ["--batch-rows", "700"]),
+                           ("2", ["--engine", "dask", "--scheduler-address", dask_client.scheduler.address])):
+        result = CliRunner().invoke(cli, [*args[:3], "--version", version, *args[3:], *extra], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    with session_scope(sqlite_url) as session:
+        stored = {r.version: r.summary for r in session.scalars(select(BaselineRecord))}
+    assert Baseline.from_dict(stored["2"]).fingerprint == Baseline.from_dict(stored["1"]).fingerprint
+    assert_same(stored["2"], stored["1"])
