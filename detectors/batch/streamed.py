@@ -25,7 +25,7 @@ from driftline.detectors.batch.engine import (SCHEMA_VERSION, _iso, _parse_times
 from driftline.detectors.batch.finish import Finisher, Settings, WindowSummary
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, NumericSummary, merge, summarize
-from driftline.detectors.stats.multivariate import MultivariateThresholds
+from driftline.detectors.stats.multivariate import MultivariateThresholds, preload_classifier
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.errors import UserError
@@ -141,6 +141,8 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     (`total_rows`, the current table's rows when the caller knows them, lets ``--chunk-size`` say it)."""
     thresholds = thresholds or DriftThresholds()
     offset = period_offset(chunk_size, chunk_period, timestamp)
+    if multivariate:
+        preload_classifier()
     reference_head, reference_chunks = _peek(open_reference(), "reference")
     current_head, current_chunks = _peek(open_current(), "current data")
     kinds, prediction, probabilities, scan = scan_plan(
