@@ -45,6 +45,9 @@ NUMERIC = "numeric"
 # Columns the sample adds to the rows it keeps: the row's position in its table, and its sampling key.
 ROW = "__driftline_row"
 KEY = "__driftline_key"
+# Rows below which a chunk's columns are summarized in the calling thread: handing 23 columns to a pool costs
+# about half a millisecond, more than their work on a small piece (short --chunk-period windows cut many).
+PARALLEL_MIN_ROWS = 20_000
 
 
 def row_keys(rows: np.ndarray, seed: int) -> np.ndarray:
@@ -229,13 +232,15 @@ def summarize(chunk: pd.DataFrame, plan: "Plan", row_offset: int | np.ndarray = 
     `sample_below` (`BatchSummary.sample_threshold` of a full summary this one will be merged into)
     leaves out of the sample the rows whose key could not enter the merged sample anyway: the
     merge is the same, the chunk's sample costs nothing once the running sample is full.
-    `pool` (threads) summarizes the columns in parallel (numpy and Arrow release the GIL); same result.
+    `pool` (threads) summarizes the columns of a chunk of at least ``PARALLEL_MIN_ROWS`` rows in parallel
+    (numpy and Arrow release the GIL); the same result.
     """
     names = list(plan.kinds)
     series = [chunk[name] for name in names]  # here: columns are taken from the frame by one thread
     kinds = [plan.kinds[name] for name in names]
     plans = [plan] * len(names)
-    parts = (pool.map(_column, names, kinds, series, plans) if pool is not None and len(names) > 1
+    parallel = pool is not None and len(names) > 1 and len(chunk) >= PARALLEL_MIN_ROWS
+    parts = (pool.map(_column, names, kinds, series, plans) if parallel and pool is not None
              else map(_column, names, kinds, series, plans))
     columns: dict[str, NumericSummary | CategoricalSummary] = dict(zip(names, parts))
     rows = (np.asarray(row_offset, dtype=np.int64) if isinstance(row_offset, np.ndarray)
