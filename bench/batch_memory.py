@@ -55,9 +55,11 @@ def write_parquet(path: Path, rows: int, drift: bool, seed: int) -> None:
             writer.close()
 
 
-def run_detect(args: list[str], python: str = sys.executable) -> tuple[float, float, float, int]:
-    """(wall seconds, CPU seconds, peak RSS MiB, exit code) of `driftline detect ARGS` in its own process."""
-    command = [sys.executable, "-c", WRAPPER, python, "-m", "driftline", "detect", *args]
+def run_detect(args: list[str], python: str = sys.executable,
+               prefix: list[str] | None = None) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS MiB, exit code) of `driftline detect ARGS` in its own process
+    (`prefix`: a command the child runs under, e.g. ``taskset -c 0,1``)."""
+    command = [sys.executable, "-c", WRAPPER, *(prefix or []), python, "-m", "driftline", "detect", *args]
     # a peer checkout runs from its own folder, so `-m driftline` imports its code, not this one's
     cwd = Path(python).resolve().parents[2] if python != sys.executable else None
     started = time.perf_counter()

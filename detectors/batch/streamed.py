@@ -6,7 +6,8 @@ returns the same dict as `driftline.detectors.batch.engine.detect` on the whole 
 (`driftline.detectors.batch.finish` says what is exact and what carries a bound). Passes:
 the reference once (twice when a numeric column holds more than ``exact_values`` values),
 the current data once (plus a timestamp-only scan for a ``--chunk-period`` that does not
-divide a day). Memory: a chunk, the reference's summary, and the summaries of the windows
+divide a day). Memory: a chunk and the next (`read_ahead`; the first two of the current data
+while the reference is read), the reference's summary, and the summaries of the windows
 still open: one for ``--chunk-size`` (a window is judged as soon as its last row is read),
 all of them for ``--chunk-period`` (the held values of all open windows together are kept
 under one window's budget by folding the largest into bins).
@@ -14,6 +15,7 @@ under one window's budget by folding the largest into bins).
 from __future__ import annotations
 
 import itertools
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -24,14 +26,14 @@ from driftline.detectors.batch.engine import SCHEMA_VERSION, default_workers, mo
 from driftline.detectors.batch.finish import Finisher, Settings, WindowSummary
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, NumericSummary, merge, summarize
-from driftline.detectors.stats.multivariate import MultivariateThresholds
+from driftline.detectors.stats.multivariate import MultivariateThresholds, preload_classifier
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.detectors.batch.windowing import (check_chunk, iso_time, needs_origin, parse_timestamps,
                                                  period_labels, window_bounds)
 from driftline.errors import UserError
 
-__all__ = ["detect_streamed", "summarize_table"]
+__all__ = ["detect_streamed", "read_ahead", "summarize_table"]
 
 Chunks = Callable[[], Iterable[pd.DataFrame]]
 
@@ -44,16 +46,34 @@ def _peek(chunks: Iterable[pd.DataFrame], where: str) -> tuple[pd.DataFrame, Ite
     raise UserError(f"the {where} has no rows")
 
 
+def read_ahead(chunks: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """`chunks`, the next one read by a background thread while the caller summarizes this one.
+
+    Reading (Parquet decoding, CSV parsing) releases the GIL, so it runs on the other core; one
+    more chunk is held. Errors are raised where the chunk that shows them would have been read.
+    """
+    iterator = iter(chunks)
+    done = object()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftline-read") as reader:
+        pending = reader.submit(next, iterator, done)
+        while True:
+            chunk = pending.result()
+            if chunk is done:
+                return
+            pending = reader.submit(next, iterator, done)
+            yield chunk
+
+
 def summarize_table(chunks: Iterable[pd.DataFrame], plan: Plan, where: str,
-                    on_chunk: Callable[[int], None] | None = None) -> BatchSummary:
-    """The merged summary of a whole table (its chunks in order) under `plan`."""
+                    on_chunk: Callable[[int], None] | None = None, pool: Executor | None = None) -> BatchSummary:
+    """The merged summary of a whole table (its chunks in order) under `plan` (`pool`: see `summarize`)."""
     total: BatchSummary | None = None
     offset = 0
     for chunk in chunks:
         if not len(chunk):
             continue
         below = None if total is None else total.sample_threshold(plan)
-        part = summarize(check_chunk(chunk, plan, where), plan, offset, sample_below=below)
+        part = summarize(check_chunk(chunk, plan, where), plan, offset, sample_below=below, pool=pool)
         offset += len(chunk)
         total = part if total is None else merge(total, part, plan)
         if on_chunk is not None:
@@ -87,16 +107,21 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     (`total_rows`, the current table's rows when the caller knows them, lets ``--chunk-size`` say it)."""
     thresholds = thresholds or DriftThresholds()
     offset = period_offset(chunk_size, chunk_period, timestamp)
-    reference_head, reference_chunks = _peek(open_reference(), "reference")
-    current_head, current_chunks = _peek(open_current(), "current data")
+    if multivariate:
+        preload_classifier()
+    workers = default_workers() if workers is None else workers
+    # columns of a chunk are summarized in parallel; on an error its idle threads end with it (held weakly)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="driftline-summarize") if workers > 1 else None
+    reference_head, reference_chunks = _peek(read_ahead(open_reference()), "reference")
+    current_head, current_chunks = _peek(read_ahead(open_current()), "current data")
     kinds, prediction, probabilities, scan = scan_plan(
         reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
         timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
         fine_bins=fine_bins)
-    reference = summarize_table(reference_chunks, scan, "reference")
+    reference = summarize_table(reference_chunks, scan, "reference", pool=pool)
     plan = scan.with_reference(reference)
     if plan.needs_rescan(reference):  # a column too long to keep: its deciles are found exactly, in three passes
-        reference = summarize_table(open_reference(), plan, "reference")
+        reference = summarize_table(read_ahead(open_reference()), plan, "reference", pool=pool)
         ranks = plan.decile_ranks(reference)
         if ranks:
             bins = {name: np.unique(where) for name, (_, where) in ranks.items()}
@@ -106,8 +131,7 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
                     parts[name].append(values)
             plan = plan.with_exact_deciles(reference, ranks, {name: np.concatenate(values) if values else
                                                               np.empty(0) for name, values in parts.items()})
-            reference = summarize_table(open_reference(), plan, "reference")
-    workers = default_workers() if workers is None else workers
+            reference = summarize_table(read_ahead(open_reference()), plan, "reference", pool=pool)
     finisher = Finisher(plan, reference, Settings(
         prediction=prediction, probabilities=tuple(probabilities) if probabilities else None, label=label,
         segment_by=segment_by, thresholds=thresholds, performance_thresholds=performance_thresholds,
@@ -141,7 +165,7 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
             for label_time, positions in period_labels(times, offset, origin):
                 held = open_windows.get(label_time)
                 below = None if held is None else held.sample_threshold(plan)
-                part = summarize(chunk.iloc[positions], plan, row + positions, sample_below=below)
+                part = summarize(chunk.iloc[positions], plan, row + positions, sample_below=below, pool=pool)
                 open_windows[label_time] = part if held is None else merge(held, part, plan)
             budget = plan.exact_values * max(1, sum(kind == NUMERIC for kind in kinds.values()))
             while len(open_windows) > 1 and sum(_held(s) for s in open_windows.values()) > budget:
@@ -155,7 +179,8 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
                 piece_times = None if times is None else times.iloc[begin:end]
                 held = open_windows.pop(number, None)
                 below = None if held is None else held.sample_threshold(plan)
-                part = summarize(chunk.iloc[begin:end], plan, row + begin, piece_times, sample_below=below)
+                part = summarize(chunk.iloc[begin:end], plan, row + begin, piece_times, sample_below=below,
+                                 pool=pool)
                 for done in sorted(open_windows):  # windows before this one are complete
                     summary = open_windows.pop(done)
                     judged(WindowSummary(done, summary, *window_bounds(summary)))
@@ -170,6 +195,8 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     else:
         for number in sorted(open_windows):
             judged(WindowSummary(number, open_windows[number], *window_bounds(open_windows[number])))
+    if pool is not None:
+        pool.shutdown()
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(reference.rows), "windows": results}
 
 

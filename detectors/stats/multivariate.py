@@ -37,6 +37,8 @@ Nothing here does I/O.
 from __future__ import annotations
 
 import math
+import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -45,7 +47,7 @@ import numpy as np
 from driftline.baseline import ReconstructionFit
 from driftline.policies import MultivariateThresholds  # the [multivariate_drift] table
 
-__all__ = ["ClassifierVerdict", "MultivariateThresholds", "ReconstructionVerdict", "auc", "classifier_threshold",
+__all__ = ["ClassifierVerdict", "preload_classifier", "MultivariateThresholds", "ReconstructionVerdict", "auc", "classifier_threshold",
            "bin_codes", "bin_thresholds", "domain_classifier", "reconstruction_drift"]
 
 
@@ -186,6 +188,23 @@ def bin_codes(rows: np.ndarray, thresholds: Sequence[np.ndarray]) -> np.ndarray:
         codes[:, j] = np.searchsorted(edges, np.where(missing, 0.0, column), side="left")
         codes[missing, j] = np.nan
     return codes
+
+
+def _import_classifier() -> None:
+    try:
+        import sklearn.ensemble  # noqa: F401
+        import sklearn.model_selection  # noqa: F401
+        import threadpoolctl  # noqa: F401
+    except Exception:  # noqa: BLE001 - `domain_classifier`'s own import says what is wrong
+        pass
+
+
+def preload_classifier() -> None:
+    """Import scikit-learn in a background thread (about a second of CPU, mostly scipy.stats): a caller
+    that will judge windows, such as `detect`, starts it before reading its files, so the import runs
+    on the second core while the reads and sorts (which release the GIL) run on the first."""
+    if "sklearn.model_selection" not in sys.modules:
+        threading.Thread(target=_import_classifier, name="driftline-import-sklearn", daemon=True).start()
 
 
 def domain_classifier(reference: np.ndarray, current: np.ndarray, names: Sequence[str],

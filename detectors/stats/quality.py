@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize as _scipy_optimize
 
 from driftline import defaults
 from driftline.baseline import BINARY, MULTICLASS, REGRESSION, LabelSummary
@@ -311,6 +310,8 @@ def training_calibration(reference: LabelSummary) -> np.ndarray | None:
     if not filled.any():
         return None
     rate = reference.positives[filled] / rows[filled]
+    from scipy import optimize as _scipy_optimize  # here: scipy.optimize is half a second of a `detect` import
+
     fitted = _scipy_optimize.isotonic_regression(rate, weights=rows[filled]).x
     centres = np.arange(reference.bins, dtype=np.float64)
     return np.interp(centres, centres[filled], fitted)

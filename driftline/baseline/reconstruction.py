@@ -41,6 +41,24 @@ def _keys(values: pd.Series) -> list[str]:
     return [NULL_CATEGORY if is_null(v) else category_key(v) for v in values.tolist()]
 
 
+def _coded_keys(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """(a code per row, a key per code): row i's key is ``keys[codes[i]]``, the key `_keys` gives it.
+
+    Each distinct value is keyed once (equal values of one dtype get one key). Object columns
+    other than all-text are keyed row by row: there 1 == 1.0 == True, which are keyed apart.
+    """
+    if values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) not in ("string", "empty"):
+        return np.arange(len(values)), _keys(values)
+    codes, uniques = pd.factorize(values)
+    keys = [category_key(v) for v in uniques.tolist()]
+    missing = np.flatnonzero(codes < 0)
+    if missing.size:  # null-like values: each keyed as `_keys` keys it (None, NaN, pd.NA differ there)
+        codes = codes.copy()
+        codes[missing] = np.arange(len(keys), len(keys) + missing.size)
+        keys += _keys(values.iloc[missing])
+    return codes, keys
+
+
 def _raw_numeric(values: pd.Series) -> np.ndarray:
     numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     return np.where(np.isfinite(numbers), numbers, np.nan)
@@ -77,7 +95,8 @@ class ReconstructionFit:
                 values = _raw_numeric(column)
             else:
                 assert shares is not None
-                values = np.array([shares.get(key, 0.0) for key in _keys(column)], dtype=np.float64)
+                codes, keys = _coded_keys(column)
+                values = np.array([shares.get(key, 0.0) for key in keys], dtype=np.float64)[codes]
             values = np.where(np.isnan(values), self.means[j], values)
             out[:, j] = (values - self.means[j]) / self.scales[j]
         return np.clip(out, -_MAX_STANDARDISED, _MAX_STANDARDISED)
@@ -140,11 +159,12 @@ def fit_reconstruction(frame: pd.DataFrame, kinds: Mapping[str, str], *,
             raw[:, j] = _raw_numeric(frame[name])
             shares.append(None)
         else:
-            keys = pd.Series(_keys(frame[name]))
+            codes, distinct = _coded_keys(frame[name])
+            keys = pd.Series(np.asarray(distinct, dtype=object)[codes])
             # The most frequent categories only, so the stored fit stays small; the rare rest encode as unseen.
             counts = keys.value_counts(normalize=True).iloc[:defaults.CATEGORY_MAX_DISTINCT]
             share = {str(k): float(v) for k, v in counts.items()}
-            raw[:, j] = keys.map(share).fillna(0.0).to_numpy(dtype=np.float64)
+            raw[:, j] = np.array([share.get(key, 0.0) for key in distinct], dtype=np.float64)[codes]
             shares.append(share)
     with np.errstate(over="ignore", invalid="ignore"):
         means = np.nanmean(np.where(np.isnan(raw).all(axis=0), 0.0, raw), axis=0)
