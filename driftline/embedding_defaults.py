@@ -30,6 +30,10 @@ EMBEDDING_RANDOM_FEATURES = 512
 EMBEDDING_FIT_MAX_ROWS = 20_000
 # Rows per side of the pairwise distances whose median sets the RBF bandwidth (median heuristic).
 EMBEDDING_BANDWIDTH_ROWS = 1_000
+# Held-out reference rows the domain classifier tells a window's sample from (a seeded uniform
+# sample): its cost per window is bounded, and 1 000 against a 200-row window sample puts the
+# AUC's null standard deviation at 0.022.
+EMBEDDING_CLASSIFIER_REFERENCE_ROWS = 1_000
 # Null bands of the MMD^2 measured on reference chunks, at these window sizes, for the record
 # (the decision uses the exact null moments for the window's own size; see reference.py).
 EMBEDDING_NULL_CHUNK_SIZES = (100, 500, 2_000)
@@ -47,6 +51,13 @@ EMBEDDING_MIN_ROWS = 50
 # Share of principal components drifted (Benjamini-Hochberg at the family's level) that counts as
 # component drift: 0.1 is one component of ten.
 EMBEDDING_DRIFTED_COMPONENTS_SHARE = 0.1
+# The domain classifier on the window's sample (the PCA scores and the distance from their
+# subspace of up to WINDOW_SAMPLE_SIZE vectors) reports drift when its cross-validated AUC
+# exceeds the larger of this floor and 0.5 + EMBEDDING_CLASSIFIER_Z null standard deviations
+# (Mann-Whitney's, for the two sample sizes). It reports, it does not vote: the four tests
+# above see every vector of the window and have exact levels; see embedding_drift.py.
+EMBEDDING_CLASSIFIER_AUC_MIN = 0.55
+EMBEDDING_CLASSIFIER_Z = 3.0
 # Clusters listed as the ones that moved most (largest change of share), each with example ids.
 EMBEDDING_TOP_CLUSTERS = 3
 # Request ids kept per cluster in a window (bottom-k by hash, so they merge exactly).

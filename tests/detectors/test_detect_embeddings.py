@@ -59,6 +59,8 @@ def test_detect_judges_each_window_of_vectors(tmp_path, capfd, layout, column):
         assert set(verdict["drifted_components"]) >= {"share", "threshold"}
         assert verdict["rows"] == 1_000 and verdict["dimension"] == D
         assert 0 <= verdict["cosine_distance"] < 2
+        classifier = verdict["domain_classifier"]  # on the window's sample; it reports, it does not vote
+        assert set(classifier) >= {"auc", "threshold", "drift", "top_features"} and 0 < classifier["auc"] < 1
     assert moved["clusters"]["drift"] and moved["clusters"]["moved"][0]["change"] != 0
 
 
