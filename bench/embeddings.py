@@ -5,7 +5,7 @@ class-mix change (one class's share from 25 % to 35 %), a small mean shift (half
 along one direction), a change of covariance only (half the axes 25 % wider). For each window size and dimension, each method judges windows of
 each kind against one reference of `--reference` rows: driftline's `embedding_drift` (the reference fitted once,
 each window folded into its summary and judged: what the service does per window; and its domain classifier on
-the window's sample alone, which reports without voting), and each method Evidently
+the window's sample alone, one of its five votes), and each method Evidently
 0.7's `EmbeddingsDrift` offers at its defaults (`model`: a domain classifier, one split; `ratio`: share of
 drifted components by Wasserstein; `distance`: Euclidean distance of the means; `mmd`: the full-kernel MMD),
 with its bootstrap option where it has one. Alibi Detect's `MMDDrift` joins when `--alibi PYTHON` names an
@@ -50,7 +50,7 @@ def driftline_method(reference_rows: np.ndarray):
 
 
 def driftline_classifier_method(reference_rows: np.ndarray):
-    """The family's domain classifier alone (it reports, it does not vote): its own false alarms and power."""
+    """The family's domain classifier alone (one of its five votes): its own false alarms and power."""
     reference = fit_reference(reference_rows, "bench")
 
     def judge(current: np.ndarray) -> bool:

@@ -492,8 +492,7 @@ class EmbeddingDetails(Details):
     ``drifted``, ``p_values``), ``clusters`` (``chi2``, ``p_value``, ``drift``, ``jensenshannon``, ``moved``: the
     clusters whose share moved most, with example request ids), ``mean`` (``value``, ``threshold``, ``p_value``,
     ``drift``: the whitened squared distance of the means), ``cosine_distance`` of the means and
-    ``domain_classifier`` (``auc``, ``threshold``, ``drift``, ``rows``, ``top_features``: on the window's sample;
-    reported, no vote).
+    ``domain_classifier`` (``auc``, ``threshold``, ``drift``, ``rows``, ``top_features``: on the window's sample).
     """
 
     drift: bool | None = None
