@@ -80,16 +80,22 @@ def same(streamed, in_memory, where="") -> None:
         assert streamed == in_memory, where
 
 
-@pytest.mark.parametrize("layout, column, suffix", [("list", "prompt_vec", "parquet"), ("prefix", "emb_", "csv")])
-def test_streamed_detect_gives_the_in_memory_verdicts(tmp_path, capfd, layout, column, suffix):
+@pytest.mark.parametrize("layout, column, suffix, chunking", [
+    ("list", "prompt_vec", "parquet", ["--chunk-size", "800"]), ("prefix", "emb_", "csv", ["--chunk-size", "800"]),
+    ("list", "prompt_vec", "parquet", ["--chunk-period", "1D", "--timestamp", "ts"])])
+def test_streamed_detect_gives_the_in_memory_verdicts(tmp_path, capfd, layout, column, suffix, chunking):
     rng = np.random.default_rng(3)
     reference = table(rng, 3_000, "none", layout)
     current = pd.concat([table(rng, 800, "none", layout), table(rng, 800, "covariance", layout)], ignore_index=True)
+    reference["ts"] = "2026-11-01T12:00:00Z"
+    current["ts"] = ["2026-12-01T12:00:00Z"] * 800 + ["2026-12-02T12:00:00Z"] * 800  # one day per window
     paths = [str(tmp_path / f"{role}.{suffix}") for role in ("ref", "cur")]
     for frame, path in zip((reference, current), paths):
         frame.to_parquet(path) if suffix == "parquet" else frame.to_csv(path, index=False)
-    # windows of 800 rows read in chunks of 500: every window is folded from pieces of two or three chunks
-    base = ["--reference", paths[0], "--current", paths[1], "--chunk-size", "800", "--embedding", f"prompt={column}"]
+    # windows of 800 rows (or a day's) read in chunks of 500: every window is folded from pieces of two or three chunks
+    base = ["--reference", paths[0], "--current", paths[1], *chunking, "--embedding", f"prompt={column}"]
+    if "--timestamp" not in chunking:
+        base += ["--ignore", "ts"]
     code, streamed, err = run([*base, "--batch-rows", "500"], capfd)
     assert code == 0, err
     code, in_memory, err = run([*base, "--in-memory"], capfd)
