@@ -4,7 +4,8 @@ Vectors are a mixture of four Gaussian classes in d dimensions (tests/support/em
 class-mix change (one class's share from 25 % to 35 %), a small mean shift (half a within-class standard deviation
 along one direction), a change of covariance only (half the axes 25 % wider). For each window size and dimension, each method judges windows of
 each kind against one reference of `--reference` rows: driftline's `embedding_drift` (the reference fitted once,
-each window folded into its summary and judged: what the service does per window), and each method Evidently
+each window folded into its summary and judged: what the service does per window; and its domain classifier on
+the window's sample alone, one of its five votes), and each method Evidently
 0.7's `EmbeddingsDrift` offers at its defaults (`model`: a domain classifier, one split; `ratio`: share of
 drifted components by Wasserstein; `distance`: Euclidean distance of the means; `mmd`: the full-kernel MMD),
 with its bootstrap option where it has one. Alibi Detect's `MMDDrift` joins when `--alibi PYTHON` names an
@@ -45,6 +46,16 @@ def driftline_method(reference_rows: np.ndarray):
     def judge(current: np.ndarray) -> bool:
         window = EmbeddingWindow(reference.dimension, reference).add(current, reference)
         return bool(judge_embedding(reference, window)["drift"])
+    return judge
+
+
+def driftline_classifier_method(reference_rows: np.ndarray):
+    """The family's domain classifier alone (one of its five votes): its own false alarms and power."""
+    reference = fit_reference(reference_rows, "bench")
+
+    def judge(current: np.ndarray) -> bool:
+        window = EmbeddingWindow(reference.dimension, reference).add(current, reference)
+        return bool(judge_embedding(reference, window)["domain_classifier"]["drift"])
     return judge
 
 
@@ -126,7 +137,8 @@ def main() -> None:
     for dim in map(int, args.dims.split(",")):
         reference_rows = draw(np.random.default_rng(1), args.reference, dim)
         started = time.process_time()
-        methods = {"driftline embedding_drift": driftline_method(reference_rows)}
+        methods = {"driftline embedding_drift": driftline_method(reference_rows),
+                   "driftline domain_classifier": driftline_classifier_method(reference_rows)}
         fit_s = time.process_time() - started
         print(f"# d={dim}: driftline's reference fit {fit_s:.2f} CPU s (once per model version)", flush=True)
         if args.peers == "evidently":

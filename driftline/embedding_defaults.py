@@ -30,6 +30,10 @@ EMBEDDING_RANDOM_FEATURES = 512
 EMBEDDING_FIT_MAX_ROWS = 20_000
 # Rows per side of the pairwise distances whose median sets the RBF bandwidth (median heuristic).
 EMBEDDING_BANDWIDTH_ROWS = 1_000
+# Held-out reference rows the domain classifier tells a window's sample from (a seeded uniform
+# sample): its cost per window is bounded, and 1 000 against a 200-row window sample puts the
+# AUC's null standard deviation at 0.022.
+EMBEDDING_CLASSIFIER_REFERENCE_ROWS = 1_000
 # Null bands of the MMD^2 measured on reference chunks, at these window sizes, for the record
 # (the decision uses the exact null moments for the window's own size; see reference.py).
 EMBEDDING_NULL_CHUNK_SIZES = (100, 500, 2_000)
@@ -38,8 +42,8 @@ EMBEDDING_NULL_CHUNKS = 200
 
 # --- Embedding drift (detectors/families/embedding_drift.py) ------------------------------
 # Family-wise false-alarm level of one embedding's verdict: split evenly (Bonferroni) over
-# its four tests (MMD^2, principal components, clusters, mean), so a no-drift window is
-# flagged at most 5 % of the time whatever the window's size.
+# its five tests (MMD^2, principal components, clusters, mean, domain classifier), so a
+# no-drift window is flagged at most 5 % of the time whatever the window's size.
 EMBEDDING_ALPHA = 0.05
 # A window needs this many events with the embedding before it is judged (fewer: insufficient
 # data); 50 rows put ~3 expected events in each of the 16 clusters.
@@ -47,6 +51,13 @@ EMBEDDING_MIN_ROWS = 50
 # Share of principal components drifted (Benjamini-Hochberg at the family's level) that counts as
 # component drift: 0.1 is one component of ten.
 EMBEDDING_DRIFTED_COMPONENTS_SHARE = 0.1
+# The domain classifier on the window's sample (the PCA scores and the distance from their
+# subspace of up to WINDOW_SAMPLE_SIZE vectors) reports drift when its cross-validated AUC
+# exceeds the larger of this floor and 0.5 + EMBEDDING_CLASSIFIER_Z null standard deviations
+# (Mann-Whitney's, for the two sample sizes). z = 3 is nominally 0.13 %; the cross-validated
+# AUC spreads wider, measured at 0-1 % of no-drift windows: inside the classifier's ALPHA / 5.
+EMBEDDING_CLASSIFIER_AUC_MIN = 0.55
+EMBEDDING_CLASSIFIER_Z = 3.0
 # Clusters listed as the ones that moved most (largest change of share), each with example ids.
 EMBEDDING_TOP_CLUSTERS = 3
 # Request ids kept per cluster in a window (bottom-k by hash, so they merge exactly).

@@ -491,7 +491,8 @@ class EmbeddingDetails(Details):
     ``p_value``, ``drift``, ``bandwidth``), ``drifted_components`` (``share``, ``threshold``, ``drift``, ``level``,
     ``drifted``, ``p_values``), ``clusters`` (``chi2``, ``p_value``, ``drift``, ``jensenshannon``, ``moved``: the
     clusters whose share moved most, with example request ids), ``mean`` (``value``, ``threshold``, ``p_value``,
-    ``drift``: the whitened squared distance of the means) and ``cosine_distance`` of the means.
+    ``drift``: the whitened squared distance of the means), ``cosine_distance`` of the means and
+    ``domain_classifier`` (``auc``, ``threshold``, ``drift``, ``rows``, ``top_features``: on the window's sample).
     """
 
     drift: bool | None = None
@@ -502,6 +503,7 @@ class EmbeddingDetails(Details):
     clusters: Mapping[str, Any] | None = None
     cosine_distance: float | None = None
     mean: Mapping[str, Any] | None = None
+    domain_classifier: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 | metric | type | labels | meaning |
 |---|---|---|---|
 | `driftline_embedding_drifted` | gauge | model, version, embedding | 1 when the embedding drifted by the documented decision rule |
-| `driftline_embedding_drift_score` | gauge | model, version, embedding, test | `mmd2`, `mmd_p_value`, `drifted_components_share`, `clusters_jensenshannon`, `cosine_distance` |
+| `driftline_embedding_drift_score` | gauge | model, version, embedding, test | `mmd2`, `mmd_p_value`, `drifted_components_share`, `clusters_jensenshannon`, `cosine_distance`, `domain_classifier_auc` |
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from driftline.store.monitoring import MonitoringSnapshot
 # test label -> where its value sits in the result's details
 _SCORES = {"mmd2": ("mmd", "value"), "mmd_p_value": ("mmd", "p_value"),
            "drifted_components_share": ("drifted_components", "share"),
-           "clusters_jensenshannon": ("clusters", vocabulary.JENSENSHANNON), "cosine_distance": ("cosine_distance",)}
+           "clusters_jensenshannon": ("clusters", vocabulary.JENSENSHANNON), "cosine_distance": ("cosine_distance",),
+           "domain_classifier_auc": ("domain_classifier", "auc")}
 
 
 def _number(details: Any, path: tuple[str, ...]) -> float | None:

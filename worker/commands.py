@@ -14,7 +14,7 @@ from driftline.config import Settings, common_options, secret
 
 DEFAULT_MODEL = "credit-default"
 SCENARIO_NAMES = ("none", "covariate_shift", "concept_drift", "skew", "latency", "data_quality", "segment_shift",
-                  "stale_features", "shadow", "canary_regression", "ab", "aa")
+                  "stale_features", "embedding_shift", "shadow", "canary_regression", "ab", "aa")
 
 
 def _model_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

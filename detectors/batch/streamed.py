@@ -10,7 +10,10 @@ divide a day). Memory: a chunk and the next (`read_ahead`; the first two of the 
 while the reference is read), the reference's summary, and the summaries of the windows
 still open: one for ``--chunk-size`` (a window is judged as soon as its last row is read),
 all of them for ``--chunk-period`` (the held values of all open windows together are kept
-under one window's budget by folding the largest into bins).
+under one window's budget by folding the largest into bins). With `embeddings`
+(`driftline.detectors.batch.embeddings.StreamedEmbeddings`), one more pass over the reference
+gathers its vectors for the fit, and each window's vectors are folded into its summaries as
+they are read.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from driftline import defaults
+from driftline.detectors.batch.embeddings import StreamedEmbeddings
 from driftline.detectors.batch.engine import SCHEMA_VERSION, default_workers, monitored_columns, period_offset
 from driftline.detectors.batch.finish import Finisher, Settings, WindowSummary
 from driftline.detectors.batch.plan import Plan
@@ -101,10 +105,12 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
                     label: str | None = None, performance_thresholds: WindowThresholds | None = None,
                     segment_by: str | None = None, multivariate: MultivariateThresholds | bool = True,
                     exact_values: int = defaults.BATCH_EXACT_VALUES, sample_rows: int = defaults.BATCH_SAMPLE_ROWS,
-                    fine_bins: int = defaults.BATCH_FINE_BINS, total_rows: int | None = None) -> dict[str, Any]:
+                    fine_bins: int = defaults.BATCH_FINE_BINS, total_rows: int | None = None,
+                    embeddings: StreamedEmbeddings | None = None) -> dict[str, Any]:
     """`engine.detect`'s result, streaming both tables (module docstring). Same options and errors;
     `on_window(done, total, rows)` gets ``total`` 0 when the number of windows is not known in advance
-    (`total_rows`, the current table's rows when the caller knows them, lets ``--chunk-size`` say it)."""
+    (`total_rows`, the current table's rows when the caller knows them, lets ``--chunk-size`` say it).
+    `embeddings`: each window gains ``embeddings`` (name -> verdict), their columns are no features."""
     thresholds = thresholds or DriftThresholds()
     offset = period_offset(chunk_size, chunk_period, timestamp)
     if multivariate:
@@ -114,6 +120,9 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="driftline-summarize") if workers > 1 else None
     reference_head, reference_chunks = _peek(read_ahead(open_reference()), "reference")
     current_head, current_chunks = _peek(read_ahead(open_current()), "current data")
+    if embeddings is not None:
+        ignore = [*ignore, *embeddings.columns(reference_head, current_head)]
+        embeddings.fit(open_reference())
     kinds, prediction, probabilities, scan = scan_plan(
         reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
         timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
@@ -142,9 +151,16 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     elif chunk_size is None and offset is None:
         expected = 1
     results: list[dict[str, Any]] = []
+    vectors: dict[Any, dict[str, Any]] = {}  # open window -> its embedding summaries
 
-    def judged(window: WindowSummary) -> None:
+    def fold_vectors(key: Any, piece: pd.DataFrame) -> None:
+        if embeddings is not None:
+            embeddings.fold(vectors.setdefault(key, embeddings.open()), piece)
+
+    def judged(window: WindowSummary, key: Any) -> None:
         results.append(finisher.window(window))
+        if embeddings is not None:
+            results[-1]["embeddings"] = embeddings.judge(vectors.pop(key))
         if on_window is not None:
             on_window(len(results), expected, window.summary.rows)
 
@@ -166,6 +182,7 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
                 held = open_windows.get(label_time)
                 below = None if held is None else held.sample_threshold(plan)
                 part = summarize(chunk.iloc[positions], plan, row + positions, sample_below=below, pool=pool)
+                fold_vectors(label_time, chunk.iloc[positions])
                 open_windows[label_time] = part if held is None else merge(held, part, plan)
             budget = plan.exact_values * max(1, sum(kind == NUMERIC for kind in kinds.values()))
             while len(open_windows) > 1 and sum(_held(s) for s in open_windows.values()) > budget:
@@ -181,9 +198,10 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
                 below = None if held is None else held.sample_threshold(plan)
                 part = summarize(chunk.iloc[begin:end], plan, row + begin, piece_times, sample_below=below,
                                  pool=pool)
+                fold_vectors(number, chunk.iloc[begin:end])
                 for done in sorted(open_windows):  # windows before this one are complete
                     summary = open_windows.pop(done)
-                    judged(WindowSummary(done, summary, *window_bounds(summary)))
+                    judged(WindowSummary(done, summary, *window_bounds(summary)), done)
                 open_windows[number] = part if held is None else merge(held, part, plan)
                 begin = end
         row += len(chunk)
@@ -191,10 +209,10 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
         for index, label_time in enumerate(sorted(open_windows)):
             summary = open_windows[label_time]
             judged(WindowSummary(index, summary, iso_time(label_time.tz_localize("UTC")),
-                                 iso_time(label_time.tz_localize("UTC") + offset)))
+                                 iso_time(label_time.tz_localize("UTC") + offset)), label_time)
     else:
         for number in sorted(open_windows):
-            judged(WindowSummary(number, open_windows[number], *window_bounds(open_windows[number])))
+            judged(WindowSummary(number, open_windows[number], *window_bounds(open_windows[number])), number)
     if pool is not None:
         pool.shutdown()
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(reference.rows), "windows": results}

@@ -199,7 +199,7 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
             raise UserError(f"--engine {engine} summarizes the files where they are: --in-memory, --html and "
                             "--embedding need --engine local")
         result = _detect_on_engine(engine, reference_path, current_path, spark_master, scheduler_address, common)
-    elif in_memory or html_path is not None or embedding_specs:  # embeddings are judged on the whole frames
+    elif in_memory or html_path is not None:
         from driftline.detectors.batch.engine import detect as detect_drift
 
         reference = read_table(reference_path, "reference")
@@ -210,9 +210,18 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
     else:
         from driftline.detectors.batch.streamed import detect_streamed
 
+        streamed_embeddings = None
+        if embedding_specs:
+            from driftline.detectors.batch.embeddings import StreamedEmbeddings
+            from driftline.embeddings.columns import parse_specs
+
+            click.echo("driftline detect: fitting embedding(s) " + ", ".join(map(repr, parse_specs(embedding_specs)))
+                       + " ...", err=True)
+            streamed_embeddings = StreamedEmbeddings(parse_specs(embedding_specs), window_thresholds.embedding)
         result = detect_streamed(iter_table(reference_path, "reference", settings.batch_rows),
                                  iter_table(current_path, "current", settings.batch_rows),
-                                 total_rows=table_rows(current_path), **common)  # type: ignore[arg-type]
+                                 total_rows=table_rows(current_path), embeddings=streamed_embeddings,
+                                 **common)  # type: ignore[arg-type]
     _write_json(result, json_path)
     if json_path is not None:
         click.echo(_summary(result), err=True)

@@ -22,6 +22,9 @@ fixed-size map that a window folds its vectors through at a cost independent of 
 * **the mean**: the variance of each component's score and the residual's per-dimension variance (both from
   the held-out half), so that a window mean's whitened squared distance from the reference mean has an exact
   null as the MMD^2's (weights: 1 per component, the residual covariance's eigenvalues over its mean);
+* **the domain classifier's reference rows**: `classifier_inputs` (principal-component scores and the distance
+  from their subspace) of a seeded uniform sample of the held-out half, at most
+  `EMBEDDING_CLASSIFIER_REFERENCE_ROWS`: what a window's bounded sample is told apart from;
 * **null chunks**: for the record, the 95th percentile of that MMD^2 over `EMBEDDING_NULL_CHUNKS`
   chunks of the other half, at each of `EMBEDDING_NULL_CHUNK_SIZES` (tests check the exact moments
   agree with them).
@@ -90,6 +93,8 @@ class EmbeddingReference:
     # and the null weights of its statistic (None: a reference fitted before the mean test)
     mean_variances: np.ndarray | None = None
     mean_weights: np.ndarray | None = None
+    # the domain classifier's reference rows, rows x (k + 1) (None: a reference fitted before the classifier)
+    classifier_sample: np.ndarray | None = None
 
     def whitened_distance(self, window_mean: np.ndarray) -> float:
         """The mean difference's squared length, components in their own and the rest in the residual's units."""
@@ -117,6 +122,13 @@ class EmbeddingReference:
     def scores(self, vectors: np.ndarray) -> np.ndarray:
         """Principal-component scores, rows x k."""
         return (vectors - self.mean) @ self.components.T
+
+    def classifier_inputs(self, vectors: np.ndarray) -> np.ndarray:
+        """What the domain classifier sees of each vector, rows x (k + 1): its principal-component scores and its
+        distance from their subspace (a change off the top components, invisible in the scores, shows there)."""
+        scores = self.scores(vectors)
+        residual = (vectors - self.mean) - scores @ self.components
+        return np.column_stack((scores, np.sqrt((residual ** 2).sum(axis=1))))
 
     def component_bins(self, scores: np.ndarray) -> np.ndarray:
         """Bin index of each score, rows x k (bins right-closed as numpy's searchsorted side="right")."""
@@ -155,7 +167,9 @@ class EmbeddingReference:
                 "rff_eigenvalues": pack_array(self.rff_eigenvalues),
                 "null_chunks": [[n, q] for n, q in self.null_chunks.items()],
                 **({} if self.mean_variances is None else {"mean_variances": pack_array(self.mean_variances),
-                                                           "mean_weights": pack_array(self.mean_weights)})}
+                                                           "mean_weights": pack_array(self.mean_weights)}),
+                **({} if self.classifier_sample is None else
+                   {"classifier_sample": pack_array(self.classifier_sample)})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "EmbeddingReference":
@@ -172,7 +186,9 @@ class EmbeddingReference:
                    rff_eigenvalues=unpack_array(data["rff_eigenvalues"]),
                    null_chunks={int(n): float(q) for n, q in data.get("null_chunks") or []},
                    mean_variances=unpack_array(data["mean_variances"]) if "mean_variances" in data else None,
-                   mean_weights=unpack_array(data["mean_weights"]) if "mean_weights" in data else None)
+                   mean_weights=unpack_array(data["mean_weights"]) if "mean_weights" in data else None,
+                   classifier_sample=(unpack_array(data["classifier_sample"]) if "classifier_sample" in data
+                                      else None))
 
 
 def embedding_matrix(values: Any, name: str) -> np.ndarray:
@@ -273,6 +289,10 @@ def fit_reference(vectors: Any, name: str = "embedding", *, seed: int = 0,
         bandwidth=_median_distance(fit_rows, rng), rff_seed=int(seed) + 1, rff_features=features, rff_check=0.0,
         rff_mean=np.zeros(features), rff_rows=0, rff_eigenvalues=np.zeros(features))
     _fit_mean_test(reference, held_rows, scores)
+    # its own generator: the draws below (bandwidth rows, null chunks) stay those of references fitted before it
+    take = np.random.default_rng([seed, 2]).choice(
+        held_rows.shape[0], size=min(held_rows.shape[0], defaults.EMBEDDING_CLASSIFIER_REFERENCE_ROWS), replace=False)
+    reference.classifier_sample = reference.classifier_inputs(held_rows[np.sort(take)])
     reference._map = random_feature_map(reference.rff_seed, dimension, features, reference.bandwidth)
     reference.rff_check = _check_value(reference._map[0])
     binned = reference.component_bins(scores)

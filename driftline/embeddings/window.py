@@ -5,7 +5,10 @@ direction); and, once the version's baseline has an `EmbeddingReference` for the
 the reference's bins of each principal component, the count per k-means cluster, the sum of the
 random Fourier features (the MMD's mean embedding), and per cluster up to
 `EMBEDDING_CLUSTER_EXAMPLES` example request ids (the smallest 64-bit id hashes: bottom-k, so the
-merge of two windows keeps the examples of their union whatever the split). Every part adds on
+merge of two windows keeps the examples of their union whatever the split), and a bounded uniform
+sample of the vectors as the domain classifier sees them (`EmbeddingReference.classifier_inputs`,
+at most `WINDOW_SAMPLE_SIZE` rows: the bottom-k by the request id's hash, as the window state's own
+sample, or by the vector's bytes when it has no id). Every part adds (or keeps its bottom-k) on
 merge; the cost per window does not grow with its events. Vectors counted before the baseline had
 the embedding are in `unbinned` (in the sum, not in the binned parts).
 
@@ -70,6 +73,9 @@ class EmbeddingWindow:
         self.cluster_counts: np.ndarray | None = None
         self.feature_sum: np.ndarray | None = None
         self.examples: dict[int, list[tuple[int, str]]] = {}  # cluster -> [(id hash, request id)], smallest first
+        # the classifier's sample: keys (ascending) and rows x (k + 1) inputs (None: not attached, or stored before it)
+        self.sample_keys = np.empty(0, dtype=np.uint64)
+        self.sample: np.ndarray | None = None
         if reference is not None:
             self._attach(reference)
 
@@ -77,6 +83,7 @@ class EmbeddingWindow:
         self.component_counts = np.zeros_like(reference.component_counts)
         self.cluster_counts = np.zeros(reference.centroids.shape[0], dtype=np.int64)
         self.feature_sum = np.zeros(reference.rff_features)
+        self.sample = np.empty((0, reference.components.shape[0] + 1))
 
     @property
     def binned(self) -> int:
@@ -108,7 +115,21 @@ class EmbeddingWindow:
         self.feature_sum += reference.random_features(vectors).sum(axis=0)
         if ids is not None:
             self._add_examples(clusters, ids)
+        self._add_sample(vectors, reference, ids)
         return self
+
+    def _add_sample(self, vectors: np.ndarray, reference: EmbeddingReference, ids: np.ndarray | None) -> None:
+        keys = row_keys(vectors, ids)
+        limit = defaults.WINDOW_SAMPLE_SIZE
+        if self.sample is None:  # a window stored before the sample: it starts one now
+            self.sample = np.empty((0, reference.components.shape[0] + 1))
+        candidates = (np.flatnonzero(keys < self.sample_keys[-1]) if self.sample_keys.size >= limit
+                      else np.arange(keys.size))
+        if candidates.size == 0:
+            return
+        candidates = candidates[np.argsort(keys[candidates], kind="stable")[:limit]]  # only these are projected
+        self.sample_keys, self.sample = _bottom_k(np.concatenate((self.sample_keys, keys[candidates])),
+                                                  np.vstack((self.sample, reference.classifier_inputs(vectors[candidates]))))
 
     def _add_examples(self, clusters: np.ndarray, ids: np.ndarray) -> None:
         present = np.flatnonzero(~np.equal(ids, None))
@@ -134,6 +155,10 @@ class EmbeddingWindow:
                     (mine.copy() if mine is not None else None if theirs is None else theirs.copy()))
         for cluster in set(self.examples) | set(other.examples):
             out.examples[cluster] = _smallest(self.examples.get(cluster, []) + other.examples.get(cluster, []))
+        samples = [w for w in (self, other) if w.sample is not None]
+        if samples:
+            out.sample_keys, out.sample = _bottom_k(np.concatenate([w.sample_keys for w in samples]),
+                                                    np.vstack([w.sample for w in samples]))
         return out
 
     def nonfinite(self) -> bool:
@@ -148,6 +173,8 @@ class EmbeddingWindow:
                         cluster_counts=self.cluster_counts.astype(np.int64), feature_sum=self.feature_sum,
                         examples=[[cluster, [[str(key), rid] for key, rid in pairs]]
                                   for cluster, pairs in self.examples.items()])
+            if self.sample is not None:
+                data.update(sample_keys=self.sample_keys, sample=self.sample)
         return data
 
     @classmethod
@@ -161,7 +188,30 @@ class EmbeddingWindow:
             out.feature_sum = np.asarray(data["feature_sum"], dtype=np.float64)
             out.examples = {int(cluster): [(int(key), str(rid)) for key, rid in pairs]
                             for cluster, pairs in data.get("examples") or []}
+            if "sample" in data:
+                out.sample_keys = np.asarray(data["sample_keys"], dtype=np.uint64)
+                out.sample = np.asarray(data["sample"], dtype=np.float64)
         return out
+
+
+def row_keys(vectors: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
+    """Each vector's sample key: its id's hash (`id_keys`), else the hash of its bytes (deterministic, so a window
+    folded in any number of parts keeps the same sample)."""
+    missing = np.ones(vectors.shape[0], dtype=bool) if ids is None else np.equal(ids, None)
+    keys = np.empty(vectors.shape[0], dtype=np.uint64)
+    if not missing.all():
+        assert ids is not None
+        keys[~missing] = id_keys(ids[~missing])
+    if missing.any():
+        rows = np.ascontiguousarray(vectors[missing], dtype=np.float64)
+        keys[missing] = pd.util.hash_array(np.array([row.tobytes() for row in rows], dtype=object), categorize=False)
+    return keys
+
+
+def _bottom_k(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The `WINDOW_SAMPLE_SIZE` rows of the smallest keys, keys ascending (ties kept in their order)."""
+    order = np.argsort(keys, kind="stable")[: defaults.WINDOW_SAMPLE_SIZE]
+    return keys[order], rows[order]
 
 
 def _smallest(pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:

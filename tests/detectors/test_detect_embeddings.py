@@ -50,7 +50,51 @@ def test_detect_judges_each_window_of_vectors(tmp_path, capfd, layout, column):
         assert set(verdict["drifted_components"]) >= {"share", "threshold"}
         assert verdict["rows"] == 1_000 and verdict["dimension"] == D
         assert 0 <= verdict["cosine_distance"] < 2
+        classifier = verdict["domain_classifier"]  # on the window's sample; it reports, it does not vote
+        assert set(classifier) >= {"auc", "threshold", "drift", "top_features"} and 0 < classifier["auc"] < 1
     assert moved["clusters"]["drift"] and moved["clusters"]["moved"][0]["change"] != 0
+
+
+def same(streamed, in_memory, where="") -> None:
+    """Equal JSON, numbers to a sum's rounding (a streamed window's vectors are summed piece by piece)."""
+    if isinstance(in_memory, dict):
+        assert list(streamed) == list(in_memory), where
+        for key in in_memory:
+            same(streamed[key], in_memory[key], f"{where}.{key}")
+    elif isinstance(in_memory, list):
+        assert len(streamed) == len(in_memory), where
+        for i, (a, b) in enumerate(zip(streamed, in_memory)):
+            same(a, b, f"{where}[{i}]")
+    elif isinstance(in_memory, float):
+        assert streamed == pytest.approx(in_memory, rel=1e-9, abs=1e-12), where
+    else:
+        assert streamed == in_memory, where
+
+
+@pytest.mark.parametrize("layout, column, suffix, chunking", [
+    ("list", "prompt_vec", "parquet", ["--chunk-size", "800"]), ("prefix", "emb_", "csv", ["--chunk-size", "800"]),
+    ("list", "prompt_vec", "parquet", ["--chunk-period", "1D", "--timestamp", "ts"])])
+def test_streamed_detect_gives_the_in_memory_verdicts(tmp_path, capfd, layout, column, suffix, chunking):
+    rng = np.random.default_rng(3)
+    reference = table(rng, 3_000, "none", layout)
+    current = pd.concat([table(rng, 800, "none", layout), table(rng, 800, "covariance", layout)], ignore_index=True)
+    reference["ts"] = "2026-11-01T12:00:00Z"
+    current["ts"] = ["2026-12-01T12:00:00Z"] * 800 + ["2026-12-02T12:00:00Z"] * 800  # one day per window
+    paths = [str(tmp_path / f"{role}.{suffix}") for role in ("ref", "cur")]
+    for frame, path in zip((reference, current), paths):
+        frame.to_parquet(path) if suffix == "parquet" else frame.to_csv(path, index=False)
+    # windows of 800 rows (or a day's) read in chunks of 500: every window is folded from pieces of two or three chunks
+    base = ["--reference", paths[0], "--current", paths[1], *chunking, "--embedding", f"prompt={column}"]
+    if "--timestamp" not in chunking:
+        base += ["--ignore", "ts"]
+    code, streamed, err = run([*base, "--batch-rows", "500"], capfd)
+    assert code == 0, err
+    code, in_memory, err = run([*base, "--in-memory"], capfd)
+    assert code == 0, err
+    streamed, in_memory = json.loads(streamed), json.loads(in_memory)
+    same(streamed, in_memory)
+    verdicts = [w["embeddings"]["prompt"] for w in streamed["windows"]]
+    assert [v["drift"] for v in verdicts] == [False, True] and verdicts[1]["domain_classifier"]["drift"]
 
 
 def test_detect_refuses_bad_embedding_options_in_one_line(tmp_path, capfd):

@@ -11,7 +11,7 @@ from driftline.detectors.families.window import evaluate_window
 from driftline.detectors.stats.embeddings import mmd_null_quantile, pooled_small_bins, quadratic_form_sf
 from driftline.embeddings.reference import EmbeddingReference, fit_reference
 from driftline.embeddings.window import EmbeddingDimensionError, EmbeddingWindow
-from driftline import vocabulary
+from driftline import defaults, vocabulary
 from driftline.vocabulary import EMBEDDING_DRIFT
 from driftline.window_state import EventBatch, WindowState
 from tests.support.embeddings import draw
@@ -67,13 +67,43 @@ def test_window_summaries_merge_to_the_summary_of_all_their_events(baseline):
     np.testing.assert_array_equal(a.component_counts, b.component_counts)
     np.testing.assert_array_equal(a.cluster_counts, b.cluster_counts)
     assert a.examples == b.examples and all(len(v) == 3 for v in a.examples.values())
+    # the classifier's sample: the same 200 requests (bottom-k by request id), however the window was folded
+    np.testing.assert_array_equal(a.sample_keys, b.sample_keys)
+    np.testing.assert_allclose(a.sample, b.sample)
+    assert a.sample.shape == (200, reference_components(baseline) + 1)
+
+
+def reference_components(baseline: Baseline) -> int:
+    return int(baseline.embeddings["prompt"].components.shape[0])
 
 
 def test_a_summary_does_not_grow_with_the_window(baseline, reference):
-    small = EmbeddingWindow(D, reference).add(draw(np.random.default_rng(5), 100, D), reference)
+    small = EmbeddingWindow(D, reference).add(draw(np.random.default_rng(5), 300, D), reference)
     large = EmbeddingWindow(D, reference).add(draw(np.random.default_rng(6), 20_000, D), reference)
     shapes = lambda w: {k: np.shape(v) for k, v in w.pack().items() if k != "examples"}  # noqa: E731
     assert shapes(small) == shapes(large)
+    assert large.sample.shape == (defaults.WINDOW_SAMPLE_SIZE, reference.components.shape[0] + 1)
+
+
+def test_the_domain_classifier_on_the_window_sample_reports_which_directions_moved(reference):
+    rows = 2_000
+    ids = np.array([f"r-{i}" for i in range(rows)], dtype=object)
+    wider = EmbeddingWindow(D, reference).add(draw(np.random.default_rng(11), rows, D, "covariance", spread=1.4),
+                                              reference, ids)
+    classifier = judge_embedding(reference, wider)["domain_classifier"]
+    assert classifier["drift"] and classifier["auc"] > classifier["threshold"] > 0.5, classifier
+    assert classifier["rows"] == defaults.WINDOW_SAMPLE_SIZE and classifier["reference_rows"] == 1_000
+    # half the axes wider: most of it lies off the top components, in the distance from their subspace
+    assert classifier["top_features"][0]["name"] == "residual", classifier["top_features"]
+    quiet = judge_embedding(reference, EmbeddingWindow(D, reference).add(draw(np.random.default_rng(12), rows, D),
+                                                                         reference, ids))
+    assert not quiet["domain_classifier"]["drift"] and quiet["domain_classifier"]["auc"] < 0.6, quiet["domain_classifier"]
+    # a reference fitted before the classifier: the other tests judge, the classifier says why it cannot
+    older = EmbeddingReference.from_dict({k: v for k, v in reference.to_dict().items() if k != "classifier_sample"})
+    verdict = judge_embedding(older, EmbeddingWindow(D, older).add(
+        draw(np.random.default_rng(11), rows, D, "covariance", spread=1.4), older))
+    assert verdict["drift"] and not verdict["domain_classifier"]["drift"]
+    assert verdict["domain_classifier"]["insufficient_data"] and "register it again" in verdict["domain_classifier"]["reason"]
 
 
 def test_a_vector_of_another_dimension_is_refused_before_anything_is_counted(baseline):

@@ -1,5 +1,6 @@
 """Scenario tests: `driftline up` with the scenarios whose path runs end to end, checked through the store and
-the local sinks: no drift (nothing may fire) and a covariate shift that pages and asks for a retrain.
+the local sinks: no drift (nothing may fire), a covariate shift that pages and asks for a retrain, and an
+embedding shift (the worker logging its penultimate-layer activations) that only embedding drift sees.
 
 Each run waits on its outcome in the store, then is stopped with Ctrl-C. The scenarios that only need a
 detector's verdict (latency, data_quality, skew, concept_drift, segment_shift) are judged at the
@@ -12,7 +13,8 @@ from sqlalchemy import select
 
 from driftline.alerts.fingerprint import group_key
 from driftline.store.db import session_scope
-from driftline.store.models import Alert, RetrainRequest
+from driftline.store.models import Alert, DetectorResult, RetrainRequest
+from driftline.vocabulary import DATA_DRIFT, DATASET_DRIFT, EMBEDDING_DRIFT
 
 from .conftest import assert_clean_exit, evaluated_windows
 
@@ -79,3 +81,35 @@ def test_covariate_shift_alerts_on_shifted_features_pages_and_retrains(home, sin
     with session_scope(run.db_url) as s:
         requests = s.scalars(select(RetrainRequest).where(RetrainRequest.model == MODEL)).all()
     assert requests, "persistent drift did not request a retrain"
+
+
+def results(run, detector):
+    """The detector's results on the model's windows, oldest first."""
+    with session_scope(run.db_url) as s:
+        return s.scalars(select(DetectorResult).where(DetectorResult.model == MODEL, DetectorResult.detector == detector)
+                         .order_by(DetectorResult.window_start_ms)).all()
+
+
+def test_embedding_shift_fires_embedding_drift_while_feature_drift_stays_quiet(home, up):
+    # `up` starts the worker with --log-embeddings for this scenario: each event carries the model's activations.
+    running = up(home, "embedding_shift")  # shifted from the first request: nothing here needs a warm-up
+
+    def fired_and_judged() -> bool:
+        fired = any(d == EMBEDDING_DRIFT for d, _, _ in alerts(running))
+        return fired and evaluated_windows(running.db_url) >= 6  # several shifted windows judged feature by feature
+
+    running.wait_for(fired_and_judged, "embedding drift firing and six evaluated windows")
+    run = running.stop()
+    assert_clean_exit(run)
+    fired = alerts(run)
+    assert (EMBEDDING_DRIFT, "activations") in [a[:2] for a in fired], fired
+    assert not [a for a in fired if a[0] in (DATA_DRIFT, DATASET_DRIFT)], fired
+    # the dataset-level verdict (a share of drifted features) never breached in any window: each feature kept its
+    # distribution, only their combination moved
+    dataset = results(run, DATASET_DRIFT)
+    assert len(dataset) >= 6 and not [r.value for r in dataset if r.breached], [r.value for r in dataset]
+    judged = [r for r in results(run, EMBEDDING_DRIFT) if r.value is not None]
+    breached = [r for r in judged if r.breached]
+    assert len(breached) >= 2, [(r.value, r.threshold) for r in judged]
+    moved = breached[-1].details["clusters"]["moved"][0]
+    assert moved["examples"], moved  # the request ids of events in the cluster that moved most

@@ -38,6 +38,14 @@ from tests.support.worker_helpers import MODEL, make_settings, read_topic, regis
 TOKEN = "replay-token"
 
 
+def test_up_and_replay_offer_every_scenario():
+    """`up --scenario S` hands S to `driftline replay`: both commands' choices are the scenarios defined."""
+    from driftline.commands.up import SCENARIOS as UP_CHOICES
+    from driftline.worker.commands import SCENARIO_NAMES
+
+    assert set(UP_CHOICES) == set(SCENARIO_NAMES) == set(SCENARIOS)
+
+
 def test_scenarios_change_what_they_say_and_nothing_else():
     none = build_traffic(SCENARIOS["none"], 0, 3_000, seed=4)
     shifted = build_traffic(SCENARIOS["covariate_shift"], 0, 3_000, seed=4)
