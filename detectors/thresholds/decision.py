@@ -28,6 +28,7 @@ The dataset drifts when the share of drifted features is at least
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Mapping
 
@@ -43,6 +44,7 @@ from driftline.vocabulary import (CATEGORICAL, CHI2, DISTANCES, INSUFFICIENT_DAT
 __all__ = [
     "DriftThresholds",
     "clears_floor",
+    "floor_margin",
     "THRESHOLD_SOURCES",
     "annotate_tests",
     "benjamini_hochberg",
@@ -197,12 +199,19 @@ def _p(test: Mapping[str, Any]) -> float:
     return float(test.get("p_value_adjusted", test.get("p_value", 1.0)))
 
 
-def clears_floor(test: Mapping[str, Any], floor: float, threshold_source: str = "fixed") -> bool:
-    """Whether a distance clears its floor: its value, less its sampling ``noise`` when the floor is fixed."""
+def floor_margin(test: Mapping[str, Any], floor: float, threshold_source: str = "fixed") -> float:
+    """A distance over its floor (1: at the floor): its value, less its sampling ``noise`` when the floor is fixed."""
     value = float(test["value"])
     if threshold_source != THRESHOLD_SOURCES[1]:
         value -= float(test.get("noise") or 0.0)
-    return value >= floor
+    if floor > 0:
+        return value / floor
+    return math.inf if value >= 0 else 0.0
+
+
+def clears_floor(test: Mapping[str, Any], floor: float, threshold_source: str = "fixed") -> bool:
+    """Whether a distance clears its floor (`floor_margin` at least 1)."""
+    return floor_margin(test, floor, threshold_source) >= 1.0
 
 
 def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: DriftThresholds) -> dict[str, dict[str, Any]]:
