@@ -1,12 +1,15 @@
 """Sequential evidence: a window's drift results folded into per-stream e-detectors, paging at a stated rate.
 
-Each stream (a feature's or the prediction's drift, one estimated-quality metric, of one
+Each stream (a feature's or the prediction's drift, one estimated-quality metric, one embedding, of one
 model version) turns its window into a normal score ``z`` and advances a mixture CUSUM
 e-detector (`driftline.detectors.stats.sequential.cusum_step`):
 
 - drift: ``z = Phi^-1(1 - p)`` of the window's own test (KS or chi-square; with the
   missing-rate test beside it, two times the smaller p-value, Bonferroni);
-- estimated quality: ``z = (training - estimate) / standard error`` (a drop is positive).
+- estimated quality: ``z = (training - estimate) / standard error`` (a drop is positive);
+- embedding drift (one stream per embedding name): ``z`` of the family's own rule as one p-value,
+  Bonferroni over its tests (MMD², components by Simes, clusters, whitened mean); the family has
+  no effect-size floor, so every window meets it.
 
 A stream **pages** when its e-value is at or over the paging line ``A`` and its effect, averaged
 over the current run of evidence, clears its floor (the per-window rule's: a distance at or over
@@ -36,14 +39,14 @@ from driftline.detectors.families.results import WindowResult
 from driftline.detectors.stats.sequential import cusum_step, evidence, window_z
 from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, floor_margin
 from driftline.detectors.thresholds.paging import PagingPolicy
-from driftline.vocabulary import (CHI2, DATA_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
+from driftline.vocabulary import (CHI2, DATA_DRIFT, EMBEDDING_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
                                   KS, PREDICTION_DRIFT, PSI, THRESHOLD_SOURCE_KEY, WASSERSTEIN)
 
 __all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "advance_window", "stream_key", "window_score"]
 
 # The key of a result's details that carries its evidence.
 EVIDENCE_KEY = "evidence"
-_STREAM_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, ESTIMATED_QUALITY)
+_STREAM_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, ESTIMATED_QUALITY, EMBEDDING_DRIFT)
 
 
 @dataclass
@@ -121,6 +124,20 @@ def _drift_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
     return float(window_z(p_value)), margin
 
 
+def _embedding_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The embedding family's own rule as one p-value: Bonferroni over its tests (the component test's
+    p-value is Simes', the smallest BH-adjusted one); no effect-size floor, as the family has none."""
+    found = [part.get("p_value") for part in (details.get("mmd"), details.get("clusters"), details.get("mean"))
+             if isinstance(part, Mapping)]
+    components = details.get("drifted_components")
+    if isinstance(components, Mapping) and components.get("p_values"):
+        found.append(min(float(p) for p in components["p_values"]))
+    p_values = [float(p) for p in found if isinstance(p, (int, float)) and math.isfinite(p)]
+    if not p_values:
+        return None
+    return float(window_z(min(1.0, len(p_values) * min(p_values)))), 1.0
+
+
 def window_score(result: WindowResult) -> tuple[float, float] | None:
     """``(z, effect over its floor)`` of one result (1: at the floor), or None when the window carries no evidence."""
     if result.insufficient_data:
@@ -128,6 +145,8 @@ def window_score(result: WindowResult) -> tuple[float, float] | None:
     details = result.details or {}
     if result.detector in (DATA_DRIFT, PREDICTION_DRIFT):
         return _drift_score(details)
+    if result.detector == EMBEDDING_DRIFT:
+        return _embedding_score(details)
     if result.detector == ESTIMATED_QUALITY:
         training, error = details.get("training"), details.get("standard_error")
         if result.value is None or training is None or not error or not error > 0:
