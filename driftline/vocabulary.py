@@ -42,7 +42,7 @@ ROLLOUT = "rollout"
 ROLLOUT_VERDICT = "verdict"  # its one metric: the verdict itself (no value, no threshold)
 ALERT_FAMILIES = (*DETECTORS, ROLLOUT)
 # the families whose results carry sequential evidence (driftline.detectors.families.evidence): they page on it
-SEQUENTIAL_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY)
+SEQUENTIAL_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EMBEDDING_DRIFT)
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,8 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
                                      slo=config.slo_for(key.model), window_seconds=config.window_seconds)
     if baseline is not None:
         advance_evidence(session, key.model, key.version, key.window_start_ms, results, config.paging_for(key.model),
-                         previous_evidence(session, key.model, key.version, key.window_start_ms))
+                         previous_evidence(session, key.model, key.version, key.window_start_ms),
+                         baseline.fingerprint)
     if baseline is None:
         status = vocabulary.WINDOW_NO_BASELINE
     elif any(r.insufficient_data for r in results if r.detector == vocabulary.DATA_DRIFT and not r.segment):

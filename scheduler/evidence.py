@@ -6,7 +6,9 @@ transaction-level advisory lock of the version on PostgreSQL, so schedulers eval
 one version take turns, also before the version has any state row to lock), advanced,
 and written in the window's own transaction, so a failed evaluation leaves them as they were.
 A window evaluated again (late events, labels) does not step the evidence twice: its new
-results keep the evidence its first evaluation recorded.
+results keep the evidence its first evaluation recorded. A state remembers the fingerprint of the
+baseline its windows were judged against: when the version's baseline is registered again (other
+training data), its streams start from nothing, as a new version's do.
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from sqlalchemy.orm import Session
 from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window, stream_key
 from driftline.detectors.families.results import WindowResult, json_safe
 from driftline.store.models import DetectorResult, EvidenceState
+
+# the key of a stored state that holds the fingerprint of the baseline its windows were judged against
+_BASELINE_KEY = "baseline"
 
 
 def previous_evidence(session: Session, model: str, version: str, window_start_ms: int) -> dict[tuple, Any]:
@@ -33,7 +38,7 @@ def previous_evidence(session: Session, model: str, version: str, window_start_m
 
 def advance_evidence(session: Session, model: str, version: str, window_start_ms: int,
                      results: Iterable[WindowResult], policy: PagingPolicy,
-                     previous: dict[tuple, Any]) -> None:
+                     previous: dict[tuple, Any], baseline_fingerprint: str = "") -> None:
     """Step the version's streams with `results` (their details gain the evidence) and store the new states."""
     results = list(results)
     keys = {k for k in (stream_key(r) for r in results) if k is not None}
@@ -42,20 +47,27 @@ def advance_evidence(session: Session, model: str, version: str, window_start_ms
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _version_lock_key(model, version)})
     rows = {row.stream: row for row in session.scalars(query) if row.stream in keys}
     components = len(policy.drifts)
-    states = {key: StreamState.from_dict(row.state, components) for key, row in rows.items()}
+    states = {key: StreamState.from_dict(row.state, components) for key, row in rows.items()
+              if _same_baseline(row.state, baseline_fingerprint)}
     updated = advance_window(results, states, window_start_ms, policy)
     for key, state in updated.items():
         row = rows.get(key)
         if row is None:
             row = EvidenceState(model=model, version=version, stream=key)
             session.add(row)
-        row.state = json_safe(state.to_dict())
+        row.state = json_safe({**state.to_dict(), _BASELINE_KEY: baseline_fingerprint})
         row.last_window_start_ms = state.last_window_start_ms
     for result in results:  # evaluated before: keep what the first evaluation recorded
         if EVIDENCE_KEY not in result.details:
             earlier = previous.get((result.detector, result.feature or "", result.metric, result.segment or ""))
             if earlier is not None:
                 result.details[EVIDENCE_KEY] = earlier
+
+
+def _same_baseline(state: Any, fingerprint: str) -> bool:
+    """Whether a stored state was built on this baseline (a state from before fingerprints were kept counts as so)."""
+    stored = state.get(_BASELINE_KEY) if isinstance(state, dict) else None
+    return stored is None or stored == fingerprint
 
 
 def _version_lock_key(model: str, version: str) -> int:

@@ -168,7 +168,7 @@ def evidence(ctx: ui.Context, detector: str, feature: str, label: str) -> None:
     series = rows.assign(time=derive.to_time(rows["window_start_ms"]))
     st.altair_chart(charts.evidence_chart(series, ctx.span_ms), width="stretch")
     st.caption("The sequential policy pages when the e-value reaches its line (set by `[alerts] "
-               "false_pages_per_model_per_month`) in a window whose effect clears its floor; evidence restarts "
+               "false_pages_per_model_per_month`) while its effect, averaged over the run of evidence, clears its floor; evidence restarts "
                "once the drift ends.")
 
 

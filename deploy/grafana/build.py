@@ -131,6 +131,12 @@ def monitoring() -> dict:
         panel("timeseries", "Dead letters and quarantined windows",
               [target("max(rate(driftline_dead_letters_total[10m])) * 60", "dead letters / min"),
                target("max(driftline_windows_quarantined)", "quarantined windows")], 0, 35, w=24),
+        panel("timeseries", "Evidence against its paging line (log10 e / line)",
+              [target(f"log10(driftline_evidence_e_value{{{sel}}} / driftline_evidence_paging_line{{{sel}}})",
+                      "{{model}} v{{version}} {{stream}}")], 0, 43, w=24, h=9,
+              description="Each sequential-evidence stream's e-value over the line it pages at, in powers of ten: "
+                          "0 is the line ([alerts] false_pages_per_model_per_month), a drift's evidence climbs "
+                          "towards it window after window."),
     ]
     return dashboard("driftline-monitoring", "driftline: monitoring", panels, with_model=True)
 

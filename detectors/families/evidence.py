@@ -1,17 +1,21 @@
 """Sequential evidence: a window's drift results folded into per-stream e-detectors, paging at a stated rate.
 
-Each stream (a feature's or the prediction's drift, one estimated-quality metric, of one
+Each stream (a feature's or the prediction's drift, one estimated-quality metric, one embedding, of one
 model version) turns its window into a normal score ``z`` and advances a mixture CUSUM
 e-detector (`driftline.detectors.stats.sequential.cusum_step`):
 
 - drift: ``z = Phi^-1(1 - p)`` of the window's own test (KS or chi-square; with the
   missing-rate test beside it, two times the smaller p-value, Bonferroni);
-- estimated quality: ``z = (training - estimate) / standard error`` (a drop is positive).
+- estimated quality: ``z = (training - estimate) / standard error`` (a drop is positive);
+- embedding drift (one stream per embedding name): ``z`` of the family's own rule as one p-value,
+  Bonferroni over its tests (MMD², components by Simes, clusters, whitened mean); the family has
+  no effect-size floor, so every window meets it.
 
-A stream **pages** when its e-value is at or over the paging line ``A`` and the window's
-effect clears its floor (the per-window rule's: a distance at or over its threshold, a
-missing-rate change of at least its delta, an estimate at least ``max_drop`` below
-training), so a huge window never pages on a trivially small drift. The line follows
+A stream **pages** when its e-value is at or over the paging line ``A`` and its effect, averaged
+over the current run of evidence, clears its floor (the per-window rule's: a distance at or over
+its threshold less its sampling noise, a missing-rate change of at least its delta, an estimate
+at least ``max_drop`` below training), so a huge window never pages on a trivially small drift,
+and a drift under its floor does not page on the one window noise lifted over it. The line follows
 from the stated rate (`PagingPolicy`): ``A = streams * windows per month / rate``, so
 the version's streams together raise at most ``rate`` false pages a month (Bonferroni on
 the rates). The dataset verdict pages when at least ``dataset_drift_share`` of the judged
@@ -33,15 +37,16 @@ import numpy as np
 from driftline import defaults
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.stats.sequential import cusum_step, evidence, window_z
+from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, floor_margin
 from driftline.detectors.thresholds.paging import PagingPolicy
-from driftline.vocabulary import (CHI2, DATA_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
-                                  KS, PREDICTION_DRIFT, PSI, WASSERSTEIN)
+from driftline.vocabulary import (CHI2, DATA_DRIFT, EMBEDDING_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
+                                  KS, PREDICTION_DRIFT, PSI, THRESHOLD_SOURCE_KEY, WASSERSTEIN)
 
 __all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "advance_window", "stream_key", "window_score"]
 
 # The key of a result's details that carries its evidence.
 EVIDENCE_KEY = "evidence"
-_STREAM_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, ESTIMATED_QUALITY)
+_STREAM_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, ESTIMATED_QUALITY, EMBEDDING_DRIFT)
 
 
 @dataclass
@@ -54,6 +59,8 @@ class StreamState:
     windows: int = 0
     last_window_start_ms: int | None = None
     above: bool = False  # over the line since its last restart
+    effect_sum: float = 0.0  # windows' effect over its floor, summed over the current run of evidence
+    effect_windows: int = 0
 
     @classmethod
     def fresh(cls, components: int) -> "StreamState":
@@ -61,7 +68,9 @@ class StreamState:
 
     def to_dict(self) -> dict[str, Any]:
         return {"log_state": [float(v) for v in self.log_state], "since_ms": list(self.since_ms),
-                "windows": self.windows, "last_window_start_ms": self.last_window_start_ms, "above": self.above}
+                "windows": self.windows, "last_window_start_ms": self.last_window_start_ms, "above": self.above,
+                "effect_sum": float(self.effect_sum) if math.isfinite(self.effect_sum) else 1e300,
+                "effect_windows": self.effect_windows}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None, components: int) -> "StreamState":
@@ -77,7 +86,8 @@ class StreamState:
             since = [None] * components
         last = data.get("last_window_start_ms")
         return cls([float(v) for v in log_state], [s if isinstance(s, int) else None for s in since],
-                   int(data.get("windows") or 0), last if isinstance(last, int) else None, bool(data.get("above")))
+                   int(data.get("windows") or 0), last if isinstance(last, int) else None, bool(data.get("above")),
+                   float(data.get("effect_sum") or 0.0), int(data.get("effect_windows") or 0))
 
 
 def stream_key(result: WindowResult) -> str | None:
@@ -87,7 +97,7 @@ def stream_key(result: WindowResult) -> str | None:
     return f"{result.detector}/{result.feature or ''}/{result.metric}"
 
 
-def _drift_score(details: Mapping[str, Any]) -> tuple[float, bool] | None:
+def _drift_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
     tests = details.get("tests")
     if not isinstance(tests, Mapping):
         return None
@@ -97,27 +107,46 @@ def _drift_score(details: Mapping[str, Any]) -> tuple[float, bool] | None:
         return None
     # chi-square: the p-value with rare categories pooled (`two_sample.chi2_pooled`), valid for many categories
     p_value = float(significance.get("p_value_pooled", significance["p_value"]))
-    floor = any(isinstance(tests.get(name), Mapping) and tests[name].get("value") is not None
-                and tests[name].get("threshold") is not None
-                and float(tests[name]["value"]) >= float(tests[name]["threshold"])
-                for name in ((PSI, JENSENSHANNON) if kind == "categorical" else (PSI, WASSERSTEIN, JENSENSHANNON)))
+    source = str(details.get(THRESHOLD_SOURCE_KEY) or "fixed")
+    margins = [floor_margin(tests[name], float(tests[name]["threshold"]), source)
+               for name in ((PSI, JENSENSHANNON) if kind == "categorical" else (PSI, WASSERSTEIN, JENSENSHANNON))
+               if isinstance(tests.get(name), Mapping) and tests[name].get("value") is not None
+               and tests[name].get("threshold") is not None]
     missing = tests.get("missing")
     if isinstance(missing, Mapping) and missing.get("p_value") is not None:
         p_value = min(1.0, 2.0 * min(p_value, float(missing["p_value"])))
         if missing.get("threshold") is not None:
-            floor = floor or abs(float(missing["value"]) - float(missing["reference"])) >= float(missing["threshold"])
+            margins.append(floor_margin({"value": abs(float(missing["value"]) - float(missing["reference"]))},
+                                        float(missing["threshold"]), THRESHOLD_SOURCES[1]))
+    margin = max(margins, default=0.0)
     if details.get(EXPLAINED_BY_KEY):
-        floor = False  # a serving bug (skew) explains it: the skew alert says so, not a drift page
-    return float(window_z(p_value)), floor
+        margin = 0.0  # a serving bug (skew) explains it: the skew alert says so, not a drift page
+    return float(window_z(p_value)), margin
 
 
-def window_score(result: WindowResult) -> tuple[float, bool] | None:
-    """``(z, floor cleared)`` of one result, or None when the window carries no evidence for its stream."""
+def _embedding_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The embedding family's own rule as one p-value: Bonferroni over its tests (the component test's
+    p-value is Simes', the smallest BH-adjusted one); no effect-size floor, as the family has none."""
+    found = [part.get("p_value") for part in (details.get("mmd"), details.get("clusters"), details.get("mean"))
+             if isinstance(part, Mapping)]
+    components = details.get("drifted_components")
+    if isinstance(components, Mapping) and components.get("p_values"):
+        found.append(min(float(p) for p in components["p_values"]))
+    p_values = [float(p) for p in found if isinstance(p, (int, float)) and math.isfinite(p)]
+    if not p_values:
+        return None
+    return float(window_z(min(1.0, len(p_values) * min(p_values)))), 1.0
+
+
+def window_score(result: WindowResult) -> tuple[float, float] | None:
+    """``(z, effect over its floor)`` of one result (1: at the floor), or None when the window carries no evidence."""
     if result.insufficient_data:
         return None
     details = result.details or {}
     if result.detector in (DATA_DRIFT, PREDICTION_DRIFT):
         return _drift_score(details)
+    if result.detector == EMBEDDING_DRIFT:
+        return _embedding_score(details)
     if result.detector == ESTIMATED_QUALITY:
         training, error = details.get("training"), details.get("standard_error")
         if result.value is None or training is None or not error or not error > 0:
@@ -125,12 +154,14 @@ def window_score(result: WindowResult) -> tuple[float, bool] | None:
         z = (float(training) - float(result.value)) / float(error)
         if not math.isfinite(z):
             return None
-        floor = result.threshold is not None and float(result.value) <= float(result.threshold)
-        return float(np.clip(z, -10.0, 37.0)), floor
+        drop = float(training) - float(result.threshold) if result.threshold is not None else 0.0
+        margin = (float(training) - float(result.value)) / drop if drop > 0 else float(result.threshold is not None
+                                                                                      and result.value <= result.threshold)
+        return float(np.clip(z, -10.0, 37.0)), margin
     return None
 
 
-def _step(state: StreamState, z: float, floor: bool, window_start_ms: int, log_line: float,
+def _step(state: StreamState, z: float, margin: float, window_start_ms: int, log_line: float,
           policy: PagingPolicy) -> tuple[StreamState, dict[str, Any]]:
     drifts = np.asarray(policy.drifts, dtype=np.float64)
     before = np.asarray(state.log_state, dtype=np.float64)
@@ -140,9 +171,15 @@ def _step(state: StreamState, z: float, floor: bool, window_start_ms: int, log_l
     after = np.minimum(after, log_line + math.log(len(drifts) * policy.cap))
     log_e = evidence(after)
     above = log_e >= log_line
-    paging = bool(above and floor)
+    # the effect's size over the run of evidence, not one window's noisy value: a drift just over its floor
+    # pages once the evidence is in, one under it never does (however many windows luck lifts over it)
+    running = evidence(before) > 0.0
+    effect_sum = (state.effect_sum if running else 0.0) + margin
+    effect_windows = (state.effect_windows if running else 0) + 1
+    effect = effect_sum / effect_windows
+    paging = bool(above and effect >= 1.0)
     info = {"e_value": float(math.exp(min(log_e, 700.0))), "log_e_value": log_e, "line": float(math.exp(log_line)),
-            "z": z, "floor": bool(floor), "paging": paging, "since_window_start_ms": since[int(np.argmax(after))],
+            "z": z, "floor": bool(effect >= 1.0), "effect_over_floor": effect, "paging": paging, "since_window_start_ms": since[int(np.argmax(after))],
             "windows": state.windows + 1}
     if state.above and not above:  # the drift ended: the next episode starts from nothing
         fresh = StreamState.fresh(len(drifts))
@@ -150,7 +187,7 @@ def _step(state: StreamState, z: float, floor: bool, window_start_ms: int, log_l
         info["restarted"] = True
         return fresh, info
     return StreamState([float(v) for v in after], since, state.windows + 1, window_start_ms,
-                       bool(state.above or above)), info
+                       bool(state.above or above), effect_sum, effect_windows), info
 
 
 def advance_window(results: Iterable[WindowResult], states: Mapping[str, StreamState], window_start_ms: int,

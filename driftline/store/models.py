@@ -326,7 +326,8 @@ class EvidenceState(Base):
     """One sequential-evidence stream of a model version between windows (driftline.detectors.families.evidence).
 
     Stored so that a restarted scheduler, or several, go on from the same evidence; a new
-    version starts from none. ``stream`` is "detector/feature/metric".
+    version, or its baseline registered again (``state["baseline"]``, the fingerprint), starts from
+    none. ``stream`` is "detector/feature/metric".
     """
 
     __tablename__ = "evidence_states"

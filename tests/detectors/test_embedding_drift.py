@@ -5,7 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from driftline.alerts.rules import AlertRules
 from driftline.baseline import Baseline, compute_baseline
+from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, advance_window, stream_key
 from driftline.detectors.families.embedding_drift import embedding_drift, judge_embedding
 from driftline.detectors.families.window import evaluate_window
 from driftline.detectors.stats.embeddings import mmd_null_quantile, pooled_small_bins, quadratic_form_sf
@@ -156,3 +158,24 @@ def test_clusters_the_window_expects_few_rows_in_are_pooled_for_the_chi_square()
     window, reference = pooled_small_bins([30, 40, 1, 0, 29], [300, 400, 9, 6, 285])
     assert window.tolist() == [30, 40, 29, 1] and reference.tolist() == [300, 400, 285, 15]
     assert [a.tolist() for a in pooled_small_bins([50, 50], [500, 500])] == [[50, 50], [500, 500]]
+
+
+def test_each_embedding_is_a_stream_of_evidence_that_pages_under_the_sequential_policy(baseline):
+    """Per-window p-values of the family, Bonferroni over its tests, feed one e-detector per embedding name."""
+    rng = np.random.default_rng(12)
+    policy = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+    states: dict = {}
+    paging = []
+    for i, kind in enumerate(["none"] * 4 + ["class_mix"] * 4):
+        vectors = draw(rng, 300, D, kind, mix=0.4) if kind != "none" else draw(rng, 300, D)
+        state = WindowState.empty(baseline).add_batch(EventBatch.from_events(events(vectors, 1000 * i)))
+        results = [r for r in evaluate_window(baseline, state) if r.detector == EMBEDDING_DRIFT]
+        states.update(advance_window(results, states, i, policy))
+        (result,) = results
+        assert stream_key(result) == "embedding_drift/prompt/mmd2"
+        evidence = result.details[EVIDENCE_KEY]
+        assert vocabulary.details_of(EMBEDDING_DRIFT, result.to_dict()["details"]).evidence == evidence
+        paging.append(evidence["paging"])
+    assert not any(paging[:4])  # no drift, no page
+    assert any(paging[4:]), paging  # the shifted mix pages within four windows
+    assert AlertRules.from_mapping({}).rule_for("m", EMBEDDING_DRIFT).sequential  # it pages on evidence by default

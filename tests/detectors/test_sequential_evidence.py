@@ -113,7 +113,8 @@ def test_false_page_rate_of_the_real_detectors_on_no_drift_streams_is_at_most_th
 def test_a_persistent_drift_too_small_for_one_window_pages_before_three_breaches_in_a_row():
     rng = np.random.default_rng(3)
     reference = _frame(rng, 20_000, "heavy")
-    current = _frame(rng, 500 * 12, "heavy", shift=0.15)  # per-window power about one half
+    # a shift of 0.23 is 0.13 of t(3)'s standard deviation: over the floor by about the 500-row noise, power one half
+    current = _frame(rng, 500 * 12, "heavy", shift=0.23)
     windows = _stream_results(reference, current, 500)
     flagged = [r.breached for w in windows for r in w if r.feature == "x"]
     runs = [all(flagged[i - 2:i + 1]) for i in range(2, len(flagged))]
@@ -226,3 +227,22 @@ def test_pooled_chi_square_holds_its_level_with_hundreds_of_categories_where_goo
     tilted = shares * np.exp(0.3 * np.where(np.arange(300) % 2, 1.0, -1.0))
     drifted = rng.multinomial(1_000, tilted / tilted.sum())
     assert chi2_pooled(rng.multinomial(20_000, shares), drifted) < 1e-4
+
+
+def test_the_floor_judges_the_effect_over_the_run_of_evidence_not_one_lucky_window():
+    """A drift under its floor never pages on the window noise lifted over it; one over its floor pages."""
+    policy = PagingPolicy(false_pages_per_month=720.0, window_seconds=3600, minimum=1.0)  # line 1: evidence at once
+
+    def run(psis: list[float]) -> list[bool]:
+        states: dict[str, StreamState] = {}
+        paging = []
+        for i, value in enumerate(psis):
+            result = WindowResult(DATA_DRIFT, "x", PSI, value, 0.2, False,
+                                  {"kind": "numeric", "tests": {"ks": {"p_value": 1e-6},
+                                                                "psi": {"value": value, "threshold": 0.2}}})
+            states.update(advance_window([result], states, i, policy))
+            paging.append(bool(result.details[EVIDENCE_KEY]["paging"]))
+        return paging
+
+    assert run([0.1, 0.12, 0.1, 0.25, 0.1]) == [False] * 5  # one window over 0.2, the run's mean 0.13
+    assert run([0.18, 0.19, 0.25, 0.24]) == [False, False, True, True]  # the mean reaches 0.2 at the third

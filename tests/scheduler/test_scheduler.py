@@ -386,3 +386,23 @@ def test_a_new_version_starts_its_evidence_from_nothing(seeded):
                                                                 DetectorResult.feature == "income"))
     assert first == {("1", 1), ("2", 1)}
     assert details["evidence"]["paging"] is False and details["evidence"]["windows"] == 1
+
+
+def test_registering_the_versions_baseline_again_starts_its_evidence_from_nothing(seeded):
+    db_url, baseline, rng = seeded
+    for w in range(2):  # evidence builds up on the first baseline
+        write_window(db_url, baseline, T0 + w * WINDOW_MS, 0, events(rng, 400, T0 + w * WINDOW_MS, income_shift=1.5))
+        jobs_for(db_url).evaluate_due_windows(now_ms=T0 + (w + 1) * WINDOW_MS + 3_000)
+    assert [e["windows"] for e in _income_evidence(db_url)] == [1, 2]
+    again = compute_baseline(training_frame(rng, 5000), predictions=rng.uniform(size=5000))  # other training rows
+    assert again.fingerprint != baseline.fingerprint
+    with session_scope(db_url) as s:
+        s.execute(BaselineRecord.__table__.delete().where(BaselineRecord.model == "m"))
+        s.add(BaselineRecord(model="m", version="1", rows=5000, summary=again.to_dict()))
+    start = T0 + 2 * WINDOW_MS
+    write_window(db_url, again, start, 0, events(rng, 400, start, income_shift=1.5))
+    jobs_for(db_url).evaluate_due_windows(now_ms=start + WINDOW_MS + 3_000)
+    assert [e["windows"] for e in _income_evidence(db_url)] == [1, 2, 1]  # the version's streams started afresh
+    with session_scope(db_url) as s:
+        stored = s.scalar(select(EvidenceState).where(EvidenceState.stream == "data_drift/income/psi"))
+        assert stored.state["windows"] == 1 and stored.state["baseline"] == again.fingerprint

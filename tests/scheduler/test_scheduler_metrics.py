@@ -28,7 +28,8 @@ CONTRACT_NAMES = ("driftline_feature_drift_score", "driftline_feature_drifted", 
                   "driftline_dataset_drifted", "driftline_prediction_drifted", "driftline_data_quality_issues",
                   "driftline_estimated_quality", "driftline_realized_quality", "driftline_alerts_firing",
                   "driftline_window_end_timestamp_seconds", "driftline_windows_quarantined",
-                  "driftline_dead_letters_total", "driftline_rollout_verdict")
+                  "driftline_dead_letters_total", "driftline_rollout_verdict", "driftline_evidence_e_value",
+                  "driftline_evidence_paging_line")
 
 
 def exposition(db_url: str, **options) -> str:
@@ -66,6 +67,11 @@ def test_the_drifted_feature_of_the_latest_window_is_exported_with_its_scores(db
     # data-quality checks are counted in the store, one series per check: income's shift left its training range
     checks = {dict(labels)["check"]: v for (name, labels), v in found.items() if name == "driftline_data_quality_issues"}
     assert checks["out_of_range_share"] == 1 and checks["missing_rate"] == 0
+    # the sequential evidence of each stream against its paging line: income's drift pages, age's does not
+    income = {"stream": "data_drift/income/psi", **window}
+    assert value(found, "driftline_evidence_e_value", **income) >= value(found, "driftline_evidence_paging_line", **income)
+    age = {"stream": "data_drift/age/psi", **window}
+    assert value(found, "driftline_evidence_e_value", **age) < value(found, "driftline_evidence_paging_line", **age)
     for name in CONTRACT_NAMES:  # every promised family is declared, with or without samples
         assert re.search(rf"(?m)^# TYPE {name.removesuffix('_total')}(_total)? ", text), name
 
