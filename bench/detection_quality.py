@@ -194,7 +194,8 @@ def summarise(values: list[float]) -> tuple[str, str]:
 
 def streams_table(args: argparse.Namespace, nannyml: NannyML | None) -> list[list[str]]:
     sizes = (100, 1000) if args.quick else tuple(int(n) for n in args.sizes.split(","))
-    methods = ("sequential", "for_windows", "evidently") + (("nannyml",) if nannyml else ())
+    with_evidently = args.evidently_windows > 0
+    methods = ("sequential", "for_windows") + (("evidently",) if with_evidently else ()) + (("nannyml",) if nannyml else ())
     rng = np.random.default_rng(2026)
     reference = draw(rng, REFERENCE_ROWS, 0.0)
     table = []
@@ -208,10 +209,11 @@ def streams_table(args: argparse.Namespace, nannyml: NannyML | None) -> list[lis
             nannyml.fit(reference, list(SHAPES), [SHAPES[-1]], rows)
         current = stream_frame(rng, rows, effects("none", quiet))
         flags, paging = driftline_flags(reference, current, rows)
-        ev_windows = min(args.evidently_windows, quiet)
-        ev = evidently_flags(reference, current, rows, ev_windows)
-        judged = [("sequential", paging, flags, quiet), ("for_windows", for_windows(flags), flags, quiet),
-                  ("evidently", ev, ev, ev_windows)]
+        judged = [("sequential", paging, flags, quiet), ("for_windows", for_windows(flags), flags, quiet)]
+        if with_evidently:
+            ev_windows = min(args.evidently_windows, quiet)
+            ev = evidently_flags(reference, current, rows, ev_windows)
+            judged.append(("evidently", ev, ev, ev_windows))
         if nannyml:
             nm = nannyml.flags(current)
             judged.append(("nannyml", nm, nm, quiet))
@@ -228,9 +230,10 @@ def streams_table(args: argparse.Namespace, nannyml: NannyML | None) -> list[lis
                 results["sequential"].setdefault(f"{kind}_power", []).append(100.0 * flags[PRE_DRIFT:].mean())
                 if nannyml:  # every window of every replicate, as driftline's
                     results["nannyml"].setdefault(kind, []).extend(delays(nannyml.flags(current), PRE_DRIFT))
-                if rep == 0:  # Evidently: its drifted windows only, one replicate (seconds a report)
+                if rep == 0 and with_evidently:  # Evidently: its drifted windows only, one replicate (seconds a report)
                     drifted = current.iloc[PRE_DRIFT * rows:].reset_index(drop=True)
-                    ev = evidently_flags(reference, drifted, rows, min(10, drift_windows - PRE_DRIFT))
+                    ev = evidently_flags(reference, drifted, rows, min(args.evidently_drift_windows,
+                                                                       drift_windows - PRE_DRIFT))
                     results["evidently"].setdefault(kind, []).extend(delays(ev, 0))
         for method, r in results.items():
             cells = [f"{rows:,}", method, f"{r['false'][0]:.1f}", f"{r['flag_rate'][0]:.1f} %"]
@@ -250,7 +253,10 @@ def streams_table(args: argparse.Namespace, nannyml: NannyML | None) -> list[lis
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer windows (a smoke run)")
-    parser.add_argument("--evidently-windows", type=int, default=20, help="no-drift windows Evidently judges")
+    parser.add_argument("--evidently-windows", type=int, default=20,
+                        help="no-drift windows Evidently judges (0: leave Evidently out)")
+    parser.add_argument("--evidently-drift-windows", type=int, default=10,
+                        help="drifted windows Evidently judges per drift kind (its first replicate)")
     parser.add_argument("--replicates", type=int, default=2)
     parser.add_argument("--sizes", default="100,1000,10000", help="rows per window")
     parser.add_argument("--quiet-windows", type=int, default=200,
