@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from driftline.detectors.stats import two_sample
+from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.batch.multivariate import BatchReference, batch_multivariate
 from driftline.detectors.thresholds.decision import (
@@ -243,6 +244,7 @@ class _NumericReference:
     std: float
     psi_edges: np.ndarray
     psi_counts: np.ndarray
+    noise_scale: float = 0.0  # `noise.wasserstein_noise_scale`: the Wasserstein distance's sampling level
 
 
 @dataclass(frozen=True)
@@ -273,9 +275,10 @@ def _profile_column(series: pd.Series, kind: str) -> _NumericReference | _Catego
         raw = _numeric_values(series)
         values = np.sort(two_sample.clean_numeric(raw))
         edges = two_sample.decile_edges(values)
+        std = two_sample.reference_std(values)
         return _NumericReference(rows=len(raw), missing=len(raw) - values.size, values_sorted=values,
-                                 std=two_sample.reference_std(values), psi_edges=edges,
-                                 psi_counts=two_sample.bin_counts(values, edges))
+                                 std=std, psi_edges=edges, psi_counts=two_sample.bin_counts(values, edges),
+                                 noise_scale=wasserstein_noise_scale(values, std))
     present = series.dropna()
     counts = present.value_counts(sort=False)
     return _CategoricalReference(rows=len(series), missing=len(series) - len(present), categories=counts.index,
@@ -325,7 +328,8 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
         tests = {
             PSI: {"value": measured[PSI]},
             KS: {"statistic": measured["ks_statistic"], "p_value": measured["ks_p_value"]},
-            WASSERSTEIN: {"value": measured[WASSERSTEIN]},
+            WASSERSTEIN: {"value": measured[WASSERSTEIN],
+                          "noise": wasserstein_noise(reference.noise_scale, values.size, reference.values_sorted.size)},
             JENSENSHANNON: {"value": measured[JENSENSHANNON]},
         }
     else:
@@ -366,17 +370,20 @@ def judge_window(kinds: dict[str, str], measured: dict[str, tuple[dict[str, dict
 
     `measured`: feature -> (tests, missing-rate test) as `_feature_tests` (or the bounded-memory
     `driftline.detectors.batch.finish`) measures them; `rows`: the smaller side's rows. p-values are
-    corrected by Benjamini-Hochberg across the window's features, in two families: the
-    distribution tests (KS/chi-square) and the missing-rate tests. The prediction is judged on
-    its own, uncorrected.
+    corrected by Benjamini-Hochberg across the window's features and its prediction (every verdict
+    of the window is one hypothesis of one family), in two families: the distribution tests
+    (KS/chi-square) and the missing-rate tests.
     """
     names = [c for c in kinds if c != prediction]
-    if names:
-        main_p = [measured[n][0][significance_test(kinds[n])]["p_value"] for n in names]
+    family = {**{n: measured[n] for n in names},
+              **({prediction: prediction_measured} if prediction is not None and prediction_measured is not None else {})}
+    if family:
+        main_p = [tests[significance_test(kinds[n])]["p_value"] for n, (tests, _) in family.items()]
         _, main_adjusted = benjamini_hochberg(main_p, thresholds.alpha)
-        _, missing_adjusted = benjamini_hochberg([measured[n][1]["p_value"] for n in names], thresholds.alpha)
-        for name, p_main, p_missing in zip(names, main_adjusted, missing_adjusted):
-            tests, missing = measured[name]
+        _, missing_adjusted = benjamini_hochberg([missing["p_value"] for _, missing in family.values()],
+                                                 thresholds.alpha)
+        for name, p_main, p_missing in zip(family, main_adjusted, missing_adjusted):
+            tests, missing = family[name]
             tests[significance_test(kinds[name])]["p_value_adjusted"] = float(p_main)
             missing["p_value_adjusted"] = float(p_missing)
 
@@ -400,9 +407,9 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
     """One window's result: every feature's tests and verdict, prediction drift, dataset drift,
     and, given the `multivariate` reference, multivariate drift.
 
-    p-values are corrected by Benjamini-Hochberg across the window's features,
-    in two families: the distribution tests (KS/chi-square) and the missing-rate
-    tests. The prediction column is judged on its own, uncorrected.
+    p-values are corrected by Benjamini-Hochberg across the window's features and
+    prediction, in two families: the distribution tests (KS/chi-square) and the
+    missing-rate tests (`judge_window`).
     """
     names = [c for c in profile.kinds if c != prediction]
     measured = dict(zip(names, _map(

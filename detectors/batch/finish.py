@@ -39,6 +39,7 @@ from driftline.detectors.batch.engine import SCHEMA_VERSION, ReferenceProfile, W
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, CategoricalSummary, NumericSummary
 from driftline.detectors.stats import binned, two_sample
+from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.thresholds.levels import WindowThresholds
@@ -145,7 +146,9 @@ def measure_numeric(plan: Plan, name: str, reference: NumericSummary, current: N
                                                                                    plan.deciles[name]))
         return ({PSI: {"value": measured[PSI]},
                  KS: {"statistic": measured["ks_statistic"], "p_value": measured["ks_p_value"]},
-                 WASSERSTEIN: {"value": measured[WASSERSTEIN]},
+                 WASSERSTEIN: {"value": measured[WASSERSTEIN], "noise": wasserstein_noise(
+                     wasserstein_noise_scale(reference_sorted, plan.reference_std[name]),  # type: ignore[arg-type]
+                     current_sorted.size, reference_sorted.size)},  # type: ignore[union-attr]
                  JENSENSHANNON: {"value": measured[JENSENSHANNON]}}, missing)
     if reference.count == 0 or current.count == 0:
         return ({PSI: {"value": 0.0}, KS: {"statistic": 0.0, "p_value": 1.0}, WASSERSTEIN: {"value": 0.0},
@@ -166,7 +169,7 @@ def measure_numeric(plan: Plan, name: str, reference: NumericSummary, current: N
             tests[KS] = {"statistic": statistic, "p_value": two_sample.ks_p_value(statistic, int(a.sum()),
                                                                                    int(b.sum())), "max_error": 0.0}
             tests[WASSERSTEIN] = {"value": float((np.abs(gaps) * np.diff(distinct)).sum()) / plan.reference_std[name],
-                                  "max_error": 0.0}
+                                  "noise": tests[WASSERSTEIN]["noise"], "max_error": 0.0}
     else:
         tests[JENSENSHANNON]["approximate"] = True
     return tests, missing

@@ -25,7 +25,11 @@ from driftline.vocabulary import (
 )
 from driftline.window_state import FeatureWindow, WindowState
 
-__all__ = ["data_drift", "prediction_drift"]
+__all__ = ["data_drift", "drift_results", "prediction_drift"]
+
+# the prediction's result name; its key among the tested columns cannot be a feature's name
+_PREDICTION = "prediction"
+_PREDICTION_KEY = "\x00prediction"
 
 
 def _feature_tests(profile: Profile, window: FeatureWindow, events: int) -> tuple[dict[str, dict[str, Any]], int]:
@@ -63,28 +67,54 @@ def _drift_result(detector: str, name: str, profile: Profile, window: FeatureWin
     return WindowResult(detector, name, primary, tests[PSI]["value"], thresholds.psi, bool(drift), details)
 
 
-def data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresholds) -> list[WindowResult]:
-    """Per-feature drift with Benjamini-Hochberg across features, plus the dataset verdict."""
-    names, all_tests, all_rows = [], [], []
-    for name, profile in baseline.profiles.items():
-        window = state.features.get(name)
-        if window is None or state.events == 0:
-            continue
-        tests, rows = _feature_tests(profile, window, state.events)
-        names.append(name)
-        all_tests.append(tests)
-        all_rows.append(rows)
-    # Two families of hypotheses across features: distribution tests and missing-rate tests.
+def _correct(tested: dict[str, tuple[dict[str, dict[str, Any]], int]], kinds: dict[str, str], alpha: float) -> None:
+    """Benjamini-Hochberg across the tested columns, in place: distribution tests and missing-rate tests apart."""
+    names = list(tested)
     for test_name in ("significance", "missing"):
-        p_values = [t[significance_test(baseline.kind(n))]["p_value"] if test_name == "significance"
-                    else t["missing"]["p_value"] for n, t in zip(names, all_tests)]
+        keys = [significance_test(kinds[n]) if test_name == "significance" else "missing" for n in names]
+        p_values = [tested[n][0][key]["p_value"] for n, key in zip(names, keys)]
         if p_values:
-            _, adjusted = benjamini_hochberg(p_values, thresholds.alpha)
-            for n, t, p in zip(names, all_tests, adjusted.tolist()):
-                key = significance_test(baseline.kind(n)) if test_name == "significance" else "missing"
-                t[key]["p_value_adjusted"] = p
+            _, adjusted = benjamini_hochberg(p_values, alpha)
+            for n, key, p in zip(names, keys, adjusted.tolist()):
+                tested[n][0][key]["p_value_adjusted"] = p
+
+
+def drift_results(baseline: Baseline, state: WindowState, thresholds: DriftThresholds, *, features: bool = True,
+                  prediction: bool = True) -> list[WindowResult]:
+    """Per-feature drift and the dataset verdict (`features`), and the prediction's drift (`prediction`).
+
+    Every verdict of the window is one hypothesis of one family: the p-values are corrected by
+    Benjamini-Hochberg across the features and the prediction together (judged alone, the
+    prediction's 5 % level held for it alone, so it flagged unchanged windows the features' did not).
+    """
+    tested: dict[str, tuple[dict[str, dict[str, Any]], int]] = {}
+    kinds: dict[str, str] = {}
+    if features and state.events:
+        for name, profile in baseline.profiles.items():
+            window = state.features.get(name)
+            if window is not None:
+                tested[name], kinds[name] = _feature_tests(profile, window, state.events), profile.kind
+    window = state.prediction if prediction and baseline.prediction is not None else None
+    count = 0 if window is None else (window.count + sum(window.categories.values()))
+    if window is not None and count and state.events:
+        tested[_PREDICTION_KEY], kinds[_PREDICTION_KEY] = (_feature_tests(baseline.prediction, window, state.events),  # type: ignore[arg-type]
+                                                   baseline.prediction.kind)  # type: ignore[union-attr]
+    _correct(tested, kinds, thresholds.alpha)
+    results: list[WindowResult] = []
+    if features:
+        results += _data_drift(baseline, state, thresholds, {n: t for n, t in tested.items() if n != _PREDICTION_KEY})
+    if prediction and baseline.prediction is not None:
+        own = tested.get(_PREDICTION_KEY)
+        result = _drift_result(PREDICTION_DRIFT, _PREDICTION, baseline.prediction, window if count else None,
+                               state.events, thresholds.for_feature(_PREDICTION), *(own or (None, None)))
+        result.details["source"] = baseline.prediction_source
+        results.append(result)
+    return results
+
+
+def _data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresholds,
+                tested: dict[str, tuple[dict[str, dict[str, Any]], int]]) -> list[WindowResult]:
     results = []
-    tested = dict(zip(names, zip(all_tests, all_rows)))
     for name, profile in baseline.profiles.items():
         feature_thresholds = thresholds.for_feature(name)
         if name in tested:
@@ -104,13 +134,13 @@ def data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThreshol
     return results
 
 
+def data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresholds) -> list[WindowResult]:
+    """Per-feature drift with Benjamini-Hochberg across features (and the prediction), plus the dataset verdict."""
+    return [r for r in drift_results(baseline, state, thresholds) if r.detector != PREDICTION_DRIFT]
+
+
 def prediction_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresholds) -> list[WindowResult]:
-    """Drift of the model's output (one feature: no multiple-testing correction)."""
+    """Drift of the model's output, corrected with the features' tests (`drift_results`)."""
     if baseline.prediction is None:
         return []
-    window = state.prediction
-    count = 0 if window is None else (window.count + sum(window.categories.values()))
-    result = _drift_result(PREDICTION_DRIFT, "prediction", baseline.prediction, window if count else None,
-                           state.events, thresholds.for_feature("prediction"))
-    result.details["source"] = baseline.prediction_source
-    return [result]
+    return [r for r in drift_results(baseline, state, thresholds) if r.detector == PREDICTION_DRIFT]

@@ -33,9 +33,10 @@ import numpy as np
 from driftline import defaults
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.stats.sequential import cusum_step, evidence, window_z
+from driftline.detectors.thresholds.decision import clears_floor
 from driftline.detectors.thresholds.paging import PagingPolicy
 from driftline.vocabulary import (CHI2, DATA_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
-                                  KS, PREDICTION_DRIFT, PSI, WASSERSTEIN)
+                                  KS, PREDICTION_DRIFT, PSI, THRESHOLD_SOURCE_KEY, WASSERSTEIN)
 
 __all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "advance_window", "stream_key", "window_score"]
 
@@ -97,9 +98,10 @@ def _drift_score(details: Mapping[str, Any]) -> tuple[float, bool] | None:
         return None
     # chi-square: the p-value with rare categories pooled (`two_sample.chi2_pooled`), valid for many categories
     p_value = float(significance.get("p_value_pooled", significance["p_value"]))
+    source = str(details.get(THRESHOLD_SOURCE_KEY) or "fixed")
     floor = any(isinstance(tests.get(name), Mapping) and tests[name].get("value") is not None
                 and tests[name].get("threshold") is not None
-                and float(tests[name]["value"]) >= float(tests[name]["threshold"])
+                and clears_floor(tests[name], float(tests[name]["threshold"]), source)
                 for name in ((PSI, JENSENSHANNON) if kind == "categorical" else (PSI, WASSERSTEIN, JENSENSHANNON)))
     missing = tests.get("missing")
     if isinstance(missing, Mapping) and missing.get("p_value") is not None:

@@ -5,14 +5,14 @@ returns a flat list of `WindowResult`s (detector, feature, metric, value,
 threshold, breached, details) for these families:
 
 * ``data_drift``: per feature, the binned tests (`driftline.detectors.stats.binned`), p-values
-  corrected by Benjamini-Hochberg across the window's features, verdict by
+  corrected by Benjamini-Hochberg across the window's features and prediction, verdict by
   `driftline.detectors.thresholds.decision.decide_feature`; plus one dataset-level result, detector
   ``dataset_drift`` (metric ``drifted_share``: share of drifted features against
   ``dataset_drift_share``), the name the alert rules and `detect`'s JSON use. With
   ``[drift] thresholds = "reference"`` the effect-size floors come from the baseline's
   training-chunk spreads (`driftline.detectors.thresholds.spreads`); each drift result's
   ``threshold_source`` says which applied, and ``threshold_note`` why not, when it fell back.
-* ``prediction_drift``: the same tests on the model's output.
+* ``prediction_drift``: the same tests on the model's output, in the features' family of hypotheses.
 * ``data_quality``: missing rate against the training null rate, out-of-range
   share, unseen-category share, type changes, baseline features missing from
   events, features the baseline does not know.
@@ -58,7 +58,7 @@ from typing import Any, Callable, Iterable, Mapping
 from driftline.detectors.families.attribution import explain_drift_by_skew, explain_quality_by_skew
 from driftline.detectors.families.data_quality import data_quality
 from driftline.detectors.thresholds.decision import DriftThresholds
-from driftline.detectors.families.drift import data_drift, prediction_drift
+from driftline.detectors.families.drift import drift_results as judge_drift
 from driftline.detectors.families.embedding_drift import embedding_drift
 from driftline.detectors.families.estimated_quality import estimated_quality
 from driftline.detectors.families.freshness import stale_features
@@ -128,10 +128,9 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
         drift_results: list[WindowResult] = []
         # `[drift] thresholds = "reference"`: effect-size floors from the baseline's training-chunk spreads
         drift_thresholds, source, note = streaming_thresholds(baseline, thresholds.drift, state.events)
-        if DATA_DRIFT in families:
-            drift_results += data_drift(baseline, state, drift_thresholds)
-        if PREDICTION_DRIFT in families:
-            drift_results += prediction_drift(baseline, state, drift_thresholds)
+        if DATA_DRIFT in families or PREDICTION_DRIFT in families:  # one family of hypotheses (drift_results)
+            drift_results += judge_drift(baseline, state, drift_thresholds, features=DATA_DRIFT in families,
+                                         prediction=PREDICTION_DRIFT in families)
         label_threshold_source(drift_results, source, note)
         if MULTIVARIATE_DRIFT in families:
             drift_results += multivariate_drift(baseline, state, thresholds.multivariate)

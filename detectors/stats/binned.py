@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from driftline.detectors.stats import two_sample
+from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale_binned
 from driftline import defaults
 from driftline.baseline import CategoricalProfile, NumericProfile
 from driftline.vocabulary import CHI2, JENSENSHANNON, KS, LINF, PSI, WASSERSTEIN
@@ -177,7 +178,10 @@ def numeric_tests(profile: NumericProfile, window: FeatureWindow) -> dict[str, d
     return {
         PSI: {"value": psi_binned(profile, window)},
         KS: {"statistic": statistic, "p_value": p_value},
-        WASSERSTEIN: {"value": wasserstein_normed_binned(profile, window)},
+        WASSERSTEIN: {"value": wasserstein_normed_binned(profile, window), "noise": wasserstein_noise(
+            wasserstein_noise_scale_binned(profile.edges, profile.counts, profile.min, profile.max,
+                                           max(profile.std or 0.0, defaults.WASSERSTEIN_MIN_STD)),
+            int(window.binned), int(profile.count))},
         JENSENSHANNON: {"value": jensenshannon_binned(profile, window)},
     }
 

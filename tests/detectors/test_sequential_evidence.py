@@ -113,7 +113,8 @@ def test_false_page_rate_of_the_real_detectors_on_no_drift_streams_is_at_most_th
 def test_a_persistent_drift_too_small_for_one_window_pages_before_three_breaches_in_a_row():
     rng = np.random.default_rng(3)
     reference = _frame(rng, 20_000, "heavy")
-    current = _frame(rng, 500 * 12, "heavy", shift=0.15)  # per-window power about one half
+    # a shift of 0.19 is 0.11 of t(3)'s standard deviation, just over the floor: per-window power about a third
+    current = _frame(rng, 500 * 12, "heavy", shift=0.19)
     windows = _stream_results(reference, current, 500)
     flagged = [r.breached for w in windows for r in w if r.feature == "x"]
     runs = [all(flagged[i - 2:i + 1]) for i in range(2, len(flagged))]

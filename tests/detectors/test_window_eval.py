@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from driftline.detectors.thresholds.decision import benjamini_hochberg
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.stats.quality import quality_metrics
 from driftline.detectors.families.results import WindowResult
@@ -121,6 +122,12 @@ def test_every_family_reports(baseline):
     drift = next(r for r in results if r.detector == DATA_DRIFT and r.feature == "income")
     assert set(drift.details["tests"]) == {"psi", "ks", "wasserstein", "jensenshannon", "missing"}
     assert "p_value_adjusted" in drift.details["tests"]["ks"]
+    assert drift.details["tests"]["wasserstein"]["noise"] > 0  # its sampling level at this window's size
+    # the prediction is one more hypothesis of the features' family (Benjamini-Hochberg across them all)
+    judged = [r for r in results if r.detector in (DATA_DRIFT, PREDICTION_DRIFT) and not r.insufficient_data]
+    significance = [r.details["tests"]["chi2" if r.details["kind"] == "categorical" else "ks"] for r in judged]
+    _, adjusted = benjamini_hochberg([t["p_value"] for t in significance])
+    assert [t["p_value_adjusted"] for t in significance] == pytest.approx(adjusted.tolist())
     metrics = {r.metric for r in results if r.detector == MODEL_QUALITY}
     assert metrics == {"accuracy", "precision", "recall", "f1", "roc_auc", "log_loss"}
 
