@@ -77,7 +77,7 @@ def describe(name: str, flags: np.ndarray, start: int) -> list[str]:
             ", ".join(f"{c} ({w})" for c, w in sorted(first.items(), key=lambda kv: kv[1])) or "-"]
 
 
-def car_loan_case(folder: Path, nannyml: Any, evidently_flags: Callable[..., np.ndarray]) -> None:
+def car_loan_case(folder: Path, nannyml: Any, evidently_flags: Callable[..., np.ndarray] | None) -> None:
     reference, analysis = load(folder)
     start = DRIFT_START_ROW // CHUNK
     chunks = len(analysis) // CHUNK
@@ -87,12 +87,13 @@ def car_loan_case(folder: Path, nannyml: Any, evidently_flags: Callable[..., np.
     cpu["driftline"] = time.process_time() - began
     rows.append(describe("driftline (per-chunk verdict)", flags, start))
     rows.append(describe("driftline (sequential paging)", paging, start))
-    began = time.process_time()
-    ev = evidently_flags(reference, analysis, CHUNK, chunks, numerical=NUMERICAL + (PREDICTION,),
-                         categorical=CATEGORICAL)
-    cpu["evidently"] = time.process_time() - began
-    order = list(NUMERICAL + (PREDICTION,) + CATEGORICAL)  # Evidently's columns back in COLUMNS' order
-    rows.append(describe("evidently (Report per chunk)", ev[:, [order.index(c) for c in COLUMNS]], start))
+    if evidently_flags is not None:
+        began = time.process_time()
+        ev = evidently_flags(reference, analysis, CHUNK, chunks, numerical=NUMERICAL + (PREDICTION,),
+                             categorical=CATEGORICAL)
+        cpu["evidently"] = time.process_time() - began
+        order = list(NUMERICAL + (PREDICTION,) + CATEGORICAL)  # Evidently's columns back in COLUMNS' order
+        rows.append(describe("evidently (Report per chunk)", ev[:, [order.index(c) for c in COLUMNS]], start))
     if nannyml is not None:
         nannyml.fit(reference, list(COLUMNS), list(CATEGORICAL), CHUNK)
         rows.append(describe("nannyml (univariate drift)", nannyml.flags(analysis), start))

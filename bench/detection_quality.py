@@ -294,7 +294,7 @@ def main() -> int:
         print("car-loan case skipped: give --nannyml (its package data) or --car-loan-dir", file=sys.stderr)
     else:
         from car_loan import car_loan_case
-        car_loan_case(folder, nannyml, evidently_flags)
+        car_loan_case(folder, nannyml, evidently_flags if args.evidently_windows > 0 else None)
         print(f"({time.perf_counter() - started:.0f} s)")
     if nannyml:
         nannyml.worker.close()
