@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # pip prints a warning for every local index it finds empty; they are noise.
 PIP_QUIET := grep -v -e "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: install demo test test-fast lint typecheck doctest bench clean system-deps
+.PHONY: install demo test test-fast lint typecheck doctest bench bench-peers clean system-deps
 
 install: $(STAMP)
 
@@ -57,6 +57,14 @@ bench: install
 	$(BIN)/python bench/collector.py
 	$(BIN)/python bench/window_state.py
 	$(BIN)/python bench/dashboard.py
+
+# The benchmarks against peers that are not driftline dependencies: each peer in its own venv under bench/.venvs/
+# (bench/peer_envs/*.sh; long installs), then the embedding and detection-quality benchmarks with them.
+bench-peers: install
+	bash bench/peer_envs/alibi.sh bench/.venvs/alibi
+	bash bench/peer_envs/nannyml.sh bench/.venvs/nannyml
+	$(BIN)/python bench/embeddings.py --alibi bench/.venvs/alibi/bin/python
+	$(BIN)/python bench/detection_quality.py --nannyml bench/.venvs/nannyml/bin/python
 
 clean:
 	rm -rf $(VENV) .driftline .pytest_cache

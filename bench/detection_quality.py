@@ -10,7 +10,12 @@ over 20 windows). Per policy, measured in this one run:
   (`[alerts] false_pages_per_model_per_month = 1`, hourly windows, six streams: the line is 4 320);
 - ``for_windows``: driftline's per-window verdict, paging after 3 breaching windows in a row;
 - ``evidently``: Evidently's defaults (a `Report` with `DataDriftPreset` per window), paging
-  on each run of flagged windows (it has no paging rule); fewer windows (it takes seconds a report).
+  on each run of flagged windows (it has no paging rule); fewer windows (it takes seconds a report);
+- ``nannyml``: NannyML 0.13's `UnivariateDriftCalculator` with its default methods and thresholds, chunked
+  per window (`chunk_size` = the window's rows), paging on each run of alerting windows (it has no paging
+  rule either); every window of every stream driftline judges. It runs in its own venv (`--nannyml PYTHON`;
+  `bash bench/peer_envs/nannyml.sh` creates bench/.venvs/nannyml; NannyML is not a driftline dependency)
+  through the worker bench/peer_envs/nannyml_drift.py, reading the streams as Parquet files.
 
 A page is the start of a run of paging windows of one stream. Reported: false pages per
 1 000 no-drift stream-windows, the per-window flag rate there, and per drift kind the median
@@ -18,10 +23,12 @@ delay (windows from the drift's start to the first page, 1 = its first window) a
 of streams never paged. driftline's windows are judged by the batch engine (`driftline detect`),
 the same tests and decision rule as the service's.
 
-NannyML is not measured: it is not installed here and its install pins older pandas; its car-loan
-data set ships inside its wheel only, so it is not used either.
+Then the car-loan case (bench/car_loan.py): NannyML's synthetic car-loan data, read from the NannyML venv's
+package data, judged in 500-row chunks by driftline, Evidently and NannyML, each flag placed relative to the
+known drift start; flags before it are false.
 
 Usage: .venv/bin/python bench/detection_quality.py [--quick] [--evidently-windows N]
+           [--nannyml bench/.venvs/nannyml/bin/python] [--car-loan-only]
 """
 from __future__ import annotations
 
@@ -29,8 +36,10 @@ import argparse
 import math
 import statistics
 import sys
+import tempfile
 import time
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -39,6 +48,9 @@ from driftline.detectors.batch.engine import detect
 from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window
 from driftline.detectors.families.results import WindowResult
 from driftline.vocabulary import DATA_DRIFT, PSI
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_envs.client import PeerProcess  # noqa: E402
 
 SHAPES = ("skewed", "heavy_tailed", "integer_ties", "zero_inflated", "bimodal", "categories_300")
 CATEGORIES = np.array([f"c{i}" for i in range(300)])
@@ -95,11 +107,14 @@ def driftline_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int) -
     return np.asarray(flags), np.asarray(paging)
 
 
-def evidently_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int, windows: int) -> np.ndarray:
+def evidently_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int, windows: int,
+                    numerical: tuple[str, ...] = SHAPES[:-1], categorical: tuple[str, ...] = SHAPES[-1:]) -> np.ndarray:
+    """Per window, per column (`numerical` then `categorical`): Evidently's drift flag at its defaults."""
     from evidently import DataDefinition, Dataset, Report
     from evidently.presets import DataDriftPreset
 
-    definition = DataDefinition(numerical_columns=list(SHAPES[:-1]), categorical_columns=[SHAPES[-1]])
+    columns = list(numerical) + list(categorical)
+    definition = DataDefinition(numerical_columns=list(numerical), categorical_columns=list(categorical))
     ref = Dataset.from_pandas(reference, data_definition=definition)
     out = []
     for w in range(windows):
@@ -115,8 +130,36 @@ def evidently_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int, w
             threshold = float(name.split("threshold=")[1].rstrip(")"))
             value = float(m["value"])
             flag[column] = value < threshold if "p_value" in name else value >= threshold
-        out.append([flag.get(s, False) for s in SHAPES])
+        out.append([flag.get(c, False) for c in columns])
     return np.asarray(out)
+
+
+class NannyML:
+    """NannyML's univariate drift in its own venv: `fit` once per window size, `flags` per stream."""
+
+    def __init__(self, python: str) -> None:
+        self.worker = PeerProcess(python, "nannyml_drift.py")
+        self.folder = tempfile.mkdtemp(prefix="driftline-bench-nannyml-")
+        self.cpu_s = 0.0
+        self.windows = 0
+
+    def fit(self, reference: pd.DataFrame, columns: list[str], categorical: list[str], rows: int) -> None:
+        reference[columns].to_parquet(f"{self.folder}/reference.parquet")
+        self.columns = columns
+        self.worker.ask(fit=f"{self.folder}/reference.parquet", columns=columns, categorical=categorical,
+                        chunk_size=rows)
+
+    def flags(self, current: pd.DataFrame) -> np.ndarray:
+        current[self.columns].to_parquet(f"{self.folder}/current.parquet")
+        answer = self.worker.ask(judge=f"{self.folder}/current.parquet")
+        self.cpu_s += answer["cpu_s"]
+        self.last_cpu_s = float(answer["cpu_s"])
+        self.windows += len(answer["flags"])
+        self.methods = answer["methods"]
+        return np.asarray(answer["flags"], dtype=bool)
+
+    def car_loan_dir(self) -> Path:
+        return Path(self.worker.ask(car_loan=True)["dir"])
 
 
 def for_windows(flags: np.ndarray) -> np.ndarray:
@@ -149,27 +192,32 @@ def summarise(values: list[float]) -> tuple[str, str]:
     return median, f"{100.0 * (len(values) - len(finite)) / len(values):.0f} %"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="fewer windows (a smoke run)")
-    parser.add_argument("--evidently-windows", type=int, default=20, help="no-drift windows Evidently judges")
-    parser.add_argument("--replicates", type=int, default=2)
-    args = parser.parse_args()
-    sizes = (100, 1000) if args.quick else (100, 1000, 10_000)
+def streams_table(args: argparse.Namespace, nannyml: NannyML | None) -> list[list[str]]:
+    sizes = (100, 1000) if args.quick else tuple(int(n) for n in args.sizes.split(","))
+    with_evidently = args.evidently_windows > 0
+    methods = ("sequential", "for_windows") + (("evidently",) if with_evidently else ()) + (("nannyml",) if nannyml else ())
     rng = np.random.default_rng(2026)
     reference = draw(rng, REFERENCE_ROWS, 0.0)
     table = []
     started = time.perf_counter()
     for rows in sizes:
-        quiet = (60 if args.quick else 200) if rows < 10_000 else 60
+        quiet = (60 if args.quick else args.quiet_windows) if rows < 10_000 else min(60, args.quiet_windows)
         drift_windows = PRE_DRIFT + (20 if rows < 10_000 else 12) + (0 if args.quick else 10)
-        results: dict[str, dict[str, list]] = {m: {} for m in ("sequential", "for_windows", "evidently")}
+        results: dict[str, dict[str, list]] = {m: {} for m in methods}
+        nannyml_cpu, nannyml_windows = (nannyml.cpu_s, nannyml.windows) if nannyml else (0.0, 0)
+        if nannyml:
+            nannyml.fit(reference, list(SHAPES), [SHAPES[-1]], rows)
         current = stream_frame(rng, rows, effects("none", quiet))
         flags, paging = driftline_flags(reference, current, rows)
-        ev_windows = min(args.evidently_windows, quiet)
-        ev = evidently_flags(reference, current, rows, ev_windows)
-        for method, pages, flagged, n in (("sequential", paging, flags, quiet), ("for_windows", for_windows(flags), flags, quiet),
-                                          ("evidently", ev, ev, ev_windows)):
+        judged = [("sequential", paging, flags, quiet), ("for_windows", for_windows(flags), flags, quiet)]
+        if with_evidently:
+            ev_windows = min(args.evidently_windows, quiet)
+            ev = evidently_flags(reference, current, rows, ev_windows)
+            judged.append(("evidently", ev, ev, ev_windows))
+        if nannyml:
+            nm = nannyml.flags(current)
+            judged.append(("nannyml", nm, nm, quiet))
+        for method, pages, flagged, n in judged:
             results[method]["false"] = [1000.0 * page_starts(pages).sum() / (n * len(SHAPES))]
             results[method]["flag_rate"] = [100.0 * flagged.mean()]
         for kind in ("small", "large", "gradual"):
@@ -180,29 +228,76 @@ def main() -> int:
                 results["sequential"].setdefault(kind, []).extend(delays(paging, PRE_DRIFT))
                 results["for_windows"].setdefault(kind, []).extend(delays(for_windows(flags), PRE_DRIFT))
                 results["sequential"].setdefault(f"{kind}_power", []).append(100.0 * flags[PRE_DRIFT:].mean())
-                if rep == 0:  # Evidently: its drifted windows only, one replicate (seconds a report)
+                if nannyml:  # every window of every replicate, as driftline's
+                    results["nannyml"].setdefault(kind, []).extend(delays(nannyml.flags(current), PRE_DRIFT))
+                if rep == 0 and with_evidently:  # Evidently: its drifted windows only, one replicate (seconds a report)
                     drifted = current.iloc[PRE_DRIFT * rows:].reset_index(drop=True)
-                    ev = evidently_flags(reference, drifted, rows, min(10, drift_windows - PRE_DRIFT))
+                    ev = evidently_flags(reference, drifted, rows, min(args.evidently_drift_windows,
+                                                                       drift_windows - PRE_DRIFT))
                     results["evidently"].setdefault(kind, []).extend(delays(ev, 0))
         for method, r in results.items():
             cells = [f"{rows:,}", method, f"{r['false'][0]:.1f}", f"{r['flag_rate'][0]:.1f} %"]
             for kind in ("small", "large", "gradual"):
                 cells += list(summarise(r[kind]))
             table.append(cells)
+            print("# row: | " + " | ".join(cells) + " |", file=sys.stderr, flush=True)  # kept if the run is cut
         power = results["sequential"]
+        peer = "" if not nannyml else (f"; NannyML {1000 * (nannyml.cpu_s - nannyml_cpu) / (nannyml.windows - nannyml_windows):.1f}"
+                                       f" CPU ms a window in its worker")
         print(f"# {rows} rows: per-window power of driftline's verdict: small {statistics.mean(power['small_power']):.0f} %, "
               f"large {statistics.mean(power['large_power']):.0f} %, gradual {statistics.mean(power['gradual_power']):.0f} % "
-              f"({time.perf_counter() - started:.0f} s so far)", file=sys.stderr, flush=True)
-    line = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600).line(len(SHAPES))
-    print(f"detection quality, {date.today().isoformat()}: {len(SHAPES)} feature streams, reference {REFERENCE_ROWS:,} "
-          f"rows; sequential line {line:.0f} (stated rate: {1000.0 / line:.2f} false pages per 1 000 stream-windows)")
-    print("| rows/window | policy | false pages / 1 000 no-drift windows | per-window flags (no drift) | "
-          "small: median delay | small: never paged | large: median delay | large: never paged | "
-          "gradual: median delay | gradual: never paged |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for cells in table:
-        print("| " + " | ".join(cells) + " |")
-    print(f"({time.perf_counter() - started:.0f} s)")
+              f"({time.perf_counter() - started:.0f} s so far{peer})", file=sys.stderr, flush=True)
+    return table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer windows (a smoke run)")
+    parser.add_argument("--evidently-windows", type=int, default=20,
+                        help="no-drift windows Evidently judges (0: leave Evidently out)")
+    parser.add_argument("--evidently-drift-windows", type=int, default=10,
+                        help="drifted windows Evidently judges per drift kind (its first replicate)")
+    parser.add_argument("--replicates", type=int, default=2)
+    parser.add_argument("--sizes", default="100,1000,10000", help="rows per window")
+    parser.add_argument("--quiet-windows", type=int, default=200,
+                        help="no-drift windows per stream (at most 60 at 10 000 rows)")
+    parser.add_argument("--nannyml", metavar="PYTHON", default=None,
+                        help="interpreter of a venv with nannyml 0.13 (bash bench/peer_envs/nannyml.sh): adds NannyML "
+                             "and the car-loan case")
+    parser.add_argument("--car-loan-dir", default=None,
+                        help="a folder with NannyML's synthetic_car_loan_*.csv (default: the NannyML venv's package data)")
+    parser.add_argument("--car-loan-only", action="store_true", help="only the car-loan case")
+    parser.add_argument("--no-car-loan", action="store_true", help="only the feature streams")
+    args = parser.parse_args()
+    nannyml = NannyML(args.nannyml) if args.nannyml else None
+    started = time.perf_counter()
+    table = [] if args.car_loan_only else streams_table(args, nannyml)
+    if table:
+        line = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600).line(len(SHAPES))
+        print(f"detection quality, {date.today().isoformat()}: {len(SHAPES)} feature streams, reference "
+              f"{REFERENCE_ROWS:,} rows; sequential line {line:.0f} (stated rate: {1000.0 / line:.2f} false pages per "
+              f"1 000 stream-windows)")
+        print("| rows/window | policy | false pages / 1 000 no-drift windows | per-window flags (no drift) | "
+              "small: median delay | small: never paged | large: median delay | large: never paged | "
+              "gradual: median delay | gradual: never paged |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for cells in table:
+            print("| " + " | ".join(cells) + " |")
+        if nannyml:
+            print(f"(NannyML methods: {nannyml.methods}; {1000 * nannyml.cpu_s / max(nannyml.windows, 1):.1f} CPU ms "
+                  f"per window in its worker)")
+        print(f"({time.perf_counter() - started:.0f} s)", flush=True)
+    folder = Path(args.car_loan_dir) if args.car_loan_dir else nannyml.car_loan_dir() if nannyml else None
+    if args.no_car_loan:
+        pass
+    elif folder is None:
+        print("car-loan case skipped: give --nannyml (its package data) or --car-loan-dir", file=sys.stderr)
+    else:
+        from car_loan import car_loan_case
+        car_loan_case(folder, nannyml, evidently_flags if args.evidently_windows > 0 else None)
+        print(f"({time.perf_counter() - started:.0f} s)")
+    if nannyml:
+        nannyml.worker.close()
     return 0
 
 

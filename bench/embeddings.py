@@ -8,19 +8,25 @@ each window folded into its summary and judged: what the service does per window
 the window's sample alone, one of its five votes), and each method Evidently
 0.7's `EmbeddingsDrift` offers at its defaults (`model`: a domain classifier, one split; `ratio`: share of
 drifted components by Wasserstein; `distance`: Euclidean distance of the means; `mmd`: the full-kernel MMD),
-with its bootstrap option where it has one. Alibi Detect's `MMDDrift` joins when `--alibi PYTHON` names an
-interpreter that has it (it is not a dependency: installed only for the benchmark, in a throwaway venv).
+with its bootstrap option where it has one. Alibi Detect's `MMDDrift` (its defaults: permutation test with 100
+permutations at p 0.05, RBF kernel with the median-heuristic bandwidth, pytorch backend on one CPU thread) joins when
+`--alibi PYTHON` names the interpreter of a venv that has it: `bash bench/peer_envs/alibi.sh` creates one at
+bench/.venvs/alibi (Alibi Detect is not a driftline dependency). It runs in that interpreter as a worker
+(bench/peer_envs/alibi_mmd.py) and judges the very windows Evidently judges (same seeds, written as .npy files);
+its CPU per window is its `predict` alone, measured in the worker.
 
 Prints one table row per (method, size, dimension): false-alarm rate on no-drift windows, power per kind of
 change, and the median CPU seconds per window. Usage:
 
     .venv/bin/python bench/embeddings.py [--windows 20] [--null-windows 200] [--sizes 100,500,2000] [--dims 32,768]
+        [--alibi bench/.venvs/alibi/bin/python]
     .venv/bin/python bench/embeddings.py --cpu-split --dims 32,768   # folding per event vs judging per window
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -34,6 +40,9 @@ from driftline.detectors.families.embedding_drift import judge_embedding  # noqa
 from driftline.embeddings.reference import fit_reference  # noqa: E402
 from driftline.embeddings.window import EmbeddingWindow  # noqa: E402
 from tests.support.embeddings import KINDS, draw  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_envs.client import PeerProcess  # noqa: E402
 
 # the size of each change: one class from 25 % to 35 % of the traffic, the mean half a within-class standard
 # deviation along one direction, half the axes 25 % wider
@@ -77,6 +86,21 @@ def evidently_methods(reference_rows: np.ndarray) -> dict:
     return {name: wrap(method) for name, method in methods.items()}
 
 
+def alibi_method(reference_rows: np.ndarray, python: str, folder: str):
+    """Alibi Detect's MMDDrift in its own venv; judge returns (flag, the worker's CPU seconds for predict)."""
+    worker = PeerProcess(python, "alibi_mmd.py", "--backend", "pytorch")
+    np.save(f"{folder}/reference.npy", reference_rows.astype(np.float32))
+    fit = worker.ask(fit=f"{folder}/reference.npy")
+    print(f"# alibi MMDDrift fit {fit['fit_cpu_s']:.2f} CPU s", flush=True)
+
+    def judge(current: np.ndarray) -> tuple[bool, float]:
+        np.save(f"{folder}/window.npy", current.astype(np.float32))
+        answer = worker.ask(judge=f"{folder}/window.npy")
+        return bool(answer["drift"]), float(answer["cpu_s"])
+    judge.close = worker.close  # type: ignore[attr-defined]
+    return judge
+
+
 def run_cell(name: str, judge, size: int, dim: int, windows: int, null_windows: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     out: dict = {"method": name, "rows": size, "dim": dim}
@@ -87,8 +111,12 @@ def run_cell(name: str, judge, size: int, dim: int, windows: int, null_windows: 
         for _ in range(count):
             current = draw(rng, size, dim, kind, shift=SHIFT, spread=SPREAD, mix=MIX)
             started = time.process_time()
-            fired += judge(current)
-            cpu.append(time.process_time() - started)
+            verdict = judge(current)
+            spent = time.process_time() - started
+            if isinstance(verdict, tuple):  # a peer in another process reports its own CPU
+                verdict, spent = verdict
+            fired += verdict
+            cpu.append(spent)
         out[kind] = (fired, count)
     out["cpu_s"] = float(np.median(cpu))
     return out
@@ -123,6 +151,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,500,2000")
     parser.add_argument("--dims", default="32,768")
     parser.add_argument("--peers", default="evidently", help="evidently, or none")
+    parser.add_argument("--alibi", default=None, metavar="PYTHON",
+                        help="interpreter of a venv with alibi-detect (bash bench/peer_envs/alibi.sh): adds MMDDrift")
+    parser.add_argument("--alibi-windows", type=int, default=None,
+                        help="windows per kind of change for MMDDrift (default --windows; seconds a window)")
+    parser.add_argument("--alibi-null-windows", type=int, default=None,
+                        help="no-drift windows per cell for MMDDrift (default --peer-null-windows)")
     parser.add_argument("--skip-slow-peers-above", type=int, default=500,
                         help="window rows above which Evidently's full-kernel MMD and bootstraps are skipped")
     parser.add_argument("--cpu-split", action="store_true",
@@ -134,6 +168,7 @@ def main() -> None:
     rows = []
     print(f"{'method':30} {'rows':>5} {'dim':>4} {'false alarms':>13} " + " ".join(f"{k:>12}" for k in KINDS[1:])
           + f" {'CPU s/window':>13}", flush=True)
+    folder = tempfile.mkdtemp(prefix="driftline-bench-embeddings-")
     for dim in map(int, args.dims.split(",")):
         reference_rows = draw(np.random.default_rng(1), args.reference, dim)
         started = time.process_time()
@@ -143,17 +178,25 @@ def main() -> None:
         print(f"# d={dim}: driftline's reference fit {fit_s:.2f} CPU s (once per model version)", flush=True)
         if args.peers == "evidently":
             methods.update(evidently_methods(reference_rows))
+        if args.alibi:
+            methods["alibi MMDDrift"] = alibi_method(reference_rows, args.alibi, folder)
         for size in map(int, args.sizes.split(",")):
             for name, judge in methods.items():
                 slow = ("mmd" in name or "bootstrap" in name) and size > args.skip_slow_peers_above
                 if slow:
                     continue
                 null = args.null_windows if name.startswith("driftline") else args.peer_null_windows
-                row = run_cell(name, judge, size, dim, args.windows, null, seed=size * 1000 + dim)
+                windows = args.windows
+                if name.startswith("alibi"):  # fewer windows may be asked: the same seeds, so a prefix of the
+                    windows = args.alibi_windows or windows  # peers' no-drift windows
+                    null = args.alibi_null_windows or null
+                row = run_cell(name, judge, size, dim, windows, null, seed=size * 1000 + dim)
                 rows.append(row)
                 cells = " ".join(f"{row[k][0] / row[k][1]:>12.2f}" for k in KINDS[1:])
                 print(f"{name:30} {size:>5} {dim:>4} {row['none'][0] / row['none'][1]:>9.3f} ({row['none'][1]:>3})"
                       f" {cells} {row['cpu_s']:>13.4f}", flush=True)
+        for judge in methods.values():
+            getattr(judge, "close", lambda: None)()
 
 
 if __name__ == "__main__":
