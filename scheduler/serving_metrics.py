@@ -1,0 +1,53 @@
+"""Latency and generated answers on /metrics: the latest window's quantiles per latency part, their objectives, and
+token rates.
+
+| metric | type | labels | meaning |
+|---|---|---|---|
+| `driftline_latency_ms` | gauge | model, version, part, quantile | the window's p50/p95/p99 of a latency part (`total`, `queue`, `compute`, `ttft`, `tpot`, ...) |
+| `driftline_latency_objective_ms` | gauge | model, version, part, quantile | the objective that quantile is held to (only those set) |
+| `driftline_tokens_per_second` | gauge | model, version, measure | generated answers: `request_p50` (median decode rate per request, 1000 / tpot) and `output` (output tokens per second of window) |
+
+Cardinality is bounded: a window keeps at most `LATENCY_MAX_PARTS` parts, `quantile` is one of three and `measure`
+one of two, per live model version.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from driftline import vocabulary
+from driftline.store.monitoring import MonitoringSnapshot
+
+# result metric -> `quantile` label
+_QUANTILES = {vocabulary.P50_MS: "p50", vocabulary.P95_MS: "p95", vocabulary.P99_MS: "p99"}
+# result metric -> `measure` label
+_RATES = {vocabulary.TOKENS_PER_SECOND_P50: "request_p50", vocabulary.OUTPUT_TOKENS_PER_SECOND: "output"}
+
+
+def serving_families(snapshot: MonitoringSnapshot) -> Iterator[Metric]:
+    latency = GaugeMetricFamily("driftline_latency_ms", "A latency part's quantile in the latest window (ms).",
+                                labels=["model", "version", "part", "quantile"])
+    objective = GaugeMetricFamily("driftline_latency_objective_ms",
+                                  "The objective a latency part's quantile is held to (ms).",
+                                  labels=["model", "version", "part", "quantile"])
+    rates = GaugeMetricFamily("driftline_tokens_per_second",
+                              "Generated answers in the latest window: request_p50 (median decode rate per request) "
+                              "and output (output tokens per second of window).",
+                              labels=["model", "version", "measure"])
+    for window in snapshot.windows:
+        # keyed by labels: one series per label set, whatever the stored rows repeat (a valid exposition)
+        found: dict[tuple[GaugeMetricFamily, tuple[str, ...]], float] = {}
+        for r in window.results:
+            if r.detector != vocabulary.LATENCY or r.value is None:
+                continue
+            if r.metric in _QUANTILES and r.feature:
+                labels = (window.model, window.version, r.feature, _QUANTILES[r.metric])
+                found[(latency, labels)] = float(r.value)
+                if r.threshold is not None:
+                    found[(objective, labels)] = float(r.threshold)
+            elif r.metric in _RATES:
+                found[(rates, (window.model, window.version, _RATES[r.metric]))] = float(r.value)
+        for (family, labels), value in sorted(found.items(), key=lambda item: (item[0][0].name, item[0][1])):
+            family.add_metric(list(labels), value)
+    yield from (latency, objective, rates)
