@@ -253,7 +253,8 @@ def _check_latency(value: Any) -> dict[str, float]:
         raise EventError(f"expected an object with at least \"total\", got {json_type_name(value)}", "latency_ms")
     if "total" not in value:
         raise EventError("required field is missing", "latency_ms.total")
-    if _NUMBER_TYPES.issuperset(map(type, value.values())) and 0 <= min(value.values()) and max(value.values()) < math.inf:
+    # the sum is NaN when any part is (min and max step over a NaN that is not first), inf when any is
+    if _NUMBER_TYPES.issuperset(map(type, value.values())) and 0 <= min(value.values()) and sum(value.values()) < math.inf:
         return value
     for part, ms in value.items():
         if not _is_number(ms):

@@ -35,19 +35,20 @@ def serving_families(snapshot: MonitoringSnapshot) -> Iterator[Metric]:
                               "Generated answers in the latest window: request_p50 (median decode rate per request) "
                               "and output (output tokens per second of window).",
                               labels=["model", "version", "measure"])
+    by_name = {family.name: family for family in (latency, objective, rates)}
     for window in snapshot.windows:
         # keyed by labels: one series per label set, whatever the stored rows repeat (a valid exposition)
-        found: dict[tuple[GaugeMetricFamily, tuple[str, ...]], float] = {}
+        found: dict[tuple[str, tuple[str, ...]], float] = {}  # (family name, labels) -> value
         for r in window.results:
             if r.detector != vocabulary.LATENCY or r.value is None:
                 continue
             if r.metric in _QUANTILES and r.feature:
                 labels = (window.model, window.version, r.feature, _QUANTILES[r.metric])
-                found[(latency, labels)] = float(r.value)
+                found[(latency.name, labels)] = float(r.value)
                 if r.threshold is not None:
-                    found[(objective, labels)] = float(r.threshold)
+                    found[(objective.name, labels)] = float(r.threshold)
             elif r.metric in _RATES:
-                found[(rates, (window.model, window.version, _RATES[r.metric]))] = float(r.value)
-        for (family, labels), value in sorted(found.items(), key=lambda item: (item[0][0].name, item[0][1])):
-            family.add_metric(list(labels), value)
+                found[(rates.name, (window.model, window.version, _RATES[r.metric]))] = float(r.value)
+        for (name, labels), value in sorted(found.items()):
+            by_name[name].add_metric(list(labels), value)
     yield from (latency, objective, rates)

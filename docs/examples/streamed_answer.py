@@ -65,7 +65,7 @@ def logged_stream(logger: InferenceLogger, tokens: Iterable[str], *, prompt_toke
 
 def main(argv: list[str] | None = None) -> str:
     """Answer one prompt with `fake_model`, streaming it to stdout, and log it; returns the request id."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Answer one prompt with a stand-in model and log it.")
     parser.add_argument("--bootstrap-servers", default="127.0.0.1:9092")
     parser.add_argument("--model", default="chat")
     parser.add_argument("--version", default="1")

@@ -170,7 +170,19 @@ class WindowState:
         fold_ages(self.feature_age, batch.feature_age_ms, self.features)
 
         self._add_prediction(batch)
-        for part, values in batch.latency_ms.items():
+        self.add_latency(batch.latency_ms, batch.tokens)
+        self._add_sample(batch)
+        if self.track_embeddings:
+            self._add_embeddings(batch)
+        for segment_column, by_value in self.segments.items():
+            segment_states.fold_batch(by_value, batch, segment_states.column_keys(batch, segment_column), self.segment_track,
+                                      self._sub_state)
+        return self
+
+    def add_latency(self, latency_ms: Mapping[str, np.ndarray], tokens: Mapping[str, np.ndarray] | None) -> None:
+        """Fold latency parts (part -> ms, NaN: absent) and token counts (name -> count, NaN: absent) in; a part
+        first met when the window holds defaults.LATENCY_MAX_PARTS already is counted in `latency_left_out`."""
+        for part, values in latency_ms.items():
             histogram = self.latency.get(part)
             if histogram is None:
                 if np.isnan(values).all():
@@ -180,15 +192,9 @@ class WindowState:
                     continue
                 histogram = self.latency[part] = LatencyHistogram()
             histogram.add(values)
-        for name, counts in (batch.tokens or {}).items():
-            self.tokens.setdefault(name, LatencyHistogram()).add(counts)
-        self._add_sample(batch)
-        if self.track_embeddings:
-            self._add_embeddings(batch)
-        for segment_column, by_value in self.segments.items():
-            segment_states.fold_batch(by_value, batch, segment_states.column_keys(batch, segment_column), self.segment_track,
-                                      self._sub_state)
-        return self
+        for name, counts in (tokens or {}).items():
+            if not np.isnan(counts).all():
+                self.tokens.setdefault(name, LatencyHistogram()).add(counts)
 
     def _add_embeddings(self, batch: EventBatch) -> None:
         columns = batch.embedding_columns()

@@ -39,7 +39,7 @@ HOSTILE = [
     ("tokens_in", -1, "outside 0"),
     ("tokens_out", -5, "outside 0"),
     ("tokens_out", defaults.TOKENS_MAX + 1, "outside 0"),
-    ("tokens_out", 10 ** 30, "outside 0"),
+    ("tokens_out", 2 ** 63 - 1, "outside 0"),  # the largest integer JSON carries here (docs/contract.md)
     ("tokens_in", 12.5, "whole number"),
     ("tokens_in", 12.0, "whole number"),
     ("tokens_out", "12", "got string"),
@@ -68,6 +68,8 @@ def test_non_finite_counts_and_parts_from_python_callers_are_refused(value):
     with pytest.raises(EventError) as refused:
         validate_inference(event(latency_ms={"total": 900.0, "ttft": value}))
     assert refused.value.field == "latency_ms.ttft" and "finite" in refused.value.reason
+    with pytest.raises(EventError, match="outside 0"):
+        validate_inference(event(tokens_in=10 ** 30))
 
 
 @pytest.mark.parametrize("ttft, words", [(-1.0, "non-negative"), ("180ms", "number"), (None, "number"),
