@@ -30,7 +30,7 @@ rollout plan's versions; see driftline.store.monitoring). Segment results ([segm
 | `driftline_segment_drifted_features` | gauge | model, version, segment | with `scheduler_metrics_segments`: features that drifted within the segment (`column=value`) |
 | `driftline_segment_dataset_drifted` | gauge | model, version, segment | with `scheduler_metrics_segments`: 1 when the segment's dataset drifted |
 | `driftline_embedding_drifted`, `driftline_embedding_drift_score` | gauge | model, version, embedding (, test) | embedding drift (driftline.scheduler.embedding_metrics) |
-| `driftline_latency_ms`, `driftline_latency_objective_ms`, `driftline_tokens_per_second` | gauge | model, version, part, quantile / measure | latency quantiles per part, their objectives, token rates (driftline.scheduler.serving_metrics) |
+| `driftline_latency_seconds`, `driftline_latency_objective_seconds`, `driftline_tokens_per_second` | gauge | model, version, part, percentile / measure | latency quantiles per part, their objectives, token rates (driftline.scheduler.serving_metrics) |
 
 Cardinality: at most `defaults.SCHEDULER_METRICS_MAX_FEATURES` features per model version get
 series of their own (drifted first, then by score), each with one series per test it ran.

@@ -36,15 +36,15 @@ def test_each_part_and_quantile_gets_a_series_and_token_rates_their_measures():
                LatestResult(LATENCY, "queue", "p99_ms", None, None, False, {"insufficient_data": True})]
     found = exposition([VersionWindow("chat", "3", 0, 60_000, 500, "ok", results=results)])
 
-    def key(name, part, quantile="p99"):
-        return (name, (("model", "chat"), ("part", part), ("quantile", quantile), ("version", "3")))
+    def key(name, part, percentile="p99"):
+        return (name, (("model", "chat"), ("part", part), ("percentile", percentile), ("version", "3")))
 
-    assert found[key("driftline_latency_ms", "ttft")] == 2500.0
-    assert found[key("driftline_latency_objective_ms", "ttft")] == 2000.0
-    assert found[key("driftline_latency_ms", "total")] == 240.0
-    assert found[key("driftline_latency_ms", "ttft", "p50")] == 180.0
-    assert key("driftline_latency_objective_ms", "ttft", "p50") not in found  # no objective, no series
-    assert found[key("driftline_latency_ms", "tpot", "p95")] == 21.0
+    assert found[key("driftline_latency_seconds", "ttft")] == 2.5  # seconds, Prometheus' base unit
+    assert found[key("driftline_latency_objective_seconds", "ttft")] == 2.0
+    assert found[key("driftline_latency_seconds", "total")] == 0.24
+    assert found[key("driftline_latency_seconds", "ttft", "p50")] == 0.18
+    assert key("driftline_latency_objective_seconds", "ttft", "p50") not in found  # no objective, no series
+    assert found[key("driftline_latency_seconds", "tpot", "p95")] == 0.021
     assert not any(dict(labels).get("part") == "queue" for _, labels in found)  # no value, no series
     rates = {dict(labels)["measure"]: v for (name, labels), v in found.items()
              if name == "driftline_tokens_per_second"}
