@@ -35,7 +35,7 @@ import pyarrow.json as pa_json
 
 from driftline import defaults
 from driftline.events import (FEATURE_AGE_MS, FEATURE_TS, INFERENCE_SCHEMA, MAX_EVENT_BYTES, MAX_ID_CHARS, MAX_TS_MS, MIN_TS_MS, MODEL_CHARS,
-                              REQUEST_ID_CHARS, VERSION_CHARS, minute_start_ms)
+                              REQUEST_ID_CHARS, TOKENS_IN, TOKENS_OUT, VERSION_CHARS, minute_start_ms)
 from driftline.names import NAME_PATTERN
 from driftline.rollouts import is_role
 from driftline.window_state import EventBatch, prediction_column
@@ -197,6 +197,9 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
     ages = _feature_ages(column.get(FEATURE_TS), column.get(FEATURE_AGE_MS), event_time_ms)
     if ages is False:
         return None
+    tokens = _tokens(column, n)
+    if tokens is False:
+        return None
     feature_columns, feature_types = features
     predictions = prediction.to_pylist()
     source, prediction_values = prediction_column(predictions)
@@ -208,7 +211,7 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
                        batch_size=_floats(batch_size, n), event_time_ms=event_time_ms,
                        event_ids=np.array(event_ids, dtype=object), events=RawRecords(messages),
                        request_ids=None if request_ids is None else np.array(request_id_list, dtype=object),
-                       feature_age_ms=ages)
+                       feature_age_ms=ages, tokens=tokens)
     return InferenceColumns(batch=batch, event_ids=event_ids, models=column["model"].to_pylist(),
                             versions=column["version"].to_pylist(), request_ids=request_id_list,
                             predictions=predictions, roles=role_list)
@@ -369,6 +372,23 @@ def _feature_ages(stamps: pa.Array | None, ages: pa.Array | None,
                 out[field.name] = values
             else:
                 out[field.name] = np.where(np.isnan(values), out[field.name], values)
+    return out or None
+
+
+def _tokens(column: dict[str, pa.Array], n: int) -> dict[str, np.ndarray] | None | bool:
+    """`tokens_in` / `tokens_out` as float64 counts (NaN where absent), as `driftline.window_state.columns.token_columns`
+    reads them; False sends the batch to the per-event path (a count that is no integer or out of bounds)."""
+    out = {}
+    for name in (TOKENS_IN, TOKENS_OUT):
+        array = column.get(name)
+        if not _optional(array, (pa.int64(),)):
+            return False
+        if array is None or array.type == pa.null() or array.null_count == n:
+            continue
+        low, high = pc.min(array).as_py(), pc.max(array).as_py()
+        if low < 0 or high > defaults.TOKENS_MAX:
+            return False
+        out[name] = _floats(array, n)
     return out or None
 
 

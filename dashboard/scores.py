@@ -22,7 +22,8 @@ from driftline import defaults, vocabulary
 HIGHER = "higher"
 LOWER = "lower"
 # Names of metrics where a smaller value is the bad one, for metrics never seen breached or clean.
-_LOWER_IS_WORSE_HINTS = (*sorted(vocabulary.QUALITY_SCORES), "p_value", "pvalue", "auc", "r2", "hit_rate")
+_LOWER_IS_WORSE_HINTS = (*sorted(vocabulary.QUALITY_SCORES), "p_value", "pvalue", "auc", "r2", "hit_rate",
+                         vocabulary.TOKENS_PER_SECOND_P50)
 _P_VALUE_HINTS = ("p_value", "pvalue")
 
 

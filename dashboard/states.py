@@ -6,7 +6,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from driftline.vocabulary import NUMERIC
+from driftline.vocabulary import NUMERIC, TOKEN_COUNTS
 
 
 def merge_states(blobs: Sequence[bytes], baseline: Any) -> tuple[Any, list[str]]:
@@ -35,23 +35,29 @@ def merge_states(blobs: Sequence[bytes], baseline: Any) -> tuple[Any, list[str]]
 
 
 def serving_frames(states: Sequence[tuple[int, int, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """From (start, end, state) per partition state: per-window cache-hit rate and events, and batch-size counts.
+    """From (start, end, state) per partition state: per-window cache-hit rate, events and token counts
+    (`tokens_in`, `tokens_out`: NaN where no event gave them), and batch-size counts.
 
     Partitions of one window are summed (cache and batch counts add up; no full merge needed).
     """
     windows: dict[int, dict[str, Any]] = {}
     sizes: dict[int, int] = {}
     for start, end, state in states:
-        row = windows.setdefault(start, {"start": start, "end": end, "events": 0, "hits": 0, "lookups": 0})
+        row = windows.setdefault(start, {"start": start, "end": end, "events": 0, "hits": 0, "lookups": 0,
+                                         **dict.fromkeys(TOKEN_COUNTS, math.nan)})
         row["events"] += state.events
         row["hits"] += state.cache_hits
         row["lookups"] += state.cache_hits + state.cache_misses
         for size, count in state.batch_sizes.items():
             sizes[int(size)] = sizes.get(int(size), 0) + int(count)
+        for name, histogram in getattr(state, "tokens", {}).items():  # generated answers' token counts
+            if name in TOKEN_COUNTS and histogram.count:
+                row[name] = (0.0 if math.isnan(row[name]) else row[name]) + histogram.sum
     rows = [{"start": r["start"], "end": r["end"], "events": r["events"],
-             "cache_hit_rate": r["hits"] / r["lookups"] if r["lookups"] else math.nan}
+             "cache_hit_rate": r["hits"] / r["lookups"] if r["lookups"] else math.nan,
+             **{name: r[name] for name in TOKEN_COUNTS}}
             for r in sorted(windows.values(), key=lambda r: r["start"])]
-    per_window = pd.DataFrame(rows, columns=["start", "end", "events", "cache_hit_rate"])
+    per_window = pd.DataFrame(rows, columns=["start", "end", "events", "cache_hit_rate", *TOKEN_COUNTS])
     batch = pd.DataFrame(sorted(sizes.items()), columns=["batch_size", "requests"])
     return per_window, batch
 

@@ -253,7 +253,8 @@ def _check_latency(value: Any) -> dict[str, float]:
         raise EventError(f"expected an object with at least \"total\", got {json_type_name(value)}", "latency_ms")
     if "total" not in value:
         raise EventError("required field is missing", "latency_ms.total")
-    if _NUMBER_TYPES.issuperset(map(type, value.values())) and 0 <= min(value.values()) and max(value.values()) < math.inf:
+    # the sum is NaN when any part is (min and max step over a NaN that is not first), inf when any is
+    if _NUMBER_TYPES.issuperset(map(type, value.values())) and 0 <= min(value.values()) and sum(value.values()) < math.inf:
         return value
     for part, ms in value.items():
         if not _is_number(ms):
@@ -263,7 +264,26 @@ def _check_latency(value: Any) -> dict[str, float]:
     return value
 
 
-_OPTIONAL_FIELDS = frozenset(("entity_id", "device", "inputs", "batch_size", "cache_hit", "tags", "role", "embeddings"))
+TOKENS_IN = "tokens_in"
+TOKENS_OUT = "tokens_out"
+_OPTIONAL_FIELDS = frozenset(("entity_id", "device", "inputs", "batch_size", "cache_hit", "tags", "role", "embeddings",
+                              TOKENS_IN, TOKENS_OUT))
+
+
+def is_token_count(value: Any) -> bool:
+    """A valid `tokens_in` / `tokens_out`: an integer from 0 to `defaults.TOKENS_MAX` (a boolean is no count)."""
+    return type(value) is int and 0 <= value <= defaults.TOKENS_MAX
+
+
+def _check_tokens(doc: dict[str, Any]) -> None:
+    for field in (TOKENS_IN, TOKENS_OUT):
+        value = doc.get(field)
+        if value is None or is_token_count(value):
+            continue
+        if type(value) is not int:
+            raise EventError(f"expected a whole number of tokens, got {json_type_name(value)} {str(value)[:32]}",
+                             field)
+        raise EventError(f"{value} is outside 0 .. {defaults.TOKENS_MAX} tokens", field)
 
 
 def _check_optional(doc: dict[str, Any], decoded: bool) -> None:
@@ -277,6 +297,7 @@ def _check_optional(doc: dict[str, Any], decoded: bool) -> None:
     batch_size = doc.get("batch_size")
     if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
         raise EventError("expected a positive integer", "batch_size")
+    _check_tokens(doc)
     cache_hit = doc.get("cache_hit")
     if cache_hit is not None and type(cache_hit) is not bool:
         raise EventError(f"expected a boolean, got {json_type_name(cache_hit)}", "cache_hit")
@@ -391,6 +412,10 @@ def _fast_inference(doc: dict[str, Any], max_ts_ms: int | None = None) -> Infere
         return None
     role = get("role")
     if role is not None and (type(role) is not str or not is_role(role)):
+        return None
+    tokens_in, tokens_out = get(TOKENS_IN), get(TOKENS_OUT)
+    if (tokens_in is not None and not is_token_count(tokens_in)) or (
+            tokens_out is not None and not is_token_count(tokens_out)):
         return None
     if get(FEATURE_TS) is not None or get(FEATURE_AGE_MS) is not None:
         try:

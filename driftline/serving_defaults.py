@@ -1,7 +1,8 @@
-"""Defaults of the serving side: the bundled worker, its replay traffic and the payload-logger receiver.
+"""Defaults of the serving side: the bundled worker, its replay traffic, the payload-logger receiver, and the
+bounds and objectives of generated (LLM) answers.
 
-Operational knobs (ports, queues, timeouts, caches), not detection thresholds; `driftline.defaults`
-re-exports them, and docs/configuration.md's table is generated from both files.
+Mostly operational knobs (ports, queues, timeouts, caches); `driftline.defaults` re-exports them, and
+docs/configuration.md's table is generated from both files.
 """
 from __future__ import annotations
 
@@ -143,3 +144,20 @@ RECEIVER_BASELINE_RECHECK_SECONDS = 30.0
 # the DLQ topic only (counted, logged). Written in batches this often, off the HTTP path.
 RECEIVER_DEAD_LETTER_STORE_ROWS = 1_000
 RECEIVER_DEAD_LETTER_STORE_INTERVAL_SECONDS = 0.5
+
+# --- Generated answers (LLM serving: events' ttft / tpot / tokens_in / tokens_out) ------------
+# Latency parts a window keeps ("total", "queue", "compute", "ttft", "tpot", ...): each part becomes a
+# sketch in the window state, three results and metrics series, so their number is bounded; the
+# values of parts first seen beyond it are counted (latency_left_out), not kept. 16 is five times
+# what the worker and an LLM server send.
+LATENCY_MAX_PARTS = 16
+# tokens_in / tokens_out: non-negative integers up to this. The longest context windows served
+# today are 1-2 million tokens; ten million leaves room and stays within the window state's
+# token sketch (LATENCY_MAX_MS), so every count is kept to its 1 % accuracy.
+TOKENS_MAX = 10_000_000
+# Default objectives of the generated-answer parts, held to their p99 only when events carry
+# them (an event without "ttft" never makes a ttft result). MLPerf Inference's Llama 2 70B
+# server scenario holds TTFT p99 <= 2 s and TPOT p99 <= 200 ms: an answer slower than that is
+# slow by the industry's own benchmark. [latency.parts.NAME] sets any part's p50/p95/p99.
+LATENCY_SLO_TTFT_P99_MS = 2000.0
+LATENCY_SLO_TPOT_P99_MS = 200.0

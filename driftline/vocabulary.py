@@ -114,9 +114,21 @@ P99_MS = "p99_ms"
 ERROR_RATE = "error_rate"
 QPS = "qps"
 CONCURRENCY = "concurrency"
-LATENCY_METRICS = (P50_MS, P95_MS, P99_MS, ERROR_RATE, QPS, CONCURRENCY)
-# The latency part whose quantiles are held to the SLO (the others are reported only).
+# Generated answers (docs/detectors.md, Latency): each request's decode rate, 1000 / tpot (output tokens per
+# second after the first token), at its window median; and the window's output tokens per second of window.
+TOKENS_PER_SECOND_P50 = "tokens_per_second_p50"
+OUTPUT_TOKENS_PER_SECOND = "output_tokens_per_second"
+LATENCY_METRICS = (P50_MS, P95_MS, P99_MS, ERROR_RATE, QPS, CONCURRENCY, TOKENS_PER_SECOND_P50,
+                   OUTPUT_TOKENS_PER_SECOND)
+# The request's whole latency; its objectives are [latency]'s top-level keys, other parts' are [latency.parts.NAME].
 LATENCY_TOTAL = "total"
+# A generated answer's parts: time to first token, and time per output token after the first.
+LATENCY_TTFT = "ttft"
+LATENCY_TPOT = "tpot"
+# The events' token counts (`tokens_in`, `tokens_out`), as the window state keeps them.
+TOKENS_IN = "tokens_in"
+TOKENS_OUT = "tokens_out"
+TOKEN_COUNTS = (TOKENS_IN, TOKENS_OUT)
 # The model's own part of it: what a shadow is judged on (its queue waits behind production on purpose).
 LATENCY_COMPUTE = "compute"
 
@@ -357,6 +369,12 @@ class LatencyDetails(Details):
     window_seconds: float | None = None
     qps: float | None = None
     mean_latency_ms: float | None = None
+    # generated answers: the tokens behind the rates, and the part a rate came from
+    tokens_out: int | None = None
+    tokens_in: int | None = None
+    tpot_p50_ms: float | None = None
+    requests: int | None = None
+    direction: str | None = None  # "below": a floor breached when the value falls under it (tokens per second)
 
 
 @dataclass(frozen=True)

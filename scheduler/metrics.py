@@ -31,6 +31,7 @@ rollout plan's versions; see driftline.store.monitoring). Segment results ([segm
 | `driftline_segment_dataset_drifted` | gauge | model, version, segment | with `scheduler_metrics_segments`: 1 when the segment's dataset drifted |
 | `driftline_embedding_drifted`, `driftline_embedding_drift_score` | gauge | model, version, embedding (, test) | embedding drift (driftline.scheduler.embedding_metrics) |
 | `driftline_evidence_e_value`, `driftline_evidence_paging_line` | gauge | model, version, stream | sequential evidence and its paging line (driftline.scheduler.evidence_metrics) |
+| `driftline_latency_seconds`, `driftline_latency_objective_seconds`, `driftline_tokens_per_second` | gauge | model, version, part, percentile / measure | latency quantiles per part, their objectives, token rates (driftline.scheduler.serving_metrics) |
 
 Cardinality: at most `defaults.SCHEDULER_METRICS_MAX_FEATURES` features per model version get
 series of their own (drifted first, then by score), each with one series per test it ran; as many
@@ -54,6 +55,7 @@ from driftline.store import db as store_db
 from driftline.store.monitoring import MonitoringSnapshot, VersionWindow, monitoring_snapshot
 from driftline.scheduler.embedding_metrics import embedding_families
 from driftline.scheduler.evidence_metrics import evidence_families
+from driftline.scheduler.serving_metrics import serving_families
 
 log = logging.getLogger("driftline.scheduler.metrics")
 
@@ -62,7 +64,7 @@ _PREFIX = "driftline_"
 _BOUNDS = ("value", "lower", "upper")
 # the results exported, and those whose details are read (the drift tests; the estimate's band)
 EXPORTED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT, vocabulary.PREDICTION_DRIFT, vocabulary.ESTIMATED_QUALITY,
-            vocabulary.MODEL_QUALITY, vocabulary.EMBEDDING_DRIFT)
+            vocabulary.MODEL_QUALITY, vocabulary.EMBEDDING_DRIFT, vocabulary.LATENCY)
 DETAILED = (vocabulary.DATA_DRIFT, vocabulary.PREDICTION_DRIFT, vocabulary.ESTIMATED_QUALITY, vocabulary.EMBEDDING_DRIFT)
 COUNTED = (vocabulary.DATA_QUALITY,)  # one result per feature and check: exported as counts per check
 SEGMENTED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT)  # per segment, with `segments` on
@@ -192,6 +194,7 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
                 quarantined, dead_letters, verdicts)
     yield from embedding_families(snapshot)
     yield from evidence_families(snapshot, max_features)
+    yield from serving_families(snapshot)
     if segments:
         yield from _segment_families(snapshot)
     if read_seconds is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from driftline.dashboard import charts, derive, freshness, queries, scores, states, ui, worker_signals
+from driftline.dashboard import charts, derive, freshness, generated, queries, scores, states, ui, worker_signals
 from driftline import defaults
 from driftline.vocabulary import (
     CONCURRENCY,
@@ -131,8 +131,9 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
         st.markdown("**Feature freshness**: age of the served values (p50, p95, p99), from the events' `feature_ts`")
         st.altair_chart(charts.multi_series(ages.rename(columns={"age_s": "value"}), "seconds", ctx.span_ms,
                                             height=170), width="stretch")
+    generated.generated_answers(ctx, latency, per_window)
     live_signals(ctx)
-    shown = set(quantiles.values()) | set(traffic) | {error}
+    shown = set(quantiles.values()) | set(traffic) | {error} | set(generated.RATES)
     others = sorted(names - shown)
     if others:
         metric_grid(ctx, model_level[model_level["metric"].isin(others)], others)

@@ -131,9 +131,19 @@ def monitoring() -> dict:
         panel("timeseries", "Dead letters and quarantined windows",
               [target("max(rate(driftline_dead_letters_total[10m])) * 60", "dead letters / min"),
                target("max(driftline_windows_quarantined)", "quarantined windows")], 0, 35, w=24),
+        panel("timeseries", "Latency p99 by part, latest window",
+              [target(f'driftline_latency_seconds{{{sel}, percentile="p99"}}', "{{part}} v{{version}}"),
+               target(f'driftline_latency_objective_seconds{{{sel}, percentile="p99"}}',
+                      "objective {{part}} v{{version}}", "B")], 0, 43, unit="s",
+              description="Each latency part's p99 (total, queue, compute; a generated answer's ttft and tpot) "
+                          "and its objective from [latency]."),
+        panel("timeseries", "Generated answers: tokens per second",
+              [target(f"driftline_tokens_per_second{{{sel}}}", "{{measure}} v{{version}}")], 12, 43,
+              description="request_p50: the median decode rate per request (1000 / tpot); output: output tokens "
+                          "per second of window. Empty for models that generate no text."),
         panel("timeseries", "Evidence against its paging line (log10 e / line)",
               [target(f"log10(driftline_evidence_e_value{{{sel}}} / driftline_evidence_paging_line{{{sel}}})",
-                      "{{model}} v{{version}} {{stream}}")], 0, 43, w=24, h=9,
+                      "{{model}} v{{version}} {{stream}}")], 0, 52, w=24, h=9,
               description="Each sequential-evidence stream's e-value over the line it pages at, in powers of ten: "
                           "0 is the line ([alerts] false_pages_per_model_per_month), a drift's evidence climbs "
                           "towards it window after window."),

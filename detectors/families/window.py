@@ -26,9 +26,11 @@ threshold, breached, details) for these families:
   ``prediction_drift``, and the data-quality breaches the training transform's
   output does not show) reported unbreached with ``details["explained_by"] =
   "skew"``: skew is reported as skew, not as drift.
-* ``latency``: p50/p95/p99 per latency part against the model's SLO (`LatencySLO`),
-  error rate, QPS = events / window seconds, and in-flight concurrency by Little's
-  law :math:`L = \\lambda W` (arrival rate times mean time in the system).
+* ``latency``: p50/p95/p99 per latency part against that part's objectives in the model's
+  SLO (`LatencySLO`: ``total``, a generated answer's ``ttft`` and ``tpot``, any other part),
+  error rate, QPS = events / window seconds, in-flight concurrency by Little's
+  law :math:`L = \\lambda W` (arrival rate times mean time in the system), and for
+  generated answers the median decode rate and output tokens per second (`token_rates`).
 * ``model_quality``: from joined labels (`quality_metrics`): accuracy, precision,
   recall, F1, ROC AUC, log loss (binary); MAE, RMSE (regression); accuracy and
   macro F1 (multiclass); compared with what the training relation predicts for

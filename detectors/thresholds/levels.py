@@ -1,4 +1,5 @@
-"""The alarm levels of `evaluate_window` besides the drift rule's: data quality, skew, model quality, latency SLO."""
+"""The alarm levels of `evaluate_window` besides the drift rule's: data quality, skew, model quality (the latency
+SLO, `LatencySLO`, is the `[latency]` table of `driftline.latency_slo`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,6 +13,7 @@ from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.thresholds.embeddings import EmbeddingThresholds
 from driftline import defaults
 from driftline.errors import UserError
+from driftline.latency_slo import LatencySLO
 from driftline.sections import Section, given, parse_section
 from driftline.vocabulary import (
     DATA_QUALITY,
@@ -23,32 +25,6 @@ from driftline.vocabulary import (
 )
 
 __all__ = ["LatencySLO", "WindowThresholds"]
-
-
-@dataclass(frozen=True)
-class LatencySLO:
-    """A model's latency objectives (ms) and error budget; None switches a check off.
-
-    ``max_qps`` / ``max_concurrency`` (default None: reported, never breached) cap
-    throughput and in-flight requests when a deployment has a known capacity.
-    """
-
-    p50_ms: float | None = defaults.LATENCY_SLO_P50_MS
-    p95_ms: float | None = defaults.LATENCY_SLO_P95_MS
-    p99_ms: float | None = defaults.LATENCY_SLO_P99_MS
-    error_rate: float | None = defaults.ERROR_RATE_MAX
-    max_qps: float | None = None
-    max_concurrency: float | None = None
-    min_events: int = defaults.LATENCY_MIN_EVENTS
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "LatencySLO":
-        """From a ``[latency]`` TOML section; ``[latency.models.NAME]`` overrides for `model`."""
-        section = parse_section(_LatencySection, mapping, "[latency]")
-        values = {k: v for k, v in given(section).items() if k != "models"}
-        if model is not None and model in section.models:
-            values.update(given(section.models[model]))
-        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -129,17 +105,11 @@ def _values(cls: type, name: str) -> type[Section]:
 
 
 if TYPE_CHECKING:  # built at run time from the dataclasses' fields; a type checker sees plain sections
-    _LatencyValues = Section
     _WindowValues = Section
     _EmbeddingSection = Section
 else:
-    _LatencyValues = _values(LatencySLO, "LatencyValues")
     _WindowValues = _values(WindowThresholds, "WindowValues")
     _EmbeddingSection = _values(EmbeddingThresholds, "EmbeddingSection")
-
-
-class _LatencySection(_LatencyValues):
-    models: dict[str, _LatencyValues] = {}
 
 
 class _WindowModelSection(_WindowValues):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import numbers
 import threading
 from typing import Any, Mapping
 
@@ -11,8 +12,17 @@ from driftline.client.sender import EventSender, SenderStats
 from driftline.client.tuning import DEFAULT_MAX_BUFFERED
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
 from driftline.embeddings.contract import as_lists
-from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, encode_event
+from driftline.defaults import TOKENS_MAX
+from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, TOKENS_IN, TOKENS_OUT, encode_event, is_token_count
 from driftline.kafka_security import KafkaSecurity, kafka_python_options, librdkafka_config
+
+
+def _token_count(field: str, count: Any) -> int:
+    """`count` as the contract's token count (numpy integers too); ValueError, naming `field`, for anything else."""
+    value = int(count) if isinstance(count, numbers.Integral) and not isinstance(count, bool) else count
+    if not is_token_count(value):
+        raise ValueError(f"{field} must be a whole number from 0 to {TOKENS_MAX}, got {count!r}")
+    return value
 
 
 def _as_dict(mapping: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,7 +69,8 @@ class InferenceLogger:
             error: str | None = None, tags: Mapping[str, str] | None = None, role: str | None = None,
             feature_ts: Mapping[str, str | int] | None = None,
             feature_age_ms: Mapping[str, float] | None = None,
-            embeddings: Mapping[str, Any] | None = None) -> str:
+            embeddings: Mapping[str, Any] | None = None, tokens_in: int | None = None,
+            tokens_out: int | None = None) -> str:
         """Queue one inference event; returns its event_id. Never blocks; see the module docstring.
 
         The event is encoded here: one that is not JSON-encodable raises `orjson.JSONEncodeError`.
@@ -71,6 +82,9 @@ class InferenceLogger:
         (feature -> age in ms) say how fresh the features fetched from an online store were.
         `embeddings`: named vectors (numpy arrays or lists; one dimension per name and model version), e.g. the
         prompt's sentence embedding, for embedding drift; a vector that is not one-dimensional raises ValueError.
+        A generated (LLM) answer gives `latency_ms` its "ttft" (time to the first token) and "tpot" (time per output
+        token after the first) beside "total", and its token counts `tokens_in` / `tokens_out` (whole numbers from 0
+        to `defaults.TOKENS_MAX`; another value raises ValueError).
         """
         event_id = event_id or new_id()
         # No message key: nothing downstream needs per-key order (labels join on request_id
@@ -80,7 +94,7 @@ class InferenceLogger:
         self.sender.submit(self.inference_topic, None, encode_event(self._inference_event(
             features, prediction, latency_ms, request_id, inputs, entity_id, version,
             ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
-            feature_ts, feature_age_ms, embeddings)))
+            feature_ts, feature_age_ms, embeddings, tokens_in, tokens_out)))
         return event_id
 
     def log_soon(self, features: Mapping[str, Any], prediction: Any, latency_ms: float | Mapping[str, float], *,
@@ -90,7 +104,8 @@ class InferenceLogger:
                  status: str = "ok", error: str | None = None, tags: Mapping[str, str] | None = None,
                  role: str | None = None, feature_ts: Mapping[str, str | int] | None = None,
                  feature_age_ms: Mapping[str, float] | None = None,
-                 embeddings: Mapping[str, Any] | None = None) -> str:
+                 embeddings: Mapping[str, Any] | None = None, tokens_in: int | None = None,
+                 tokens_out: int | None = None) -> str:
         """As `log`, for a server on an asyncio event loop; call it on the loop's thread.
 
         The event's id and time are taken now; building and encoding it waits for the end of
@@ -105,7 +120,7 @@ class InferenceLogger:
         event_id = event_id or new_id()
         call = (features, prediction, latency_ms, request_id, inputs, entity_id, version,
                 ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
-                feature_ts, feature_age_ms, embeddings)
+                feature_ts, feature_age_ms, embeddings, tokens_in, tokens_out)
         with self._soon_lock:  # `flush` and `close` may take the list from another thread
             if not self._soon:
                 asyncio.get_running_loop().call_soon(self._log_soon_events)
@@ -137,7 +152,8 @@ class InferenceLogger:
                          error: str | None, tags: Mapping[str, str] | None,
                          role: str | None = None, feature_ts: Mapping[str, str | int] | None = None,
                          feature_age_ms: Mapping[str, float] | None = None,
-                         embeddings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                         embeddings: Mapping[str, Any] | None = None, tokens_in: int | None = None,
+                         tokens_out: int | None = None) -> dict[str, Any]:
         event: dict[str, Any] = {
             "schema": INFERENCE_SCHEMA,
             "event_id": event_id,
@@ -174,6 +190,9 @@ class InferenceLogger:
             event["feature_age_ms"] = _as_dict(feature_age_ms)
         if embeddings:
             event["embeddings"] = as_lists(embeddings)
+        for field, count in ((TOKENS_IN, tokens_in), (TOKENS_OUT, tokens_out)):
+            if count is not None:
+                event[field] = _token_count(field, count)
         return event
 
     def log_label(self, request_id: str, label: Any, ts: str | int | None = None) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from driftline.window_state.columns import (MISSING, attr_field, column_from_objects, dict_field, event_times,
                                             feature_columns, latency_columns, object_field, optional_column,
-                                            prediction_column, types_of)
+                                            prediction_column, token_columns, types_of)
 from driftline.window_state.freshness import age_columns
 from driftline.embeddings.window import embedding_columns
 from driftline.window_state.other_features import SparseFeatures
@@ -47,6 +47,8 @@ class EventBatch:
     sparse: SparseFeatures | None = None
     # feature name -> float64 age of the served value in ms (NaN: not given); None: no event gave any
     feature_age_ms: dict[str, np.ndarray] | None = None
+    # "tokens_in" / "tokens_out" -> float64 counts of a generated answer (NaN: not given); only those some event gave
+    tokens: dict[str, np.ndarray] | None = None
 
     @classmethod
     def from_events(cls, events: Sequence[Any]) -> "EventBatch":
@@ -90,7 +92,7 @@ class EventBatch:
                    event_ids=None if ids.count(None) else np.array(ids, dtype=object), events=events,
                    request_ids=None if request_ids.count(None) == n else np.array(request_ids, dtype=object),
                    sparse=SparseFeatures.gather(features, left_out) if left_out else None,
-                   feature_age_ms=age_columns(raws, event_time_ms))
+                   feature_age_ms=age_columns(raws, event_time_ms), tokens=token_columns(raws))
 
     @classmethod
     def empty(cls) -> "EventBatch":
@@ -125,7 +127,9 @@ class EventBatch:
                           request_ids=None if self.request_ids is None else self.request_ids[index],
                           sparse=None if self.sparse is None else self.sparse.take(index, self.n),
                           feature_age_ms=None if self.feature_age_ms is None else {
-                              name: ages[index] for name, ages in self.feature_age_ms.items()})
+                              name: ages[index] for name, ages in self.feature_age_ms.items()},
+                          tokens=None if self.tokens is None else {
+                              name: counts[index] for name, counts in self.tokens.items()})
 
     def sample_ids(self) -> np.ndarray | None:
         """Each event's key in the uniform sample: its request id, else its event id (None: neither).

@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import orjson
 
-# the document's layout version, checked when a blob is read; 2 added per-segment sub-states
-STATE_FORMAT = 2
-# formats `from_bytes` reads: a format-1 blob is a state without segments
-READABLE_FORMATS = (1, 2)
+# the document's layout version, checked when a blob is read; 2 added per-segment sub-states, 3 the token counts
+# of generated answers (and the bound on latency parts)
+STATE_FORMAT = 3
+# formats `from_bytes` reads: a format-1 blob is a state without segments, a format-2 one without token counts
+READABLE_FORMATS = (1, 2, 3)
 # the first bytes of every blob: anything else is not a window state
 MAGIC = b"DLWS"
 

@@ -14,6 +14,7 @@ from pandas.api.types import infer_dtype
 from driftline import defaults
 from driftline.baseline import prediction_values
 from driftline.json_types import json_type_of_class
+from driftline.vocabulary import TOKEN_COUNTS
 
 
 # Feature columns one batch makes at most (driftline.window_state.other_features): every feature
@@ -71,6 +72,16 @@ def optional_column(raws: list[Mapping[str, Any]], key: str) -> np.ndarray:
     if values.count(None) == len(values):
         return np.full(len(values), np.nan)
     return float_column(values)
+
+
+def token_columns(raws: list[Mapping[str, Any]]) -> dict[str, np.ndarray] | None:
+    """"tokens_in" / "tokens_out" as float64 columns (NaN where absent), those some event gave; None: none did."""
+    out = {}
+    for key in TOKEN_COUNTS:
+        column = optional_column(raws, key)
+        if not np.isnan(column).all():
+            out[key] = column
+    return out or None
 
 
 def float_column(values: list[Any]) -> np.ndarray:

@@ -26,7 +26,6 @@ from driftline.baseline import CATEGORICAL, NUMERIC, NumericProfile, Profile, ca
 from driftline.window_state.batch import EventBatch
 from driftline.window_state.columns import MISSING, column_from_objects, prediction_types, types_of
 from driftline.window_state.feature import FeatureWindow, _capped
-from driftline.window_state.latency import LatencyHistogram
 from driftline.window_state.other_features import OTHER_FEATURES, fold_other, new_feature_room, overflow
 
 if TYPE_CHECKING:
@@ -89,15 +88,10 @@ def fold_groups(states: list["WindowState"], batch: EventBatch, groups: np.ndarr
             fold_other(states[g].features, size, *overflow(columns, left_out[g], sparse, size))
         states[g].add_absent_features(batch, size, (OTHER_FEATURES,) if left_out[g] or sparse is not None else ())
     _add_prediction(states, live, rows, by, batch)
-    for part, values in batch.latency_ms.items():
-        for g in live:
-            part_values = values[rows[g]]
-            histogram = states[g].latency.get(part)
-            if histogram is None:
-                if np.isnan(part_values).all():
-                    continue
-                histogram = states[g].latency[part] = LatencyHistogram()
-            histogram.add(part_values)
+    for g in live:
+        states[g].add_latency({part: values[rows[g]] for part, values in batch.latency_ms.items()},
+                              None if batch.tokens is None else {
+                                  name: counts[rows[g]] for name, counts in batch.tokens.items()})
 
 
 def _add_scalars(state: "WindowState", batch: EventBatch, index: np.ndarray) -> None:

@@ -19,6 +19,7 @@ from driftline.window_state.codec import READABLE_FORMATS, STATE_FORMAT, pack_do
 from driftline.window_state.feature import FeatureWindow
 from driftline.window_state.freshness import AgeHistogram, fold_ages, merge_ages, pack_ages, unpack_ages
 from driftline.window_state.latency import LatencyHistogram
+from driftline.vocabulary import LATENCY_TOTAL
 from driftline.window_state.other_features import (OTHER_FEATURES, cap_new_features, fold_other, new_feature_room,
                                                    overflow)
 
@@ -50,6 +51,10 @@ class WindowState:
         self.features: dict[str, FeatureWindow] = {}
         self.prediction: FeatureWindow | None = None
         self.latency: dict[str, LatencyHistogram] = {}
+        # values of latency parts first seen beyond defaults.LATENCY_MAX_PARTS parts: counted, not kept
+        self.latency_left_out = 0
+        # "tokens_in" / "tokens_out" -> the counts of generated answers (only those events gave)
+        self.tokens: dict[str, LatencyHistogram] = {}
         # feature name -> ages of its served values (driftline.window_state.freshness); only what events gave
         self.feature_age: dict[str, AgeHistogram] = {}
         self.sample_size = sample_size
@@ -165,13 +170,7 @@ class WindowState:
         fold_ages(self.feature_age, batch.feature_age_ms, self.features)
 
         self._add_prediction(batch)
-        for part, values in batch.latency_ms.items():
-            histogram = self.latency.get(part)
-            if histogram is None:
-                if np.isnan(values).all():
-                    continue
-                histogram = self.latency[part] = LatencyHistogram()
-            histogram.add(values)
+        self.add_latency(batch.latency_ms, batch.tokens)
         self._add_sample(batch)
         if self.track_embeddings:
             self._add_embeddings(batch)
@@ -179,6 +178,23 @@ class WindowState:
             segment_states.fold_batch(by_value, batch, segment_states.column_keys(batch, segment_column), self.segment_track,
                                       self._sub_state)
         return self
+
+    def add_latency(self, latency_ms: Mapping[str, np.ndarray], tokens: Mapping[str, np.ndarray] | None) -> None:
+        """Fold latency parts (part -> ms, NaN: absent) and token counts (name -> count, NaN: absent) in; a part
+        first met when the window holds defaults.LATENCY_MAX_PARTS already is counted in `latency_left_out`."""
+        for part, values in latency_ms.items():
+            histogram = self.latency.get(part)
+            if histogram is None:
+                if np.isnan(values).all():
+                    continue
+                if len(self.latency) >= defaults.LATENCY_MAX_PARTS:
+                    self.latency_left_out += int(np.count_nonzero(~np.isnan(values)))
+                    continue
+                histogram = self.latency[part] = LatencyHistogram()
+            histogram.add(values)
+        for name, counts in (tokens or {}).items():
+            if not np.isnan(counts).all():
+                self.tokens.setdefault(name, LatencyHistogram()).add(counts)
 
     def _add_embeddings(self, batch: EventBatch) -> None:
         columns = batch.embedding_columns()
@@ -292,10 +308,9 @@ class WindowState:
             out.prediction = self.prediction.merged(other.prediction)
         else:
             out.prediction = self.prediction or other.prediction
-        for part in dict.fromkeys(list(self.latency) + list(other.latency)):
-            my_part, their_part = self.latency.get(part), other.latency.get(part)
-            out.latency[part] = (my_part.merged(their_part) if my_part and their_part
-                                 else (my_part or their_part).merged(LatencyHistogram()))
+        out.latency, out.latency_left_out = _merge_parts(self.latency, other.latency,
+                                                         self.latency_left_out + other.latency_left_out)
+        out.tokens = _merge_histograms(self.tokens, other.tokens)
         out.feature_age = merge_ages(self.feature_age, other.feature_age)
         out.sample_keys, out.sample = _bottom_k(np.concatenate((self.sample_keys, other.sample_keys)),
                                                 self.sample + other.sample, out.sample_size)
@@ -347,6 +362,10 @@ class WindowState:
         }
         if self.feature_age:
             doc["feature_age"] = pack_ages(self.feature_age)
+        if self.tokens:
+            doc["tokens"] = {name: h._pack() for name, h in self.tokens.items()}
+        if self.latency_left_out:
+            doc["latency_left_out"] = self.latency_left_out
         if self.embeddings:
             doc["embeddings"] = {name: window.pack() for name, window in self.embeddings.items()}
         if self.segments:
@@ -384,6 +403,8 @@ class WindowState:
         out.features = {name: FeatureWindow._unpack(w) for name, w in doc["features"].items()}
         out.prediction = None if doc["prediction"] is None else FeatureWindow._unpack(doc["prediction"])
         out.latency = {part: LatencyHistogram._unpack(h) for part, h in doc["latency"].items()}
+        out.latency_left_out = int(doc.get("latency_left_out", 0))
+        out.tokens = {str(name): LatencyHistogram._unpack(h) for name, h in (doc.get("tokens") or {}).items()}
         out.feature_age = unpack_ages(doc.get("feature_age"))
         out.sample_keys = np.asarray(doc["sample_keys"], dtype=np.uint64)
         out.sample = list(doc["sample"])
@@ -411,6 +432,9 @@ class WindowState:
         for part, histogram in self.latency.items():
             if not math.isfinite(histogram.sum):
                 return f"latency.{part}.sum"
+        for name, histogram in self.tokens.items():
+            if not math.isfinite(histogram.sum):
+                return f"tokens.{name}.sum"
         for name, histogram in self.feature_age.items():
             if not math.isfinite(histogram.sum):
                 return f"feature_age.{name}.sum"
@@ -438,6 +462,30 @@ def _column_key(kept: Mapping[str, Any] | None, column: str) -> str | None:
 
 def _absent_window(kind: str, events: int) -> FeatureWindow:
     return FeatureWindow(kind=kind, absent=events, nulls=events)
+
+
+def _merge_histograms(mine: Mapping[str, LatencyHistogram],
+                      theirs: Mapping[str, LatencyHistogram]) -> dict[str, LatencyHistogram]:
+    """Each name's histograms added (a name one side lacks: the other side's, copied)."""
+    out = {}
+    for name in dict.fromkeys([*mine, *theirs]):
+        a, b = mine.get(name), theirs.get(name)
+        out[name] = a.merged(b) if a is not None and b is not None else (a or b or LatencyHistogram()).merged(
+            LatencyHistogram())
+    return out
+
+
+def _merge_parts(mine: Mapping[str, LatencyHistogram], theirs: Mapping[str, LatencyHistogram],
+                 left_out: int) -> tuple[dict[str, LatencyHistogram], int]:
+    """The latency parts of both, at most defaults.LATENCY_MAX_PARTS: "total" and the most counted parts are kept,
+    the values of the others added to `left_out`."""
+    merged = _merge_histograms(mine, theirs)
+    if len(merged) <= defaults.LATENCY_MAX_PARTS:
+        return merged, left_out
+    ranked = sorted(merged, key=lambda part: (part != LATENCY_TOTAL, -merged[part].count, part))
+    kept = ranked[:defaults.LATENCY_MAX_PARTS]
+    left_out += sum(merged[part].count + merged[part].out_of_range for part in ranked[defaults.LATENCY_MAX_PARTS:])
+    return {part: merged[part] for part in merged if part in kept}, left_out
 
 
 def _add_dicts(a: Mapping[Any, int], b: Mapping[Any, int]) -> dict[Any, int]:

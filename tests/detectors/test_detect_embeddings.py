@@ -87,9 +87,9 @@ def test_streamed_detect_gives_the_in_memory_verdicts(tmp_path, capfd, layout, c
     base = ["--reference", paths[0], "--current", paths[1], *chunking, "--embedding", f"prompt={column}"]
     if "--timestamp" not in chunking:
         base += ["--ignore", "ts"]
-    code, streamed, err = run([*base, "--batch-rows", "500"], capfd)
+    code, streamed, err = run_detect([*base, "--batch-rows", "500"], capfd)
     assert code == 0, err
-    code, in_memory, err = run([*base, "--in-memory"], capfd)
+    code, in_memory, err = run_detect([*base, "--in-memory"], capfd)
     assert code == 0, err
     streamed, in_memory = json.loads(streamed), json.loads(in_memory)
     same(streamed, in_memory)
