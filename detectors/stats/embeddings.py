@@ -23,8 +23,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import optimize as _optimize
-from scipy import stats as _stats
 
 __all__ = ["binned_two_sample", "cosine_distance", "mmd_null_quantile", "mmd_p_value", "pooled_small_bins",
            "quadratic_form_sf"]
@@ -48,7 +46,9 @@ def quadratic_form_sf(x: float, weights: np.ndarray) -> float:
     mu_x, sigma_x = dof + delta, math.sqrt(2.0) * a
     point = t * sigma_x + mu_x
     if delta > 0:
+        from scipy import stats as _stats  # about a second to import: only when an embedding is judged
         return float(_stats.ncx2.sf(point, dof, delta))
+    from scipy import stats as _stats
     return float(_stats.chi2.sf(point, dof))
 
 
@@ -67,6 +67,7 @@ def mmd_null_quantile(level: float, eigenvalues: np.ndarray, rows: int, referenc
     high = float(weights.sum()) * 4.0 + 1e-300
     while quadratic_form_sf(high, weights) > 1.0 - level and high < 1e300:
         high *= 2.0
+    from scipy import optimize as _optimize
     return float(_optimize.brentq(lambda x: quadratic_form_sf(x, weights) - (1.0 - level), 0.0, high, xtol=1e-15))
 
 
@@ -85,6 +86,7 @@ def binned_two_sample(window_counts: Any, reference_counts: Any) -> tuple[float,
     table = np.vstack([window[keep], reference[keep]])
     expected = table.sum(axis=1, keepdims=True) * table.sum(axis=0, keepdims=True) / table.sum()
     statistic = float(((table - expected) ** 2 / expected).sum())
+    from scipy import stats as _stats
     return statistic, float(_stats.chi2.sf(statistic, int(keep.sum()) - 1))
 
 
