@@ -396,4 +396,5 @@ def _floats(array: pa.Array | None, n: int) -> np.ndarray:
     """An optional numeric or boolean column as float64, NaN where absent."""
     if array is None or array.type == pa.null():
         return np.full(n, np.nan)
-    return pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
+    # unsafe: an integer past 2**53 rounds to the nearest float, as Python's float() does on the other paths
+    return pc.cast(array, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
