@@ -22,9 +22,7 @@ import numpy as np
 import pandas as pd
 
 from driftline.detectors.batch.engine import detect
-from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window
-from driftline.detectors.families.results import WindowResult
-from driftline.vocabulary import DATA_DRIFT, PSI
+from replay_policy import flags_and_paging  # bench/ is on the path: run from bench/detection_quality.py
 
 NUMERICAL = ("car_value", "debt_to_income_ratio", "loan_length", "driver_tenure")
 CATEGORICAL = ("salary_range", "repaid_loan_on_prev_car", "size_of_downpayment")
@@ -50,19 +48,7 @@ def driftline_chunks(reference: pd.DataFrame, analysis: pd.DataFrame) -> tuple[n
     """(per-chunk verdicts, sequential paging), arrays (chunks, COLUMNS)."""
     report = detect(reference, analysis, chunk_size=CHUNK, categorical=list(CATEGORICAL), prediction=PREDICTION,
                     multivariate=False, workers=1)
-    policy = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
-    states: dict[str, StreamState] = {}
-    flags, paging = [], []
-    for i, window in enumerate(report["windows"]):
-        by_name = {f["name"]: f for f in window["features"]}
-        by_name[PREDICTION] = window["prediction"]
-        results = [WindowResult(DATA_DRIFT, name, PSI, by_name[name]["tests"][PSI]["value"], None,
-                                bool(by_name[name]["drift"]), {"kind": by_name[name]["kind"],
-                                                               "tests": by_name[name]["tests"]}) for name in COLUMNS]
-        states.update(advance_window(results, states, i, policy))
-        flags.append([r.breached for r in results])
-        paging.append([bool(r.details.get(EVIDENCE_KEY, {}).get("paging")) for r in results])
-    return np.asarray(flags), np.asarray(paging)
+    return flags_and_paging(report, COLUMNS, PREDICTION)
 
 
 def describe(name: str, flags: np.ndarray, start: int) -> list[str]:

@@ -45,12 +45,10 @@ import numpy as np
 import pandas as pd
 
 from driftline.detectors.batch.engine import detect
-from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window
-from driftline.detectors.families.results import WindowResult
-from driftline.vocabulary import DATA_DRIFT, PSI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peer_envs.client import PeerProcess  # noqa: E402
+from replay_policy import POLICY, flags_and_paging  # noqa: E402
 
 SHAPES = ("skewed", "heavy_tailed", "integer_ties", "zero_inflated", "bimodal", "categories_300")
 CATEGORIES = np.array([f"c{i}" for i in range(300)])
@@ -93,18 +91,7 @@ def driftline_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int) -
     """(per-window verdicts, sequential paging) as arrays (windows, features)."""
     report = detect(reference, current, chunk_size=rows, multivariate=False, categorical=["categories_300"],
                     workers=1)
-    policy = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
-    states: dict[str, StreamState] = {}
-    flags, paging = [], []
-    for i, window in enumerate(report["windows"]):
-        by_name = {f["name"]: f for f in window["features"]}
-        results = [WindowResult(DATA_DRIFT, name, PSI, by_name[name]["tests"][PSI]["value"], None,
-                                bool(by_name[name]["drift"]), {"kind": by_name[name]["kind"],
-                                                               "tests": by_name[name]["tests"]}) for name in SHAPES]
-        states.update(advance_window(results, states, i, policy))
-        flags.append([r.breached for r in results])
-        paging.append([bool(r.details.get(EVIDENCE_KEY, {}).get("paging")) for r in results])
-    return np.asarray(flags), np.asarray(paging)
+    return flags_and_paging(report, SHAPES)
 
 
 def evidently_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int, windows: int,
@@ -273,7 +260,7 @@ def main() -> int:
     started = time.perf_counter()
     table = [] if args.car_loan_only else streams_table(args, nannyml)
     if table:
-        line = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600).line(len(SHAPES))
+        line = POLICY.line(len(SHAPES))
         print(f"detection quality, {date.today().isoformat()}: {len(SHAPES)} feature streams, reference "
               f"{REFERENCE_ROWS:,} rows; sequential line {line:.0f} (stated rate: {1000.0 / line:.2f} false pages per "
               f"1 000 stream-windows)")

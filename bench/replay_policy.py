@@ -1,0 +1,37 @@
+"""driftline's per-window verdicts and its sequential paging, replayed over one `detect` report's windows.
+
+Shared by bench/detection_quality.py and bench/car_loan.py: the service's evidence (`advance_window`) at the default
+rate of one false page per model per month, hourly windows, fed each feature's (and optionally the prediction's) result.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window
+from driftline.detectors.families.results import WindowResult
+from driftline.vocabulary import DATA_DRIFT, PSI
+
+# the service's default: one false page per model per month, hourly windows
+POLICY = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+
+
+def flags_and_paging(report: dict[str, Any], names: Sequence[str],
+                     prediction: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(per-window verdicts, sequential paging) as arrays (windows, names); `prediction` names the
+    report's prediction among `names`."""
+    states: dict[str, StreamState] = {}
+    flags, paging = [], []
+    for i, window in enumerate(report["windows"]):
+        by_name = {f["name"]: f for f in window["features"]}
+        if prediction is not None:
+            by_name[prediction] = window["prediction"]
+        results = [WindowResult(DATA_DRIFT, name, PSI, by_name[name]["tests"][PSI]["value"], None,
+                                bool(by_name[name]["drift"]), {"kind": by_name[name]["kind"],
+                                                               "tests": by_name[name]["tests"]}) for name in names]
+        states.update(advance_window(results, states, i, POLICY))
+        flags.append([r.breached for r in results])
+        paging.append([bool(r.details.get(EVIDENCE_KEY, {}).get("paging")) for r in results])
+    return np.asarray(flags), np.asarray(paging)
