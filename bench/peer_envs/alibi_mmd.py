@@ -13,12 +13,13 @@ from driftline.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
 
 import numpy as np
+
+from client import serve  # this folder: the protocol's other side
 
 
 def main() -> int:
@@ -32,23 +33,21 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     detector = None
-    for line in sys.stdin:
-        request = json.loads(line)
+
+    def handle(request: dict) -> dict | None:
+        nonlocal detector
         if "fit" in request:
             started = time.process_time()
             detector = MMDDrift(np.load(request["fit"]).astype(np.float32), backend=args.backend, device="cpu")
-            answer = {"fit_cpu_s": time.process_time() - started}
-        elif "judge" in request and detector is not None:
+            return {"fit_cpu_s": time.process_time() - started}
+        if "judge" in request and detector is not None:
             window = np.load(request["judge"]).astype(np.float32)
             started = time.process_time()
             data = detector.predict(window)["data"]
-            answer = {"drift": bool(data["is_drift"]), "p_val": float(data["p_val"]),
-                      "cpu_s": time.process_time() - started}
-        else:
-            answer = {"error": f"unknown request or no reference fitted: {sorted(request)}"}
-        print(json.dumps(answer), flush=True)
-    return 0
+            return {"drift": bool(data["is_drift"]), "p_val": float(data["p_val"]), "cpu_s": time.process_time() - started}
+        return None
 
+    return serve(handle)
 
 if __name__ == "__main__":
     sys.exit(main())

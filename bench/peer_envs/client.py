@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
@@ -38,3 +39,15 @@ class PeerProcess:
         if self.process.stdin is not None:
             self.process.stdin.close()
         self.process.wait(timeout=60)
+
+
+def serve(handle: Callable[[dict[str, Any]], dict[str, Any] | None]) -> int:
+    """The worker's side of the protocol: each stdin line a request, `handle`'s answer one stdout line (an
+    error answer where it returns None: a request it does not know, or one before its reference was fitted)."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        answer = handle(request)
+        if answer is None:
+            answer = {"error": f"unknown request or no reference fitted: {sorted(request)}"}
+        print(json.dumps(answer), flush=True)
+    return 0

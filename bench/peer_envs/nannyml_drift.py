@@ -16,12 +16,13 @@ This file imports nothing from driftline.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 import warnings
 from pathlib import Path
+
+from client import serve  # this folder: the protocol's other side
 
 
 def read(path: str):
@@ -36,21 +37,22 @@ def main() -> int:
     import nannyml
 
     calculator, columns = None, []
-    for line in sys.stdin:
-        request = json.loads(line)
+
+    def handle(request: dict) -> dict | None:
+        nonlocal calculator, columns
         if "car_loan" in request:
-            import nannyml.datasets
-            folder = Path(nannyml.datasets.__file__).parent / "data"
-            answer = {"dir": str(folder), "exists": (folder / "synthetic_car_loan_reference.csv").is_file()}
-        elif "fit" in request:
+            from nannyml import datasets
+            folder = Path(datasets.__file__).parent / "data"
+            return {"dir": str(folder), "exists": (folder / "synthetic_car_loan_reference.csv").is_file()}
+        if "fit" in request:
             columns = list(request["columns"])
             started = time.process_time()
             calculator = nannyml.UnivariateDriftCalculator(column_names=columns,
                                                            treat_as_categorical=list(request["categorical"]),
                                                            chunk_size=int(request["chunk_size"]))
             calculator.fit(read(request["fit"]))
-            answer = {"fit_cpu_s": time.process_time() - started}
-        elif "judge" in request and calculator is not None:
+            return {"fit_cpu_s": time.process_time() - started}
+        if "judge" in request and calculator is not None:
             current = read(request["judge"])
             started = time.process_time()
             frame = calculator.calculate(current).filter(period="analysis").to_df()
@@ -59,12 +61,10 @@ def main() -> int:
                        for c in columns}
             flags = [[bool(any(frame[(c, m, "alert")].iloc[i] for m in methods[c])) for c in columns]
                      for i in range(len(frame))]
-            answer = {"flags": flags, "methods": methods, "cpu_s": cpu}
-        else:
-            answer = {"error": f"unknown request or no reference fitted: {sorted(request)}"}
-        print(json.dumps(answer), flush=True)
-    return 0
+            return {"flags": flags, "methods": methods, "cpu_s": cpu}
+        return None
 
+    return serve(handle)
 
 if __name__ == "__main__":
     sys.exit(main())
