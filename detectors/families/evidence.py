@@ -42,7 +42,7 @@ from driftline.detectors.thresholds.paging import PagingPolicy
 from driftline.vocabulary import (CHI2, DATA_DRIFT, EMBEDDING_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
                                   KS, PREDICTION_DRIFT, PSI, THRESHOLD_SOURCE_KEY, WASSERSTEIN)
 
-__all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "advance_window", "stream_key", "window_score"]
+__all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "advance_window", "stream_key", "stream_name", "window_score"]
 
 # The key of a result's details that carries its evidence.
 EVIDENCE_KEY = "evidence"
@@ -94,7 +94,12 @@ def stream_key(result: WindowResult) -> str | None:
     """The stream a result feeds ("detector/feature/metric"), or None when it feeds none."""
     if result.segment or result.detector not in _STREAM_FAMILIES:
         return None
-    return f"{result.detector}/{result.feature or ''}/{result.metric}"
+    return stream_name(result.detector, result.feature, result.metric)
+
+
+def stream_name(detector: str, feature: str | None, metric: str) -> str:
+    """A stream's name, "detector/feature/metric" (as stored and as /metrics labels it)."""
+    return f"{detector}/{feature or ''}/{metric}"
 
 
 def _drift_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
