@@ -25,7 +25,7 @@ from driftline.vocabulary import (
 )
 from driftline.window_state import FeatureWindow, WindowState
 
-__all__ = ["data_drift", "drift_results", "prediction_drift"]
+__all__ = ["drift_results"]
 
 # the prediction's result name; its key among the tested columns cannot be a feature's name
 _PREDICTION = "prediction"
@@ -132,15 +132,3 @@ def _data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresho
     results.append(WindowResult(DATASET_DRIFT, None, DRIFTED_SHARE, share, thresholds.dataset_drift_share,
                                   decide_dataset(len(drifted), len(judged), thresholds), details))
     return results
-
-
-def data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresholds) -> list[WindowResult]:
-    """Per-feature drift with Benjamini-Hochberg across features (and the prediction), plus the dataset verdict."""
-    return [r for r in drift_results(baseline, state, thresholds) if r.detector != PREDICTION_DRIFT]
-
-
-def prediction_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresholds) -> list[WindowResult]:
-    """Drift of the model's output, corrected with the features' tests (`drift_results`)."""
-    if baseline.prediction is None:
-        return []
-    return [r for r in drift_results(baseline, state, thresholds) if r.detector == PREDICTION_DRIFT]
