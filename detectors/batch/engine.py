@@ -26,7 +26,7 @@ from driftline.detectors.stats import two_sample
 from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.batch.multivariate import BatchReference, batch_multivariate
-from driftline.detectors.batch.windowing import iso_time as _iso, parse_timestamps as _parse_timestamps
+from driftline.detectors.batch.windowing import iso_time, parse_timestamps
 from driftline.detectors.thresholds.decision import (
     DriftThresholds,
     annotate_tests,
@@ -191,7 +191,7 @@ def split_windows(current: pd.DataFrame, *, chunk_size: int | None = None, chunk
     timestamps).
     """
     offset = period_offset(chunk_size, chunk_period, timestamp)
-    times = _parse_timestamps(current[timestamp], timestamp) if timestamp is not None else None
+    times = parse_timestamps(current[timestamp], timestamp) if timestamp is not None else None
 
     if offset is not None:
         assert times is not None
@@ -202,7 +202,7 @@ def split_windows(current: pd.DataFrame, *, chunk_size: int | None = None, chunk
                 continue
             start = pd.Timestamp(start).tz_localize("UTC")
             windows.append(Window(len(windows), group.drop(columns="__driftline_period"),
-                                  _iso(start), _iso(start + offset)))
+                                  iso_time(start), iso_time(start + offset)))
         return windows
 
     size = chunk_size or max(len(current), 1)
@@ -212,7 +212,7 @@ def split_windows(current: pd.DataFrame, *, chunk_size: int | None = None, chunk
         start = end = None
         if times is not None and len(frame):
             window_times = times.iloc[begin:begin + size]
-            start, end = _iso(window_times.min()), _iso(window_times.max())
+            start, end = iso_time(window_times.min()), iso_time(window_times.max())
         windows.append(Window(index, frame, start, end))
     return windows
 
