@@ -50,7 +50,7 @@ def serving_frames(states: Sequence[tuple[int, int, Any]]) -> tuple[pd.DataFrame
         row["lookups"] += state.cache_hits + state.cache_misses
         for size, count in state.batch_sizes.items():
             sizes[int(size)] = sizes.get(int(size), 0) + int(count)
-        for name, histogram in getattr(state, "tokens", {}).items():  # generated answers' token counts
+        for name, histogram in state.tokens.items():  # generated answers' token counts
             if name in TOKEN_COUNTS and histogram.count:
                 row[name] = (0.0 if math.isnan(row[name]) else row[name]) + histogram.sum
     rows = [{"start": r["start"], "end": r["end"], "events": r["events"],
