@@ -101,7 +101,8 @@ class Baseline:
         for name, profile in parts:
             digest.update(name.encode("utf-8", "surrogatepass") + b"\x00" + profile.kind.encode())
             if isinstance(profile, NumericProfile):
-                digest.update(np.ascontiguousarray(profile.edges, dtype="<f8").tobytes())
+                # + 0.0 turns -0.0 into 0.0: the same bins whichever way a chunk rounded its zero edge.
+                digest.update((np.ascontiguousarray(profile.edges, dtype="<f8") + 0.0).tobytes())
         for name, reference in self.embeddings.items():  # absent from older baselines: their fingerprints stand
             digest.update(b"\x00embedding\x00" + name.encode() + reference.fingerprint)
         return digest.hexdigest()[:16]

@@ -2,6 +2,8 @@
 within rounding for float sums), and a column too long to keep still gets its exact quantile edges."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -162,3 +164,15 @@ def test_the_command_streams_a_csv_in_blocks_to_the_in_memory_baseline(training,
         stored = {r.version: r.summary for r in session.scalars(select(BaselineRecord))}
     assert stored["1"]["fingerprint"] == stored["2"]["fingerprint"]
     assert_same(stored["1"], stored["2"])
+
+
+
+def test_a_zero_edge_signed_either_way_keeps_the_fingerprint():
+    """Rounded values give a 0.0 edge in one pass and -0.0 in another: the same bins, so the same fingerprint."""
+    positive = baseline_in_memory(pd.DataFrame({"x": np.round(np.random.default_rng(1).normal(0, 3, 500))}))
+    edges = positive.profiles["x"].edges
+    assert (edges == 0).any()
+    flipped = dataclasses.replace(positive.profiles["x"], edges=np.where(edges == 0, -0.0, edges))
+    negative = dataclasses.replace(positive, profiles={"x": flipped}, fingerprint="")
+    assert np.signbit(negative.profiles["x"].edges).sum() > np.signbit(edges).sum()
+    assert negative.fingerprint == positive.fingerprint
