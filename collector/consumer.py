@@ -12,19 +12,17 @@ committed to the broker): on assignment a partition is sought to its stored
 offset a partition has reached are skipped, so a re-delivered record is never counted
 twice.
 
-A broker that restarts with empty memory storage (the embedded broker) or a topic that
-is recreated starts a new log under a new *topic id*, and its offsets restart at 0. The
-collector notices because kafka-python opens a new connection: records of the poll
-during which that happened are dropped, all partitions pause, and once a fresh metadata
-response has arrived the topic ids are compared with those of the offsets in hand: the
-same log -> seek back to where processing stopped; a new log -> flush what was read from
-the old one, then read the new one from its beginning. Stored offsets carry their topic
-id, so a collector that was down while the log was replaced starts the new log from
-its beginning too.
+A broker that restarts with empty memory storage or a recreated topic starts a new log
+whose offsets restart at 0: `driftline.collector.placement` tells it apart from the old one.
 
 Decoding and folding (`driftline.collector.folding`) run in this process, or with `decoders`
 > 0 in decoder processes (`driftline.collector.decoders`) that hand their partial states back
-before each flush; either way the flush, the offsets and everything above stay here.
+before each flush; either way the flush, the offsets and everything above stay in this process.
+
+`Collector` is the poll loop and composes two objects with one job each: a `FlushCoordinator`
+(`driftline.collector.flush_coordination`: when and how buffers are flushed and committed) and a
+`PartitionPlacement` (`driftline.collector.placement`: owned partitions, stored offsets, log
+verification, seeks and pauses), which share the store's backoff (`driftline.collector.backoff`).
 
 Threads: kafka-python runs heartbeats and the rebalance callbacks on its IO thread; the
 callbacks and the main loop share one lock, and the main loop never holds it while it
@@ -40,16 +38,17 @@ from typing import Any, Callable, Iterable
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from driftline.collector import store
+from driftline.collector.backoff import StoreBackoff
 from driftline.collector.baselines import BaselineLookup, stored_watermark_or_none
 from driftline.collector.config import CollectorConfig
-from driftline.collector.dead_letters import DeadLetterPublisher, DeadLetterRow
+from driftline.collector.dead_letters import DeadLetterPublisher
 from driftline.collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
-from driftline.collector.flush_coordination import FlushCoordination
-from driftline.collector.folding import InferenceFolder, PartitionFolders, check_store_limits
+from driftline.collector.flush_coordination import FlushCoordinator
+from driftline.collector.folding import InferenceFolder, PartitionFolders
 from driftline.collector.kafka_internals import connections, partition_names, same_connections
-from driftline.collector.labels import LabelRow, label_row_partition, refused_label
 from driftline.collector.metrics import CollectorMetrics
 from driftline.collector.partition_buffer import PartitionBuffer
 from driftline.collector.placement import PartitionPlacement
@@ -57,7 +56,6 @@ from driftline.collector.record_batches import (GuardedPartitionRecords, LeanPar
                                       malformed_range, use_reader)
 from driftline import defaults
 from driftline.baseline import Baseline
-from driftline.events import EventError, LabelEvent, parse_label
 from driftline.heap import freeze_long_lived
 from driftline.kafka_security import kafka_python_options
 from driftline.store.db import get_engine
@@ -68,11 +66,12 @@ _POLL_TIMEOUT_MS = 200
 _RECONNECT_DELAY_S = 1.0
 
 
-class Collector(FlushCoordination, PartitionPlacement):
+class Collector:
     """Consume, window, flush; `run()` until `stop()` (or the max-messages / idle-exit limits).
 
-    The poll loop, its watchdog, rebalances and processing live here; flushing
-    (`driftline.collector.flush_coordination`) and placing partitions (`driftline.collector.placement`) are its other sides.
+    The poll loop, its watchdog and the processing of records live here; when and how to flush
+    is `self.flushing`'s (a `FlushCoordinator`), which partitions are owned and where they read
+    from is `self.placement`'s (a `PartitionPlacement`).
     """
 
     def __init__(self, config: CollectorConfig, engine: Engine | None = None):
@@ -85,36 +84,30 @@ class Collector(FlushCoordination, PartitionPlacement):
         self.publisher = DeadLetterPublisher(config.bootstrap_servers, config.dead_letter_topic,
                                              security=config.security)
         self.consumed = 0  # messages processed (valid or not), over the collector's life
-        self.flushed = 0  # of them, those flushed
         self._stop = threading.Event()
         self._lock = threading.RLock()
         self._consumer: Any = None
-        self._buffers: dict[Any, PartitionBuffer] = {}
-        self._topic_ids: dict[str, str | None] = {}
         self._baselines = BaselineLookup(self.engine, config.baseline_recheck_s)
         # Where decoding and folding run: in this process, or in decoder processes (--decoders)
-        self._folders: PartitionFolders | DecoderPool = PartitionFolders(self._new_folder)
-        # A flush whose `take` was sent to the decoders and not yet answered: (live, frozen) buffer
-        # pairs and the decoders asked. The collector keeps polling meanwhile (see _begin_take).
-        self._in_flight: tuple[list[tuple[PartitionBuffer, PartitionBuffer]], list[int]] | None = None
+        self.folders: PartitionFolders | DecoderPool = PartitionFolders(self._new_folder)
+        self.backoff = StoreBackoff(config.retry_min_s, config.retry_max_s)
+        self.flushing = FlushCoordinator(config, self.engine, self.metrics, self.publisher, self.folders,
+                                         self._baseline, self.backoff, on_fenced=self._on_fenced)
+        self.placement = PartitionPlacement(config, self.engine, self.metrics, self.flushing, self.backoff,
+                                            self.folders)
         self._conn_snapshot: tuple[Any, ...] = ()
-        self._verify_future: Any = None
-        self._needs_verify = False
-        self._next_flush = 0.0
-        self._retry_at = 0.0
-        self._retry_delay = config.retry_min_s
-        self._flush_failing = False
         self._next_prune = 0.0
-        self._next_sweep = 0.0
         self._last_message = time.monotonic()
-        # --idle-exit waits for a first partition assignment: joining a group whose previous member was
-        # killed takes a session timeout or more, and quitting before it would leave the log unread.
-        self._placed_once = False
         self._poll_started: float | None = None  # a poll in progress began then (the watchdog reads it)
         self._last_poll = time.monotonic()
         self.metrics.since_last_poll.set_function(lambda: time.monotonic() - self._last_poll)
         # How the process ends when a poll is stuck: no thread can be pulled out of one
         self.exit_process: Callable[[int], Any] = os._exit
+
+    @property
+    def flushed(self) -> int:
+        """Messages consumed and flushed, over the collector's life."""
+        return self.flushing.flushed
 
     # --- public ------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -126,9 +119,7 @@ class Collector(FlushCoordination, PartitionPlacement):
         if self.config.metrics_port:
             self.metrics_port = self.metrics.serve(self.config.metrics_port)
             log.info("collector metrics at http://127.0.0.1:%d/metrics", self.metrics_port)
-        self._next_flush = time.monotonic() + self.config.flush_interval_s
         self._next_prune = time.monotonic()
-        self._next_sweep = time.monotonic() + self.config.label_sweep_s
         self._start_decoders()
         threading.Thread(target=self._watch_polls, name="poll-watchdog", daemon=True).start()
         freeze_long_lived()  # imports, baselines, the store's engine: no full collection needs to walk them
@@ -176,19 +167,18 @@ class Collector(FlushCoordination, PartitionPlacement):
         part = getattr(getattr(self._consumer, "_fetcher", None), "_next_partition_records", None)
         reason = f"poll did not return within {self.config.poll_stuck_s:g} s (stuck {seconds:.0f} s)"
         with self._lock:
-            buf = self._buffers.get(getattr(part, "topic_partition", None))
+            buf = self.placement.buffers.get(getattr(part, "topic_partition", None))
             raw = getattr(part, "_raw", None)
             if buf is not None and buf.ready and raw is not None:
                 at = max(part.fetch_offset, buf.next_offset)  # what this poll has not delivered
                 first, after, batch = malformed_range(raw, at)
                 after = max(after, first + 1)  # something is skipped: the same fetch would get stuck again
                 reason += f"; offsets {first}-{after - 1} skipped"
-                buf.dead_letters.append(DeadLetterRow(buf.topic, buf.partition, first, reason, None, None, batch))
-                buf.next_offset, buf.messages = after, buf.messages + 1
+                buf.skip(first, after, reason, batch)
                 log.critical("%s[%d]: %s", buf.topic, buf.partition, reason)
             else:
                 log.critical("%s; no fetch in hand to skip", reason)
-            stored = self._flush([b for b in self._buffers.values() if b.ready])
+            stored = self.flushing.flush(self.placement.ready_buffers())
         log.critical("exiting (status %d)%s", defaults.COLLECTOR_POLL_STUCK_EXIT_CODE,
                      "; a restarted collector reads on after the range" if stored else
                      "; the range could not be stored, a restarted collector meets it again")
@@ -197,12 +187,15 @@ class Collector(FlushCoordination, PartitionPlacement):
     def _start_decoders(self) -> None:
         cfg = self.config
         count = decoder_count(cfg.decoders)
-        if count and isinstance(self._folders, PartitionFolders):
-            self._folders = DecoderPool(count, DecoderConfig(
+        if count and isinstance(self.folders, PartitionFolders):
+            self._use_folders(DecoderPool(count, DecoderConfig(
                 cfg.db_url, self.window_ms, self.lateness_ms, cfg.dedup_event_ids, cfg.baseline_recheck_s,
                 log_level=logging.getLogger().getEffectiveLevel(), segment_columns=cfg.segments.columns,
-                segment_max_values=cfg.segments.max_values))
+                segment_max_values=cfg.segments.max_values)))
             log.info("decoding in %d decoder process%s", count, "" if count == 1 else "es")
+
+    def _use_folders(self, folders: PartitionFolders | DecoderPool) -> None:
+        self.folders = self.flushing.folders = self.placement.folders = folders
 
     # --- connecting --------------------------------------------------------------------------------
     def _connect(self) -> bool:
@@ -223,58 +216,28 @@ class Collector(FlushCoordination, PartitionPlacement):
         # a malformed batch is raised as MalformedBatch instead of spinning inside poll()
         use_reader(consumer, LeanPartitionRecords if cfg.record_reader == "lean" else GuardedPartitionRecords)
         consumer.subscribe([cfg.inference_topic, cfg.labels_topic], listener=_RebalanceListener(self))
-        self._consumer = consumer
+        self._consumer = self.placement.consumer = consumer
         log.info("collector joined group %s at %s", cfg.group_id, cfg.bootstrap_servers)
         return True
 
     # --- rebalance callbacks (kafka-python's IO thread) ------------------------------------------
     def _on_assigned(self, partitions: Iterable[Any]) -> None:
         try:
-            self._assign(partitions)
+            with self._lock:
+                self.placement.assign(partitions)
         except Exception:  # an exception would abort kafka-python's rebalance; verification re-places them
             log.exception("handling the assignment of %s failed", partition_names(partitions))
-            self._needs_verify = True
+            self.placement.needs_verify = True
 
     def _on_revoked(self, partitions: Iterable[Any]) -> None:
         try:
-            self._revoke(partitions)
+            with self._lock:
+                self.placement.revoke(partitions)
         except Exception:
             log.exception("handling the revocation of %s failed", partition_names(partitions))
 
-    def _assign(self, partitions: Iterable[Any]) -> None:
-        with self._lock:
-            for tp in partitions:
-                if tp in self._buffers:
-                    continue
-                inference = tp.topic == self.config.inference_topic
-                row = tp.partition if inference else label_row_partition(tp.partition)
-                self._buffers[tp] = PartitionBuffer(tp.topic, tp.partition, row, self.window_ms, self.lateness_ms)
-            new = [tp for tp, buf in self._buffers.items() if not buf.ready]
-            if new:
-                # Nothing is read before the stored offset is known and the log verified.
-                self._consumer.pause(*new)
-                self._needs_verify = True
-            log.info("assigned %s", partition_names(partitions))
-
-    def _revoke(self, partitions: Iterable[Any]) -> None:
-        with self._lock:
-            self._settle_in_flight()
-            gone = [tp for tp in partitions if tp in self._buffers]
-            ready = [self._buffers[tp] for tp in gone if self._buffers[tp].ready]
-            if ready and any(b.messages or b.to_flush().moves for b in ready):
-                self._flush(ready)  # one attempt, best effort: what is not flushed is re-read by the next owner
-            for tp in gone:
-                buf = self._buffers.pop(tp)
-                buf.discard()
-                if buf.topic == self.config.inference_topic and not self._folders.failed:
-                    self._folders.drop(buf.key)
-                try:
-                    self.metrics.lag.remove(tp.topic, str(tp.partition))
-                except KeyError:  # never measured
-                    pass
-            self._update_assigned()
-            if gone:
-                log.info("revoked %s", partition_names(gone))
+    def _on_fenced(self) -> None:
+        self.placement.needs_verify = True  # the fenced partitions are placed again from the stored offsets
 
     # --- processing ---------------------------------------------------------------------------------
     def _handle(self, records: dict[Any, list[Any]]) -> None:
@@ -286,13 +249,12 @@ class Collector(FlushCoordination, PartitionPlacement):
             if records:
                 log.info("connection to Kafka changed; re-reading %d records after verifying the log",
                          sum(len(r) for r in records.values()))
-            self._needs_verify = True
-            self._begin_verify()
+            self.placement.verify_log()
             return
-        if self._verify_future is not None or self._needs_verify:
+        if self.placement.verifying:
             return  # dropped: every partition is sought back to where it stood once verified
         for tp, batch in records.items():
-            buf = self._buffers.get(tp)
+            buf = self.placement.buffers.get(tp)
             if buf is None or not buf.ready or not batch:
                 continue
             if batch[-1].offset < buf.next_offset:
@@ -302,7 +264,7 @@ class Collector(FlushCoordination, PartitionPlacement):
             if tp.topic == self.config.inference_topic:
                 self._process_inference(buf, batch)
             else:
-                self._process_labels(buf, batch)
+                self.metrics.labels.inc(buf.read_labels(batch))
             buf.next_offset = batch[-1].offset + 1
             buf.messages += len(batch)
             self.consumed += len(batch)
@@ -312,7 +274,7 @@ class Collector(FlushCoordination, PartitionPlacement):
     def _skip_malformed(self, bad: MalformedBatch) -> None:
         """Dead-letter the offsets of a batch that cannot be read, and read on after them."""
         tp = TopicPartition(bad.topic, bad.partition)
-        buf = self._buffers.get(tp)
+        buf = self.placement.buffers.get(tp)
         if buf is None or not buf.ready:
             return  # revoked meanwhile, or not yet placed: its next reader meets the batch again
         first = max(bad.first_offset, buf.next_offset)
@@ -326,15 +288,13 @@ class Collector(FlushCoordination, PartitionPlacement):
         if after > first:
             reason = f"malformed record batch, offsets {first}-{after - 1} skipped: {bad.reason}"
             log.error("%s[%d]: %s", bad.topic, bad.partition, reason)
-            buf.dead_letters.append(DeadLetterRow(bad.topic, bad.partition, first, reason, None, None, bad.raw))
-            buf.next_offset = after
-            buf.messages += 1
+            buf.skip(first, after, reason, bad.raw)
             self.consumed += 1
             self.metrics.consumed.labels(bad.topic).inc()
-        self._seek(tp, buf.next_offset)
+        self.placement.seek(tp, buf.next_offset)
 
     def _process_inference(self, buf: PartitionBuffer, records: list[Any]) -> None:
-        self._folders.process(buf.key, [r.offset for r in records], [r.value for r in records])
+        self.folders.process(buf.key, [r.offset for r in records], [r.value for r in records])
 
     def _new_folder(self, key: tuple[str, int]) -> InferenceFolder:
         topic, partition = key
@@ -344,77 +304,35 @@ class Collector(FlushCoordination, PartitionPlacement):
                                lambda rows: store.store_predictions_ahead(self.engine, rows),
                                segments=self.config.segments)
 
-    def _process_labels(self, buf: PartitionBuffer, records: list[Any]) -> None:
-        labels = buf.labels
-        count = 0
-        for record in records:
-            try:
-                label: LabelEvent = parse_label(record.value)
-                check_store_limits(label.model, None, label.request_id)
-            except EventError as error:
-                buf.dead_letters.append(DeadLetterRow.from_error(buf.topic, buf.partition, record.offset,
-                                                                 record.value, error))
-                continue
-            count += 1
-            row = LabelRow(label.request_id, label.model, label.label, label.ts_ms)
-            first = labels.setdefault(row.key, row)
-            if first is not row and first.label != row.label:  # the first label per (model, request id) stays
-                buf.dead_letters.append(refused_label(buf.topic, buf.partition, row))
-        self.metrics.labels.inc(count)
-
     def _baseline(self, model: str, version: str) -> Baseline | None:
         return self._baselines.get(model, version)
 
     # --- housekeeping --------------------------------------------------------------------------------
     def _maintain(self) -> None:
-        self._folders.check()
+        self.folders.check()
         now = time.monotonic()
-        if self._needs_verify and self._verify_future is None and now >= self._retry_at:
-            self._begin_verify()
-        if self._verify_future is not None and self._verify_future.is_done:
-            if self._verify_future.failed():
-                self._verify_future = None
-                self._begin_verify()
-            else:
-                self._finish_verify()
-        pending = self._pending()
-        if self._in_flight is not None:
-            if self._folders.take_ready(self._in_flight[1]):
-                self._finish_take()
-        elif pending or any(b.ready and b.to_flush().moves for b in self._buffers.values()):
-            due = now >= self._next_flush or pending >= self.config.flush_max_events
-            if due and now >= self._retry_at:
-                ready = [b for b in self._buffers.values() if b.ready]
-                if isinstance(self._folders, DecoderPool) and not self._flush_failing:
-                    self._begin_take(ready)
-                else:
-                    self._flush(ready)
-                self._next_flush = time.monotonic() + self.config.flush_interval_s
-        else:
-            self._next_flush = now + self.config.flush_interval_s
-        self._apply_pauses()
-        if now >= self._next_prune and not self._flush_failing:
+        self.placement.tick(now)
+        self.flushing.tick(list(self.placement.buffers.values()), now)
+        self.placement.apply_pauses()
+        if now >= self._next_prune and not self.backoff.flush_failing:
             self._prune()
-        self._update_lag()
+        self.placement.update_lag()
         self.metrics.pending.set(self._pending())
 
     def _pending(self) -> int:
-        in_flight = sum(frozen.messages for _, frozen in self._in_flight[0]) if self._in_flight else 0
-        return in_flight + sum(b.messages for b in self._buffers.values())
+        return self.flushing.pending(self.placement.buffers.values())
 
-    def _update_lag(self) -> None:
-        for tp, buf in self._buffers.items():
-            if buf.ready:
-                try:
-                    highwater = self._consumer.highwater(tp)
-                except Exception:  # not assigned any more (a rebalance is under way)
-                    continue
-                if highwater is not None:
-                    self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(highwater - buf.next_offset, 0))
-
-    def _update_assigned(self) -> None:
-        for topic in (self.config.inference_topic, self.config.labels_topic):
-            self.metrics.assigned.labels(topic).set(sum(1 for b in self._buffers.values() if b.topic == topic))
+    def _prune(self) -> None:
+        self._next_prune = time.monotonic() + self.config.prune_interval_s
+        cutoff = int(time.time() * 1000 - self.config.prediction_retention_days * 86_400_000)
+        try:
+            predictions, labels = store.prune(self.engine, cutoff)
+        except SQLAlchemyError as exc:
+            log.warning("pruning old predictions failed (%s); retrying later", exc)
+            return
+        if predictions or labels:
+            log.info("pruned %d predictions and %d labels older than %s days", predictions, labels,
+                     self.config.prediction_retention_days)
 
     def _done(self) -> bool:
         cfg = self.config
@@ -423,13 +341,17 @@ class Collector(FlushCoordination, PartitionPlacement):
         if cfg.max_messages is not None and self.flushed >= cfg.max_messages:
             log.info("consumed and stored %d messages (--max-events); stopping", self.flushed)
             return True
-        if cfg.idle_exit_s is not None and time.monotonic() - self._last_message >= cfg.idle_exit_s:
-            if self._placed_once:
+        placed_at = self.placement.placed_at
+        # --idle-exit counts from the last message or placement; it waits for a first placement: joining a
+        # group whose previous member was killed takes a session timeout or more, and quitting before it
+        # would leave the log unread.
+        quiet = time.monotonic() - max(self._last_message, placed_at or 0.0)
+        if cfg.idle_exit_s is not None and quiet >= cfg.idle_exit_s:
+            if placed_at is not None:
                 log.info("no message for %.1f s (--idle-exit); stopping", cfg.idle_exit_s)
                 return True
-            if time.monotonic() - self._last_message >= max(60.0, cfg.idle_exit_s):
-                log.warning("no partition was assigned within %.0f s (--idle-exit); stopping",
-                            time.monotonic() - self._last_message)
+            if quiet >= max(60.0, cfg.idle_exit_s):
+                log.warning("no partition was assigned within %.0f s (--idle-exit); stopping", quiet)
                 return True
         return False
 
@@ -437,30 +359,30 @@ class Collector(FlushCoordination, PartitionPlacement):
         deadline = time.monotonic() + self.config.shutdown_flush_s
         with self._lock:
             try:
-                self._settle_in_flight()  # a failed write keeps its data in the buffers, for the loop below
+                self.flushing.settle()  # a failed write keeps its data in the buffers, for the loop below
             except DecoderFailed:
                 pass
             # after a decoder failed nothing gathered can be trusted: no final flush
-            while self._consumer is not None and not self._folders.failed and time.monotonic() < deadline:
-                ready = [b for b in self._buffers.values() if b.ready]
-                if not ready or self._flush(ready):
+            while self._consumer is not None and not self.folders.failed and time.monotonic() < deadline:
+                ready = self.placement.ready_buffers()
+                if not ready or self.flushing.flush(ready):
                     break
-                time.sleep(min(self._retry_delay, max(deadline - time.monotonic(), 0)))
+                time.sleep(min(self.backoff.delay, max(deadline - time.monotonic(), 0)))
             pending = self._pending()
             if pending:
                 log.warning("stopping with %d messages not stored; the next collector reads them again", pending)
-            for buf in self._buffers.values():
+            for buf in self.placement.buffers.values():
                 buf.discard()
                 buf.ready = False  # the revocation callback in close() has nothing left to flush
-        consumer, self._consumer = self._consumer, None
+        consumer, self._consumer, self.placement.consumer = self._consumer, None, None
         if consumer is not None:
             try:
                 consumer.close(autocommit=False, timeout_ms=5_000)
             except Exception as exc:  # leaving the group is a courtesy; the session timeout covers it
                 log.debug("closing the consumer: %s", exc)
         self.publisher.close()
-        self._folders.close()
-        self._folders = PartitionFolders(self._new_folder)
+        self.folders.close()
+        self._use_folders(PartitionFolders(self._new_folder))
         self.metrics.stop()
 
 

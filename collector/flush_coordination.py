@@ -1,21 +1,26 @@
-"""Flush coordination: what the collector consumed goes to the store with its offsets, in one transaction.
+"""`FlushCoordinator`: when what the collector consumed goes to the store, and how it is committed.
 
-`FlushCoordination` is one side of `driftline.collector.consumer.Collector`: it gathers the folders'
-deltas into the partition buffers, writes them (`driftline.collector.flush`), backs off while the store
-or the DLQ topic is down, drops what another collector fenced, and, with decoder processes,
-splits a flush in two so the poll loop keeps running while the decoders answer.
+When: a flush is due every `flush_interval_s`, or at once when `flush_max_events` messages wait;
+after a failed write nothing is tried before the store's backoff (`driftline.collector.backoff`)
+allows it; while flushes fail with a flush's worth pending, or two flushes' worth pend in any case,
+it asks for every partition to be paused (`backlogged`). How: it gathers the folders' deltas into
+the partition buffers, writes them with their offsets in one transaction (`driftline.collector.flush`),
+moves each buffer's fence on commit, drops what another collector fenced (and calls `on_fenced`),
+and, with decoder processes, splits a flush in two so the poll loop keeps running while the
+decoders answer.
 """
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from kafka.errors import KafkaError
 from sqlalchemy.exc import SQLAlchemyError
 
-from driftline.collector import store
+from driftline.collector.backoff import StoreBackoff
 from driftline.collector.config import CollectorConfig
+from driftline.collector.dead_letters import DeadLetterPublisher
 from driftline.collector.decoders import DecoderPool
 from driftline.collector.flush import Fenced, flush
 from driftline.collector.folding import FoldDelta, PartitionFolders
@@ -26,29 +31,75 @@ from driftline.baseline import Baseline
 log = logging.getLogger("driftline.collector.consumer")
 
 
-class FlushCoordination:
-    """Gathering, writing and retrying flushes; the state it uses is set up by `Collector.__init__`."""
+class FlushCoordinator:
+    """Decides when the partition buffers are flushed, gathers, writes and commits them, and retries."""
 
-    config: CollectorConfig
-    engine: Any
-    metrics: CollectorMetrics
-    publisher: Any
-    window_ms: int
-    flushed: int
-    _folders: PartitionFolders | DecoderPool
-    _in_flight: tuple[list[tuple[PartitionBuffer, PartitionBuffer]], list[int]] | None
-    _flush_failing: bool
-    _retry_at: float
-    _retry_delay: float
-    _next_sweep: float
-    _next_prune: float
-    _needs_verify: bool
-    _baseline: Callable[[str, str], Baseline | None]
+    def __init__(self, config: CollectorConfig, engine: Any, metrics: CollectorMetrics,
+                 publisher: DeadLetterPublisher, folders: PartitionFolders | DecoderPool,
+                 baseline_for: Callable[[str, str], Baseline | None], backoff: StoreBackoff,
+                 on_fenced: Callable[[], None]):
+        self.config = config
+        self.engine = engine
+        self.metrics = metrics
+        self.publisher = publisher
+        self.folders = folders  # where decoding and folding run (the collector swaps it when decoders start)
+        self.baseline_for = baseline_for
+        self.backoff = backoff
+        self.on_fenced = on_fenced  # another collector took partitions: their placement must be verified
+        self.window_ms = int(config.window_seconds * 1000)
+        self.flushed = 0  # messages flushed over the collector's life
+        # A flush whose `take` was sent to the decoders and not yet answered: (live, frozen) buffer
+        # pairs and the decoders asked. The collector keeps polling meanwhile (see _begin_take).
+        self._in_flight: tuple[list[tuple[PartitionBuffer, PartitionBuffer]], list[int]] | None = None
+        now = time.monotonic()
+        self._next_flush = now + config.flush_interval_s
+        self._next_sweep = now + config.label_sweep_s
+
+    # --- decisions ---------------------------------------------------------------------------------
+    def pending(self, buffers: Iterable[PartitionBuffer]) -> int:
+        """Messages consumed and not yet committed: those of `buffers` and of a flush in flight."""
+        in_flight = sum(frozen.messages for _, frozen in self._in_flight[0]) if self._in_flight else 0
+        return in_flight + sum(b.messages for b in buffers)
+
+    def backlogged(self, pending: int) -> bool:
+        """Whether reading must pause: flushes fail with a flush's worth pending, or two flushes' worth pend."""
+        limit = self.config.flush_max_events
+        return (self.backoff.flush_failing and pending >= limit) or pending >= 2 * limit
+
+    def tick(self, buffers: list[PartitionBuffer], now: float) -> None:
+        """Between polls: finish a flush in flight once answered, or start one when due and allowed."""
+        pending = self.pending(buffers)
+        if self._in_flight is not None:
+            if self.folders.take_ready(self._in_flight[1]):
+                self._finish_take()
+        elif pending or any(b.ready and b.to_flush().moves for b in buffers):
+            due = now >= self._next_flush or pending >= self.config.flush_max_events
+            if due and self.backoff.ready(now):
+                ready = [b for b in buffers if b.ready]
+                if isinstance(self.folders, DecoderPool) and not self.backoff.flush_failing:
+                    self._begin_take(ready)
+                else:
+                    self.flush(ready)
+                self._next_flush = time.monotonic() + self.config.flush_interval_s
+        else:
+            self._next_flush = now + self.config.flush_interval_s
+
+    # --- flushing ----------------------------------------------------------------------------------
+    def flush(self, buffers: list[PartitionBuffer]) -> bool:
+        """Flush `buffers` in one transaction; True when it committed (or there was nothing to do)."""
+        self.settle()
+        self._gather(buffers)
+        return self._write(buffers)
+
+    def settle(self) -> None:
+        """Finish a flush in flight, so the buffers stand as a synchronous flush leaves them."""
+        if self._in_flight is not None and not self.folders.failed:
+            self._finish_take()
 
     def _gather(self, buffers: list[PartitionBuffer]) -> None:
         """Bring what the folders (here or in decoders) accumulated into the buffers to flush."""
         inference = [b for b in buffers if b.topic == self.config.inference_topic]
-        self._add_deltas(inference, self._folders.take([b.key for b in inference], self._baseline))
+        self._add_deltas(inference, self.folders.take([b.key for b in inference], self.baseline_for))
 
     def _add_deltas(self, inference: list[PartitionBuffer], deltas: dict[tuple[str, int], FoldDelta]) -> None:
         valid = late = duplicates = 0
@@ -76,14 +127,14 @@ class FlushCoordination:
     def _begin_take(self, buffers: list[PartitionBuffer]) -> None:
         pairs = [(b, b.split()) for b in buffers]
         keys = [frozen.key for _, frozen in pairs if frozen.topic == self.config.inference_topic]
-        self._in_flight = (pairs, self._folders.take_begin(keys) if keys else [])
+        self._in_flight = (pairs, self.folders.take_begin(keys) if keys else [])
 
     def _finish_take(self) -> bool:
         pairs, asked = self._in_flight
         self._in_flight = None  # a decoder failure below stops the collector: nothing is flushed after it
         frozen = [f for _, f in pairs]
         self._add_deltas([f for f in frozen if f.topic == self.config.inference_topic],
-                         self._folders.take_finish(asked, self._baseline) if asked else {})
+                         self.folders.take_finish(asked, self.baseline_for) if asked else {})
 
         def rejoin() -> list[PartitionBuffer]:
             for live, part in pairs:
@@ -95,16 +146,6 @@ class FlushCoordination:
         for live, part in pairs:
             live.committed_as(part)
         return True
-
-    def _settle_in_flight(self) -> None:
-        if self._in_flight is not None and not self._folders.failed:
-            self._finish_take()
-
-    def _flush(self, buffers: list[PartitionBuffer]) -> bool:
-        """Flush `buffers` in one transaction; True when it committed (or there was nothing to do)."""
-        self._settle_in_flight()
-        self._gather(buffers)
-        return self._write(buffers)
 
     def _write(self, buffers: list[PartitionBuffer],
                on_failure: Callable[[], list[PartitionBuffer]] | None = None) -> bool:
@@ -119,7 +160,7 @@ class FlushCoordination:
         try:
             self.publisher.publish([letter for p in parts for letter in p.dead_letters])
             result = flush(self.engine, self.config.group_id, parts, window_ms=self.window_ms,
-                           baseline_for=self._baseline, now_ms=int(time.time() * 1000), sweep=sweep,
+                           baseline_for=self.baseline_for, now_ms=int(time.time() * 1000), sweep=sweep,
                            raw_bound=self.config.dead_letter_raw_bytes, segments=self.config.segments)
         except Fenced as fenced:
             if on_failure is not None:
@@ -131,19 +172,17 @@ class FlushCoordination:
                 if (b.topic, b.partition) in lost:
                     self._discard(b)
                     b.ready = False  # re-placed from the stored offset
-            self._needs_verify = True
+            self.on_fenced()
             return False
         except Exception as exc:  # database or DLQ topic unavailable: retry with backoff, commit nothing
             if on_failure is not None:
                 on_failure()
             self.metrics.flushes.labels("error").inc()
-            self._flush_failing = True
-            self._retry_at = time.monotonic() + self._retry_delay
+            waited = self.backoff.flush_failed()
             log.warning("flush failed (%s: %s); retrying in %.1f s", type(exc).__name__,
-                        str(exc).splitlines()[0] if str(exc) else "", self._retry_delay)
+                        str(exc).splitlines()[0] if str(exc) else "", waited)
             if not isinstance(exc, (SQLAlchemyError, KafkaError, OSError)):
                 log.exception("unexpected flush error")  # a bug, not an outage: show where
-            self._retry_delay = min(self._retry_delay * 2, self.config.retry_max_s)
             return False
         flushed = sum(b.messages for b in buffers)
         for b in buffers:
@@ -151,9 +190,7 @@ class FlushCoordination:
         self.flushed += flushed
         if sweep:
             self._next_sweep = time.monotonic() + self.config.label_sweep_s
-        self._flush_failing = False
-        self._retry_delay = self.config.retry_min_s
-        self._retry_at = 0.0
+        self.backoff.flush_succeeded()
         self.metrics.flushes.labels("ok").inc()
         self.metrics.flush_seconds.observe(time.perf_counter() - started)
         letters = [d for p in parts for d in p.dead_letters] + result.refused
@@ -170,17 +207,5 @@ class FlushCoordination:
 
     def _discard(self, buf: PartitionBuffer) -> None:
         buf.discard()
-        if buf.topic == self.config.inference_topic and not self._folders.failed:
-            self._folders.reset(buf.key, buf.committed_watermarks)
-
-    def _prune(self) -> None:
-        self._next_prune = time.monotonic() + self.config.prune_interval_s
-        cutoff = int(time.time() * 1000 - self.config.prediction_retention_days * 86_400_000)
-        try:
-            predictions, labels = store.prune(self.engine, cutoff)
-        except SQLAlchemyError as exc:
-            log.warning("pruning old predictions failed (%s); retrying later", exc)
-            return
-        if predictions or labels:
-            log.info("pruned %d predictions and %d labels older than %s days", predictions, labels,
-                     self.config.prediction_retention_days)
+        if buf.topic == self.config.inference_topic and not self.folders.failed:
+            self.folders.reset(buf.key, buf.committed_watermarks)

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 from driftline.collector.dead_letters import DeadLetterRow
 from driftline.collector.flush import PartitionFlush
-from driftline.collector.folding import FoldDelta, Watermarks, merge_windows
+from driftline.collector.folding import FoldDelta, Watermarks, check_store_limits, merge_windows
 from driftline.collector.labels import LabelRow, PredictionRow, RequestKey, keep_first, refused_label
 from driftline.collector.store import StoredOffset
 from driftline.collector.windows import PartitionWindows
+from driftline.events import EventError, parse_label
 
 
 @dataclass
@@ -55,6 +57,31 @@ class PartitionBuffer:
         self.stored_predictions += delta.stored_predictions
         self.labels_waiting.update(delta.labels_waiting)
         self.gathered_watermarks = delta.watermarks
+
+    def read_labels(self, records: Sequence[Any]) -> int:
+        """Keep the valid labels of a label partition's records (the first per (model, request id) stays),
+        dead-letter the rest; returns how many were valid."""
+        count = 0
+        for record in records:
+            try:
+                label = parse_label(record.value)
+                check_store_limits(label.model, None, label.request_id)
+            except EventError as error:
+                self.dead_letters.append(DeadLetterRow.from_error(self.topic, self.partition, record.offset,
+                                                                  record.value, error))
+                continue
+            count += 1
+            row = LabelRow(label.request_id, label.model, label.label, label.ts_ms)
+            first = self.labels.setdefault(row.key, row)
+            if first is not row and first.label != row.label:
+                self.dead_letters.append(refused_label(self.topic, self.partition, row))
+        return count
+
+    def skip(self, first: int, after: int, reason: str, raw: bytes | None) -> None:
+        """Offsets `first` to `after - 1` cannot be read: one dead letter (with `raw`) stands for them all."""
+        self.dead_letters.append(DeadLetterRow(self.topic, self.partition, first, reason, None, None, raw))
+        self.next_offset = after
+        self.messages += 1
 
     def split(self) -> "PartitionBuffer":
         """Hand what was consumed so far to a new buffer (a flush in flight); this one goes on from here."""
