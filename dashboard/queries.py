@@ -206,6 +206,25 @@ def evidence_history(db_url: str, model: str, version: str, detector: str, featu
 
 
 @cached
+def newest_details(db_url: str, model: str, version: str, detector: str, start_ms: int, end_ms: int,
+                   segment: str = "") -> pd.DataFrame:
+    """One detector's results in the newest window of the range that has any, with their details.
+
+    Columns: window_start_ms, window_end_ms, feature, breached, details."""
+    r = DetectorResult
+    scope = (r.model == model, r.version == version, r.detector == detector, r.segment == segment,
+             r.window_start_ms >= start_ms, r.window_start_ms < end_ms)
+    with session_scope(db_url) as session:
+        newest = session.scalar(select(func.max(r.window_start_ms)).where(*scope))
+        rows = [] if newest is None else session.execute(
+            select(r.window_start_ms, r.window_end_ms, r.feature, r.breached, r.details)
+            .where(*scope, r.window_start_ms == newest).order_by(r.feature)).all()
+    frame = _frame(rows, ["window_start_ms", "window_end_ms", "feature", "breached", "details"])
+    frame["breached"] = frame["breached"].astype(bool)
+    return frame
+
+
+@cached
 def latest_results(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
     """The results of each version's newest evaluated window in the range (the overview's "now").
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from driftline.dashboard import charts, derive, freshness, generated, queries, scores, states, ui, worker_signals
+from driftline.dashboard import (charts, derive, embeddings, freshness, generated, queries, scores, states, ui,
+                                 worker_signals)
 from driftline import defaults
 from driftline.vocabulary import (
     CONCURRENCY,
     DATA_DRIFT,
+    EMBEDDING_DRIFT,
     ERROR_RATE,
     ESTIMATED_METRICS,
     ESTIMATED_QUALITY,
@@ -216,6 +218,33 @@ def detector_section(ctx: ui.Context, detector: str, rows: pd.DataFrame) -> None
         metric_grid(ctx, model_level, sorted(model_level["metric"].unique()))
 
 
+def embedding_verdicts(ctx: ui.Context, segment: str = "") -> None:
+    """Every test behind each embedding's verdict in the newest window, and the clusters that moved most."""
+    rows = queries.newest_details(ctx.db_url, ctx.model, ctx.version, EMBEDDING_DRIFT, ctx.start_ms, ctx.end_ms,
+                                  segment)
+    if rows.empty:
+        return
+    start, end = int(rows["window_start_ms"].iloc[0]), int(rows["window_end_ms"].iloc[0])
+    st.markdown(f"**Newest window** ({ui.window_label(start, end)}): the tests behind each embedding's verdict")
+    for name, breached, details in zip(rows["feature"], rows["breached"], rows["details"]):
+        details = details or {}
+        tests = embeddings.embedding_tests(details)
+        verdict = "drift" if breached else "no drift"
+        size = f"{int(details.get('rows') or 0):,} vectors of dimension {details.get('dimension', '?')}"
+        st.caption(f"`{name}`: {verdict}, {size}" + (f" ({details['reason']})" if details.get("reason") else ""))
+        if not tests.empty:
+            st.dataframe(tests, hide_index=True, width="stretch", column_config={
+                "value": st.column_config.NumberColumn(format="%.4g"),
+                "line": st.column_config.NumberColumn(format="%.4g"),
+                "p-value": st.column_config.NumberColumn(format="%.3g")})
+        moved = embeddings.moved_clusters(details)
+        if not moved.empty:
+            st.dataframe(moved, hide_index=True, width="stretch", column_config={
+                "window share": st.column_config.NumberColumn(format="%.3f"),
+                "training share": st.column_config.NumberColumn(format="%.3f"),
+                "change": st.column_config.NumberColumn(format="%+.3f")})
+
+
 def estimated_section(ctx: ui.Context, segment: str = "") -> None:
     """Estimated quality (before labels) per window with its band, realized beside it once labels joined."""
     st.header(derive.detector_title(ESTIMATED_QUALITY), divider="gray")
@@ -297,6 +326,8 @@ def body(ctx: ui.Context) -> None:
                 estimated_section(ctx, segment)
                 continue
             detector_section(ctx, detector, scored[scored["detector"] == detector])
+            if detector == EMBEDDING_DRIFT:
+                embedding_verdicts(ctx, segment)
         if MODEL_QUALITY not in set(scored["detector"]):
             st.header(derive.detector_title(MODEL_QUALITY), divider="gray")
             st.caption("No labels joined in this range yet: model quality appears once labels arrive on the "
