@@ -15,7 +15,9 @@ then read twice from the very same tests:
 The effect-size floors (PSI, Jensen-Shannon) are the same for both. Printed: the share of flagged windows
 with no drift (false flags), the ``for_windows`` false pages (runs of 3 flagged windows in a row) per 1 000
 no-drift windows of this one stream, and the share flagged (power) under shifts of a few categories, diffuse
-shifts over all categories and a new category. Asserts nothing.
+shifts over all categories and a new category. Then the two tests alone at one false-flag rate: Pearson's
+goodness of fit with its cut moved to the 5 % quantile of its own p-values on unchanged windows, against the
+pooled test at 0.05 (the tests on multinomial counts, no floors). Asserts nothing.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import pandas as pd
 from driftline.baseline import compute_baseline
 from driftline.detectors.batch.engine import detect
 from driftline.detectors.families.drift import drift_results
+from driftline.detectors.stats.two_sample import chi2, chi2_pooled
 from driftline.detectors.thresholds.decision import DriftThresholds, decide_feature
 from driftline.vocabulary import CATEGORICAL, CHI2
 from driftline.window_state import EventBatch, WindowState
@@ -112,6 +115,21 @@ def for_windows_pages(flags: np.ndarray) -> int:
     return pages
 
 
+def matched_rate(rng: np.random.Generator, rows: int, null_windows: int, windows: int) -> None:
+    """Pearson's goodness of fit at the cut that gives it a 5 % false-flag rate, against the pooled test at 0.05."""
+    reference = rng.multinomial(REFERENCE_ROWS, ZIPF)
+    null_plain = np.array([chi2(reference, rng.multinomial(rows, ZIPF))[1] for _ in range(null_windows)])
+    null_pooled = np.array([chi2_pooled(reference, rng.multinomial(rows, ZIPF)) for _ in range(null_windows)])
+    cut = float(np.quantile(null_plain, 0.05))
+    print(f"| {rows:,} | no drift: flags | {percent(null_plain < 0.05)} | {percent(null_plain < cut)} (cut {cut:.2g}) "
+          f"| {percent(null_pooled < 0.05)} |")
+    for name, shares in CASES.items():
+        drawn = [rng.multinomial(rows, shares) for _ in range(windows)]
+        plain = np.array([chi2(reference, counts)[1] for counts in drawn])
+        pooled = np.array([chi2_pooled(reference, counts) for counts in drawn])
+        print(f"| {rows:,} | {name} | {percent(plain < 0.05)} | {percent(plain < cut)} | {percent(pooled < 0.05)} |")
+
+
 def percent(flags: np.ndarray) -> str:
     return f"{100 * flags.mean():.1f} %"
 
@@ -143,6 +161,11 @@ def main() -> None:
             if name.endswith("(detect)"):
                 print(f"| {rows:,} | {windows} | no drift: for_windows (K={K}) false pages / 1 000 windows | "
                       f"{1000 * for_windows_pages(old) / windows:.1f} | {1000 * for_windows_pages(new) / windows:.1f} |")
+    print()
+    print("| rows/window | case | goodness of fit, p < 0.05 | goodness of fit, 5 % cut | pooled, p < 0.05 |")
+    print("|---|---|---|---|---|")
+    for rows in (100, 1000):
+        matched_rate(rng, rows, 2 * args.windows, args.windows)
     print(f"{time.perf_counter() - started:.0f} s")
 
 
