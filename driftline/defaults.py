@@ -120,8 +120,9 @@ MISSING_RATE_DELTA = 0.05
 # "insufficient data": KS and chi-square have little power and PSI on ten bins is
 # dominated by noise below a hundred rows, so small windows would flood alerts.
 DRIFT_MIN_ROWS = 100
-# Categories expected fewer times than this in a window are pooled in the chi-square that evidence
-# reads (Cochran's rule): unpooled, 300 Zipf categories gave p < 0.05 in 37-44 % of unchanged windows.
+# Categories expected fewer times than this in a window are pooled in the two-sample chi-square that judges a
+# categorical feature, per window and in evidence (Cochran's rule): with Pearson's unpooled goodness of fit, 300
+# Zipf categories were flagged in 36 % / 49 % of unchanged 100 / 1 000-row windows, pooled 4.7 % / 3.9 %.
 CHI2_MIN_EXPECTED = 5.0
 # The dataset drifts when at least this share of its features drift: Evidently's
 # default drift_share, so both tools agree on the headline verdict.

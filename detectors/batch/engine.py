@@ -33,6 +33,7 @@ from driftline.detectors.thresholds.decision import (
     benjamini_hochberg,
     decide_dataset,
     decide_feature,
+    significance_p_value,
     significance_test,
 )
 from driftline.detectors.batch.performance import check_label, for_segment, performance_reference, window_performance
@@ -361,7 +362,7 @@ def judge_window(kinds: dict[str, str], measured: dict[str, tuple[dict[str, dict
     family = {**{n: measured[n] for n in names},
               **({prediction: prediction_measured} if prediction is not None and prediction_measured is not None else {})}
     if family:
-        main_p = [tests[significance_test(kinds[n])]["p_value"] for n, (tests, _) in family.items()]
+        main_p = [significance_p_value(tests[significance_test(kinds[n])]) for n, (tests, _) in family.items()]
         _, main_adjusted = benjamini_hochberg(main_p, thresholds.alpha)
         _, missing_adjusted = benjamini_hochberg([missing["p_value"] for _, missing in family.values()],
                                                  thresholds.alpha)

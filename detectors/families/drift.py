@@ -11,6 +11,7 @@ from driftline.detectors.thresholds.decision import (
     benjamini_hochberg,
     decide_dataset,
     decide_feature,
+    significance_p_value,
     significance_test,
 )
 from driftline.detectors.families.results import WindowResult, insufficient
@@ -72,7 +73,7 @@ def _correct(tested: dict[str, tuple[dict[str, dict[str, Any]], int]], kinds: di
     names = list(tested)
     for test_name in ("significance", "missing"):
         keys = [significance_test(kinds[n]) if test_name == "significance" else "missing" for n in names]
-        p_values = [tested[n][0][key]["p_value"] for n, key in zip(names, keys)]
+        p_values = [significance_p_value(tested[n][0][key]) for n, key in zip(names, keys)]
         if p_values:
             _, adjusted = benjamini_hochberg(p_values, alpha)
             for n, key, p in zip(names, keys, adjusted.tolist()):

@@ -4,8 +4,9 @@ Each stream (a feature's or the prediction's drift, one estimated-quality metric
 model version) turns its window into a normal score ``z`` and advances a mixture CUSUM
 e-detector (`driftline.detectors.stats.sequential.cusum_step`):
 
-- drift: ``z = Phi^-1(1 - p)`` of the window's own test (KS or chi-square; with the
-  missing-rate test beside it, two times the smaller p-value, Bonferroni);
+- drift: ``z = Phi^-1(1 - p)`` of the window's own test, the p-value the per-window rule judges
+  (`significance_p_value`: KS, or the pooled chi-square; with the missing-rate test beside it, two
+  times the smaller p-value, Bonferroni);
 - estimated quality: ``z = (training - estimate) / standard error`` (a drop is positive);
 - embedding drift (one stream per embedding name): ``z`` of the family's own rule as one p-value,
   Bonferroni over its tests (MMD², components by Simes, clusters, whitened mean); the family has
@@ -37,10 +38,10 @@ import numpy as np
 from driftline import defaults
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.stats.sequential import cusum_step, evidence, window_z
-from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, floor_margin
+from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, floor_margin, significance_p_value, significance_test
 from driftline.detectors.thresholds.paging import PagingPolicy
-from driftline.vocabulary import (CHI2, DATA_DRIFT, EMBEDDING_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
-                                  KS, PREDICTION_DRIFT, PSI, THRESHOLD_SOURCE_KEY, WASSERSTEIN)
+from driftline.vocabulary import (CATEGORICAL, DATA_DRIFT, EMBEDDING_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
+                                  PREDICTION_DRIFT, PSI, THRESHOLD_SOURCE_KEY, WASSERSTEIN)
 
 __all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "advance_window", "stream_key", "stream_name", "window_score"]
 
@@ -106,15 +107,14 @@ def _drift_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
     tests = details.get("tests")
     if not isinstance(tests, Mapping):
         return None
-    kind = details.get("kind")
-    significance = tests.get(CHI2 if kind == "categorical" else KS)
+    kind = str(details.get("kind"))
+    significance = tests.get(significance_test(kind))
     if not isinstance(significance, Mapping) or significance.get("p_value") is None:
         return None
-    # chi-square: the p-value with rare categories pooled (`two_sample.chi2_pooled`), valid for many categories
-    p_value = float(significance.get("p_value_pooled", significance["p_value"]))
+    p_value = significance_p_value(significance)  # the per-window rule's p-value, before its BH correction
     source = str(details.get(THRESHOLD_SOURCE_KEY) or "fixed")
     margins = [floor_margin(tests[name], float(tests[name]["threshold"]), source)
-               for name in ((PSI, JENSENSHANNON) if kind == "categorical" else (PSI, WASSERSTEIN, JENSENSHANNON))
+               for name in ((PSI, JENSENSHANNON) if kind == CATEGORICAL else (PSI, WASSERSTEIN, JENSENSHANNON))
                if isinstance(tests.get(name), Mapping) and tests[name].get("value") is not None
                and tests[name].get("threshold") is not None]
     missing = tests.get("missing")

@@ -582,9 +582,9 @@ def chi2_pooled(reference_counts: Any, current_counts: Any, min_expected: float 
                \quad E_{sg} = \frac{N_s\, C_g}{N}, \qquad X^2 \sim \chi^2_{G - 1},
 
     which counts both samples' noise. A new category lands in the rare pool, whose count
-    it raises. Sequential evidence reads this p-value (`driftline.detectors.families.evidence`);
-    the per-window rule keeps `chi2`'s, as Evidently computes it. Fewer than two groups or an
-    empty side: 1.0.
+    it raises. The per-window rule and sequential evidence judge a categorical feature by this
+    p-value (`driftline.detectors.thresholds.decision.significance_p_value`); `chi2`'s, as Evidently
+    computes it, stays in the report beside it. Fewer than two groups or an empty side: 1.0.
 
     >>> chi2_pooled([900, 50, 30, 20], [90, 5, 3, 2])  # the same shares: no evidence
     1.0

@@ -8,9 +8,10 @@ A feature **drifts** when all of these hold:
 
 1. *enough data*: at least ``min_rows`` rows in the window and in the reference,
    otherwise the verdict is "insufficient data" (never drift);
-2. *significant*: its test's p-value (KS for numeric features, chi-square for
-   categorical ones), corrected by Benjamini-Hochberg across the window's
-   features, is below ``alpha``;
+2. *significant*: its test's p-value (`significance_p_value`: KS for numeric
+   features; for categorical ones the two-sample chi-square with categories the window
+   expects fewer than ``CHI2_MIN_EXPECTED`` times pooled, `two_sample.chi2_pooled`),
+   corrected by Benjamini-Hochberg across the window's features, is below ``alpha``;
 3. *large enough*: at least one effect size clears its floor: PSI ≥ ``psi``,
    normalised Wasserstein ≥ ``wasserstein`` (numeric) or Jensen-Shannon ≥
    ``jensenshannon``. With fixed floors, the Wasserstein distance is judged by its
@@ -50,6 +51,7 @@ __all__ = [
     "benjamini_hochberg",
     "decide_dataset",
     "decide_feature",
+    "significance_p_value",
     "significance_test",
 ]
 
@@ -195,8 +197,23 @@ def significance_test(kind: str) -> str:
     return CHI2 if kind == CATEGORICAL else KS
 
 
+def significance_p_value(test: Mapping[str, Any]) -> float:
+    """The raw p-value a test is judged by: the pooled chi-square's (``p_value_pooled``) where it was measured,
+    else the test's ``p_value``.
+
+    A categorical feature's ``p_value`` is Pearson's goodness of fit against the reference's shares, as
+    Evidently computes it; with hundreds of sparse categories it comes out below 0.05 in a third to a half of
+    unchanged windows, so the rule judges the pooled two-sample test instead (valid there). Results stored
+    without a pooled value fall back to ``p_value``.
+
+    >>> significance_p_value({"p_value": 0.001, "p_value_pooled": 0.4}), significance_p_value({"p_value": 0.2})
+    (0.4, 0.2)
+    """
+    return float(test.get("p_value_pooled", test.get("p_value", 1.0)))
+
+
 def _p(test: Mapping[str, Any]) -> float:
-    return float(test.get("p_value_adjusted", test.get("p_value", 1.0)))
+    return float(test["p_value_adjusted"]) if "p_value_adjusted" in test else significance_p_value(test)
 
 
 def floor_margin(test: Mapping[str, Any], floor: float, threshold_source: str = "fixed") -> float:
@@ -218,7 +235,7 @@ def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: Drif
     """Add each test's own ``threshold`` and ``drift`` flag (in place; also returned).
 
     Distances flag at ``value >= threshold``; p-value tests at (BH-adjusted)
-    ``p < alpha``. These flags explain the verdict; the verdict itself is
+    `significance_p_value` ``< alpha``. These flags explain the verdict; the verdict itself is
     `decide_feature`'s.
     """
     for name, test in tests.items():
@@ -247,9 +264,9 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
     (``{"psi": {"value"}, "ks": {"statistic", "p_value", "p_value_adjusted"?},
     "wasserstein": {"value"}, "jensenshannon": {"value"}}`` for numeric
     features, ``chi2`` instead of ``ks`` (and no wasserstein) for categorical
-    ones, optionally ``missing: {"value", "reference", "p_value"}``). If a
+    ones, with its ``p_value_pooled``; optionally ``missing: {"value", "reference", "p_value"}``). If a
     ``p_value_adjusted`` is present (`benjamini_hochberg` across the window) it
-    is used, else the raw p-value. `rows` is the smaller of the window's and the
+    is used, else the raw `significance_p_value`. `rows` is the smaller of the window's and the
     reference's row counts. `thresholds` should already be `for_feature`'d.
     The rule is the module docstring's; the reason says which part decided.
     """

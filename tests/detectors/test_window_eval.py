@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driftline.detectors.thresholds.decision import benjamini_hochberg
+from driftline.detectors.thresholds.decision import benjamini_hochberg, significance_p_value
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.stats.quality import quality_metrics
 from driftline.detectors.families.results import WindowResult
@@ -126,7 +126,7 @@ def test_every_family_reports(baseline):
     # the prediction is one more hypothesis of the features' family (Benjamini-Hochberg across them all)
     judged = [r for r in results if r.detector in (DATA_DRIFT, PREDICTION_DRIFT) and not r.insufficient_data]
     significance = [r.details["tests"]["chi2" if r.details["kind"] == "categorical" else "ks"] for r in judged]
-    _, adjusted = benjamini_hochberg([t["p_value"] for t in significance])
+    _, adjusted = benjamini_hochberg([significance_p_value(t) for t in significance])  # chi2: its pooled p-value
     assert [t["p_value_adjusted"] for t in significance] == pytest.approx(adjusted.tolist())
     metrics = {r.metric for r in results if r.detector == MODEL_QUALITY}
     assert metrics == {"accuracy", "precision", "recall", "f1", "roc_auc", "log_loss"}
