@@ -145,6 +145,7 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
         WindowStateRecord.window_start_ms == key.window_start_ms)).all()
     state = WindowState.merge_all([WindowState.from_bytes(r.state, baseline) for r in records], baseline)
     thresholds = config.thresholds_for(key.model)
+    # earlier windows are read only for a window short of labels: most windows never need them
     pooled = (earlier_labels(session, key, cache, thresholds.quality_pool_max_windows)
               if baseline is not None and pooling_wanted(state.labels, thresholds.quality_pool_min_labels)
               else PooledLabels())
