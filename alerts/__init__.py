@@ -7,9 +7,9 @@ Entry points for the scheduler (each does one kind of I/O; none schedules anythi
   caller's transaction commits state and notifications together);
 - `apply_retrain_policy(session, model, version, window_start_ms, *, policy, now)
   -> RetrainRequest | None` (DB only, same transaction rules);
-- `process_rollout_verdict(session, *, model, candidate, ..., verdict, reasons, action, rules, now)`
-  and `resolve_ended_rollouts(session, *, rules, now)`: the rollout analysis' verdicts as alerts of
-  the `rollout` family (DB only, same transaction rules);
+- `process_rollout_verdict(session, outcome, *, rules, now)` (`outcome`: a judged window, the
+  `RolloutOutcome` of driftline.detectors.rollout.outcome) and `resolve_ended_rollouts(session, *, rules, now)`:
+  the rollout analysis' verdicts as alerts of the `rollout` family (DB only, same transaction rules);
 - `repost_firing(session, *, rules, now) -> list[str]` re-posts firing groups to Alertmanager
   before their endsAt passes (DB only, same transaction rules);
 - `deliver_due(url_or_session_factory, *, channels, now=None, limit=100, policy=None, lane=None)

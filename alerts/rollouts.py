@@ -1,6 +1,7 @@
 """Alerts on rollouts: a candidate's failed verdict fires through the same lifecycle, rules and outbox as a detector's.
 
-The scheduler's rollout analysis hands each stored verdict to `process_rollout_verdict`, in its transaction:
+The scheduler's rollout analysis hands each judged window (a `RolloutOutcome`: the verdict stored and the
+policy's transition) to `process_rollout_verdict`, in its transaction:
 
 - one alert per (model, candidate), family `rollout` (fingerprint [model, candidate, "rollout", ""]),
   its rule `[alerts.detectors.rollout]` over `defaults.ALERT_ROLLOUT_DEFAULTS` (an error: PagerDuty
@@ -20,6 +21,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from driftline import vocabulary
+from driftline.detectors.rollout.outcome import RolloutOutcome
 from driftline.store.models import Alert, RolloutPlan, Silence
 
 from driftline.alerts.fingerprint import fingerprint
@@ -48,10 +50,13 @@ def rollout_summary(candidate: str, mode: str, reasons: list[str], action: str, 
         f"; {shown}" if shown else "")
 
 
-def process_rollout_verdict(session: Session, *, model: str, candidate: str, mode: str, production: str | None,
-                    window_start_ms: int, window_end_ms: int, verdict: str, reasons: list[str], action: str,
-                    rules: AlertRules, now: datetime, dropped: list[str] | None = None) -> Alert | None:
+def process_rollout_verdict(session: Session, outcome: RolloutOutcome, *, rules: AlertRules,
+                            now: datetime) -> Alert | None:
     """Advance the (model, candidate) rollout alert with one stored verdict and queue what it owes (no commit)."""
+    model, candidate, mode, production = outcome.model, outcome.candidate, outcome.mode, outcome.production
+    window_start_ms, window_end_ms = outcome.window_start_ms, outcome.window_end_ms
+    verdict, reasons = outcome.verdict.verdict, list(outcome.verdict.reasons)
+    action, dropped = outcome.transition.action, list(outcome.transition.arms)
     if verdict == vocabulary.VERDICT_INCONCLUSIVE:
         return None
     now = as_utc(now)
@@ -68,15 +73,15 @@ def process_rollout_verdict(session: Session, *, model: str, candidate: str, mod
     elif alert.last_window_start_ms is not None and alert.last_window_start_ms >= window_start_ms:
         return None  # this window's verdict was seen already
     details = vocabulary.RolloutAlertDetails(
-        candidate=candidate, production=production, mode=mode, verdict=verdict, reasons=list(reasons),
-        action=action, rolled_back=action == vocabulary.STEP_ROLLBACK, dropped_arms=list(dropped or []) or None
+        candidate=candidate, production=production, mode=mode, verdict=verdict, reasons=reasons,
+        action=action, rolled_back=action == vocabulary.STEP_ROLLBACK, dropped_arms=dropped or None
     ).to_dict()
     obs = Observation(detector=vocabulary.ROLLOUT, feature="", breached=breached, metric=vocabulary.ROLLOUT_VERDICT,
                       value=None, threshold=None, details=details)
     advance_alert(alert, breached, obs if breached else None, rules, now, window_start_ms, window_end_ms)
     session.add(alert)  # a new alert is added once the step gave it a state
     if breached:
-        alert.summary = rollout_summary(candidate, mode, list(reasons), action, production, dropped)
+        alert.summary = rollout_summary(candidate, mode, reasons, action, production, dropped)
     _notify(session, alert, rules, now, window_start_ms, window_end_ms)
     return alert
 

@@ -2,11 +2,12 @@
 
 - `stats/`: pure statistics and intervals (two-sample tests, binned forms, model-quality and multivariate maths);
 - `thresholds/`: every threshold and decision rule (per-test decision, alarm levels, reference-derived ones);
-- `families/`: one module per streaming family, and `evaluate_window`, which runs them on a merged window;
+- `families/`: one module per streaming family, `run_families`, which runs them on a merged window, and
+  `evaluate_window`, which gives the window's `WindowOutcome` (status, results, breaches);
 - `estimation/`: performance before labels (CBPE binary and multiclass, DLE);
 - `batch/`: the `detect` engine, its performance, multivariate drift and segments;
-- `rollout/`: a candidate compared with production, the verdict and the next step (the `[rollouts]` policy itself
-  is `driftline.policies.RolloutPolicy`).
+- `rollout/`: a candidate compared with production, the verdict and the transition, one window's `RolloutOutcome`
+  (the `[rollouts]` policy itself is `driftline.policies.RolloutPolicy`).
 
 The two entry points: `evaluate_window` (one streaming window) and `detect` (two DataFrames).
 """

@@ -2,8 +2,10 @@
 
 Finds closed windows (event-time end + allowed lateness before now) that have no
 evaluation yet, or whose partial states changed since (late events, labels), merges
-the partial states every collector wrote, runs the detectors against the version's
-training baseline, and replaces that window's results in one transaction. Then the
+the partial states every collector wrote, reads the version's training baseline and,
+for a window short of labels, the earlier windows' labels (`earlier_labels`), hands them
+to `evaluate_window`, and stores its `WindowOutcome` in place of that window's results,
+in one transaction. Then the
 alert lifecycle and the retraining policy see the new results (driftline.scheduler.jobs).
 Evaluating a window twice gives the same rows: the job is idempotent. A window whose
 evaluation raises is quarantined (driftline.scheduler.quarantine) and skipped until its next retry.
@@ -22,8 +24,8 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, defer
 
 from driftline.detectors.thresholds.paging import PagingPolicy
-from driftline.detectors.families.segments import evaluate_segments
-from driftline.detectors.families.window import LatencySLO, WindowThresholds, evaluate_window
+from driftline.detectors.families.pooled_labels import PooledLabels, pooling_wanted
+from driftline.detectors.families.window import LatencySLO, WindowOutcome, WindowThresholds, evaluate_window
 from driftline.detectors.thresholds.freshness import FRESHNESS, FreshnessThresholds
 from driftline import vocabulary
 from driftline.baseline import Baseline, LabelSummary
@@ -142,41 +144,31 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
         WindowStateRecord.model == key.model, WindowStateRecord.version == key.version,
         WindowStateRecord.window_start_ms == key.window_start_ms)).all()
     state = WindowState.merge_all([WindowState.from_bytes(r.state, baseline) for r in records], baseline)
-    events = sum(r.events for r in records)
     thresholds = config.thresholds_for(key.model)
-    window_labels = state.labels.n
-    pooled_windows = 0
-    if baseline is not None and 0 < window_labels < thresholds.quality_pool_min_labels:
-        state.labels, pooled_windows = pool_labels(session, key, cache, state.labels, thresholds.quality_pool_min_labels,
-                                                   thresholds.quality_pool_max_windows)
+    # earlier windows are read only for a window short of labels: most windows never need them
+    pooled = (earlier_labels(session, key, cache, thresholds.quality_pool_max_windows)
+              if baseline is not None and pooling_wanted(state.labels, thresholds.quality_pool_min_labels)
+              else PooledLabels())
     # Without a baseline (a version not registered yet) only latency can be judged.
-    results = evaluate_window(baseline, state, thresholds=thresholds,
+    outcome = evaluate_window(baseline, state, thresholds=thresholds,
                               slo=config.slo_for(key.model), window_seconds=config.window_seconds,
                               transform=cache.transform(session, key.model, key.version) if baseline else None,
-                              freshness=config.freshness_for(key.model))
-    note = next((r.details[vocabulary.THRESHOLD_NOTE_KEY] for r in results
-                 if r.details and vocabulary.THRESHOLD_NOTE_KEY in r.details), None)
-    if note is not None and (key.model, key.version) not in cache.threshold_notes:
+                              freshness=config.freshness_for(key.model), segments=config.segments,
+                              pooled_labels=pooled)
+    if outcome.threshold_note is not None and (key.model, key.version) not in cache.threshold_notes:
         cache.threshold_notes.add((key.model, key.version))  # once per version: every window would say it
-        logging.getLogger(__name__).warning("%s version %s: %s", key.model, key.version, note)
-    if pooled_windows:
-        for r in results:
-            if r.detector == vocabulary.MODEL_QUALITY:
-                r.details.update(window_labels=window_labels, pooled_windows=pooled_windows,
-                                 pooled_labels=state.labels.n)
-    if config.segments:
-        results += evaluate_segments(baseline, state, config.segments, thresholds=thresholds,
-                                     slo=config.slo_for(key.model), window_seconds=config.window_seconds)
+        logging.getLogger(__name__).warning("%s version %s: %s", key.model, key.version, outcome.threshold_note)
     if baseline is not None:
-        advance_evidence(session, key.model, key.version, key.window_start_ms, results, config.paging_for(key.model),
+        advance_evidence(session, key.model, key.version, key.window_start_ms, outcome.results,
+                         config.paging_for(key.model),
                          previous_evidence(session, key.model, key.version, key.window_start_ms),
                          baseline.fingerprint)
-    if baseline is None:
-        status = vocabulary.WINDOW_NO_BASELINE
-    elif any(r.insufficient_data for r in results if r.detector == vocabulary.DATA_DRIFT and not r.segment):
-        status = vocabulary.WINDOW_INSUFFICIENT_DATA
-    else:
-        status = vocabulary.WINDOW_OK
+    return store_outcome(session, key, outcome, events=sum(r.events for r in records), partitions=len(records))
+
+
+def store_outcome(session: Session, key: WindowKey, outcome: WindowOutcome, *, events: int,
+                  partitions: int) -> WindowEvaluation:
+    """Replace the window's stored evaluation and results with `outcome` (no commit)."""
     session.execute(delete(DetectorResult).where(
         DetectorResult.model == key.model, DetectorResult.version == key.version,
         DetectorResult.window_start_ms == key.window_start_ms))
@@ -188,31 +180,29 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
         session.add(evaluation)
     evaluation.window_end_ms = key.window_end_ms
     evaluation.events = events
-    evaluation.partitions = len(records)
-    evaluation.status = status
-    evaluation.summary = {"breached": sorted({f"{r.detector}:{r.feature}" if r.feature else r.detector
-                                              for r in results if r.breached and not r.segment})}
-    segments_breached = sorted({f"{r.segment}:{r.detector}" for r in results if r.breached and r.segment})
-    if segments_breached:
-        evaluation.summary["segments_breached"] = segments_breached
+    evaluation.partitions = partitions
+    evaluation.status = outcome.status
+    evaluation.summary = {"breached": list(outcome.breached)}
+    if outcome.segments_breached:
+        evaluation.summary["segments_breached"] = list(outcome.segments_breached)
     evaluation.evaluated_at = utcnow()
-    if results:  # one multi-row INSERT: ORM objects for a window's ~100 results cost more than the statement
+    if outcome.results:  # one multi-row INSERT: ORM objects for a window's ~100 results cost more than the statement
         evaluated_at = evaluation.evaluated_at
         session.execute(insert(DetectorResult), [dict(
             model=key.model, version=key.version, window_start_ms=key.window_start_ms,
             window_end_ms=key.window_end_ms, detector=r.detector, feature=r.feature or "", metric=r.metric,
             value=_finite(r.value), threshold=_finite(r.threshold), breached=bool(r.breached),
-            details=r.details or {}, segment=r.segment or "", evaluated_at=evaluated_at) for r in results])
+            details=r.details or {}, segment=r.segment or "", evaluated_at=evaluated_at) for r in outcome.results])
     return evaluation
 
 
-def pool_labels(session: Session, key: WindowKey, cache: BaselineCache, labels: LabelSummary, min_labels: int,
-                max_windows: int) -> tuple[LabelSummary, int]:
-    """`labels` merged with the labels of the windows just before `key` (same model version), newest
-    first, until at least `min_labels` or `max_windows` windows back; returns (labels, windows added)."""
+def earlier_labels(session: Session, key: WindowKey, cache: BaselineCache, max_windows: int) -> PooledLabels:
+    """The label summaries of the (at most `max_windows`) windows just before `key`, same model version, newest
+    first; each stored partial state is decoded once per version of its row (`cache`). A state that cannot be
+    decoded is left out (it is quarantined on its own)."""
     window_ms = key.window_end_ms - key.window_start_ms
     if max_windows <= 0 or window_ms <= 0:
-        return labels, 0
+        return PooledLabels()
     records = session.scalars(select(WindowStateRecord).where(
         WindowStateRecord.model == key.model, WindowStateRecord.version == key.version,
         WindowStateRecord.window_start_ms >= key.window_start_ms - max_windows * window_ms,
@@ -220,20 +210,13 @@ def pool_labels(session: Session, key: WindowKey, cache: BaselineCache, labels: 
         # the blob is read only when the cache has not decoded this version of the row yet
         .options(defer(WindowStateRecord.state))
         .order_by(WindowStateRecord.window_start_ms.desc())).all()
-    pooled, windows, seen = labels.copy(), 0, set()
+    parts = []
     for record in records:
-        if pooled.n >= min_labels and record.window_start_ms not in seen:
-            break
         try:
-            part = cache.labels(record)
+            parts.append((int(record.window_start_ms), cache.labels(record)))
         except Exception:  # noqa: BLE001 - an undecodable neighbour is quarantined on its own; pool without it
             continue
-        if part.n and part.task == pooled.task:
-            pooled = pooled.merge(part)
-            if record.window_start_ms not in seen:
-                seen.add(record.window_start_ms)
-                windows += 1
-    return pooled, windows
+    return PooledLabels(tuple(parts))
 
 
 def _finite(value: Any) -> float | None:

@@ -21,7 +21,8 @@ from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, Wind
 from driftline.scheduler.evaluation import now_ms as wall_now_ms
 from driftline.scheduler.quarantine import RetryPolicy, record_failure, release
 from driftline.scheduler.retention import RetentionPolicy, prune
-from driftline.scheduler.rollouts import ROLLOUTS_SECTION, Outcome, RolloutAnalysis, RolloutPolicies, active_models
+from driftline.detectors.rollout.outcome import RolloutOutcome
+from driftline.scheduler.rollouts import ROLLOUTS_SECTION, RolloutAnalysis, RolloutPolicies, active_models
 from driftline.scheduler.startup import describe_channels, threshold_feature_warnings
 
 log = logging.getLogger("driftline.scheduler")
@@ -134,7 +135,7 @@ class SchedulerJobs:
                         key.version, key.window_start_ms, row.attempts, f"{row.next_retry_at:%Y-%m-%d %H:%M:%S}Z",
                         row.error_type, row.error)
 
-    def analyse_rollouts(self, now_ms: int | None = None) -> list[Outcome]:
+    def analyse_rollouts(self, now_ms: int | None = None) -> list[RolloutOutcome]:
         """Judge each active rollout's closed windows and take the policy's steps, one transaction per model;
         returns the windows judged. A model whose analysis raises is logged and tried again next run."""
         now_ms = wall_now_ms() if now_ms is None else now_ms
@@ -151,18 +152,13 @@ class SchedulerJobs:
             log.exception("resolving the alerts of ended rollouts failed; it is tried again next run")
         with store_db.session_scope(self.settings.db_url) as session:
             models = active_models(session)
-        judged: list[Outcome] = []
+        judged: list[RolloutOutcome] = []
         for model in models:
             try:
                 with store_db.session_scope(self.settings.db_url) as session:
                     outcomes = self.rollouts.analyse(session, model, now_ms, lateness_ms)
                     for outcome in outcomes:
-                        process_rollout_verdict(session, model=model, candidate=outcome.candidate, mode=outcome.mode,
-                                        production=outcome.production, window_start_ms=outcome.window_start_ms,
-                                        window_end_ms=outcome.window_end_ms, verdict=outcome.verdict.verdict,
-                                        reasons=list(outcome.verdict.reasons), action=outcome.step.action,
-                                        dropped=list(outcome.step.arms),
-                                        rules=self.rules, now=utcnow())
+                        process_rollout_verdict(session, outcome, rules=self.rules, now=utcnow())
             except IntegrityError:  # another scheduler stored these verdicts first
                 log.info("rollout of %s: already judged by another scheduler", model)
                 continue
@@ -172,9 +168,10 @@ class SchedulerJobs:
                 log.exception("rollout analysis of %s failed; it is tried again next run", model)
                 continue
             for outcome in outcomes:
-                level = logging.WARNING if outcome.step.action in (STEP_ROLLBACK, STEP_DROP_ARMS) else logging.INFO
+                level = logging.WARNING if outcome.transition.action in (STEP_ROLLBACK, STEP_DROP_ARMS) else logging.INFO
                 log.log(level, "rollout %s candidate %s window %s: %s; %s: %s", outcome.model, outcome.candidate,
-                        outcome.window_start_ms, outcome.verdict.verdict, outcome.step.action, outcome.step.reason)
+                        outcome.window_start_ms, outcome.verdict.verdict, outcome.transition.action,
+                        outcome.transition.reason)
             judged += outcomes
         return judged
 

@@ -6,9 +6,9 @@ event-time end plus the allowed lateness before now) and hold a window state for
 are compared (`compare_states`: error rate, latency, quality on joined labels, and the candidate's
 prediction drift when the window evaluation stored it; a shadow also on the requests both windows'
 samples hold, `sample_comparisons`: flip rate, score distances). The verdict over the stage's windows
-up to that one (`rollout_verdict`; an A/B test: `ab_verdict`, every arm against the control; policy
-from `[rollouts]`) is stored once per window with the comparisons behind it; `next_step` then steps
-a canary up, promotes (the one alias writer, then the plan is cleared), rolls back (plan cleared) or
+up to that one and the policy's transition (`judge_window`, a `RolloutOutcome`: `rollout_verdict`, an A/B
+test's `ab_verdict`, every arm against the control, then `next_step`; policy from `[rollouts]`) is stored once
+per window with the comparisons behind it; the transition then steps a canary up, promotes (the one alias writer, then the plan is cleared), rolls back (plan cleared) or
 takes failing arms out of an A/B test (`without_arms`: a new plan, judged from scratch), each change
 written by the plan writer as a ``policy`` step with its reasons.
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -30,11 +29,12 @@ from driftline import vocabulary
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.rollout.comparisons import Comparison, compare_states, sample_comparisons
 from driftline.detectors.rollout.details import verdict_details
-from driftline.detectors.rollout.policy import RolloutPolicy, Step, next_step
-from driftline.detectors.rollout.verdict import RolloutVerdict, ab_verdict, arm_policy, rollout_verdict
+from driftline.detectors.rollout.outcome import RolloutOutcome, judge_window
+from driftline.detectors.rollout.policy import RolloutPolicy, Transition
+from driftline.detectors.rollout.verdict import RolloutVerdict, arm_policy
 from driftline.rollouts import AB, CANARY, SHADOW, RoutingPlan, ab_plan, canary_plan
 from driftline.store.aliases import move_alias
-from driftline.store.models import DetectorResult, RolloutPlan, RolloutVerdict as VerdictRecord, WindowStateRecord
+from driftline.store.models import DetectorResult, RolloutPlan, RolloutVerdictRecord, WindowStateRecord
 from driftline.store.rollouts import BY_POLICY, clear_plan, record_verdict, set_plan
 from driftline.scheduler.evaluation import REEVALUATION_HORIZON_MS, BaselineCache
 from driftline.window_state import WindowState
@@ -44,20 +44,6 @@ log = logging.getLogger("driftline.scheduler")
 # Comparisons of windows already read, so a stage's earlier windows are not decoded again for every new one.
 _COMPARISON_CACHE_ENTRIES = 4_096
 ROLLOUTS_SECTION = "rollouts"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One judged window: the verdict stored and the step taken (``hold``: none)."""
-
-    model: str
-    candidate: str
-    window_start_ms: int
-    verdict: RolloutVerdict
-    step: Step
-    window_end_ms: int = 0
-    mode: str = ""
-    production: str | None = None
 
 
 class RolloutPolicies:
@@ -94,7 +80,7 @@ class RolloutAnalysis:
         self.cache = cache
         self._comparisons: OrderedDict[tuple[Any, ...], list[Comparison]] = OrderedDict()
 
-    def analyse(self, session: Session, model: str, now_ms: int, lateness_ms: int) -> list[Outcome]:
+    def analyse(self, session: Session, model: str, now_ms: int, lateness_ms: int) -> list[RolloutOutcome]:
         """Judge the plan's closed, unjudged windows in order, acting on each verdict; stops when the plan changes."""
         # the lock makes a second scheduler wait, then see this one's verdicts and steps
         row = session.get(RolloutPlan, model, with_for_update=True)
@@ -109,12 +95,12 @@ class RolloutAnalysis:
         policy = self.policies.for_model(model)
         # an A/B test's arms share its level (Bonferroni); the windows' intervals are at the arms' level too
         alpha = arm_policy(policy, len(candidates)).alpha if plan.mode == AB else policy.alpha
-        judged = set(session.scalars(select(VerdictRecord.window_start_ms).where(
-            VerdictRecord.model == model, VerdictRecord.candidate == plan.candidate)))
+        judged = set(session.scalars(select(RolloutVerdictRecord.window_start_ms).where(
+            RolloutVerdictRecord.model == model, RolloutVerdictRecord.candidate == plan.candidate)))
         # the stage began with the windows not judged yet when the plan was last set
-        judged_before = session.scalar(select(func.max(VerdictRecord.window_start_ms)).where(
-            VerdictRecord.model == model, VerdictRecord.candidate == plan.candidate,
-            VerdictRecord.evaluated_at <= row.updated_at))
+        judged_before = session.scalar(select(func.max(RolloutVerdictRecord.window_start_ms)).where(
+            RolloutVerdictRecord.model == model, RolloutVerdictRecord.candidate == plan.candidate,
+            RolloutVerdictRecord.evaluated_at <= row.updated_at))
         versions = (reference, *candidates)
         windows = [w for w in self._stage_windows(session, model, versions, _ms(row.updated_at), now_ms,
                                                   lateness_ms)
@@ -127,16 +113,16 @@ class RolloutAnalysis:
             history = {candidate: [self._compare(session, model, plan.mode, (reference, candidate), s, u, policy,
                                                  alpha) for s, _, u in windows[:index + 1]]
                        for candidate in candidates}
-            if plan.mode == AB:
-                verdict = ab_verdict(history, policy)
-            else:
-                verdict = rollout_verdict(history[candidates[0]], plan.mode, policy)
+            outcome = judge_window(history, model=model, candidate=plan.candidate, mode=plan.mode,
+                                   production=row.production_version, window_start_ms=start, window_end_ms=end,
+                                   weight=weight, policy=policy)
+            verdict = outcome.verdict
             details = verdict_details(reference, {c: found[-1] for c, found in history.items()}, verdict, alpha)
             record_verdict(session, model, plan.candidate, start, end, verdict.verdict, verdict.reasons, details)
-            session.flush()  # stamped before a step's new stage begins
-            step = next_step(plan.mode, weight, verdict.verdict, policy, verdict.drop)
-            outcomes.append(Outcome(model, plan.candidate, start, verdict, step, end, plan.mode, row.production_version))
-            if self._apply(session, plan, reference, verdict.winner or candidates[0], step, verdict, start):
+            session.flush()  # stamped before a transition's new stage begins
+            outcomes.append(outcome)
+            if self._apply(session, plan, reference, verdict.winner or candidates[0], outcome.transition, verdict,
+                           start):
                 break  # a new stage (or no plan): its windows are judged from scratch
         return outcomes
 
@@ -183,20 +169,20 @@ class RolloutAnalysis:
             WindowStateRecord.window_start_ms == start))
         return WindowState.merge_all([WindowState.from_bytes(blob, baseline) for blob in records], baseline)
 
-    def _apply(self, session: Session, plan: RoutingPlan, control: str, candidate: str, step: Step,
+    def _apply(self, session: Session, plan: RoutingPlan, control: str, candidate: str, transition: Transition,
                verdict: RolloutVerdict, start: int) -> bool:
-        """Carry out `step` as the ``policy`` author; True when the plan changed."""
-        reason = f"{step.reason} (window {start}: {verdict.verdict}" + (
+        """Carry out `transition` as the ``policy`` author; True when the plan changed."""
+        reason = f"{transition.reason} (window {start}: {verdict.verdict}" + (
             f"; {'; '.join(verdict.reasons)})" if verdict.reasons else ")")
-        if step.action == vocabulary.STEP_UP:
-            set_plan(session, canary_plan(plan.model, candidate, step.weight), by=BY_POLICY, reason=reason)
-        elif step.action == vocabulary.STEP_PROMOTE:
+        if transition.action == vocabulary.STEP_UP:
+            set_plan(session, canary_plan(plan.model, candidate, transition.weight), by=BY_POLICY, reason=reason)
+        elif transition.action == vocabulary.STEP_PROMOTE:
             clear_plan(session, plan.model, by=BY_POLICY, reason=reason)
-            move_alias(session, plan.model, candidate, "promote", f"rollout policy: {step.reason}")
-        elif step.action == vocabulary.STEP_ROLLBACK:
+            move_alias(session, plan.model, candidate, "promote", f"rollout policy: {transition.reason}")
+        elif transition.action == vocabulary.STEP_ROLLBACK:
             clear_plan(session, plan.model, by=BY_POLICY, reason=reason)
-        elif step.action == vocabulary.STEP_DROP_ARMS:
-            set_plan(session, without_arms(plan, step.arms, control), by=BY_POLICY, reason=reason)
+        elif transition.action == vocabulary.STEP_DROP_ARMS:
+            set_plan(session, without_arms(plan, transition.arms, control), by=BY_POLICY, reason=reason)
         else:
             return False
         return True

@@ -1,6 +1,6 @@
 """Evaluate each segment of a merged window: the window rule, one segment at a time, pure.
 
-`evaluate_segments(baseline, state, spec, ...)` runs `evaluate_window` on every evaluated
+`evaluate_segments(baseline, state, spec, ...)` runs the families (`run_families`) on every evaluated
 segment of every `[segments]` column (`WindowState.segment_states`: the `max_values`
 largest values by events, the rest as "other") and returns the results with their
 `segment` ("column=value"). A segment is compared with the same segment of the training
@@ -23,7 +23,7 @@ from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.thresholds.levels import LatencySLO, WindowThresholds
-from driftline.detectors.families.window import evaluate_window
+from driftline.detectors.families.run import run_families
 from driftline.segments import SegmentSpec, segment_name
 from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, ESTIMATED_QUALITY, LATENCY, MODEL_QUALITY, PREDICTION_DRIFT
 from driftline.window_state import WindowState
@@ -51,8 +51,8 @@ def evaluate_segments(baseline: Baseline | None, state: WindowState, spec: Segme
                 families = tuple(f for f in SEGMENT_FAMILIES if f not in _DRIFT)
                 judged_against = baseline
             name = segment_name(column, key)
-            for result in evaluate_window(judged_against, sub, thresholds=thresholds, slo=slo,
-                                   window_seconds=window_seconds or defaults.WINDOW_SECONDS, families=families):
+            for result in run_families(judged_against, sub, thresholds=thresholds, slo=slo,
+                                       window_seconds=window_seconds or defaults.WINDOW_SECONDS, families=families):
                 result.segment = name
                 result.details.setdefault("segment_events", sub.events)
                 if reference is None and baseline is not None:

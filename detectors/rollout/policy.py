@@ -1,5 +1,5 @@
-"""What a rollout does next under its `[rollouts]` policy (`driftline.policies.RolloutPolicy`): promote, roll back,
-step up or hold."""
+"""What a rollout does next under its `[rollouts]` policy (`driftline.policies.RolloutPolicy`): a `Transition`
+(promote, roll back, step up, drop arms or hold)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,13 +22,13 @@ from driftline.vocabulary import (
     VERDICTS,
 )
 
-__all__ = ["RolloutPolicy", "Step", "next_step"]
+__all__ = ["RolloutPolicy", "Transition", "next_step"]
 
 
 @dataclass(frozen=True)
-class Step:
-    """What a rollout does next: ``action`` (`STEPS`), the canary ``weight`` to step up to, the A/B ``arms`` to
-    drop, and why."""
+class Transition:
+    """What a rollout does next: ``action`` (`vocabulary.STEPS`), the canary ``weight`` to step up to, the A/B
+    ``arms`` to drop, and why."""
 
     action: str
     weight: int | None
@@ -40,7 +40,7 @@ class Step:
 
 
 def next_step(plan_mode: str, current_weight: float, verdict: str, policy: RolloutPolicy,
-              drop: tuple[str, ...] = ()) -> Step:
+              drop: tuple[str, ...] = ()) -> Transition:
     """The move after a verdict: fail rolls back, pass steps up or promotes, inconclusive holds.
 
     * ``fail``: roll back (``auto_rollback``; else hold for a person to decide); an A/B test whose
@@ -59,21 +59,21 @@ def next_step(plan_mode: str, current_weight: float, verdict: str, policy: Rollo
         raise UserError(f"a canary weight is a percentage in [0, 100], got {current_weight}")
     if verdict == VERDICT_FAIL:
         if policy.auto_rollback and drop and plan_mode == ROLLOUT_AB:
-            return Step(STEP_DROP_ARMS, None, f"arm {', '.join(drop)} failed; the other arms go on", tuple(drop))
+            return Transition(STEP_DROP_ARMS, None, f"arm {', '.join(drop)} failed; the other arms go on", tuple(drop))
         if policy.auto_rollback:
-            return Step(STEP_ROLLBACK, None, "the candidate failed")
-        return Step(STEP_HOLD, None, "the candidate failed; auto_rollback is off")
+            return Transition(STEP_ROLLBACK, None, "the candidate failed")
+        return Transition(STEP_HOLD, None, "the candidate failed; auto_rollback is off")
     if verdict != VERDICT_PASS:
-        return Step(STEP_HOLD, None, "inconclusive: waiting for more windows or labels")
+        return Transition(STEP_HOLD, None, "inconclusive: waiting for more windows or labels")
     if plan_mode == ROLLOUT_SHADOW:
-        move = Step(STEP_UP, policy.canary_steps[0], "shadow passed: canary at the first weight")
+        move = Transition(STEP_UP, policy.canary_steps[0], "shadow passed: canary at the first weight")
     elif plan_mode == ROLLOUT_CANARY:
         higher = [w for w in policy.canary_steps if w > current_weight]
-        move = (Step(STEP_UP, higher[0], f"canary passed at {current_weight:g} %") if higher
-                else Step(STEP_PROMOTE, None, f"canary passed at the last weight, {current_weight:g} %"))
+        move = (Transition(STEP_UP, higher[0], f"canary passed at {current_weight:g} %") if higher
+                else Transition(STEP_PROMOTE, None, f"canary passed at the last weight, {current_weight:g} %"))
     else:
         assert plan_mode == ROLLOUT_AB
-        move = Step(STEP_PROMOTE, None, "the A/B test declared the candidate better")
+        move = Transition(STEP_PROMOTE, None, "the A/B test declared the candidate better")
     if not policy.auto_promote:
-        return Step(STEP_HOLD, None, f"{move.reason}; auto_promote is off")
+        return Transition(STEP_HOLD, None, f"{move.reason}; auto_promote is off")
     return move

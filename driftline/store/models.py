@@ -119,7 +119,7 @@ class RolloutStep(Base):
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class RolloutVerdict(Base):
+class RolloutVerdictRecord(Base):
     """The rollout analysis' verdict on a candidate for one window (re-analysis replaces it)."""
 
     __tablename__ = "rollout_verdicts"

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from driftline.errors import UserError
 from driftline.rollouts import AB, RoutingPlan
 from driftline.store.aliases import alias_version
-from driftline.store.models import ModelVersion, RolloutPlan, RolloutStep, RolloutVerdict
+from driftline.store.models import ModelVersion, RolloutPlan, RolloutStep, RolloutVerdictRecord
 from driftline.vocabulary import VERDICT_FAIL, VERDICT_INCONCLUSIVE, VERDICT_PASS, VERDICTS
 
 # who changed a plan
@@ -125,11 +125,11 @@ def record_verdict(session: Session, model: str, candidate: str, window_start_ms
     if verdict not in VERDICTS:
         raise UserError(f"a rollout verdict is one of {', '.join(VERDICTS)}, got {verdict!r}")
     document = _json_document(details)
-    row = session.scalar(select(RolloutVerdict).where(
-        RolloutVerdict.model == model, RolloutVerdict.candidate == candidate,
-        RolloutVerdict.window_start_ms == window_start_ms).with_for_update())
+    row = session.scalar(select(RolloutVerdictRecord).where(
+        RolloutVerdictRecord.model == model, RolloutVerdictRecord.candidate == candidate,
+        RolloutVerdictRecord.window_start_ms == window_start_ms).with_for_update())
     if row is None:
-        session.add(RolloutVerdict(model=model, candidate=candidate, window_start_ms=window_start_ms,
+        session.add(RolloutVerdictRecord(model=model, candidate=candidate, window_start_ms=window_start_ms,
                                    window_end_ms=window_end_ms, verdict=verdict, reasons=list(reasons or []),
                                    details=document))
     else:
@@ -140,10 +140,10 @@ def record_verdict(session: Session, model: str, candidate: str, window_start_ms
 
 def verdicts(session: Session, model: str, candidate: str | None = None) -> list[dict[str, Any]]:
     """Verdicts per window, oldest window first."""
-    query = select(RolloutVerdict).where(RolloutVerdict.model == model).order_by(
-        RolloutVerdict.window_start_ms, RolloutVerdict.candidate)
+    query = select(RolloutVerdictRecord).where(RolloutVerdictRecord.model == model).order_by(
+        RolloutVerdictRecord.window_start_ms, RolloutVerdictRecord.candidate)
     if candidate is not None:
-        query = query.where(RolloutVerdict.candidate == candidate)
+        query = query.where(RolloutVerdictRecord.candidate == candidate)
     return [{"model": v.model, "candidate": v.candidate, "window_start_ms": v.window_start_ms,
              "window_end_ms": v.window_end_ms, "verdict": v.verdict, "reasons": v.reasons,
              "details": dict(v.details or {}), "evaluated_at": _iso(v.evaluated_at)} for v in session.scalars(query)]

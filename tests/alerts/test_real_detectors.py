@@ -139,7 +139,7 @@ def test_every_family_the_detectors_emit_is_one_the_rules_know(store):
               for i, row in enumerate(frame.to_dict(orient="records"))]
     state = WindowState.empty(baseline).add_batch(EventBatch.from_events(events))
     state.add_labels(score, (rng.random(EVENTS) < score).astype(int))
-    results = evaluate_window(baseline, state)
+    results = evaluate_window(baseline, state).results
     assert {r.detector for r in results} == set(vocabulary.DETECTORS)
     compared = {r.metric for r in results if r.detector == vocabulary.MODEL_QUALITY and r.threshold is not None}
     assert compared and compared <= vocabulary.QUALITY_METRICS

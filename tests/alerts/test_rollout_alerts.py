@@ -11,6 +11,9 @@ from sqlalchemy import select
 
 from driftline import vocabulary
 from driftline.config import load_settings
+from driftline.detectors.rollout.outcome import RolloutOutcome
+from driftline.detectors.rollout.policy import Transition
+from driftline.detectors.rollout.verdict import RolloutVerdict
 from driftline.rollouts import canary_plan
 from driftline.store.aliases import move_alias
 from driftline.store.db import session_scope
@@ -87,7 +90,7 @@ def test_a_failing_canary_pages_once_names_the_rollback_and_resolves_once_the_pl
     jobs = _jobs(db_url, tmp_path, fake_slack, fake_pagerduty)
     now = _windows(db_url, np.random.default_rng(1), _start(), 0.2)
     outcomes = jobs.analyse_rollouts(now_ms=now)
-    assert (outcomes[-1].verdict.verdict, outcomes[-1].step.action) == ("fail", "rollback")
+    assert (outcomes[-1].verdict.verdict, outcomes[-1].transition.action) == ("fail", "rollback")
     jobs.deliver_notifications()
 
     alert = _rollout_alert(db_url)
@@ -134,10 +137,12 @@ def test_a_later_passing_verdict_resolves_and_an_inconclusive_one_holds(db_url):
 
     def verdict(window: int, value: str) -> Alert | None:
         with session_scope(db_url) as s:
-            alert = process_rollout_verdict(
-                s, model=MODEL, candidate="2", mode=vocabulary.ROLLOUT_CANARY, production="1",
-                window_start_ms=window * WINDOW_MS, window_end_ms=(window + 1) * WINDOW_MS, verdict=value,
-                reasons=["error_rate_delta: fail"], action=vocabulary.STEP_HOLD, rules=rules, now=now)
+            outcome = RolloutOutcome(
+                model=MODEL, candidate="2", mode=vocabulary.ROLLOUT_CANARY, production="1",
+                window_start_ms=window * WINDOW_MS, window_end_ms=(window + 1) * WINDOW_MS,
+                verdict=RolloutVerdict(verdict=value, reasons=["error_rate_delta: fail"]),
+                transition=Transition(vocabulary.STEP_HOLD, None, "held"))
+            alert = process_rollout_verdict(s, outcome, rules=rules, now=now)
             return None if alert is None else alert.state
 
     assert verdict(0, "pass") is None  # nothing to resolve: no alert is opened

@@ -67,7 +67,7 @@ def quality_windows(baseline, seed, windows, *, labels=calibrated_labels, shift=
     for _ in range(windows):
         scores = draw_scores(rng, n, shift)
         state = WindowState.empty(baseline).add_labels(scores, labels(rng, scores))
-        for result in evaluate_window(baseline, state, thresholds=thresholds, families=(MODEL_QUALITY,)):
+        for result in evaluate_window(baseline, state, thresholds=thresholds, families=(MODEL_QUALITY,)).results:
             out.setdefault(result.metric, []).append(result)
     return out
 
@@ -131,9 +131,9 @@ def test_concept_drift_is_caught(baseline):
     rng = np.random.default_rng(3)
     scores = draw_scores(rng, 200_000)
     before = evaluate_window(baseline, WindowState.empty(baseline).add_labels(scores, calibrated_labels(rng, scores)),
-                             families=(MODEL_QUALITY,))
+                             families=(MODEL_QUALITY,)).results
     after = evaluate_window(baseline, WindowState.empty(baseline).add_labels(scores, drifted_labels(rng, scores)),
-                            families=(MODEL_QUALITY,))
+                            families=(MODEL_QUALITY,)).results
     auc_drop = next(r.value for r in before if r.metric == "roc_auc") - next(r.value for r in after
                                                                               if r.metric == "roc_auc")
     assert 0.08 < auc_drop < 0.12
@@ -174,7 +174,7 @@ def test_few_labels_of_a_class_are_insufficient_data(baseline):
     labels = np.concatenate([np.ones(20, dtype=int), np.zeros(130, dtype=int)])
     labels[rng.choice(130, 8, replace=False) + 20] = 1  # 28 positives: 20 caught, 8 missed
     results = {r.metric: r for r in evaluate_window(baseline, WindowState.empty(baseline).add_labels(scores, labels),
-                                                    families=(MODEL_QUALITY,))}
+                                                    families=(MODEL_QUALITY,)).results}
     for metric in ("precision", "recall", "f1", "roc_auc"):
         assert results[metric].insufficient_data and not results[metric].breached, metric
         assert str(defaults.QUALITY_MIN_CLASS_COUNT) in results[metric].details["reason"]
@@ -206,7 +206,7 @@ def test_regression_standard_errors_match_the_spread_across_windows():
     for _ in range(600):
         xs = rng.normal(size=200)
         state = WindowState.empty(baseline).add_labels(3 * xs, 3 * xs + rng.normal(0, 0.5, 200))
-        for r in evaluate_window(baseline, state, families=(MODEL_QUALITY,)):
+        for r in evaluate_window(baseline, state, families=(MODEL_QUALITY,)).results:
             if r.metric in gaps:
                 assert not r.breached
                 gaps[r.metric].append(r.value - r.details["training"])

@@ -139,7 +139,7 @@ def test_no_drift_windows_fire_at_most_at_the_documented_rate(reference):
 def test_the_family_reports_each_embedding_once_and_too_few_vectors_as_insufficient(baseline):
     shifted = draw(np.random.default_rng(10), 800, D, "class_mix")
     state = WindowState.empty(baseline).add_batch(EventBatch.from_events(events(shifted)))
-    results = [r for r in evaluate_window(baseline, state) if r.detector == EMBEDDING_DRIFT]
+    results = [r for r in evaluate_window(baseline, state).results if r.detector == EMBEDDING_DRIFT]
     assert [(r.feature, r.metric, r.breached) for r in results] == [("prompt", "mmd2", True)]
     assert results[0].value > results[0].threshold or results[0].details["clusters"]["drift"]
     stored = results[0].to_dict()["details"]  # JSON-safe, and every key is a field of the family's typed details
@@ -169,7 +169,7 @@ def test_each_embedding_is_a_stream_of_evidence_that_pages_under_the_sequential_
     for i, kind in enumerate(["none"] * 4 + ["class_mix"] * 4):
         vectors = draw(rng, 300, D, kind, mix=0.4) if kind != "none" else draw(rng, 300, D)
         state = WindowState.empty(baseline).add_batch(EventBatch.from_events(events(vectors, 1000 * i)))
-        results = [r for r in evaluate_window(baseline, state) if r.detector == EMBEDDING_DRIFT]
+        results = [r for r in evaluate_window(baseline, state).results if r.detector == EMBEDDING_DRIFT]
         states.update(advance_window(results, states, i, policy))
         (result,) = results
         assert stream_key(result) == "embedding_drift/prompt/mmd2"

@@ -154,7 +154,7 @@ def test_fine_bins_of_a_window_give_the_exact_estimate(reference):
               for i, s in enumerate(scores)]
     state = WindowState.empty(baseline).add_batch(EventBatch.from_events(events))
     state.add_labels(scores, calibrated_labels(rng, scores))
-    streamed = {r.metric: r for r in evaluate_window(baseline, state, families=(ESTIMATED_QUALITY,))}
+    streamed = {r.metric: r for r in evaluate_window(baseline, state, families=(ESTIMATED_QUALITY,)).results}
     assert set(streamed) == set(ESTIMATED_METRICS)
     calibration = training_calibration(baseline.quality)
     direct = judge_estimates(baseline.quality, calibration, score_counts(scores, baseline.quality.bins),

@@ -168,10 +168,10 @@ def test_freshness_section_is_strict_and_has_per_model_overrides():
 
 def test_evaluate_window_reports_stale_features_with_data_quality(tiny_baseline_and_state):
     baseline, state = tiny_baseline_and_state
-    results = evaluate_window(baseline, state, freshness=FreshnessThresholds({"score": 60}))
+    results = evaluate_window(baseline, state, freshness=FreshnessThresholds({"score": 60})).results
     stale = [r for r in results if r.metric == STALE_FEATURES]
     assert len(stale) == 1 and stale[0].breached
-    assert not [r for r in evaluate_window(baseline, state) if r.metric == STALE_FEATURES]
+    assert not [r for r in evaluate_window(baseline, state).results if r.metric == STALE_FEATURES]
 
 
 @pytest.fixture

@@ -110,7 +110,7 @@ def _by_metric(results) -> dict[str, object]:
 
 def test_streaming_correlation_flip_is_caught_from_the_window_sample(baseline):
     state = _state(baseline, correlated_features(3000, -0.8, seed=4), seed=4)
-    results = evaluate_window(baseline, state, families=[DATA_DRIFT, MULTIVARIATE_DRIFT])
+    results = evaluate_window(baseline, state, families=[DATA_DRIFT, MULTIVARIATE_DRIFT]).results
     assert not any(r.breached for r in results if r.detector in (DATA_DRIFT, DATASET_DRIFT))
     found = _by_metric(results)
     assert set(found) == {PCA_RECONSTRUCTION_ERROR, DOMAIN_CLASSIFIER_AUC}
@@ -126,7 +126,7 @@ def test_streaming_correlation_flip_is_caught_from_the_window_sample(baseline):
 def test_streaming_windows_from_the_training_distribution_stay_silent(baseline):
     for seed in (5, 6, 7):
         results = evaluate_window(baseline, _state(baseline, correlated_features(1000, 0.8, seed=seed), seed=seed),
-                                  families=[MULTIVARIATE_DRIFT])
+                                  families=[MULTIVARIATE_DRIFT]).results
         found = _by_metric(results)
         assert len(found) == 2
         assert not any(r.breached or r.insufficient_data for r in found.values()), seed
@@ -137,7 +137,7 @@ def test_a_baseline_registered_before_multivariate_drift_reports_insufficient_da
     del stored["reconstruction"]
     old = Baseline.from_dict(stored)
     assert old.reconstruction is None and old.fingerprint == baseline.fingerprint
-    results = evaluate_window(old, _state(old, correlated_features(500, -0.8, seed=8), seed=8))
+    results = evaluate_window(old, _state(old, correlated_features(500, -0.8, seed=8), seed=8)).results
     found = _by_metric(results)
     assert set(found) == {PCA_RECONSTRUCTION_ERROR, DOMAIN_CLASSIFIER_AUC}
     assert all(r.insufficient_data and not r.breached and r.value is None for r in found.values())
@@ -146,7 +146,7 @@ def test_a_baseline_registered_before_multivariate_drift_reports_insufficient_da
 
 def test_a_small_window_sample_is_insufficient_data(baseline):
     found = _by_metric(evaluate_window(baseline, _state(baseline, correlated_features(20, -0.8, seed=9), seed=9),
-                                       families=[MULTIVARIATE_DRIFT]))
+                                       families=[MULTIVARIATE_DRIFT]).results)
     assert all(r.insufficient_data and not r.breached for r in found.values())
     assert found[DOMAIN_CLASSIFIER_AUC].details["rows"] == 20
 

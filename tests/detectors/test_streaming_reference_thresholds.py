@@ -71,7 +71,7 @@ def _window(baseline: Baseline, rows: int, seed: int, thresholds: DriftThreshold
     frame = _training(np.random.default_rng(seed), rows)
     state = _state(baseline, frame, 1.0 / (1.0 + np.exp(-frame["stable"].to_numpy())), seed)
     return _drift(evaluate_window(baseline, state, thresholds=thresholds,
-                                  families=[DATA_DRIFT, PREDICTION_DRIFT]))
+                                  families=[DATA_DRIFT, PREDICTION_DRIFT]).results)
 
 
 def test_a_feature_with_a_naturally_wide_spread_gets_a_higher_bar(baseline):

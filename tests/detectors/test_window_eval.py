@@ -104,7 +104,7 @@ def test_no_false_alarms_on_windows_from_the_training_distribution(baseline):
     alarms = []
     verdicts = 0
     for seed in range(1, 16):
-        results = evaluate_window(baseline, window(baseline, seed), transform=transform)
+        results = evaluate_window(baseline, window(baseline, seed), transform=transform).results
         verdicts += len(results)
         alarms += [(seed, key) for key in breached(results)]
     # Every family ran and nothing fired across 15 windows.
@@ -113,7 +113,7 @@ def test_no_false_alarms_on_windows_from_the_training_distribution(baseline):
 
 
 def test_every_family_reports(baseline):
-    results = evaluate_window(baseline, window(baseline, 99), transform=transform)
+    results = evaluate_window(baseline, window(baseline, 99), transform=transform).results
     families = {r.detector for r in results}
     assert families == {DATA_DRIFT, DATASET_DRIFT, PREDICTION_DRIFT, DATA_QUALITY, SKEW, LATENCY, MODEL_QUALITY,
                         ESTIMATED_QUALITY, MULTIVARIATE_DRIFT}
@@ -136,7 +136,7 @@ def test_every_family_reports(baseline):
 def test_details_are_the_typed_details_of_their_family(baseline, trouble):
     """Every key a detector writes is a field of its family's details type, and reads back as written."""
     state = window(baseline, 5, **trouble)
-    results = evaluate_window(baseline, state, transform=transform)
+    results = evaluate_window(baseline, state, transform=transform).results
     # embedding drift reports only on windows whose events carry embeddings (tests/detectors/test_embedding_drift.py)
     assert {r.detector for r in results} == set(vocabulary.DETECTORS) - {vocabulary.EMBEDDING_DRIFT}
     for r in results:
@@ -148,28 +148,28 @@ def test_details_are_the_typed_details_of_their_family(baseline, trouble):
 
 
 def test_mean_shift_is_drift(baseline):
-    results = evaluate_window(baseline, window(baseline, 3, income_shift=0.2))
+    results = evaluate_window(baseline, window(baseline, 3, income_shift=0.2)).results
     assert (DATA_DRIFT, "income", "psi") in breached(results)
     assert (DATA_DRIFT, "age", "psi") not in breached(results)
     assert (DATASET_DRIFT, None, "drifted_share") not in breached(results)  # 1 of 4 features
 
 
 def test_scale_change_is_drift(baseline):
-    results = evaluate_window(baseline, window(baseline, 4, age_scale=2.0))
+    results = evaluate_window(baseline, window(baseline, 4, age_scale=2.0)).results
     assert breached(results, DATA_DRIFT) >= {(DATA_DRIFT, "age", "psi")}
     age = next(r for r in results if r.detector == DATA_DRIFT and r.feature == "age")
     assert age.details["tests"]["wasserstein"]["value"] > 0.3
 
 
 def test_category_mix_is_drift(baseline):
-    results = evaluate_window(baseline, window(baseline, 5, region_p=[0.1, 0.2, 0.3, 0.4]))
+    results = evaluate_window(baseline, window(baseline, 5, region_p=[0.1, 0.2, 0.3, 0.4])).results
     assert (DATA_DRIFT, "region", "psi") in breached(results)
     region = next(r for r in results if r.detector == DATA_DRIFT and r.feature == "region")
     assert region.details["tests"]["chi2"]["drift"] and region.details["kind"] == "categorical"
 
 
 def test_nulls_are_data_quality_and_drift(baseline):
-    results = evaluate_window(baseline, window(baseline, 6, nulls=0.3))
+    results = evaluate_window(baseline, window(baseline, 6, nulls=0.3)).results
     assert (DATA_QUALITY, "income", "missing_rate") in breached(results)
     assert (DATA_DRIFT, "income", "psi") in breached(results)
     quality = next(r for r in results if r.metric == "missing_rate" and r.feature == "income")
@@ -177,14 +177,14 @@ def test_nulls_are_data_quality_and_drift(baseline):
 
 
 def test_out_of_range_values(baseline):
-    results = evaluate_window(baseline, window(baseline, 7, out_of_range=0.05))
+    results = evaluate_window(baseline, window(baseline, 7, out_of_range=0.05)).results
     assert breached(results, DATA_QUALITY) == {(DATA_QUALITY, "age", "out_of_range_share")}
     result = next(r for r in results if r.metric == "out_of_range_share" and r.feature == "age")
     assert result.details["above_max"] == pytest.approx(100, abs=35) and result.details["window_max"] == 250.0
 
 
 def test_unseen_categories(baseline):
-    results = evaluate_window(baseline, window(baseline, 8, unseen=0.05))
+    results = evaluate_window(baseline, window(baseline, 8, unseen=0.05)).results
     assert (DATA_QUALITY, "region", "unseen_category_share") in breached(results)
     result = next(r for r in results if r.metric == "unseen_category_share")
     assert list(result.details["unseen"]) == ["atlantis"]
@@ -199,7 +199,7 @@ def test_type_changes_missing_and_new_features(baseline):
         events.append({"event_id": f"e{i}", "ts": T0 + i, "features": features, "prediction": 0.3,
                        "latency_ms": {"total": 5.0}, "status": "ok"})
     state = WindowState.empty(baseline).add_batch(EventBatch.from_events(events))
-    results = evaluate_window(baseline, state)
+    results = evaluate_window(baseline, state).results
     quality = breached(results, DATA_QUALITY)
     assert (DATA_QUALITY, "income", "type_change_share") in quality
     assert (DATA_QUALITY, "debt_ratio", "missing_feature_share") in quality
@@ -209,7 +209,7 @@ def test_type_changes_missing_and_new_features(baseline):
 
 
 def test_latency_over_slo_and_errors(baseline):
-    slow = evaluate_window(baseline, window(baseline, 9, latency_ms=400.0, errors=0.05), window_seconds=60)
+    slow = evaluate_window(baseline, window(baseline, 9, latency_ms=400.0, errors=0.05), window_seconds=60).results
     assert breached(slow, LATENCY) >= {(LATENCY, "total", "p50_ms"), (LATENCY, "total", "p95_ms"),
                                          (LATENCY, "total", "p99_ms"), (LATENCY, None, "error_rate")}
     assert not any(r.breached for r in slow if r.feature in ("queue", "compute"))  # no SLO on parts
@@ -218,26 +218,26 @@ def test_latency_over_slo_and_errors(baseline):
     mean_ms = by_metric[(None, "concurrency")].details["mean_latency_ms"]
     assert by_metric[(None, "concurrency")].value == pytest.approx(2000 / 60 * mean_ms / 1000)
     relaxed = LatencySLO(p50_ms=1000, p95_ms=2000, p99_ms=3000, error_rate=0.2)
-    assert breached(evaluate_window(baseline, window(baseline, 9, latency_ms=400.0, errors=0.05), slo=relaxed),
+    assert breached(evaluate_window(baseline, window(baseline, 9, latency_ms=400.0, errors=0.05), slo=relaxed).results,
                     LATENCY) == set()
     capped = LatencySLO(max_qps=10.0)
-    assert (LATENCY, None, "qps") in breached(evaluate_window(baseline, window(baseline, 2), slo=capped))
+    assert (LATENCY, None, "qps") in breached(evaluate_window(baseline, window(baseline, 2), slo=capped).results)
 
 
 def test_parity_skew_finds_the_broken_feature(baseline):
     state = window(baseline, 10, parity_bug=0.3)
-    results = evaluate_window(baseline, state, transform=transform)
+    results = evaluate_window(baseline, state, transform=transform).results
     assert breached(results, SKEW, "parity_mismatch_rate") == {(SKEW, "debt_ratio", "parity_mismatch_rate")}
     result = next(r for r in results if r.metric == "parity_mismatch_rate" and r.feature == "debt_ratio")
     assert 0.15 < result.value < 0.45 and result.details["examples"]
     # A transform that cannot handle served inputs is skew too, and says why.
-    broken = evaluate_window(baseline, state, transform=lambda records: [{} for _ in records[:-1]])
+    broken = evaluate_window(baseline, state, transform=lambda records: [{} for _ in records[:-1]]).results
     failure = next(r for r in broken if r.metric == "parity_mismatch_rate")
     assert failure.breached and "returned" in failure.details["error"]
 
 
 def test_distribution_skew_on_a_large_shift(baseline):
-    results = evaluate_window(baseline, window(baseline, 11, income_shift=0.6))
+    results = evaluate_window(baseline, window(baseline, 11, income_shift=0.6)).results
     assert (SKEW, "income", "distribution_psi") in breached(results)
 
 
@@ -247,7 +247,7 @@ def by_key(results):
 
 def test_covariate_shift_is_drift_not_skew_when_parity_holds(baseline):
     state = window(baseline, 11, income_shift=0.6)
-    results = by_key(evaluate_window(baseline, state, transform=transform))
+    results = by_key(evaluate_window(baseline, state, transform=transform).results)
     assert breached(results.values(), SKEW) == set()
     income_skew = results[(SKEW, "income", "distribution_psi")]
     # Still reported, with the value that would have fired it, but parity says serving is right.
@@ -258,7 +258,7 @@ def test_covariate_shift_is_drift_not_skew_when_parity_holds(baseline):
     # Without raw inputs in the sample parity cannot be checked: distribution skew is the only evidence.
     for record in state.sample:
         record["inputs"] = None
-    blind = by_key(evaluate_window(baseline, state, transform=transform))
+    blind = by_key(evaluate_window(baseline, state, transform=transform).results)
     assert blind[(SKEW, "income", "distribution_psi")].breached
     assert not blind[(SKEW, "income", "distribution_psi")].details["parity_checked"]
     assert blind[(SKEW, None, "parity_mismatch_rate")].insufficient_data
@@ -266,7 +266,7 @@ def test_covariate_shift_is_drift_not_skew_when_parity_holds(baseline):
 
 def test_a_serving_bug_is_skew_not_drift(baseline):
     state = window(baseline, 15, parity_bug=1.0)  # every served debt_ratio is 12x the training transform's
-    results = by_key(evaluate_window(baseline, state, transform=transform))
+    results = by_key(evaluate_window(baseline, state, transform=transform).results)
     assert breached(results.values(), SKEW) == {(SKEW, "debt_ratio", "parity_mismatch_rate")}
     drift = results[(DATA_DRIFT, "debt_ratio", "psi")]
     assert not drift.breached and drift.details["explained_by"] == SKEW
@@ -288,7 +288,7 @@ def test_a_serving_bug_is_skew_not_drift(baseline):
     assert multivariate.details["explained_by"] == SKEW and multivariate.details["breached_without_skew"]
     assert breached(results.values()) == {(SKEW, "debt_ratio", "parity_mismatch_rate")}
     # The same window without a transform: nothing can tell skew from drift, so drift it is.
-    plain = by_key(evaluate_window(baseline, state))
+    plain = by_key(evaluate_window(baseline, state).results)
     assert plain[(DATA_DRIFT, "debt_ratio", "psi")].breached
     assert "explained_by" not in plain[(DATA_DRIFT, "debt_ratio", "psi")].details
     assert plain[(SKEW, "debt_ratio", "distribution_psi")].breached
@@ -298,7 +298,7 @@ def test_bad_inputs_stay_data_quality_even_with_skew(baseline):
     # A serving bug on debt_ratio and, separately, raw debts far out of range: the training
     # transform reproduces the out-of-range ratios, so they are a data-quality finding of their own.
     state = window(baseline, 16, parity_bug=0.5, bad_debt=0.05)
-    results = by_key(evaluate_window(baseline, state, transform=transform))
+    results = by_key(evaluate_window(baseline, state, transform=transform).results)
     assert results[(SKEW, "debt_ratio", "parity_mismatch_rate")].breached
     out_of_range = results[(DATA_QUALITY, "debt_ratio", "out_of_range_share")]
     assert out_of_range.breached and "explained_by" not in out_of_range.details
@@ -306,21 +306,21 @@ def test_bad_inputs_stay_data_quality_even_with_skew(baseline):
 
 
 def test_prediction_drift(baseline):
-    results = evaluate_window(baseline, window(baseline, 12, income_shift=0.0, region_p=REGION_P))
+    results = evaluate_window(baseline, window(baseline, 12, income_shift=0.0, region_p=REGION_P)).results
     assert breached(results, PREDICTION_DRIFT) == set()
     state = window(baseline, 12)
     shifted = WindowState.empty(baseline)
     events = [{"event_id": f"p{i}", "ts": T0 + i, "features": {}, "prediction": 0.9,
                "latency_ms": {"total": 5.0}} for i in range(500)]
     shifted.add_batch(EventBatch.from_events(events))
-    assert breached(evaluate_window(baseline, state.merge(shifted)), PREDICTION_DRIFT) == {
+    assert breached(evaluate_window(baseline, state.merge(shifted)).results, PREDICTION_DRIFT) == {
         (PREDICTION_DRIFT, "prediction", "psi")}
 
 
 @pytest.mark.parametrize("reference", ["training", "calibration"])
 def test_model_quality_drop(baseline, reference):
     thresholds = WindowThresholds(quality_reference=reference)
-    results = evaluate_window(baseline, window(baseline, 13, label_flip=0.4), thresholds=thresholds)
+    results = evaluate_window(baseline, window(baseline, 13, label_flip=0.4), thresholds=thresholds).results
     quality = breached(results, MODEL_QUALITY)
     assert (MODEL_QUALITY, None, "accuracy") in quality and (MODEL_QUALITY, None, "roc_auc") in quality
     log_loss = next(r for r in results if r.metric == "log_loss")
@@ -364,14 +364,14 @@ def test_regression_quality_against_training():
     assert baseline.quality.task == "regression"
     good = WindowState.empty(baseline).add_labels(3 * frame["x"].to_numpy()[:500], y[:500])
     bad = WindowState.empty(baseline).add_labels(3 * frame["x"].to_numpy()[:500] + 1.0, y[:500])
-    assert breached(evaluate_window(baseline, good), MODEL_QUALITY) == set()
-    assert breached(evaluate_window(baseline, bad), MODEL_QUALITY) == {
+    assert breached(evaluate_window(baseline, good).results, MODEL_QUALITY) == set()
+    assert breached(evaluate_window(baseline, bad).results, MODEL_QUALITY) == {
         (MODEL_QUALITY, None, "mae"), (MODEL_QUALITY, None, "rmse")}
 
 
 def test_small_windows_are_insufficient_data_not_alarms(baseline):
     state = window(baseline, 14, n=25, income_shift=1.0, nulls=0.5, latency_ms=900.0, label_flip=0.5)
-    results = evaluate_window(baseline, state, transform=transform)
+    results = evaluate_window(baseline, state, transform=transform).results
     assert breached(results) == set()
     judged = [r for r in results if r.detector != LATENCY or r.metric not in ("qps", "concurrency")]
     assert all(r.insufficient_data for r in judged if r.detector in (DATA_DRIFT, DATA_QUALITY, LATENCY,
@@ -384,7 +384,7 @@ def test_without_baseline_only_latency(baseline):
     state = WindowState.empty(None).add_batch(EventBatch.from_events(
         [{"event_id": f"x{i}", "ts": T0 + i, "features": {"a": 1.0}, "prediction": 0.5,
           "latency_ms": {"total": 900.0}} for i in range(200)]))
-    results = evaluate_window(None, state)
+    results = evaluate_window(None, state).results
     assert {r.detector for r in results} == {LATENCY}
     assert (LATENCY, "total", "p99_ms") in breached(results)
 
@@ -394,7 +394,7 @@ def test_state_without_bins_waits_for_the_baseline(baseline):
         [{"event_id": f"u{i}", "ts": T0 + i, "features": {"income": 1e9, "age": 40.0, "debt_ratio": 0.2,
                                                           "region": "north"},
           "prediction": 0.5, "latency_ms": {"total": 5.0}} for i in range(300)]))
-    results = evaluate_window(baseline, WindowState.merge_all([unbinned], baseline))
+    results = evaluate_window(baseline, WindowState.merge_all([unbinned], baseline)).results
     income = next(r for r in results if r.detector == DATA_DRIFT and r.feature == "income")
     assert not income.breached and income.insufficient_data
     assert "before the baseline" in income.details["reason"]
@@ -406,11 +406,11 @@ def test_thresholds_from_config_and_overrides(baseline):
         "models": {"credit": {SKEW: {"parity_mismatch_rate": 0.9}}}}, model="credit")
     assert thresholds.drift.psi == 0.3 and thresholds.out_of_range_share == 0.5
     assert thresholds.parity_mismatch_rate == 0.9
-    results = evaluate_window(baseline, window(baseline, 7, out_of_range=0.05), thresholds=thresholds)
+    results = evaluate_window(baseline, window(baseline, 7, out_of_range=0.05), thresholds=thresholds).results
     assert breached(results, DATA_QUALITY) == set()
     # A bare DriftThresholds works too; per-feature overrides apply.
     strict = DriftThresholds(features={"income": {"min_rows": 10**9}})
-    income = next(r for r in evaluate_window(baseline, window(baseline, 3, income_shift=0.2), thresholds=strict)
+    income = next(r for r in evaluate_window(baseline, window(baseline, 3, income_shift=0.2), thresholds=strict).results
                   if r.detector == DATA_DRIFT and r.feature == "income")
     assert not income.breached and income.insufficient_data
     with pytest.raises(UserError, match="unknown key"):
@@ -425,4 +425,4 @@ def test_a_state_from_another_baseline_is_refused(baseline):
     other = compute_baseline(pd.DataFrame({"income": np.arange(100.0)}))
     state = WindowState.empty(other)
     with pytest.raises(ValueError, match="binned on baseline"):
-        evaluate_window(baseline, state)
+        evaluate_window(baseline, state).results

@@ -155,7 +155,7 @@ def test_describe_names_the_type_scrubs_secrets_longest_first_and_bounds_the_tex
 
 
 def test_label_pooling_skips_an_undecodable_earlier_window_instead_of_failing_the_later_one(db_url):
-    from driftline.scheduler.evaluation import BaselineCache, WindowKey, pool_labels
+    from driftline.scheduler.evaluation import BaselineCache, WindowKey, earlier_labels
 
     rng = np.random.default_rng(4)
     scores = rng.uniform(size=2000)
@@ -172,5 +172,5 @@ def test_label_pooling_skips_an_undecodable_earlier_window_instead_of_failing_th
         labels = state.labels
     key = WindowKey("m", "1", T0 + 3 * WINDOW_MS, T0 + 4 * WINDOW_MS)
     with session_scope(db_url) as s:
-        pooled, windows = pool_labels(s, key, BaselineCache(), labels, min_labels=1_000, max_windows=10)
+        pooled, windows = earlier_labels(s, key, BaselineCache(), max_windows=10).pool(labels, min_labels=1_000)
     assert (pooled.n, windows) == (150, 2)  # its own 50, and windows 2 and 0; window 1 left out

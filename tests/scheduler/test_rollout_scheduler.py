@@ -16,7 +16,7 @@ from driftline.rollouts import ab_plan, canary_plan, shadow_plan
 from driftline.store import db as store_db
 from driftline.store.aliases import move_alias
 from driftline.store.db import session_scope
-from driftline.store.models import Alert, BaselineRecord, ModelAlias, ModelVersion, RolloutVerdict, WindowStateRecord
+from driftline.store.models import Alert, BaselineRecord, ModelAlias, ModelVersion, RolloutVerdictRecord, WindowStateRecord
 from driftline.store.queries import status_report
 from driftline.store.rollouts import BY_POLICY, current_plan, set_plan, steps, verdicts
 from driftline.window_state import EventBatch, WindowState
@@ -91,7 +91,7 @@ def test_a_canary_with_a_much_higher_error_rate_is_rolled_back_after_the_policys
         start = t0 + w * WINDOW_MS
         _window(db_url, rng, start, 0.01, 0.2)
         assert jobs.analyse_rollouts(now_ms=_closed(start) - 1) == []  # not closed yet
-        seen += [(o.verdict.verdict, o.step.action) for o in jobs.analyse_rollouts(now_ms=_closed(start))]
+        seen += [(o.verdict.verdict, o.transition.action) for o in jobs.analyse_rollouts(now_ms=_closed(start))]
     assert seen == [("inconclusive", "hold"), ("inconclusive", "hold"), ("fail", "rollback")]
     with session_scope(db_url) as s:
         assert current_plan(s, MODEL) is None
@@ -123,7 +123,7 @@ def test_a_second_run_over_the_same_windows_stores_nothing_new(db_url, tmp_path)
     assert _jobs(db_url, tmp_path).analyse_rollouts(now_ms=now) == []
     assert jobs.analyse_rollouts(now_ms=now) == []
     with session_scope(db_url) as s:
-        assert s.scalar(select(func.count()).select_from(RolloutVerdict)) == 2
+        assert s.scalar(select(func.count()).select_from(RolloutVerdictRecord)) == 2
         assert status_report(s)["rollouts"][0]["verdict"] == "inconclusive"
     assert _policy_steps(db_url) == []
 
@@ -135,7 +135,7 @@ def test_too_few_events_is_inconclusive_and_the_plan_holds(db_url, tmp_path):
         _write(db_url, rng, "1", t0 + w * WINDOW_MS, 0.01)
         _write(db_url, rng, "2", t0 + w * WINDOW_MS, 0.5, n=50)  # far worse, but 50 events < min_events
     outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 3 * WINDOW_MS))
-    assert [(o.verdict.verdict, o.step.action) for o in outcomes] == [("inconclusive", "hold")] * 4
+    assert [(o.verdict.verdict, o.transition.action) for o in outcomes] == [("inconclusive", "hold")] * 4
     assert any("windows with enough events" in r for r in outcomes[-1].verdict.reasons)
     with session_scope(db_url) as s:
         assert current_plan(s, MODEL) == canary_plan(MODEL, "2", 5)
@@ -148,7 +148,7 @@ def test_a_canary_equal_to_production_is_stepped_up_then_judged_afresh_at_its_ne
     for w in range(3):
         _window(db_url, rng, t0 + w * WINDOW_MS, 0.0, 0.0)
     outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 2 * WINDOW_MS))
-    assert [(o.verdict.verdict, o.step.action, o.step.weight) for o in outcomes][-1] == ("pass", "step_up", 25)
+    assert [(o.verdict.verdict, o.transition.action, o.transition.weight) for o in outcomes][-1] == ("pass", "step_up", 25)
     with session_scope(db_url) as s:
         assert current_plan(s, MODEL) == canary_plan(MODEL, "2", 25)
     [step] = _policy_steps(db_url)
@@ -157,7 +157,7 @@ def test_a_canary_equal_to_production_is_stepped_up_then_judged_afresh_at_its_ne
     # the next window starts the new stage: one window at 25 % is not enough to step again
     _window(db_url, rng, t0 + 3 * WINDOW_MS, 0.0, 0.0)
     [outcome] = jobs.analyse_rollouts(now_ms=_closed(t0 + 3 * WINDOW_MS))
-    assert (outcome.verdict.verdict, outcome.step.action) == ("inconclusive", "hold")
+    assert (outcome.verdict.verdict, outcome.transition.action) == ("inconclusive", "hold")
 
 
 def test_a_canary_at_its_last_weight_is_promoted_only_when_auto_promote_is_on(db_url, tmp_path):
@@ -167,14 +167,14 @@ def test_a_canary_at_its_last_weight_is_promoted_only_when_auto_promote_is_on(db
         _window(db_url, rng, t0 + w * WINDOW_MS, 0.0, 0.0)
     now = _closed(t0 + 2 * WINDOW_MS)
     held = _jobs(db_url, tmp_path).analyse_rollouts(now_ms=now)  # auto_promote off by default
-    assert (held[-1].verdict.verdict, held[-1].step.action) == ("pass", "hold")
-    assert "auto_promote is off" in held[-1].step.reason
+    assert (held[-1].verdict.verdict, held[-1].transition.action) == ("pass", "hold")
+    assert "auto_promote is off" in held[-1].transition.reason
     with session_scope(db_url) as s:  # a person restarts the stage (the CLI's step)
         set_plan(s, canary_plan(MODEL, "2", 50))
     for w in range(3, 6):
         _window(db_url, rng, t0 + w * WINDOW_MS, 0.0, 0.0)
     promoted = _jobs(db_url, tmp_path, auto_promote=True).analyse_rollouts(now_ms=_closed(t0 + 5 * WINDOW_MS))
-    assert (promoted[-1].verdict.verdict, promoted[-1].step.action) == ("pass", "promote")
+    assert (promoted[-1].verdict.verdict, promoted[-1].transition.action) == ("pass", "promote")
     with session_scope(db_url) as s:
         assert current_plan(s, MODEL) is None
         assert s.get(ModelAlias, (MODEL, "production")).version == "2"
@@ -190,7 +190,7 @@ def test_a_shadow_that_passes_becomes_a_canary_at_the_first_weight(db_url, tmp_p
     for w in range(3):
         _window(db_url, rng, t0 + w * WINDOW_MS, 0.0, 0.0)
     outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 2 * WINDOW_MS))
-    assert (outcomes[-1].verdict.verdict, outcomes[-1].step.action) == ("pass", "step_up")
+    assert (outcomes[-1].verdict.verdict, outcomes[-1].transition.action) == ("pass", "step_up")
     with session_scope(db_url) as s:
         assert current_plan(s, MODEL) == canary_plan(MODEL, "2", 1)
 
@@ -201,7 +201,7 @@ def test_auto_rollback_off_holds_a_failing_canary(db_url, tmp_path):
     for w in range(3):
         _window(db_url, rng, t0 + w * WINDOW_MS, 0.01, 0.2)
     outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 2 * WINDOW_MS))
-    assert (outcomes[-1].verdict.verdict, outcomes[-1].step.action) == ("fail", "hold")
+    assert (outcomes[-1].verdict.verdict, outcomes[-1].transition.action) == ("fail", "hold")
     with session_scope(db_url) as s:
         assert current_plan(s, MODEL) == canary_plan(MODEL, "2", 5)
 
@@ -259,7 +259,7 @@ def test_a_second_scheduler_waits_for_the_first_and_judges_nothing_again(postgre
     other.join(timeout=30)
     assert found["second"] == []
     with session_scope(db_url) as s:
-        assert s.scalar(select(func.count()).select_from(RolloutVerdict)) == 2
+        assert s.scalar(select(func.count()).select_from(RolloutVerdictRecord)) == 2
 
 
 def test_an_ab_test_is_judged_arm_against_production_and_holds_without_a_winner(db_url, tmp_path):
@@ -268,7 +268,7 @@ def test_an_ab_test_is_judged_arm_against_production_and_holds_without_a_winner(
     for w in range(3):
         _window(db_url, rng, t0 + w * WINDOW_MS, 0.0, 0.0)
     outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 2 * WINDOW_MS))
-    assert [(o.candidate, o.verdict.verdict, o.step.action) for o in outcomes][-1] == ("1,2", "inconclusive", "hold")
+    assert [(o.candidate, o.verdict.verdict, o.transition.action) for o in outcomes][-1] == ("1,2", "inconclusive", "hold")
     assert any(r.startswith("A/B test: ") for r in outcomes[-1].verdict.reasons)  # no labels: no winner yet
     with session_scope(db_url) as s:
         [rollout] = status_report(s)["rollouts"]
@@ -357,7 +357,7 @@ def test_an_arm_failing_a_critical_metric_leaves_the_ab_test_and_the_others_go_o
             _write(db_url, rng, version, start, error_rate)
     outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 2 * WINDOW_MS))
     last = outcomes[-1]
-    assert (last.candidate, last.verdict.verdict, last.step.action, last.step.arms) == ("1,2,3", "fail",
+    assert (last.candidate, last.verdict.verdict, last.transition.action, last.transition.arms) == ("1,2,3", "fail",
                                                                                       "drop_arms", ("3",))
     with session_scope(db_url) as s:
         plan = current_plan(s, MODEL)
@@ -372,7 +372,7 @@ def test_an_arm_failing_a_critical_metric_leaves_the_ab_test_and_the_others_go_o
     for version, error_rate in (("1", 0.01), ("2", 0.01)):
         _write(db_url, rng, version, t1, error_rate)
     fresh = jobs.analyse_rollouts(now_ms=_closed(t1))
-    assert {(o.candidate, o.verdict.verdict, o.step.action) for o in fresh} == {("1,2", "inconclusive", "hold")}
+    assert {(o.candidate, o.verdict.verdict, o.transition.action) for o in fresh} == {("1,2", "inconclusive", "hold")}
     assert fresh[-1].window_start_ms == t1
     with session_scope(db_url) as s:
         assert [(arm.version, arm.weight) for arm in current_plan(s, MODEL).arms] == [("1", 67.0), ("2", 33.0)]
@@ -390,7 +390,7 @@ def test_an_ab_test_of_three_arms_promotes_the_winning_arm(db_url, tmp_path):
             _answers(db_url, version, start, [f"{version}-{start}-{i}" for i in range(600)], predictions, labels)
     outcomes = jobs.analyse_rollouts(now_ms=_closed(t0 + 2 * WINDOW_MS))
     last = outcomes[-1]
-    assert (last.candidate, last.verdict.verdict, last.verdict.winner, last.step.action) == ("1,2,3", "pass", "3",
+    assert (last.candidate, last.verdict.verdict, last.verdict.winner, last.transition.action) == ("1,2,3", "pass", "3",
                                                                                            "promote")
     assert any("alpha 0.025" in r for r in last.verdict.reasons)
     with session_scope(db_url) as s:

@@ -250,7 +250,7 @@ def test_pooling_reads_an_earlier_windows_state_once_while_the_row_is_unchanged(
     from sqlalchemy import event
 
     from driftline.store.db import get_engine
-    from driftline.scheduler.evaluation import BaselineCache, WindowKey, pool_labels
+    from driftline.scheduler.evaluation import BaselineCache, WindowKey, earlier_labels
 
     rng = np.random.default_rng(13)
     baseline = _labelled_baseline(db_url, rng)
@@ -272,7 +272,7 @@ def test_pooling_reads_an_earlier_windows_state_once_while_the_row_is_unchanged(
         for attempt in range(2):
             statements.clear()
             with session_scope(engine) as s:
-                pooled, windows = pool_labels(s, key, cache, labels, min_labels=1_000, max_windows=10)
+                pooled, windows = earlier_labels(s, key, cache, max_windows=10).pool(labels, min_labels=1_000)
             assert (pooled.n, windows) == (500, 4)
             blob_reads = [sql for sql in statements if f"{WindowStateRecord.__tablename__}.state" in sql]
             assert len(blob_reads) == (4 if attempt == 0 else 0), statements

@@ -44,7 +44,7 @@ from driftline.rollouts import canary_plan
 from driftline.segments import SegmentSpec, segment_key
 from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
                                     ModelVersion, Notification, RetrainRequest, RolloutPlan, RolloutStep,
-                                    RolloutVerdict, Silence, WindowStateRecord)
+                                    RolloutVerdictRecord, Silence, WindowStateRecord)
 from driftline.store.rollouts import set_plan
 from driftline.vocabulary import DATA_DRIFT, DATA_QUALITY, LATENCY, PREDICTION_DRIFT, SKEW
 from driftline.window_state import EventBatch, WindowState
@@ -385,18 +385,18 @@ def _canary(session, summary: SeedSummary, rng: np.random.Generator, starts: lis
         summary.windows.setdefault((FRAUD, CANARY_CANDIDATE), []).append(start)
         judged_at = start + window_ms + lateness_ms
         outcomes = analysis.analyse(session, FRAUD, judged_at, lateness_ms)
-        session.execute(update(RolloutVerdict).where(RolloutVerdict.model == FRAUD,
-                                                     RolloutVerdict.window_start_ms == start)
+        session.execute(update(RolloutVerdictRecord).where(RolloutVerdictRecord.model == FRAUD,
+                                                     RolloutVerdictRecord.window_start_ms == start)
                         .values(evaluated_at=_dt(judged_at)))
         for outcome in outcomes:
-            if outcome.step.action == vocabulary.STEP_UP:
-                weight = float(outcome.step.weight)
+            if outcome.transition.action == vocabulary.STEP_UP:
+                weight = float(outcome.transition.weight)
                 _date_plan(session, judged_at)
-            elif outcome.step.action != vocabulary.STEP_HOLD:
-                raise AssertionError(f"the demo canary should only step up, the policy did {outcome.step}")
+            elif outcome.transition.action != vocabulary.STEP_HOLD:
+                raise AssertionError(f"the demo canary should only step up, the policy did {outcome.transition}")
         session.flush()
-    verdicts = session.scalars(select(RolloutVerdict).where(RolloutVerdict.model == FRAUD)
-                               .order_by(RolloutVerdict.window_start_ms)).all()
+    verdicts = session.scalars(select(RolloutVerdictRecord).where(RolloutVerdictRecord.model == FRAUD)
+                               .order_by(RolloutVerdictRecord.window_start_ms)).all()
     summary.rollout = {"model": FRAUD, "candidate": CANARY_CANDIDATE, "weight": weight,
                        "verdicts": [(v.window_start_ms, v.verdict, list(v.reasons)) for v in verdicts],
                        "steps": [(s.by, s.action, s.reason) for s in session.scalars(
