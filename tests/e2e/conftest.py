@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from filelock import FileLock
 from sqlalchemy.exc import OperationalError
 
 from driftline.broker import free_port
@@ -36,9 +37,22 @@ def sink():
 
 
 @pytest.fixture(scope="session")
-def trained_home(tmp_path_factory) -> Path:
-    """A home with a migrated SQLite store and one trained, promoted model version (trained once per run)."""
-    home = tmp_path_factory.mktemp("trained-home")
+def trained_home(tmp_path_factory, worker_id) -> Path:
+    """A home with a migrated SQLite store and one trained, promoted model version (trained once per run, by the
+    first test process that asks; the others wait for it and copy it, as they copy it for each test)."""
+    # the folder above each xdist process's own is the run's (with -n 0 it would hold earlier runs' too)
+    run_dir = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    home, trained = run_dir / "trained-home", run_dir / "trained-home.done"
+    with FileLock(run_dir / "trained-home.lock"):
+        if not trained.exists():
+            shutil.rmtree(home, ignore_errors=True)  # what a process that failed half-way left
+            home.mkdir()
+            _train(home)
+            trained.touch()
+    return home
+
+
+def _train(home: Path) -> None:
     env = {**os.environ, "DRIFTLINE_HOME": str(home)}
     env.pop("DRIFTLINE_DB", None)
     subprocess.run([DRIFTLINE, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
@@ -47,7 +61,6 @@ def trained_home(tmp_path_factory) -> Path:
     result = subprocess.run([DRIFTLINE, "train", "--model", MODEL, "--size", "small", "--rows", "80000"], env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    return home
 
 
 @pytest.fixture

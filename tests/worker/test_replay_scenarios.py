@@ -15,17 +15,19 @@ import orjson
 import pandas as pd
 import pytest
 
-from driftline import vocabulary
+from driftline import defaults, vocabulary
 from driftline.broker import free_port
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS, load_settings
 from driftline.detectors.rollout.policy import RolloutPolicy
 from driftline.errors import UserError
 from driftline.rollouts import ab_plan, canary_plan, shadow_plan
+from driftline.store import db as store_db
 from driftline.store.db import session_scope
 from driftline.store.rollouts import current_plan, steps
 from driftline.worker.faults import Faults
 from driftline.worker.feature_transform import FeatureTransform
 from driftline.worker.dataset import default_probability, generate_inputs
+from driftline.worker.publish import publish
 from driftline.worker.registry import Registry
 from driftline.worker.replay import ReplayConfig, build_traffic, run_replay
 from driftline.worker.scenario_setup import (candidate_faults, canary_weight, prepare_candidate, scenario_plan,
@@ -220,6 +222,19 @@ def test_candidate_training_sets_carry_their_concept_and_labelling_bug():
     assert downturn_inputs.equals(clean_inputs)
     assert abs(downturn.mean() - default_probability(downturn_inputs, DOWNTURN).mean()) < 0.03
     assert downturn.mean() > clean.mean() + 0.15
+
+
+def test_a_candidate_is_trained_like_production_on_its_rows_up_to_the_cap(tiny_results, tmp_path, monkeypatch):
+    db_url = f"sqlite:///{tmp_path / 'driftline.db'}"
+    store_db.upgrade(db_url)
+    registry = Registry(db_url, tmp_path / "models")
+    publish(registry, MODEL, tiny_results[0], promote=True)  # production: the test MLP on 1 500 rows
+    monkeypatch.setattr(defaults, "REPLAY_CANDIDATE_MAX_ROWS", 1_000)
+    version = prepare_candidate(registry, MODEL, SCENARIOS["shadow"].rollout.candidate)
+    metrics = registry.get(MODEL, version).metrics
+    assert version == "2" and registry.alias(MODEL) == "1"
+    assert metrics["train_rows"] + metrics["holdout_rows"] == 1_000  # the cap, below production's 1 500
+    assert (metrics["size"], metrics["epochs"]) == ("test", 2)
 
 
 @pytest.mark.parametrize("rate, window_seconds, min_events, expected", [
