@@ -430,7 +430,9 @@ DATA_QUALITY_MIN_ROWS = 100
 OUT_OF_RANGE_SHARE_MAX = 0.01
 # Share of a categorical feature's values that training never saw. Zero for a window
 # from the training distribution unless training missed a very rare category; 1 %
-# is a new category a person would want to know about.
+# is a new category a person would want to know about. The same level is the floor of drift's unseen-category
+# test (detectors/thresholds/decision.py): a share over it, improbable under the reference's Good-Turing
+# missing mass, makes a categorical feature drift, so one unseen row in 1 000 never does.
 UNSEEN_CATEGORY_SHARE_MAX = 0.01
 # Share of values whose JSON type differs from training's (a string in a numeric
 # feature). Types are not noisy, so any type change is a contract break: 0.
