@@ -124,6 +124,12 @@ DRIFT_MIN_ROWS = 100
 # categorical feature, per window and in evidence (Cochran's rule): with Pearson's unpooled goodness of fit, 300
 # Zipf categories were flagged in 36 % / 49 % of unchanged 100 / 1 000-row windows, pooled 4.7 % / 3.9 %.
 CHI2_MIN_EXPECTED = 5.0
+# Share of a categorical feature's level spent on its unseen-category test (rows on categories the reference never
+# saw; weighted Bonferroni with the pooled chi-square, which keeps the rest). A new category over its floor
+# (UNSEEN_CATEGORY_SHARE_MAX) gives p-values far below the level (about 1e-7 for 5 of 100 rows), so a tenth keeps
+# its power: 5 % of a 100-row window flagged 95 % (pooled alone 20 %), while an even split (0.5) cost the pooled
+# test power on known categories (diffuse shift at 1 000 rows 24 % -> 13 %; at 0.1: 22 %). bench/RESULTS.md.
+UNSEEN_TEST_WEIGHT = 0.1
 # The dataset drifts when at least this share of its features drift: Evidently's
 # default drift_share, so both tools agree on the headline verdict.
 DATASET_DRIFT_SHARE = 0.5

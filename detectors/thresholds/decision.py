@@ -9,7 +9,8 @@ A feature **drifts** when all of these hold:
 1. *enough data*: at least ``min_rows`` rows in the window and in the reference,
    otherwise the verdict is "insufficient data" (never drift);
 2. *significant*: its test's p-value (`significance_p_value`: KS for numeric
-   features; for categorical ones twice the smaller of two p-values, Bonferroni within the feature:
+   features; for categorical ones the smaller of two p-values, each over its share of the level
+   (weighted Bonferroni within the feature, ``UNSEEN_TEST_WEIGHT`` to the second):
    the two-sample chi-square with categories the window expects fewer than
    ``CHI2_MIN_EXPECTED`` times pooled, `two_sample.chi2_pooled`, and the test of the window's
    rows on categories the reference never saw, `two_sample.unseen_test`, which counts only
@@ -205,8 +206,9 @@ def significance_test(kind: str) -> str:
 
 def significance_p_value(test: Mapping[str, Any]) -> float:
     """The raw p-value a test is judged by: the pooled chi-square's (``p_value_pooled``) where it was measured,
-    else the test's ``p_value``; with the test of unseen categories beside it (``unseen``), twice the smaller
-    of the two (Bonferroni within the feature), the unseen test's counting only when its share is over
+    else the test's ``p_value``; with the test of unseen categories beside it (``unseen``), the smaller of the
+    two each divided by its share of the level, a weighted Bonferroni within the feature: ``min(1, p_pooled /
+    (1 - w), p_unseen / w)``, w = ``UNSEEN_TEST_WEIGHT``, the unseen test's counting only when its share is over
     ``UNSEEN_CATEGORY_SHARE_MAX`` (`unseen_p_value`).
 
     A categorical feature's ``p_value`` is Pearson's goodness of fit against the reference's shares, as
@@ -218,16 +220,17 @@ def significance_p_value(test: Mapping[str, Any]) -> float:
 
     >>> significance_p_value({"p_value": 0.001, "p_value_pooled": 0.4}), significance_p_value({"p_value": 0.2})
     (0.4, 0.2)
-    >>> significance_p_value({"p_value": 0.001, "p_value_pooled": 0.4, "unseen": {"share": 0.05, "p_value": 1e-6}})
-    2e-06
-    >>> significance_p_value({"p_value_pooled": 0.4, "unseen": {"share": 0.001, "p_value": 1e-6}})  # under its floor
-    0.8
+    >>> f'{significance_p_value({"p_value_pooled": 0.4, "unseen": {"share": 0.05, "p_value": 1e-6}}):.2g}'
+    '1e-05'
+    >>> round(significance_p_value({"p_value_pooled": 0.4, "unseen": {"share": 0.001, "p_value": 1e-6}}), 3)  # floor
+    0.444
     """
     pooled = float(test.get("p_value_pooled", test.get("p_value", 1.0)))
     unseen = test.get("unseen")
     if unseen is None:
         return pooled
-    return min(1.0, 2.0 * min(pooled, unseen_p_value(unseen)))
+    weight = defaults.UNSEEN_TEST_WEIGHT
+    return min(1.0, pooled / (1.0 - weight), unseen_p_value(unseen) / weight)
 
 
 def unseen_p_value(unseen: Mapping[str, Any]) -> float:

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from driftline.baseline import compute_baseline
+from driftline.defaults import UNSEEN_TEST_WEIGHT
 from driftline.detectors.batch.engine import detect
 from driftline.detectors.families.data_quality import data_quality
 from driftline.detectors.families.drift import drift_results
@@ -134,8 +135,9 @@ def test_one_unseen_row_in_a_thousand_is_no_drift_in_the_service_either():
     _, result = _service_result(compute_baseline(reference), values)
     for chi_square in (batch["tests"]["chi2"], result.details["tests"]["chi2"]):
         assert chi_square["unseen"]["share"] == pytest.approx(0.001)
-        # under the floor the unseen test is not counted, however improbable the row: the pooled test's alone, doubled
-        assert significance_p_value(chi_square) == pytest.approx(min(1.0, 2 * chi_square["p_value_pooled"]))
+        # under the floor the unseen test is not counted, however improbable the row: the pooled test's alone
+        assert significance_p_value(chi_square) == pytest.approx(
+            min(1.0, chi_square["p_value_pooled"] / (1 - UNSEEN_TEST_WEIGHT)))
     assert batch["drift"] is False and result.breached is False
     # the floor decides, not the p-value: against a reference with no singletons one such row is improbable
     assert two_sample.unseen_test([100_000, 0], [999, 1])[1] < 0.05
