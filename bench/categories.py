@@ -9,8 +9,9 @@ references (several: a reference's own misses matter there), windows of 10 000 r
 by `driftline detect` (the batch engine) and, for the service, by `drift_results` on a window state built from
 events; its verdict is then read three times from the very same tests:
 
-- ``now``: the rule as it is: the pooled two-sample chi-square and the unseen-category test, twice the smaller
-  p-value (`driftline.detectors.thresholds.decision.significance_p_value`), the unseen share an effect size;
+- ``now``: the rule as it is: the pooled two-sample chi-square and the unseen-category test, a weighted
+  Bonferroni of the two (`driftline.detectors.thresholds.decision.significance_p_value`), the unseen share an
+  effect size;
 - ``pooled``: the same `decide_feature`, given the chi-square test without its ``unseen`` part: the pooled
   two-sample chi-square alone (the rule of 2026-12-04 morning);
 - ``Pearson``: given neither the pooled p-value nor ``unseen``: Pearson's goodness of fit against the
