@@ -122,8 +122,14 @@ MISSING_RATE_DELTA = 0.05
 DRIFT_MIN_ROWS = 100
 # Categories expected fewer times than this in a window are pooled in the two-sample chi-square that judges a
 # categorical feature, per window and in evidence (Cochran's rule): with Pearson's unpooled goodness of fit, 300
-# Zipf categories were flagged in 36 % / 49 % of unchanged 100 / 1 000-row windows, pooled 4.7 % / 3.9 %.
+# Zipf categories were flagged in 36 % / 49 % of unchanged 100 / 1 000-row windows, pooled 5.0 % / 4.3 %.
 CHI2_MIN_EXPECTED = 5.0
+# Share of a categorical feature's level spent on its unseen-category test (rows on categories the reference never
+# saw; weighted Bonferroni with the pooled chi-square, which keeps the rest). A new category over its floor
+# (UNSEEN_CATEGORY_SHARE_MAX) gives p-values far below the level (about 1e-7 for 5 of 100 rows), so a tenth keeps
+# its power: 5 % of a 100-row window flagged 95 % (pooled alone 20 %), while an even split (0.5) cost the pooled
+# test power on known categories (diffuse shift at 1 000 rows 24 % -> 13 %; at 0.1: 22 %). bench/RESULTS.md.
+UNSEEN_TEST_WEIGHT = 0.1
 # The dataset drifts when at least this share of its features drift: Evidently's
 # default drift_share, so both tools agree on the headline verdict.
 DATASET_DRIFT_SHARE = 0.5
@@ -430,7 +436,9 @@ DATA_QUALITY_MIN_ROWS = 100
 OUT_OF_RANGE_SHARE_MAX = 0.01
 # Share of a categorical feature's values that training never saw. Zero for a window
 # from the training distribution unless training missed a very rare category; 1 %
-# is a new category a person would want to know about.
+# is a new category a person would want to know about. The same level is the floor of drift's unseen-category
+# test (detectors/thresholds/decision.py): a share over it, improbable under the reference's Good-Turing
+# missing mass, makes a categorical feature drift, so one unseen row in 1 000 never does.
 UNSEEN_CATEGORY_SHARE_MAX = 0.01
 # Share of values whose JSON type differs from training's (a string in a numeric
 # feature). Types are not noisy, so any type change is a contract break: 0.

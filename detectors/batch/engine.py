@@ -309,7 +309,7 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
         measured = two_sample.numeric_statistics_sorted(reference.values_sorted, values, std=reference.std,
                                                    psi_edges=reference.psi_edges,
                                                    reference_psi_counts=reference.psi_counts)
-        tests = {
+        tests: dict[str, dict[str, Any]] = {
             PSI: {"value": measured[PSI]},
             KS: {"statistic": measured["ks_statistic"], "p_value": measured["ks_p_value"]},
             WASSERSTEIN: {"value": measured[WASSERSTEIN],
@@ -324,7 +324,8 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
         statistic, p_value = two_sample.chi2(reference_counts, current_counts)
         tests = {
             CHI2: {"statistic": statistic, "p_value": p_value,
-                   "p_value_pooled": two_sample.chi2_pooled(reference_counts, current_counts)},
+                   "p_value_pooled": two_sample.chi2_pooled(reference_counts, current_counts),
+                   "unseen": two_sample.unseen_details(reference_counts, current_counts)},
             JENSENSHANNON: {"value": two_sample.jensenshannon(reference_counts, current_counts)},
             PSI: {"value": two_sample.psi(reference_counts, current_counts)},
         }

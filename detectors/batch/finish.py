@@ -89,10 +89,12 @@ def measure_categorical(reference: CategoricalSummary, current: CategoricalSumma
     current_counts = np.array([current.counts.get(key, 0) for key in categories]
                               + [current.counts[key] for key in unseen], dtype=np.int64)
     statistic, p_value = two_sample.chi2(reference_counts, current_counts)
-    tests = {CHI2: {"statistic": statistic, "p_value": p_value,
-                    "p_value_pooled": two_sample.chi2_pooled(reference_counts, current_counts)},
-             JENSENSHANNON: {"value": two_sample.jensenshannon(reference_counts, current_counts)},
-             PSI: {"value": two_sample.psi(reference_counts, current_counts)}}
+    tests: dict[str, dict[str, Any]] = {
+        CHI2: {"statistic": statistic, "p_value": p_value,
+               "p_value_pooled": two_sample.chi2_pooled(reference_counts, current_counts),
+               "unseen": two_sample.unseen_details(reference_counts, current_counts)},
+        JENSENSHANNON: {"value": two_sample.jensenshannon(reference_counts, current_counts)},
+        PSI: {"value": two_sample.psi(reference_counts, current_counts)}}
     return tests, _missing_test(reference.missing, reference.rows, current.missing, current.rows)
 
 

@@ -199,7 +199,8 @@ def categorical_tests(profile: CategoricalProfile, window: FeatureWindow) -> dic
     _, reference, current = category_counts(profile, window)
     statistic, p_value = two_sample.chi2(reference, current)
     return {
-        CHI2: {"statistic": statistic, "p_value": p_value, "p_value_pooled": two_sample.chi2_pooled(reference, current)},
+        CHI2: {"statistic": statistic, "p_value": p_value, "p_value_pooled": two_sample.chi2_pooled(reference, current),
+               "unseen": two_sample.unseen_details(reference, current)},
         PSI: {"value": two_sample.psi(reference, current)},
         JENSENSHANNON: {"value": two_sample.jensenshannon(reference, current)},
         LINF: {"value": two_sample.linf(reference, current)},

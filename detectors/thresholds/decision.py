@@ -9,12 +9,17 @@ A feature **drifts** when all of these hold:
 1. *enough data*: at least ``min_rows`` rows in the window and in the reference,
    otherwise the verdict is "insufficient data" (never drift);
 2. *significant*: its test's p-value (`significance_p_value`: KS for numeric
-   features; for categorical ones the two-sample chi-square with categories the window
-   expects fewer than ``CHI2_MIN_EXPECTED`` times pooled, `two_sample.chi2_pooled`),
-   corrected by Benjamini-Hochberg across the window's features, is below ``alpha``;
+   features; for categorical ones the smaller of two p-values, each over its share of the level
+   (weighted Bonferroni within the feature, ``UNSEEN_TEST_WEIGHT`` to the second):
+   the two-sample chi-square with categories the window expects fewer than
+   ``CHI2_MIN_EXPECTED`` times pooled, `two_sample.chi2_pooled`, and the test of the window's
+   rows on categories the reference never saw, `two_sample.unseen_test`, which counts only
+   when that share is over ``UNSEEN_CATEGORY_SHARE_MAX``), corrected by Benjamini-Hochberg
+   across the window's features, is below ``alpha``;
 3. *large enough*: at least one effect size clears its floor: PSI ≥ ``psi``,
    normalised Wasserstein ≥ ``wasserstein`` (numeric) or Jensen-Shannon ≥
-   ``jensenshannon``. With fixed floors, the Wasserstein distance is judged by its
+   ``jensenshannon``, or (categorical) the share of rows on categories the reference never
+   saw is over ``UNSEEN_CATEGORY_SHARE_MAX`` (the data-quality check's level). With fixed floors, the Wasserstein distance is judged by its
    excess over its sampling level at the window's size (its ``noise``,
    `driftline.detectors.stats.noise`): the floor is a size of drift, and at 500 rows
    noise alone reaches 0.1 in about one window in a hundred. Reference-derived floors
@@ -53,6 +58,8 @@ __all__ = [
     "decide_feature",
     "significance_p_value",
     "significance_test",
+    "unseen_clears_floor",
+    "unseen_p_value",
 ]
 
 # Where effect-size thresholds come from: the fixed values, or each feature's spread over reference chunks.
@@ -199,17 +206,43 @@ def significance_test(kind: str) -> str:
 
 def significance_p_value(test: Mapping[str, Any]) -> float:
     """The raw p-value a test is judged by: the pooled chi-square's (``p_value_pooled``) where it was measured,
-    else the test's ``p_value``.
+    else the test's ``p_value``; with the test of unseen categories beside it (``unseen``), the smaller of the
+    two each divided by its share of the level, a weighted Bonferroni within the feature: ``min(1, p_pooled /
+    (1 - w), p_unseen / w)``, w = ``UNSEEN_TEST_WEIGHT``, the unseen test's counting only when its share is over
+    ``UNSEEN_CATEGORY_SHARE_MAX`` (`unseen_p_value`).
 
     A categorical feature's ``p_value`` is Pearson's goodness of fit against the reference's shares, as
     Evidently computes it; with hundreds of sparse categories it comes out below 0.05 in a third to a half of
-    unchanged windows, so the rule judges the pooled two-sample test instead (valid there). Results stored
-    without a pooled value fall back to ``p_value``.
+    unchanged windows, so the rule judges the pooled two-sample test instead (valid there). The pool dilutes a
+    new category (5 % of a 100-row window: flagged 19 % of the time by the pooled test alone), so the share of
+    rows on categories the reference never saw is tested apart. Results stored without these values fall back
+    to ``p_value``.
 
     >>> significance_p_value({"p_value": 0.001, "p_value_pooled": 0.4}), significance_p_value({"p_value": 0.2})
     (0.4, 0.2)
+    >>> f'{significance_p_value({"p_value_pooled": 0.4, "unseen": {"share": 0.05, "p_value": 1e-6}}):.2g}'
+    '1e-05'
+    >>> round(significance_p_value({"p_value_pooled": 0.4, "unseen": {"share": 0.001, "p_value": 1e-6}}), 3)  # floor
+    0.444
     """
-    return float(test.get("p_value_pooled", test.get("p_value", 1.0)))
+    pooled = float(test.get("p_value_pooled", test.get("p_value", 1.0)))
+    unseen = test.get("unseen")
+    if unseen is None:
+        return pooled
+    weight = defaults.UNSEEN_TEST_WEIGHT
+    return min(1.0, pooled / (1.0 - weight), unseen_p_value(unseen) / weight)
+
+
+def unseen_p_value(unseen: Mapping[str, Any]) -> float:
+    """The unseen-category test's p-value as the rule counts it: its ``p_value`` when its ``share`` is over
+    ``UNSEEN_CATEGORY_SHARE_MAX`` (a size of drift, as every effect floor), else 1 (one unseen row in 1 000 is
+    no drift however rare unseen categories were in the reference)."""
+    return float(unseen["p_value"]) if unseen_clears_floor(unseen) else 1.0
+
+
+def unseen_clears_floor(unseen: Mapping[str, Any]) -> bool:
+    """Whether the share of a window's rows on categories the reference never saw is over its floor."""
+    return float(unseen["share"]) > defaults.UNSEEN_CATEGORY_SHARE_MAX
 
 
 def _p(test: Mapping[str, Any]) -> float:
@@ -242,6 +275,8 @@ def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: Drif
         if name in SIGNIFICANCE_TESTS:
             test["threshold"] = thresholds.alpha
             test["drift"] = bool(_p(test) < thresholds.alpha)
+            if "unseen" in test:
+                test["unseen"]["floor"] = defaults.UNSEEN_CATEGORY_SHARE_MAX
         elif name == "missing":
             test["threshold"] = thresholds.missing_rate_delta
             test["drift"] = bool(abs(test["value"] - test["reference"]) >= thresholds.missing_rate_delta
@@ -264,7 +299,7 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
     (``{"psi": {"value"}, "ks": {"statistic", "p_value", "p_value_adjusted"?},
     "wasserstein": {"value"}, "jensenshannon": {"value"}}`` for numeric
     features, ``chi2`` instead of ``ks`` (and no wasserstein) for categorical
-    ones, with its ``p_value_pooled``; optionally ``missing: {"value", "reference", "p_value"}``). If a
+    ones, with its ``p_value_pooled`` and ``unseen: {"share", "p_value"}``; optionally ``missing: {"value", "reference", "p_value"}``). If a
     ``p_value_adjusted`` is present (`benjamini_hochberg` across the window) it
     is used, else the raw `significance_p_value`. `rows` is the smaller of the window's and the
     reference's row counts. `thresholds` should already be `for_feature`'d.
@@ -299,6 +334,12 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
         cleared = clears_floor(tests[effect], floor, thresholds.threshold_source)
         shown = f"{effect} {value:.3g} - noise {noise:.2g}" if noise else f"{effect} {value:.3g}"
         (above if cleared else below).append(f"{shown} {'>=' if cleared else '<'} {floor:g}")
+    unseen = test.get("unseen") if kind == CATEGORICAL else None
+    if unseen is not None:
+        cleared = unseen_clears_floor(unseen)
+        if cleared or float(unseen["share"]) > 0:
+            (above if cleared else below).append(f"unseen share {float(unseen['share']):.3g} "
+                                                 f"{'>' if cleared else '<='} {defaults.UNSEEN_CATEGORY_SHARE_MAX:g}")
     if above:
         return True, f"{test_name} p={p_value:.3g} < {thresholds.alpha:g} and " + ", ".join(above)
     return False, f"{test_name} significant (p={p_value:.3g}) but effect below floor: " + ", ".join(below)
