@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.stats import two_sample
+from driftline.detectors.stats import two_sample, unseen_categories
 from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.batch.multivariate import BatchReference, batch_multivariate
@@ -325,7 +325,7 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
         tests = {
             CHI2: {"statistic": statistic, "p_value": p_value,
                    "p_value_pooled": two_sample.chi2_pooled(reference_counts, current_counts),
-                   "unseen": two_sample.unseen_details(reference_counts, current_counts)},
+                   "unseen": unseen_categories.unseen_details(reference_counts, current_counts)},
             JENSENSHANNON: {"value": two_sample.jensenshannon(reference_counts, current_counts)},
             PSI: {"value": two_sample.psi(reference_counts, current_counts)},
         }

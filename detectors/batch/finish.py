@@ -38,7 +38,7 @@ from driftline.detectors.batch.engine import SCHEMA_VERSION, ReferenceProfile, W
     judge_window, reference_tests
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, CategoricalSummary, NumericSummary
-from driftline.detectors.stats import binned, two_sample
+from driftline.detectors.stats import binned, two_sample, unseen_categories
 from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.thresholds.decision import DriftThresholds
@@ -92,7 +92,7 @@ def measure_categorical(reference: CategoricalSummary, current: CategoricalSumma
     tests: dict[str, dict[str, Any]] = {
         CHI2: {"statistic": statistic, "p_value": p_value,
                "p_value_pooled": two_sample.chi2_pooled(reference_counts, current_counts),
-               "unseen": two_sample.unseen_details(reference_counts, current_counts)},
+               "unseen": unseen_categories.unseen_details(reference_counts, current_counts)},
         JENSENSHANNON: {"value": two_sample.jensenshannon(reference_counts, current_counts)},
         PSI: {"value": two_sample.psi(reference_counts, current_counts)}}
     return tests, _missing_test(reference.missing, reference.rows, current.missing, current.rows)

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from driftline.detectors.stats import two_sample
+from driftline.detectors.stats import two_sample, unseen_categories
 from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale_binned
 from driftline import defaults
 from driftline.baseline import CategoricalProfile, NumericProfile
@@ -200,7 +200,7 @@ def categorical_tests(profile: CategoricalProfile, window: FeatureWindow) -> dic
     statistic, p_value = two_sample.chi2(reference, current)
     return {
         CHI2: {"statistic": statistic, "p_value": p_value, "p_value_pooled": two_sample.chi2_pooled(reference, current),
-               "unseen": two_sample.unseen_details(reference, current)},
+               "unseen": unseen_categories.unseen_details(reference, current)},
         PSI: {"value": two_sample.psi(reference, current)},
         JENSENSHANNON: {"value": two_sample.jensenshannon(reference, current)},
         LINF: {"value": two_sample.linf(reference, current)},

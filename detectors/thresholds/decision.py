@@ -13,7 +13,7 @@ A feature **drifts** when all of these hold:
    (weighted Bonferroni within the feature, ``UNSEEN_TEST_WEIGHT`` to the second):
    the two-sample chi-square with categories the window expects fewer than
    ``CHI2_MIN_EXPECTED`` times pooled, `two_sample.chi2_pooled`, and the test of the window's
-   rows on categories the reference never saw, `two_sample.unseen_test`, which counts only
+   rows on categories the reference never saw, `unseen_categories.unseen_test`, which counts only
    when that share is over ``UNSEEN_CATEGORY_SHARE_MAX``), corrected by Benjamini-Hochberg
    across the window's features, is below ``alpha``;
 3. *large enough*: at least one effect size clears its floor: PSI ≥ ``psi``,

@@ -12,7 +12,7 @@ from driftline.defaults import UNSEEN_TEST_WEIGHT
 from driftline.detectors.batch.engine import detect
 from driftline.detectors.families.data_quality import data_quality
 from driftline.detectors.families.drift import drift_results
-from driftline.detectors.stats import two_sample
+from driftline.detectors.stats import unseen_categories
 from driftline.detectors.thresholds.decision import DriftThresholds, significance_p_value
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.window_state import EventBatch, WindowState
@@ -140,7 +140,7 @@ def test_one_unseen_row_in_a_thousand_is_no_drift_in_the_service_either():
             min(1.0, chi_square["p_value_pooled"] / (1 - UNSEEN_TEST_WEIGHT)))
     assert batch["drift"] is False and result.breached is False
     # the floor decides, not the p-value: against a reference with no singletons one such row is improbable
-    assert two_sample.unseen_test([100_000, 0], [999, 1])[1] < 0.05
+    assert unseen_categories.unseen_test([100_000, 0], [999, 1])[1] < 0.05
 
 
 # 2 000 equally common categories, a 20 000-row reference, 10 000-row windows: a reference misses one of them about
