@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping
 
 from driftline import defaults, vocabulary
 from driftline.errors import UserError
-from driftline.sections import Section, did_you_mean, parse_section
+from driftline.toml_sections import Section, did_you_mean, parse_section
 
 from driftline.alerts.endpoints import ENDPOINT_SETTINGS, NOTIFY_CHANNELS, RETRAIN, configured_channels
 from driftline.alerts.times import parse_duration

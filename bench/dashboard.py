@@ -67,7 +67,7 @@ def timed(fn, repeat: int = 3) -> tuple[float, object]:
 def main(argv: list[str] | None = None) -> None:
     import streamlit as st
 
-    from driftline.dashboard import derive, queries
+    from driftline.dashboard import presentation, queries
     from driftline import defaults
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> None:
         for label, seconds in (("1h", 3600), ("24h", 86400), ("7d", 7 * 86400), ("30d", 30 * 86400)):
             if seconds > args.days * 86400:
                 continue
-            start, end = derive.bounded_range(now, seconds, defaults.DASHBOARD_CACHE_TTL_SECONDS)
-            bucket = derive.bucket_size_ms(start, end, MINUTE)
+            start, end = presentation.bounded_range(now, seconds, defaults.DASHBOARD_CACHE_TTL_SECONDS)
+            bucket = presentation.bucket_size_ms(start, end, MINUTE)
 
             def cold():
                 st.cache_data.clear()

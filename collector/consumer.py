@@ -56,7 +56,7 @@ from driftline.collector.record_batches import (GuardedPartitionRecords, LeanPar
                                       malformed_range, use_reader)
 from driftline import defaults
 from driftline.baseline import Baseline
-from driftline.heap import freeze_long_lived
+from driftline.garbage_collection import freeze_long_lived
 from driftline.kafka_security import kafka_python_options
 from driftline.store.db import get_engine
 

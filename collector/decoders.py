@@ -51,7 +51,7 @@ from driftline.collector.labels import PredictionRow
 from driftline.collector.windows import PartialWindow
 from driftline import defaults
 from driftline.baseline import Baseline
-from driftline.heap import freeze_long_lived
+from driftline.garbage_collection import freeze_long_lived
 from driftline.segments import SegmentSpec
 from driftline.supervisor import start_python_child
 from driftline.window_state import WindowState, WindowStateError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from driftline.dashboard import charts, derive, ui
+from driftline.dashboard import charts, presentation, ui
 from driftline.vocabulary import (LATENCY_TPOT, LATENCY_TTFT, OUTPUT_TOKENS_PER_SECOND, P50_MS, P99_MS, TOKEN_COUNTS,
                                   TOKENS_PER_SECOND_P50)
 
@@ -51,6 +51,6 @@ def generated_answers(ctx: ui.Context, latency: pd.DataFrame, per_window: pd.Dat
     counts = per_window.dropna(subset=[n for n in TOKEN_COUNTS if n in per_window], how="all")
     if not counts.empty:
         st.markdown("**Tokens per window** (prompt and output)")
-        series = pd.concat([pd.DataFrame({"time": derive.to_time(counts["start"]), "series": name,
+        series = pd.concat([pd.DataFrame({"time": presentation.to_time(counts["start"]), "series": name,
                                           "value": counts[name]}) for name in TOKEN_COUNTS]).dropna(subset=["value"])
         st.altair_chart(charts.multi_series(series, "tokens", ctx.span_ms, height=150), width="stretch")

@@ -2,7 +2,7 @@
 
 Every function takes the store URL first and returns plain data (pandas frames,
 dicts, bytes): what `st.cache_data` can copy safely. They only read; nothing here
-computes statistics (dashboard/derive.py does, from what these return).
+computes statistics (dashboard/presentation.py does, from what these return).
 
 Time filters use the indexed columns: window starts (epoch ms) for evaluations,
 results and states; wall-clock datetimes for alerts, notifications, retraining.

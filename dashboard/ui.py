@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from driftline.dashboard import derive, queries
+from driftline.dashboard import presentation, queries
 from driftline.dashboard.commands import REFRESH_ENV
 from driftline import defaults
 from driftline.config import load_settings
@@ -71,9 +71,9 @@ def now_ms() -> int:
 
 
 def current_range(range_key: str) -> tuple[int, int, int]:
-    """(start, end, now) of the named range, `end` rounded to the cache TTL (derive.bounded_range)."""
+    """(start, end, now) of the named range, `end` rounded to the cache TTL (presentation.bounded_range)."""
     now = now_ms()
-    start, end = derive.bounded_range(now, TIME_RANGES[range_key][1], defaults.DASHBOARD_CACHE_TTL_SECONDS)
+    start, end = presentation.bounded_range(now, TIME_RANGES[range_key][1], defaults.DASHBOARD_CACHE_TTL_SECONDS)
     return start, end, now
 
 
@@ -159,11 +159,11 @@ def segment_filter(ctx: Context) -> str:
 
 
 def time_col(frame: pd.DataFrame, column: str = "bucket_ms") -> pd.Series:
-    return derive.to_time(frame[column])
+    return presentation.to_time(frame[column])
 
 
 def window_label(start_ms: int, end_ms: int) -> str:
-    start, end = derive.to_time(start_ms), derive.to_time(end_ms)
+    start, end = presentation.to_time(start_ms), presentation.to_time(end_ms)
     return f"{start:%b %d %H:%M}–{end:%H:%M}"
 
 

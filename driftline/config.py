@@ -6,7 +6,7 @@ then the defaults below. Detection thresholds and alert rules have their own
 documented defaults in `driftline.defaults`.
 
 Strict: a key of the TOML file that is neither a setting nor a known section
-(`driftline.sections.SECTIONS`, which the stages validate), and a `DRIFTLINE_*`
+(`driftline.toml_sections.SECTIONS`, which the stages validate), and a `DRIFTLINE_*`
 environment variable that is neither a setting nor in `OTHER_ENVIRONMENT_VARIABLES`,
 stop the command with an error naming it and the closest known name; every number
 is range-checked.
@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from driftline import defaults
 from driftline.errors import UserError
-from driftline.sections import SECTIONS, did_you_mean
+from driftline.toml_sections import SECTIONS, did_you_mean
 
 TOPIC_INFERENCE = "driftline.inference"
 TOPIC_LABELS = "driftline.labels"

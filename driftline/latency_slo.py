@@ -1,6 +1,6 @@
 """The `[latency]` table: a model's latency objectives per latency part, its error budget and its capacity.
 
-One pydantic model with its bounds (`driftline.sections.Table`), read by the latency detector family and shown by
+One pydantic model with its bounds (`driftline.toml_sections.Table`), read by the latency detector family and shown by
 the dashboard; it lives with the settings so that reading it imports no detector. The top-level ``p50_ms`` /
 ``p95_ms`` / ``p99_ms`` are the objectives of ``total``; ``[latency.parts.NAME]`` sets any other part's (a
 generated answer's ``ttft`` and ``tpot`` have default p99 objectives); ``[latency.models.NAME]`` overrides any of
@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 
 from driftline import defaults
 from driftline.names import is_safe_name
-from driftline.sections import Section, Table, given, parse_section
+from driftline.toml_sections import Section, Table, given, parse_section
 from driftline.vocabulary import LATENCY_TOTAL, LATENCY_TPOT, LATENCY_TTFT, P50_MS, P95_MS, P99_MS
 
 __all__ = ["LatencySLO", "PartObjectives"]

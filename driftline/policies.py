@@ -12,7 +12,7 @@ from typing import Annotated, Any, Mapping
 from pydantic import Field, field_validator, model_validator
 
 from driftline import defaults
-from driftline.sections import Table, given, parse_section
+from driftline.toml_sections import Table, given, parse_section
 from driftline.vocabulary import ROLLOUT_JUDGED
 
 __all__ = ["MultivariateThresholds", "RolloutPolicy"]

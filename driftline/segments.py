@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from driftline import defaults
-from driftline.sections import Section, parse_section
+from driftline.toml_sections import Section, parse_section
 from driftline.events import SEGMENT_CHARS
 
 __all__ = ["NULL_KEY", "OTHER_KEY", "SegmentSpec", "segment_key", "segment_name"]

@@ -29,7 +29,7 @@ from pydantic import Field
 from sqlalchemy import ColumnElement, and_, delete, exists, false, func, or_, select, tuple_
 
 from driftline import defaults
-from driftline.sections import Table, given, parse_section
+from driftline.toml_sections import Table, given, parse_section
 from driftline.store.db import get_engine
 from driftline.store.models import (Alert, DeadLetter, DetectorResult, LabelRecord, Notification, PredictionRecord,
                                     WindowEvaluation, WindowQuarantine, WindowStateRecord)

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from driftline.sections import did_you_mean
+from driftline.toml_sections import did_you_mean
 from driftline.store.models import BaselineRecord
 
 

@@ -47,7 +47,7 @@ from driftline import defaults
 from driftline.client import InferenceLogger, new_id
 from driftline.config import Settings, secret
 from driftline.errors import UserError
-from driftline.heap import freeze_long_lived
+from driftline.garbage_collection import freeze_long_lived
 from driftline.hosts import is_loopback, parse_allowed_hosts
 from driftline.kafka_security import KafkaSecurity
 from driftline.rollouts import ROLE_PRODUCTION, ROLE_SHADOW, RoutingPlan, assign, shadowed

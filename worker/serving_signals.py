@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector
 from pydantic import Field
 
 from driftline import serving_defaults
-from driftline.sections import Section, parse_section
+from driftline.toml_sections import Section, parse_section
 
 __all__ = ["CAPACITY", "COST", "ServingSignals", "SignalsConfig", "device_kind"]
 

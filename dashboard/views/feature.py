@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from driftline.dashboard import charts, derive, distributions, queries, scores, states, ui
+from driftline.dashboard import charts, presentation, distributions, queries, scores, states, ui
 from driftline.vocabulary import DATA_DRIFT, INSUFFICIENT_DATA, LATENCY, NUMERIC, PREDICTION_DRIFT
 
 PREDICTION = "__prediction__"
@@ -91,14 +91,14 @@ def decision(results: pd.DataFrame, label: str) -> None:
                    "of its threshold.")
     else:
         reasons = "; ".join(
-            f"{r.detector} {r.metric} = {derive.fmt(r.value)} (threshold {derive.fmt(r.threshold)})"
+            f"{r.detector} {r.metric} = {presentation.fmt(r.value)} (threshold {presentation.fmt(r.threshold)})"
             + (f": {r.details['reason']}" if isinstance(r.details, dict) and r.details.get("reason") else "")
             for r in breached.itertuples())
         st.error(f"**Breached** for {label}: {reasons}")
 
 
 def statistics_table(results: pd.DataFrame, directions: dict) -> None:
-    table = derive.statistics_rows(results, directions)
+    table = presentation.statistics_rows(results, directions)
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"value": st.column_config.NumberColumn(format="%.4g"),
                                 "p_value": st.column_config.NumberColumn("p-value", format="%.3g"),
@@ -122,12 +122,12 @@ def distribution_charts(data: dict[str, Any], label: str) -> None:
                    delta=None if change is None or abs(change) < 0.0005 else f"{change:+.1%} vs training",
                    delta_color="inverse")
     if data["kind"] == NUMERIC:
-        cols[2].metric("Mean", derive.fmt(data["mean"]), delta=f"{derive.fmt(data['baseline_mean'])} in training",
+        cols[2].metric("Mean", presentation.fmt(data["mean"]), delta=f"{presentation.fmt(data['baseline_mean'])} in training",
                        delta_color="off", delta_arrow="off")
         out = data["below_min"] + data["above_max"]
         cols[3].metric("Outside training range", f"{out:,}",
-                       help=f"below {derive.fmt(data['baseline_min'])}: {data['below_min']}, "
-                            f"above {derive.fmt(data['baseline_max'])}: {data['above_max']}")
+                       help=f"below {presentation.fmt(data['baseline_min'])}: {data['below_min']}, "
+                            f"above {presentation.fmt(data['baseline_max'])}: {data['above_max']}")
         if "histogram" in data:
             left, right = st.columns(2)
             with left:
@@ -165,7 +165,7 @@ def evidence(ctx: ui.Context, detector: str, feature: str, label: str) -> None:
     if rows.empty:
         return
     st.subheader(f"Evidence of drift on {label}")
-    series = rows.assign(time=derive.to_time(rows["window_start_ms"]))
+    series = rows.assign(time=presentation.to_time(rows["window_start_ms"]))
     st.altair_chart(charts.evidence_chart(series, ctx.span_ms), width="stretch")
     st.caption("The sequential policy pages when the e-value reaches its line (set by `[alerts] "
                "false_pages_per_model_per_month`) while its effect, averaged over the run of evidence, clears its floor; evidence restarts "
@@ -182,11 +182,11 @@ def body(ctx: ui.Context) -> None:
         return
     window_ms = queries.window_length_ms(ctx.db_url, ctx.model)
     first = queries.first_window_ms(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms) or ctx.start_ms
-    bucket_ms = derive.bucket_size_ms(first, ctx.end_ms, window_ms)
+    bucket_ms = presentation.bucket_size_ms(first, ctx.end_ms, window_ms)
     segment = ui.segment_filter(ctx)
     buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first, ctx.end_ms, bucket_ms,
                                        segment=segment)
-    scored = derive.with_bucket_times(scores.scored(buckets), bucket_ms)
+    scored = presentation.with_bucket_times(scores.scored(buckets), bucket_ms)
     drift = queries.breached_features(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms, segment=segment)
     labels = window_options(windows, drift)
     starts = list(labels)
@@ -198,7 +198,7 @@ def body(ctx: ui.Context) -> None:
     results = queries.window_results(ctx.db_url, ctx.model, ctx.version, int(window), segment)
     summary = queries.baseline_summary(ctx.db_url, ctx.model, ctx.version) or {}
     names = [f["name"] for f in summary.get("features", [])]
-    features = results[(results["feature"] != "") & ~results["detector"].isin(derive.NOT_FEATURES)]
+    features = results[(results["feature"] != "") & ~results["detector"].isin(presentation.NOT_FEATURES)]
     names += sorted(set(features["feature"]) - set(names))
     if summary.get("prediction") is not None:
         names.append(PREDICTION)
@@ -222,7 +222,7 @@ def body(ctx: ui.Context) -> None:
                                      format_func=lambda n: feature_label(n) + ("  ⚠" if worst.get(n, 0) >= 10 else ""))
     label = feature_label(feature)
     own = (results[results["detector"] == PREDICTION_DRIFT] if feature == PREDICTION
-           else results[(results["feature"] == feature) & ~results["detector"].isin(derive.NOT_FEATURES)])
+           else results[(results["feature"] == feature) & ~results["detector"].isin(presentation.NOT_FEATURES)])
     decision(own, label)
     distribution_charts(feature_distributions(ctx.db_url, ctx.model, ctx.version, int(window), feature), label)
     st.subheader("Statistics and decision")
@@ -231,7 +231,7 @@ def body(ctx: ui.Context) -> None:
     else:
         statistics_table(own, directions)
     mine = (scored[scored["detector"] == PREDICTION_DRIFT] if feature == PREDICTION
-            else scored[(scored["feature"] == feature) & ~scored["detector"].isin(derive.NOT_FEATURES)])
+            else scored[(scored["feature"] == feature) & ~scored["detector"].isin(presentation.NOT_FEATURES)])
     history(ctx, scored, mine, label)
     evidence(ctx, PREDICTION_DRIFT if feature == PREDICTION else DATA_DRIFT,
              "prediction" if feature == PREDICTION else feature, label)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from driftline.dashboard import (charts, derive, embeddings, freshness, generated, queries, scores, states, ui,
+from driftline.dashboard import (charts, presentation, embeddings, freshness, generated, queries, scores, states, ui,
                                  worker_signals)
 from driftline import defaults
 from driftline.vocabulary import (
@@ -63,17 +63,17 @@ def header(ctx: ui.Context, scored: pd.DataFrame, versions: pd.DataFrame) -> Non
     cols[2].metric("Features drifting (any window)",
                    breached.loc[(breached["detector"] == DATA_DRIFT) & (breached["feature"] != ""), "feature"].nunique())
     cols[3].metric("Detector families breached", breached["detector"].nunique(),
-                   help=", ".join(derive.ordered_detectors(set(breached["detector"]))) or "none")
+                   help=", ".join(presentation.ordered_detectors(set(breached["detector"]))) or "none")
     alerts = queries.alerts(ctx.db_url, ctx.start_ms, ctx.model)
     cols[4].metric("Firing alerts", int(((alerts["version"] == ctx.version) & (alerts["state"] == "firing")).sum()))
 
 
 def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
     st.header("Serving", divider="gray")
-    model_level = latency[latency["feature"].isin(derive.LATENCY_TOTAL)]
-    parts = latency[~latency["feature"].isin(derive.LATENCY_TOTAL)]
+    model_level = latency[latency["feature"].isin(presentation.LATENCY_TOTAL)]
+    parts = latency[~latency["feature"].isin(presentation.LATENCY_TOTAL)]
     names = set(model_level["metric"])
-    quantiles = {q: derive.pick_metric(names, derive.HEADLINE_METRICS[q]) for q in derive.LATENCY_QUANTILES}
+    quantiles = {q: presentation.pick_metric(names, presentation.HEADLINE_METRICS[q]) for q in presentation.LATENCY_QUANTILES}
     left, right = st.columns([3, 2])
     with left:
         st.markdown("**Latency** (worst window per point) against the p99 SLO")
@@ -88,7 +88,7 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
             st.altair_chart(charts.latency_chart(series, float(p99.max()) if not p99.empty else None, ctx.span_ms),
                             width="stretch")
     with right:
-        traffic = [m for key in (QPS, CONCURRENCY) if (m := derive.pick_metric(names, derive.HEADLINE_METRICS[key]))]
+        traffic = [m for key in (QPS, CONCURRENCY) if (m := presentation.pick_metric(names, presentation.HEADLINE_METRICS[key]))]
         rows = model_level[model_level["metric"].isin(traffic)]
         st.markdown("**Traffic**: requests per second and requests in flight")
         if rows.empty:
@@ -101,10 +101,10 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
                                                             ctx.end_ms)
     for problem in problems:
         st.warning(f"Skipped an unreadable window state: {problem}")
-    p99 = derive.pick_metric(set(parts["metric"]), derive.HEADLINE_METRICS["p99"])
+    p99 = presentation.pick_metric(set(parts["metric"]), presentation.HEADLINE_METRICS["p99"])
     cols = st.columns(4 if p99 else 3)
     with cols[0]:
-        error = derive.pick_metric(names, derive.HEADLINE_METRICS[ERROR_RATE])
+        error = presentation.pick_metric(names, presentation.HEADLINE_METRICS[ERROR_RATE])
         rows = model_level[model_level["metric"] == error] if error else model_level.iloc[0:0]
         if rows.empty:
             st.caption("No error-rate results in this range.")
@@ -115,7 +115,7 @@ def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:
         if hits.empty:
             st.caption("No cache lookups recorded in this range.")
         else:
-            series = pd.DataFrame({"time": derive.to_time(hits["start"]), "value": hits["cache_hit_rate"]})
+            series = pd.DataFrame({"time": presentation.to_time(hits["start"]), "value": hits["cache_hit_rate"]})
             st.altair_chart(charts.metric_lines(series, "cache-hit rate", ctx.span_ms), width="stretch")
     if p99:
         with cols[2]:
@@ -187,7 +187,7 @@ def metric_grid(ctx: ui.Context, rows: pd.DataFrame, metrics: list[str], per_row
 
 
 def detector_section(ctx: ui.Context, detector: str, rows: pd.DataFrame) -> None:
-    st.header(derive.detector_title(detector), divider="gray")
+    st.header(presentation.detector_title(detector), divider="gray")
     per_feature = rows[rows["feature"] != ""]
     if per_feature["feature"].nunique() == 1:
         # One subject only (the prediction, say): lines say more than a one-row heatmap.
@@ -203,7 +203,7 @@ def detector_section(ctx: ui.Context, detector: str, rows: pd.DataFrame) -> None
         cells = scores.feature_heatmap(per_feature, None if choice in (None, WORST) else choice)
         order = scores.feature_order(cells)
         bucket_ms = int(rows["end"].iloc[0].timestamp() * 1000 - rows["start"].iloc[0].timestamp() * 1000)
-        cells = derive.with_bucket_times(cells, bucket_ms)
+        cells = presentation.with_bucket_times(cells, bucket_ms)
         st.altair_chart(charts.score_heatmap(cells, order, ctx.span_ms), width="stretch")
         troubled = [f for f in order if cells.loc[cells["feature"] == f, "breached"].max() > 0]
         if troubled:
@@ -247,7 +247,7 @@ def embedding_verdicts(ctx: ui.Context, segment: str = "") -> None:
 
 def estimated_section(ctx: ui.Context, segment: str = "") -> None:
     """Estimated quality (before labels) per window with its band, realized beside it once labels joined."""
-    st.header(derive.detector_title(ESTIMATED_QUALITY), divider="gray")
+    st.header(presentation.detector_title(ESTIMATED_QUALITY), divider="gray")
     rows = queries.estimated_quality(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms, segment)
     if rows.empty:
         st.caption("No estimates in this range.")
@@ -256,7 +256,7 @@ def estimated_section(ctx: ui.Context, segment: str = "") -> None:
                "orange: realized once labels joined; dashed red: the alert level (training value − margin), "
                "breached when the band's top lies below it. A realized value outside the band means labels no "
                "longer follow the training calibration (concept drift).")
-    rows = rows.assign(time=derive.to_time(rows["window_start_ms"]), breached=rows["breached"].astype(int))
+    rows = rows.assign(time=presentation.to_time(rows["window_start_ms"]), breached=rows["breached"].astype(int))
     metrics = [m for m in ESTIMATED_METRICS if m in set(rows["metric"])]
     per_row = 3
     for offset in range(0, len(metrics), per_row):
@@ -306,11 +306,11 @@ def body(ctx: ui.Context) -> None:
     versions = queries.model_versions(ctx.db_url, ctx.start_ms, ctx.end_ms)
     window_ms = queries.window_length_ms(ctx.db_url, ctx.model)
     first = queries.first_window_ms(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
-    bucket_ms = derive.bucket_size_ms(first or ctx.start_ms, ctx.end_ms, window_ms)
+    bucket_ms = presentation.bucket_size_ms(first or ctx.start_ms, ctx.end_ms, window_ms)
     segment = ui.segment_filter(ctx)
     buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first or ctx.start_ms, ctx.end_ms,
                                        bucket_ms, segment=segment)
-    scored = derive.with_bucket_times(scores.scored(buckets), bucket_ms)
+    scored = presentation.with_bucket_times(scores.scored(buckets), bucket_ms)
     header(ctx, scored, versions)
     ui.quarantine_notice(ctx, ctx.model, ctx.version)
     if scored.empty:
@@ -321,7 +321,7 @@ def body(ctx: ui.Context) -> None:
             st.caption(f"Each point and cell covers {bucket_ms // window_ms} windows of {window_ms // 1000} s "
                        "and shows the worst of them.")
         serving(ctx, scored[scored["detector"] == LATENCY])
-        for detector in derive.ordered_detectors(set(scored["detector"]) - {LATENCY}):
+        for detector in presentation.ordered_detectors(set(scored["detector"]) - {LATENCY}):
             if detector == ESTIMATED_QUALITY:
                 estimated_section(ctx, segment)
                 continue
@@ -329,7 +329,7 @@ def body(ctx: ui.Context) -> None:
             if detector == EMBEDDING_DRIFT:
                 embedding_verdicts(ctx, segment)
         if MODEL_QUALITY not in set(scored["detector"]):
-            st.header(derive.detector_title(MODEL_QUALITY), divider="gray")
+            st.header(presentation.detector_title(MODEL_QUALITY), divider="gray")
             st.caption("No labels joined in this range yet: model quality appears once labels arrive on the "
                        "`driftline.labels` topic.")
     versions_section(ctx, versions)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from driftline.dashboard import charts, derive, queries, ui
+from driftline.dashboard import charts, presentation, queries, ui
 from driftline.vocabulary import DATA_DRIFT, LATENCY
 
 GET_STARTED = """\
@@ -36,11 +36,11 @@ def get_started() -> None:
 
 def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, latest: pd.DataFrame,
                  alerts: pd.DataFrame) -> None:
-    head = derive.headline(latest)
+    head = presentation.headline(latest)
     own = alerts[(alerts["model"] == row["model"]) & (alerts["version"] == row["version"])]
     firing, pending = int((own["state"] == "firing").sum()), int((own["state"] == "pending").sum())
     has_windows = activity is not None and int(activity["windows"]) > 0
-    label, colour = derive.health(firing, pending, head, has_windows)
+    label, colour = presentation.health(firing, pending, head, has_windows)
     with st.container(border=True):
         title, badge = st.columns([3, 2], vertical_alignment="center")
         title.markdown(f"#### {row['model']} · v{row['version']}"
@@ -54,13 +54,13 @@ def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, la
                            delta_color="inverse")
         else:
             cols[0].metric("p99 latency", "—")
-        cols[1].metric("QPS", derive.fmt(head.qps))
+        cols[1].metric("QPS", presentation.fmt(head.qps))
         cols[2].metric("Error rate", "—" if head.error_rate is None else f"{head.error_rate:.2%}")
         drifted = head.drifted_features
         cols[3].metric("Drifted features", len(drifted) if head.window_start_ms is not None else "—",
                        help="in the newest evaluated window: " + (", ".join(drifted) or "none"))
         last = activity["last_update"] if activity is not None else None
-        cols[4].metric("Last event", derive.fmt_ago(last, ctx.now_ms),
+        cols[4].metric("Last event", presentation.fmt_ago(last, ctx.now_ms),
                        help=f"{int(activity['events']) if activity is not None else 0:,} events in "
                             f"{ctx.range_label.lower()}")
         if drifted:
@@ -71,14 +71,14 @@ def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, la
 
 def fleet_charts(ctx: ui.Context) -> None:
     first = queries.first_window_ms(ctx.db_url, None, None, ctx.start_ms, ctx.end_ms) or ctx.start_ms
-    bucket = derive.bucket_size_ms(first, ctx.end_ms, queries.window_length_ms(ctx.db_url))
+    bucket = presentation.bucket_size_ms(first, ctx.end_ms, queries.window_length_ms(ctx.db_url))
     latency = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket,
-                                       detectors=(LATENCY,), metrics=derive.HEADLINE_METRICS["p99"])
+                                       detectors=(LATENCY,), metrics=presentation.HEADLINE_METRICS["p99"])
     drift = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket, detectors=(DATA_DRIFT,))
     left, right = st.columns(2)
     with left:
         st.markdown("**p99 latency by version** (dashed: its SLO)")
-        latency = latency[latency["feature"].isin(derive.LATENCY_TOTAL)]
+        latency = latency[latency["feature"].isin(presentation.LATENCY_TOTAL)]
         if latency.empty:
             st.caption("No latency results in this range.")
         else:

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from driftline import defaults
-from driftline.dashboard import charts, rollout_derive, rollout_queries, ui
+from driftline.dashboard import charts, rollout_presentation, rollout_queries, ui
 from driftline.store.rollouts import FAIL, INCONCLUSIVE, PASS
 from driftline.vocabulary import ERROR_RATE, P99_MS
 
@@ -33,14 +33,14 @@ def plan_header(model: str, plans: pd.DataFrame) -> tuple[dict | None, str | Non
     cols[1].metric("Candidate", f"v{plan['candidate']}")
     cols[2].metric("Production", f"v{plan['production']}" if plan["production"] else "none")
     cols[3].metric("Plan since (UTC)", f"{plan['updated_at']:%b %d %H:%M}")
-    st.markdown(f"**Plan:** {rollout_derive.plan_text(plan['plan'])} · started {plan['started_at']:%Y-%m-%d %H:%M} UTC")
+    st.markdown(f"**Plan:** {rollout_presentation.plan_text(plan['plan'])} · started {plan['started_at']:%Y-%m-%d %H:%M} UTC")
     return plan["plan"], plan["production"]
 
 
 def arms(ctx: ui.Context, model: str, plan: dict | None, production: str | None, verdicts: pd.DataFrame) -> None:
     if plan is None:  # a finished rollout: production now and the versions it judged
         production = rollout_queries.production_version(ctx.db_url, model)
-    roles = rollout_derive.arm_roles(plan, production)
+    roles = rollout_presentation.arm_roles(plan, production)
     for candidates in verdicts["candidate"].unique().tolist() if plan is None else []:
         for candidate in candidates.split(","):
             roles.setdefault(candidate, "was candidate")
@@ -50,7 +50,7 @@ def arms(ctx: ui.Context, model: str, plan: dict | None, production: str | None,
     traffic = rollout_queries.arm_traffic(ctx.db_url, model, versions, ctx.start_ms, ctx.end_ms)
     serving = rollout_queries.arm_serving(ctx.db_url, model, versions, ctx.start_ms, ctx.end_ms)
     st.subheader(f"Arms side by side ({ctx.range_label.lower()})")
-    table = rollout_derive.arm_table(traffic, serving, roles, defaults.ROLLOUT_ALPHA)
+    table = rollout_presentation.arm_table(traffic, serving, roles, defaults.ROLLOUT_ALPHA)
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         "version": st.column_config.TextColumn("version"),
         "p50_ms": st.column_config.NumberColumn("p50 (ms)", format="%.1f"),
@@ -68,7 +68,7 @@ def arms(ctx: ui.Context, model: str, plan: dict | None, production: str | None,
     cols = st.columns(3)
     with cols[0]:
         st.markdown("**Events per window**")
-        st.altair_chart(charts.multi_series(rollout_derive.arm_series(traffic, "events", roles), "events",
+        st.altair_chart(charts.multi_series(rollout_presentation.arm_series(traffic, "events", roles), "events",
                                             ctx.span_ms), width="stretch")
     for col, metric, title, percent in ((cols[1], P99_MS, "p99 (ms)", False),
                                         (cols[2], ERROR_RATE, "error rate", True)):
@@ -79,7 +79,7 @@ def arms(ctx: ui.Context, model: str, plan: dict | None, production: str | None,
             if rows.empty:
                 st.caption("No evaluated windows in this range.")
             else:
-                st.altair_chart(charts.multi_series(rollout_derive.arm_series(rows, "value", roles), None,
+                st.altair_chart(charts.multi_series(rollout_presentation.arm_series(rows, "value", roles), None,
                                                     ctx.span_ms, percent=percent), width="stretch")
 
 
@@ -90,14 +90,14 @@ def verdict_history(verdicts: pd.DataFrame) -> None:
                    "window state.")
         return
     latest = verdicts.iloc[-1]
-    reasons = rollout_derive.reasons_text(latest["reasons"])
+    reasons = rollout_presentation.reasons_text(latest["reasons"])
     st.markdown(f"{VERDICT_ICONS.get(latest['verdict'], '')} **Latest verdict: {latest['verdict']}** on "
                 f"v{latest['candidate']}, window {ui.window_label(latest['window_start_ms'], latest['window_end_ms'])}"
                 + (f": {reasons}" if reasons else ""))
     newest = verdicts.iloc[::-1]
     shown = newest.assign(
         window=[ui.window_label(s, e) for s, e in zip(newest["window_start_ms"], newest["window_end_ms"])],
-        reasons=newest["reasons"].map(rollout_derive.reasons_text))
+        reasons=newest["reasons"].map(rollout_presentation.reasons_text))
     st.dataframe(shown[["window", "candidate", "verdict", "reasons", "evaluated_at"]], hide_index=True,
                  width="stretch", column_config={
                      "evaluated_at": st.column_config.DatetimeColumn("judged (UTC)", format="MMM DD HH:mm:ss")})
@@ -106,19 +106,19 @@ def verdict_history(verdicts: pd.DataFrame) -> None:
 def comparison_history(ctx: ui.Context, verdicts: pd.DataFrame) -> None:
     """Each window's differences with their intervals, per arm, as the analysis stored them behind its verdicts."""
     st.subheader("Comparisons")
-    frame = rollout_derive.comparisons(verdicts)
-    metrics = rollout_derive.compared_metrics(frame)
+    frame = rollout_presentation.comparisons(verdicts)
+    metrics = rollout_presentation.compared_metrics(frame)
     if not metrics:
         st.caption("No comparisons stored yet: each verdict keeps its window's comparisons once a window is judged.")
         return
     latest = verdicts.iloc[-1]["details"]
-    winner = rollout_derive.winner_text(latest)
+    winner = rollout_presentation.winner_text(latest)
     alpha = (latest or {}).get("alpha")
     st.caption("Each window's candidate minus production (an A/B arm minus the control), with its "
                + (f"{1 - alpha:.1%} " if alpha else "") + "interval; the verdict pools the windows on "
                "confidence sequences (docs/detectors.md)." + (f" {winner}." if winner else ""))
     metric = st.selectbox("Metric", metrics, key="rollout_metric")
-    st.altair_chart(charts.delta_intervals(rollout_derive.delta_series(frame, metric), metric, ctx.span_ms),
+    st.altair_chart(charts.delta_intervals(rollout_presentation.delta_series(frame, metric), metric, ctx.span_ms),
                     width="stretch")
     newest = frame[frame["window_start_ms"] == frame["window_start_ms"].max()]
     st.dataframe(newest[["arm", "metric", "value", "lower", "upper", "count", "insufficient_data"]],
@@ -126,7 +126,7 @@ def comparison_history(ctx: ui.Context, verdicts: pd.DataFrame) -> None:
                      "value": st.column_config.NumberColumn("value", format="%.4g"),
                      "lower": st.column_config.NumberColumn("lower", format="%.4g"),
                      "upper": st.column_config.NumberColumn("upper", format="%.4g")})
-    found = rollout_derive.examples(verdicts)
+    found = rollout_presentation.examples(verdicts)
     if found.empty:
         return
     st.markdown("**Largest disagreements** (shadow: the same request through both versions)")
@@ -145,7 +145,7 @@ def step_history(steps: pd.DataFrame) -> None:
         st.caption("No plan changes.")
         return
     newest = steps.iloc[::-1]
-    shown = newest.assign(change=[rollout_derive.step_change(f, t) for f, t in zip(newest["from"], newest["to"])],
+    shown = newest.assign(change=[rollout_presentation.step_change(f, t) for f, t in zip(newest["from"], newest["to"])],
                           reason=newest["reason"].fillna(""))
     st.dataframe(shown[["at", "by", "action", "change", "reason"]], hide_index=True, width="stretch",
                  column_config={"at": st.column_config.DatetimeColumn("at (UTC)", format="YYYY-MM-DD HH:mm:ss")})

@@ -3,7 +3,7 @@
 Two kinds of table, one method, ``run(fold, what)``:
 
 * `ChunkedTable`: a callable that opens a fresh iterator of pandas chunks (a file's Parquet row
-  groups or CSV blocks, `driftline.tables.iter_table`), folded in this process one chunk at a time;
+  groups or CSV blocks, `driftline.table_files.iter_table`), folded in this process one chunk at a time;
 * `EngineTable`: a pandas, Spark or Dask DataFrame folded where it lives by its engine
   (`driftline.engines`); the partitions' row counts are measured once, on the first pass.
 

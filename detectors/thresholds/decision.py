@@ -43,7 +43,7 @@ from pydantic import Field
 
 from driftline import defaults
 from driftline.errors import UserError
-from driftline.sections import Section, given, parse_section
+from driftline.toml_sections import Section, given, parse_section
 from driftline.vocabulary import (CATEGORICAL, CHI2, DISTANCES, INSUFFICIENT_DATA_REASON, JENSENSHANNON, KS, PSI,
                                   SIGNIFICANCE_TESTS, WASSERSTEIN)
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Mapping
 from pydantic import Field
 
 from driftline import defaults
-from driftline.sections import Section, given, parse_section
+from driftline.toml_sections import Section, given, parse_section
 
 __all__ = ["FRESHNESS", "FreshnessThresholds"]
 

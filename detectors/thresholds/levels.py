@@ -14,7 +14,7 @@ from driftline.detectors.thresholds.embeddings import EmbeddingThresholds
 from driftline import defaults
 from driftline.errors import UserError
 from driftline.latency_slo import LatencySLO
-from driftline.sections import Section, given, parse_section
+from driftline.toml_sections import Section, given, parse_section
 from driftline.vocabulary import (
     DATA_QUALITY,
     ESTIMATED_QUALITY,

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from driftline.tables import iter_table, read_table, split_names
+from driftline.table_files import iter_table, read_table, split_names
 from driftline.config import common_options
 from driftline.errors import UserError
 from driftline.store import db as store_db

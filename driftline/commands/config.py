@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from driftline.config import Settings, environment_variable, load_settings, load_toml_section
 from driftline.redact import MASK, scrub
-from driftline.sections import SECTIONS
+from driftline.toml_sections import SECTIONS
 
 
 @click.group()

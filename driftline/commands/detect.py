@@ -13,7 +13,7 @@ import click
 
 from driftline import vocabulary
 from driftline.errors import UserError
-from driftline.tables import iter_table, read_table, split_names, table_rows
+from driftline.table_files import iter_table, read_table, split_names, table_rows
 
 
 def write_evidently_html(reference: Any, current: Any, kinds: dict[str, str], path: str) -> None:

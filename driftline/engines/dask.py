@@ -58,7 +58,7 @@ def read_table(path: str, role: str) -> Any:
         import dask.dataframe as dd
     except ModuleNotFoundError as exc:
         raise _missing(exc) from None
-    from driftline.tables import CSV_SUFFIXES
+    from driftline.table_files import CSV_SUFFIXES
 
     if "://" not in path and not Path(path).exists():
         raise UserError(f"{role} {path} does not exist")

@@ -69,7 +69,7 @@ def read_table(session: Any, path: str, role: str) -> Any:
     """A Parquet file or folder (Hive-style partitions become columns) or a CSV file as a Spark DataFrame."""
     from pathlib import Path
 
-    from driftline.tables import CSV_SUFFIXES
+    from driftline.table_files import CSV_SUFFIXES
 
     local = "://" not in path
     if local and not Path(path).exists():

@@ -18,7 +18,7 @@ from driftline.config import OTHER_ENVIRONMENT_VARIABLES, Settings, check_enviro
 from driftline.errors import UserError
 from driftline.scheduler.evaluation import EvaluationConfig
 from driftline.scheduler.jobs import SchedulerJobs
-from driftline.sections import SECTIONS
+from driftline.toml_sections import SECTIONS
 from driftline.store.db import session_scope
 from driftline.store.models import BaselineRecord, ModelVersion
 

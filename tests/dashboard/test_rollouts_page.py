@@ -169,21 +169,21 @@ def test_rollouts_page_draws_the_comparisons_behind_the_verdicts_and_the_disagre
 
 
 def test_comparisons_are_derived_from_the_stored_details(db_url):
-    from driftline.dashboard import rollout_derive
+    from driftline.dashboard import rollout_presentation
 
     starts = _seed_details(db_url)
     verdicts = rollout_queries.verdicts(db_url, MODEL)
-    frame = rollout_derive.comparisons(verdicts)
+    frame = rollout_presentation.comparisons(verdicts)
     assert len(frame) == 6 and list(frame["window_start_ms"].unique()) == starts
-    series = rollout_derive.delta_series(frame, "flip_rate")
+    series = rollout_presentation.delta_series(frame, "flip_rate")
     assert list(series["value"]) == [0.1, 0.2] and list(series["series"]) == ["v2", "v2"]
     assert (series["lower"] < series["value"]).all() and (series["value"] < series["upper"]).all()
-    quality = rollout_derive.delta_series(frame, "quality_delta")
+    quality = rollout_presentation.delta_series(frame, "quality_delta")
     assert list(quality["series"]) == ["v2", "v3"]
-    examples = rollout_derive.examples(verdicts, limit=4)
+    examples = rollout_presentation.examples(verdicts, limit=4)
     assert list(examples["request_id"]) == ["req-1-0", "req-1-1", "req-1-2", "req-0-0"]
-    assert rollout_derive.winner_text(verdicts["details"].iloc[-1]) == "A/B winner: v3"
+    assert rollout_presentation.winner_text(verdicts["details"].iloc[-1]) == "A/B winner: v3"
     # verdicts stored without details (or with foreign ones) add nothing
     bare = verdicts.assign(details=[{}, None, {"comparisons": None}])
-    assert rollout_derive.comparisons(bare).empty and rollout_derive.examples(bare).empty
-    assert rollout_derive.compared_metrics(rollout_derive.comparisons(bare)) == []
+    assert rollout_presentation.comparisons(bare).empty and rollout_presentation.examples(bare).empty
+    assert rollout_presentation.compared_metrics(rollout_presentation.comparisons(bare)) == []

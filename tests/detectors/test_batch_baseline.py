@@ -15,7 +15,7 @@ from driftline.detectors.batch.baseline import baseline_in_memory, stream_baseli
 from driftline.detectors.batch.passes import ChunkedTable, EngineTable
 from driftline.detectors.batch.quantiles import RankSearch
 from driftline.errors import UserError
-from driftline.tables import iter_table
+from driftline.table_files import iter_table
 from driftline.worker.dataset import generate
 from tests.support.baselines import assert_same
 

@@ -19,7 +19,7 @@ from driftline.detectors.batch.engine import detect
 from driftline.detectors.batch.baseline import stream_baseline
 from driftline.detectors.batch.frames import detect_frames
 from driftline.detectors.batch.passes import ChunkedTable, EngineTable
-from driftline.tables import iter_table
+from driftline.table_files import iter_table
 from driftline.worker.dataset import generate
 from driftline.worker.scenarios import SCENARIOS
 from tests.support.cli import run_detect

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driftline.dashboard import derive, distributions, scores, states
+from driftline.dashboard import presentation, distributions, scores, states
 from driftline import vocabulary
 from driftline.baseline import NumericProfile
 from driftline.vocabulary import DATA_DRIFT, LATENCY
@@ -20,16 +20,16 @@ def _buckets(rows):
 
 
 def test_bounded_range_rounds_now_up_and_keeps_length():
-    start, end = derive.bounded_range(now_ms=1_000_007_123, seconds=3600, align_seconds=15)
+    start, end = presentation.bounded_range(now_ms=1_000_007_123, seconds=3600, align_seconds=15)
     assert end % 15_000 == 0 and 0 <= end - 1_000_007_123 < 15_000
     assert end - start == 3_600_000
     # Two moments inside one alignment step give the same range: cached queries are reused.
-    assert derive.bounded_range(1_000_007_124, 3600, 15) == (start, end)
+    assert presentation.bounded_range(1_000_007_124, 3600, 15) == (start, end)
 
 
 @pytest.mark.parametrize("span_h, window_s, expected_windows_per_bucket", [(1, 60, 1), (24, 60, 8), (720, 60, 240)])
 def test_bucket_size_keeps_buckets_under_the_limit(span_h, window_s, expected_windows_per_bucket):
-    size = derive.bucket_size_ms(0, span_h * 3_600_000, window_s * 1000, max_buckets=180)
+    size = presentation.bucket_size_ms(0, span_h * 3_600_000, window_s * 1000, max_buckets=180)
     assert size == expected_windows_per_bucket * window_s * 1000
     assert math.ceil(span_h * 3_600_000 / size) <= 180
 
@@ -60,7 +60,7 @@ def test_relative_score_is_one_at_the_threshold_on_both_sides():
     assert scores.relative_score(0.05, 0.05, scores.LOWER, "ks_p_value") == pytest.approx(1.0)
     assert scores.relative_score(0.0025, 0.05, scores.LOWER, "ks_p_value") == pytest.approx(2.0)
     assert scores.relative_score(1.0, 0.05, scores.LOWER, "ks_p_value") == 0.0
-    assert scores.relative_score(0.0, 0.05, scores.LOWER, "ks_p_value") == derive.defaults.DASHBOARD_SCORE_CAP
+    assert scores.relative_score(0.0, 0.05, scores.LOWER, "ks_p_value") == presentation.defaults.DASHBOARD_SCORE_CAP
     assert math.isnan(scores.relative_score(0.3, None, scores.HIGHER, "psi"))
     assert math.isnan(scores.relative_score(float("nan"), 0.2, scores.HIGHER, "psi"))
 
@@ -132,13 +132,13 @@ def test_headline_picks_latency_and_drift_from_the_newest_window():
         ("m", "1", 60_000, DATA_DRIFT, "region", "psi", 0.1, 0.2, False),
     ], columns=["model", "version", "window_start_ms", "detector", "feature", "metric", "value", "threshold",
                 "breached"])
-    head = derive.headline(latest)
+    head = presentation.headline(latest)
     assert (head.p99, head.p99_threshold, head.p99_breached) == (150.0, 100.0, True)
     assert head.qps == 12.0 and head.error_rate == 0.01
     assert head.drifted_features == ("age",)
-    assert derive.health(0, 0, head, True)[1] == "orange"
-    assert derive.health(2, 0, head, True) == ("2 firing", "red")
-    assert derive.health(0, 0, derive.Headline(), False)[1] == "gray"
+    assert presentation.health(0, 0, head, True)[1] == "orange"
+    assert presentation.health(2, 0, head, True) == ("2 firing", "red")
+    assert presentation.health(0, 0, presentation.Headline(), False)[1] == "gray"
 
 
 def test_sample_frames_follow_the_baseline_kinds_and_null_bad_types():
@@ -167,7 +167,7 @@ def test_merge_states_skips_a_corrupt_partition_and_says_so():
 
 
 def test_formatting():
-    assert derive.fmt(None) == "—" and derive.fmt(float("nan")) == "—"
-    assert derive.fmt(1.23e-9) == "1.2e-09"
-    assert derive.fmt(12345.6) == "12,346"
-    assert derive.fmt_ago(pd.Timestamp(0, unit="ms", tz="UTC"), 125_000) == "2 min ago"
+    assert presentation.fmt(None) == "—" and presentation.fmt(float("nan")) == "—"
+    assert presentation.fmt(1.23e-9) == "1.2e-09"
+    assert presentation.fmt(12345.6) == "12,346"
+    assert presentation.fmt_ago(pd.Timestamp(0, unit="ms", tz="UTC"), 125_000) == "2 min ago"

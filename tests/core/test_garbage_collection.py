@@ -4,7 +4,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from driftline.heap import freeze_long_lived
+from driftline.garbage_collection import freeze_long_lived
 
 
 class Node:
