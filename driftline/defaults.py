@@ -222,9 +222,9 @@ LOG_LOSS_EPSILON = 1e-15
 # epoch-nanosecond timestamps (~1.7e18) still count as values. Beyond it: out of range
 # (data quality), never folded into sums; the worker answers 422 naming the field.
 VALUE_MAX_ABS = 1e50
-# Distinct categories counted per feature per window; the rest share one "other" count.
-# A categorical feature with more than 1000 live values is an identifier or a flood, and
-# the cap keeps a window row and its flush flat (60k unique values gave a 27 MB row).
+# Distinct categories the baseline never saw counted per feature per window (the baseline's own are
+# always counted); the rest share one "other" count. More than 1000 new live values is an identifier
+# or a flood, and the cap keeps a window row and its flush flat (60k unique values gave a 27 MB row).
 CATEGORY_MAX_DISTINCT = 1000
 # Category values are counted by their first this-many characters: enough to tell apart
 # any real label, while one 1 MB string cannot make a 1 MB key in every window.

@@ -3,19 +3,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Container, Mapping
 
 import numpy as np
 
 from driftline import defaults
-from driftline.baseline import CATEGORICAL, NumericProfile, Profile, category_key, count_categories, stored_sum
+from driftline.baseline import CATEGORICAL, CategoricalProfile, NumericProfile, Profile, category_key, count_categories, stored_sum
 from driftline.baseline.values import finite_or_none
 from driftline.window_state.codec import small_uint
 from driftline.window_state.columns import float_column
 
 
-# The key under which a feature window counts the categories beyond `defaults.CATEGORY_MAX_DISTINCT`:
-# no baseline holds it, so the detectors read it as one unseen category.
+# The key under which a feature window counts the categories its baseline does not know beyond
+# `defaults.CATEGORY_MAX_DISTINCT` of them: no baseline holds it, and the detectors read it as one unseen category.
 OTHER_CATEGORY = "__driftline_other__"
 
 
@@ -68,13 +68,13 @@ class FeatureWindow:
         for kind, count in types.items():
             self.value_types[kind] = self.value_types.get(kind, 0) + count
         if self.kind == CATEGORICAL:
-            self._add_categories(column)
+            self._add_categories(column, known_categories(profile))
         elif column.dtype == np.float64:
             self._add_numbers(column, profile)
         else:
             self._add_mixed(column, profile)
 
-    def _add_categories(self, column: np.ndarray) -> None:
+    def _add_categories(self, column: np.ndarray, known: Container[str] = ()) -> None:
         if column.dtype == np.float64:
             finite = column[~np.isnan(column)]
             self.nulls += column.size - finite.size
@@ -88,7 +88,7 @@ class FeatureWindow:
             for key, count in found.items():
                 self.categories[key] = self.categories.get(key, 0) + count
         if len(self.categories) > defaults.CATEGORY_MAX_DISTINCT:
-            self.categories = _capped(self.categories)
+            self.categories = _capped(self.categories, known)
 
     def _add_mixed(self, column: np.ndarray, profile: Profile | None) -> None:
         # A numeric feature that received other types: numbers are counted, nulls
@@ -138,7 +138,8 @@ class FeatureWindow:
         self.absent += n
         self.nulls += n
 
-    def merged(self, other: "FeatureWindow") -> "FeatureWindow":
+    def merged(self, other: "FeatureWindow", known: Container[str] = ()) -> "FeatureWindow":
+        """Both windows' counts together; `known`: the baseline's categories, never pooled under OTHER_CATEGORY."""
         if self.counts is not None and other.counts is not None and self.counts.size != other.counts.size:
             raise ValueError("cannot merge feature windows binned on different baselines")
         counts = sums = None
@@ -153,7 +154,7 @@ class FeatureWindow:
         categories = dict(self.categories)
         for key, count in other.categories.items():
             categories[key] = categories.get(key, 0) + count
-        categories = _capped(categories)
+        categories = _capped(categories, known)
         types = dict(self.value_types)
         for key, count in other.value_types.items():
             types[key] = types.get(key, 0) + count
@@ -208,19 +209,28 @@ class FeatureWindow:
         return out
 
 
-def _capped(categories: dict[str, int]) -> dict[str, int]:
-    """At most `defaults.CATEGORY_MAX_DISTINCT` categories plus `OTHER_CATEGORY`, which takes the rest.
+def known_categories(profile: Profile | None) -> Container[str]:
+    """The categories a window keeps counting by name however many others it meets: its baseline's."""
+    return profile.counts if isinstance(profile, CategoricalProfile) else ()
 
-    The most frequent are kept (ties: the smaller key), so the result does not depend on
-    the order the counts were added in.
+
+def _capped(categories: dict[str, int], known: Container[str] = ()) -> dict[str, int]:
+    """Every `known` category and at most `defaults.CATEGORY_MAX_DISTINCT` others, plus `OTHER_CATEGORY`, which
+    takes the rest.
+
+    The baseline's categories stay named so that OTHER_CATEGORY holds only categories the baseline never saw
+    (pooling baseline categories there would read them as unseen, and a feature with more categories than the
+    bound would drift in every window). Of the others the most frequent are kept (ties: the smaller key), so the
+    result does not depend on the order the counts were added in.
     """
     other = categories.get(OTHER_CATEGORY, 0)
-    if len(categories) - (OTHER_CATEGORY in categories) <= defaults.CATEGORY_MAX_DISTINCT:
+    new = [(count, key) for key, count in categories.items() if key != OTHER_CATEGORY and key not in known]
+    if len(new) <= defaults.CATEGORY_MAX_DISTINCT:
         return categories
-    ranked = sorted(((count, key) for key, count in categories.items() if key != OTHER_CATEGORY),
-                    key=lambda item: (-item[0], item[1]))
-    kept = {key: count for count, key in ranked[:defaults.CATEGORY_MAX_DISTINCT]}
-    kept[OTHER_CATEGORY] = other + sum(count for count, _ in ranked[defaults.CATEGORY_MAX_DISTINCT:])
+    new.sort(key=lambda item: (-item[0], item[1]))
+    kept = {key: count for key, count in categories.items() if key != OTHER_CATEGORY and key in known}
+    kept.update((key, count) for count, key in new[:defaults.CATEGORY_MAX_DISTINCT])
+    kept[OTHER_CATEGORY] = other + sum(count for count, _ in new[defaults.CATEGORY_MAX_DISTINCT:])
     return kept
 
 

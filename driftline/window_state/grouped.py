@@ -15,7 +15,7 @@ only: no sample, no segments of their own.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Container
 
 import numpy as np
 import pandas as pd
@@ -25,7 +25,7 @@ from driftline import defaults
 from driftline.baseline import CATEGORICAL, NUMERIC, NumericProfile, Profile, category_key
 from driftline.window_state.batch import EventBatch
 from driftline.window_state.columns import MISSING, column_from_objects, prediction_types, types_of
-from driftline.window_state.feature import FeatureWindow, _capped
+from driftline.window_state.feature import FeatureWindow, _capped, known_categories
 from driftline.window_state.other_features import OTHER_FEATURES, fold_other, new_feature_room, overflow
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ def _add_feature(states: list["WindowState"], live: list[int], rows: list[np.nda
         for g, window in windows.items():
             window.absent += absent[g] if absent else 0
             window.value_types["string"] = window.value_types.get("string", 0) + non_null[g]
-        _add_strings(windows, column, by)
+        _add_strings(windows, column, by, known_categories(profile))
     for g in rest:  # as `add_batch` does with the group's own sub-batch
         part = column[rows[g]]
         part, part_types = column_from_objects(part) if column.dtype == object else (part, types_of(part))
@@ -262,7 +262,8 @@ def _fine_bins(edges: np.ndarray, values: np.ndarray, groups: np.ndarray, count:
     return counts, sums.reshape(count, width)
 
 
-def _add_strings(windows: dict[int, FeatureWindow], column: np.ndarray, by: _Groups) -> None:
+def _add_strings(windows: dict[int, FeatureWindow], column: np.ndarray, by: _Groups,
+                 known: Container[str] = ()) -> None:
     """`FeatureWindow._add_categories` for each group's rows of a column of strings and nulls, counted at once."""
     codes, distinct = pd.factorize(column)  # nulls: -1
     null = codes < 0
@@ -277,4 +278,4 @@ def _add_strings(windows: dict[int, FeatureWindow], column: np.ndarray, by: _Gro
             key = keys[code]
             categories[key] = categories.get(key, 0) + int(pairs[g, code])
         if len(categories) > defaults.CATEGORY_MAX_DISTINCT:
-            window.categories = _capped(categories)
+            window.categories = _capped(categories, known)

@@ -16,7 +16,7 @@ from driftline.segments import SegmentSpec
 from driftline.window_state import segments as segment_states
 from driftline.window_state.columns import prediction_types
 from driftline.window_state.codec import READABLE_FORMATS, STATE_FORMAT, pack_document, unpack_document
-from driftline.window_state.feature import FeatureWindow
+from driftline.window_state.feature import FeatureWindow, known_categories
 from driftline.window_state.freshness import AgeHistogram, fold_ages, merge_ages, pack_ages, unpack_ages
 from driftline.window_state.latency import LatencyHistogram
 from driftline.vocabulary import LATENCY_TOTAL
@@ -302,7 +302,8 @@ class WindowState:
             kind = (mine or theirs).kind
             mine = mine or _absent_window(kind, self.events)
             theirs = theirs or _absent_window(kind, other.events)
-            out.features[name] = mine.merged(theirs)
+            profile = baseline.profiles.get(name) if baseline is not None else None
+            out.features[name] = mine.merged(theirs, known_categories(profile))
         cap_new_features(out.features, baseline.profiles if baseline is not None else {}, out.events)
         if self.prediction is not None and other.prediction is not None:
             out.prediction = self.prediction.merged(other.prediction)

@@ -15,7 +15,7 @@ from driftline.detectors.families.drift import drift_results
 from driftline.detectors.stats import unseen_categories
 from driftline.detectors.thresholds.decision import DriftThresholds, significance_p_value
 from driftline.detectors.thresholds.levels import WindowThresholds
-from driftline.window_state import EventBatch, WindowState
+from driftline.window_state import OTHER_CATEGORY, EventBatch, WindowState
 
 # The stated level: share of unchanged windows a 300-category feature flags, over this file's seeds (alpha is
 # 0.05; one fixed reference per seed leaves its own sampling error in every window, measured 2.5-8.5 % per seed).
@@ -164,3 +164,38 @@ def test_unchanged_windows_of_two_thousand_equal_categories_flag_at_most_the_sta
     assert judged == 80
     assert lumps >= 5  # the case the floor is for did occur (unseen p-values that would have flagged)
     assert flagged / judged <= UNIFORM_FALSE_FLAG_RATE_MAX, f"{flagged} of {judged} unchanged windows flagged"
+
+
+def test_a_feature_of_more_categories_than_the_window_bound_keeps_them_all_by_name():
+    """2 000 equal categories, 10 000-row windows: the window keeps every baseline category by name (the bound,
+    1 000, is on categories the baseline never saw), so an unchanged window is not read as unseen rows (a window that
+    pooled 1 000 of them under OTHER_CATEGORY drifted and breached the unseen share every time), and a merge of
+    two collectors' windows keeps them too. A flood of new categories is still bounded, and still unseen."""
+    rng = np.random.default_rng(300)
+    baseline = compute_baseline(pd.DataFrame({"cat": rng.choice(UNIFORM, 20_000).astype(object)}))
+    flagged = 0
+    for _ in range(10):
+        state, result = _service_result(baseline, rng.choice(UNIFORM, 10_000))
+        halves = [_service_result(baseline, rng.choice(UNIFORM, 5_000))[0] for _ in range(2)]
+        for window in (state.features["cat"], halves[0].merge(halves[1]).features["cat"]):
+            assert OTHER_CATEGORY not in window.categories and len(window.categories) > 1_900
+        assert result.details["tests"]["chi2"]["unseen"]["share"] == 0.0
+        flagged += result.breached
+        assert not _unseen_share(baseline, state).breached
+    assert flagged <= 1
+    # a shift of mass onto a quarter of the categories drifts
+    shifted = np.concatenate([rng.choice(UNIFORM[:500], 5_000), rng.choice(UNIFORM, 5_000)])
+    assert _service_result(baseline, shifted)[1].breached
+    # 1 500 new categories in a fifth of the rows: 1 000 named, the rest under OTHER_CATEGORY, all of them unseen
+    flood = np.concatenate([rng.choice(UNIFORM, 8_000), np.array([f"new{i % 1_500}" for i in range(2_000)])])
+    state, result = _service_result(baseline, flood)
+    window = state.features["cat"]
+    new = [key for key in window.categories if key not in baseline.profiles["cat"].counts and key != OTHER_CATEGORY]
+    assert len(new) == 1_000 and window.categories[OTHER_CATEGORY] == 500  # the 500 met twice kept, 500 of the rest
+    unseen = _unseen_share(baseline, state)
+    assert result.breached and unseen.breached and unseen.value == pytest.approx(0.2)
+
+
+def _unseen_share(baseline, state):
+    return next(r for r in data_quality(baseline, state, WindowThresholds())
+                if r.metric == "unseen_category_share" and r.feature == "cat")
