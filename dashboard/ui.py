@@ -102,7 +102,8 @@ def sidebar(url: str) -> None:
                          format_func=lambda v: f"{v} (production)" if v in production else v)
         refresh = refresh_default()
         choices = sorted(set(REFRESH_CHOICES) | {refresh})
-        st.selectbox("Auto-refresh", choices, index=choices.index(refresh), key="refresh",
+        # bound to the URL (?refresh=off) so that a shared link keeps the reader's choice
+        st.selectbox("Auto-refresh", choices, index=choices.index(refresh), key="refresh", bind="query-params",
                      format_func=lambda s: "off" if s == 0 else f"every {s} s")
         st.caption(f"Store: `{redacted_url(url)}`  \nTimes are UTC.")
 

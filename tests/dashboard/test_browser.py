@@ -5,7 +5,8 @@ Checks what AppTest cannot: the real server starts from the command line on
 the selection, the page refreshes itself, and no exception box is shown; the Rollouts page
 draws the seeded canary (plan, verdicts, the comparisons' intervals, steps) and the model page's
 Segment selector narrows it to one segment. It saves the model page as docs/img/dashboard.png,
-the screenshot the README shows, and the Rollouts page as docs/img/rollouts.png.
+the screenshot the README shows, and the Rollouts page as docs/img/rollouts.png. Auto-refresh is checked on
+the Overview, then switched off from the sidebar (the choice carried by the URL) for the pages read after it.
 """
 from __future__ import annotations
 
@@ -92,6 +93,11 @@ def test_dashboard_in_a_real_browser(server, tmp_path):
                        .some(e => e.innerText.startsWith('Updated') && !e.innerText.startsWith(old))""",
                 arg=stamp.split(" · ")[0], timeout=(REFRESH_SECONDS * 5) * 1000)
             expect(page.locator('[data-testid="stException"]')).to_have_count(0)
+            # The rest reads pages that stay still: auto-refresh off from the sidebar, carried by the URL.
+            page.get_by_role("combobox", name="Auto-refresh").click()
+            page.get_by_role("option", name="off", exact=True).click()
+            page.wait_for_url(re.compile(r"refresh=off"), timeout=WAIT_MS)
+            expect(page.get_by_text(re.compile(r"^Updated .* · auto-refresh off$"))).to_be_visible()
 
             # The card's link opens the model page with that model and version selected.
             page.get_by_role("link", name=f"Open {CREDIT} v2").click()
@@ -140,7 +146,7 @@ def test_dashboard_in_a_real_browser(server, tmp_path):
             page.screenshot(path=str(rollouts_screenshot))
 
             # The model page's Segment selector: one segment's results, the choice carried by the URL.
-            page.goto(f"{base}/model?model={CREDIT}&version=2")
+            page.goto(f"{base}/model?model={CREDIT}&version=2&refresh=off")
             wait_until_drawn(page, 10)
             page.get_by_role("combobox", name="Segment").click()
             page.get_by_role("option", name=DRIFTING_SEGMENT, exact=True).click()
@@ -148,6 +154,7 @@ def test_dashboard_in_a_real_browser(server, tmp_path):
             wait_until_drawn(page, 10)
             feature = summary.drifted_segments[DRIFTING_SEGMENT][0]
             expect(page.get_by_role("combobox", name="Segment")).to_have_value(DRIFTING_SEGMENT)
+            expect(page.get_by_role("combobox", name="Auto-refresh")).to_have_value("off")
             expect(page.get_by_text(re.compile(f"^Breached in this range: .*{feature}")).first).to_be_visible()
         finally:
             browser.close()
