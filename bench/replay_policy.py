@@ -37,6 +37,12 @@ def flags_and_paging(report: dict[str, Any], names: Sequence[str], prediction: s
         flags.append([r.breached for r in results])
         paging.append([bool(r.details.get(EVIDENCE_KEY, {}).get("paging")) for r in results])
         if trace is not None:
-            trace.append([{**r.details.get(EVIDENCE_KEY, {}), "margin": (window_score(r) or (0.0, 0.0))[1]}
+            trace.append([{**r.details.get(EVIDENCE_KEY, {}), "margin": _margin(r)}
                           for r in results])
     return np.asarray(flags), np.asarray(paging)
+
+
+def _margin(result: WindowResult) -> float:
+    """The window's own effect over its floor, as the per-window rule reads it (1: at the floor)."""
+    score = window_score(result)
+    return score.window_margin() if score is not None else 0.0
