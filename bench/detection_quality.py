@@ -29,6 +29,7 @@ known drift start; flags before it are false.
 
 Usage: .venv/bin/python bench/detection_quality.py [--quick] [--evidently-windows N]
            [--nannyml bench/.venvs/nannyml/bin/python] [--car-loan-only]
+           [--per-stream --kinds small --evidently-windows 0 --no-car-loan]  (per stream, without peers)
 """
 from __future__ import annotations
 
@@ -87,11 +88,50 @@ def stream_frame(rng: np.random.Generator, rows: int, per_window: np.ndarray) ->
     return pd.concat([draw(rng, rows, e) for e in per_window], ignore_index=True)
 
 
-def driftline_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """(per-window verdicts, sequential paging) as arrays (windows, features)."""
+def driftline_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int,
+                    trace: list[list[dict]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(per-window verdicts, sequential paging) as arrays (windows, features); `trace` gets each window's evidence."""
     report = detect(reference, current, chunk_size=rows, multivariate=False, categorical=["categories_300"],
                     workers=1)
-    return flags_and_paging(report, SHAPES)
+    return flags_and_paging(report, SHAPES, trace=trace)
+
+
+class PerStream:
+    """Per drift kind and stream (feature shape): per-window power, first-page delays, and what held a page back."""
+
+    def __init__(self) -> None:
+        self.power: dict[tuple[str, str], list[float]] = {}
+        self.delay: dict[tuple[str, str], list[float]] = {}
+        self.over_line: dict[tuple[str, str], list[bool]] = {}
+        self.effect: dict[tuple[str, str], list[float]] = {}
+        self.false_pages: dict[str, int] = {}
+        self.quiet_windows = 0
+
+    def quiet(self, paging: np.ndarray) -> None:
+        self.quiet_windows = paging.shape[0]
+        for j, shape in enumerate(SHAPES):
+            self.false_pages[shape] = int(page_starts(paging)[:, j].sum())
+
+    def add(self, kind: str, flags: np.ndarray, paging: np.ndarray, trace: list[list[dict]]) -> None:
+        drifted = trace[PRE_DRIFT:]
+        for j, (shape, delay) in enumerate(zip(SHAPES, delays(paging, PRE_DRIFT))):
+            key = (kind, shape)
+            self.power.setdefault(key, []).append(100.0 * flags[PRE_DRIFT:, j].mean())
+            self.delay.setdefault(key, []).append(delay)
+            # never paged though the e-value reached the line: the effect's floor held the page back
+            self.over_line.setdefault(key, []).append(not math.isfinite(delay) and any(
+                w[j].get("e_value", 0.0) >= w[j].get("line", math.inf) for w in drifted))
+            self.effect.setdefault(key, []).append(statistics.mean(w[j]["margin"] for w in drifted))
+
+    def table(self, rows: int) -> list[str]:
+        lines = []
+        for (kind, shape), power in self.power.items():
+            median, never = summarise(self.delay[(kind, shape)])
+            over = 100.0 * statistics.mean(self.over_line[(kind, shape)])
+            effect = statistics.median(self.effect[(kind, shape)])
+            lines.append(f"| {rows:,} | {kind} | {shape} | {statistics.mean(power):.0f} % | {never} | {median} | "
+                         f"{over:.0f} % | {effect:.2f} | {self.false_pages.get(shape, 0)} / {self.quiet_windows} |")
+        return lines
 
 
 def evidently_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int, windows: int,
@@ -179,13 +219,15 @@ def summarise(values: list[float]) -> tuple[str, str]:
     return median, f"{100.0 * (len(values) - len(finite)) / len(values):.0f} %"
 
 
-def streams_table(args: argparse.Namespace, nannyml: NannyML | None) -> list[list[str]]:
+def streams_table(args: argparse.Namespace, nannyml: NannyML | None,
+                  per_stream_lines: list[str]) -> list[list[str]]:
     sizes = (100, 1000) if args.quick else tuple(int(n) for n in args.sizes.split(","))
     with_evidently = args.evidently_windows > 0
     methods = ("sequential", "for_windows") + (("evidently",) if with_evidently else ()) + (("nannyml",) if nannyml else ())
     rng = np.random.default_rng(2026)
     reference = draw(rng, REFERENCE_ROWS, 0.0)
     table = []
+    kinds = tuple(k for k in args.kinds.split(",") if k)
     started = time.perf_counter()
     for rows in sizes:
         quiet = (60 if args.quick else args.quiet_windows) if rows < 10_000 else min(60, args.quiet_windows)
@@ -196,6 +238,8 @@ def streams_table(args: argparse.Namespace, nannyml: NannyML | None) -> list[lis
             nannyml.fit(reference, list(SHAPES), [SHAPES[-1]], rows)
         current = stream_frame(rng, rows, effects("none", quiet))
         flags, paging = driftline_flags(reference, current, rows)
+        per_stream = PerStream()
+        per_stream.quiet(paging)
         judged = [("sequential", paging, flags, quiet), ("for_windows", for_windows(flags), flags, quiet)]
         if with_evidently:
             ev_windows = min(args.evidently_windows, quiet)
@@ -207,11 +251,13 @@ def streams_table(args: argparse.Namespace, nannyml: NannyML | None) -> list[lis
         for method, pages, flagged, n in judged:
             results[method]["false"] = [1000.0 * page_starts(pages).sum() / (n * len(SHAPES))]
             results[method]["flag_rate"] = [100.0 * flagged.mean()]
-        for kind in ("small", "large", "gradual"):
+        for kind in kinds:
             for rep in range(args.replicates):
                 per_window = effects(kind, drift_windows)
                 current = stream_frame(rng, rows, per_window)
-                flags, paging = driftline_flags(reference, current, rows)
+                trace: list[list[dict]] = []
+                flags, paging = driftline_flags(reference, current, rows, trace)
+                per_stream.add(kind, flags, paging, trace)
                 results["sequential"].setdefault(kind, []).extend(delays(paging, PRE_DRIFT))
                 results["for_windows"].setdefault(kind, []).extend(delays(for_windows(flags), PRE_DRIFT))
                 results["sequential"].setdefault(f"{kind}_power", []).append(100.0 * flags[PRE_DRIFT:].mean())
@@ -225,14 +271,16 @@ def streams_table(args: argparse.Namespace, nannyml: NannyML | None) -> list[lis
         for method, r in results.items():
             cells = [f"{rows:,}", method, f"{r['false'][0]:.1f}", f"{r['flag_rate'][0]:.1f} %"]
             for kind in ("small", "large", "gradual"):
-                cells += list(summarise(r[kind]))
+                cells += list(summarise(r[kind])) if kind in r else ["-", "-"]
             table.append(cells)
             print("# row: | " + " | ".join(cells) + " |", file=sys.stderr, flush=True)  # kept if the run is cut
-        power = results["sequential"]
+        power = {k: f"{statistics.mean(v):.0f} %" for k, v in results["sequential"].items() if k.endswith("_power")}
+        if args.per_stream:
+            per_stream_lines.extend(per_stream.table(rows))
         peer = "" if not nannyml else (f"; NannyML {1000 * (nannyml.cpu_s - nannyml_cpu) / (nannyml.windows - nannyml_windows):.1f}"
                                        f" CPU ms a window in its worker")
-        print(f"# {rows} rows: per-window power of driftline's verdict: small {statistics.mean(power['small_power']):.0f} %, "
-              f"large {statistics.mean(power['large_power']):.0f} %, gradual {statistics.mean(power['gradual_power']):.0f} % "
+        print(f"# {rows} rows: per-window power of driftline's verdict: small {power.get('small_power', '-')}, "
+              f"large {power.get('large_power', '-')}, gradual {power.get('gradual_power', '-')} "
               f"({time.perf_counter() - started:.0f} s so far{peer})", file=sys.stderr, flush=True)
     return table
 
@@ -245,6 +293,9 @@ def main() -> int:
     parser.add_argument("--evidently-drift-windows", type=int, default=10,
                         help="drifted windows Evidently judges per drift kind (its first replicate)")
     parser.add_argument("--replicates", type=int, default=2)
+    parser.add_argument("--kinds", default="small,large,gradual", help="drift kinds to run (comma-separated)")
+    parser.add_argument("--per-stream", action="store_true",
+                        help="also a table per stream (feature shape) of the sequential policy, per drift kind")
     parser.add_argument("--sizes", default="100,1000,10000", help="rows per window")
     parser.add_argument("--quiet-windows", type=int, default=200,
                         help="no-drift windows per stream (at most 60 at 10 000 rows)")
@@ -258,7 +309,8 @@ def main() -> int:
     args = parser.parse_args()
     nannyml = NannyML(args.nannyml) if args.nannyml else None
     started = time.perf_counter()
-    table = [] if args.car_loan_only else streams_table(args, nannyml)
+    per_stream_lines: list[str] = []
+    table = [] if args.car_loan_only else streams_table(args, nannyml, per_stream_lines)
     if table:
         line = POLICY.line(len(SHAPES))
         print(f"detection quality, {date.today().isoformat()}: {len(SHAPES)} feature streams, reference "
@@ -273,6 +325,13 @@ def main() -> int:
         if nannyml:
             print(f"(NannyML methods: {nannyml.methods}; {1000 * nannyml.cpu_s / max(nannyml.windows, 1):.1f} CPU ms "
                   f"per window in its worker)")
+        if per_stream_lines:
+            print(f"\nper stream, sequential policy ({args.replicates} replicates; effect over floor: the drifted "
+                  f"windows' mean of the paging rule's effect over its floor, median over replicates, 1 = at the floor)")
+            print("| rows/window | drift | stream | per-window power | never paged | median delay | never paged, "
+                  "e-value over the line | effect over floor | false pages (no drift) |")
+            print("|---|---|---|---|---|---|---|---|---|")
+            print("\n".join(per_stream_lines))
         print(f"({time.perf_counter() - started:.0f} s)", flush=True)
     folder = Path(args.car_loan_dir) if args.car_loan_dir else nannyml.car_loan_dir() if nannyml else None
     if args.no_car_loan:

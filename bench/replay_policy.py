@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window
+from driftline.detectors.families.evidence import (EVIDENCE_KEY, PagingPolicy, StreamState, advance_window,
+                                                    window_score)
 from driftline.detectors.families.results import WindowResult
 from driftline.vocabulary import DATA_DRIFT, PSI
 
@@ -18,10 +19,11 @@ from driftline.vocabulary import DATA_DRIFT, PSI
 POLICY = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
 
 
-def flags_and_paging(report: dict[str, Any], names: Sequence[str],
-                     prediction: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def flags_and_paging(report: dict[str, Any], names: Sequence[str], prediction: str | None = None,
+                     trace: list[list[dict[str, Any]]] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(per-window verdicts, sequential paging) as arrays (windows, names); `prediction` names the
-    report's prediction among `names`."""
+    report's prediction among `names`; `trace`, when given, receives each window's evidence per name
+    and the window's own effect over its floor (``margin``)."""
     states: dict[str, StreamState] = {}
     flags, paging = [], []
     for i, window in enumerate(report["windows"]):
@@ -34,4 +36,13 @@ def flags_and_paging(report: dict[str, Any], names: Sequence[str],
         states.update(advance_window(results, states, i, POLICY))
         flags.append([r.breached for r in results])
         paging.append([bool(r.details.get(EVIDENCE_KEY, {}).get("paging")) for r in results])
+        if trace is not None:
+            trace.append([{**r.details.get(EVIDENCE_KEY, {}), "margin": _margin(r)}
+                          for r in results])
     return np.asarray(flags), np.asarray(paging)
+
+
+def _margin(result: WindowResult) -> float:
+    """The window's own effect over its floor, as the per-window rule reads it (1: at the floor)."""
+    score = window_score(result)
+    return score.window_margin() if score is not None else 0.0

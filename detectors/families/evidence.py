@@ -14,9 +14,13 @@ e-detector (`driftline.detectors.stats.sequential.cusum_step`):
 
 A stream **pages** when its e-value is at or over the paging line ``A`` and its effect, averaged
 over the current run of evidence, clears its floor (the per-window rule's: a distance at or over
-its threshold less its sampling noise, a missing-rate change of at least its delta, an estimate
-at least ``max_drop`` below training), so a huge window never pages on a trivially small drift,
-and a drift under its floor does not page on the one window noise lifted over it. The line follows
+its threshold, a missing-rate change of at least its delta, an estimate at least ``max_drop`` below
+training), so a huge window never pages on a trivially small drift, and a drift under its floor does
+not page on the one window noise lifted over it. The fixed Wasserstein floor is judged on the run's
+average distance with its sampling noise removed in quadrature (`wasserstein_excess`), not on each
+window's distance less the whole noise as the per-window rule does: that margin, right for one
+window, reads a drift well over its floor as under it for good (at 1 000 rows a drift 1.3 times the
+floor reads 0.9-1.07 times). The line follows
 from the stated rate (`PagingPolicy`): ``A = streams * windows per month / rate``, so
 the version's streams together raise at most ``rate`` false pages a month (Bonferroni on
 the rates). The dataset verdict pages when at least ``dataset_drift_share`` of the judged
@@ -31,19 +35,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
 from driftline import defaults
 from driftline.detectors.families.results import WindowResult
+from driftline.detectors.stats.noise import wasserstein_excess
 from driftline.detectors.stats.sequential import cusum_step, evidence, window_z
 from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, floor_margin, significance_p_value, significance_test
 from driftline.detectors.thresholds.paging import PagingPolicy
 from driftline.vocabulary import (CATEGORICAL, DATA_DRIFT, EMBEDDING_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
                                   PREDICTION_DRIFT, PSI, THRESHOLD_SOURCE_KEY, WASSERSTEIN)
 
-__all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "advance_window", "stream_key", "stream_name", "window_score"]
+__all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "WindowScore", "advance_window", "stream_key", "stream_name",
+           "window_score"]
 
 # The key of a result's details that carries its evidence.
 EVIDENCE_KEY = "evidence"
@@ -60,8 +66,12 @@ class StreamState:
     windows: int = 0
     last_window_start_ms: int | None = None
     above: bool = False  # over the line since its last restart
-    effect_sum: float = 0.0  # windows' effect over its floor, summed over the current run of evidence
+    effect_sum: float = 0.0  # windows' measured effect over its floor, summed over the current run of evidence
     effect_windows: int = 0
+    # the fixed-floor Wasserstein distance and its sampling noise (over the floor), summed over the same run
+    distance_sum: float = 0.0
+    noise_sum: float = 0.0
+    distance_windows: int = 0
 
     @classmethod
     def fresh(cls, components: int) -> "StreamState":
@@ -70,8 +80,9 @@ class StreamState:
     def to_dict(self) -> dict[str, Any]:
         return {"log_state": [float(v) for v in self.log_state], "since_ms": list(self.since_ms),
                 "windows": self.windows, "last_window_start_ms": self.last_window_start_ms, "above": self.above,
-                "effect_sum": float(self.effect_sum) if math.isfinite(self.effect_sum) else 1e300,
-                "effect_windows": self.effect_windows}
+                "effect_sum": _finite(self.effect_sum),
+                "effect_windows": self.effect_windows, "distance_sum": _finite(self.distance_sum),
+                "noise_sum": _finite(self.noise_sum), "distance_windows": self.distance_windows}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None, components: int) -> "StreamState":
@@ -88,7 +99,26 @@ class StreamState:
         last = data.get("last_window_start_ms")
         return cls([float(v) for v in log_state], [s if isinstance(s, int) else None for s in since],
                    int(data.get("windows") or 0), last if isinstance(last, int) else None, bool(data.get("above")),
-                   float(data.get("effect_sum") or 0.0), int(data.get("effect_windows") or 0))
+                   float(data.get("effect_sum") or 0.0), int(data.get("effect_windows") or 0),
+                   float(data.get("distance_sum") or 0.0), float(data.get("noise_sum") or 0.0),
+                   int(data.get("distance_windows") or 0))
+
+
+def _finite(value: float) -> float:
+    return float(value) if math.isfinite(value) else 1e300
+
+
+class WindowScore(NamedTuple):
+    """One window's evidence: its normal score and its effects over their floors (1: at the floor)."""
+
+    z: float
+    margin: float  # the effects judged as measured (PSI, Jensen-Shannon, the missing rate; a drop)
+    distance: float | None = None  # the fixed-floor Wasserstein distance over its floor, as measured
+    noise: float = 0.0  # that distance's sampling noise over the same floor
+
+    def window_margin(self) -> float:
+        """The per-window rule's margin: the largest effect over its floor, the distance less its whole noise."""
+        return self.margin if self.distance is None else max(self.margin, self.distance - self.noise)
 
 
 def stream_key(result: WindowResult) -> str | None:
@@ -103,7 +133,7 @@ def stream_name(detector: str, feature: str | None, metric: str) -> str:
     return f"{detector}/{feature or ''}/{metric}"
 
 
-def _drift_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
+def _drift_score(details: Mapping[str, Any]) -> WindowScore | None:
     tests = details.get("tests")
     if not isinstance(tests, Mapping):
         return None
@@ -113,10 +143,17 @@ def _drift_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
         return None
     p_value = significance_p_value(significance)  # the per-window rule's p-value, before its BH correction
     source = str(details.get(THRESHOLD_SOURCE_KEY) or "fixed")
-    margins = [floor_margin(tests[name], float(tests[name]["threshold"]), source)
-               for name in ((PSI, JENSENSHANNON) if kind == CATEGORICAL else (PSI, WASSERSTEIN, JENSENSHANNON))
-               if isinstance(tests.get(name), Mapping) and tests[name].get("value") is not None
-               and tests[name].get("threshold") is not None]
+    judged = [name for name in ((PSI, JENSENSHANNON) if kind == CATEGORICAL else (PSI, WASSERSTEIN, JENSENSHANNON))
+              if isinstance(tests.get(name), Mapping) and tests[name].get("value") is not None
+              and tests[name].get("threshold") is not None]
+    distance, noise = None, 0.0
+    if WASSERSTEIN in judged and float(tests[WASSERSTEIN]["threshold"]) > 0:
+        judged.remove(WASSERSTEIN)  # judged on the run's average, its noise removed there (`_run_effect`)
+        floor = float(tests[WASSERSTEIN]["threshold"])
+        distance = float(tests[WASSERSTEIN]["value"]) / floor
+        if source != THRESHOLD_SOURCES[1]:  # a floor from the reference already allows for the noise
+            noise = float(tests[WASSERSTEIN].get("noise") or 0.0) / floor
+    margins = [floor_margin(tests[name], float(tests[name]["threshold"]), source) for name in judged]
     missing = tests.get("missing")
     if isinstance(missing, Mapping) and missing.get("p_value") is not None:
         p_value = min(1.0, 2.0 * min(p_value, float(missing["p_value"])))
@@ -124,12 +161,12 @@ def _drift_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
             margins.append(floor_margin({"value": abs(float(missing["value"]) - float(missing["reference"]))},
                                         float(missing["threshold"]), THRESHOLD_SOURCES[1]))
     margin = max(margins, default=0.0)
-    if details.get(EXPLAINED_BY_KEY):
-        margin = 0.0  # a serving bug (skew) explains it: the skew alert says so, not a drift page
-    return float(window_z(p_value)), margin
+    if details.get(EXPLAINED_BY_KEY):  # a serving bug (skew) explains it: the skew alert says so, not a drift page
+        return WindowScore(float(window_z(p_value)), 0.0)
+    return WindowScore(float(window_z(p_value)), margin, distance, noise)
 
 
-def _embedding_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
+def _embedding_score(details: Mapping[str, Any]) -> WindowScore | None:
     """The embedding family's own rule as one p-value: Bonferroni over its tests (the component test's
     p-value is Simes', the smallest BH-adjusted one); no effect-size floor, as the family has none."""
     found = [part.get("p_value") for part in (details.get("mmd"), details.get("clusters"), details.get("mean"))
@@ -140,11 +177,11 @@ def _embedding_score(details: Mapping[str, Any]) -> tuple[float, float] | None:
     p_values = [float(p) for p in found if isinstance(p, (int, float)) and math.isfinite(p)]
     if not p_values:
         return None
-    return float(window_z(min(1.0, len(p_values) * min(p_values)))), 1.0
+    return WindowScore(float(window_z(min(1.0, len(p_values) * min(p_values)))), 1.0)
 
 
-def window_score(result: WindowResult) -> tuple[float, float] | None:
-    """``(z, effect over its floor)`` of one result (1: at the floor), or None when the window carries no evidence."""
+def window_score(result: WindowResult) -> WindowScore | None:
+    """One result's evidence (`WindowScore`), or None when the window carries no evidence."""
     if result.insufficient_data:
         return None
     details = result.details or {}
@@ -162,26 +199,40 @@ def window_score(result: WindowResult) -> tuple[float, float] | None:
         drop = float(training) - float(result.threshold) if result.threshold is not None else 0.0
         margin = (float(training) - float(result.value)) / drop if drop > 0 else float(result.threshold is not None
                                                                                       and result.value <= result.threshold)
-        return float(np.clip(z, -10.0, 37.0)), margin
+        return WindowScore(float(np.clip(z, -10.0, 37.0)), margin)
     return None
 
 
-def _step(state: StreamState, z: float, margin: float, window_start_ms: int, log_line: float,
+def _run_effect(state: StreamState, score: WindowScore, running: bool) -> tuple[StreamState, float]:
+    """The run's sums with this window added (a new run when the evidence was not running) and its effect over
+    the floor: the largest of the measured effects' average and the average distance beyond its noise."""
+    past = state if running else StreamState([])
+    seen = score.distance is not None
+    run = StreamState([], effect_sum=past.effect_sum + score.margin, effect_windows=past.effect_windows + 1,
+                      distance_sum=past.distance_sum + (score.distance if seen else 0.0),
+                      noise_sum=past.noise_sum + (score.noise if seen else 0.0),
+                      distance_windows=past.distance_windows + int(seen))
+    effect = run.effect_sum / run.effect_windows
+    if run.distance_windows:
+        effect = max(effect, wasserstein_excess(run.distance_sum / run.distance_windows,
+                                                run.noise_sum / run.distance_windows, run.distance_windows))
+    return run, effect
+
+
+def _step(state: StreamState, score: WindowScore, window_start_ms: int, log_line: float,
           policy: PagingPolicy) -> tuple[StreamState, dict[str, Any]]:
     drifts = np.asarray(policy.drifts, dtype=np.float64)
     before = np.asarray(state.log_state, dtype=np.float64)
     # a component that had fallen to 1 or below starts its run of evidence at this window
     since = [window_start_ms if b <= 0.0 or s is None else s for b, s in zip(before, state.since_ms)]
+    z = score.z
     after = cusum_step(before, z, drifts)
     after = np.minimum(after, log_line + math.log(len(drifts) * policy.cap))
     log_e = evidence(after)
     above = log_e >= log_line
     # the effect's size over the run of evidence, not one window's noisy value: a drift just over its floor
     # pages once the evidence is in, one under it never does (however many windows luck lifts over it)
-    running = evidence(before) > 0.0
-    effect_sum = (state.effect_sum if running else 0.0) + margin
-    effect_windows = (state.effect_windows if running else 0) + 1
-    effect = effect_sum / effect_windows
+    run, effect = _run_effect(state, score, evidence(before) > 0.0)
     paging = bool(above and effect >= 1.0)
     info = {"e_value": float(math.exp(min(log_e, 700.0))), "log_e_value": log_e, "line": float(math.exp(log_line)),
             "z": z, "floor": bool(effect >= 1.0), "effect_over_floor": effect, "paging": paging, "since_window_start_ms": since[int(np.argmax(after))],
@@ -192,7 +243,8 @@ def _step(state: StreamState, z: float, margin: float, window_start_ms: int, log
         info["restarted"] = True
         return fresh, info
     return StreamState([float(v) for v in after], since, state.windows + 1, window_start_ms,
-                       bool(state.above or above), effect_sum, effect_windows), info
+                       bool(state.above or above), run.effect_sum, run.effect_windows, run.distance_sum, run.noise_sum,
+                       run.distance_windows), info
 
 
 def advance_window(results: Iterable[WindowResult], states: Mapping[str, StreamState], window_start_ms: int,
@@ -220,7 +272,7 @@ def advance_window(results: Iterable[WindowResult], states: Mapping[str, StreamS
         score = window_score(result)
         if score is None or (state.last_window_start_ms is not None and state.last_window_start_ms >= window_start_ms):
             continue
-        new_state, info = _step(state, score[0], score[1], window_start_ms, log_line, policy)
+        new_state, info = _step(state, score, window_start_ms, log_line, policy)
         updated[key] = new_state
         result.details[EVIDENCE_KEY] = info
         if result.detector == DATA_DRIFT:

@@ -13,8 +13,9 @@ from driftline import defaults
 from driftline.detectors.batch.engine import detect
 from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window
 from driftline.detectors.families.results import WindowResult
+from driftline.detectors.stats.noise import wasserstein_excess
 from driftline.detectors.stats.sequential import arl_threshold, cusum_step, evidence, window_z
-from driftline.vocabulary import DATA_DRIFT, DATASET_DRIFT, DRIFTED_SHARE, ESTIMATED_QUALITY, PSI
+from driftline.vocabulary import DATA_DRIFT, DATASET_DRIFT, DRIFTED_SHARE, ESTIMATED_QUALITY, PSI, WASSERSTEIN
 
 DRIFTS = np.asarray(defaults.SEQUENTIAL_DRIFTS)
 
@@ -201,6 +202,32 @@ def test_estimated_quality_pages_on_a_drop_beyond_its_floor_only():
     advance_window([big], {}, 0, policy)
     assert small.details[EVIDENCE_KEY]["floor"] is False and not small.details[EVIDENCE_KEY]["paging"]
     assert big.details[EVIDENCE_KEY]["paging"] is True
+
+
+def _distance(p: float, wasserstein: float, noise: float) -> WindowResult:
+    tests = {"ks": {"p_value": p}, PSI: {"value": 0.02, "threshold": 0.2},
+             WASSERSTEIN: {"value": wasserstein, "noise": noise, "threshold": 0.1}}
+    return WindowResult(DATA_DRIFT, "x", PSI, 0.02, 0.2, False, {"kind": "numeric", "tests": tests})
+
+
+def _first_page(wasserstein: float, noise: float, windows: int = 40) -> int | None:
+    policy, states = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600), {}
+    for t in range(windows):
+        result = _distance(1e-6, wasserstein, noise)
+        states.update(advance_window([result], states, t, policy))
+        if result.details[EVIDENCE_KEY]["paging"]:
+            return t
+    return None
+
+
+def test_the_wasserstein_floor_is_judged_on_the_runs_average_with_its_noise_removed_in_quadrature():
+    """A drift 1.27 times its floor at 1 000 rows reads 0.89 times less the whole noise, window after window:
+    it pages once a few windows are in; one under its floor never does, however long the evidence runs."""
+    assert (0.127 - 0.038) / 0.1 < 1.0  # the per-window rule's margin
+    assert _first_page(0.127, 0.038) == 3  # sqrt(0.127^2 - 0.038^2) - 0.038 / sqrt(4) >= 0.1
+    assert _first_page(0.09, 0.038) is None
+    assert _first_page(0.105, 0.0) == 0  # no noise: the distance as measured
+    assert wasserstein_excess(0.03, 0.038, 100) < 0 < wasserstein_excess(0.2, 0.038, 1)
 
 
 def test_window_z_is_the_normal_quantile_and_stays_finite():
