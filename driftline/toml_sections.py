@@ -13,14 +13,14 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from typing import Any, ClassVar, Mapping, Sequence, TypeVar
+from typing import Annotated, Any, ClassVar, Mapping, Optional, Sequence, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from driftline import vocabulary
 from driftline.errors import UserError
 
-__all__ = ["SECTIONS", "Section", "Table", "close_match", "did_you_mean", "given", "parse_section"]
+__all__ = ["SECTIONS", "Section", "Table", "as_written", "close_match", "did_you_mean", "given", "parse_section"]
 
 # The TOML file's tables, beside the settings themselves; any other table is an error naming it.
 SECTIONS = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
@@ -31,6 +31,7 @@ SECTIONS = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_
 CLOSE_MATCH_CUTOFF = 0.5
 
 S = TypeVar("S", bound="Section")
+T = TypeVar("T", bound="Table")
 
 
 class Section(BaseModel):
@@ -50,6 +51,37 @@ class Table(Section):
             super().__init__(**values)
         except ValidationError as exc:
             raise UserError(_describe(exc, type(self), self.WHERE)) from None
+
+    def replace(self: T, **changes: Any) -> T:
+        """A copy with `changes`, validated again (`model_copy(update=...)` would skip the bounds)."""
+        return type(self)(**{**{name: getattr(self, name) for name in self.model_fields_set}, **changes})
+
+
+def as_written(model: type[BaseModel], name: str | None = None, *, exclude: Sequence[str] = (),
+               **extra: Any) -> Any:
+    """`model`'s keys as a TOML table may write them, every one optional (None: not given), each with its bounds:
+    the table of a per-model override (`[x.models.NAME]`), whose values the model made from them checks across
+    keys. A tuple is the array TOML has (a list), a nested table is itself as written; `extra`: more fields, as
+    `create_model` takes them. Built at run time (so typed Any): the keys are listed once, on `model`."""
+    fields: dict[str, Any] = {key: (Optional[_written(field.annotation, field.metadata)], None)
+                              for key, field in model.model_fields.items() if key not in exclude}
+    return create_model(name or f"{model.__name__}AsWritten", __base__=Section, **fields, **extra)
+
+
+def _written(annotation: Any, metadata: Sequence[Any] = ()) -> Any:
+    """One field's type as a table writes it: `T | None` -> T, tuple[X, ...] -> list[X], a model as written."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:
+            return _written(options[0], metadata)
+    elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        annotation = list[args[0]]  # type: ignore[valid-type]
+    elif origin is dict and isinstance(args[1], type) and issubclass(args[1], BaseModel):
+        annotation = dict[args[0], as_written(args[1])]  # type: ignore[valid-type]
+    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        annotation = as_written(annotation)
+    return Annotated[annotation, *metadata] if metadata else annotation
 
 
 def parse_section(model: type[S], mapping: Any, where: str) -> S:
