@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 
 from driftline import defaults
 from driftline.names import is_safe_name
-from driftline.toml_sections import Table, as_written, given, parse_section
+from driftline.toml_sections import Table, as_written, by_name, given, parse_section
 from driftline.vocabulary import LATENCY_TOTAL, LATENCY_TPOT, LATENCY_TTFT, P50_MS, P95_MS, P99_MS
 
 __all__ = ["LatencySLO", "PartObjectives"]
@@ -102,4 +102,4 @@ class LatencySLO(Table):
 # A `[latency]` (or `[latency.models.NAME]`) table as written: every key optional, each with its bound, so an
 # error names its path (`models.chat.p99_ms`); the SLO made from them checks the parts' names.
 _LatencyValues = as_written(LatencySLO, "_LatencyValues")
-_LatencySection = as_written(LatencySLO, "_LatencySection", models=(dict[str, _LatencyValues], {}))
+_LatencySection = as_written(LatencySLO, "_LatencySection", models=by_name(_LatencyValues))

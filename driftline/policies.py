@@ -12,7 +12,7 @@ from typing import Annotated, Any, Mapping
 from pydantic import Field, field_validator, model_validator
 
 from driftline import defaults
-from driftline.toml_sections import Table, as_written, given, parse_section
+from driftline.toml_sections import Table, as_written, by_name, given, parse_section
 from driftline.vocabulary import ROLLOUT_JUDGED
 
 __all__ = ["MultivariateThresholds", "RolloutPolicy"]
@@ -79,7 +79,7 @@ class RolloutPolicy(Table):
 
 # A [rollouts] table as written (every key optional, bounded), and the section that holds the per-model ones.
 _RolloutValues = as_written(RolloutPolicy, "_RolloutValues")
-_RolloutSection = as_written(RolloutPolicy, "_RolloutSection", models=(dict[str, _RolloutValues], {}))
+_RolloutSection = as_written(RolloutPolicy, "_RolloutSection", models=by_name(_RolloutValues))
 
 
 class MultivariateThresholds(Table):

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from driftline import vocabulary
 from driftline.errors import UserError
 
-__all__ = ["SECTIONS", "Section", "Table", "as_written", "close_match", "did_you_mean", "given", "parse_section"]
+__all__ = ["SECTIONS", "Section", "Table", "as_written", "by_name", "close_match", "did_you_mean", "given", "parse_section"]
 
 # The TOML file's tables, beside the settings themselves; any other table is an error naming it.
 SECTIONS = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
@@ -68,6 +68,11 @@ def as_written(model: type[BaseModel], name: str | None = None, *, exclude: Sequ
     return create_model(name or f"{model.__name__}AsWritten", __base__=Section, **fields, **extra)
 
 
+def by_name(values: Any) -> tuple[Any, Any]:
+    """An `as_written` extra field of tables by name (`[x.models.NAME]`), each a `values` table; none by default."""
+    return types.GenericAlias(dict, (str, values)), {}
+
+
 def _written(annotation: Any, metadata: Sequence[Any] = ()) -> Any:
     """One field's type as a table writes it: `T | None` -> T, tuple[X, ...] -> list[X], a model as written."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
@@ -76,9 +81,9 @@ def _written(annotation: Any, metadata: Sequence[Any] = ()) -> Any:
         if len(options) == 1:
             return _written(options[0], metadata)
     elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        annotation = list[args[0]]  # type: ignore[valid-type]
+        annotation = types.GenericAlias(list, (args[0],))
     elif origin is dict and isinstance(args[1], type) and issubclass(args[1], BaseModel):
-        annotation = dict[args[0], as_written(args[1])]  # type: ignore[valid-type]
+        annotation = by_name(as_written(args[1]))[0]
     elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
         annotation = as_written(annotation)
     return Annotated[annotation, *metadata] if metadata else annotation

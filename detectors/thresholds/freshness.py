@@ -17,7 +17,7 @@ from typing import Annotated, Any, Mapping
 from pydantic import Field
 
 from driftline import defaults
-from driftline.toml_sections import Table, as_written, given, parse_section
+from driftline.toml_sections import Table, as_written, by_name, given, parse_section
 
 __all__ = ["FRESHNESS", "FreshnessThresholds"]
 
@@ -50,4 +50,4 @@ class FreshnessThresholds(Table):
 
 
 _FreshnessValues = as_written(FreshnessThresholds, "_FreshnessValues")
-_FreshnessSection = as_written(FreshnessThresholds, "_FreshnessSection", models=(dict[str, _FreshnessValues], {}))
+_FreshnessSection = as_written(FreshnessThresholds, "_FreshnessSection", models=by_name(_FreshnessValues))
