@@ -15,7 +15,7 @@ import types
 import typing
 from typing import Annotated, Any, ClassVar, Mapping, Optional, Sequence, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model, field_validator
 
 from driftline import vocabulary
 from driftline.errors import UserError
@@ -59,13 +59,21 @@ class Table(Section):
 
 def as_written(model: type[BaseModel], name: str | None = None, *, exclude: Sequence[str] = (),
                **extra: Any) -> Any:
-    """`model`'s keys as a TOML table may write them, every one optional (None: not given), each with its bounds:
-    the table of a per-model override (`[x.models.NAME]`), whose values the model made from them checks across
-    keys. A tuple is the array TOML has (a list), a nested table is itself as written; `extra`: more fields, as
-    `create_model` takes them. Built at run time (so typed Any): the keys are listed once, on `model`."""
+    """`model`'s keys as a TOML table may write them, every one optional (None: not given), each with its bounds
+    and its field validators (a TOML array made a tuple, a duration read): the table of a per-model override
+    (`[x.models.NAME]`), whose values the model made from them checks across keys. A nested table is itself as
+    written; `extra`: more fields, as `create_model` takes them. Built at run time (so typed Any): the keys are
+    listed once, on `model`."""
     fields: dict[str, Any] = {key: (Optional[_written(field.annotation, field.metadata)], None)
                               for key, field in model.model_fields.items() if key not in exclude}
-    return create_model(name or f"{model.__name__}AsWritten", __base__=Section, **fields, **extra)
+    validators: dict[str, Any] = {}
+    for label, decorator in model.__pydantic_decorators__.field_validators.items():
+        keys = [key for key in decorator.info.fields if key in fields]
+        if keys:
+            function = getattr(decorator.func, "__func__", decorator.func)  # bound to `model`: rebind to the copy
+            validators[label] = field_validator(*keys, mode=decorator.info.mode)(classmethod(function))
+    return create_model(name or f"{model.__name__}AsWritten", __base__=Section, __validators__=validators,
+                        **fields, **extra)
 
 
 def by_name(values: Any) -> tuple[Any, Any]:
@@ -74,14 +82,12 @@ def by_name(values: Any) -> tuple[Any, Any]:
 
 
 def _written(annotation: Any, metadata: Sequence[Any] = ()) -> Any:
-    """One field's type as a table writes it: `T | None` -> T, tuple[X, ...] -> list[X], a model as written."""
+    """One field's type as a table writes it: `T | None` -> T, a model (or a table of them by name) as written."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
         if len(options) == 1:
             return _written(options[0], metadata)
-    elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        annotation = types.GenericAlias(list, (args[0],))
     elif origin is dict and isinstance(args[1], type) and issubclass(args[1], BaseModel):
         annotation = by_name(as_written(args[1]))[0]
     elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -99,6 +105,11 @@ def parse_section(model: type[S], mapping: Any, where: str) -> S:
         return model.model_validate(dict(mapping))
     except ValidationError as exc:
         raise UserError(_describe(exc, model, where)) from None
+    except UserError as exc:  # a Table names its own WHERE (validation runs its __init__): name `where` instead
+        text = str(exc)
+        if issubclass(model, Table) and where != model.WHERE and text.startswith(model.WHERE):
+            raise UserError(where + text[len(model.WHERE):]) from None
+        raise
 
 
 def close_match(name: str, choices: Sequence[str]) -> str | None:
