@@ -115,8 +115,9 @@ def parse_section(model: type[S], mapping: Any, where: str) -> S:
 def close_match(name: str, choices: Sequence[str]) -> str | None:
     """The choice closest to `name` (difflib), or None when none is close enough to be a typo of it."""
     close = difflib.get_close_matches(name, list(choices), n=max(1, len(choices)), cutoff=CLOSE_MATCH_CUTOFF)
-    # a known name with a word added (db_url for db) beats a merely similar one (dashboard_url)
-    extended = [choice for choice in close if name.lower().startswith(choice.lower() + "_")]
+    # a known name with a word added (db_url for db, psi_threshold for psi) beats a merely similar one (dashboard_url)
+    extended = [choice for choice in sorted(choices, key=len, reverse=True)
+                if name.lower().startswith(choice.lower() + "_")]
     return (extended or close or [None])[0]
 
 
