@@ -72,8 +72,9 @@ def as_written(model: type[BaseModel], name: str | None = None, *, exclude: Sequ
         if keys:
             function = getattr(decorator.func, "__func__", decorator.func)  # bound to `model`: rebind to the copy
             validators[label] = field_validator(*keys, mode=decorator.info.mode)(classmethod(function))
-    return create_model(name or f"{model.__name__}AsWritten", __base__=Section, __validators__=validators,
-                        **fields, **extra)
+    # in `model`'s module, so that a value kept beside it (DriftValues) pickles where it is named the same
+    return create_model(name or f"{model.__name__}AsWritten", __base__=Section, __module__=model.__module__,
+                        __validators__=validators, **fields, **extra)
 
 
 def by_name(values: Any) -> tuple[Any, Any]:
