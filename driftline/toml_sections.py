@@ -3,10 +3,11 @@
 `SECTIONS` names every table the TOML file may hold beside the settings; each is
 validated by the stage that reads it (`driftline config check` runs them all).
 
-One way to read a TOML table: a `Section` subclass lists the keys a table may hold,
-`parse_section` validates a mapping against it, and any unknown key or wrong type
-is a `UserError` naming the table and the key (a typo must not silently fall back
-to a default threshold).
+One way to read a TOML table: a `Table` subclass is the settings a table holds, each key with its
+bounds, `parse_section` validates a mapping against it, and any unknown key, wrong type or value
+out of bounds is a `UserError` naming the table and the key (a typo must not silently fall back
+to a default threshold). A per-model override (`[x.models.NAME]`) sets only some keys: its
+table as written is derived from the model's fields by `as_written`, never listed again.
 """
 from __future__ import annotations
 

@@ -94,8 +94,7 @@ class DriftThresholds(Table):
 
     def for_feature(self, name: str) -> "DriftThresholds":
         """These thresholds with feature `name`'s overrides applied (and no per-feature table)."""
-        overrides = self.features.get(name)
-        return self.replace(features={}, **(given(overrides) if overrides is not None else {}))
+        return self.replace(features={}, **self.feature_overrides(name))
 
     def feature_overrides(self, name: str) -> dict[str, Any]:
         """The levels feature `name`'s own table sets ({} when none)."""
