@@ -23,15 +23,15 @@ globally, per detector, per model, and per model and detector (docs/alerts.md).
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Annotated, Any, Iterable, Mapping
+
+from pydantic import Field, field_validator, model_validator
 
 from driftline import defaults, vocabulary
 from driftline.errors import UserError
-from driftline.toml_sections import Section, did_you_mean, parse_section
+from driftline.toml_sections import Table, as_written, by_name, did_you_mean, parse_section
 
 from driftline.alerts.endpoints import ENDPOINT_SETTINGS, NOTIFY_CHANNELS, RETRAIN, configured_channels
 from driftline.alerts.times import parse_duration
@@ -40,73 +40,14 @@ from driftline.alerts.times import parse_duration
 # the families an alert can belong to: the window detectors', and the rollout analysis' own
 DETECTORS = vocabulary.ALERT_FAMILIES
 SEVERITIES = tuple(defaults.ALERT_SEVERITIES)
-
-
-
-# The tables of [alerts] and the keys each may hold. Values are checked below, where
-# each kind of value has its own message (a severity, a duration, a whole number).
-class _Defaults(Section):
-    """What a rule may set at the top of [alerts] or of a model's table."""
-
-    severity: Any = None
-    for_windows: Any = None
-    resolve_after_windows: Any = None
-    repeat_interval: Any = None
-    enabled: Any = None
-    policy: Any = None
-
-
-class _RuleSection(_Defaults):
-    """[alerts.detectors.NAME]: one detector's rule."""
-
-    group: Any = None
-
-
-class _ModelSection(_Defaults):
-    detectors: Any = None
-    false_pages_per_model_per_month: Any = None
-
-
-class _AlertsSection(_Defaults):
-    detectors: Any = None
-    false_pages_per_model_per_month: Any = None
-    models: Any = None
-    channels: Any = None
-    inhibit: Any = None
-    delivery: Any = None
-    retrain: Any = None
-
-
-class _InhibitSection(Section):
-    source: Any = None
-    targets: Any = None
-
-
-class _DeliverySection(Section):
-    timeout: Any = None
-    lease: Any = None
-    backoff_initial: Any = None
-    backoff_max: Any = None
-    max_age: Any = None
-    max_attempts: Any = None
-
-
-class _RetrainSection(Section):
-    enabled: Any = None
-    windows: Any = None
-    features: Any = None
-    detectors: Any = None
-    quality_drop: Any = None
-    quality_metrics: Any = None
-    cooldown: Any = None
-    rollout: Any = None
-
-
-_RULE_KEYS = frozenset(_RuleSection.model_fields)
 RETRAIN_ROLLOUTS = vocabulary.RETRAIN_ROLLOUTS
 SEQUENTIAL = "sequential"
 FOR_WINDOWS = "for_windows"
 POLICIES = (SEQUENTIAL, FOR_WINDOWS)
+
+_Windows = Annotated[int, Field(ge=1)]
+# expected false pages a month of one model version: a positive, finite rate
+_Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 def severity_rank(severity: str) -> int:
@@ -114,16 +55,66 @@ def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else SEVERITIES.index("warning")
 
 
-@dataclass(frozen=True)
-class AlertRule:
+def _duration(value: Any) -> Any:
+    """A duration as written ("2h", a number of seconds) as a timedelta; its own words when it is none."""
+    if isinstance(value, timedelta):
+        return value
+    try:
+        return parse_duration(value, "duration")
+    except UserError as exc:
+        raise ValueError(str(exc).removeprefix("duration: ")) from None
+
+
+def _listed(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value  # TOML arrays are lists
+
+
+def _known(names: tuple[str, ...]) -> tuple[str, ...]:
+    for name in names:
+        if name not in DETECTORS:
+            raise ValueError(f"unknown detector {name!r}; expected one of {', '.join(DETECTORS)}")
+    return names
+
+
+class AlertRule(Table):
+    """One detector family's rule (`[alerts.detectors.NAME]`, over `[alerts]`' and a model's general keys)."""
+
+    WHERE = "[alerts.detectors.NAME]"
+
     detector: str
     severity: str = "warning"
-    for_windows: int = defaults.ALERT_FOR_WINDOWS
-    resolve_after_windows: int = defaults.ALERT_RESOLVE_AFTER_WINDOWS
+    for_windows: _Windows = defaults.ALERT_FOR_WINDOWS
+    resolve_after_windows: _Windows = defaults.ALERT_RESOLVE_AFTER_WINDOWS
     repeat_interval: timedelta = timedelta(seconds=defaults.ALERT_REPEAT_INTERVAL_SECONDS)
-    group: str = ""  # "" means: the detector's name
+    group: Annotated[str, Field(min_length=1)] = ""  # "" means: the detector's name
     enabled: bool = True
     policy: str = FOR_WINDOWS
+
+    @field_validator("severity")
+    @classmethod
+    def _severity(cls, value: str) -> str:
+        if value not in SEVERITIES:
+            raise ValueError(f"must be one of {', '.join(SEVERITIES)}")
+        return value
+
+    @field_validator("policy")
+    @classmethod
+    def _policy(cls, value: str) -> str:
+        if value not in POLICIES:
+            raise ValueError(f"must be one of {', '.join(POLICIES)}")
+        return value
+
+    @field_validator("repeat_interval", mode="before")
+    @classmethod
+    def _read_interval(cls, value: Any) -> Any:
+        return _duration(value)
+
+    @field_validator("repeat_interval")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("must be positive")
+        return value
 
     @property
     def group_name(self) -> str:
@@ -139,94 +130,161 @@ class AlertRule:
         return 1 if self.sequential else self.for_windows
 
 
-@dataclass(frozen=True)
-class InhibitRule:
+class InhibitRule(Table):
     """While an alert of `source` fires, alerts of `targets` (same model and version) stay quiet."""
 
+    WHERE = "[[alerts.inhibit]]"
+
     source: str
-    targets: tuple[str, ...]
+    targets: Annotated[tuple[str, ...], Field(min_length=1)]
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        return _listed(value)
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        return _known((value,))[0]
+
+    @field_validator("targets")
+    @classmethod
+    def _known_targets(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _known(value)
 
 
-@dataclass(frozen=True)
-class DeliveryPolicy:
-    """How the outbox retries (see driftline.alerts.delivery)."""
+class DeliveryPolicy(Table):
+    """How the outbox retries (see driftline.alerts.delivery): `[alerts.delivery]`."""
+
+    WHERE = "[alerts.delivery]"
 
     timeout: timedelta = timedelta(seconds=defaults.ALERT_HTTP_TIMEOUT_SECONDS)
     lease: timedelta = timedelta(seconds=defaults.ALERT_DELIVERY_LEASE_SECONDS)
     backoff_initial: timedelta = timedelta(seconds=defaults.ALERT_BACKOFF_INITIAL_SECONDS)
     backoff_max: timedelta = timedelta(seconds=defaults.ALERT_BACKOFF_MAX_SECONDS)
     max_age: timedelta = timedelta(seconds=defaults.ALERT_DELIVERY_MAX_AGE_SECONDS)
-    max_attempts: int = defaults.ALERT_DELIVERY_MAX_ATTEMPTS
+    max_attempts: _Windows = defaults.ALERT_DELIVERY_MAX_ATTEMPTS
 
-    def __post_init__(self) -> None:
+    @field_validator("timeout", "lease", "backoff_initial", "backoff_max", "max_age", mode="before")
+    @classmethod
+    def _read(cls, value: Any) -> Any:
+        return _duration(value)
+
+    @model_validator(mode="after")
+    def _lease_outlasts_timeout(self) -> "DeliveryPolicy":
         if self.lease <= self.timeout:
-            raise UserError(f"[alerts.delivery] lease ({self.lease}) must be longer than timeout ({self.timeout}), "
-                            "or a slow delivery would have its row claimed twice")
-        if self.max_attempts < 1:
-            raise UserError("[alerts.delivery] max_attempts must be at least 1")
+            raise ValueError(f"lease ({self.lease}) must be longer than timeout ({self.timeout}), "
+                             "or a slow delivery would have its row claimed twice")
+        return self
 
 
-@dataclass(frozen=True)
-class RetrainPolicy:
-    """When to ask for a retrain (see driftline.alerts.retraining).
+class RetrainPolicy(Table):
+    """When to ask for a retrain (see driftline.alerts.retraining): `[alerts.retrain]`.
 
     Fires when, in each of the last `windows` evaluated windows of a model version, a
     `detectors` result breached on one of `features` (any feature when empty; the
     window-level dataset_drift result counts only when `features` is empty), or when a
     model-quality metric (any, or `quality_metrics`) dropped by at least `quality_drop`
-    against the detector's reference, beyond its noise margin. At most one request per
-    model per `cooldown`. `rollout` says what the worker does with a retrained version that
+    against the detector's reference, beyond its noise margin (false: no quality trigger). At most one
+    request per model per `cooldown`. `rollout` says what the worker does with a retrained version that
     beat production: promote it, or enter it as a shadow or canary rollout plan.
     """
 
+    WHERE = "[alerts.retrain]"
+
     enabled: bool = True
-    windows: int = defaults.RETRAIN_DRIFT_WINDOWS
+    windows: _Windows = defaults.RETRAIN_DRIFT_WINDOWS
     features: tuple[str, ...] = ()
     detectors: tuple[str, ...] = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT)
-    quality_drop: float | None = defaults.RETRAIN_QUALITY_DROP
+    quality_drop: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = defaults.RETRAIN_QUALITY_DROP
     quality_metrics: tuple[str, ...] = ()
     cooldown: timedelta = timedelta(seconds=defaults.RETRAIN_COOLDOWN_SECONDS)
     rollout: str = defaults.RETRAIN_ROLLOUT
 
-    def __post_init__(self) -> None:
-        if self.rollout not in RETRAIN_ROLLOUTS:
-            raise UserError(f"[alerts.retrain] rollout must be one of {', '.join(RETRAIN_ROLLOUTS)}, "
-                            f"got {self.rollout!r}")
-        if self.windows < 1:
-            raise UserError("[alerts.retrain] windows must be at least 1")
-        if self.quality_drop is not None and self.quality_drop < 0:
-            raise UserError("[alerts.retrain] quality_drop cannot be negative")
+    @field_validator("features", "detectors", "quality_metrics", mode="before")
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        return _listed(value)
+
+    @field_validator("detectors")
+    @classmethod
+    def _known_detectors(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _known(value)
+
+    @field_validator("quality_metrics")
+    @classmethod
+    def _compared(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if name not in vocabulary.QUALITY_METRICS:
+                raise ValueError(f"{vocabulary.MODEL_QUALITY} emits no metric {name!r} that is compared with a "
+                                 f"reference; expected one of {', '.join(sorted(vocabulary.QUALITY_METRICS))}")
+        return value
+
+    @field_validator("quality_drop", mode="before")
+    @classmethod
+    def _off(cls, value: Any) -> Any:
+        return None if value is False else value  # false: no quality trigger
+
+    @field_validator("cooldown", mode="before")
+    @classmethod
+    def _read(cls, value: Any) -> Any:
+        return _duration(value)
+
+    @field_validator("rollout")
+    @classmethod
+    def _rollout(cls, value: str) -> str:
+        if value not in RETRAIN_ROLLOUTS:
+            raise ValueError(f"must be one of {', '.join(RETRAIN_ROLLOUTS)}")
+        return value
 
 
 def _default_rules() -> dict[str, AlertRule]:
     for name in defaults.ALERT_DETECTOR_DEFAULTS:
         _check_detector(name, "defaults.ALERT_DETECTOR_DEFAULTS")
     base = {**defaults.ALERT_DETECTOR_DEFAULTS, vocabulary.ROLLOUT: defaults.ALERT_ROLLOUT_DEFAULTS}
-    return {d: AlertRule(detector=d, **{"policy": _default_policy(d), **_rule_fields(base.get(d, {}), f"defaults {d}")})
-            for d in DETECTORS}
+    return {d: AlertRule(detector=d, **{"policy": _default_policy(d), **base.get(d, {})}) for d in DETECTORS}
 
 
 def _default_policy(detector: str) -> str:
     return defaults.ALERT_POLICY if detector in vocabulary.SEQUENTIAL_FAMILIES else FOR_WINDOWS
 
 
-@dataclass(frozen=True)
-class AlertRules:
+def _default_inhibit() -> tuple[InhibitRule, ...]:
+    return tuple(_inhibit_rules([dict(r) for r in defaults.ALERT_INHIBIT_RULES]))
+
+
+# The tables of [alerts] as written, derived from the rule's keys: what a rule may set at the top of [alerts] or
+# of a model's table, and one detector's rule (its group too); values are checked as the rule checks them.
+_GENERAL = ("detector", "group")
+_DetectorTable = as_written(AlertRule, "_DetectorTable", exclude=("detector",))
+_RATE = (_Rate | None, None)
+_ModelTable = as_written(AlertRule, "_ModelTable", exclude=_GENERAL, detectors=by_name(_DetectorTable),
+                         false_pages_per_model_per_month=_RATE)
+# channels, inhibit, delivery and retrain are read by their own tables, each named in its errors
+_AlertsTable = as_written(AlertRule, "_AlertsTable", exclude=_GENERAL, detectors=by_name(_DetectorTable),
+                          false_pages_per_model_per_month=_RATE, models=by_name(_ModelTable), channels=(Any, None),
+                          inhibit=(Any, None), delivery=(Any, None), retrain=(Any, None))
+_RULE_KEYS = frozenset(AlertRule.model_fields) - {"detector"}
+
+
+class AlertRules(Table):
     """All alerting configuration; build it with `load_rules` or `AlertRules.from_mapping`."""
 
-    detectors: Mapping[str, AlertRule] = field(default_factory=_default_rules)
+    WHERE = "[alerts]"
+
+    detectors: dict[str, AlertRule] = Field(default_factory=_default_rules)
     # model -> detector -> rule, for models with overrides.
-    models: Mapping[str, Mapping[str, AlertRule]] = field(default_factory=dict)
-    inhibit: tuple[InhibitRule, ...] = tuple(InhibitRule(r["source"], tuple(r["targets"]))
-                                             for r in defaults.ALERT_INHIBIT_RULES)
+    models: dict[str, dict[str, AlertRule]] = {}
+    inhibit: tuple[InhibitRule, ...] = Field(default_factory=_default_inhibit)
     # Configured channel -> lowest severity it receives. A channel without an endpoint is absent.
-    channels: Mapping[str, str] = field(default_factory=lambda: dict(defaults.ALERT_CHANNEL_MIN_SEVERITY))
+    channels: dict[str, str] = Field(default_factory=lambda: dict(defaults.ALERT_CHANNEL_MIN_SEVERITY))
     dashboard_url: str = "http://127.0.0.1:8501"
-    delivery: DeliveryPolicy = field(default_factory=DeliveryPolicy)
-    retrain: RetrainPolicy = field(default_factory=RetrainPolicy)
+    delivery: DeliveryPolicy = Field(default_factory=DeliveryPolicy)
+    retrain: RetrainPolicy = Field(default_factory=RetrainPolicy)
     # the stated false-page rate of the sequential policy: globally, and per model
-    false_pages_per_month: float = defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH
-    model_false_pages_per_month: Mapping[str, float] = field(default_factory=dict)
+    false_pages_per_month: _Rate = defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH
+    model_false_pages_per_month: dict[str, _Rate] = {}
 
     def paging_rate(self, model: str) -> float:
         """Expected false pages a month of one version of `model` under the sequential policy."""
@@ -252,45 +310,31 @@ class AlertRules:
 
         `channels` are the channels that have an endpoint; others get no notifications.
         """
-        mapping = _table(mapping, "[alerts]", _AlertsSection)
-        general = _rule_fields({k: v for k, v in mapping.items() if k in _RULE_KEYS}, "[alerts]")
-        detector_tables = _table(mapping.get("detectors"), "[alerts.detectors]")
-        for name in detector_tables:
+        section = parse_section(_AlertsTable, mapping, cls.WHERE)
+        general = _rule_values(section)
+        for name in section.detectors or {}:
             _check_detector(name, "[alerts.detectors]")
-        base = _default_rules()
-        detectors = {}
-        for name, rule in base.items():
-            overrides = _rule_fields(_table(detector_tables.get(name), f"[alerts.detectors.{name}]"),
-                                     f"[alerts.detectors.{name}]")
-            detectors[name] = _apply(rule, general, overrides, f"[alerts.detectors.{name}]")
-
-        rate = _rate(mapping.get("false_pages_per_model_per_month", defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH),
-                     "[alerts] false_pages_per_model_per_month")
+        detectors = {name: _apply(rule, general, _rule_values((section.detectors or {}).get(name)),
+                                  f"[alerts.detectors.{name}]")
+                     for name, rule in _default_rules().items()}
+        rate = section.false_pages_per_model_per_month or defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH
         models: dict[str, dict[str, AlertRule]] = {}
         model_rates: dict[str, float] = {}
-        for model, table in _table(mapping.get("models"), "[alerts.models]").items():
+        for model, table in (section.models or {}).items():
             where = f'[alerts.models."{model}"]'
-            table = _table(table, where, _ModelSection)
-            if "false_pages_per_model_per_month" in table:
-                model_rates[model] = _rate(table["false_pages_per_model_per_month"],
-                                           f"{where} false_pages_per_model_per_month")
-            model_general = _rule_fields({k: v for k, v in table.items() if k in _RULE_KEYS}, where)
-            model_detectors = _table(table.get("detectors"), f"{where}.detectors")
-            rules = {}
-            for name, rule in detectors.items():
-                inner = f"{where}.detectors.{name}"
-                overrides = _rule_fields(_table(model_detectors.get(name), inner), inner)
-                rules[name] = _apply(rule, model_general, overrides, inner)
-            for name in model_detectors:
+            if table.false_pages_per_model_per_month is not None:
+                model_rates[model] = table.false_pages_per_model_per_month
+            for name in table.detectors or {}:
                 _check_detector(name, f"{where}.detectors")
-            models[model] = rules
+            model_general = _rule_values(table)
+            models[model] = {name: _apply(rule, model_general, _rule_values((table.detectors or {}).get(name)),
+                                          f"{where}.detectors.{name}")
+                             for name, rule in detectors.items()}
 
-        inhibit = tuple(_inhibit_rules(mapping["inhibit"] if "inhibit" in mapping
-                                       else [{"source": r["source"], "targets": list(r["targets"])}
-                                             for r in defaults.ALERT_INHIBIT_RULES]))
+        inhibit = (tuple(_inhibit_rules(section.inhibit)) if section.inhibit is not None else _default_inhibit())
         routes = dict(defaults.ALERT_CHANNEL_MIN_SEVERITY)
         enabled = set(channels)
-        for channel, severity in _table(mapping.get("channels"), "[alerts.channels]").items():
+        for channel, severity in _table(section.channels, "[alerts.channels]").items():
             if channel not in NOTIFY_CHANNELS:
                 raise UserError(f"[alerts.channels]: unknown channel {channel!r}"
                                 f"{did_you_mean(channel, NOTIFY_CHANNELS)}; expected one of "
@@ -298,7 +342,10 @@ class AlertRules:
             if severity == "off":
                 routes.pop(channel, None)
                 continue
-            routes[channel] = _severity(severity, f"[alerts.channels] {channel}")
+            if severity not in SEVERITIES:
+                raise UserError(f"[alerts.channels] {channel}: severity must be one of {', '.join(SEVERITIES)} "
+                                f"or \"off\", got {severity!r}")
+            routes[channel] = severity
             if channel not in enabled:  # routed on purpose, yet it would page nobody
                 setting = ENDPOINT_SETTINGS[channel]
                 raise UserError(f"[alerts.channels] routes {severity!r} alerts to {channel}, but {setting} is not "
@@ -306,8 +353,8 @@ class AlertRules:
         routes = {c: s for c, s in routes.items() if c in enabled}
         return cls(detectors=detectors, models=models, inhibit=inhibit, channels=routes,
                    dashboard_url=dashboard_url, false_pages_per_month=rate, model_false_pages_per_month=model_rates,
-                   delivery=_delivery(_table(mapping.get("delivery"), "[alerts.delivery]")),
-                   retrain=_retrain(_table(mapping.get("retrain"), "[alerts.retrain]")))
+                   delivery=parse_section(DeliveryPolicy, section.delivery, DeliveryPolicy.WHERE),
+                   retrain=parse_section(RetrainPolicy, section.retrain, RetrainPolicy.WHERE))
 
 
 def load_rules(settings: Any = None, config_file: str | Path | None = None) -> AlertRules:
@@ -323,9 +370,9 @@ def load_rules(settings: Any = None, config_file: str | Path | None = None) -> A
                                     channels=[c for c in enabled if c in NOTIFY_CHANNELS],
                                     dashboard_url=settings.dashboard_url)
     if settings.false_pages_per_model_per_month is not None:  # DRIFTLINE_FALSE_PAGES_PER_MODEL_PER_MONTH beats the file
-        rules = dataclasses.replace(rules, false_pages_per_month=settings.false_pages_per_model_per_month)
+        rules = rules.replace(false_pages_per_month=settings.false_pages_per_model_per_month)
     if RETRAIN not in enabled and rules.retrain.enabled:
-        rules = dataclasses.replace(rules, retrain=dataclasses.replace(rules.retrain, enabled=False))
+        rules = rules.replace(retrain=rules.retrain.replace(enabled=False))
     return rules
 
 
@@ -336,21 +383,20 @@ def _check_detector(name: str, where: str) -> None:
         raise UserError(f"{where}: unknown detector {name!r}; expected one of {', '.join(DETECTORS)}")
 
 
-def _table(value: Any, where: str, section: type[Section] | None = None) -> dict[str, Any]:
-    """`value` as a dict (None: empty); with `section`, its keys checked against that table's."""
+def _table(value: Any, where: str) -> dict[str, Any]:
+    """`value` as a dict (None: empty)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise UserError(f"{where} must be a table, got {value!r}")
-    if section is not None:
-        parse_section(section, value, where)
     return dict(value)
 
 
-def _severity(value: Any, where: str) -> str:
-    if value not in SEVERITIES:
-        raise UserError(f"{where}: severity must be one of {', '.join(SEVERITIES)}, got {value!r}")
-    return value
+def _rule_values(table: Any) -> dict[str, Any]:
+    """The rule keys a table as written sets (none when there is no table)."""
+    if table is None:
+        return {}
+    return {key: getattr(table, key) for key in table.model_fields_set if key in _RULE_KEYS}
 
 
 def _apply(rule: AlertRule, general: Mapping[str, Any], overrides: Mapping[str, Any], where: str) -> AlertRule:
@@ -362,111 +408,10 @@ def _apply(rule: AlertRule, general: Mapping[str, Any], overrides: Mapping[str, 
             raise UserError(f"{where} policy = \"sequential\": only {', '.join(vocabulary.SEQUENTIAL_FAMILIES)} "
                             "carry sequential evidence; use for_windows")
         values.pop("policy")
-    return dataclasses.replace(rule, **values)
-
-
-def _rate(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise UserError(f"{where} must be a positive number (expected false pages a month), got {value!r}")
-    return float(value)
-
-
-def _positive_int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"{where} must be a whole number of at least 1, got {value!r}")
-    return value
-
-
-def _rule_fields(table: Mapping[str, Any], where: str) -> dict[str, Any]:
-    parse_section(_RuleSection, table, where)
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        if key == "severity":
-            out[key] = _severity(value, f"{where} severity")
-        elif key in ("for_windows", "resolve_after_windows"):
-            out[key] = _positive_int(value, f"{where} {key}")
-        elif key == "repeat_interval":
-            out[key] = parse_duration(value, f"{where} repeat_interval")
-            if out[key] <= timedelta(0):
-                raise UserError(f"{where} repeat_interval must be positive")
-        elif key == "policy":
-            if value not in POLICIES:
-                raise UserError(f"{where} policy must be one of {', '.join(POLICIES)}, got {value!r}")
-            out[key] = value
-        elif key == "group":
-            if not isinstance(value, str) or not value:
-                raise UserError(f"{where} group must be a non-empty string")
-            out[key] = value
-        elif key == "enabled":
-            if not isinstance(value, bool):
-                raise UserError(f"{where} enabled must be true or false")
-            out[key] = value
-    return out
+    return rule.replace(**values)
 
 
 def _inhibit_rules(value: Any) -> list[InhibitRule]:
     if not isinstance(value, list):
         raise UserError("[alerts] inhibit must be an array of tables: [[alerts.inhibit]] source = ..., targets = [...]")
-    rules = []
-    for i, item in enumerate(value):
-        where = f"[[alerts.inhibit]] #{i + 1}"
-        item = _table(item, where, _InhibitSection)
-        if "source" not in item or "targets" not in item:
-            raise UserError(f"{where}: needs source and targets")
-        _check_detector(item["source"], where)
-        targets = item["targets"]
-        if not isinstance(targets, list) or not targets:
-            raise UserError(f"{where}: targets must be a non-empty list of detectors")
-        for target in targets:
-            _check_detector(target, where)
-        rules.append(InhibitRule(item["source"], tuple(targets)))
-    return rules
-
-
-def _delivery(table: dict[str, Any]) -> DeliveryPolicy:
-    parse_section(_DeliverySection, table, "[alerts.delivery]")
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key == "max_attempts":
-            values[key] = _positive_int(value, "[alerts.delivery] max_attempts")
-        else:
-            values[key] = parse_duration(value, f"[alerts.delivery] {key}")
-    return DeliveryPolicy(**values)
-
-
-def _retrain(table: dict[str, Any]) -> RetrainPolicy:
-    parse_section(_RetrainSection, table, "[alerts.retrain]")
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        where = f"[alerts.retrain] {key}"
-        if key == "enabled":
-            if not isinstance(value, bool):
-                raise UserError(f"{where} must be true or false")
-            values[key] = value
-        elif key == "windows":
-            values[key] = _positive_int(value, where)
-        elif key in ("features", "detectors", "quality_metrics"):
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise UserError(f"{where} must be a list of strings")
-            if key == "detectors":
-                for name in value:
-                    _check_detector(name, where)
-            if key == "quality_metrics":
-                for name in value:
-                    if name not in vocabulary.QUALITY_METRICS:
-                        raise UserError(f"{where}: {vocabulary.MODEL_QUALITY} emits no metric {name!r} that is "
-                                        f"compared with a reference; expected one of "
-                                        f"{', '.join(sorted(vocabulary.QUALITY_METRICS))}")
-            values[key] = tuple(value)
-        elif key == "quality_drop":
-            if value is False:
-                values[key] = None
-            elif isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise UserError(f"{where} must be a number (or false to disable the quality trigger)")
-            else:
-                values[key] = float(value)
-        elif key == "cooldown":
-            values[key] = parse_duration(value, where)
-        elif key == "rollout":
-            values[key] = value
-    return RetrainPolicy(**values)
+    return [parse_section(InhibitRule, item, f"[[alerts.inhibit]] #{i + 1}") for i, item in enumerate(value)]

@@ -54,7 +54,7 @@ def main() -> None:
     print(f"{args.events} events, windows of {args.window}, baseline {len(baseline.segments)} segment columns")
     base = {}
     for count, columns in COLUMNS.items():
-        spec = SegmentSpec(columns)
+        spec = SegmentSpec(columns=columns)
         fold_s = float("inf")
         for _ in range(args.repeat):
             start = time.process_time()

@@ -86,7 +86,7 @@ class DecoderConfig:
 
     @property
     def segments(self) -> SegmentSpec:
-        return SegmentSpec(tuple(self.segment_columns), self.segment_max_values)
+        return SegmentSpec(columns=tuple(self.segment_columns), max_values=self.segment_max_values)
 
 
 def decoder_count(setting: int | str, cpus: int | None = None) -> int:

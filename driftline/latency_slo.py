@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 
 from driftline import defaults
 from driftline.names import is_safe_name
-from driftline.toml_sections import Section, Table, given, parse_section
+from driftline.toml_sections import Table, as_written, by_name, given, parse_section
 from driftline.vocabulary import LATENCY_TOTAL, LATENCY_TPOT, LATENCY_TTFT, P50_MS, P95_MS, P99_MS
 
 __all__ = ["LatencySLO", "PartObjectives"]
@@ -99,28 +99,7 @@ class LatencySLO(Table):
         return cls(**values)
 
 
-class _PartValues(Section):
-    """A `[latency.parts.NAME]` table as written (a plain section: its errors name their path in the file)."""
-
-    p50_ms: _Ms | None = None
-    p95_ms: _Ms | None = None
-    p99_ms: _Ms | None = None
-
-
-class _LatencyValues(Section):
-    """A `[latency]` (or `[latency.models.NAME]`) table as written: every key optional, each with its bound, so
-    an error names its path (`models.chat.p99_ms`); the SLO made from them checks the parts' names."""
-
-    p50_ms: _Ms | None = None
-    p95_ms: _Ms | None = None
-    p99_ms: _Ms | None = None
-    error_rate: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
-    max_qps: _Positive | None = None
-    max_concurrency: _Positive | None = None
-    min_tokens_per_second: _Positive | None = None
-    min_events: Annotated[int, Field(ge=0)] | None = None
-    parts: dict[str, _PartValues] | None = None
-
-
-class _LatencySection(_LatencyValues):
-    models: dict[str, _LatencyValues] = {}
+# A `[latency]` (or `[latency.models.NAME]`) table as written: every key optional, each with its bound, so an
+# error names its path (`models.chat.p99_ms`); the SLO made from them checks the parts' names.
+_LatencyValues = as_written(LatencySLO, "_LatencyValues")
+_LatencySection = as_written(LatencySLO, "_LatencySection", models=by_name(_LatencyValues))

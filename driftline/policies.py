@@ -12,7 +12,7 @@ from typing import Annotated, Any, Mapping
 from pydantic import Field, field_validator, model_validator
 
 from driftline import defaults
-from driftline.toml_sections import Table, given, parse_section
+from driftline.toml_sections import Table, as_written, by_name, given, parse_section
 from driftline.vocabulary import ROLLOUT_JUDGED
 
 __all__ = ["MultivariateThresholds", "RolloutPolicy"]
@@ -77,31 +77,9 @@ class RolloutPolicy(Table):
         return parse_section(cls, values, cls.WHERE)
 
 
-class _RolloutValues(Table):
-    """A `[rollouts]` table as written: every key optional (its bounds are checked on the policy it makes)."""
-
-    windows: int | None = None
-    min_events: int | None = None
-    min_pairs: int | None = None
-    min_labels: int | None = None
-    max_error_rate_increase: float | None = None
-    max_p99_increase: float | None = None
-    p99_tolerance_ms: float | None = None
-    max_quality_drop: float | None = None
-    max_error_increase: float | None = None
-    max_flip_rate: float | None = None
-    critical: list[str] | None = None
-    alpha: float | None = None
-    tau: float | None = None
-    canary_steps: list[int] | None = None
-    auto_promote: bool | None = None
-    auto_rollback: bool | None = None
-    decision_threshold: float | None = None
-    top_differences: int | None = None
-
-
-class _RolloutSection(_RolloutValues):
-    models: dict[str, _RolloutValues] = {}
+# A [rollouts] table as written (every key optional, bounded), and the section that holds the per-model ones.
+_RolloutValues = as_written(RolloutPolicy, "_RolloutValues")
+_RolloutSection = as_written(RolloutPolicy, "_RolloutSection", models=by_name(_RolloutValues))
 
 
 class MultivariateThresholds(Table):

@@ -7,13 +7,12 @@ segment is stored under its name, "column=value" ("" is the whole population).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
 from driftline import defaults
-from driftline.toml_sections import Section, parse_section
+from driftline.toml_sections import Table, parse_section
 from driftline.events import SEGMENT_CHARS
 
 __all__ = ["NULL_KEY", "OTHER_KEY", "SegmentSpec", "segment_key", "segment_name"]
@@ -27,30 +26,30 @@ _SHOWN = {NULL_KEY: "(null)", OTHER_KEY: "(other)"}
 COLUMN_MAX_CHARS = SEGMENT_CHARS - defaults.CATEGORY_MAX_CHARS - 1
 
 
-class _SegmentsSection(Section):
-    """The [segments] keys."""
+class SegmentSpec(Table):
+    """The `[segments]` table: which columns are segmented, and how many values each keeps at evaluation (the
+    rest: "other")."""
 
-    columns: list[str] = []
+    WHERE = "[segments]"
+
+    columns: tuple[str, ...] = ()
     max_values: Annotated[int, Field(ge=1)] = defaults.SEGMENT_MAX_VALUES
+
+    @field_validator("columns", mode="before")
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value  # TOML arrays are lists
 
     @field_validator("columns")
     @classmethod
-    def _names(cls, columns: list[str]) -> list[str]:
+    def _names(cls, columns: tuple[str, ...]) -> tuple[str, ...]:
         for name in columns:
             if not name or len(name) > COLUMN_MAX_CHARS or "=" in name or "\x00" in name:
                 raise ValueError(f"a column must be a non-empty name of at most {COLUMN_MAX_CHARS} characters "
                                  f"without '=' or NUL, got {name[:60]!r}")
         if len(set(columns)) != len(columns):
-            raise ValueError(f"columns must be distinct, got {columns}")
+            raise ValueError(f"columns must be distinct, got {list(columns)}")
         return columns
-
-
-@dataclass(frozen=True)
-class SegmentSpec:
-    """Which columns are segmented, and how many values each keeps at evaluation (the rest: "other")."""
-
-    columns: tuple[str, ...] = ()
-    max_values: int = defaults.SEGMENT_MAX_VALUES
 
     @property
     def track(self) -> int:
@@ -62,8 +61,7 @@ class SegmentSpec:
 
     @classmethod
     def from_mapping(cls, mapping: Any) -> "SegmentSpec":
-        section = parse_section(_SegmentsSection, mapping, "[segments]")
-        return cls(tuple(section.columns), section.max_values)
+        return parse_section(cls, mapping, cls.WHERE)
 
     @classmethod
     def from_settings(cls, settings: Any) -> "SegmentSpec":

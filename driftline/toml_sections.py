@@ -3,24 +3,25 @@
 `SECTIONS` names every table the TOML file may hold beside the settings; each is
 validated by the stage that reads it (`driftline config check` runs them all).
 
-One way to read a TOML table: a `Section` subclass lists the keys a table may hold,
-`parse_section` validates a mapping against it, and any unknown key or wrong type
-is a `UserError` naming the table and the key (a typo must not silently fall back
-to a default threshold).
+One way to read a TOML table: a `Table` subclass is the settings a table holds, each key with its
+bounds, `parse_section` validates a mapping against it, and any unknown key, wrong type or value
+out of bounds is a `UserError` naming the table and the key (a typo must not silently fall back
+to a default threshold). A per-model override (`[x.models.NAME]`) sets only some keys: its
+table as written is derived from the model's fields by `as_written`, never listed again.
 """
 from __future__ import annotations
 
 import difflib
 import types
 import typing
-from typing import Any, ClassVar, Mapping, Sequence, TypeVar
+from typing import Annotated, Any, ClassVar, Mapping, Optional, Sequence, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model, field_validator
 
 from driftline import vocabulary
 from driftline.errors import UserError
 
-__all__ = ["SECTIONS", "Section", "Table", "close_match", "did_you_mean", "given", "parse_section"]
+__all__ = ["SECTIONS", "Section", "Table", "as_written", "by_name", "close_match", "did_you_mean", "given", "parse_section"]
 
 # The TOML file's tables, beside the settings themselves; any other table is an error naming it.
 SECTIONS = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
@@ -31,6 +32,7 @@ SECTIONS = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_
 CLOSE_MATCH_CUTOFF = 0.5
 
 S = TypeVar("S", bound="Section")
+T = TypeVar("T", bound="Table")
 
 
 class Section(BaseModel):
@@ -51,6 +53,49 @@ class Table(Section):
         except ValidationError as exc:
             raise UserError(_describe(exc, type(self), self.WHERE)) from None
 
+    def replace(self: T, **changes: Any) -> T:
+        """A copy with `changes`, validated again (`model_copy(update=...)` would skip the bounds)."""
+        return type(self)(**{**{name: getattr(self, name) for name in self.model_fields_set}, **changes})
+
+
+def as_written(model: type[BaseModel], name: str | None = None, *, exclude: Sequence[str] = (),
+               **extra: Any) -> Any:
+    """`model`'s keys as a TOML table may write them, every one optional (None: not given), each with its bounds
+    and its field validators (a TOML array made a tuple, a duration read): the table of a per-model override
+    (`[x.models.NAME]`), whose values the model made from them checks across keys. A nested table is itself as
+    written; `extra`: more fields, as `create_model` takes them. Built at run time (so typed Any): the keys are
+    listed once, on `model`."""
+    fields: dict[str, Any] = {key: (Optional[_written(field.annotation, field.metadata)], None)
+                              for key, field in model.model_fields.items() if key not in exclude}
+    validators: dict[str, Any] = {}
+    for label, decorator in model.__pydantic_decorators__.field_validators.items():
+        keys = [key for key in decorator.info.fields if key in fields]
+        if keys:
+            function = getattr(decorator.func, "__func__", decorator.func)  # bound to `model`: rebind to the copy
+            validators[label] = field_validator(*keys, mode=decorator.info.mode)(classmethod(function))
+    # in `model`'s module, so that a value kept beside it (DriftValues) pickles where it is named the same
+    return create_model(name or f"{model.__name__}AsWritten", __base__=Section, __module__=model.__module__,
+                        __validators__=validators, **fields, **extra)
+
+
+def by_name(values: Any) -> tuple[Any, Any]:
+    """An `as_written` extra field of tables by name (`[x.models.NAME]`), each a `values` table; none by default."""
+    return types.GenericAlias(dict, (str, values)), {}
+
+
+def _written(annotation: Any, metadata: Sequence[Any] = ()) -> Any:
+    """One field's type as a table writes it: `T | None` -> T, a model (or a table of them by name) as written."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:
+            return _written(options[0], metadata)
+    elif origin is dict and isinstance(args[1], type) and issubclass(args[1], BaseModel):
+        annotation = by_name(as_written(args[1]))[0]
+    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        annotation = as_written(annotation)
+    return Annotated[annotation, *metadata] if metadata else annotation
+
 
 def parse_section(model: type[S], mapping: Any, where: str) -> S:
     """`mapping` (None: empty) validated as `model`; a `UserError` naming `where` and the key otherwise."""
@@ -62,13 +107,19 @@ def parse_section(model: type[S], mapping: Any, where: str) -> S:
         return model.model_validate(dict(mapping))
     except ValidationError as exc:
         raise UserError(_describe(exc, model, where)) from None
+    except UserError as exc:  # a Table names its own WHERE (validation runs its __init__): name `where` instead
+        text = str(exc)
+        if issubclass(model, Table) and where != model.WHERE and text.startswith(model.WHERE):
+            raise UserError(where + text[len(model.WHERE):]) from None
+        raise
 
 
 def close_match(name: str, choices: Sequence[str]) -> str | None:
     """The choice closest to `name` (difflib), or None when none is close enough to be a typo of it."""
     close = difflib.get_close_matches(name, list(choices), n=max(1, len(choices)), cutoff=CLOSE_MATCH_CUTOFF)
-    # a known name with a word added (db_url for db) beats a merely similar one (dashboard_url)
-    extended = [choice for choice in close if name.lower().startswith(choice.lower() + "_")]
+    # a known name with a word added (db_url for db, psi_threshold for psi) beats a merely similar one (dashboard_url)
+    extended = [choice for choice in sorted(choices, key=len, reverse=True)
+                if name.lower().startswith(choice.lower() + "_")]
     return (extended or close or [None])[0]
 
 

@@ -24,7 +24,6 @@ import math
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterator, Mapping
 
 from prometheus_client.core import GaugeMetricFamily
@@ -32,37 +31,43 @@ from prometheus_client.registry import Collector
 from pydantic import Field
 
 from driftline import serving_defaults
-from driftline.toml_sections import Section, parse_section
+from driftline.toml_sections import Table, given, parse_section
 
-__all__ = ["CAPACITY", "COST", "ServingSignals", "SignalsConfig", "device_kind"]
+__all__ = ["CAPACITY", "COST", "CapacityTable", "CostTable", "ServingSignals", "SignalsConfig", "device_kind"]
 
 CAPACITY = "capacity"
 COST = "cost"
 
 
-class _CostSection(Section):
+class CostTable(Table):
+    """`[cost]`: the price of a replica-hour per device kind (``cpu``, ``cuda``)."""
+
+    WHERE = "[cost]"
+
     price_per_replica_hour: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = {}
 
 
-class _CapacitySection(Section):
+class CapacityTable(Table):
+    """`[capacity]`: the utilisation the recommended replica count aims at, and the window the signals cover."""
+
+    WHERE = "[capacity]"
+
     target_utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = \
         serving_defaults.WORKER_TARGET_UTILIZATION
     window_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = serving_defaults.WORKER_SIGNAL_WINDOW_SECONDS
 
 
-@dataclass(frozen=True)
-class SignalsConfig:
-    """`[cost]` and `[capacity]`: prices per device kind (per replica-hour), the target utilisation, the window."""
+class SignalsConfig(CostTable, CapacityTable):
+    """`[cost]` and `[capacity]` together: prices per device kind (per replica-hour), the target utilisation, the
+    window; each table read (and its errors named) on its own."""
 
-    price_per_replica_hour: Mapping[str, float] = field(default_factory=dict)
-    target_utilization: float = serving_defaults.WORKER_TARGET_UTILIZATION
-    window_seconds: float = serving_defaults.WORKER_SIGNAL_WINDOW_SECONDS
+    WHERE = "[cost] or [capacity]"
 
     @classmethod
     def from_sections(cls, cost: Mapping[str, Any] | None, capacity: Mapping[str, Any] | None) -> "SignalsConfig":
-        prices = parse_section(_CostSection, cost, "[cost]")
-        levels = parse_section(_CapacitySection, capacity, "[capacity]")
-        return cls(dict(prices.price_per_replica_hour), levels.target_utilization, levels.window_seconds)
+        prices = parse_section(CostTable, cost, CostTable.WHERE)
+        levels = parse_section(CapacityTable, capacity, CapacityTable.WHERE)
+        return cls(**given(prices), **given(levels))
 
     @classmethod
     def from_settings(cls, settings: Any) -> "SignalsConfig":

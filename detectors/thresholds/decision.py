@@ -33,17 +33,14 @@ The dataset drifts when the share of drifted features is at least
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Mapping, TypeAlias
 
 import numpy as np
 from pydantic import Field
 
 from driftline import defaults
-from driftline.errors import UserError
-from driftline.toml_sections import Section, given, parse_section
+from driftline.toml_sections import Table, as_written, by_name, given, parse_section
 from driftline.vocabulary import (CATEGORICAL, CHI2, DISTANCES, INSUFFICIENT_DATA_REASON, JENSENSHANNON, KS, PSI,
                                   SIGNIFICANCE_TESTS, WASSERSTEIN)
 
@@ -66,75 +63,43 @@ __all__ = [
 THRESHOLD_SOURCES = ("fixed", "reference")
 
 
-class DriftValues(Section):
-    """The keys of a ``[drift]`` table, or of one feature's overrides in ``[drift.features.NAME]``; bounded
-    here, so that a feature's or a model's override is checked when the file is read, not when it is used."""
-
-    alpha: Annotated[float, Field(gt=0, lt=1)] | None = None
-    psi: Annotated[float, Field(ge=0)] | None = None
-    wasserstein: Annotated[float, Field(ge=0)] | None = None
-    jensenshannon: Annotated[float, Field(ge=0)] | None = None
-    linf: Annotated[float, Field(ge=0)] | None = None
-    missing_rate_delta: Annotated[float, Field(ge=0)] | None = None
-    min_rows: Annotated[int, Field(ge=0)] | None = None
-    dataset_drift_share: Annotated[float, Field(gt=0, le=1)] | None = None
+_NotNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-class DriftModelSection(DriftValues):
-    """``[drift.models.MODEL]``: a model's values and its own per-feature overrides."""
-
-    thresholds: Literal["fixed", "reference"] | None = None
-    features: dict[str, DriftValues] = {}
-
-
-class DriftSection(DriftModelSection):
-    """The whole ``[drift]`` section."""
-
-    models: dict[str, DriftModelSection] = {}
-
-
-@dataclass(frozen=True)
-class DriftThresholds:
-    """Alarm levels of the drift decision rule (see the module docstring).
+class DriftThresholds(Table):
+    """Alarm levels of the drift decision rule (see the module docstring), the ``[drift]`` table.
 
     Every field defaults to `driftline.defaults`, where each value's reason is
-    written down. ``features`` maps a feature name to overrides of any field but
-    ``features`` itself; `for_feature` applies them.
+    written down. ``features`` maps a feature name to overrides of any level (bounded as
+    the levels are, so a feature's override is checked when the file is read); `for_feature` applies them.
 
     >>> t = DriftThresholds.from_mapping({"psi": 0.25, "features": {"age": {"wasserstein": 0.3}}})
     >>> t.for_feature("age").wasserstein, t.for_feature("age").psi, t.for_feature("income").wasserstein
     (0.3, 0.25, 0.1)
     """
 
-    alpha: float = defaults.DRIFT_ALPHA
-    psi: float = defaults.PSI_THRESHOLD
-    wasserstein: float = defaults.WASSERSTEIN_THRESHOLD
-    jensenshannon: float = defaults.JENSENSHANNON_THRESHOLD
-    linf: float = defaults.LINF_THRESHOLD
-    missing_rate_delta: float = defaults.MISSING_RATE_DELTA
-    min_rows: int = defaults.DRIFT_MIN_ROWS
-    dataset_drift_share: float = defaults.DATASET_DRIFT_SHARE
-    threshold_source: str = defaults.DRIFT_THRESHOLD_SOURCE
-    features: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    WHERE = "[drift]"
 
-    def __post_init__(self) -> None:
-        if not 0.0 < self.alpha < 1.0:
-            raise UserError(f"drift threshold alpha must be between 0 and 1, got {self.alpha}")
-        if not 0.0 < self.dataset_drift_share <= 1.0:
-            raise UserError(f"dataset_drift_share must be in (0, 1], got {self.dataset_drift_share}")
-        if self.threshold_source not in THRESHOLD_SOURCES:
-            raise UserError(f"[drift] thresholds must be one of {', '.join(THRESHOLD_SOURCES)}, "
-                            f"got {self.threshold_source!r}")
-        for name in (*DISTANCES, "missing_rate_delta", "min_rows"):
-            if getattr(self, name) < 0:
-                raise UserError(f"drift threshold {name} must not be negative, got {getattr(self, name)}")
-        for feature, overrides in self.features.items():
-            parse_section(DriftValues, overrides, f"drift threshold overrides for feature {feature!r}")
+    alpha: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = defaults.DRIFT_ALPHA
+    psi: _NotNegative = defaults.PSI_THRESHOLD
+    wasserstein: _NotNegative = defaults.WASSERSTEIN_THRESHOLD
+    jensenshannon: _NotNegative = defaults.JENSENSHANNON_THRESHOLD
+    linf: _NotNegative = defaults.LINF_THRESHOLD
+    missing_rate_delta: _NotNegative = defaults.MISSING_RATE_DELTA
+    min_rows: Annotated[int, Field(ge=0)] = defaults.DRIFT_MIN_ROWS
+    dataset_drift_share: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = defaults.DATASET_DRIFT_SHARE
+    # the TOML key is `thresholds`
+    threshold_source: Literal["fixed", "reference"] = defaults.DRIFT_THRESHOLD_SOURCE  # type: ignore[assignment]
+    features: dict[str, DriftValues] = {}
 
     def for_feature(self, name: str) -> "DriftThresholds":
         """These thresholds with feature `name`'s overrides applied (and no per-feature table)."""
-        overrides: dict[str, Any] = dict(self.features.get(name, {}))
-        return dataclasses.replace(self, features={}, **overrides)
+        return self.replace(features={}, **self.feature_overrides(name))
+
+    def feature_overrides(self, name: str) -> dict[str, Any]:
+        """The levels feature `name`'s own table sets ({} when none)."""
+        overrides = self.features.get(name)
+        return given(overrides) if overrides is not None else {}
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "DriftThresholds":
@@ -146,7 +111,7 @@ class DriftThresholds:
         `model` is given. ``thresholds = "fixed" | "reference"`` (top level or per
         model) becomes `threshold_source`. Unknown keys are a `UserError` naming them.
         """
-        section = parse_section(DriftSection, mapping, "[drift]")
+        section = parse_section(DriftSection, mapping, cls.WHERE)
         values = given(section)
         values.pop("models", None)
         features = {name: given(o) for name, o in values.pop("features", {}).items()}
@@ -159,6 +124,19 @@ class DriftThresholds:
         if "thresholds" in values:
             values["threshold_source"] = values.pop("thresholds")
         return cls(**values, features=features)
+
+
+# One feature's overrides ([drift.features.NAME]): any level, as written; a model's table ([drift.models.MODEL]) and
+# the whole [drift] table as written, where the threshold source is the key `thresholds`.
+if TYPE_CHECKING:  # built at run time from DriftThresholds' fields
+    DriftValues: TypeAlias = Any
+else:
+    DriftValues = as_written(DriftThresholds, "DriftValues", exclude=("threshold_source", "features"))
+DriftThresholds.model_rebuild()
+_SOURCE = (Literal["fixed", "reference"] | None, None)
+DriftModelSection = as_written(DriftThresholds, "DriftModelSection", exclude=("threshold_source",), thresholds=_SOURCE)
+DriftSection = as_written(DriftThresholds, "DriftSection", exclude=("threshold_source",), thresholds=_SOURCE,
+                          models=by_name(DriftModelSection))
 
 
 def benjamini_hochberg(p_values: Any, alpha: float = defaults.DRIFT_ALPHA) -> tuple[np.ndarray, np.ndarray]:

@@ -12,13 +12,12 @@ Off by default: without a `max_age` for a feature there is no `stale_features` r
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Annotated, Any, Mapping
 
 from pydantic import Field
 
 from driftline import defaults
-from driftline.toml_sections import Section, given, parse_section
+from driftline.toml_sections import Table, as_written, by_name, given, parse_section
 
 __all__ = ["FRESHNESS", "FreshnessThresholds"]
 
@@ -28,28 +27,27 @@ _Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 _Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
 
-class _FreshnessValues(Section):
-    max_age: dict[str, _Seconds] | None = None
-    stale_share: _Share | None = None
-
-
-class _FreshnessSection(_FreshnessValues):
-    models: dict[str, _FreshnessValues] = {}
-
-
-@dataclass(frozen=True)
-class FreshnessThresholds:
+class FreshnessThresholds(Table):
     """Feature name -> maximum age in seconds (none: the check is off), and the stale share that breaches."""
 
-    max_age_s: Mapping[str, float] = field(default_factory=dict)
-    stale_share: float = defaults.STALE_FEATURE_SHARE_MAX
+    WHERE = "[freshness]"
+
+    max_age: dict[str, _Seconds] = {}
+    stale_share: _Share = defaults.STALE_FEATURE_SHARE_MAX
+
+    @property
+    def max_age_s(self) -> Mapping[str, float]:
+        return self.max_age
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "FreshnessThresholds":
         """From a `[freshness]` table; `[freshness.models.NAME]` overrides for `model`."""
-        section = parse_section(_FreshnessSection, mapping, "[freshness]")
+        section = parse_section(_FreshnessSection, mapping, cls.WHERE)
         values = {k: v for k, v in given(section).items() if k != "models"}
         if model is not None and model in section.models:
             values.update(given(section.models[model]))
-        return cls(max_age_s=dict(values.get("max_age") or {}),
-                   stale_share=values.get("stale_share", defaults.STALE_FEATURE_SHARE_MAX))
+        return cls(**values)
+
+
+_FreshnessValues = as_written(FreshnessThresholds, "_FreshnessValues")
+_FreshnessSection = as_written(FreshnessThresholds, "_FreshnessSection", models=by_name(_FreshnessValues))

@@ -2,19 +2,16 @@
 SLO, `LatencySLO`, is the `[latency]` table of `driftline.latency_slo`)."""
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Mapping
+from typing import Annotated, Any, Mapping
 
-from pydantic import Field, create_model
+from pydantic import Field, field_validator
 
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.thresholds.embeddings import EmbeddingThresholds
 from driftline import defaults
-from driftline.errors import UserError
 from driftline.latency_slo import LatencySLO
-from driftline.toml_sections import Section, given, parse_section
+from driftline.toml_sections import Table, as_written, by_name, given, parse_section
 from driftline.vocabulary import (
     DATA_QUALITY,
     ESTIMATED_QUALITY,
@@ -26,109 +23,85 @@ from driftline.vocabulary import (
 
 __all__ = ["LatencySLO", "WindowThresholds"]
 
+# Every number here is a count, a share, a rate, a tolerance or a z: never negative, never nan or infinite.
+_Count = Annotated[int, Field(ge=0)]
+_NotNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+_Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
-@dataclass(frozen=True)
-class WindowThresholds:
-    """Every alarm level of `evaluate_window` besides the latency SLO (defaults: `driftline.defaults`)."""
 
-    drift: DriftThresholds = field(default_factory=DriftThresholds)
-    multivariate: MultivariateThresholds = field(default_factory=MultivariateThresholds)
-    embedding: EmbeddingThresholds = field(default_factory=EmbeddingThresholds)
-    data_quality_min_rows: int = defaults.DATA_QUALITY_MIN_ROWS
-    missing_rate_increase: float = defaults.MISSING_RATE_DELTA
-    out_of_range_share: float = defaults.OUT_OF_RANGE_SHARE_MAX
-    unseen_category_share: float = defaults.UNSEEN_CATEGORY_SHARE_MAX
-    type_change_share: float = defaults.TYPE_CHANGE_SHARE_MAX
-    missing_feature_share: float = defaults.MISSING_FEATURE_SHARE_MAX
-    new_feature_share: float = defaults.NEW_FEATURE_SHARE_MAX
-    skew_distribution_psi: float = defaults.SKEW_DISTRIBUTION_PSI
-    parity_relative_tolerance: float = defaults.SKEW_PARITY_RELATIVE_TOLERANCE
-    parity_mismatch_rate: float = defaults.SKEW_PARITY_MISMATCH_RATE
-    parity_min_sample: int = defaults.SKEW_PARITY_MIN_SAMPLE
-    quality_min_labels: int = defaults.QUALITY_MIN_LABELS
-    quality_min_class_count: int = defaults.QUALITY_MIN_CLASS_COUNT
-    quality_z: float = defaults.QUALITY_Z
+class WindowThresholds(Table):
+    """Every alarm level of `evaluate_window` besides the latency SLO (defaults: `driftline.defaults`): the drift,
+    multivariate and embedding tables, and the keys of `[data_quality]`, `[skew]`, `[model_quality]` and
+    `[estimated_quality]` (any of them in any of those tables, or at the top level)."""
+
+    WHERE = "[window thresholds]"
+
+    drift: DriftThresholds = Field(default_factory=DriftThresholds)
+    multivariate: MultivariateThresholds = Field(default_factory=MultivariateThresholds)
+    embedding: EmbeddingThresholds = Field(default_factory=EmbeddingThresholds)
+    data_quality_min_rows: _Count = defaults.DATA_QUALITY_MIN_ROWS
+    missing_rate_increase: _Share = defaults.MISSING_RATE_DELTA
+    out_of_range_share: _Share = defaults.OUT_OF_RANGE_SHARE_MAX
+    unseen_category_share: _Share = defaults.UNSEEN_CATEGORY_SHARE_MAX
+    type_change_share: _Share = defaults.TYPE_CHANGE_SHARE_MAX
+    missing_feature_share: _Share = defaults.MISSING_FEATURE_SHARE_MAX
+    new_feature_share: _Share = defaults.NEW_FEATURE_SHARE_MAX
+    skew_distribution_psi: _NotNegative = defaults.SKEW_DISTRIBUTION_PSI
+    parity_relative_tolerance: _NotNegative = defaults.SKEW_PARITY_RELATIVE_TOLERANCE
+    parity_mismatch_rate: _Share = defaults.SKEW_PARITY_MISMATCH_RATE
+    parity_min_sample: _Count = defaults.SKEW_PARITY_MIN_SAMPLE
+    quality_min_labels: _Count = defaults.QUALITY_MIN_LABELS
+    quality_min_class_count: _Count = defaults.QUALITY_MIN_CLASS_COUNT
+    quality_z: _NotNegative = defaults.QUALITY_Z
     quality_reference: str = defaults.QUALITY_REFERENCE
-    quality_max_drop: float = defaults.QUALITY_MAX_DROP
-    quality_max_error_increase: float = defaults.QUALITY_MAX_ERROR_INCREASE
+    quality_max_drop: _NotNegative = defaults.QUALITY_MAX_DROP
+    quality_max_error_increase: _NotNegative = defaults.QUALITY_MAX_ERROR_INCREASE
     # read by the evaluation (driftline.scheduler.evaluation), which pools labels before calling model_quality
-    quality_pool_min_labels: int = defaults.QUALITY_POOL_MIN_LABELS
-    quality_pool_max_windows: int = defaults.QUALITY_POOL_MAX_WINDOWS
-    estimated_quality_z: float = defaults.ESTIMATED_QUALITY_Z
-    estimated_quality_max_drop: float = defaults.ESTIMATED_QUALITY_MAX_DROP
-    estimated_quality_max_error_increase: float = defaults.ESTIMATED_QUALITY_MAX_ERROR_INCREASE
-    estimated_quality_min_rows: int = defaults.ESTIMATED_QUALITY_MIN_ROWS
-    estimated_quality_max_outside_share: float = defaults.ESTIMATED_QUALITY_MAX_OUTSIDE_SHARE
+    quality_pool_min_labels: _Count = defaults.QUALITY_POOL_MIN_LABELS
+    quality_pool_max_windows: _Count = defaults.QUALITY_POOL_MAX_WINDOWS
+    estimated_quality_z: _NotNegative = defaults.ESTIMATED_QUALITY_Z
+    estimated_quality_max_drop: _NotNegative = defaults.ESTIMATED_QUALITY_MAX_DROP
+    estimated_quality_max_error_increase: _NotNegative = defaults.ESTIMATED_QUALITY_MAX_ERROR_INCREASE
+    estimated_quality_min_rows: _Count = defaults.ESTIMATED_QUALITY_MIN_ROWS
+    estimated_quality_max_outside_share: _Share = defaults.ESTIMATED_QUALITY_MAX_OUTSIDE_SHARE
 
-    def __post_init__(self) -> None:
-        if self.quality_reference not in (QUALITY_VS_CALIBRATION, QUALITY_VS_TRAINING):
-            raise UserError(f"quality_reference must be {QUALITY_VS_CALIBRATION!r} or {QUALITY_VS_TRAINING!r}, "
-                            f"got {self.quality_reference!r}")
-        if self.quality_z < 0 or self.quality_min_class_count < 0 or self.quality_min_labels < 0:
-            raise UserError("quality_z, quality_min_class_count and quality_min_labels must not be negative")
-        if self.quality_pool_min_labels < 0 or self.quality_pool_max_windows < 0:
-            raise UserError("quality_pool_min_labels and quality_pool_max_windows must not be negative")
-        if min(self.estimated_quality_z, self.estimated_quality_max_drop, self.estimated_quality_max_error_increase,
-               self.estimated_quality_min_rows, self.estimated_quality_max_outside_share) < 0:
-            raise UserError("the estimated_quality_* thresholds must not be negative")
+    @field_validator("quality_reference")
+    @classmethod
+    def _known_reference(cls, value: str) -> str:
+        if value not in (QUALITY_VS_CALIBRATION, QUALITY_VS_TRAINING):
+            raise ValueError(f"must be {QUALITY_VS_CALIBRATION!r} or {QUALITY_VS_TRAINING!r}")
+        return value
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, model: str | None = None) -> "WindowThresholds":
         """From a config dict: ``drift`` (a `DriftThresholds` section), ``multivariate_drift``
-        (`MultivariateThresholds`' fields), the other fields at the top level or in
-        ``data_quality`` / ``skew`` / ``model_quality`` sections, and ``models.NAME``
-        overrides for `model`."""
-        section = parse_section(_WindowSection, mapping, "[window thresholds]")
+        (`MultivariateThresholds`' fields), ``embedding_drift`` (`EmbeddingThresholds`'), the other fields at the
+        top level or in ``data_quality`` / ``skew`` / ``model_quality`` / ``estimated_quality`` sections, and
+        ``models.NAME`` overrides for `model`."""
+        section = parse_section(_WindowSection, mapping, cls.WHERE)
         drift = DriftThresholds.from_mapping(section.drift, model)
-        multivariate = section.multivariate_drift or MultivariateThresholds()
-        embedding = EmbeddingThresholds(**(given(section.embedding_drift)
-                                           if section.embedding_drift is not None else {}))
         values = _flatten(section)
         if model is not None and model in section.models:
             values.update(_flatten(section.models[model]))
-        return cls(**values, drift=drift, multivariate=multivariate, embedding=embedding)
+        return cls(**values, drift=drift, multivariate=section.multivariate_drift or MultivariateThresholds(),
+                   embedding=section.embedding_drift or EmbeddingThresholds())
 
 
-# Field types of the dataclasses above, as the sections accept them (every key optional). Every number here
-# is a count, a share, a rate, a latency or a z: never negative (nan fails the bound too); finer bounds
-# (a share at most 1) are the dataclasses' own checks, run at start for every model named.
-_NOT_NEGATIVE = Field(ge=0)
-_TYPES = {"int": Annotated[int, _NOT_NEGATIVE] | None, "float": Annotated[float, _NOT_NEGATIVE] | None,
-          "str": str | None, "float | None": Annotated[float, _NOT_NEGATIVE] | None}
+# The tables as written (every key optional, with its bound), derived from WindowThresholds' fields (built at run
+# time); the values they set are checked across keys by the WindowThresholds made from them, at start for every model.
+_NESTED = ("drift", "multivariate", "embedding")
+_WindowValues = as_written(WindowThresholds, "WindowValues", exclude=_NESTED)
+# the values at the top level or in a family's table (any value in any of them)
+_FAMILIES = {family: (_WindowValues | None, None) for family in (DATA_QUALITY, SKEW, MODEL_QUALITY, ESTIMATED_QUALITY)}
+_WindowModelSection = as_written(WindowThresholds, "WindowModelSection", exclude=_NESTED, **_FAMILIES)
+_WindowSection = as_written(
+    WindowThresholds, "WindowSection", exclude=_NESTED, **_FAMILIES,
+    drift=(Any, None),  # read by DriftThresholds.from_mapping
+    multivariate_drift=(MultivariateThresholds | None, None), embedding_drift=(EmbeddingThresholds | None, None),
+    models=by_name(_WindowModelSection))
 
 
-def _values(cls: type, name: str) -> type[Section]:
-    """A section holding any of `cls`'s fields (but a nested ``drift``), each optional."""
-    fields: dict[str, Any] = {f.name: (_TYPES[str(f.type)], None) for f in dataclasses.fields(cls)
-                              if f.name not in ("drift", "multivariate", "embedding")}
-    return create_model(name, __base__=Section, **fields)
-
-
-if TYPE_CHECKING:  # built at run time from the dataclasses' fields; a type checker sees plain sections
-    _WindowValues = Section
-    _EmbeddingSection = Section
-else:
-    _WindowValues = _values(WindowThresholds, "WindowValues")
-    _EmbeddingSection = _values(EmbeddingThresholds, "EmbeddingSection")
-
-
-class _WindowModelSection(_WindowValues):
-    """The values at the top level or in a family's table (as today, any value in any of them)."""
-
-    data_quality: _WindowValues | None = None
-    skew: _WindowValues | None = None
-    model_quality: _WindowValues | None = None
-    estimated_quality: _WindowValues | None = None
-
-
-class _WindowSection(_WindowModelSection):
-    drift: Any = None  # read by DriftThresholds.from_mapping
-    multivariate_drift: MultivariateThresholds | None = None
-    embedding_drift: _EmbeddingSection | None = None
-    models: dict[str, _WindowModelSection] = {}
-
-
-def _flatten(section: _WindowModelSection) -> dict[str, Any]:
+def _flatten(section: Any) -> dict[str, Any]:
     """The values a section sets: its families' tables, then its top level (which wins)."""
     values: dict[str, Any] = {}
     for family in (DATA_QUALITY, SKEW, MODEL_QUALITY, ESTIMATED_QUALITY):

@@ -15,7 +15,6 @@ Reference: NannyML documentation, "Thresholds" (StandardDeviationThreshold).
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -110,6 +109,6 @@ class ReferenceThresholds:
             return thresholds, FIXED, (f"reference-derived thresholds need at least {self.min_chunks} reference "
                                        f"chunks of the window's {rows} rows, the reference holds {chunks}: "
                                        f"fixed thresholds used")
-        features = {name: {**derived.get(name, {}), **thresholds.features.get(name, {})}
+        features = {name: {**derived.get(name, {}), **thresholds.feature_overrides(name)}
                     for name in set(derived) | set(thresholds.features)}
-        return dataclasses.replace(thresholds, features=features), REFERENCE, None
+        return thresholds.replace(features=features), REFERENCE, None

@@ -11,7 +11,6 @@ with `detect`'s statistics, and keeps each statistic's mean and standard deviati
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -118,9 +117,9 @@ def streaming_thresholds(baseline: Baseline, thresholds: DriftThresholds, rows: 
     by_feature, prediction = derived
     if prediction:
         by_feature = {**by_feature, "prediction": prediction}
-    features = {name: {**by_feature.get(name, {}), **thresholds.features.get(name, {})}
+    features = {name: {**by_feature.get(name, {}), **thresholds.feature_overrides(name)}
                 for name in set(by_feature) | set(thresholds.features)}
-    return dataclasses.replace(thresholds, features=features), REFERENCE, None
+    return thresholds.replace(features=features), REFERENCE, None
 
 
 def label_threshold_source(results: list[WindowResult], source: str, note: str | None) -> None:

@@ -190,7 +190,7 @@ def test_retrain_rollout_is_parsed_checked_and_sent_with_the_request():
     assert AlertRules.from_mapping(None).retrain.rollout == "promote"
     for value in ("shadow", "canary", "promote"):
         assert AlertRules.from_mapping({"retrain": {"rollout": value}}).retrain.rollout == value
-    with pytest.raises(UserError, match=r"\[alerts.retrain\] rollout must be one of promote, shadow, canary"):
+    with pytest.raises(UserError, match=r"\[alerts.retrain\] rollout: must be one of promote, shadow, canary"):
         AlertRules.from_mapping({"retrain": {"rollout": "yolo"}})
     with pytest.raises(UserError, match="rollout_mode"):
         AlertRules.from_mapping({"retrain": {"rollout_mode": "shadow"}})

@@ -277,7 +277,7 @@ def test_a_flush_in_flight_that_commits_moves_the_fence_to_where_it_was_split():
     assert live.committed_watermarks == {("m", "1"): BASE + 2}
 
 
-REGION = SegmentSpec(("region",), max_values=1)  # tracks 3 values per column
+REGION = SegmentSpec(columns=("region",), max_values=1)  # tracks 3 values per column
 
 
 def _region_event(i: int, region: object) -> dict:

@@ -79,7 +79,7 @@ def test_with_segments_a_joined_label_counts_in_its_predictions_segment(broker, 
     # labels of the blue predictions (even i) before their predictions are read, of the red ones after
     produce(broker, [encode_event(label(model, rid[i], 0)) for i in range(0, 40, 2)], topic=TOPIC_LABELS)
     # a label and its prediction committed at once miss each other on PostgreSQL until the sweep joins them
-    cfg = config(broker, db_url, segments=SegmentSpec(("color",)), label_sweep_s=1.0)
+    cfg = config(broker, db_url, segments=SegmentSpec(columns=("color",)), label_sweep_s=1.0)
     with collector_thread(cfg) as collector:
         wait_until(lambda: events(db_url, model) == 40, message="the predictions")
         produce(broker, [encode_event(label(model, rid[i], 1)) for i in range(1, 40, 2)],

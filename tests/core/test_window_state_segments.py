@@ -13,7 +13,7 @@ from driftline.events import SEGMENT_CHARS
 from driftline.window_state import EventBatch, WindowState
 from driftline.window_state.codec import pack_document
 
-SPEC = SegmentSpec(("region", "shop"), max_values=3)
+SPEC = SegmentSpec(columns=("region", "shop"), max_values=3)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_a_format_1_blob_reads_as_a_state_without_segments(baseline):
 
 
 def test_values_beyond_the_tracking_bound_fold_into_other_and_evaluation_keeps_the_largest(baseline):
-    spec = SegmentSpec(("shop",), max_values=2)  # tracks 6 values per column
+    spec = SegmentSpec(columns=("shop",), max_values=2)  # tracks 6 values per column
     events = make_events(np.random.default_rng(5), 2000, shops=20)
     state = state_of(baseline, events, spec)
     shops = counts(state)["shop"]
@@ -87,7 +87,7 @@ def test_hostile_segment_values_stay_bounded_and_named_within_the_store_limit(ba
     values = [None, float("nan"), huge, huge + "y", "\x00nul", {"a": 1}, [1, 2], 7, 7.0, True, ""]
     events = [{"event_id": f"h{i}", "ts_ms": 1_000 + i, "features": {"x": 0.5, "region": v}, "prediction": 0.5,
                "latency_ms": {"total": 1.0}, "status": "ok"} for i, v in enumerate(values)]
-    state = state_of(baseline, events, SegmentSpec(("region",), max_values=20))
+    state = state_of(baseline, events, SegmentSpec(columns=("region",), max_values=20))
     keys = counts(state)["region"]
     assert sum(keys.values()) == len(values)
     assert keys[NULL_KEY] == 2  # None and NaN are one null segment
@@ -99,7 +99,7 @@ def test_hostile_segment_values_stay_bounded_and_named_within_the_store_limit(ba
 
     flood = [{"event_id": f"f{i}", "ts_ms": 1_000, "features": {"x": 0.1, "region": f"value-{i}"}, "prediction": 0.5,
               "latency_ms": {"total": 1.0}, "status": "ok"} for i in range(10_000)]
-    flooded = state_of(baseline, flood, SegmentSpec(("region",)))
+    flooded = state_of(baseline, flood, SegmentSpec(columns=("region",)))
     assert len(flooded.segments["region"]) == SegmentSpec().track + 1
     assert flooded.segments["region"][OTHER_KEY].events == 10_000 - SegmentSpec().track
     assert len(flooded.to_bytes()) < 2_000_000
@@ -146,7 +146,7 @@ def test_merges_over_the_bound_count_every_event_once_and_stay_bounded(baseline,
 
 
 def test_joined_labels_count_in_their_predictions_segments_and_round_trip(baseline):
-    state = WindowState.empty(baseline, segments=SegmentSpec(("region", "shop"), max_values=1))  # tracks 3 each
+    state = WindowState.empty(baseline, segments=SegmentSpec(columns=("region", "shop"), max_values=1))  # tracks 3 each
     kept = [{"region": "north", "shop": "a"}, {"region": "north"}, {"region": NULL_KEY, "shop": "b"}, None,
             "not a mapping", {"region": 7}, {"region": "south"}, {"region": "east"}]
     predictions = [0.9, 0.1, 0.8, 0.2, 0.7, 0.6, 0.3, 0.4]

@@ -283,7 +283,7 @@ def test_thresholds_from_the_estimated_quality_section(tmp_path, capfd):
     assert thresholds.estimated_quality_z == 1.0
     with pytest.raises(UserError, match="estimated_quality_zz"):
         WindowThresholds.from_mapping({"estimated_quality": {"estimated_quality_zz": 2.0}})
-    with pytest.raises(UserError, match="must not be negative"):
+    with pytest.raises(UserError, match="estimated_quality_max_drop: input should be greater than or equal to 0"):
         WindowThresholds(estimated_quality_max_drop=-0.1)
     # detect reads them from --config: too few rows for the estimate, so it says why and never alerts.
     reference, current = _frames(np.random.default_rng(6), 3000, 1000)

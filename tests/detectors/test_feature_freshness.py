@@ -138,7 +138,7 @@ def test_stale_features_breaches_above_the_share_and_is_off_without_a_max_age():
             for i in range(500)]
     state = fold(docs, True)
     assert stale_features(state, FreshnessThresholds(), 100) == []
-    results = {r.feature: r for r in stale_features(state, FreshnessThresholds({"score": 60, "late": 60}), 100)}
+    results = {r.feature: r for r in stale_features(state, FreshnessThresholds(max_age={"score": 60, "late": 60}), 100)}
     score = results["score"]
     assert (score.detector, score.metric) == (DATA_QUALITY, STALE_FEATURES)
     assert score.value == pytest.approx(0.1) and score.breached
@@ -146,12 +146,12 @@ def test_stale_features_breaches_above_the_share_and_is_off_without_a_max_age():
     assert score.details["age_p99_ms"] == pytest.approx(90_000.0, rel=0.01)
     assert not results["late"].breached and results["late"].value == 0.0
     # a higher tolerated share: the same window passes
-    assert not stale_features(state, FreshnessThresholds({"score": 60}, stale_share=0.2), 100)[0].breached
+    assert not stale_features(state, FreshnessThresholds(max_age={"score": 60}, stale_share=0.2), 100)[0].breached
 
 
 def test_too_few_aged_requests_is_insufficient_data_never_a_breach():
     state = fold([event(i, feature_age_ms={"score": 1e9}) for i in range(50)], False)
-    (result,) = stale_features(state, FreshnessThresholds({"score": 1, "late": 1}), 100)[:1]
+    (result,) = stale_features(state, FreshnessThresholds(max_age={"score": 1, "late": 1}), 100)[:1]
     assert not result.breached and result.insufficient_data
 
 
@@ -168,7 +168,7 @@ def test_freshness_section_is_strict_and_has_per_model_overrides():
 
 def test_evaluate_window_reports_stale_features_with_data_quality(tiny_baseline_and_state):
     baseline, state = tiny_baseline_and_state
-    results = evaluate_window(baseline, state, freshness=FreshnessThresholds({"score": 60})).results
+    results = evaluate_window(baseline, state, freshness=FreshnessThresholds(max_age={"score": 60})).results
     stale = [r for r in results if r.metric == STALE_FEATURES]
     assert len(stale) == 1 and stale[0].breached
     assert not [r for r in evaluate_window(baseline, state).results if r.metric == STALE_FEATURES]

@@ -15,7 +15,7 @@ from driftline.segments import SegmentSpec
 from driftline.window_state import EventBatch, WindowState
 
 T0 = 1_796_040_000_000
-SPEC = SegmentSpec(("region",))
+SPEC = SegmentSpec(columns=("region",))
 
 
 def frame(rng, n, north_shift=0.0):

@@ -19,7 +19,7 @@ from driftline.window_state import EventBatch, WindowState
 
 WINDOW_MS = 10_000
 T0 = 1_796_040_000_000
-SPEC = SegmentSpec(("region", "shop"))
+SPEC = SegmentSpec(columns=("region", "shop"))
 
 
 def frame(rng, n, north_shift=0.0):

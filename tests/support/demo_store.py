@@ -56,7 +56,7 @@ FRAUD_CATEGORICAL = ("merchant_category", "channel")
 # Events kept per partition state: enough for the report page, small enough to seed fast.
 SAMPLE_PER_PARTITION = 100
 # credit-default v2's windows keep segments of this column from SEGMENTS_FROM of the run on; one segment drifts.
-SEGMENTS = SegmentSpec(("region",))
+SEGMENTS = SegmentSpec(columns=("region",))
 SEGMENTS_FROM = 0.8
 DRIFTING_SEGMENT = "region=north"
 SEGMENT_MIN_ROWS = 40

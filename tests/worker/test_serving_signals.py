@@ -120,7 +120,7 @@ def test_a_bad_feature_ts_is_refused_with_the_field(running, feature_ts, field):
 
 def test_a_slower_version_costs_more_per_prediction():
     now = [1000.0]
-    signals = ServingSignals(SignalsConfig({"cpu": 3.6}, 0.65, 10.0), clock=lambda: now[0])
+    signals = ServingSignals(SignalsConfig(price_per_replica_hour={"cpu": 3.6}, target_utilization=0.65, window_seconds=10.0), clock=lambda: now[0])
     signals.set_model("m", "cpu")
     for i in range(100):
         now[0] += 0.05
@@ -136,7 +136,7 @@ def test_a_slower_version_costs_more_per_prediction():
 
 
 def test_without_traffic_or_a_price_the_figures_are_absent():
-    signals = ServingSignals(SignalsConfig({}, 0.65, 30.0))
+    signals = ServingSignals(SignalsConfig(target_utilization=0.65, window_seconds=30.0))
     signals.set_model("m", "cuda:0")
     figures = signals.figures()
     assert "cost_per_1000_predictions" not in figures and "arrival_rate" not in figures
