@@ -33,6 +33,7 @@ from driftline.detectors.thresholds.decision import (
     benjamini_hochberg,
     decide_dataset,
     decide_feature,
+    set_unseen_floor,
     significance_p_value,
     significance_test,
 )
@@ -363,6 +364,8 @@ def judge_window(kinds: dict[str, str], measured: dict[str, tuple[dict[str, dict
     family = {**{n: measured[n] for n in names},
               **({prediction: prediction_measured} if prediction is not None and prediction_measured is not None else {})}
     if family:
+        for name, (tests, _) in family.items():
+            set_unseen_floor(tests, thresholds.for_feature(name))
         main_p = [significance_p_value(tests[significance_test(kinds[n])]) for n, (tests, _) in family.items()]
         _, main_adjusted = benjamini_hochberg(main_p, thresholds.alpha)
         _, missing_adjusted = benjamini_hochberg([missing["p_value"] for _, missing in family.values()],

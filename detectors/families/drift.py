@@ -11,6 +11,7 @@ from driftline.detectors.thresholds.decision import (
     benjamini_hochberg,
     decide_dataset,
     decide_feature,
+    set_unseen_floor,
     significance_p_value,
     significance_test,
 )
@@ -100,6 +101,8 @@ def drift_results(baseline: Baseline, state: WindowState, thresholds: DriftThres
     if window is not None and count and state.events:
         tested[_PREDICTION_KEY], kinds[_PREDICTION_KEY] = (_feature_tests(baseline.prediction, window, state.events),  # type: ignore[arg-type]
                                                    baseline.prediction.kind)  # type: ignore[union-attr]
+    for name, (tests, _) in tested.items():
+        set_unseen_floor(tests, thresholds.for_feature(_PREDICTION if name == _PREDICTION_KEY else name))
     _correct(tested, kinds, thresholds.alpha)
     results: list[WindowResult] = []
     if features:

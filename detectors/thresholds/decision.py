@@ -55,6 +55,7 @@ __all__ = [
     "decide_feature",
     "significance_p_value",
     "significance_test",
+    "set_unseen_floor",
     "unseen_clears_floor",
     "unseen_p_value",
 ]
@@ -88,6 +89,8 @@ class DriftThresholds(Table):
     missing_rate_delta: _NotNegative = defaults.MISSING_RATE_DELTA
     min_rows: Annotated[int, Field(ge=0)] = defaults.DRIFT_MIN_ROWS
     dataset_drift_share: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = defaults.DATASET_DRIFT_SHARE
+    # the share of a window's rows on never-seen categories over which the unseen-category test counts
+    unseen_share: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = defaults.UNSEEN_CATEGORY_SHARE_MAX
     # the TOML key is `thresholds`
     threshold_source: Literal["fixed", "reference"] = defaults.DRIFT_THRESHOLD_SOURCE  # type: ignore[assignment]
     features: dict[str, DriftValues] = {}
@@ -219,8 +222,21 @@ def unseen_p_value(unseen: Mapping[str, Any]) -> float:
 
 
 def unseen_clears_floor(unseen: Mapping[str, Any]) -> bool:
-    """Whether the share of a window's rows on categories the reference never saw is over its floor."""
-    return float(unseen["share"]) > defaults.UNSEEN_CATEGORY_SHARE_MAX
+    """Whether the share of a window's rows on categories the reference never saw is over its ``floor``
+    (`set_unseen_floor`; ``UNSEEN_CATEGORY_SHARE_MAX`` when none is recorded)."""
+    return float(unseen["share"]) > _unseen_floor(unseen)
+
+
+def set_unseen_floor(tests: Mapping[str, Any], thresholds: DriftThresholds) -> None:
+    """Record the feature's unseen-share floor (``[drift] unseen_share``) in its unseen-category test, in place,
+    before its p-value is read: the floor decides whether that test counts."""
+    unseen = tests.get(CHI2, {}).get("unseen")
+    if isinstance(unseen, dict):
+        unseen["floor"] = thresholds.unseen_share
+
+
+def _unseen_floor(unseen: Mapping[str, Any]) -> float:
+    return float(unseen.get("floor", defaults.UNSEEN_CATEGORY_SHARE_MAX))
 
 
 def _p(test: Mapping[str, Any]) -> float:
@@ -254,7 +270,7 @@ def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: Drif
             test["threshold"] = thresholds.alpha
             test["drift"] = bool(_p(test) < thresholds.alpha)
             if "unseen" in test:
-                test["unseen"]["floor"] = defaults.UNSEEN_CATEGORY_SHARE_MAX
+                test["unseen"]["floor"] = thresholds.unseen_share
         elif name == "missing":
             test["threshold"] = thresholds.missing_rate_delta
             test["drift"] = bool(abs(test["value"] - test["reference"]) >= thresholds.missing_rate_delta
@@ -317,7 +333,7 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
         cleared = unseen_clears_floor(unseen)
         if cleared or float(unseen["share"]) > 0:
             (above if cleared else below).append(f"unseen share {float(unseen['share']):.3g} "
-                                                 f"{'>' if cleared else '<='} {defaults.UNSEEN_CATEGORY_SHARE_MAX:g}")
+                                                 f"{'>' if cleared else '<='} {_unseen_floor(unseen):g}")
     if above:
         return True, f"{test_name} p={p_value:.3g} < {thresholds.alpha:g} and " + ", ".join(above)
     return False, f"{test_name} significant (p={p_value:.3g}) but effect below floor: " + ", ".join(below)

@@ -199,3 +199,27 @@ def test_a_feature_of_more_categories_than_the_window_bound_keeps_them_all_by_na
 def _unseen_share(baseline, state):
     return next(r for r in data_quality(baseline, state, WindowThresholds())
                 if r.metric == "unseen_category_share" and r.feature == "cat")
+
+
+def test_the_unseen_floor_is_a_drift_setting_batch_and_service_alike():
+    """``[drift] unseen_share``: 5 % of a window's rows on a new category clear the default floor (1 %) and drift;
+    with the floor at 10 % (or a feature's own 10 %) the unseen test does not count and the pooled test alone
+    decides, which dilutes five rows of 100."""
+    reference = _reference(3)
+    values = np.random.default_rng(10).choice(CATEGORIES, 100, p=ZIPF).astype(object)
+    values[:5] = "brand-new"
+    baseline = compute_baseline(reference)
+    for thresholds in (DriftThresholds.from_mapping({"unseen_share": 0.1}),
+                       DriftThresholds.from_mapping({"features": {"cat": {"unseen_share": 0.1}}})):
+        report = detect(reference, pd.DataFrame({"cat": values}), chunk_size=100, multivariate=False,
+                        categorical=["cat"], workers=1, thresholds=thresholds)
+        feature = report["windows"][0]["features"][0]
+        assert feature["tests"]["chi2"]["unseen"]["floor"] == 0.1
+        assert feature["drift"] is False and "chi2 not significant" in feature["reason"]
+        events = [{"event_id": uuid.uuid4().hex, "request_id": f"r{i}", "ts": 1_767_225_600_000 + i,
+                   "features": {"cat": str(v)}, "prediction": 0.5, "latency_ms": {"total": 1.0}, "status": "ok"}
+                  for i, v in enumerate(values)]
+        state = WindowState.empty(baseline).add_batch(EventBatch.from_events(events))
+        result = next(r for r in drift_results(baseline, state, thresholds, prediction=False) if r.feature == "cat")
+        assert result.details["tests"]["chi2"]["unseen"]["floor"] == 0.1 and result.breached is False
+    assert _verdicts(reference, values, 100)[0]["drift"] is True  # the default floor
