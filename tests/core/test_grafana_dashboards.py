@@ -23,7 +23,7 @@ def exported_names(sqlite_url: str) -> set[str]:
     from driftline.worker import device_metrics
 
     worker = WorkerMetrics(lambda: None, lambda: 0, load_settings(None))
-    worker.signals.config = type(worker.signals.config)({"cpu": 1.0})
+    worker.signals.config = type(worker.signals.config)(price_per_replica_hour={"cpu": 1.0})
     worker.set_model("m", "1", "cpu")
     worker.observe_batch(1, 0.001)
     worker.latency_predict.observe(2.0, 0.5, 1.0, "1", 1)
