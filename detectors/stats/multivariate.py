@@ -36,6 +36,7 @@ Nothing here does I/O.
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
@@ -45,10 +46,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from driftline.baseline import ReconstructionFit
+from driftline.detectors.stats.code_classifier import code_classifier
 from driftline.policies import MultivariateThresholds  # the [multivariate_drift] table
 
 __all__ = ["ClassifierVerdict", "preload_classifier", "MultivariateThresholds", "ReconstructionVerdict", "auc", "classifier_threshold",
-           "bin_codes", "bin_thresholds", "domain_classifier", "reconstruction_drift"]
+           "bin_codes", "bin_thresholds", "fold_thresholds", "domain_classifier", "reconstruction_drift"]
 
 
 @dataclass(frozen=True)
@@ -153,23 +155,44 @@ def bin_thresholds(column: np.ndarray) -> np.ndarray:
     """The bin thresholds scikit-learn's gradient boosting finds for one column (`_find_binning_thresholds`):
     midpoints of the distinct values when there are at most 255, else the 254 inner quantiles (numpy's
     ``averaged_inverted_cdf``), computed here from one sort instead of a 254-way partition (ten times faster)."""
-    values = np.sort(column[~np.isnan(column)])
-    distinct = np.unique(values)
+    return _sorted_thresholds(np.sort(column[~np.isnan(column)]))
+
+
+def fold_thresholds(rows: np.ndarray) -> list[np.ndarray]:
+    """`bin_thresholds` of each column of `rows`, from one sort of them all."""
+    ordered = np.ascontiguousarray(rows.T)
+    ordered.sort(axis=1)  # missing values (NaN) sort last
+    present = rows.shape[0] - np.isnan(ordered).sum(axis=1)
+    return [_sorted_thresholds(ordered[j, :present[j]]) for j in range(ordered.shape[0])]
+
+
+@functools.lru_cache(maxsize=64)
+def _quantile_positions(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where numpy's ``averaged_inverted_cdf`` reads the 254 quantiles of `n` sorted values: the lower and
+    upper ranks and the weight (1 - gamma) of their difference; the same for every column of n values."""
+    virtual = n * _QUANTILES - 1
+    previous = np.floor(virtual)
+    following = previous + 1
+    above, below = virtual >= n - 1, virtual < 0
+    previous[above] = following[above] = -1
+    previous[below] = following[below] = 0
+    gamma = np.where(virtual - previous == 0, 0.5, 1.0)  # averaged_inverted_cdf: halfway on an exact rank
+    return previous.astype(np.intp), following.astype(np.intp), 1 - gamma
+
+
+def _sorted_thresholds(values: np.ndarray) -> np.ndarray:
+    """`bin_thresholds` of sorted values without missing ones."""
+    if values.size == 0:
+        return np.asarray([], dtype=np.float64)
+    distinct = values[np.concatenate(([True], values[1:] != values[:-1]))]  # np.unique of sorted values
     if distinct.size <= 1:
         return np.asarray([], dtype=np.float64)
     if distinct.size <= _MAX_BINS:
         thresholds = (distinct[:-1] + distinct[1:]) / 2
     else:
-        n = values.size
-        virtual = n * _QUANTILES - 1
-        previous = np.floor(virtual)
-        following = previous + 1
-        above, below = virtual >= n - 1, virtual < 0
-        previous[above] = following[above] = -1
-        previous[below] = following[below] = 0
-        gamma = np.where(virtual - previous == 0, 0.5, 1.0)  # averaged_inverted_cdf: halfway on an exact rank
-        low, high = values[previous.astype(np.intp)], values[following.astype(np.intp)]
-        thresholds = high - (high - low) * (1 - gamma)  # numpy's lerp for a weight of at least 0.5
+        previous, following, weight = _quantile_positions(values.size)
+        low, high = values[previous], values[following]
+        thresholds = high - (high - low) * weight  # numpy's lerp for a weight of at least 0.5
         thresholds = np.unique(thresholds)
     return np.clip(thresholds, None, _ALMOST_INF)
 
@@ -181,13 +204,15 @@ def bin_codes(rows: np.ndarray, thresholds: Sequence[np.ndarray]) -> np.ndarray:
     >>> bin_codes(np.array([[0.5], [np.nan], [-2.0], [3.0]]), [np.array([0.0, 1.0])]).ravel().tolist()
     [1.0, nan, 0.0, 2.0]
     """
-    codes = np.empty(rows.shape, dtype=np.float64)
+    columns = np.ascontiguousarray(rows.T)
+    missing = np.isnan(columns)
+    incomplete = missing.any(axis=1)
+    codes = np.empty(columns.shape, dtype=np.float64)
     for j, edges in enumerate(thresholds):
-        column = rows[:, j]
-        missing = np.isnan(column)
-        codes[:, j] = np.searchsorted(edges, np.where(missing, 0.0, column), side="left")
-        codes[missing, j] = np.nan
-    return codes
+        codes[j] = np.searchsorted(edges, np.where(missing[j], 0.0, columns[j]) if incomplete[j] else columns[j],
+                                   side="left")
+    codes[missing] = np.nan
+    return np.ascontiguousarray(codes.T)
 
 
 def _import_classifier() -> None:
@@ -219,7 +244,6 @@ def domain_classifier(reference: np.ndarray, current: np.ndarray, names: Sequenc
     ``top_features`` is empty. The AUC, threshold and verdict are the same either way.
     """
     # scikit-learn takes about a second to import: only a run that judges a window pays it.
-    from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.model_selection import StratifiedKFold
     from threadpoolctl import threadpool_limits
 
@@ -239,13 +263,14 @@ def domain_classifier(reference: np.ndarray, current: np.ndarray, names: Sequenc
         for train, test in folds.split(features, target):
             # The fit gets bin codes, binned here as it would bin the values: its own binning (a 254-way
             # partition per column per fit) was half the classifier's cost, paid for every window of every model.
-            edges = [bin_thresholds(column) for column in features[train].T]
+            edges = fold_thresholds(features[train])
             train_codes, test_codes = bin_codes(features[train], edges), bin_codes(features[test], edges)
             # No class weights: AUC does not depend on the class ratio, and weighted fits bin
             # their features by weighted percentiles, ten times slower.
-            model = HistGradientBoostingClassifier(max_iter=thresholds.trees, max_leaf_nodes=thresholds.leaves,
-                                                   learning_rate=thresholds.learning_rate, early_stopping=False,
-                                                   random_state=seed)
+            # scikit-learn's model, binning the codes by counting them (`code_classifier`: the same model).
+            model = code_classifier(max_iter=thresholds.trees, max_leaf_nodes=thresholds.leaves,
+                                    learning_rate=thresholds.learning_rate, early_stopping=False,
+                                    random_state=seed)
             model.fit(train_codes, target[train])
             truth = target[test]
             # ranked as a row of `aucs`, as the permuted copies are: the same floating-point sums
