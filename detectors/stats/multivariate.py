@@ -232,6 +232,33 @@ def preload_classifier() -> None:
         threading.Thread(target=_import_classifier, name="driftline-import-sklearn", daemon=True).start()
 
 
+@functools.lru_cache(maxsize=64)
+def _folds(reference_rows: int, rows: int, folds: int, seed: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """The stratified shuffled folds (train, test indices) of `reference_rows` rows then `rows` rows: they
+    depend on the two counts alone, the same for every window of a version's usual sample sizes."""
+    from sklearn.model_selection import StratifiedKFold  # here: scikit-learn takes about a second to import
+
+    target = np.concatenate((np.zeros(reference_rows, dtype=bool), np.ones(rows, dtype=bool)))
+    found = tuple(StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(target, target))
+    for train, test in found:
+        train.flags.writeable = test.flags.writeable = False  # shared by every caller
+    return found
+
+
+_CONTROLLER: list[Any] = []  # threadpoolctl's view of the loaded thread pools, once scikit-learn is loaded
+
+
+def _one_openmp_thread() -> Any:
+    """A context limiting OpenMP to one thread. threadpoolctl's `threadpool_limits` scans every loaded
+    library on each entry (3 ms); the controller scans once, after scikit-learn (and its OpenMP) is loaded."""
+    if not _CONTROLLER:
+        import sklearn.ensemble  # noqa: F401 - loads the OpenMP runtime the controller must see
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1, user_api="openmp")
+
+
 def domain_classifier(reference: np.ndarray, current: np.ndarray, names: Sequence[str],
                       thresholds: MultivariateThresholds | None = None, seed: int = 0,
                       importances: bool | None = None) -> ClassifierVerdict:
@@ -243,10 +270,6 @@ def domain_classifier(reference: np.ndarray, current: np.ndarray, names: Sequenc
     only for a drifted verdict (they explain a drift, and cost about a tenth of the test); otherwise
     ``top_features`` is empty. The AUC, threshold and verdict are the same either way.
     """
-    # scikit-learn takes about a second to import: only a run that judges a window pays it.
-    from sklearn.model_selection import StratifiedKFold
-    from threadpoolctl import threadpool_limits
-
     thresholds = thresholds or MultivariateThresholds()
     rng = np.random.default_rng(seed)
     reference = _bounded(reference, thresholds.max_rows, rng)
@@ -255,12 +278,11 @@ def domain_classifier(reference: np.ndarray, current: np.ndarray, names: Sequenc
         raise ValueError(f"domain_classifier needs at least {thresholds.folds} rows on each side")
     features = np.vstack((reference, current))
     target = np.concatenate((np.zeros(reference.shape[0], dtype=bool), np.ones(current.shape[0], dtype=bool)))
-    folds = StratifiedKFold(n_splits=thresholds.folds, shuffle=True, random_state=seed)
     fitted: list[tuple[Any, np.ndarray, np.ndarray]] = []  # per fold: the model, its held-out codes and truth
     scores = []
     # One thread: OpenMP workers spinning on a busy machine cost ten times the work itself.
-    with threadpool_limits(limits=1, user_api="openmp"):
-        for train, test in folds.split(features, target):
+    with _one_openmp_thread():
+        for train, test in _folds(reference.shape[0], current.shape[0], thresholds.folds, seed):
             # The fit gets bin codes, binned here as it would bin the values: its own binning (a 254-way
             # partition per column per fit) was half the classifier's cost, paid for every window of every model.
             edges = fold_thresholds(features[train])
