@@ -21,7 +21,8 @@ Two detectors, each a statistic, a threshold and a verdict kept apart:
   cannot be told apart. Drift when the AUC exceeds
   :math:`\\max(a_{min},\\; 0.5 + z \\sqrt{(n_1 + n_2 + 1) / (12 n_1 n_2)})`, the AUC's
   standard deviation under no difference being Mann-Whitney's. Each feature's
-  importance is the AUC lost, on held-out folds, when its column is permuted.
+  importance is the AUC lost, on held-out folds, when its column is permuted (for a
+  drifted verdict only: they explain a drift).
 
 >>> import numpy as np, pandas as pd
 >>> from driftline.baseline import fit_reconstruction
