@@ -485,7 +485,7 @@ class MultivariateDetails(_Attributable):
     ``reference_mean``, the kept ``components`` and their ``variance_share``; ``top_features``
     as ``{"name", "share"}`` (share of the error increase). domain_classifier_auc: ``folds``,
     ``auc_std`` across them; ``top_features`` as ``{"name", "importance"}`` (AUC lost when the
-    feature is permuted).
+    feature is permuted), empty unless the classifier's verdict is drift.
     """
 
     rows: int | None = None
@@ -510,7 +510,7 @@ class EmbeddingDetails(Details):
     ``drifted``, ``p_values``), ``clusters`` (``chi2``, ``p_value``, ``drift``, ``jensenshannon``, ``moved``: the
     clusters whose share moved most, with example request ids), ``mean`` (``value``, ``threshold``, ``p_value``,
     ``drift``: the whitened squared distance of the means), ``cosine_distance`` of the means and
-    ``domain_classifier`` (``auc``, ``threshold``, ``drift``, ``rows``, ``top_features``: on the window's sample).
+    ``domain_classifier`` (``auc``, ``threshold``, ``drift``, ``rows``, ``top_features``, for a drifted verdict only: on the window's sample).
     """
 
     drift: bool | None = None

@@ -21,7 +21,7 @@ reference in five tests and one effect size:
   (`EmbeddingReference.classifier_sample`), each vector seen as its principal-component scores and its
   distance from their subspace; ``auc`` against ``threshold`` (the larger of ``classifier_auc`` and
   0.5 + ``classifier_z`` null standard deviations), and the inputs that told them apart most
-  (``top_features``: ``pc1``... and ``residual``): a change of spread or shape in few rows, which
+  (``top_features``: ``pc1``... and ``residual``, for a drifted verdict only): a change of spread or shape in few rows, which
   the summed statistics above need many rows to see;
 * **cosine_distance** between the window's and the reference's mean embeddings (reported, no vote).
 

@@ -21,7 +21,8 @@ Two detectors, each a statistic, a threshold and a verdict kept apart:
   cannot be told apart. Drift when the AUC exceeds
   :math:`\\max(a_{min},\\; 0.5 + z \\sqrt{(n_1 + n_2 + 1) / (12 n_1 n_2)})`, the AUC's
   standard deviation under no difference being Mann-Whitney's. Each feature's
-  importance is the AUC lost, on held-out folds, when its column is permuted.
+  importance is the AUC lost, on held-out folds, when its column is permuted (for a
+  drifted verdict only: they explain a drift).
 
 >>> import numpy as np, pandas as pd
 >>> from driftline.baseline import fit_reconstruction
@@ -36,6 +37,7 @@ Nothing here does I/O.
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
@@ -45,10 +47,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from driftline.baseline import ReconstructionFit
+from driftline.detectors.stats.code_classifier import code_classifier
 from driftline.policies import MultivariateThresholds  # the [multivariate_drift] table
 
 __all__ = ["ClassifierVerdict", "preload_classifier", "MultivariateThresholds", "ReconstructionVerdict", "auc", "classifier_threshold",
-           "bin_codes", "bin_thresholds", "domain_classifier", "reconstruction_drift"]
+           "bin_codes", "bin_thresholds", "fold_thresholds", "domain_classifier", "reconstruction_drift"]
 
 
 @dataclass(frozen=True)
@@ -153,23 +156,44 @@ def bin_thresholds(column: np.ndarray) -> np.ndarray:
     """The bin thresholds scikit-learn's gradient boosting finds for one column (`_find_binning_thresholds`):
     midpoints of the distinct values when there are at most 255, else the 254 inner quantiles (numpy's
     ``averaged_inverted_cdf``), computed here from one sort instead of a 254-way partition (ten times faster)."""
-    values = np.sort(column[~np.isnan(column)])
-    distinct = np.unique(values)
+    return _sorted_thresholds(np.sort(column[~np.isnan(column)]))
+
+
+def fold_thresholds(rows: np.ndarray) -> list[np.ndarray]:
+    """`bin_thresholds` of each column of `rows`, from one sort of them all."""
+    ordered = np.ascontiguousarray(rows.T)
+    ordered.sort(axis=1)  # missing values (NaN) sort last
+    present = rows.shape[0] - np.isnan(ordered).sum(axis=1)
+    return [_sorted_thresholds(ordered[j, :present[j]]) for j in range(ordered.shape[0])]
+
+
+@functools.lru_cache(maxsize=64)
+def _quantile_positions(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where numpy's ``averaged_inverted_cdf`` reads the 254 quantiles of `n` sorted values: the lower and
+    upper ranks and the weight (1 - gamma) of their difference; the same for every column of n values."""
+    virtual = n * _QUANTILES - 1
+    previous = np.floor(virtual)
+    following = previous + 1
+    above, below = virtual >= n - 1, virtual < 0
+    previous[above] = following[above] = -1
+    previous[below] = following[below] = 0
+    gamma = np.where(virtual - previous == 0, 0.5, 1.0)  # averaged_inverted_cdf: halfway on an exact rank
+    return previous.astype(np.intp), following.astype(np.intp), 1 - gamma
+
+
+def _sorted_thresholds(values: np.ndarray) -> np.ndarray:
+    """`bin_thresholds` of sorted values without missing ones."""
+    if values.size == 0:
+        return np.asarray([], dtype=np.float64)
+    distinct = values[np.concatenate(([True], values[1:] != values[:-1]))]  # np.unique of sorted values
     if distinct.size <= 1:
         return np.asarray([], dtype=np.float64)
     if distinct.size <= _MAX_BINS:
         thresholds = (distinct[:-1] + distinct[1:]) / 2
     else:
-        n = values.size
-        virtual = n * _QUANTILES - 1
-        previous = np.floor(virtual)
-        following = previous + 1
-        above, below = virtual >= n - 1, virtual < 0
-        previous[above] = following[above] = -1
-        previous[below] = following[below] = 0
-        gamma = np.where(virtual - previous == 0, 0.5, 1.0)  # averaged_inverted_cdf: halfway on an exact rank
-        low, high = values[previous.astype(np.intp)], values[following.astype(np.intp)]
-        thresholds = high - (high - low) * (1 - gamma)  # numpy's lerp for a weight of at least 0.5
+        previous, following, weight = _quantile_positions(values.size)
+        low, high = values[previous], values[following]
+        thresholds = high - (high - low) * weight  # numpy's lerp for a weight of at least 0.5
         thresholds = np.unique(thresholds)
     return np.clip(thresholds, None, _ALMOST_INF)
 
@@ -181,13 +205,15 @@ def bin_codes(rows: np.ndarray, thresholds: Sequence[np.ndarray]) -> np.ndarray:
     >>> bin_codes(np.array([[0.5], [np.nan], [-2.0], [3.0]]), [np.array([0.0, 1.0])]).ravel().tolist()
     [1.0, nan, 0.0, 2.0]
     """
-    codes = np.empty(rows.shape, dtype=np.float64)
+    columns = np.ascontiguousarray(rows.T)
+    missing = np.isnan(columns)
+    incomplete = missing.any(axis=1)
+    codes = np.empty(columns.shape, dtype=np.float64)
     for j, edges in enumerate(thresholds):
-        column = rows[:, j]
-        missing = np.isnan(column)
-        codes[:, j] = np.searchsorted(edges, np.where(missing, 0.0, column), side="left")
-        codes[missing, j] = np.nan
-    return codes
+        codes[j] = np.searchsorted(edges, np.where(missing[j], 0.0, columns[j]) if incomplete[j] else columns[j],
+                                   side="left")
+    codes[missing] = np.nan
+    return np.ascontiguousarray(codes.T)
 
 
 def _import_classifier() -> None:
@@ -207,18 +233,44 @@ def preload_classifier() -> None:
         threading.Thread(target=_import_classifier, name="driftline-import-sklearn", daemon=True).start()
 
 
+@functools.lru_cache(maxsize=64)
+def _folds(reference_rows: int, rows: int, folds: int, seed: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """The stratified shuffled folds (train, test indices) of `reference_rows` rows then `rows` rows: they
+    depend on the two counts alone, the same for every window of a version's usual sample sizes."""
+    from sklearn.model_selection import StratifiedKFold  # here: scikit-learn takes about a second to import
+
+    target = np.concatenate((np.zeros(reference_rows, dtype=bool), np.ones(rows, dtype=bool)))
+    found = tuple(StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(target, target))
+    for train, test in found:
+        train.flags.writeable = test.flags.writeable = False  # shared by every caller
+    return found
+
+
+_CONTROLLER: list[Any] = []  # threadpoolctl's view of the loaded thread pools, once scikit-learn is loaded
+
+
+def _one_openmp_thread() -> Any:
+    """A context limiting OpenMP to one thread. threadpoolctl's `threadpool_limits` scans every loaded
+    library on each entry (3 ms); the controller scans once, after scikit-learn (and its OpenMP) is loaded."""
+    if not _CONTROLLER:
+        import sklearn.ensemble  # noqa: F401 - loads the OpenMP runtime the controller must see
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1, user_api="openmp")
+
+
 def domain_classifier(reference: np.ndarray, current: np.ndarray, names: Sequence[str],
-                      thresholds: MultivariateThresholds | None = None, seed: int = 0) -> ClassifierVerdict:
+                      thresholds: MultivariateThresholds | None = None, seed: int = 0,
+                      importances: bool | None = None) -> ClassifierVerdict:
     """Cross-validated AUC of a classifier telling `current` rows from `reference` rows (same columns, `names`).
 
     Each side is cut to ``thresholds.max_rows`` by a seeded uniform sample; both need
-    at least ``thresholds.folds`` rows. Deterministic for a given `seed`.
+    at least ``thresholds.folds`` rows. Deterministic for a given `seed`. The permutation
+    importances (``top_features``) are computed when `importances` is true, or, when it is None,
+    only for a drifted verdict (they explain a drift, and cost about a sixth of the test at 30
+    features); otherwise ``top_features`` is empty. The AUC, threshold and verdict are the same either way.
     """
-    # scikit-learn takes about a second to import: only a run that judges a window pays it.
-    from sklearn.ensemble import HistGradientBoostingClassifier
-    from sklearn.model_selection import StratifiedKFold
-    from threadpoolctl import threadpool_limits
-
     thresholds = thresholds or MultivariateThresholds()
     rng = np.random.default_rng(seed)
     reference = _bounded(reference, thresholds.max_rows, rng)
@@ -227,36 +279,49 @@ def domain_classifier(reference: np.ndarray, current: np.ndarray, names: Sequenc
         raise ValueError(f"domain_classifier needs at least {thresholds.folds} rows on each side")
     features = np.vstack((reference, current))
     target = np.concatenate((np.zeros(reference.shape[0], dtype=bool), np.ones(current.shape[0], dtype=bool)))
-    folds = StratifiedKFold(n_splits=thresholds.folds, shuffle=True, random_state=seed)
-    scores, losses = [], np.zeros(len(names))
+    fitted: list[tuple[Any, np.ndarray, np.ndarray]] = []  # per fold: the model, its held-out codes and truth
+    scores = []
     # One thread: OpenMP workers spinning on a busy machine cost ten times the work itself.
-    with threadpool_limits(limits=1, user_api="openmp"):
-        for train, test in folds.split(features, target):
+    with _one_openmp_thread():
+        for train, test in _folds(reference.shape[0], current.shape[0], thresholds.folds, seed):
             # The fit gets bin codes, binned here as it would bin the values: its own binning (a 254-way
             # partition per column per fit) was half the classifier's cost, paid for every window of every model.
-            edges = [bin_thresholds(column) for column in features[train].T]
+            edges = fold_thresholds(features[train])
             train_codes, test_codes = bin_codes(features[train], edges), bin_codes(features[test], edges)
             # No class weights: AUC does not depend on the class ratio, and weighted fits bin
-            # their features by weighted percentiles, ten times slower.
-            model = HistGradientBoostingClassifier(max_iter=thresholds.trees, max_leaf_nodes=thresholds.leaves,
-                                                   learning_rate=thresholds.learning_rate, early_stopping=False,
-                                                   random_state=seed)
+            # their features by weighted percentiles, ten times slower. The model bins the codes by
+            # counting them (`code_classifier`): scikit-learn's model, without a third of its fit.
+            model = code_classifier(max_iter=thresholds.trees, max_leaf_nodes=thresholds.leaves,
+                                    learning_rate=thresholds.learning_rate, early_stopping=False,
+                                    random_state=seed)
             model.fit(train_codes, target[train])
-            held_out, truth = test_codes, target[test]
-            copies = [held_out]
-            for j in range(len(names)):
-                permuted = held_out.copy()
-                permuted[:, j] = rng.permutation(permuted[:, j])
-                copies.append(permuted)
-            # one prediction call for the held-out rows and every permuted copy: each call has a fixed cost
-            predicted = model.predict_proba(np.vstack(copies))[:, 1].reshape(len(copies), -1)
-            held_out_aucs = aucs(predicted, truth)  # the held-out rows' AUC, then each permuted copy's
-            scores.append(held_out_aucs[0])
-            losses += held_out_aucs[0] - held_out_aucs[1:]
-    value = float(np.mean(scores))
-    threshold = classifier_threshold(reference.shape[0], current.shape[0], thresholds)
-    return ClassifierVerdict(auc=value, threshold=threshold, drift=bool(value > threshold),
+            truth = target[test]
+            # ranked as a row of `aucs`, as the permuted copies are: the same floating-point sums
+            scores.append(aucs(model.predict_proba(test_codes)[np.newaxis, :, 1], truth)[0])
+            fitted.append((model, test_codes, truth))
+        value = float(np.mean(scores))
+        threshold = classifier_threshold(reference.shape[0], current.shape[0], thresholds)
+        drift = bool(value > threshold)
+        explain = drift if importances is None else importances
+        top = (_top(list(names), _permutation_losses(fitted, scores, len(names), rng) / thresholds.folds,
+                    "importance", thresholds.top_features) if explain else [])
+    return ClassifierVerdict(auc=value, threshold=threshold, drift=drift,
                              rows=int(current.shape[0]), reference_rows=int(reference.shape[0]),
-                             folds=thresholds.folds, auc_std=float(np.std(scores)),
-                             top_features=_top(list(names), losses / thresholds.folds, "importance",
-                                               thresholds.top_features))
+                             folds=thresholds.folds, auc_std=float(np.std(scores)), top_features=top)
+
+
+def _permutation_losses(fitted: Sequence[tuple[Any, np.ndarray, np.ndarray]], scores: Sequence[float],
+                        columns: int, rng: np.random.Generator) -> np.ndarray:
+    """Each column's held-out AUC lost when it is permuted, summed over the folds (fold by fold, column by
+    column, drawing the permutations from `rng` in that order)."""
+    losses = np.zeros(columns)
+    for (model, held_out, truth), score in zip(fitted, scores):
+        copies = []
+        for j in range(columns):
+            permuted = held_out.copy()
+            permuted[:, j] = rng.permutation(permuted[:, j])
+            copies.append(permuted)
+        # one prediction call for every permuted copy: each call has a fixed cost
+        predicted = model.predict_proba(np.vstack(copies))[:, 1].reshape(columns, -1)
+        losses += score - aucs(predicted, truth)
+    return losses

@@ -19,6 +19,7 @@ from driftline.detectors.stats.multivariate import (
     bin_thresholds,
     classifier_threshold,
     domain_classifier,
+    fold_thresholds,
     reconstruction_drift,
 )
 from driftline.detectors.thresholds.levels import WindowThresholds
@@ -221,6 +222,10 @@ def test_the_classifier_bins_its_features_as_scikit_learn_would(values):
     expected = mapper.transform(held_out.reshape(-1, 1)).ravel().astype(float)
     expected[expected == mapper.missing_values_bin_idx_] = np.nan
     np.testing.assert_array_equal(codes, expected)
+    # the fit's thresholds for every column come from one sort of them all: the same thresholds
+    columns = (values, values[::-1], np.resize(held_out, values.size))
+    for found, column in zip(fold_thresholds(np.column_stack(columns)), columns):
+        np.testing.assert_array_equal(found, bin_thresholds(column))
 
 
 def test_the_aucs_of_many_score_rows_are_each_rows_auc():
@@ -237,6 +242,30 @@ def test_the_classifier_is_deterministic_and_bounds_its_samples():
     assert first == domain_classifier(reference, current, ["a", "b", "c"], bounded)
     assert first.rows == first.reference_rows == 300 and first.drift
     assert first.top_features[0]["name"] == "c"
+
+
+def test_importances_are_computed_for_a_drifted_verdict_only_and_change_nothing_else():
+    # they only explain a drift, and cost a third of the test: an undrifted window skips them
+    rng = np.random.default_rng(21)
+    reference = rng.normal(size=(1500, 4))
+    same, shifted = rng.normal(size=(200, 4)), rng.normal(size=(200, 4)) + [0.0, 0.0, 0.8, 0.0]
+    names = ["a", "b", "c", "d"]
+    for current, drifted in ((same, False), (shifted, True)):
+        default, always, never = (domain_classifier(reference, current, names, importances=importances)
+                                  for importances in (None, True, False))
+        assert default.drift is always.drift is never.drift is drifted
+        for verdict in (always, never):
+            assert (verdict.auc, verdict.threshold, verdict.auc_std, verdict.rows, verdict.reference_rows) == \
+                (default.auc, default.threshold, default.auc_std, default.rows, default.reference_rows)
+        assert never.top_features == [] and always.top_features
+        assert default.top_features == (always.top_features if drifted else [])
+    assert default.top_features[0]["name"] == "c"
+
+
+def test_an_undrifted_streaming_window_has_no_importances(baseline):
+    state = _state(baseline, correlated_features(1000, 0.8, seed=5), seed=5)
+    classifier = _by_metric(evaluate_window(baseline, state, families=[MULTIVARIATE_DRIFT]).results)[DOMAIN_CLASSIFIER_AUC]
+    assert not classifier.breached and classifier.details["top_features"] == []
 
 
 def test_hostile_magnitudes_neither_crash_the_fit_nor_overflow_the_error(reference):
