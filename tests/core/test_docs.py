@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".driftline", ".pytest_cache", ".hypothesis",
+# .venvs: the benchmark peers' own venvs (bench/peer_envs/*.sh), third-party code outside git
+SKIPPED_DIRS = {".git", ".venv", ".venvs", "node_modules", "__pycache__", ".driftline", ".pytest_cache", ".hypothesis",
                 "build", "dist", "out"}
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".sh", ".cfg", ".ini", ".txt", ".yml", ".yaml", ".json", ".ipynb"}
 TEXT_NAMES = {"Makefile", "Dockerfile"}
