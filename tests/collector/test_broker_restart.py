@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from sqlalchemy import select
 
 from driftline.broker import free_port
@@ -21,6 +23,7 @@ from tests.support.collector_helpers import collector_thread, config, event, eve
 from tests.support.waiting import wait_until
 
 
+@pytest.mark.slow  # 20-35 s on two cores in the whole suite
 def test_collector_survives_broker_restarts_while_running_and_while_stopped(embedded_broker_factory, sqlite_url,
                                                                              unique_id):
     model = f"restart-{unique_id}"

@@ -1,6 +1,8 @@
 """Labels from driftline.labels joined with predictions and counted in the prediction's window."""
 from __future__ import annotations
 
+import pytest
+
 from sqlalchemy import func, select
 
 from driftline.config import TOPIC_LABELS
@@ -19,6 +21,7 @@ def _labelled(url: str, model: str) -> int:
             PredictionRecord.model == model, PredictionRecord.labelled_at_ms.is_not(None))))
 
 
+@pytest.mark.slow  # 20-35 s on two cores in the whole suite
 def test_labels_are_joined_whenever_they_arrive_and_counted_once(broker, db_url, unique_id):
     model = f"labels-{unique_id}"
     rid = [f"{unique_id}-{i}" for i in range(120)]
@@ -72,6 +75,7 @@ def test_labels_are_joined_whenever_they_arrive_and_counted_once(broker, db_url,
     assert sum(n for p, n in by_partition.items() if p >= 0) == 10
 
 
+@pytest.mark.slow  # 20-35 s on two cores in the whole suite
 def test_with_segments_a_joined_label_counts_in_its_predictions_segment(broker, db_url, unique_id):
     model = f"seg-labels-{unique_id}"
     rid = [f"{unique_id}-{i}" for i in range(40)]

@@ -6,6 +6,8 @@ fast path first), and the columnar decoder the collector tries first
 """
 from __future__ import annotations
 
+import pytest
+
 import math
 import time
 
@@ -260,6 +262,7 @@ def _encodable(doc: dict) -> bytes:
     return raw
 
 
+@pytest.mark.slow  # 20-35 s on two cores in the whole suite
 @SCHEMA_SETTINGS
 @given(st.one_of(inference_events, common_inference_events))
 def test_every_schema_valid_inference_event_is_accepted_by_every_path(doc):
@@ -319,6 +322,7 @@ def invalid_inference_events(draw) -> dict:
     return doc
 
 
+@pytest.mark.slow  # 20-35 s on two cores in the whole suite
 @SCHEMA_SETTINGS
 @given(invalid_inference_events())
 def test_every_mutated_inference_event_is_refused_by_the_schema_and_every_path(doc):

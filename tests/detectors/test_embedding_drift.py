@@ -129,6 +129,7 @@ def test_each_kind_of_change_fires_and_says_where(reference, kind):
         assert verdict["mean"]["drift"] and verdict["mean"]["value"] > verdict["mean"]["threshold"]
 
 
+@pytest.mark.slow  # 20-35 s on two cores in the whole suite
 def test_no_drift_windows_fire_at_most_at_the_documented_rate(reference):
     rng = np.random.default_rng(9)
     fired = [judge_embedding(reference, EmbeddingWindow(D, reference).add(draw(rng, n, D), reference))["drift"]

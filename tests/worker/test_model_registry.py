@@ -127,6 +127,7 @@ def test_a_name_that_resolves_outside_the_artifacts_folder_is_refused(registry, 
         registry.version_dir("escape", "1")
 
 
+@pytest.mark.slow  # 20-35 s on two cores in the whole suite
 def test_pruning_keeps_production_recent_rollback_targets_and_young_candidates(registry, tiny_results):
     from datetime import datetime, timedelta, timezone
 
