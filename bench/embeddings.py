@@ -12,7 +12,9 @@ with its bootstrap option where it has one. Alibi Detect's `MMDDrift` (its defau
 permutations at p 0.05, RBF kernel with the median-heuristic bandwidth, pytorch backend on one CPU thread) joins when
 `--alibi PYTHON` names the interpreter of a venv that has it: `bash bench/peer_envs/alibi.sh` creates one at
 bench/.venvs/alibi (Alibi Detect is not a driftline dependency). It runs in that interpreter as a worker
-(bench/peer_envs/alibi_mmd.py) and judges the very windows Evidently judges (same seeds, written as .npy files);
+(bench/peer_envs/alibi_mmd.py) on windows written as .npy files from the peers' seeds: the very windows Evidently
+judges when it is given as many (`--alibi-windows`, `--alibi-null-windows`); with fewer, each kind after the first is
+fresh draws of the same change (one generator runs through the kinds);
 its CPU per window is its `predict` alone, measured in the worker.
 
 Prints one table row per (method, size, dimension): false-alarm rate on no-drift windows, power per kind of
