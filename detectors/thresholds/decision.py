@@ -265,12 +265,11 @@ def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: Drif
     `significance_p_value` ``< alpha``. These flags explain the verdict; the verdict itself is
     `decide_feature`'s.
     """
+    set_unseen_floor(tests, thresholds)
     for name, test in tests.items():
         if name in SIGNIFICANCE_TESTS:
             test["threshold"] = thresholds.alpha
             test["drift"] = bool(_p(test) < thresholds.alpha)
-            if "unseen" in test:
-                test["unseen"]["floor"] = thresholds.unseen_share
         elif name == "missing":
             test["threshold"] = thresholds.missing_rate_delta
             test["drift"] = bool(abs(test["value"] - test["reference"]) >= thresholds.missing_rate_delta
