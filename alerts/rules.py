@@ -69,6 +69,12 @@ def _listed(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value  # TOML arrays are lists
 
 
+def _one_of(value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"must be one of {', '.join(choices)}")
+    return value
+
+
 def _known(names: tuple[str, ...]) -> tuple[str, ...]:
     for name in names:
         if name not in DETECTORS:
@@ -93,16 +99,12 @@ class AlertRule(Table):
     @field_validator("severity")
     @classmethod
     def _severity(cls, value: str) -> str:
-        if value not in SEVERITIES:
-            raise ValueError(f"must be one of {', '.join(SEVERITIES)}")
-        return value
+        return _one_of(value, SEVERITIES)
 
     @field_validator("policy")
     @classmethod
     def _policy(cls, value: str) -> str:
-        if value not in POLICIES:
-            raise ValueError(f"must be one of {', '.join(POLICIES)}")
-        return value
+        return _one_of(value, POLICIES)
 
     @field_validator("repeat_interval", mode="before")
     @classmethod
@@ -234,9 +236,7 @@ class RetrainPolicy(Table):
     @field_validator("rollout")
     @classmethod
     def _rollout(cls, value: str) -> str:
-        if value not in RETRAIN_ROLLOUTS:
-            raise ValueError(f"must be one of {', '.join(RETRAIN_ROLLOUTS)}")
-        return value
+        return _one_of(value, RETRAIN_ROLLOUTS)
 
 
 def _default_rules() -> dict[str, AlertRule]:
