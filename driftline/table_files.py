@@ -1,8 +1,9 @@
 """Reading the tabular files users hand to `driftline detect` and `driftline baseline` (CSV or Parquet)."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from driftline.errors import UserError
 
@@ -21,33 +22,18 @@ def read_table(path: str, role: str) -> "Any":
     """A CSV or Parquet file as a DataFrame; `UserError` (naming `role` and the file) for anything unreadable."""
     import pandas as pd
 
-    file = Path(path)
-    if not file.exists():
-        raise UserError(f"{role} file {path} does not exist")
-    if not file.is_file():
-        raise UserError(f"{role} file {path} is not a file")
+    file = _existing_file(path, role)
     name = file.name.lower()
-    try:
+    with _read_errors(path, role):
         if name.endswith(PARQUET_SUFFIXES):
             frame = pd.read_parquet(file)
         elif name.endswith(CSV_SUFFIXES):
             frame = pd.read_csv(file, sep="\t" if name.endswith(".tsv") else ",", low_memory=False)
         else:
             raise UserError(f"{role} file {path}: unsupported type; use .csv or .parquet")
-    except UserError:
-        raise
-    except pd.errors.EmptyDataError:
-        raise UserError(f"{role} file {path} is empty") from None
-    except Exception as exc:  # parser, encoding, Arrow and OS errors all mean "cannot read this file"
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"cannot read {role} file {path}: {detail}") from None
     if frame.shape[1] == 0 or len(frame) == 0:
         raise UserError(f"{role} file {path} has no rows")
-    duplicated = frame.columns[frame.columns.duplicated()].tolist()
-    if duplicated:
-        raise UserError(f"{role} file {path} has duplicate column(s) {', '.join(map(str, duplicated))}")
-    frame.columns = [str(c) for c in frame.columns]
-    return frame
+    return _named_columns(frame, path, role)
 
 
 def table_rows(path: str) -> int | None:
@@ -72,11 +58,7 @@ def iter_table(path: str, role: str, rows: int) -> "Any":
 
     if rows < 1:
         raise UserError(f"--batch-rows must be at least 1, got {rows}")
-    file = Path(path)
-    if not file.exists():
-        raise UserError(f"{role} file {path} does not exist")
-    if not file.is_file():
-        raise UserError(f"{role} file {path} is not a file")
+    file = _existing_file(path, role)
     name = file.name.lower()
     if not name.endswith(PARQUET_SUFFIXES + CSV_SUFFIXES):
         raise UserError(f"{role} file {path}: unsupported type; use .csv or .parquet")
@@ -99,22 +81,45 @@ def iter_table(path: str, role: str, rows: int) -> "Any":
 
     def checked() -> "Any":
         seen = False
-        try:
+        with _read_errors(path, role):
             for frame in chunks():
-                duplicated = frame.columns[frame.columns.duplicated()].tolist()
-                if duplicated:
-                    raise UserError(f"{role} file {path} has duplicate column(s) {', '.join(map(str, duplicated))}")
-                frame.columns = [str(c) for c in frame.columns]
                 seen = seen or len(frame) > 0
-                yield frame
-        except UserError:
-            raise
-        except pd.errors.EmptyDataError:
-            raise UserError(f"{role} file {path} is empty") from None
-        except Exception as exc:  # parser, encoding, Arrow and OS errors all mean "cannot read this file"
-            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UserError(f"cannot read {role} file {path}: {detail}") from None
+                yield _named_columns(frame, path, role)
         if not seen:
             raise UserError(f"{role} file {path} has no rows")
 
     return checked
+
+
+def _existing_file(path: str, role: str) -> Path:
+    file = Path(path)
+    if not file.exists():
+        raise UserError(f"{role} file {path} does not exist")
+    if not file.is_file():
+        raise UserError(f"{role} file {path} is not a file")
+    return file
+
+
+@contextlib.contextmanager
+def _read_errors(path: str, role: str) -> Iterator[None]:
+    """Any failure of reading the file as a `UserError` naming `role` and the file (its own words when it is one)."""
+    import pandas as pd
+
+    try:
+        yield
+    except UserError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise UserError(f"{role} file {path} is empty") from None
+    except Exception as exc:  # parser, encoding, Arrow and OS errors all mean "cannot read this file"
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot read {role} file {path}: {detail}") from None
+
+
+def _named_columns(frame: Any, path: str, role: str) -> Any:
+    """`frame` with its column names as strings; duplicated names are a `UserError`."""
+    duplicated = frame.columns[frame.columns.duplicated()].tolist()
+    if duplicated:
+        raise UserError(f"{role} file {path} has duplicate column(s) {', '.join(map(str, duplicated))}")
+    frame.columns = [str(c) for c in frame.columns]
+    return frame
