@@ -48,7 +48,8 @@ from driftline.collector.dead_letters import DeadLetterPublisher
 from driftline.collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
 from driftline.collector.flush_coordination import FlushCoordinator
 from driftline.collector.folding import InferenceFolder, PartitionFolders
-from driftline.collector.kafka_internals import connections, partition_names, same_connections
+from driftline.collector.kafka_internals import (connections, partition_names, quiet_closed_socket_reads,
+                                                 same_connections)
 from driftline.collector.metrics import CollectorMetrics
 from driftline.collector.partition_buffer import PartitionBuffer
 from driftline.collector.placement import PartitionPlacement
@@ -76,6 +77,7 @@ class Collector:
 
     def __init__(self, config: CollectorConfig, engine: Engine | None = None):
         self.config = config
+        quiet_closed_socket_reads()  # stopping closes the consumer under its network thread: a harmless race
         self.engine = engine if engine is not None else get_engine(config.db_url)
         self.metrics = CollectorMetrics()
         self.metrics_port: int | None = None
