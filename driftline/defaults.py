@@ -137,6 +137,10 @@ DATASET_DRIFT_SHARE = 0.5
 # empty on one side gets share PSI_EPSILON, or the smallest non-zero share / 1e6
 # when that share is itself at or below PSI_EPSILON. Without it PSI is infinite.
 PSI_EPSILON = 1e-4
+# Pairs of samples drawn from the reference's category shares to measure PSI's and Jensen-Shannon's sampling
+# level at a window's size (`noise.category_noise`): 32 put it within about 1.5 % at 300 categories, in about a
+# millisecond.
+CATEGORY_NOISE_DRAWS = 32
 # Numeric PSI bins: ten, at the reference's deciles, so each
 # bin holds a tenth of the reference and no bin is empty by construction.
 PSI_NUMERIC_BINS = 10

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.stats import two_sample, unseen_categories
+from driftline.detectors.stats import binned, two_sample
 from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.batch.multivariate import BatchReference, batch_multivariate
@@ -43,7 +43,7 @@ from driftline.detectors.thresholds.reference import FIXED as FIXED_SOURCE
 from driftline.detectors.thresholds.reference import REFERENCE as REFERENCE_SOURCE
 from driftline.detectors.thresholds.reference import ReferenceThresholds
 from driftline.errors import UserError
-from driftline.vocabulary import (CATEGORICAL, CHI2, DATASET_DRIFT, JENSENSHANNON, KS, MISSING_RATE, NUMERIC, PSI,
+from driftline.vocabulary import (CATEGORICAL, DATASET_DRIFT, JENSENSHANNON, KS, MISSING_RATE, NUMERIC, PSI,
                                   WASSERSTEIN)
 
 __all__ = [
@@ -321,15 +321,7 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
         assert isinstance(reference, _CategoricalReference)
         present = series.dropna()
         missing = rows - len(present)
-        reference_counts, current_counts = reference.aligned_counts(present)
-        statistic, p_value = two_sample.chi2(reference_counts, current_counts)
-        tests = {
-            CHI2: {"statistic": statistic, "p_value": p_value,
-                   "p_value_pooled": two_sample.chi2_pooled(reference_counts, current_counts),
-                   "unseen": unseen_categories.unseen_details(reference_counts, current_counts)},
-            JENSENSHANNON: {"value": two_sample.jensenshannon(reference_counts, current_counts)},
-            PSI: {"value": two_sample.psi(reference_counts, current_counts)},
-        }
+        tests = binned.category_tests(*reference.aligned_counts(present))
     change, p_missing = two_sample.missing_rate_test(reference.missing, reference.rows, missing, rows)
     missing_test = {
         "value": missing / rows if rows else 0.0,

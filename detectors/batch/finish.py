@@ -38,12 +38,12 @@ from driftline.detectors.batch.engine import SCHEMA_VERSION, ReferenceProfile, W
     judge_window, reference_tests
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, CategoricalSummary, NumericSummary
-from driftline.detectors.stats import binned, two_sample, unseen_categories
+from driftline.detectors.stats import binned, two_sample
 from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.thresholds.levels import WindowThresholds
-from driftline.vocabulary import CHI2, JENSENSHANNON, KS, PSI, WASSERSTEIN
+from driftline.vocabulary import JENSENSHANNON, KS, PSI, WASSERSTEIN
 from driftline.window_state import FeatureWindow
 
 __all__ = ["Settings", "WindowSummary", "Finisher", "finish", "measure_categorical", "measure_numeric"]
@@ -88,14 +88,7 @@ def measure_categorical(reference: CategoricalSummary, current: CategoricalSumma
     reference_counts = np.array([*reference.counts.values(), *([0] * len(unseen))], dtype=np.int64)
     current_counts = np.array([current.counts.get(key, 0) for key in categories]
                               + [current.counts[key] for key in unseen], dtype=np.int64)
-    statistic, p_value = two_sample.chi2(reference_counts, current_counts)
-    tests: dict[str, dict[str, Any]] = {
-        CHI2: {"statistic": statistic, "p_value": p_value,
-               "p_value_pooled": two_sample.chi2_pooled(reference_counts, current_counts),
-               "unseen": unseen_categories.unseen_details(reference_counts, current_counts)},
-        JENSENSHANNON: {"value": two_sample.jensenshannon(reference_counts, current_counts)},
-        PSI: {"value": two_sample.psi(reference_counts, current_counts)}}
-    return tests, _missing_test(reference.missing, reference.rows, current.missing, current.rows)
+    return binned.category_tests(reference_counts, current_counts), _missing_test(reference.missing, reference.rows, current.missing, current.rows)
 
 
 def _profile(plan: Plan, name: str, reference: NumericSummary) -> NumericProfile:

@@ -101,26 +101,30 @@ def drift_results(baseline: Baseline, state: WindowState, thresholds: DriftThres
     if window is not None and count and state.events:
         tested[_PREDICTION_KEY], kinds[_PREDICTION_KEY] = (_feature_tests(baseline.prediction, window, state.events),  # type: ignore[arg-type]
                                                    baseline.prediction.kind)  # type: ignore[union-attr]
+    own_thresholds = {name: thresholds.for_feature(name) for name in baseline.profiles}
+    prediction_thresholds = thresholds.for_feature(_PREDICTION)
     for name, (tests, _) in tested.items():
-        set_unseen_floor(tests, thresholds.for_feature(_PREDICTION if name == _PREDICTION_KEY else name))
+        set_unseen_floor(tests, prediction_thresholds if name == _PREDICTION_KEY else own_thresholds[name])
     _correct(tested, kinds, thresholds.alpha)
     results: list[WindowResult] = []
     if features:
-        results += _data_drift(baseline, state, thresholds, {n: t for n, t in tested.items() if n != _PREDICTION_KEY})
+        results += _data_drift(baseline, state, thresholds, own_thresholds,
+                               {n: t for n, t in tested.items() if n != _PREDICTION_KEY})
     if prediction and baseline.prediction is not None:
         own = tested.get(_PREDICTION_KEY)
         result = _drift_result(PREDICTION_DRIFT, _PREDICTION, baseline.prediction, window if count else None,
-                               state.events, thresholds.for_feature(_PREDICTION), *(own or (None, None)))
+                               state.events, prediction_thresholds, *(own or (None, None)))
         result.details["source"] = baseline.prediction_source
         results.append(result)
     return results
 
 
 def _data_drift(baseline: Baseline, state: WindowState, thresholds: DriftThresholds,
+                own_thresholds: dict[str, DriftThresholds],
                 tested: dict[str, tuple[dict[str, dict[str, Any]], int]]) -> list[WindowResult]:
     results = []
     for name, profile in baseline.profiles.items():
-        feature_thresholds = thresholds.for_feature(name)
+        feature_thresholds = own_thresholds[name]
         if name in tested:
             tests, rows = tested[name]
             results.append(_drift_result(DATA_DRIFT, name, profile, state.features[name], state.events,

@@ -16,11 +16,11 @@ A stream **pages** when its e-value is at or over the paging line ``A`` and its 
 over the current run of evidence, clears its floor (the per-window rule's: a distance at or over
 its threshold, a missing-rate change of at least its delta, an estimate at least ``max_drop`` below
 training), so a huge window never pages on a trivially small drift, and a drift under its floor does
-not page on the one window noise lifted over it. The fixed Wasserstein floor is judged on the run's
-average distance with its sampling noise removed in quadrature (`wasserstein_excess`), not on each
-window's distance less the whole noise as the per-window rule does: that margin, right for one
-window, reads a drift well over its floor as under it for good (at 1 000 rows a drift 1.3 times the
-floor reads 0.9-1.07 times). The line follows
+not page on the one window noise lifted over it. The fixed Wasserstein floor (a categorical feature's
+Jensen-Shannon floor) is judged on the run's average distance with its sampling noise removed in
+quadrature (`distance_excess`), not on each window's distance less the whole noise as the per-window
+rule does for Wasserstein: that margin, right for one window, reads a drift well over its floor as
+under it for good (at 1 000 rows a drift 1.3 times the floor reads 0.9-1.07 times). The line follows
 from the stated rate (`PagingPolicy`): ``A = streams * windows per month / rate``, so
 the version's streams together raise at most ``rate`` false pages a month (Bonferroni on
 the rates). The dataset verdict pages when at least ``dataset_drift_share`` of the judged
@@ -41,7 +41,7 @@ import numpy as np
 
 from driftline import defaults
 from driftline.detectors.families.results import WindowResult
-from driftline.detectors.stats.noise import wasserstein_excess
+from driftline.detectors.stats.noise import distance_excess
 from driftline.detectors.stats.sequential import cusum_step, evidence, window_z
 from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, floor_margin, significance_p_value, significance_test
 from driftline.detectors.thresholds.paging import PagingPolicy
@@ -112,13 +112,16 @@ class WindowScore(NamedTuple):
     """One window's evidence: its normal score and its effects over their floors (1: at the floor)."""
 
     z: float
-    margin: float  # the effects judged as measured (PSI, Jensen-Shannon, the missing rate; a drop)
-    distance: float | None = None  # the fixed-floor Wasserstein distance over its floor, as measured
-    noise: float = 0.0  # that distance's sampling noise over the same floor
+    margin: float  # the effects judged window by window (PSI and the missing rate beyond their noise; a drop)
+    # the fixed-floor distance averaged over the run (a numeric feature's Wasserstein, a categorical one's
+    # Jensen-Shannon) over its floor, as measured, and its sampling noise over the same floor
+    distance: float | None = None
+    noise: float = 0.0
+    rule_margin: float | None = None  # the per-window rule's largest margin (None: `margin`)
 
     def window_margin(self) -> float:
-        """The per-window rule's margin: the largest effect over its floor, the distance less its whole noise."""
-        return self.margin if self.distance is None else max(self.margin, self.distance - self.noise)
+        """The per-window rule's margin: the largest effect over its floor, each beyond its noise."""
+        return self.margin if self.rule_margin is None else self.rule_margin
 
 
 def stream_key(result: WindowResult) -> str | None:
@@ -146,24 +149,30 @@ def _drift_score(details: Mapping[str, Any]) -> WindowScore | None:
     judged = [name for name in ((PSI, JENSENSHANNON) if kind == CATEGORICAL else (PSI, WASSERSTEIN, JENSENSHANNON))
               if isinstance(tests.get(name), Mapping) and tests[name].get("value") is not None
               and tests[name].get("threshold") is not None]
+    margins = {name: floor_margin(name, tests[name], float(tests[name]["threshold"]), source) for name in judged}
     distance, noise = None, 0.0
-    if WASSERSTEIN in judged and float(tests[WASSERSTEIN]["threshold"]) > 0:
-        judged.remove(WASSERSTEIN)  # judged on the run's average, its noise removed there (`_run_effect`)
-        floor = float(tests[WASSERSTEIN]["threshold"])
-        distance = float(tests[WASSERSTEIN]["value"]) / floor
+    averaged = JENSENSHANNON if kind == CATEGORICAL else WASSERSTEIN
+    if averaged in judged and float(tests[averaged]["threshold"]) > 0:
+        # judged on the run's average, its noise removed there (`_run_effect`), not on each window's
+        floor = float(tests[averaged]["threshold"])
+        distance = float(tests[averaged]["value"]) / floor
         if source != THRESHOLD_SOURCES[1]:  # a floor from the reference already allows for the noise
-            noise = float(tests[WASSERSTEIN].get("noise") or 0.0) / floor
-    margins = [floor_margin(tests[name], float(tests[name]["threshold"]), source) for name in judged]
+            noise = float(tests[averaged].get("noise") or 0.0) / floor
+    rule_margin = max(margins.values(), default=0.0)
+    if distance is not None:
+        margins.pop(averaged)
     missing = tests.get("missing")
     if isinstance(missing, Mapping) and missing.get("p_value") is not None:
         p_value = min(1.0, 2.0 * min(p_value, float(missing["p_value"])))
         if missing.get("threshold") is not None:
-            margins.append(floor_margin({"value": abs(float(missing["value"]) - float(missing["reference"]))},
-                                        float(missing["threshold"]), THRESHOLD_SOURCES[1]))
-    margin = max(margins, default=0.0)
+            margins["missing"] = floor_margin("missing", {"value": abs(float(missing["value"])
+                                                                        - float(missing["reference"]))},
+                                              float(missing["threshold"]), THRESHOLD_SOURCES[1])
+            rule_margin = max(rule_margin, margins["missing"])
+    margin = max(margins.values(), default=0.0)
     if details.get(EXPLAINED_BY_KEY):  # a serving bug (skew) explains it: the skew alert says so, not a drift page
         return WindowScore(float(window_z(p_value)), 0.0)
-    return WindowScore(float(window_z(p_value)), margin, distance, noise)
+    return WindowScore(float(window_z(p_value)), margin, distance, noise, rule_margin)
 
 
 def _embedding_score(details: Mapping[str, Any]) -> WindowScore | None:
@@ -214,7 +223,7 @@ def _run_effect(state: StreamState, score: WindowScore, running: bool) -> tuple[
                       distance_windows=past.distance_windows + int(seen))
     effect = run.effect_sum / run.effect_windows
     if run.distance_windows:
-        effect = max(effect, wasserstein_excess(run.distance_sum / run.distance_windows,
+        effect = max(effect, distance_excess(run.distance_sum / run.distance_windows,
                                                 run.noise_sum / run.distance_windows, run.distance_windows))
     return run, effect
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from driftline.detectors.stats import two_sample, unseen_categories
-from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale_binned
+from driftline.detectors.stats.noise import category_noise, wasserstein_noise, wasserstein_noise_scale_binned
 from driftline import defaults
 from driftline.baseline import CategoricalProfile, NumericProfile
 from driftline.vocabulary import CHI2, JENSENSHANNON, KS, LINF, PSI, WASSERSTEIN
@@ -194,14 +194,21 @@ def category_counts(profile: CategoricalProfile, window: FeatureWindow) -> tuple
     return categories, reference, current
 
 
-def categorical_tests(profile: CategoricalProfile, window: FeatureWindow) -> dict[str, dict[str, Any]]:
-    """chi2, PSI, Jensen-Shannon and L-infinity over the categories (raw-array functions on counts)."""
-    _, reference, current = category_counts(profile, window)
+def category_tests(reference: np.ndarray, current: np.ndarray) -> dict[str, dict[str, Any]]:
+    """chi2 (with its pooled and unseen-category tests), PSI and Jensen-Shannon of two count vectors over the same
+    categories, each distance with its sampling ``noise`` at the window's size (`noise.category_noise`); the one
+    shape the service's and `detect`'s categorical features share."""
     statistic, p_value = two_sample.chi2(reference, current)
+    psi_noise, js_noise = category_noise(reference, int(current.sum()))
     return {
         CHI2: {"statistic": statistic, "p_value": p_value, "p_value_pooled": two_sample.chi2_pooled(reference, current),
                "unseen": unseen_categories.unseen_details(reference, current)},
-        PSI: {"value": two_sample.psi(reference, current)},
-        JENSENSHANNON: {"value": two_sample.jensenshannon(reference, current)},
-        LINF: {"value": two_sample.linf(reference, current)},
+        PSI: {"value": two_sample.psi(reference, current), "noise": psi_noise},
+        JENSENSHANNON: {"value": two_sample.jensenshannon(reference, current), "noise": js_noise},
     }
+
+
+def categorical_tests(profile: CategoricalProfile, window: FeatureWindow) -> dict[str, dict[str, Any]]:
+    """`category_tests` and L-infinity over the baseline's and the window's categories."""
+    _, reference, current = category_counts(profile, window)
+    return {**category_tests(reference, current), LINF: {"value": two_sample.linf(reference, current)}}

@@ -46,6 +46,7 @@ __all__ = [
     "jensenshannon_categorical",
     "jensenshannon_numeric",
     "jensenshannon_numeric_sorted",
+    "jensenshannon_rows",
     "ks_2samp",
     "ks_2samp_sorted",
     "ks_p_value",
@@ -57,6 +58,7 @@ __all__ = [
     "psi_categorical",
     "psi_numeric",
     "psi_numeric_sorted",
+    "psi_rows",
     "quantiles_of_order_statistics",
     "quantiles_sorted",
     "reference_std",
@@ -196,11 +198,9 @@ def _shares(counts: Any) -> np.ndarray:
 # --- PSI ------------------------------------------------------------------------
 
 def _fill_zero_shares(shares: np.ndarray, eps: float) -> np.ndarray:
-    nonzero = shares[shares != 0]
-    if nonzero.size == 0:
-        return shares
-    smallest = nonzero.min()
-    floor = smallest / 10**6 if smallest <= eps else eps
+    """Evidently's smoothing of empty bins, per row of `shares` (one distribution per row)."""
+    smallest = np.where(shares != 0, shares, np.inf).min(axis=-1, keepdims=True)
+    floor = np.where(smallest <= eps, smallest / 10**6, eps)
     return np.where(shares == 0, floor, shares)
 
 
@@ -235,6 +235,13 @@ def psi(reference_counts: Any, current_counts: Any, eps: float = defaults.PSI_EP
     reference_shares = _fill_zero_shares(_shares(reference_counts), eps)
     current_shares = _fill_zero_shares(_shares(current_counts), eps)
     return float(np.sum((reference_shares - current_shares) * np.log(reference_shares / current_shares)))
+
+
+def psi_rows(reference_counts: np.ndarray, current_counts: np.ndarray, eps: float = defaults.PSI_EPSILON) -> np.ndarray:
+    """`psi` of each row pair of two 2-D arrays of counts on the same bins (rows with a count each)."""
+    reference_shares = _fill_zero_shares(reference_counts / reference_counts.sum(axis=1, keepdims=True), eps)
+    current_shares = _fill_zero_shares(current_counts / current_counts.sum(axis=1, keepdims=True), eps)
+    return np.sum((reference_shares - current_shares) * np.log(reference_shares / current_shares), axis=1)
 
 
 def psi_numeric_sorted(reference_sorted: np.ndarray, current_sorted: np.ndarray,
@@ -487,6 +494,15 @@ def jensenshannon(reference_counts: Any, current_counts: Any) -> float:
     m = (p + q) / 2.0
     divergence = np.sum(_scipy_special.rel_entr(p, m)) + np.sum(_scipy_special.rel_entr(q, m))
     return float(np.sqrt(divergence / 2.0))
+
+
+def jensenshannon_rows(reference_counts: np.ndarray, current_counts: np.ndarray) -> np.ndarray:
+    """`jensenshannon` of each row pair of two 2-D arrays of counts on the same bins (rows with a count each)."""
+    p = reference_counts / reference_counts.sum(axis=1, keepdims=True)
+    q = current_counts / current_counts.sum(axis=1, keepdims=True)
+    m = (p + q) / 2.0
+    divergence = _scipy_special.rel_entr(p, m).sum(axis=1) + _scipy_special.rel_entr(q, m).sum(axis=1)
+    return np.sqrt(divergence / 2.0)
 
 
 def _unique_sorted(values_sorted: np.ndarray) -> np.ndarray:

@@ -19,10 +19,11 @@ A feature **drifts** when all of these hold:
 3. *large enough*: at least one effect size clears its floor: PSI ≥ ``psi``,
    normalised Wasserstein ≥ ``wasserstein`` (numeric) or Jensen-Shannon ≥
    ``jensenshannon``, or (categorical) the share of rows on categories the reference never
-   saw is over ``UNSEEN_CATEGORY_SHARE_MAX`` (the data-quality check's level). With fixed floors, the Wasserstein distance is judged by its
-   excess over its sampling level at the window's size (its ``noise``,
-   `driftline.detectors.stats.noise`): the floor is a size of drift, and at 500 rows
-   noise alone reaches 0.1 in about one window in a hundred. Reference-derived floors
+   saw is over ``UNSEEN_CATEGORY_SHARE_MAX`` (the data-quality check's level). With fixed floors, the Wasserstein
+   distance, and a categorical feature's PSI and Jensen-Shannon distance, are judged beyond their sampling level at
+   the window's size (their ``noise``, `driftline.detectors.stats.noise`; `beyond_noise`): the floor is a size of
+   drift, and at 500 rows noise alone reaches the Wasserstein floor in about one window in a hundred, while over
+   300 categories it reads a Jensen-Shannon distance of 0.21 at 1 000 rows. Reference-derived floors
    already hold that noise, so the raw distance meets them.
 
 or, separately, when its missing rate changed by at least
@@ -46,6 +47,7 @@ from driftline.vocabulary import (CATEGORICAL, CHI2, DISTANCES, INSUFFICIENT_DAT
 
 __all__ = [
     "DriftThresholds",
+    "beyond_noise",
     "clears_floor",
     "floor_margin",
     "THRESHOLD_SOURCES",
@@ -97,6 +99,8 @@ class DriftThresholds(Table):
 
     def for_feature(self, name: str) -> "DriftThresholds":
         """These thresholds with feature `name`'s overrides applied (and no per-feature table)."""
+        if not self.features:  # nothing to apply (the common case, once per feature and window)
+            return self
         return self.replace(features={}, **self.feature_overrides(name))
 
     def feature_overrides(self, name: str) -> dict[str, Any]:
@@ -243,19 +247,33 @@ def _p(test: Mapping[str, Any]) -> float:
     return float(test["p_value_adjusted"]) if "p_value_adjusted" in test else significance_p_value(test)
 
 
-def floor_margin(test: Mapping[str, Any], floor: float, threshold_source: str = "fixed") -> float:
-    """A distance over its floor (1: at the floor): its value, less its sampling ``noise`` when the floor is fixed."""
+def beyond_noise(name: str, value: float, noise: float) -> float:
+    """A distance's size beyond its sampling level: the Jensen-Shannon distance's square is additive (a drift's
+    divergence plus the noise's), so its noise is removed in quadrature; PSI, itself a divergence, and the
+    Wasserstein distance (a guard: noise alone reaches its floor at small windows) lose the whole noise.
+
+    >>> round(beyond_noise("jensenshannon", 0.25, 0.22), 3), round(beyond_noise("psi", 0.5, 0.38), 2)
+    (0.119, 0.12)
+    """
+    if name == JENSENSHANNON:
+        return math.sqrt(max(value * value - noise * noise, 0.0))
+    return value - noise
+
+
+def floor_margin(name: str, test: Mapping[str, Any], floor: float, threshold_source: str = "fixed") -> float:
+    """Distance `name` over its floor (1: at the floor): its value, beyond its sampling ``noise`` (`beyond_noise`)
+    when the floor is fixed."""
     value = float(test["value"])
     if threshold_source != THRESHOLD_SOURCES[1]:
-        value -= float(test.get("noise") or 0.0)
+        value = beyond_noise(name, value, float(test.get("noise") or 0.0))
     if floor > 0:
         return value / floor
     return math.inf if value >= 0 else 0.0
 
 
-def clears_floor(test: Mapping[str, Any], floor: float, threshold_source: str = "fixed") -> bool:
-    """Whether a distance clears its floor (`floor_margin` at least 1)."""
-    return floor_margin(test, floor, threshold_source) >= 1.0
+def clears_floor(name: str, test: Mapping[str, Any], floor: float, threshold_source: str = "fixed") -> bool:
+    """Whether distance `name` clears its floor (`floor_margin` at least 1)."""
+    return floor_margin(name, test, floor, threshold_source) >= 1.0
 
 
 def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: DriftThresholds) -> dict[str, dict[str, Any]]:
@@ -276,7 +294,7 @@ def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: Drif
                                  and _p(test) < thresholds.alpha)
         elif name in DISTANCES:
             test["threshold"] = getattr(thresholds, name)
-            test["drift"] = clears_floor(test, test["threshold"], thresholds.threshold_source)
+            test["drift"] = clears_floor(name, test, test["threshold"], thresholds.threshold_source)
     return tests
 
 
@@ -324,8 +342,12 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
         value = float(tests[effect]["value"])
         floor = float(getattr(thresholds, effect))
         noise = float(tests[effect].get("noise") or 0.0) if thresholds.threshold_source != THRESHOLD_SOURCES[1] else 0.0
-        cleared = clears_floor(tests[effect], floor, thresholds.threshold_source)
-        shown = f"{effect} {value:.3g} - noise {noise:.2g}" if noise else f"{effect} {value:.3g}"
+        cleared = clears_floor(effect, tests[effect], floor, thresholds.threshold_source)
+        shown = f"{effect} {value:.3g}"
+        if noise and effect == JENSENSHANNON:
+            shown += f" beyond noise {noise:.2g}: {beyond_noise(effect, value, noise):.3g}"
+        elif noise:
+            shown += f" - noise {noise:.2g}"
         (above if cleared else below).append(f"{shown} {'>=' if cleared else '<'} {floor:g}")
     unseen = test.get("unseen") if kind == CATEGORICAL else None
     if unseen is not None:

@@ -13,7 +13,7 @@ from driftline import defaults
 from driftline.detectors.batch.engine import detect
 from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window
 from driftline.detectors.families.results import WindowResult
-from driftline.detectors.stats.noise import wasserstein_excess
+from driftline.detectors.stats.noise import distance_excess
 from driftline.detectors.stats.sequential import arl_threshold, cusum_step, evidence, window_z
 from driftline.vocabulary import DATA_DRIFT, DATASET_DRIFT, DRIFTED_SHARE, ESTIMATED_QUALITY, PSI, WASSERSTEIN
 
@@ -227,7 +227,7 @@ def test_the_wasserstein_floor_is_judged_on_the_runs_average_with_its_noise_remo
     assert _first_page(0.127, 0.038) == 3  # sqrt(0.127^2 - 0.038^2) - 0.038 / sqrt(4) >= 0.1
     assert _first_page(0.09, 0.038) is None
     assert _first_page(0.105, 0.0) == 0  # no noise: the distance as measured
-    assert wasserstein_excess(0.03, 0.038, 100) < 0 < wasserstein_excess(0.2, 0.038, 1)
+    assert distance_excess(0.03, 0.038, 100) < 0 < distance_excess(0.2, 0.038, 1)
 
 
 def test_window_z_is_the_normal_quantile_and_stays_finite():
