@@ -15,7 +15,8 @@ from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, St
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.stats.noise import distance_excess
 from driftline.detectors.stats.sequential import arl_threshold, cusum_step, evidence, window_z
-from driftline.vocabulary import DATA_DRIFT, DATASET_DRIFT, DRIFTED_SHARE, ESTIMATED_QUALITY, PSI, WASSERSTEIN
+from driftline.vocabulary import (DATA_DRIFT, DATASET_DRIFT, DRIFTED_SHARE, ESTIMATED_QUALITY, JENSENSHANNON, PSI,
+                                  WASSERSTEIN)
 
 DRIFTS = np.asarray(defaults.SEQUENTIAL_DRIFTS)
 
@@ -228,6 +229,32 @@ def test_the_wasserstein_floor_is_judged_on_the_runs_average_with_its_noise_remo
     assert _first_page(0.09, 0.038) is None
     assert _first_page(0.105, 0.0) == 0  # no noise: the distance as measured
     assert distance_excess(0.03, 0.038, 100) < 0 < distance_excess(0.2, 0.038, 1)
+
+
+def _categories(js: float, noise: float) -> WindowResult:
+    tests = {"chi2": {"p_value": 1e-6, "p_value_pooled": 1e-6}, PSI: {"value": 0.05, "noise": 0.04, "threshold": 0.2},
+             JENSENSHANNON: {"value": js, "noise": noise, "threshold": 0.1}}
+    return WindowResult(DATA_DRIFT, "x", PSI, 0.05, 0.2, False, {"kind": "categorical", "tests": tests})
+
+
+def test_a_categorical_features_jensen_shannon_floor_is_judged_beyond_its_noise():
+    """Over 300 categories at 10 000 rows the distance's noise is about 0.08: a distance of 0.105 window after window
+    (a drift of sqrt(0.105² - 0.078²) = 0.07, under the floor) never pages; 0.14 (a drift of 0.116) does, the run's
+    average judged in quadrature, where the whole noise off each window (0.062) would read it under the floor."""
+    policy = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+
+    def first_page(js: float, noise: float) -> int | None:
+        states: dict[str, StreamState] = {}
+        for t in range(40):
+            result = _categories(js, noise)
+            states.update(advance_window([result], states, t, policy))
+            if result.details[EVIDENCE_KEY]["paging"]:
+                return t
+        return None
+
+    assert first_page(0.105, 0.078) is None  # raw distance over the floor, drift 0.07 under it
+    assert first_page(0.14, 0.078) is not None  # drift sqrt(0.14² - 0.078²) = 0.116
+    assert first_page(0.105, 0.0) == 0  # no noise: the distance as measured
 
 
 def test_window_z_is_the_normal_quantile_and_stays_finite():
