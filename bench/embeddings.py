@@ -23,6 +23,8 @@ change, and the median CPU seconds per window. Usage:
     .venv/bin/python bench/embeddings.py [--windows 20] [--null-windows 200] [--sizes 100,500,2000] [--dims 32,768]
         [--alibi bench/.venvs/alibi/bin/python]
     .venv/bin/python bench/embeddings.py --cpu-split --dims 32,768   # folding per event vs judging per window
+    .venv/bin/python bench/embeddings.py --sizes 500 --dims 768 --kinds mean_shift --windows 60 \
+        --methods "driftline embedding_drift,evidently model+bootstrap"   # one cell, more windows
 """
 from __future__ import annotations
 
@@ -103,11 +105,12 @@ def alibi_method(reference_rows: np.ndarray, python: str, folder: str):
     return judge
 
 
-def run_cell(name: str, judge, size: int, dim: int, windows: int, null_windows: int, seed: int) -> dict:
+def run_cell(name: str, judge, size: int, dim: int, windows: int, null_windows: int, seed: int,
+             kinds: tuple[str, ...] = KINDS) -> dict:
     rng = np.random.default_rng(seed)
     out: dict = {"method": name, "rows": size, "dim": dim}
     cpu = []
-    for kind in KINDS:
+    for kind in ("none", *[k for k in KINDS[1:] if k in kinds]):
         count = null_windows if kind == "none" else windows
         fired = 0
         for _ in range(count):
@@ -161,6 +164,10 @@ def main() -> None:
                         help="no-drift windows per cell for MMDDrift (default --peer-null-windows)")
     parser.add_argument("--skip-slow-peers-above", type=int, default=500,
                         help="window rows above which Evidently's full-kernel MMD and bootstraps are skipped")
+    parser.add_argument("--methods", default=None,
+                        help="only these methods, by their names in the table (comma-separated)")
+    parser.add_argument("--kinds", default=",".join(KINDS[1:]),
+                        help="kinds of change to judge besides no drift (comma-separated; fewer: fresh draws of each)")
     parser.add_argument("--cpu-split", action="store_true",
                         help="only time folding and judging apart, at 100 to 100 000 rows")
     args = parser.parse_args()
@@ -182,6 +189,12 @@ def main() -> None:
             methods.update(evidently_methods(reference_rows))
         if args.alibi:
             methods["alibi MMDDrift"] = alibi_method(reference_rows, args.alibi, folder)
+        if args.methods:
+            wanted = {name.strip() for name in args.methods.split(",")}
+            unknown = wanted - set(methods)
+            if unknown:
+                parser.error(f"unknown methods {sorted(unknown)}; these run: {sorted(methods)}")
+            methods = {name: judge for name, judge in methods.items() if name in wanted}
         for size in map(int, args.sizes.split(",")):
             for name, judge in methods.items():
                 slow = ("mmd" in name or "bootstrap" in name) and size > args.skip_slow_peers_above
@@ -192,9 +205,10 @@ def main() -> None:
                 if name.startswith("alibi"):  # fewer windows may be asked: the same seeds, so a prefix of the
                     windows = args.alibi_windows or windows  # peers' no-drift windows
                     null = args.alibi_null_windows or null
-                row = run_cell(name, judge, size, dim, windows, null, seed=size * 1000 + dim)
+                row = run_cell(name, judge, size, dim, windows, null, seed=size * 1000 + dim,
+                               kinds=tuple(args.kinds.split(",")))
                 rows.append(row)
-                cells = " ".join(f"{row[k][0] / row[k][1]:>12.2f}" for k in KINDS[1:])
+                cells = " ".join(f"{row[k][0] / row[k][1]:>12.2f}" if k in row else f"{'-':>12}" for k in KINDS[1:])
                 print(f"{name:30} {size:>5} {dim:>4} {row['none'][0] / row['none'][1]:>9.3f} ({row['none'][1]:>3})"
                       f" {cells} {row['cpu_s']:>13.4f}", flush=True)
         for judge in methods.values():
