@@ -224,7 +224,7 @@ def _run_effect(state: StreamState, score: WindowScore, running: bool) -> tuple[
     effect = run.effect_sum / run.effect_windows
     if run.distance_windows:
         effect = max(effect, distance_excess(run.distance_sum / run.distance_windows,
-                                                run.noise_sum / run.distance_windows, run.distance_windows))
+                                             run.noise_sum / run.distance_windows, run.distance_windows))
     return run, effect
 
 

@@ -31,7 +31,8 @@ import numpy as np
 from driftline import defaults
 from driftline.detectors.stats.two_sample import jensenshannon_rows, psi_rows
 
-__all__ = ["category_noise", "distance_excess", "wasserstein_noise", "wasserstein_noise_scale", "wasserstein_noise_scale_binned"]
+__all__ = ["category_noise", "distance_excess", "wasserstein_noise", "wasserstein_noise_scale",
+           "wasserstein_noise_scale_binned"]
 
 
 def wasserstein_noise_scale(reference_sorted: np.ndarray, std: float) -> float:
@@ -68,7 +69,6 @@ def wasserstein_noise(scale: float, current: int, reference: int) -> float:
     if current <= 0 or reference <= 0:
         return 0.0
     return math.sqrt(2.0 / math.pi) * math.sqrt(1.0 / current + 1.0 / reference) * scale
-
 
 
 def category_noise(reference_counts: np.ndarray, current_rows: int,
