@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from driftline.batch_defaults import BATCH_CHUNK_ROWS
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detectors import make_frame  # noqa: E402  bench/detectors.py: the same columns and shapes
 
@@ -108,8 +110,9 @@ def main() -> None:
             print(f"\n{rows:,} rows x 23 columns: {current.stat().st_size / 2**20:,.0f} MiB Parquet "
                   f"(written in {time.perf_counter() - started:.0f} s)")
             base = ["--reference", str(reference), "--current", str(current), *options.extra.split()]
-            runs = {"streamed": [*base, "--json", str(folder / "streamed.json")]
-                    + (["--batch-rows", str(options.batch_rows)] if options.batch_rows else [])}
+            # --batch-rows always: without it `detect` reads small Parquet files whole
+            runs = {"streamed": [*base, "--json", str(folder / "streamed.json"),
+                                 "--batch-rows", str(options.batch_rows or BATCH_CHUNK_ROWS)]}
             if rows <= options.in_memory_max:
                 runs["in-memory"] = [*base, "--json", str(folder / "in-memory.json"), "--in-memory"]
                 if options.peer_python:

@@ -9,6 +9,11 @@ from __future__ import annotations
 # a few chunks' worth plus the summaries below, whatever the file's size. 200 000 rows of 23
 # columns are ~40 MB as pandas, and large enough that per-chunk overheads are under 5 %.
 BATCH_CHUNK_ROWS = 200_000
+# Parquet files this small together (their data uncompressed, from the footers) are read whole by
+# `detect` unless `--batch-rows` (or the batch_rows setting) asks for chunks: the same results, and
+# for 1M + 100 000 rows x 23 columns (107 MB) 682 MiB peak against the streamed path's 1 043 MiB and
+# about 0.7 s less wall time. Larger files, and CSV files (whose size is known once read), stream.
+BATCH_IN_MEMORY_MAX_BYTES = 256_000_000
 # A summary keeps a numeric column's values themselves up to this many (8 MB a column), so
 # every statistic of a window (or reference) of up to a million rows is computed exactly as in
 # memory; beyond, the values fold into fine bins and KS / Wasserstein / numeric Jensen-Shannon

@@ -38,13 +38,26 @@ def read_table(path: str, role: str) -> "Any":
 
 def table_rows(path: str) -> int | None:
     """The row count of a Parquet file from its footer (None for CSV, or when unreadable: the read says why)."""
+    metadata = _parquet_metadata(path)
+    return int(metadata.num_rows) if metadata is not None else None
+
+
+def table_bytes(path: str) -> int | None:
+    """A Parquet file's data uncompressed, from its footer (None for CSV, or when unreadable)."""
+    metadata = _parquet_metadata(path)
+    if metadata is None:
+        return None
+    return sum(int(metadata.row_group(i).total_byte_size) for i in range(metadata.num_row_groups))
+
+
+def _parquet_metadata(path: str) -> "Any":
     if not path.lower().endswith(PARQUET_SUFFIXES):
         return None
     try:
         import pyarrow.parquet as pq
 
-        return int(pq.ParquetFile(path).metadata.num_rows)
-    except Exception:  # noqa: BLE001 - the streamed read reports the problem with the file's name
+        return pq.ParquetFile(path).metadata
+    except Exception:  # noqa: BLE001 - the read reports the problem with the file's name
         return None
 
 

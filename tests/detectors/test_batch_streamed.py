@@ -171,3 +171,45 @@ def test_a_reference_too_long_to_keep_still_gets_its_exact_deciles_and_psi(credi
     for exact, folded in zip(in_memory["features"], streamed["features"]):
         assert folded["tests"]["psi"]["value"] == exact["tests"]["psi"]["value"], exact["name"]
     assert streamed["drifted_features"] == in_memory["drifted_features"]
+
+
+def test_the_cli_reads_small_parquet_files_whole_and_streams_what_it_is_told_to_or_cannot_size(
+        credit, tmp_path, monkeypatch):
+    """Parquet files under BATCH_IN_MEMORY_MAX_BYTES together are read whole (the same JSON, less memory and CPU);
+    `--batch-rows`, a batch_rows setting, a larger pair or a CSV file stream."""
+    import driftline.detectors.batch.streamed as streamed_module
+    from driftline import batch_defaults
+
+    reference, current = credit
+    paths = {}
+    for suffix in ("csv", "parquet"):
+        for role, frame in (("ref", reference), ("cur", current)):
+            path = tmp_path / f"{role}.{suffix}"
+            frame.to_csv(path, index=False) if suffix == "csv" else frame.to_parquet(path)
+            paths[role, suffix] = str(path)
+    streamed_calls = []
+    real = streamed_module.detect_streamed
+
+    def counting(*args, **kwargs):
+        streamed_calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(streamed_module, "detect_streamed", counting)
+
+    def streams(suffix: str, *extra: str) -> bool:
+        before = len(streamed_calls)
+        try:
+            main(["detect", "--reference", paths["ref", suffix], "--current", paths["cur", suffix],
+                  "--json", str(tmp_path / "out.json"), *extra])
+        except SystemExit as exc:
+            assert not exc.code
+        return len(streamed_calls) > before
+
+    assert not streams("parquet")
+    assert streams("parquet", "--batch-rows", "999")
+    assert streams("csv")
+    monkeypatch.setenv("DRIFTLINE_BATCH_ROWS", "5000")
+    assert streams("parquet")
+    monkeypatch.delenv("DRIFTLINE_BATCH_ROWS")
+    monkeypatch.setattr(batch_defaults, "BATCH_IN_MEMORY_MAX_BYTES", 1_000)
+    assert streams("parquet")
