@@ -88,7 +88,8 @@ def measure_categorical(reference: CategoricalSummary, current: CategoricalSumma
     reference_counts = np.array([*reference.counts.values(), *([0] * len(unseen))], dtype=np.int64)
     current_counts = np.array([current.counts.get(key, 0) for key in categories]
                               + [current.counts[key] for key in unseen], dtype=np.int64)
-    return binned.category_tests(reference_counts, current_counts), _missing_test(reference.missing, reference.rows, current.missing, current.rows)
+    return (binned.category_tests(reference_counts, current_counts),
+            _missing_test(reference.missing, reference.rows, current.missing, current.rows))
 
 
 def _profile(plan: Plan, name: str, reference: NumericSummary) -> NumericProfile:

@@ -232,9 +232,7 @@ def psi(reference_counts: Any, current_counts: Any, eps: float = defaults.PSI_EP
         raise ValueError(f"psi needs counts on the same bins, got {reference_counts.size} and {current_counts.size}")
     if reference_counts.sum() <= 0 or current_counts.sum() <= 0:
         return 0.0
-    reference_shares = _fill_zero_shares(_shares(reference_counts), eps)
-    current_shares = _fill_zero_shares(_shares(current_counts), eps)
-    return float(np.sum((reference_shares - current_shares) * np.log(reference_shares / current_shares)))
+    return float(psi_rows(reference_counts[np.newaxis], current_counts[np.newaxis], eps)[0])
 
 
 def psi_rows(reference_counts: np.ndarray, current_counts: np.ndarray, eps: float = defaults.PSI_EPSILON) -> np.ndarray:
@@ -488,16 +486,12 @@ def jensenshannon(reference_counts: Any, current_counts: Any) -> float:
         raise ValueError("jensenshannon needs counts on the same bins")
     if reference_counts.sum() <= 0 or current_counts.sum() <= 0:
         return 0.0
-    # scipy.spatial.distance.jensenshannon (scipy 1.17), step for step, without importing scipy.spatial
-    p = reference_counts / np.sum(reference_counts)
-    q = current_counts / np.sum(current_counts)
-    m = (p + q) / 2.0
-    divergence = np.sum(_scipy_special.rel_entr(p, m)) + np.sum(_scipy_special.rel_entr(q, m))
-    return float(np.sqrt(divergence / 2.0))
+    return float(jensenshannon_rows(reference_counts[np.newaxis], current_counts[np.newaxis])[0])
 
 
 def jensenshannon_rows(reference_counts: np.ndarray, current_counts: np.ndarray) -> np.ndarray:
     """`jensenshannon` of each row pair of two 2-D arrays of counts on the same bins (rows with a count each)."""
+    # scipy.spatial.distance.jensenshannon (scipy 1.17), step for step, without importing scipy.spatial
     p = reference_counts / reference_counts.sum(axis=1, keepdims=True)
     q = current_counts / current_counts.sum(axis=1, keepdims=True)
     m = (p + q) / 2.0
