@@ -11,7 +11,7 @@ from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, ad
 from driftline.detectors.families.embedding_drift import embedding_drift, judge_embedding
 from driftline.detectors.families.window import evaluate_window
 from driftline.detectors.stats.embeddings import mmd_null_quantile, pooled_small_bins, quadratic_form_sf
-from driftline.embeddings.reference import EmbeddingReference, fit_reference
+from driftline.embeddings.reference import EmbeddingReference, fit_reference, residual_spectrum
 from driftline.embeddings.window import EmbeddingDimensionError, EmbeddingWindow
 from driftline import defaults, vocabulary
 from driftline.vocabulary import EMBEDDING_DRIFT
@@ -43,7 +43,8 @@ def test_the_reference_round_trips_and_its_exact_null_band_agrees_with_reference
     assert again.fingerprint == reference.fingerprint
     np.testing.assert_array_equal(again.random_features(np.ones((2, D))), reference.random_features(np.ones((2, D))))
     for size, chunk_q95 in reference.null_chunks.items():
-        exact = mmd_null_quantile(0.95, reference.rff_eigenvalues, size, reference.rff_rows)
+        # the chunks are of one half, against the other half's mean
+        exact = mmd_null_quantile(0.95, reference.rff_eigenvalues, size, reference.rff_rows // 2)
         # the chunks are bootstrap draws of one half (its own sampling noise on top): a little wider
         assert 0.7 * chunk_q95 < exact < 1.05 * chunk_q95, (size, exact, chunk_q95)
 
@@ -54,6 +55,23 @@ def test_the_quadratic_form_tail_matches_monte_carlo(weights):
     for level in (0.9, 0.95, 0.99):  # the tail the decision reads: within a tenth of its probability
         tail = quadratic_form_sf(np.quantile(draws, level), weights)
         assert abs(tail - (1 - level)) < 0.1 * (1 - level), (level, tail)
+
+
+@pytest.mark.parametrize("true_values", [np.ones(300), np.linspace(0.5, 1.5, 300)])
+def test_the_mean_tests_null_has_the_spread_of_the_true_covariance_not_of_its_sample(true_values):
+    # 400 rows in 300 dimensions: the sample eigenvalues spread (Marchenko-Pastur) although the truth is round or mild
+    rows = np.random.default_rng(5).standard_normal((400, true_values.size)) * np.sqrt(true_values)
+    centred = rows - rows.mean(axis=0)
+    sample = np.maximum(np.linalg.eigvalsh(centred.T @ centred / 399), 0.0)[::-1]
+    truth = float((true_values ** 2).sum())
+    assert (sample ** 2).sum() > 1.5 * truth  # what the null was built on before: tr(S^2) far over tr(Sigma^2)
+    corrected = residual_spectrum(sample, 399)
+    assert corrected.sum() == pytest.approx(sample.sum())
+    assert (corrected ** 2).sum() == pytest.approx(truth, rel=0.05)
+    # the 1 % point of the null built on them is the true null's, within its sampling (a 1 % test held at its level)
+    exact = mmd_null_quantile(0.99, true_values, 500, 2_000)
+    assert mmd_null_quantile(0.99, corrected, 500, 2_000) == pytest.approx(exact, rel=0.01)
+    assert mmd_null_quantile(0.99, sample, 500, 2_000) > 1.02 * exact
 
 
 def test_window_summaries_merge_to_the_summary_of_all_their_events(baseline):
