@@ -17,6 +17,7 @@ class CollectorConfig:
     group_id: str = defaults.COLLECTOR_GROUP_ID
     window_seconds: int = defaults.WINDOW_SECONDS
     allowed_lateness_seconds: int = defaults.ALLOWED_LATENESS_SECONDS
+    idle_partition_seconds: float = defaults.IDLE_PARTITION_SECONDS  # heartbeats come 4x as often (watermarks)
     flush_interval_s: float = defaults.COLLECTOR_FLUSH_INTERVAL_SECONDS
     flush_max_events: int = defaults.COLLECTOR_FLUSH_MAX_EVENTS
     poll_max_records: int = defaults.COLLECTOR_POLL_MAX_RECORDS
@@ -44,6 +45,11 @@ class CollectorConfig:
     security: KafkaSecurity | None = None  # TLS / SASL for the consumer and the DLQ producer (None: plaintext)
     segments: SegmentSpec = SegmentSpec()  # [segments]: columns window states keep per-value sub-states for
 
+    @property
+    def watermark_heartbeat_s(self) -> float:
+        """How often idle partitions' watermarks are confirmed: well inside the scheduler's idle time."""
+        return min(defaults.WATERMARK_HEARTBEAT_SECONDS, self.idle_partition_seconds / 4)
+
     def __post_init__(self) -> None:
         if self.record_reader not in defaults.COLLECTOR_RECORD_READERS:
             raise ValueError(f"record_reader must be one of {', '.join(defaults.COLLECTOR_RECORD_READERS)}, "
@@ -54,6 +60,7 @@ class CollectorConfig:
         values = {"bootstrap_servers": settings.bootstrap_servers, "db_url": settings.db_url,
                   "window_seconds": settings.window_seconds,
                   "allowed_lateness_seconds": settings.allowed_lateness_seconds,
+                  "idle_partition_seconds": settings.idle_partition_seconds,
                   "metrics_port": settings.collector_metrics_port,
                   "security": KafkaSecurity.from_settings(settings).checked(),
                   "segments": SegmentSpec.from_settings(settings)}

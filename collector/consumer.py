@@ -268,6 +268,7 @@ class Collector:
             else:
                 self.metrics.labels.inc(buf.read_labels(batch))
             buf.next_offset = batch[-1].offset + 1
+            buf.last_record_ms = int(time.time() * 1000)
             buf.messages += len(batch)
             self.consumed += len(batch)
             self.metrics.consumed.labels(tp.topic).inc(len(batch))

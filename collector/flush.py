@@ -14,7 +14,10 @@ The transaction, in this order:
 3. **labels**, joined with stored predictions, or stored to wait for them;
 4. the **label sweep** when due (`driftline.collector.labels`);
 5. **dead letters** (already acknowledged on the DLQ topic before the transaction);
-6. **window states**: each (model, version, window, partition) row is read, merged
+6. **watermarks** of the inference partitions: the largest event time stored and the reader's
+   idleness (`store.write_watermark`, driftline.watermarks), so the scheduler never closes a window
+   on events that are not stored yet;
+7. **window states**: each (model, version, window, partition) row is read, merged
    with the partial state and any label pairs, and written back, with its event and
    late-event counts. A row whose merged state cannot be encoded (`WindowStateError`: the
    folder's checks make this a bug, not bad input) is left as it was and its partial becomes
@@ -70,6 +73,11 @@ class PartitionFlush:
     labels: dict[RequestKey, LabelRow] = field(default_factory=dict)
     stored_predictions: int = 0  # predictions a folder stored ahead of the flush
     labels_waiting: set[RequestKey] = field(default_factory=set)  # ... whose label was waiting when they were stored
+    # the partition's watermark (driftline.watermarks): the largest event time this flush stores, and since
+    # when its reader has been at the end of the log (epoch ms; None: records are flowing); inference only
+    event_time_ms: int | None = None
+    idle_since_ms: int | None = None
+    watermark: bool = False  # whether this partition's watermark row is written (the inference topic's)
 
     @property
     def moves(self) -> bool:
@@ -120,6 +128,11 @@ def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_
         store.insert_dead_letters(conn, letters)
         result.dead_letters = len(letters)
         result.refused = refused
+
+        # in the transaction that stores the events: a watermark never runs ahead of what is stored
+        for p in parts:
+            if p.watermark:
+                store.write_watermark(conn, group_id, p.topic, p.partition, p.event_time_ms, p.idle_since_ms)
 
         # Rows in a fixed order, so two collectors never lock rows in opposite orders.
         rows: dict[RowKey, PartialWindow | None] = {}

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 from kafka.errors import KafkaError
 from sqlalchemy.exc import SQLAlchemyError
 
+from driftline.collector import store
 from driftline.collector.backoff import StoreBackoff
 from driftline.collector.config import CollectorConfig
 from driftline.collector.dead_letters import DeadLetterPublisher
@@ -54,6 +55,7 @@ class FlushCoordinator:
         now = time.monotonic()
         self._next_flush = now + config.flush_interval_s
         self._next_sweep = now + config.label_sweep_s
+        self._next_heartbeat = now
 
     # --- decisions ---------------------------------------------------------------------------------
     def pending(self, buffers: Iterable[PartitionBuffer]) -> int:
@@ -83,6 +85,19 @@ class FlushCoordinator:
                 self._next_flush = time.monotonic() + self.config.flush_interval_s
         else:
             self._next_flush = now + self.config.flush_interval_s
+        if now >= self._next_heartbeat and self._in_flight is None and self.backoff.ready(now):
+            self._next_heartbeat = now + self.config.watermark_heartbeat_s
+            self._confirm_watermarks(buffers)
+
+    def _confirm_watermarks(self, buffers: list[PartitionBuffer]) -> None:
+        """Tell the scheduler this collector still reads its inference partitions, and which are idle: a
+        partition whose reader goes quiet holds the windows back instead of counting as idle."""
+        readers = [(b.partition, b.expected, b.idle_since_ms) for b in buffers
+                   if b.ready and b.inference and b.expected is not None]
+        try:
+            store.confirm_watermarks(self.engine, self.config.group_id, self.config.inference_topic, readers)
+        except SQLAlchemyError as exc:  # the flushes' backoff handles an outage; a missed word only delays closing
+            log.debug("confirming the watermarks failed: %s", exc)
 
     # --- flushing ----------------------------------------------------------------------------------
     def flush(self, buffers: list[PartitionBuffer]) -> bool:

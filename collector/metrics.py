@@ -13,6 +13,7 @@ Each collector has its own registry (several can run in one process, as in the t
 | `driftline_collector_labels_joined_total` | counter | | labels joined with their prediction and counted |
 | `driftline_collector_labels_rejected_total` | counter | | joined labels that did not fit the window's quality task |
 | `driftline_collector_lag_messages` | gauge | topic, partition | highwater minus the next offset to read |
+| `driftline_collector_watermark_lag_seconds` | gauge | topic, partition | wall clock minus the partition's stored watermark (largest event time stored): how far behind the stream this collector is |
 | `driftline_collector_pending_messages` | gauge | | messages consumed and not yet flushed |
 | `driftline_collector_assigned_partitions` | gauge | topic | partitions this collector owns |
 | `driftline_collector_flushes_total` | counter | outcome (ok, error, fenced) | flush transactions |
@@ -48,6 +49,9 @@ class CollectorMetrics(MetricsEndpoint):
                                        "Joined labels that did not fit the window's quality task.", registry=r)
         self.lag = Gauge(_PREFIX + "lag_messages", "Highwater minus the next offset to read.",
                          ["topic", "partition"], registry=r)
+        self.watermark_lag = Gauge(_PREFIX + "watermark_lag_seconds",
+                                   "Wall clock minus the largest event time stored for the partition.",
+                                   ["topic", "partition"], registry=r)
         self.pending = Gauge(_PREFIX + "pending_messages", "Messages consumed and not yet flushed.", registry=r)
         self.assigned = Gauge(_PREFIX + "assigned_partitions", "Partitions this collector owns.", ["topic"],
                               registry=r)

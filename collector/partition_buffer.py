@@ -36,6 +36,9 @@ class PartitionBuffer:
     # (model, version) -> largest event time on this partition: as of the last gather, and the last flush
     gathered_watermarks: Watermarks = field(default_factory=dict)
     committed_watermarks: Watermarks = field(default_factory=dict)
+    inference: bool = False  # a partition of the inference topic: it has a watermark row (driftline.watermarks)
+    at_end: bool = False  # its reader had read the whole log at the last look (the consumer's highwater)
+    last_record_ms: int | None = None  # wall clock (epoch ms) of its last record, or of its placement
 
     def __post_init__(self) -> None:
         self.windows = PartitionWindows(self.window_ms, self.lateness_ms)
@@ -44,10 +47,17 @@ class PartitionBuffer:
     def key(self) -> tuple[str, int]:
         return self.topic, self.partition
 
+    @property
+    def idle_since_ms(self) -> int | None:
+        """Since when this partition's reader has been at the end of its log with nothing new (None: it is not)."""
+        return self.last_record_ms if self.at_end and not self.messages else None
+
     def to_flush(self) -> PartitionFlush:
+        watermarks = [ts for ts in self.gathered_watermarks.values() if ts is not None]
         return PartitionFlush(self.topic, self.partition, self.row_partition, self.expected, self.next_offset,
                               self.topic_id, self.windows.windows, self.dead_letters, self.predictions, self.labels,
-                              self.stored_predictions, self.labels_waiting)
+                              self.stored_predictions, self.labels_waiting, max(watermarks, default=None),
+                              self.idle_since_ms, self.inference)
 
     def add(self, delta: FoldDelta) -> None:
         merge_windows(self.windows.windows, delta.windows)
@@ -87,7 +97,8 @@ class PartitionBuffer:
         """Hand what was consumed so far to a new buffer (a flush in flight); this one goes on from here."""
         frozen = PartitionBuffer(self.topic, self.partition, self.row_partition, self.window_ms, self.lateness_ms,
                                  ready=True, expected=self.expected, next_offset=self.next_offset,
-                                 topic_id=self.topic_id)
+                                 topic_id=self.topic_id, inference=self.inference, at_end=self.at_end,
+                                 last_record_ms=self.last_record_ms)
         frozen.windows, frozen.dead_letters, frozen.predictions = self.windows, self.dead_letters, self.predictions
         frozen.labels, frozen.messages = self.labels, self.messages
         frozen.stored_predictions, frozen.labels_waiting = self.stored_predictions, self.labels_waiting

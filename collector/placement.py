@@ -76,7 +76,8 @@ class PartitionPlacement:
                 continue
             inference = tp.topic == self.config.inference_topic
             row = tp.partition if inference else label_row_partition(tp.partition)
-            self.buffers[tp] = PartitionBuffer(tp.topic, tp.partition, row, self.window_ms, self.lateness_ms)
+            self.buffers[tp] = PartitionBuffer(tp.topic, tp.partition, row, self.window_ms, self.lateness_ms,
+                                               inference=inference)
         new = [tp for tp, buf in self.buffers.items() if not buf.ready]
         if new:
             # Nothing is read before the stored offset is known and the log verified.
@@ -95,10 +96,11 @@ class PartitionPlacement:
             buf.discard()
             if buf.topic == self.config.inference_topic and not self.folders.failed:
                 self.folders.drop(buf.key)
-            try:
-                self.metrics.lag.remove(tp.topic, str(tp.partition))
-            except KeyError:  # never measured
-                pass
+            for gauge in (self.metrics.lag, self.metrics.watermark_lag):
+                try:
+                    gauge.remove(tp.topic, str(tp.partition))
+                except KeyError:  # never measured
+                    pass
         self.update_assigned()
         if gone:
             log.info("revoked %s", partition_names(gone))
@@ -167,6 +169,9 @@ class PartitionPlacement:
         if not new:
             return
         try:
+            # every partition of the topic joins the low watermark before any is stored (driftline.watermarks)
+            partitions = self.consumer.partitions_for_topic(self.config.inference_topic) or set()
+            store.register_partitions(self.engine, self.config.group_id, self.config.inference_topic, partitions)
             stored: dict[tuple[str, int], StoredOffset] = {}
             for topic in {buf.topic for _, buf in new}:
                 for partition, offset in store.load_offsets(self.engine, self.config.group_id, topic,
@@ -197,6 +202,7 @@ class PartitionPlacement:
                     buf.topic_id = offset.topic_id
                 self.seek(tp, offset.next_offset)
             buf.ready = True
+            buf.last_record_ms = int(time.time() * 1000)  # idleness counts from placement until a record comes
         self.placed_at = time.monotonic()  # --idle-exit counts from the first placed partitions
         self.update_assigned()
 
@@ -236,6 +242,11 @@ class PartitionPlacement:
                     continue
                 if highwater is not None:
                     self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(highwater - buf.next_offset, 0))
+                buf.at_end = highwater is not None and buf.next_offset >= highwater
+                stored = [ts for ts in buf.committed_watermarks.values() if ts is not None]
+                if buf.inference and stored:
+                    self.metrics.watermark_lag.labels(tp.topic, str(tp.partition)).set(
+                        max(time.time() - max(stored) / 1000.0, 0.0))
 
     def update_assigned(self) -> None:
         for topic in (self.config.inference_topic, self.config.labels_topic):

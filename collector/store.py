@@ -7,19 +7,21 @@ Only SQLite and PostgreSQL are supported (``INSERT ... ON CONFLICT DO NOTHING``)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 
 import orjson
-from sqlalchemy import Connection, Engine, and_, delete, insert, select, update
+from sqlalchemy import Connection, Engine, and_, case, delete, insert, select, update
 
 from driftline.collector.labels import PredictionValues, RequestKey, StoredAhead, fold_pairs
 from driftline.baseline import Baseline
 from driftline.segments import SegmentSpec
-from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PredictionRecord,
-                                    WindowStateRecord, utcnow)
+from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PartitionWatermark,
+                                    PredictionRecord, WindowStateRecord, utcnow)
 from driftline.window_state import WindowState
 
 OFFSETS = ConsumerOffset.__table__
+WATERMARKS = PartitionWatermark.__table__
 WINDOWS = WindowStateRecord.__table__
 DEAD_LETTERS = DeadLetter.__table__
 PREDICTIONS = PredictionRecord.__table__
@@ -85,6 +87,61 @@ def advance_offset(conn: Connection, group_id: str, topic: str, partition: int, 
         ).values(next_offset=next_offset, topic_id=topic_id, updated_at=now).returning(OFFSETS.c.partition))
     # RETURNING rather than rowcount: psycopg reports -1 for INSERT ... ON CONFLICT through SQLAlchemy.
     return len(result.all()) == 1
+
+
+# --- watermarks (driftline.watermarks) -----------------------------------------------------
+
+def _at(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+
+
+def write_watermark(conn: Connection, group_id: str, topic: str, partition: int, event_time_ms: int | None,
+                    idle_since_ms: int | None) -> None:
+    """Move the partition's watermark up to `event_time_ms` (never down) and record its reader's idleness.
+
+    Called inside the flush, after the offset fence: only the partition's owner gets here."""
+    key = and_(WATERMARKS.c.group_id == group_id, WATERMARKS.c.topic == topic, WATERMARKS.c.partition == partition)
+    now = utcnow()
+    values: dict[str, Any] = {"idle_since": _at(idle_since_ms), "updated_at": now}
+    if event_time_ms is not None:
+        values["event_time_ms"] = case((WATERMARKS.c.event_time_ms.is_(None), event_time_ms),
+                                       (WATERMARKS.c.event_time_ms < event_time_ms, event_time_ms),
+                                       else_=WATERMARKS.c.event_time_ms)
+    if conn.execute(update(WATERMARKS).where(key).values(**values).returning(WATERMARKS.c.partition)).first():
+        return
+    conn.execute(insert(WATERMARKS).values(group_id=group_id, topic=topic, partition=partition,
+                                           event_time_ms=event_time_ms, idle_since=_at(idle_since_ms), updated_at=now))
+
+
+def register_partitions(engine: Engine, group_id: str, topic: str, partitions: Collection[int]) -> None:
+    """Make every partition of `topic` known to the low watermark before any of them is stored, so a partition
+    no collector has read yet holds the windows back; forget partitions the topic no longer has."""
+    if not partitions:
+        return
+    with engine.begin() as conn:
+        conn.execute(_insert_ignoring_duplicates(conn, WATERMARKS), [
+            {"group_id": group_id, "topic": topic, "partition": p, "event_time_ms": None, "idle_since": None,
+             "updated_at": utcnow()} for p in sorted(partitions)])
+        conn.execute(delete(WATERMARKS).where(WATERMARKS.c.group_id == group_id, WATERMARKS.c.topic == topic,
+                                              WATERMARKS.c.partition.not_in(sorted(partitions))))
+
+
+def confirm_watermarks(engine: Engine, group_id: str, topic: str,
+                       readers: Sequence[tuple[int, StoredOffset, int | None]]) -> None:
+    """Between flushes: the owner of each (partition, stored offset, idle since ms) confirms its watermark row.
+
+    Fenced like a flush: a row is touched only while the stored offset is still where this collector put it."""
+    if not readers:
+        return
+    now = utcnow()
+    with engine.begin() as conn:
+        for partition, expected, idle_since_ms in readers:
+            owned = select(OFFSETS.c.partition).where(
+                OFFSETS.c.group_id == group_id, OFFSETS.c.topic == topic, OFFSETS.c.partition == partition,
+                OFFSETS.c.next_offset == expected.next_offset).exists()
+            conn.execute(update(WATERMARKS).where(
+                WATERMARKS.c.group_id == group_id, WATERMARKS.c.topic == topic, WATERMARKS.c.partition == partition,
+                owned).values(idle_since=_at(idle_since_ms), updated_at=now))
 
 
 # --- window states ----------------------------------------------------------------------

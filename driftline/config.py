@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     # Event-time windows (collector, detectors).
     window_seconds: int = Field(60, ge=1)
     allowed_lateness_seconds: int = Field(30, ge=0)
+    # A partition idle this long (its reader at the end of the log, nothing new) stops holding back the
+    # low watermark that closes windows (docs/collector.md, "Watermarks").
+    idle_partition_seconds: int = Field(defaults.IDLE_PARTITION_SECONDS, ge=1)
 
     # Ports of the local services (0: off, for the collector's metrics).
     worker_port: int = Field(8000, ge=0, le=65535)

@@ -13,6 +13,15 @@ WINDOW_SECONDS = 60
 # Events may arrive this long after their window ends and still be folded in
 # before the window is closed for evaluation.
 ALLOWED_LATENESS_SECONDS = 30
+# A partition whose reader has been at the end of its log with nothing new for this long no longer
+# holds the low watermark back (Flink's source idleness): a model that stops sending, or a partition
+# no producer writes to, gets its windows closed by the wall clock, at the latest when the clock
+# passes the window's end + the allowed lateness, this long after the partition's last record.
+IDLE_PARTITION_SECONDS = 30
+# A collector confirms its partitions' watermarks at least this often while they are idle; a partition
+# whose reader has said nothing for IDLE_PARTITION_SECONDS (a collector killed or cut off) is not idle
+# but stalled: it holds the windows back until a collector reads it again.
+WATERMARK_HEARTBEAT_SECONDS = 5.0
 
 # --- Collector (collector/) -------------------------------------------------------
 # The consumer group every collector joins by default; collectors of one store must
@@ -370,6 +379,11 @@ QUARANTINE_RETRY_MAX_SECONDS = 3600
 # The stored error text is cut to this many characters: enough for the exception's
 # message, while a runaway message (a whole blob in a repr) cannot bloat the row or the page.
 QUARANTINE_ERROR_CHARS = 1000
+# A version's windows are judged in event-time order: a window in quarantine holds its version's later
+# windows back for this many failed tries (about three minutes at the retry delays above), so a passing
+# fault costs no window its place in the sequential evidence; after that the later windows go on without it
+# (judged late, it no longer steps the evidence) rather than leave the model unwatched.
+QUARANTINE_HOLD_ATTEMPTS = 3
 
 # --- Scheduler: /metrics (scheduler/metrics.py) ----------------------------------------
 # The scheduler's /metrics reads the store at most once per this many seconds and serves the

@@ -16,6 +16,7 @@ import hashlib
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from driftline import defaults
 from driftline.scheduler.evaluation import WindowKey, due_windows
 
 
@@ -25,7 +26,8 @@ def lock_key(key: WindowKey) -> int:
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
 
 
-def claim_window(session: Session, key: WindowKey, now_ms: int, lateness_ms: int) -> bool:
+def claim_window(session: Session, key: WindowKey, now_ms: int, lateness_ms: int,
+                 idle_ms: int = defaults.IDLE_PARTITION_SECONDS * 1000) -> bool:
     """Claim `key` for this session's transaction (the first statement of it); False when another scheduler
     holds it or it is no longer due. The claim lasts until the transaction ends."""
     conn = session.connection()
@@ -34,4 +36,4 @@ def claim_window(session: Session, key: WindowKey, now_ms: int, lateness_ms: int
             return False
     elif conn.dialect.name == "sqlite":
         conn.exec_driver_sql("BEGIN IMMEDIATE")  # the store's write lock: later reads see the other's commit
-    return bool(due_windows(session, now_ms, lateness_ms, window=key))
+    return bool(due_windows(session, now_ms, lateness_ms, window=key, idle_ms=idle_ms))

@@ -1,7 +1,13 @@
 """Window evaluation: the I/O around the pure detectors (driftline.detectors.families.window.evaluate_window).
 
-Finds closed windows (event-time end + allowed lateness before now) that have no
-evaluation yet, or whose partial states changed since (late events, labels), merges
+Finds closed windows that have no evaluation yet, or whose partial states changed since (late events,
+labels). A window is closed when the stream's low watermark (driftline.watermarks: the event time every
+collector has stored on every partition, an idle partition counting as the wall clock) less the allowed
+lateness has passed its end, so a backlog is judged as the live stream was: each window once, complete.
+A version's windows are judged for the first time in event-time order: none while an earlier window of
+the version waits in quarantine (for its first `QUARANTINE_HOLD_ATTEMPTS` tries), so the sequential
+evidence sees every window once, in order. Events stored after a window was judged (truly late) re-judge
+it; they are counted in its `late_events` and leave the evidence as its first judgment left it. It merges
 the partial states every collector wrote, reads the version's training baseline and,
 for a window short of labels, the earlier windows' labels (`earlier_labels`), hands them
 to `evaluate_window`, and stores its `WindowOutcome` in place of that window's results,
@@ -31,8 +37,10 @@ from driftline import vocabulary
 from driftline.baseline import Baseline, LabelSummary
 from driftline.config import Settings
 from driftline.segments import SegmentSpec
+from driftline import defaults
 from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
                                     WindowQuarantine, WindowStateRecord, utcnow)
+from driftline.store.watermarks import stream_watermark
 from driftline.transform import TransformNotAllowed, load_transform
 from driftline.window_state import WindowState
 
@@ -54,15 +62,21 @@ class WindowKey:
 
 
 def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 500,
-                window: WindowKey | None = None) -> list[WindowKey]:
+                window: WindowKey | None = None,
+                idle_ms: int = defaults.IDLE_PARTITION_SECONDS * 1000) -> list[WindowKey]:
     """Closed windows never evaluated, or changed since their evaluation, oldest first; a quarantined
-    window only once its next retry is due. `window`: that one only (is it still due?)."""
+    window only once its next retry is due, and no version's window judged for the first time while an
+    earlier one of it is held in quarantine. `window`: that one only (is it still due?)."""
+    watermark = stream_watermark(session, now_ms, idle_ms)
+    if watermark is None:
+        return []  # a partition no collector has stored yet holds every window back
+    closed_ms = watermark - lateness_ms
     states = (
         select(WindowStateRecord.model, WindowStateRecord.version, WindowStateRecord.window_start_ms,
                func.max(WindowStateRecord.window_end_ms).label("end_ms"),
                func.max(WindowStateRecord.updated_at).label("updated_at"))
-        .where(WindowStateRecord.window_end_ms + lateness_ms <= now_ms,
-               WindowStateRecord.window_end_ms >= now_ms - REEVALUATION_HORIZON_MS)
+        .where(WindowStateRecord.window_end_ms <= closed_ms,
+               WindowStateRecord.window_end_ms >= closed_ms - REEVALUATION_HORIZON_MS)
         .group_by(WindowStateRecord.model, WindowStateRecord.version, WindowStateRecord.window_start_ms))
     if window is not None:
         states = states.where(WindowStateRecord.model == window.model, WindowStateRecord.version == window.version,
@@ -70,7 +84,8 @@ def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 50
     states = states.subquery()
     now = datetime.fromtimestamp(now_ms / 1000.0, tz=timezone.utc)
     rows = session.execute(
-        select(states.c.model, states.c.version, states.c.window_start_ms, states.c.end_ms)
+        select(states.c.model, states.c.version, states.c.window_start_ms, states.c.end_ms,
+               WindowEvaluation.id.is_(None))
         .outerjoin(WindowEvaluation, (WindowEvaluation.model == states.c.model)
                    & (WindowEvaluation.version == states.c.version)
                    & (WindowEvaluation.window_start_ms == states.c.window_start_ms))
@@ -82,7 +97,17 @@ def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 50
         .where((WindowQuarantine.id.is_(None)) | (WindowQuarantine.next_retry_at <= now))
         .order_by(states.c.window_start_ms)
         .limit(limit))
-    return [WindowKey(m, v, int(s), int(e)) for m, v, s, e in rows]
+    held = held_versions(session)
+    return [WindowKey(m, v, int(s), int(e)) for m, v, s, e, first in rows
+            if not (first and (m, v) in held and int(s) > held[(m, v)])]
+
+
+def held_versions(session: Session) -> dict[tuple[str, str], int]:
+    """(model, version) -> the start of its earliest window in quarantine that still holds its later windows."""
+    return {(m, v): int(start) for m, v, start in session.execute(
+        select(WindowQuarantine.model, WindowQuarantine.version, func.min(WindowQuarantine.window_start_ms))
+        .where(WindowQuarantine.attempts < defaults.QUARANTINE_HOLD_ATTEMPTS)
+        .group_by(WindowQuarantine.model, WindowQuarantine.version))}
 
 
 class BaselineCache:
@@ -176,8 +201,11 @@ def store_outcome(session: Session, key: WindowKey, outcome: WindowOutcome, *, e
         WindowEvaluation.model == key.model, WindowEvaluation.version == key.version,
         WindowEvaluation.window_start_ms == key.window_start_ms))
     if evaluation is None:
-        evaluation = WindowEvaluation(model=key.model, version=key.version, window_start_ms=key.window_start_ms)
+        evaluation = WindowEvaluation(model=key.model, version=key.version, window_start_ms=key.window_start_ms,
+                                      late_events=0)
         session.add(evaluation)
+    else:  # judged before: what came since is late (it re-judges the window, not the evidence)
+        evaluation.late_events = int(evaluation.late_events or 0) + max(events - int(evaluation.events or 0), 0)
     evaluation.window_end_ms = key.window_end_ms
     evaluation.events = events
     evaluation.partitions = partitions

@@ -15,6 +15,7 @@ from driftline.alerts.reposts import REPOST_INTERVAL
 from driftline.config import Settings
 from driftline.store import db as store_db
 from driftline.store.models import utcnow
+from driftline.store.watermarks import stream_watermark
 from driftline.vocabulary import STEP_DROP_ARMS, STEP_ROLLBACK, WINDOW_NO_BASELINE
 from driftline.scheduler.claims import claim_window
 from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, due_windows, evaluate
@@ -26,6 +27,9 @@ from driftline.scheduler.rollouts import ROLLOUTS_SECTION, RolloutAnalysis, Roll
 from driftline.scheduler.startup import describe_channels, threshold_feature_warnings
 
 log = logging.getLogger("driftline.scheduler")
+# Listings of due windows per run at most (500 windows each): a backlog is judged in pages without
+# holding the run for long
+_PASSES_PER_RUN = 4
 
 
 class SchedulerJobs:
@@ -45,6 +49,8 @@ class SchedulerJobs:
         self.retention = RetentionPolicy.from_settings(settings)
         self.rollouts = RolloutAnalysis(RolloutPolicies(settings.section(ROLLOUTS_SECTION)), self.cache)
         self.repost_interval = REPOST_INTERVAL  # how often a firing group is posted to Alertmanager again
+        self._lateness_ms = settings.allowed_lateness_seconds * 1000
+        self._idle_ms = settings.idle_partition_seconds * 1000  # a partition idle this long stops holding windows
         log.info("%s", describe_channels(self.rules.channels, self.rules.retrain.enabled))
         self._check_threshold_features()
 
@@ -80,22 +86,40 @@ class SchedulerJobs:
 
     def evaluate_due_windows(self, now_ms: int | None = None) -> int:
         """Evaluate every due window, each in its own transaction with its alert updates; returns how many
-        succeeded. A window that raises is quarantined and retried later; the others go on."""
+        succeeded. A window that raises is quarantined and retried later; the others go on. The due windows
+        are listed again after a pass that judged some (a window leaving quarantine frees its version's
+        later windows; a backlog comes in pages), a bounded number of times per run."""
         now_ms = wall_now_ms() if now_ms is None else now_ms
-        with store_db.session_scope(self.settings.db_url) as session:
-            keys = due_windows(session, now_ms, self.settings.allowed_lateness_seconds * 1000)
+        evaluated = 0
+        # a version whose window failed or went to another scheduler waits for the next run: its later windows
+        # must not reach the sequential evidence before that one
+        stopped: set[tuple[str, str]] = set()
+        for _ in range(_PASSES_PER_RUN):
+            with store_db.session_scope(self.settings.db_url) as session:
+                keys = due_windows(session, now_ms, self._lateness_ms, idle_ms=self._idle_ms)
+            judged = self._evaluate_keys([k for k in keys if (k.model, k.version) not in stopped], now_ms, stopped)
+            evaluated += judged
+            if not judged:
+                break
+        return evaluated
+
+    def _evaluate_keys(self, keys: list[WindowKey], now_ms: int, stopped: set[tuple[str, str]]) -> int:
         evaluated = 0
         for key in keys:
+            if (key.model, key.version) in stopped:
+                continue
             try:
                 status = self._evaluate_one(key, now_ms)
             except (OperationalError, InterfaceError):
                 raise  # the store itself failed: no window can be evaluated, the next run tries them all
             except Exception as exc:  # noqa: BLE001 - one window's failure must not stop the others
                 self._quarantine(key, exc, now_ms)
+                stopped.add((key.model, key.version))
                 continue
             if status is None:
                 log.debug("%s v%s window %s: evaluated by another scheduler", key.model, key.version,
                           key.window_start_ms)
+                stopped.add((key.model, key.version))
                 continue
             evaluated += 1
             log.info("evaluated %s v%s window %s: %s", key.model, key.version, key.window_start_ms, status)
@@ -104,7 +128,7 @@ class SchedulerJobs:
     def _evaluate_one(self, key: WindowKey, now_ms: int) -> str | None:
         """Evaluate one window; None when another scheduler has it (claimed, or done since it was listed)."""
         with store_db.session_scope(self.settings.db_url) as session:
-            if not claim_window(session, key, now_ms, self.settings.allowed_lateness_seconds * 1000):
+            if not claim_window(session, key, now_ms, self._lateness_ms, self._idle_ms):
                 return None
             evaluation = evaluate(session, key, self.cache, self.config)
             session.flush()
@@ -127,7 +151,7 @@ class SchedulerJobs:
     def _quarantine(self, key: WindowKey, exc: Exception, now_ms: int) -> None:
         with store_db.session_scope(self.settings.db_url) as session:
             # claimed too: another scheduler may have evaluated (or quarantined) the window since this one failed
-            if not claim_window(session, key, now_ms, self.settings.allowed_lateness_seconds * 1000):
+            if not claim_window(session, key, now_ms, self._lateness_ms, self._idle_ms):
                 return
             row = record_failure(session, key.model, key.version, key.window_start_ms, key.window_end_ms, exc,
                                  now_ms, secrets=self.settings.secret_values(), policy=self.retry)
@@ -139,7 +163,7 @@ class SchedulerJobs:
         """Judge each active rollout's closed windows and take the policy's steps, one transaction per model;
         returns the windows judged. A model whose analysis raises is logged and tried again next run."""
         now_ms = wall_now_ms() if now_ms is None else now_ms
-        lateness_ms = self.settings.allowed_lateness_seconds * 1000
+        lateness_ms = self._lateness_ms
         try:
             with store_db.session_scope(self.settings.db_url) as session:
                 # rollouts that ended since the last run (rolled back, promoted, cleared) resolve their alerts
@@ -152,11 +176,15 @@ class SchedulerJobs:
             log.exception("resolving the alerts of ended rollouts failed; it is tried again next run")
         with store_db.session_scope(self.settings.db_url) as session:
             models = active_models(session)
+            # the rollout windows close on the stream's watermark, as the evaluated windows do
+            watermark = stream_watermark(session, now_ms, self._idle_ms)
+        if watermark is None:
+            return []
         judged: list[RolloutOutcome] = []
         for model in models:
             try:
                 with store_db.session_scope(self.settings.db_url) as session:
-                    outcomes = self.rollouts.analyse(session, model, now_ms, lateness_ms)
+                    outcomes = self.rollouts.analyse(session, model, watermark, lateness_ms)
                     for outcome in outcomes:
                         process_rollout_verdict(session, outcome, rules=self.rules, now=utcnow())
             except IntegrityError:  # another scheduler stored these verdicts first

@@ -2,7 +2,7 @@
 
 For each model with a routing plan (driftline.store.rollouts), the windows of the plan's current
 stage (ending after the plan was last set, and not judged by then) that have closed (the window evaluation's rule:
-event-time end plus the allowed lateness before now) and hold a window state for every compared version
+event-time end plus the allowed lateness before the stream's low watermark, driftline.watermarks) and hold a window state for every compared version
 are compared (`compare_states`: error rate, latency, quality on joined labels, and the candidate's
 prediction drift when the window evaluation stored it; a shadow also on the requests both windows'
 samples hold, `sample_comparisons`: flip rate, score distances). The verdict over the stage's windows
@@ -80,7 +80,7 @@ class RolloutAnalysis:
         self.cache = cache
         self._comparisons: OrderedDict[tuple[Any, ...], list[Comparison]] = OrderedDict()
 
-    def analyse(self, session: Session, model: str, now_ms: int, lateness_ms: int) -> list[RolloutOutcome]:
+    def analyse(self, session: Session, model: str, watermark_ms: int, lateness_ms: int) -> list[RolloutOutcome]:
         """Judge the plan's closed, unjudged windows in order, acting on each verdict; stops when the plan changes."""
         # the lock makes a second scheduler wait, then see this one's verdicts and steps
         row = session.get(RolloutPlan, model, with_for_update=True)
@@ -102,7 +102,7 @@ class RolloutAnalysis:
             RolloutVerdictRecord.model == model, RolloutVerdictRecord.candidate == plan.candidate,
             RolloutVerdictRecord.evaluated_at <= row.updated_at))
         versions = (reference, *candidates)
-        windows = [w for w in self._stage_windows(session, model, versions, _ms(row.updated_at), now_ms,
+        windows = [w for w in self._stage_windows(session, model, versions, _ms(row.updated_at), watermark_ms,
                                                   lateness_ms)
                    if judged_before is None or w[0] > judged_before]
         weight = plan.arms[0].weight if plan.mode == CANARY else 0.0
@@ -127,15 +127,15 @@ class RolloutAnalysis:
         return outcomes
 
     def _stage_windows(self, session: Session, model: str, versions: tuple[str, ...], stage_start_ms: int,
-                       now_ms: int, lateness_ms: int) -> list[tuple[int, int, Any]]:
+                       watermark_ms: int, lateness_ms: int) -> list[tuple[int, int, Any]]:
         """(start, end, last update) of the closed windows of this stage with a state for every version."""
         rows = session.execute(
             select(WindowStateRecord.window_start_ms, func.max(WindowStateRecord.window_end_ms),
                    func.max(WindowStateRecord.updated_at))
             .where(WindowStateRecord.model == model, WindowStateRecord.version.in_(versions),
-                   WindowStateRecord.window_end_ms + lateness_ms <= now_ms,
+                   WindowStateRecord.window_end_ms + lateness_ms <= watermark_ms,
                    WindowStateRecord.window_end_ms > stage_start_ms,
-                   WindowStateRecord.window_end_ms >= now_ms - REEVALUATION_HORIZON_MS)
+                   WindowStateRecord.window_end_ms >= watermark_ms - REEVALUATION_HORIZON_MS)
             .group_by(WindowStateRecord.window_start_ms)
             .having(func.count(func.distinct(WindowStateRecord.version)) == len(set(versions)))
             .order_by(WindowStateRecord.window_start_ms))

@@ -123,6 +123,31 @@ def postgres_url(_pg_template):
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture
+def store_like(request, tmp_path):
+    """`store_like(url)`: another fresh, migrated store of the kind of `url` (SQLite or PostgreSQL)."""
+    made: list[str] = []
+
+    def make(url: str) -> str:
+        if url.startswith("sqlite"):
+            path = tmp_path / f"store-{len(made)}.db"
+            shutil.copyfile(request.getfixturevalue("_sqlite_template"), path)
+            return f"sqlite:///{path}"
+        name = f"driftline_{RUN_ID}_{uuid.uuid4().hex[:8]}"
+        with _pg_connect() as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{request.getfixturevalue("_pg_template")}"')
+        made.append(name)
+        return _sa_url(name)
+
+    yield make
+    for name in made:
+        engine = store_db._engines.pop(_sa_url(name), None)
+        if engine is not None:
+            engine.dispose()
+        with _pg_connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request) -> str:
     """A fresh, migrated store; every test using it runs on SQLite and on PostgreSQL."""

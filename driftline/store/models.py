@@ -196,6 +196,26 @@ class ConsumerOffset(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
 
+class PartitionWatermark(Base):
+    """How far in event time one collector group has consumed *and stored* one partition of a topic.
+
+    Written by the collector in the flush transaction that stores the events (and between flushes, as a
+    heartbeat); read by the scheduler, whose low watermark over a topic's partitions closes windows
+    (driftline.watermarks). A row with no event time yet (registered when partitions were assigned) holds
+    every window back until its partition's first events are stored.
+    """
+
+    __tablename__ = "partition_watermarks"
+
+    group_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    topic: Mapped[str] = mapped_column(String(200), primary_key=True)
+    partition: Mapped[int] = mapped_column(Integer, primary_key=True)
+    event_time_ms: Mapped[int | None] = mapped_column(BigInteger)  # the largest event time stored
+    # since when its reader has been at the end of the log with nothing new (None: records are flowing)
+    idle_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)  # the reader's last word
+
+
 class DeadLetter(Base):
     """A message that failed validation, with the reason; never silently dropped."""
 
@@ -268,6 +288,8 @@ class WindowEvaluation(Base):
     window_end_ms: Mapped[int] = mapped_column(BigInteger)
     events: Mapped[int] = mapped_column(BigInteger, default=0)
     partitions: Mapped[int] = mapped_column(Integer, default=0)
+    # events stored after the window was first judged (truly late: they update its results, not the evidence)
+    late_events: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     status: Mapped[str] = mapped_column(String(30))  # vocabulary.WINDOW_STATUSES
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -365,6 +387,10 @@ class Alert(Base):
     consecutive_breaches: Mapped[int] = mapped_column(Integer, default=0)
     consecutive_clean: Mapped[int] = mapped_column(Integer, default=0)
     last_window_start_ms: Mapped[int | None] = mapped_column(BigInteger)
+    # the event-time windows in which its evidence started and in which it fired (a backfill's wall-clock
+    # times are all the same minute; these say when it happened in the stream)
+    first_window_start_ms: Mapped[int | None] = mapped_column(BigInteger)
+    fired_window_start_ms: Mapped[int | None] = mapped_column(BigInteger)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     fired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -80,8 +80,9 @@ def test_a_corrupt_window_is_quarantined_and_every_other_window_of_every_model_i
     db_url, baseline, rng = store
     now = T0 + 3 * WINDOW_MS + 5_000
     jobs = _jobs(db_url)
-    assert jobs.evaluate_due_windows(now_ms=now) == 5
-    assert _evaluated(db_url) == [("m", 0), ("m", 2), ("n", 0), ("n", 1), ("n", 2)]
+    # m's window 2 waits behind its quarantined window 1 (judged in order); n goes on
+    assert jobs.evaluate_due_windows(now_ms=now) == 4
+    assert _evaluated(db_url) == [("m", 0), ("n", 0), ("n", 1), ("n", 2)]
     [row] = _quarantine(db_url)
     assert (row.model, row.version, row.window_start_ms, row.attempts) == ("m", "1", T0 + WINDOW_MS, 1)
     assert row.error_type and row.error
@@ -109,8 +110,8 @@ def test_a_corrupt_window_is_quarantined_and_every_other_window_of_every_model_i
     with session_scope(db_url) as s:
         s.scalar(select(WindowStateRecord).where(WindowStateRecord.model == "m",
                                                  WindowStateRecord.window_start_ms == T0 + WINDOW_MS)).state = good.to_bytes()
-    assert jobs.evaluate_due_windows(now_ms=now + 3 * MIN_MS) == 1
-    assert ("m", 1) in _evaluated(db_url)
+    assert jobs.evaluate_due_windows(now_ms=now + 3 * MIN_MS) == 2  # window 1, then the window it held back
+    assert ("m", 1) in _evaluated(db_url) and ("m", 2) in _evaluated(db_url)
     assert _quarantine(db_url) == []
     assert _status_json(db_url)["quarantined_windows"] == []
 
@@ -131,8 +132,8 @@ def test_a_raising_detector_is_quarantined_without_secrets_and_with_a_bounded_me
     jobs = _jobs(db_url, slack_webhook_url=secret)
     assert jobs.evaluate_due_windows(now_ms=T0 + 3 * WINDOW_MS + 5_000) == 3  # windows 0 of both, window 1 of n
     rows = {(q.model, (q.window_start_ms - T0) // WINDOW_MS): q for q in _quarantine(db_url)}
-    assert set(rows) == {("m", 1), ("m", 2), ("n", 2)}
-    for row in (rows[("m", 2)], rows[("n", 2)]):
+    assert set(rows) == {("m", 1), ("n", 2)}  # m's window 2 is not tried while window 1 holds it back
+    for row in (rows[("n", 2)],):
         assert row.error_type == "RuntimeError"
         assert secret not in row.error and "very-secret-token" not in row.error
         assert row.error.startswith("cannot post to ***")
@@ -174,3 +175,22 @@ def test_label_pooling_skips_an_undecodable_earlier_window_instead_of_failing_th
     with session_scope(db_url) as s:
         pooled, windows = earlier_labels(s, key, BaselineCache(), max_windows=10).pool(labels, min_labels=1_000)
     assert (pooled.n, windows) == (150, 2)  # its own 50, and windows 2 and 0; window 1 left out
+
+
+def test_a_window_in_quarantine_holds_its_versions_later_windows_for_a_bounded_number_of_tries(store):
+    """Judged in order: m's window 2 is not judged while window 1 is in quarantine, for
+    QUARANTINE_HOLD_ATTEMPTS tries; then it goes on without it (the model is not left unwatched)."""
+    db_url, _, _ = store
+    now = T0 + 3 * WINDOW_MS + 5_000
+    jobs = _jobs(db_url)
+    jobs.evaluate_due_windows(now_ms=now)
+    at = now
+    for attempt in range(2, defaults.QUARANTINE_HOLD_ATTEMPTS + 1):
+        assert ("m", 2) not in _evaluated(db_url)
+        at += int(RetryPolicy().delay_seconds(attempt - 1) * 1000)
+        jobs.evaluate_due_windows(now_ms=at)
+        assert _quarantine(db_url)[0].attempts == attempt
+    assert ("m", 2) not in _evaluated(db_url)  # the run that failed window 1 again stopped its version
+    assert jobs.evaluate_due_windows(now_ms=at) == 1
+    assert ("m", 2) in _evaluated(db_url)  # released once window 1 failed its last held try
+    assert ("m", 1) not in _evaluated(db_url)

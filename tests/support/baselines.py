@@ -8,18 +8,18 @@ from typing import Any
 REL = 1e-9
 
 
-def assert_same(got: Any, expected: Any, path: str = "baseline") -> None:
-    """Equal, floats within REL (relative, or absolute near zero); everything else, dict order too, exactly."""
+def assert_same(got: Any, expected: Any, path: str = "baseline", rel: float = REL) -> None:
+    """Equal, floats within `rel` (relative, or absolute near zero); everything else, dict order too, exactly."""
     if isinstance(expected, dict):
         assert isinstance(got, dict) and list(got) == list(expected), path
         for key in expected:
-            assert_same(got[key], expected[key], f"{path}.{key}")
+            assert_same(got[key], expected[key], f"{path}.{key}", rel)
     elif isinstance(expected, list):
         assert isinstance(got, list) and len(got) == len(expected), path
         for i, (a, b) in enumerate(zip(got, expected)):
-            assert_same(a, b, f"{path}[{i}]")
+            assert_same(a, b, f"{path}[{i}]", rel)
     elif isinstance(expected, float) and not isinstance(got, bool):
         assert isinstance(got, (int, float)), path
-        assert math.isclose(got, expected, rel_tol=REL, abs_tol=REL * 1e-3), (path, got, expected)
+        assert math.isclose(got, expected, rel_tol=rel, abs_tol=rel * 1e-3), (path, got, expected)
     else:
         assert got == expected, (path, got, expected)
