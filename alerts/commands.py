@@ -14,6 +14,7 @@ from driftline.store import db as store_db
 from driftline.store.models import Alert, Notification
 
 from driftline.alerts.endpoints import CHANNELS
+from driftline.alerts.messages import event_windows
 from driftline.alerts.outbox import requeue_failed
 from driftline.alerts.rules import DETECTORS
 from driftline.alerts.silences import active_silences, create_silence, expire_silence
@@ -29,7 +30,9 @@ def _alert_doc(a: Alert) -> dict:
     return {"fingerprint": a.fingerprint, "model": a.model, "version": a.version, "detector": a.detector,
             "feature": a.feature, "severity": a.severity, "state": a.state, "summary": a.summary,
             "started_at": iso(a.started_at), "fired_at": iso(a.fired_at), "resolved_at": iso(a.resolved_at),
-            "last_notified_at": iso(a.last_notified_at)}
+            "last_notified_at": iso(a.last_notified_at),
+            # event time (a backfill's wall-clock times are all the same minute)
+            **event_windows(a.first_window_start_ms, a.fired_window_start_ms)}
 
 
 @alerts.command("list")

@@ -16,6 +16,10 @@ population; a segment's alerts live beside the whole population's, with their ow
 - the detector reported nothing, or the window's status is not "ok"
   (no_baseline, insufficient_data): no evidence; the alert holds its state.
 
+Each alert also records, in event time, the window its episode's evidence began in
+(`first_window_start_ms`: the sequential evidence's ``since_window_start_ms``, else the episode's
+first breaching window) and the window that moved it to firing (`fired_window_start_ms`).
+
 Each alert advances at most once per window (`last_window_start_ms`), so calling
 `process_window` twice for a window, or for an older window, changes nothing.
 Alerts of *other* versions of the model that have had no evaluated window for their
@@ -176,8 +180,12 @@ def advance_alert(alert: Alert, breached: bool, obs: Observation | None, rules: 
         alert.fired_at = None
         alert.resolved_at = None
         alert.last_notified_at = None
+        # event time, not wall clock (a backfill's wall-clock times are all the same minute)
+        alert.first_window_start_ms = evidence_start_ms(obs, rule.sequential, window_start_ms)
+        alert.fired_window_start_ms = None
     if step.event == "fired":
         alert.fired_at = now
+        alert.fired_window_start_ms = window_start_ms
     if step.event in ("resolved", "dropped"):
         alert.resolved_at = now
     if obs is not None:
@@ -192,6 +200,16 @@ def advance_alert(alert: Alert, breached: bool, obs: Observation | None, rules: 
             alert.summary += evidence_summary(evidence)
         alert.details = {**obs.details, "metric": obs.metric, "group": rule.group_name,
                          "window_start_ms": window_start_ms, "window_end_ms": window_end_ms}
+
+
+def evidence_start_ms(obs: Observation | None, sequential: bool, window_start_ms: int) -> int:
+    """The window an episode's evidence began in: its sequential evidence's run start (which may precede the
+    window that pages), else this window, the episode's first breach (pure)."""
+    evidence = obs.details.get("evidence") if obs is not None and sequential and not obs.segment else None
+    since = evidence.get("since_window_start_ms") if isinstance(evidence, dict) else None
+    if isinstance(since, (int, float)) and not isinstance(since, bool) and since <= window_start_ms:
+        return int(since)
+    return window_start_ms
 
 
 def _resolve_stale_versions(session: Session, model: str, version: str, evaluation: WindowEvaluation,

@@ -5,8 +5,8 @@ Every channel renders from this document; the generic webhook sends it as is
 """
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlencode
 
 from driftline.vocabulary import family
@@ -67,8 +67,33 @@ def alert_line(alert: Any) -> dict[str, Any]:
         "fired_at": iso(alert.fired_at),
         "resolved_at": iso(alert.resolved_at),
         "last_window_start": iso_from_ms(alert.last_window_start_ms),
+        # event time (driftline.alerts.lifecycle): where the evidence began and where it fired, not wall clock
+        **event_windows(getattr(alert, "first_window_start_ms", None), getattr(alert, "fired_window_start_ms", None)),
         **({"evidence": details["evidence"]} if isinstance(details.get("evidence"), dict) else {}),
     }
+
+
+def event_windows(first_ms: int | None, fired_ms: int | None) -> dict[str, Any]:
+    """An alert's event-time windows as epoch ms and as ISO-8601 UTC (None when unknown)."""
+    return {"first_window_start_ms": first_ms, "first_window_start": iso_from_ms(first_ms),
+            "fired_window_start_ms": fired_ms, "fired_window_start": iso_from_ms(fired_ms)}
+
+
+def window_clock(epoch_ms: int, reference_ms: int | None = None) -> str:
+    """A window start for people, "14:03 UTC"; with its date when not on `reference_ms`'s day (UTC)."""
+    at = datetime.fromtimestamp(epoch_ms / 1000, timezone.utc)
+    text = at.strftime("%H:%M:%S" if at.second else "%H:%M")
+    if reference_ms is None or datetime.fromtimestamp(reference_ms / 1000, timezone.utc).date() != at.date():
+        text = f"{at:%Y-%m-%d} {text}"
+    return f"{text} UTC"
+
+
+def event_windows_text(line: Mapping[str, Any], reference_ms: int | None = None) -> str:
+    """"evidence from window 14:03 UTC, fired in window 14:05 UTC" for an alert line ("" when neither is known)."""
+    first, fired = line.get("first_window_start_ms"), line.get("fired_window_start_ms")
+    parts = ([f"evidence from window {window_clock(first, reference_ms)}"] if isinstance(first, int) else []) + (
+        [f"fired in window {window_clock(fired, reference_ms)}"] if isinstance(fired, int) else [])
+    return ", ".join(parts)
 
 
 def _name_list(names: Sequence[str], limit: int = TITLE_FEATURES) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from driftline.dashboard.scores import HIGHER, LOWER, relative_score
-from driftline import defaults, vocabulary
+from driftline import defaults, progress, vocabulary
 from driftline.vocabulary import (
     DETECTORS,
     family,
@@ -133,6 +133,28 @@ def _num(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
+
+
+def progress_line(judged: Mapping[str, int], watermark_ms: int | None, watermarks: Sequence[Mapping[str, Any]],
+                  now_ms: int) -> tuple[str, bool]:
+    """The overview's line on how far results are complete, e.g. "Judged up to 14:05 UTC · collectors 3 min
+    behind · stalled: partition 3", and whether a partition holds the windows back (the line is then a warning).
+
+    `judged`, `watermark_ms`, `watermarks`: those of `queries.judging_progress`. The latest judged window of any
+    model counts: a model without recent traffic has no newer window to judge, which is not a delay.
+    """
+    text = (f"Judged up to {progress.clock(max(judged.values()), now_ms, seconds=False)}" if judged
+            else "Nothing judged yet")
+    if not watermarks:
+        collectors = "no collector has recorded a watermark"
+    elif watermark_ms is None:
+        collectors = "collectors: a partition has stored no event yet"
+    else:
+        lag = (now_ms - watermark_ms) / 1000.0
+        collectors = ("collectors caught up" if lag < progress.CAUGHT_UP_SECONDS
+                      else f"collectors {progress.duration(lag)} behind")
+    held = progress.describe_held(progress.held_back(watermarks))
+    return " · ".join(part for part in (text, collectors, held) if part), bool(held)
 
 
 def health(firing: int, pending: int, head: Headline, has_windows: bool) -> tuple[str, str]:

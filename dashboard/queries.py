@@ -24,6 +24,7 @@ from driftline.store.db import get_engine, session_scope
 from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
                                     ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
                                     WindowStateRecord)
+from driftline.store.watermarks import judged_up_to, stream_watermark, watermark_report
 from driftline.vocabulary import DATA_DRIFT, ESTIMATED_QUALITY, INSUFFICIENT_DATA
 
 PRODUCTION = "production"
@@ -408,7 +409,8 @@ def alerts(db_url: str, start_ms: int, model: str | None = None) -> pd.DataFrame
     since = _dt(start_ms)
     query = (select(Alert.fingerprint, Alert.model, Alert.version, Alert.detector, Alert.feature, Alert.severity,
                     Alert.state, Alert.value, Alert.threshold, Alert.summary, Alert.started_at, Alert.fired_at,
-                    Alert.resolved_at, Alert.last_notified_at, Alert.consecutive_breaches)
+                    Alert.resolved_at, Alert.last_notified_at, Alert.consecutive_breaches,
+                    Alert.first_window_start_ms, Alert.fired_window_start_ms)
              .where(or_(Alert.state.in_(("firing", "pending")), Alert.started_at >= since,
                         Alert.resolved_at >= since))
              .order_by(Alert.started_at.desc()).limit(LIST_LIMIT))
@@ -418,9 +420,12 @@ def alerts(db_url: str, start_ms: int, model: str | None = None) -> pd.DataFrame
         rows = session.execute(query).all()
     frame = _frame(rows, ["fingerprint", "model", "version", "detector", "feature", "severity", "state", "value",
                           "threshold", "summary", "started_at", "fired_at", "resolved_at", "last_notified_at",
-                          "consecutive_breaches"])
+                          "consecutive_breaches", "first_window_start_ms", "fired_window_start_ms"])
     for column in ("started_at", "fired_at", "resolved_at", "last_notified_at"):
         frame[column] = _utc(frame[column])
+    # the event-time windows its evidence began and it fired in (a backfill's wall-clock times are one minute)
+    for column in ("first_window_start", "fired_window_start"):
+        frame[column] = pd.to_datetime(frame[f"{column}_ms"].astype("Float64"), unit="ms", utc=True)
     return frame
 
 
@@ -524,3 +529,18 @@ def window_length_ms(db_url: str, model: str | None = None) -> int | None:
     with session_scope(db_url) as session:
         value = session.scalar(query.order_by(WindowEvaluation.window_start_ms.desc()).limit(1))
     return int(value) if value else None
+
+
+@cached
+def judging_progress(db_url: str, now_ms: int, idle_ms: int) -> dict[str, Any]:
+    """How far results are complete, as of `now_ms` (pass the page's rounded "now", so the cache is reused):
+    `judged` (model -> end of its latest judged window, any version), `watermark_ms` (the collectors' low
+    watermark; None without a collector's watermark or while a partition holds every window back) and
+    `watermarks` (the partitions, as `driftline status --json` lists them)."""
+    with session_scope(db_url) as session:
+        judged: dict[str, int] = {}
+        for (model, _version), end_ms in judged_up_to(session).items():
+            judged[model] = max(judged.get(model, end_ms), end_ms)
+        marks = watermark_report(session, now_ms, idle_ms)
+        low = stream_watermark(session, now_ms, idle_ms) if marks else None
+    return {"judged": judged, "watermark_ms": low, "watermarks": marks}

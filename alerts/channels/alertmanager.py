@@ -6,11 +6,14 @@ pair gets every alert, as Prometheus sends to each), body a JSON list of
     {"labels": {"alertname": "driftline_<detector>", "model", "version", "detector",
                 "feature", "segment", "severity"},
      "annotations": {"summary": "<the alert's one line>", "title": "<the group's title>",
-                     "dashboard": "<dashboard link>"},
+                     "dashboard": "<dashboard link>", "first_window_start": "<ISO>",
+                     "first_window_start_ms": "<epoch ms>", "fired_window_start": "<ISO>",
+                     "fired_window_start_ms": "<epoch ms>"},
      "startsAt": "<fired_at>", "endsAt": "<see below>", "generatorURL": "<dashboard link>"}
 
 `feature` and `segment` are left out when empty (a model-level alert; the whole population),
-as Alertmanager treats an empty label as no label. The labels identify an alert as its
+as Alertmanager treats an empty label as no label; so are the event-time windows (where the
+alert's evidence began, where it fired) while unknown. The labels identify an alert as its
 fingerprint does, so Alertmanager deduplicates re-posts. A firing alert's endsAt is
 ALERTMANAGER_ENDS_AFTER_SECONDS after the send (set when sent, not when queued, so a
 retried post does not arrive already expired); the scheduler re-posts firing groups
@@ -28,7 +31,7 @@ from driftline import defaults
 
 from driftline.alerts.channels.http import HttpPoster, SendResult
 from driftline.alerts.endpoints import ALERTMANAGER
-from driftline.alerts.times import iso
+from driftline.alerts.times import iso, iso_from_ms
 
 API_PATH = "/api/v2/alerts"
 
@@ -54,12 +57,15 @@ def render_alertmanager(message: Mapping[str, Any]) -> dict[str, Any]:
             labels["feature"] = line["feature"]
         if line.get("segment"):
             labels["segment"] = line["segment"]
-        alert: dict[str, Any] = {
-            "labels": labels,
-            "annotations": {"summary": line["summary"] or message["title"], "title": message["title"],
-                            "dashboard": message["dashboard_url"]},
-            "generatorURL": message["dashboard_url"],
-        }
+        annotations = {"summary": line["summary"] or message["title"], "title": message["title"],
+                       "dashboard": message["dashboard_url"]}
+        # event-time windows are annotations, never labels: labels are the alert's identity, and these change
+        # with each episode; Alertmanager takes strings only, and no null
+        for name in ("first_window_start", "fired_window_start"):
+            if line.get(f"{name}_ms") is not None:
+                annotations[name] = line.get(name) or iso_from_ms(line[f"{name}_ms"])
+                annotations[f"{name}_ms"] = str(line[f"{name}_ms"])
+        alert: dict[str, Any] = {"labels": labels, "annotations": annotations, "generatorURL": message["dashboard_url"]}
         if line.get("fired_at"):
             alert["startsAt"] = line["fired_at"]
         if resolved:

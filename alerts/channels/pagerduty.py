@@ -30,6 +30,8 @@ from driftline.alerts.endpoints import PAGERDUTY
 
 # PagerDuty Events API v2: payload.summary is truncated by PagerDuty at 1024 characters (PagerDuty's limit).
 PAGERDUTY_MAX_SUMMARY_CHARS = 1024
+# each alert's event-time windows (driftline.alerts.messages.event_windows): where its evidence began, where it fired
+EVENT_WINDOW_KEYS = ("first_window_start_ms", "first_window_start", "fired_window_start_ms", "fired_window_start")
 SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
 
 
@@ -50,8 +52,9 @@ def render_pagerduty(message: Mapping[str, Any]) -> dict[str, Any] | None:
         "group": message["group"],
         "window_start": message["window"]["start"],
         "window_end": message["window"]["end"],
-        "alerts": [{k: a[k] for k in ("detector", "feature", "metric", "value", "threshold", "severity", "summary",
-                                      "fingerprint")} for a in listed],
+        "alerts": [{**{k: a[k] for k in ("detector", "feature", "metric", "value", "threshold", "severity",
+                                         "summary", "fingerprint")},
+                    **{k: a.get(k) for k in EVENT_WINDOW_KEYS}} for a in listed],
         "dashboard": message["dashboard_url"],
     }
     if len(alerts) > len(listed):

@@ -1,7 +1,8 @@
 """Slack: a Block Kit message through an incoming webhook (a JSON POST, api.slack.com/messaging/webhooks).
 
 The message shows model, version, detector(s), severity, window, one line per alert
-(feature, metric value against threshold) and a link to the dashboard, within Slack's
+(feature, metric value against threshold, the event-time windows its evidence began and it
+fired in) and a link to the dashboard, within Slack's
 limits: at most 50 blocks, section text at most 3000 characters, header at most 150,
 a field at most 2000. More alerts than `SLACK_MAX_LISTED_ALERTS`, or than fit, end
 in "and N more". Slack answers 200 "ok", or 4xx with a reason such as
@@ -21,7 +22,7 @@ from driftline import defaults
 
 from driftline.alerts.channels.http import HttpPoster, SendResult
 from driftline.alerts.endpoints import SLACK
-from driftline.alerts.messages import detector_label, format_number
+from driftline.alerts.messages import detector_label, event_windows_text, format_number
 
 _EMOJI = {"trigger": ":rotating_light:", "repeat": ":repeat:", "resolve": ":white_check_mark:"}
 # Slack's documented limits for a message's blocks (api.slack.com/reference/block-kit): Slack's, not ours to tune.
@@ -54,7 +55,7 @@ def _escaped_cut(text: str, limit: int) -> str:
     return cut + "…"
 
 
-def _line(alert: Mapping[str, Any], resolved: bool, show_detector: bool) -> str:
+def _line(alert: Mapping[str, Any], resolved: bool, show_detector: bool, reference_ms: int | None = None) -> str:
     name = alert["feature"] or detector_label(alert["detector"])
     metric = alert.get("metric") or "value"
     if alert["value"] is None and alert["threshold"] is None and alert.get("summary"):
@@ -65,6 +66,9 @@ def _line(alert: Mapping[str, Any], resolved: bool, show_detector: bool) -> str:
                 f"vs threshold `{format_number(alert['threshold'])}`")
     if alert["feature"] and show_detector:
         text += f" ({escape(detector_label(alert['detector']))})"
+    # in event time: in a backfill the wall-clock times are all the same minute
+    if windows := event_windows_text(alert, reference_ms):
+        text += f" — {windows}"
     if resolved:
         text += " — resolved"
     return _cut(text, MAX_LINE_CHARS)
@@ -139,7 +143,8 @@ def render_slack(message: Mapping[str, Any]) -> dict[str, Any]:
     listed = alerts[: defaults.SLACK_MAX_LISTED_ALERTS]
     # Blocks left for alert lines: keep two for "and N more" and the dashboard link.
     budget = SLACK_MAX_BLOCKS - len(blocks) - 2
-    line_blocks, left_out = _sections([_line(a, resolved, len(detectors) > 1) for a in listed], budget)
+    line_blocks, left_out = _sections([_line(a, resolved, len(detectors) > 1, window.get("start_ms"))
+                                       for a in listed], budget)
     blocks.extend(line_blocks)
     more = left_out + len(alerts) - len(listed)
     link = escape(message["dashboard_url"])  # Slack reads "&" in a link as the start of an entity

@@ -47,10 +47,17 @@ def body(ctx: ui.Context) -> None:
         table = alerts if shown in (None, "all") else (
             alerts[alerts["state"] == "resolved"] if shown == "resolved" else alerts[alerts["state"] != "resolved"])
         st.dataframe(table.assign(alert=alert_label(table))[
-            ["state", "severity", "alert", "summary", "value", "threshold", "started_at", "fired_at", "resolved_at"]],
+            ["state", "severity", "alert", "summary", "value", "threshold", "first_window_start",
+             "fired_window_start", "started_at", "fired_at", "resolved_at"]],
             hide_index=True, width="stretch",
             column_config={c: st.column_config.DatetimeColumn(f"{c.replace('_', ' ')} (UTC)", format="MMM DD HH:mm")
                            for c in ("started_at", "fired_at", "resolved_at")}
+            # event time, beside the wall-clock times (which in a backfill are all the same minute)
+            | {c: st.column_config.DatetimeColumn(label, format="MMM DD HH:mm", timezone="UTC",
+                                                  help=f"start of the event-time window (UTC) {what}")
+               for c, label, what in (("first_window_start", "evidence from (window, UTC)",
+                                       "in which the alert's evidence began"),
+                                      ("fired_window_start", "fired in (window, UTC)", "in which it fired"))}
             | {"value": st.column_config.NumberColumn(format="%.4g"),
                "threshold": st.column_config.NumberColumn(format="%.4g")})
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from driftline.config import load_settings
 from driftline.dashboard import charts, presentation, queries, ui
 from driftline.vocabulary import DATA_DRIFT, LATENCY
 
@@ -105,6 +106,18 @@ def fleet_charts(ctx: ui.Context) -> None:
             st.altair_chart(charts.multi_series(series, "features", ctx.span_ms), width="stretch")
 
 
+def progress_notice(ctx: ui.Context) -> None:
+    """How far results are complete; a warning when a collector partition holds the windows back."""
+    # "now" rounded to the cache TTL keys the cached read; the lags are measured from the real now
+    found = queries.judging_progress(ctx.db_url, ctx.end_ms, load_settings().idle_partition_seconds * 1000)
+    line, held = presentation.progress_line(found["judged"], found["watermark_ms"], found["watermarks"], ctx.now_ms)
+    if held:
+        st.warning(line + ". Windows wait for these partitions; `driftline status` lists them.",
+                   icon=":material/hourglass_top:")
+    else:
+        st.caption(line)
+
+
 def body(ctx: ui.Context) -> None:
     st.title("Overview")
     versions = queries.model_versions(ctx.db_url, ctx.start_ms, ctx.end_ms)
@@ -122,6 +135,7 @@ def body(ctx: ui.Context) -> None:
     metrics[2].metric("Firing alerts", int((alerts["state"] == "firing").sum()))
     metrics[3].metric(f"Events ({ctx.range_key})", f"{int(activity['events'].sum()) if not activity.empty else 0:,}")
     metrics[4].metric(f"Dead letters ({ctx.range_key})", queries.dead_letter_count(ctx.db_url, ctx.start_ms))
+    progress_notice(ctx)
     ui.quarantine_notice(ctx)
 
     fleet_charts(ctx)

@@ -147,6 +147,14 @@ def monitoring() -> dict:
               description="Each sequential-evidence stream's e-value over the line it pages at, in powers of ten: "
                           "0 is the line ([alerts] false_pages_per_model_per_month), a drift's evidence climbs "
                           "towards it window after window."),
+        panel("timeseries", "Judging lag and the collectors' watermark",
+              [target('max by (model) (driftline_scheduler_judging_lag_seconds{model=~"$model"})', "judged {{model}}"),
+               target("time() - max(driftline_stream_watermark_timestamp_seconds)", "collectors behind")],
+              0, 61, w=24, unit="s",
+              description="Now minus the end of each model's latest judged window, and minus the collectors' low "
+                          "watermark (event time stored on every partition). Judging lag far above the collectors' "
+                          "means the scheduler is behind; both high, a partition holds the windows back "
+                          "(`driftline status` names it)."),
     ]
     return dashboard("driftline-monitoring", "driftline: monitoring", panels, with_model=True)
 

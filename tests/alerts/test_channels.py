@@ -61,7 +61,10 @@ def test_pagerduty_trigger_matches_the_events_v2_contract_field_by_field(severit
     assert details["alerts"] == [{"detector": LATENCY, "feature": "", "metric": "p99_ms", "value": 250.0,
                                   "threshold": 100.0, "severity": severity,
                                   "summary": "latency SLO breach: p99_ms 250 vs threshold 100",
-                                  "fingerprint": fingerprint("credit", "3", LATENCY, "")}]
+                                  "fingerprint": fingerprint("credit", "3", LATENCY, ""),
+                                  # this alert has no event-time windows (test_event_windows.py gives some)
+                                  "first_window_start_ms": None, "first_window_start": None,
+                                  "fired_window_start_ms": None, "fired_window_start": None}]
     assert event["links"] == [{"href": "http://dash.example:8501/?model=credit&version=3",
                                "text": "driftline dashboard"}]
     assert event["client"] == "driftline" and event["client_url"] == event["links"][0]["href"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from sqlalchemy import update
 from streamlit.testing.v1 import AppTest
 
@@ -109,6 +110,34 @@ def test_overview_shows_every_version_and_reacts_to_the_selectors(seeded):
     assert at.selectbox(key="version").value == summary.production[FRAUD]
 
 
+def test_overview_says_how_far_results_are_judged_and_names_a_stalled_partition(seeded, monkeypatch):
+    import time
+    from datetime import datetime, timezone
+
+    from driftline import progress
+    from driftline.config import TOPIC_INFERENCE
+    from driftline.store.models import PartitionWatermark
+
+    url, summary = seeded
+    # partitions heard from within 5 minutes are not stalled, however slowly the page renders here
+    monkeypatch.setenv("DRIFTLINE_IDLE_PARTITION_SECONDS", "300")
+    at = open_app()
+    [line] = [c.value for c in at.caption if c.value.startswith("Judged up to")]
+    now = int(time.time() * 1000)
+    judged = summary.last_window_ms + summary.window_seconds * 1000
+    assert line == f"Judged up to {progress.clock(judged, now, seconds=False)} · no collector has recorded a watermark"
+    stamp = lambda ms: datetime.fromtimestamp(ms / 1000, tz=timezone.utc)  # noqa: E731
+    with session_scope(url) as s:  # partition 1's collector went quiet 10 minutes ago
+        s.add(PartitionWatermark(group_id="g", topic=TOPIC_INFERENCE, partition=0, event_time_ms=now - 5_000,
+                                 updated_at=stamp(now - 1_000)))
+        s.add(PartitionWatermark(group_id="g", topic=TOPIC_INFERENCE, partition=1, event_time_ms=now - 600_000,
+                                 updated_at=stamp(now - 600_000)))
+    st.cache_data.clear()  # the page's read is cached for DASHBOARD_CACHE_TTL_SECONDS
+    at = open_app()
+    [warning] = [w.value for w in at.warning if w.value.startswith("Judged up to")]
+    assert " · collectors 10 min behind · stalled: partition 1" in warning and "`driftline status`" in warning
+
+
 def test_model_page_draws_every_detector_family(seeded):
     url, summary = seeded
     at = open_app("model", model=CREDIT, version="2")
@@ -204,6 +233,10 @@ def test_alerts_page_lists_alerts_notifications_and_silences(seeded):
     assert metric(at, "Failed notifications") == "1"
     assert any("failed after 8 attempts" in w.value for w in at.warning)
     assert charts(at) == 2  # timeline and delivery status
+    table = at.dataframe[0].value  # the active alerts, with the event-time windows they began and fired in
+    firing = table[table["state"] == "firing"]
+    assert len(firing) and firing["first_window_start"].notna().all() and firing["fired_window_start"].notna().all()
+    assert (firing["first_window_start"] <= firing["fired_window_start"]).all()
     at.button_group(key="alert_filter").set_value("resolved").run()
     assert_clean(at)
     assert set(at.dataframe[0].value["state"]) == {"resolved"}

@@ -171,3 +171,25 @@ def test_formatting():
     assert presentation.fmt(1.23e-9) == "1.2e-09"
     assert presentation.fmt(12345.6) == "12,346"
     assert presentation.fmt_ago(pd.Timestamp(0, unit="ms", tz="UTC"), 125_000) == "2 min ago"
+
+
+def test_progress_line_says_how_far_results_are_complete_and_names_what_holds_them_back():
+    now = 1_767_268_800_000  # 2026-01-01 12:00:00 UTC
+    judged = {"credit": now - 5 * 60_000, "fraud": now - 55 * 60_000}  # the latest judged window of any model counts
+    reading = {"topic": "t", "partition": 0, "state": "reading"}
+    assert presentation.progress_line(judged, now - 20_000, [reading], now) == \
+        ("Judged up to 11:55 UTC · collectors caught up", False)
+    assert presentation.progress_line(judged, now - 185_000, [reading], now) == \
+        ("Judged up to 11:55 UTC · collectors 3 min behind", False)
+    stalled = [reading, {"topic": "t", "partition": 1, "state": "stalled"},
+               {"topic": "t", "partition": 2, "state": "stalled"}, {"topic": "t", "partition": 2, "state": "waiting"}]
+    assert presentation.progress_line(judged, now - 600_000, stalled, now) == \
+        ("Judged up to 11:55 UTC · collectors 10 min behind · stalled: partitions 1, 2", True)
+    # an old group stalled on a partition another group reads holds nothing back
+    assert presentation.progress_line(judged, now - 20_000, [reading, {**reading, "state": "stalled"}], now)[1] is False
+    waiting = [reading, {"topic": "t", "partition": 3, "state": "waiting"}]
+    assert presentation.progress_line({}, None, waiting, now) == \
+        ("Nothing judged yet · collectors: a partition has stored no event yet · waiting: partition 3", True)
+    # judged on another day: the date too; no collector watermark (windows close on the wall clock)
+    assert presentation.progress_line({"credit": now - 86_400_000}, None, [], now) == \
+        ("Judged up to 2025-12-31 12:00 UTC · no collector has recorded a watermark", False)

@@ -4,7 +4,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
+import pandas as pd
 import pytest
+import streamlit as st
 from sqlalchemy import func, insert, select
 
 from driftline.dashboard import queries, scores
@@ -98,6 +100,44 @@ def test_alerts_notifications_and_versions_are_bounded_by_time(db_url):
     versions = queries.model_versions(db_url, since_ms, since_ms + 3_600_000)
     assert versions[["version", "production"]].values.tolist() == [["1", False], ["2", True]]
     assert queries.alias_events(db_url, "m")["action"].tolist() == ["promote"]
+
+
+def test_alerts_carry_their_event_time_windows_in_utc(db_url):
+    now = datetime.now(timezone.utc)
+    first, fired = 1_767_614_580_000, 1_767_614_700_000  # 2026-01-05 12:03 and 12:05 UTC
+    with session_scope(db_url) as session:
+        session.add_all([
+            Alert(fingerprint="a-dated", model="m", version="1", detector=LATENCY, state="firing", started_at=now,
+                  fired_at=now, first_window_start_ms=first, fired_window_start_ms=fired),
+            Alert(fingerprint="a-pending", model="m", version="1", detector=SKEW, state="pending", started_at=now,
+                  first_window_start_ms=first),
+        ])
+    alerts = queries.alerts(db_url, int(now.timestamp() * 1000) - MINUTE).set_index("fingerprint")
+    assert str(alerts["first_window_start"].dt.tz) == "UTC" and str(alerts["fired_window_start"].dt.tz) == "UTC"
+    assert alerts.loc["a-dated", "first_window_start"] == datetime(2026, 1, 5, 12, 3, tzinfo=timezone.utc)
+    assert alerts.loc["a-dated", "fired_window_start"] == datetime(2026, 1, 5, 12, 5, tzinfo=timezone.utc)
+    assert alerts.loc["a-dated", "fired_window_start_ms"] == fired
+    assert alerts.loc["a-pending", "fired_window_start"] is pd.NaT  # not fired yet
+
+
+def test_judging_progress_reads_each_models_latest_judged_window_and_the_collectors_watermark(db_url):
+    from driftline.config import TOPIC_INFERENCE
+    from driftline.store.models import PartitionWatermark
+
+    now = 1_767_268_800_000
+    at = lambda ms: datetime.fromtimestamp(ms / 1000, tz=timezone.utc)  # noqa: E731
+    assert queries.judging_progress(db_url, now, 30_000) == {"judged": {}, "watermark_ms": None, "watermarks": []}
+    with session_scope(db_url) as session:
+        for model, version, end in (("m", "1", now - 5 * MINUTE), ("m", "2", now - 2 * MINUTE), ("n", "1", now - 9 * MINUTE)):
+            session.add(WindowEvaluation(model=model, version=version, window_start_ms=end - MINUTE, window_end_ms=end,
+                                         events=1, status="ok"))
+        session.add(PartitionWatermark(group_id="g", topic=TOPIC_INFERENCE, partition=0, event_time_ms=now - 70_000,
+                                       updated_at=at(now - 50_000)))
+    st.cache_data.clear()
+    found = queries.judging_progress(db_url, now, 30_000)
+    assert found["judged"] == {"m": now - 2 * MINUTE, "n": now - 9 * MINUTE}  # over a model's versions, the latest
+    assert found["watermark_ms"] == now - 70_000
+    assert [(w["partition"], w["state"], w["lag_seconds"]) for w in found["watermarks"]] == [(0, "stalled", 70.0)]
 
 
 def test_the_seeded_store_has_what_the_pages_show(seeded):

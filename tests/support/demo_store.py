@@ -423,7 +423,9 @@ def _alerts(session, summary: SeedSummary, at, v2_from: int, v3_from: int, v3_to
                           segment=segment, severity=severity, state=state, value=value, threshold=threshold, summary=text,
                           started_at=_dt(start), fired_at=None if fired is None else _dt(fired),
                           resolved_at=None if resolved is None else _dt(resolved),
-                          last_window_start_ms=summary.last_window_ms, updated_at=_dt(resolved or fired or start)))
+                          last_window_start_ms=summary.last_window_ms, updated_at=_dt(resolved or fired or start),
+                          # `start` and `fired` are window starts: the event-time windows it began and fired in
+                          first_window_start_ms=start, fired_window_start_ms=fired))
         if state == "firing":
             summary.firing.append({"model": model, "version": version, "detector": detector, "feature": feature,
                                    **({"segment": segment} if segment else {})})
