@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "dashboard": ("driftline.dashboard.commands", "dashboard", "Run the Streamlit dashboard."),
     "replay": ("driftline.worker.commands", "replay", "Send scenario traffic to a worker."),
     "detect": ("driftline.commands.detect", "detect", "Batch drift detection between two files (no Kafka, no store)."),
-    "status": ("driftline.commands.status", "status", "Models, versions, events, windows, dead letters, firing alerts, quarantined windows."),
+    "status": ("driftline.commands.status", "status", "Models, versions, events, windows, how far they are judged, the collectors' watermark, dead letters, firing alerts, quarantined windows."),
     "db": ("driftline.commands.db", "db", "Database maintenance: migrations, retention."),
     "alerts": ("driftline.alerts.commands", "alerts", "List alerts and manage silences."),
     "rollout": ("driftline.commands.rollout", "rollout", "Shadow, canary and A/B rollouts of a candidate version beside production."),

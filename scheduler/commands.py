@@ -79,7 +79,8 @@ def _serve_metrics(settings: Settings, port: int) -> SchedulerMetrics | None:
     """The /metrics server on loopback, or None when the port is 0."""
     if not port:
         return None
-    metrics = SchedulerMetrics(settings.db_url, segments=settings.scheduler_metrics_segments)
+    metrics = SchedulerMetrics(settings.db_url, segments=settings.scheduler_metrics_segments,
+                               idle_ms=settings.idle_partition_seconds * 1000)
     try:
         bound = metrics.serve(port)
     except OSError as exc:

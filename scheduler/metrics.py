@@ -32,6 +32,8 @@ rollout plan's versions; see driftline.store.monitoring). Segment results ([segm
 | `driftline_embedding_drifted`, `driftline_embedding_drift_score` | gauge | model, version, embedding (, test) | embedding drift (driftline.scheduler.embedding_metrics) |
 | `driftline_evidence_e_value`, `driftline_evidence_paging_line` | gauge | model, version, stream | sequential evidence and its paging line (driftline.scheduler.evidence_metrics) |
 | `driftline_latency_seconds`, `driftline_latency_objective_seconds`, `driftline_tokens_per_second` | gauge | model, version, part, percentile / measure | latency quantiles per part, their objectives, token rates (driftline.scheduler.serving_metrics) |
+| `driftline_scheduler_judging_lag_seconds` | gauge | model | now less the end of the model's latest judged window (any version) |
+| `driftline_stream_watermark_timestamp_seconds` | gauge | | the collectors' low watermark (driftline.watermarks); absent before a collector records one, or while a partition has stored nothing |
 
 Cardinality: at most `defaults.SCHEDULER_METRICS_MAX_FEATURES` features per model version get
 series of their own (drifted first, then by score), each with one series per test it ran; as many
@@ -53,6 +55,8 @@ from driftline import defaults, vocabulary
 from driftline.metrics_endpoint import MetricsEndpoint
 from driftline.store import db as store_db
 from driftline.store.monitoring import MonitoringSnapshot, VersionWindow, monitoring_snapshot
+from driftline.store.watermarks import judged_up_to, partition_marks
+from driftline.watermarks import PartitionMark, low_watermark
 from driftline.scheduler.embedding_metrics import embedding_families
 from driftline.scheduler.evidence_metrics import evidence_families
 from driftline.scheduler.serving_metrics import serving_families
@@ -75,12 +79,15 @@ class StoreMetrics(Collector):
 
     def __init__(self, db_url: str, cache_seconds: float = defaults.SCHEDULER_METRICS_CACHE_SECONDS,
                  max_features: int = defaults.SCHEDULER_METRICS_MAX_FEATURES, segments: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
+                 idle_ms: int = defaults.IDLE_PARTITION_SECONDS * 1000) -> None:
         self.db_url = db_url
         self.segments = segments
         self.cache_seconds = cache_seconds
         self.max_features = max_features
+        self.idle_ms = idle_ms  # Settings.idle_partition_seconds: an idle partition stops holding the watermark
         self._clock = clock
+        self._wall_clock = wall_clock  # epoch seconds: the judging lag is measured against it
         self._lock = threading.Lock()  # one store read at a time; concurrent scrapes share it
         self._cached: list[Metric] | None = None
         self._read_at = 0.0
@@ -101,12 +108,14 @@ class StoreMetrics(Collector):
         try:
             with store_db.session_scope(self.db_url) as session:
                 snapshot = monitoring_snapshot(session, EXPORTED, DETAILED, COUNTED, SEGMENTED if self.segments else ())
+                judged, marks = judged_up_to(session), partition_marks(session)
         except (OperationalError, InterfaceError, ProgrammingError) as exc:
             log.warning("metrics: cannot read the store (%s: %s)", type(exc).__name__,
                         str(exc.orig if getattr(exc, "orig", None) is not None else exc).splitlines()[0][:300])
             return [_store_up(False)]
         read_seconds = time.perf_counter() - started
-        return [*families(snapshot, self.max_features, read_seconds, segments=self.segments), _store_up(True)]
+        return [*families(snapshot, self.max_features, read_seconds, segments=self.segments),
+                *progress_families(judged, marks, int(self._wall_clock() * 1000), self.idle_ms), _store_up(True)]
 
 
 def _store_up(ok: bool) -> Metric:
@@ -200,6 +209,26 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
     if read_seconds is not None:
         yield GaugeMetricFamily(_PREFIX + "metrics_store_read_seconds", "How long the last read of the store took.",
                                 value=read_seconds)
+
+
+def progress_families(judged: dict[tuple[str, str], int], marks: list[PartitionMark], now_ms: int,
+                      idle_ms: int) -> Iterable[Metric]:
+    """Event-time progress: each model's judging lag (over its versions, the latest judged window counts) and the
+    collectors' low watermark (absent without a collector's watermark, or while a partition has stored nothing)."""
+    lag = GaugeMetricFamily(_PREFIX + "scheduler_judging_lag_seconds",
+                            "Now less the end (event time) of the model's latest judged window.", labels=["model"])
+    latest: dict[str, int] = {}
+    for (model, _version), end_ms in judged.items():
+        latest[model] = max(latest.get(model, end_ms), end_ms)
+    for model, end_ms in sorted(latest.items()):
+        lag.add_metric([model], max(now_ms - end_ms, 0) / 1000.0)
+    watermark = GaugeMetricFamily(_PREFIX + "stream_watermark_timestamp_seconds",
+                                  "The collectors' low watermark: every event before it is stored (event time).")
+    # without marks low_watermark is the wall clock (windows close on it): no collector's progress to show
+    low = low_watermark(marks, now_ms, idle_ms) if marks else None
+    if low is not None:
+        watermark.add_metric([], low / 1000.0)
+    yield from (lag, watermark)
 
 
 def _drift(window: VersionWindow, max_features: int, score: GaugeMetricFamily, drifted: GaugeMetricFamily,

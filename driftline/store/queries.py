@@ -1,23 +1,32 @@
 """Read-side queries shared by `driftline status`, the dashboard and the tests."""
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from driftline.store.models import Alert, DeadLetter, ModelAlias, ModelVersion, WindowQuarantine, WindowStateRecord
+from driftline import defaults
+from driftline.store.models import (Alert, DeadLetter, ModelAlias, ModelVersion, WindowEvaluation, WindowQuarantine,
+                                    WindowStateRecord)
 from driftline.store.rollout_history import status_rollouts
+from driftline.store.watermarks import judged_up_to, stream_watermark, watermark_report
 
 
-def status_report(session: Session) -> dict[str, Any]:
+def status_report(session: Session, *, now_ms: int | None = None,
+                  idle_ms: int = defaults.IDLE_PARTITION_SECONDS * 1000) -> dict[str, Any]:
     """The `status --json` document, a stable interface for programs.
 
     `events` counts valid events ingested per model version (the window states
     are the ledger, so the count is exact under the collector's exactly-once flush);
-    `windows` counts distinct event-time windows.
+    `windows` counts distinct event-time windows; `judged_up_to_ms` is the end of its latest
+    judged window and `late_events` the events stored after their window was first judged.
+    `watermarks` are the collectors' partitions as of `now_ms` (default: the wall clock), a partition
+    idle for `idle_ms` no longer holding the windows back (Settings.idle_partition_seconds).
     """
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     counts = {
         (model, version): (int(events or 0), int(windows or 0))
         for model, version, events, windows in session.execute(
@@ -26,6 +35,10 @@ def status_report(session: Session) -> dict[str, Any]:
             .group_by(WindowStateRecord.model, WindowStateRecord.version))
     }
     registered = {(m, v) for m, v in session.execute(select(ModelVersion.model, ModelVersion.version))}
+    judged = judged_up_to(session)
+    late = {(m, v): int(n or 0) for m, v, n in session.execute(
+        select(WindowEvaluation.model, WindowEvaluation.version, func.sum(WindowEvaluation.late_events))
+        .group_by(WindowEvaluation.model, WindowEvaluation.version))}
     production = {(m, v) for m, v in session.execute(
         select(ModelAlias.model, ModelAlias.version).where(ModelAlias.alias == "production"))}
     models = []
@@ -33,16 +46,26 @@ def status_report(session: Session) -> dict[str, Any]:
         events, windows = counts.get((model, version), (0, 0))
         models.append({"model": model, "version": version, "events": events, "windows": windows,
                        "registered": (model, version) in registered,
-                       "production": (model, version) in production})
+                       "production": (model, version) in production,
+                       "judged_up_to_ms": judged.get((model, version)),
+                       "judged_up_to": _iso_ms(judged.get((model, version))),
+                       "late_events": late.get((model, version), 0)})
     dead_letters = session.scalar(select(func.count()).select_from(DeadLetter)) or 0
     alerts = [
         {"fingerprint": a.fingerprint, "model": a.model, "version": a.version, "detector": a.detector,
-         "feature": a.feature, "state": a.state, "severity": a.severity, "summary": a.summary}
+         "feature": a.feature, "state": a.state, "severity": a.severity, "summary": a.summary,
+         # the event-time windows its evidence began and it fired in (None: not yet, or unknown)
+         "first_window_start_ms": a.first_window_start_ms, "first_window_start": _iso_ms(a.first_window_start_ms),
+         "fired_window_start_ms": a.fired_window_start_ms, "fired_window_start": _iso_ms(a.fired_window_start_ms)}
         for a in session.scalars(select(Alert).where(Alert.state.in_(("firing", "pending")))
                                  .order_by(Alert.started_at))
     ]
+    watermarks = watermark_report(session, now_ms, idle_ms)
     return {"models": models, "dead_letters": int(dead_letters), "alerts": alerts,
-            "quarantined_windows": quarantined_windows(session), "rollouts": status_rollouts(session)}
+            "quarantined_windows": quarantined_windows(session), "rollouts": status_rollouts(session),
+            "watermarks": watermarks,
+            # None without a collector's watermark (the wall clock closes windows) or while a partition holds all back
+            "stream_watermark_ms": stream_watermark(session, now_ms, idle_ms) if watermarks else None}
 
 
 def quarantined_windows(session: Session, model: str | None = None, version: str | None = None,
@@ -63,8 +86,8 @@ def quarantined_windows(session: Session, model: str | None = None, version: str
     ]
 
 
-def _iso_ms(ms: int) -> str:
-    return _iso(datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc))
+def _iso_ms(ms: int | None) -> str | None:
+    return None if ms is None else _iso(datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc))
 
 
 def _iso(at: datetime) -> str:

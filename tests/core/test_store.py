@@ -81,12 +81,75 @@ def test_status_report_counts_events_windows_dead_letters_and_firing_alerts(db_u
                     state="resolved"))
     with store_db.session_scope(db_url) as s:
         report = status_report(s)
+    nothing_judged = {"judged_up_to_ms": None, "judged_up_to": None, "late_events": 0}
     assert report["models"] == [
-        {"model": "credit", "version": "1", "events": 22, "windows": 2, "registered": True, "production": True},
-        {"model": "other", "version": "2", "events": 3, "windows": 1, "registered": False, "production": False},
+        {"model": "credit", "version": "1", "events": 22, "windows": 2, "registered": True, "production": True,
+         **nothing_judged},
+        {"model": "other", "version": "2", "events": 3, "windows": 1, "registered": False, "production": False,
+         **nothing_judged},
     ]
+    # no collector has recorded a watermark: nothing to list, and no low watermark to show
+    assert report["watermarks"] == [] and report["stream_watermark_ms"] is None
     assert report["dead_letters"] == 1
     assert [(a["fingerprint"], a["state"], a["feature"]) for a in report["alerts"]] == [("f1", "firing", "income")]
+
+
+def test_status_shows_how_far_each_version_is_judged_and_the_collectors_watermark(db_url, monkeypatch):
+    """judged_up_to_ms / late_events per version, the partitions' watermarks with their states and the low
+    watermark, in `status --json` and in the table (a stalled partition named; one an old group left behind is not)."""
+    from datetime import datetime, timezone
+
+    from click.testing import CliRunner
+
+    from driftline.commands import status as status_command
+    from driftline.config import TOPIC_INFERENCE
+    from driftline.store.models import PartitionWatermark, WindowEvaluation
+
+    now = 1_767_268_800_000  # 2026-01-01 12:00:00 UTC
+    minute, idle_ms = 60_000, 30_000
+    at = lambda ms: datetime.fromtimestamp(ms / 1000, tz=timezone.utc)  # noqa: E731
+    with store_db.session_scope(db_url) as s:
+        s.add_all([ModelVersion(model="credit", version="1"), ModelVersion(model="credit", version="2")])
+        for start, late in ((now - 5 * minute, 2), (now - 4 * minute, 3)):
+            s.add(WindowEvaluation(model="credit", version="1", window_start_ms=start, window_end_ms=start + minute,
+                                   events=10, late_events=late, status="ok"))
+        for group, partition, event_ms, idle_since_ms, updated_ms in (
+                ("g", 0, now - 40_000, None, now - 2_000),  # reading
+                ("old", 0, now - 900_000, None, now - 800_000),  # a group left behind: g reads partition 0
+                ("g", 1, now - 100_000, None, now - 90_000),  # stalled: its reader is gone
+                ("g", 2, now - 600_000, now - 60_000, now - 3_000)):  # idle: counts as the wall clock
+            s.add(PartitionWatermark(group_id=group, topic=TOPIC_INFERENCE, partition=partition,
+                                     event_time_ms=event_ms, idle_since=None if idle_since_ms is None else at(idle_since_ms),
+                                     updated_at=at(updated_ms)))
+    with store_db.session_scope(db_url) as s:
+        report = status_report(s, now_ms=now, idle_ms=idle_ms)
+    versions = {r["version"]: (r["judged_up_to_ms"], r["judged_up_to"], r["late_events"]) for r in report["models"]}
+    assert versions == {"1": (now - 3 * minute, "2026-01-01T11:57:00.000Z", 5), "2": (None, None, 0)}
+    assert [(w["partition"], w["group_id"], w["state"]) for w in report["watermarks"]] == [
+        (0, "g", "reading"), (0, "old", "stalled"), (1, "g", "stalled"), (2, "g", "idle")]
+    first = report["watermarks"][0]
+    assert (first["topic"], first["event_time_ms"], first["lag_seconds"], first["updated_ms"]) == \
+        (TOPIC_INFERENCE, now - 40_000, 40.0, now - 2_000)
+    assert report["stream_watermark_ms"] == now - 100_000  # the stalled partition holds it back
+
+    monkeypatch.setattr(status_command, "time", type("Clock", (), {"time": staticmethod(lambda: now / 1000)}))
+    monkeypatch.setenv("DRIFTLINE_IDLE_PARTITION_SECONDS", "30")
+    result = CliRunner().invoke(status_command.status, ["--db", db_url])
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[1]: line for line in result.output.splitlines() if line.startswith("credit ")}
+    assert "JUDGED UP TO" in result.output and "11:57:00 UTC" in rows["1"] and rows["1"].split()[4] == "5"
+    assert "UTC" not in rows["2"]
+    assert "collectors have stored events up to 11:58:20 UTC, 100 s behind (stalled: partition 1)" in result.output
+    # a partition with nothing stored yet holds every window back
+    with store_db.session_scope(db_url) as s:
+        s.add(PartitionWatermark(group_id="g", topic=TOPIC_INFERENCE, partition=3, event_time_ms=None,
+                                 updated_at=at(now - 1_000)))
+    with store_db.session_scope(db_url) as s:
+        report = status_report(s, now_ms=now, idle_ms=idle_ms)
+    assert report["stream_watermark_ms"] is None and report["watermarks"][-1]["state"] == "waiting"
+    result = CliRunner().invoke(status_command.status, ["--db", db_url, "--json"])
+    assert result.exit_code == 0, result.output
+    assert '"stream_watermark_ms": null' in result.output and '"state": "waiting"' in result.output
 
 
 def test_outbox_idempotency_key_is_unique(db_url):

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from driftline.broker import free_port
 from driftline.config import load_settings
 from driftline.store.db import session_scope
-from driftline.store.models import Alert, DeadLetter, WindowQuarantine, utcnow
+from driftline.store.models import Alert, DeadLetter, PartitionWatermark, WindowEvaluation, WindowQuarantine, utcnow
 from driftline.scheduler.metrics import SchedulerMetrics
 from tests.support.drift_store import T0, WINDOW_MS, evaluate_drift_scenario, jobs_for, register, write_window
 from tests.support.waiting import wait_until
@@ -82,13 +82,47 @@ def test_two_exporters_on_one_store_and_a_restart_export_the_same_values(db_url)
         s.add(DeadLetter(topic="driftline.inference", reason="not JSON"))
         s.add(Alert(fingerprint="f1", model="credit", version="1", detector="data_drift", feature="income",
                     severity="warning", state="firing"))
-    first, second = exposition(db_url), exposition(db_url)
+    # the judging lag is measured against the wall clock: one clock for both
+    first, second = (exposition(db_url, wall_clock=lambda: (T0 + 60_000) / 1000) for _ in range(2))
     strip = lambda text: re.sub(r"(?m)^driftline_metrics_store_read_seconds .*$", "", text)  # noqa: E731
     assert strip(first) == strip(second)
     found = samples(first)
     assert value(found, "driftline_dead_letters_total") == 1
     # income's 2.5-sd shift fires on its first window (the sequential policy), beside the alert added here
     assert value(found, "driftline_alerts_firing", model="credit", severity="warning") == 2
+
+
+def test_judging_lag_per_model_and_the_collectors_low_watermark(sqlite_url):
+    """The judging lag is now less the latest judged window's end over the model's versions; the low watermark is
+    exported once collectors record one, and is absent while a partition has stored nothing."""
+    from datetime import datetime, timezone
+
+    from driftline.config import TOPIC_INFERENCE
+
+    now = T0 + 60 * WINDOW_MS
+    at = lambda ms: datetime.fromtimestamp(ms / 1000, tz=timezone.utc)  # noqa: E731
+    with session_scope(sqlite_url) as s:
+        for model, version, end in (("credit", "1", T0 + WINDOW_MS), ("credit", "1", T0 + 2 * WINDOW_MS),
+                                    ("credit", "2", T0 + 5 * WINDOW_MS), ("fraud", "1", T0 + WINDOW_MS)):
+            s.add(WindowEvaluation(model=model, version=version, window_start_ms=end - WINDOW_MS, window_end_ms=end,
+                                   events=5, status="ok"))
+    scrape = lambda: exposition(sqlite_url, wall_clock=lambda: now / 1000, idle_ms=30_000)  # noqa: E731
+    text = scrape()
+    found = samples(text)
+    lags = {dict(labels)["model"]: v for (name, labels), v in found.items()
+            if name == "driftline_scheduler_judging_lag_seconds"}
+    assert lags == {"credit": (now - T0 - 5 * WINDOW_MS) / 1000, "fraud": (now - T0 - WINDOW_MS) / 1000}
+    # no collector has recorded a watermark: the family is declared, without a series
+    assert re.search(r"(?m)^# TYPE driftline_stream_watermark_timestamp_seconds gauge$", text)
+    assert not any(name == "driftline_stream_watermark_timestamp_seconds" for name, _ in found)
+    with session_scope(sqlite_url) as s:
+        for partition, event_ms in ((0, now - 20_000), (1, now - 45_000)):
+            s.add(PartitionWatermark(group_id="g", topic=TOPIC_INFERENCE, partition=partition, event_time_ms=event_ms,
+                                     updated_at=at(now - 1_000)))
+    assert value(samples(scrape()), "driftline_stream_watermark_timestamp_seconds") == (now - 45_000) / 1000
+    with session_scope(sqlite_url) as s:  # a partition assigned, nothing stored yet: it holds every window back
+        s.add(PartitionWatermark(group_id="g", topic=TOPIC_INFERENCE, partition=2, updated_at=at(now - 1_000)))
+    assert not any(name == "driftline_stream_watermark_timestamp_seconds" for name, _ in samples(scrape()))
 
 
 def test_a_scrape_within_the_cache_interval_does_not_read_the_store_again(sqlite_url):
