@@ -177,6 +177,8 @@ def component_env(settings: Settings, window_seconds: int, worker_url: str) -> d
         "DRIFTLINE_HOME": str(settings.home.resolve()),
         "DRIFTLINE_WINDOW_SECONDS": str(window_seconds),
         "DRIFTLINE_ALLOWED_LATENESS_SECONDS": str(min(settings.allowed_lateness_seconds, max(2, window_seconds // 3))),
+        # the demo's partitions without traffic stop holding its short windows back as soon as its lateness allows
+        "DRIFTLINE_IDLE_PARTITION_SECONDS": str(min(settings.idle_partition_seconds, max(2, window_seconds // 3))),
         "DRIFTLINE_DASHBOARD_URL": f"http://127.0.0.1:{settings.dashboard_port}",
         "DRIFTLINE_RETRAIN_TOKEN": admin_token(settings),
     }

@@ -201,6 +201,11 @@ def test_a_backlog_is_judged_exactly_as_the_live_stream_was(db_url, store_like, 
     # (flushes differ between the runs), which the binned Wasserstein's differences of near-equal terms amplify
     assert_same({str(k): v for k, v in sorted(backlog_results.items())},
                 {str(k): v for k, v in sorted(live_results.items())}, "results", rel=FLOAT_REL)
+    # every window reached the evidence once, in order: each stream's last window has stepped it WINDOWS times
+    for model in MODELS:
+        last = [r for k, r in live_results.items() if k[0] == model and k[1] == WINDOWS - 1
+                and k[2] == "data_drift" and not k[5] and "evidence" in (r["details"] or {})]
+        assert last and all(r["details"]["evidence"]["windows"] == WINDOWS for r in last), model
     # the drift paged, in the same window of each run, and the alert says which
     fired = {key: windows for key, windows in live_alerts.items() if windows[2] is not None}
     assert any(key[0] == "replay-a" for key in fired), live_alerts
