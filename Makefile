@@ -57,6 +57,7 @@ bench: install
 	$(BIN)/python bench/collector.py
 	$(BIN)/python bench/window_state.py
 	$(BIN)/python bench/dashboard.py
+	$(BIN)/python bench/catchup.py
 
 # The benchmarks against peers that are not driftline dependencies: each peer in its own venv under bench/.venvs/
 # (bench/peer_envs/*.sh; long installs), then the embedding and detection-quality benchmarks with them.
