@@ -11,6 +11,8 @@ population; a segment's alerts live beside the whole population's, with their ow
   fine; value and threshold shown are the first breached row's, by metric name); under the
   sequential policy (a drift family's default) breached means its accumulated evidence pages
   (``details["evidence"]["paging"]``, driftline.detectors.families.evidence), and it fires at once;
+  estimated quality's ``estimation_invalid`` (its own feature) is already a test over windows and
+  breaches on its verdict, also firing at once under that policy;
 - no row, but the detector reported other features of the same segment in this window:
   clean (the detector ran there and did not flag it);
 - the detector reported nothing, or the window's status is not "ok"
@@ -37,7 +39,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from driftline.store.models import Alert, DetectorResult, Silence, WindowEvaluation
-from driftline.vocabulary import WINDOW_OK
+from driftline.vocabulary import ESTIMATION_INVALID, WINDOW_OK
 
 from driftline.alerts import outbox
 from driftline.alerts.channels import render
@@ -80,7 +82,9 @@ def observations(rows: Iterable[Any], sequential: Callable[[str], bool] = lambda
         by_key[(row.detector, row.feature or "", getattr(row, "segment", "") or "")].append(row)
     out = {}
     for (detector, feature, segment), group in by_key.items():
-        flag = _paging if sequential(detector) and not segment else (lambda r: bool(r.breached))
+        # estimation_invalid carries no evidence: its own verdict is already a test over labelled windows
+        paged = sequential(detector) and not segment and not all(r.metric == ESTIMATION_INVALID for r in group)
+        flag = _paging if paged else (lambda r: bool(r.breached))
         group.sort(key=lambda r: (not flag(r), r.metric))
         primary = group[0]
         out[(detector, feature, segment)] = Observation(

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlencode
 
-from driftline.vocabulary import family
+from driftline.vocabulary import ESTIMATION_INVALID, family
 
 from driftline.alerts.rules import severity_rank
 from driftline.alerts.times import iso, iso_from_ms
@@ -31,6 +31,10 @@ def format_number(value: float | None) -> str:
 def alert_summary(detector: str, feature: str, metric: str, value: float | None, threshold: float | None,
                   reason: str | None = None, segment: str = "") -> str:
     """One line for one alert, e.g. "data drift on income in segment region=north: psi 0.31 vs threshold 0.2"."""
+    if metric == ESTIMATION_INVALID:  # not a metric beyond a level: the estimates themselves stopped holding
+        return ("the estimates for this model no longer hold; the relation between inputs and outcome has likely "
+                f"changed (realized outside the estimates' bands too often: p {format_number(value)} < "
+                f"{format_number(threshold)})" + (f" in segment {segment}" if segment else ""))
     where = (f" on {feature}" if feature else "") + (f" in segment {segment}" if segment else "")
     text = f"{detector_label(detector)}{where}: {metric} {format_number(value)} vs threshold {format_number(threshold)}"
     return f"{text} ({reason})" if reason else text

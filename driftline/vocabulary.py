@@ -148,6 +148,11 @@ QUALITY_ERRORS = frozenset((LOG_LOSS, MAE, RMSE))
 QUALITY_METRICS = QUALITY_SCORES | QUALITY_ERRORS
 # What estimated_quality estimates, in the order `detect`'s JSON lists them.
 ESTIMATED_METRICS = (ROC_AUC, ACCURACY, PRECISION, RECALL, F1)
+# estimated_quality's verdict on its own estimates once labels came: realized left the bands too often
+# (driftline.detectors.estimation.validity); also the result's feature, so it alerts apart from the estimates.
+ESTIMATION_INVALID = "estimation_invalid"
+# The event field with the model's own decision (a binary classifier's 0/1), beside its score.
+PREDICTED_CLASS = "predicted_class"
 
 # multivariate_drift: the window's mean PCA reconstruction error, and a domain classifier's AUC.
 PCA_RECONSTRUCTION_ERROR = "pca_reconstruction_error"
@@ -164,7 +169,7 @@ METRICS: Mapping[str, tuple[str, ...]] = {
     SKEW: SKEW_METRICS,
     LATENCY: LATENCY_METRICS,
     MODEL_QUALITY: (ACCURACY, PRECISION, RECALL, F1, ROC_AUC, LOG_LOSS, MAE, RMSE, BIAS, MACRO_F1),
-    ESTIMATED_QUALITY: ESTIMATED_METRICS,
+    ESTIMATED_QUALITY: (*ESTIMATED_METRICS, ESTIMATION_INVALID),
     MULTIVARIATE_DRIFT: MULTIVARIATE_METRICS,
     EMBEDDING_DRIFT: (MMD2,),
     ROLLOUT: (ROLLOUT_VERDICT,),
@@ -475,6 +480,16 @@ class EstimatedQualityDetails(Details):
     gap: float | None = None
     gap_standard_error: float | None = None
     concept_drift: bool | None = None
+    threshold: float | None = None  # the decision threshold on the score for rows without the model's own decision
+    decided_share: float | None = None  # the window's scored rows that carried the model's own decision
+    # estimation_invalid: the labelled windows tested, those whose realized left a band, the test's p-value
+    labelled_windows: int | None = None
+    missed_windows: int | None = None
+    p_value: float | None = None
+    alpha: float | None = None
+    miss_probability: float | None = None
+    missed: list[str] | None = None  # this window's metrics outside their band (None: not judged)
+    windows: int | None = None  # the most recent labelled windows the test looks at
 
 
 @dataclass(frozen=True)

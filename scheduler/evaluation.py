@@ -9,7 +9,8 @@ the version waits in quarantine (for its first `QUARANTINE_HOLD_ATTEMPTS` tries)
 evidence sees every window once, in order. Events stored after a window was judged (truly late) re-judge
 it; they are counted in its `late_events` and leave the evidence as its first judgment left it. It merges
 the partial states every collector wrote, reads the version's training baseline and,
-for a window short of labels, the earlier windows' labels (`earlier_labels`), hands them
+for a window short of labels, the earlier windows' labels (`earlier_labels`), and for a version whose
+estimates are checked, the earlier windows' checks of their estimates (`earlier_checks`), hands them
 to `evaluate_window`, and stores its `WindowOutcome` in place of that window's results,
 in one transaction. Then the
 alert lifecycle and the retraining policy see the new results (driftline.scheduler.jobs).
@@ -29,12 +30,13 @@ from typing import Any, Callable
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, defer
 
+from driftline.detectors.estimation.validity import WindowCheck
 from driftline.detectors.thresholds.paging import PagingPolicy
 from driftline.detectors.families.pooled_labels import PooledLabels, pooling_wanted
 from driftline.detectors.families.window import LatencySLO, WindowOutcome, WindowThresholds, evaluate_window
 from driftline.detectors.thresholds.freshness import FRESHNESS, FreshnessThresholds
 from driftline import vocabulary
-from driftline.baseline import Baseline, LabelSummary
+from driftline.baseline import BINARY, Baseline, LabelSummary
 from driftline.config import Settings
 from driftline.segments import SegmentSpec
 from driftline import defaults
@@ -174,12 +176,14 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
     pooled = (earlier_labels(session, key, cache, thresholds.quality_pool_max_windows)
               if baseline is not None and pooling_wanted(state.labels, thresholds.quality_pool_min_labels)
               else PooledLabels())
+    # only a binary classifier with training labels has estimates whose earlier checks matter
+    estimated = baseline is not None and baseline.quality is not None and baseline.quality.task == BINARY
     # Without a baseline (a version not registered yet) only latency can be judged.
     outcome = evaluate_window(baseline, state, thresholds=thresholds,
                               slo=config.slo_for(key.model), window_seconds=config.window_seconds,
                               transform=cache.transform(session, key.model, key.version) if baseline else None,
                               freshness=config.freshness_for(key.model), segments=config.segments,
-                              pooled_labels=pooled)
+                              pooled_labels=pooled, estimate_history=earlier_checks(session, key) if estimated else ())
     if outcome.threshold_note is not None and (key.model, key.version) not in cache.threshold_notes:
         cache.threshold_notes.add((key.model, key.version))  # once per version: every window would say it
         logging.getLogger(__name__).warning("%s version %s: %s", key.model, key.version, outcome.threshold_note)
@@ -245,6 +249,25 @@ def earlier_labels(session: Session, key: WindowKey, cache: BaselineCache, max_w
         except Exception:  # noqa: BLE001 - an undecodable neighbour is quarantined on its own; pool without it
             continue
     return PooledLabels(tuple(parts))
+
+
+def earlier_checks(session: Session, key: WindowKey,
+                   lookback: int = defaults.ESTIMATION_INVALID_LOOKBACK_WINDOWS) -> list[WindowCheck]:
+    """The checks of their estimates against their own labels (``details["missed"]`` of each window's stored
+    ``estimation_invalid`` result) of the windows before `key`, same model version, at most `lookback` windows
+    back, oldest first; a window whose estimates were not checked (too few labels) is left out. A window
+    re-judged when its labels came carries its new check, so the history is always the latest."""
+    window_ms = key.window_end_ms - key.window_start_ms
+    if lookback <= 0 or window_ms <= 0:
+        return []
+    rows = session.execute(select(DetectorResult.window_start_ms, DetectorResult.details).where(
+        DetectorResult.model == key.model, DetectorResult.version == key.version,
+        DetectorResult.detector == vocabulary.ESTIMATED_QUALITY, DetectorResult.metric == vocabulary.ESTIMATION_INVALID,
+        DetectorResult.segment == "", DetectorResult.window_start_ms < key.window_start_ms,
+        DetectorResult.window_start_ms >= key.window_start_ms - lookback * window_ms)
+        .order_by(DetectorResult.window_start_ms)).all()
+    return [WindowCheck(tuple(str(m) for m in missed), int(start)) for start, details in rows
+            if isinstance(details, dict) and isinstance(missed := details.get("missed"), list)]
 
 
 def _finite(value: Any) -> float | None:

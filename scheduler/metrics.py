@@ -17,6 +17,7 @@ rollout plan's versions; see driftline.store.monitoring). Segment results ([segm
 | `driftline_data_quality_issues` | gauge | model, version, check | features (or the window) breaching a data-quality check |
 | `driftline_estimated_quality` | gauge | model, version, metric, bound | quality estimated before labels; bound value, lower, upper |
 | `driftline_estimated_quality_threshold` | gauge | model, version, metric | the estimate's alarm threshold (training less the allowed drop) |
+| `driftline_estimation_invalid` | gauge | model, version | 1 when the estimates no longer hold (realized left their bands too often over the recent labelled windows): read the estimates as unreliable; 0 while they hold |
 | `driftline_training_quality` | gauge | model, version, metric | the metric on the version's training data |
 | `driftline_realized_quality` | gauge | model, version, metric | quality measured on joined labels |
 | `driftline_window_end_timestamp_seconds` | gauge | model, version | end of the latest evaluated window (event time) |
@@ -146,6 +147,9 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
     threshold = GaugeMetricFamily(_PREFIX + "estimated_quality_threshold",
                                   "The estimate's alarm threshold (training less the allowed drop), latest window.",
                                   labels=["model", "version", "metric"])
+    invalid = GaugeMetricFamily(_PREFIX + "estimation_invalid",
+                                "1 when the estimates no longer hold (realized left their bands too often over the "
+                                "recent labelled windows), latest window.", labels=["model", "version"])
     training = GaugeMetricFamily(_PREFIX + "training_quality", "The metric on the version's training data.",
                                  labels=["model", "version", "metric"])
     realized = GaugeMetricFamily(_PREFIX + "realized_quality", "Quality measured on joined labels, latest window.",
@@ -155,7 +159,7 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
     events = GaugeMetricFamily(_PREFIX + "window_events", "Events in the latest evaluated window.",
                                labels=["model", "version"])
     by_name = {vocabulary.DATASET_DRIFT: dataset, vocabulary.PREDICTION_DRIFT: prediction,
-               **{family.name: family for family in (quality, estimated, threshold, training, realized)}}
+               **{family.name: family for family in (quality, estimated, threshold, training, realized, invalid)}}
     for window in snapshot.windows:
         labels = [window.model, window.version]
         window_end.add_metric(labels, window.window_end_ms / 1000.0)
@@ -167,6 +171,9 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
             if r.detector in (vocabulary.DATASET_DRIFT, vocabulary.PREDICTION_DRIFT):
                 key = (r.detector, ())
                 found[key] = max(found.get(key, 0.0), float(r.breached))
+            elif r.detector == vocabulary.ESTIMATED_QUALITY and r.metric == vocabulary.ESTIMATION_INVALID:
+                if not r.details.get(vocabulary.INSUFFICIENT_DATA):  # nothing checked yet: no series
+                    found[(invalid.name, ())] = float(r.breached)
             elif r.detector == vocabulary.ESTIMATED_QUALITY and r.value is not None:
                 for bound in _BOUNDS:
                     value = r.value if bound == "value" else r.details.get(bound)
@@ -199,8 +206,8 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
     for model, candidate, verdict in snapshot.verdicts:
         for name in vocabulary.VERDICTS:
             verdicts.add_metric([model, candidate, name], float(name == verdict))
-    yield from (score, drifted, count, dataset, prediction, quality, estimated, threshold, training, realized, window_end, events, alerts,
-                quarantined, dead_letters, verdicts)
+    yield from (score, drifted, count, dataset, prediction, quality, estimated, threshold, invalid, training, realized,
+                window_end, events, alerts, quarantined, dead_letters, verdicts)
     yield from embedding_families(snapshot)
     yield from evidence_families(snapshot, max_features)
     yield from serving_families(snapshot)

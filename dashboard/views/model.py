@@ -16,6 +16,7 @@ from driftline.vocabulary import (
     ERROR_RATE,
     ESTIMATED_METRICS,
     ESTIMATED_QUALITY,
+    ESTIMATION_INVALID,
     LATENCY,
     MODEL_QUALITY,
     QPS,
@@ -270,6 +271,13 @@ def estimated_section(ctx: ui.Context, segment: str = "") -> None:
     if untrusted:
         st.caption(f"{untrusted} window(s) untrusted (too few rows, or scores outside the calibrated range): "
                    "drawn, never alerted on.")
+    checks = rows[(rows["metric"] == ESTIMATION_INVALID) & ~rows["insufficient"]]
+    if not checks.empty and bool(checks["breached"].iloc[-1]):  # the latest check: the estimates no longer hold
+        run = checks["breached"].to_numpy()[::-1].argmin() if not checks["breached"].all() else len(checks)
+        since = checks["time"].iloc[-run]
+        st.warning(f"Estimates unreliable since {since:%Y-%m-%d %H:%M} UTC: once labels came, realized quality left "
+                   "the estimates' bands more often than they allow (estimation_invalid); the relation between "
+                   "inputs and outcome has likely changed. Read the estimates after it as unreliable.")
 
 
 def versions_section(ctx: ui.Context, versions: pd.DataFrame) -> None:

@@ -102,22 +102,35 @@ def baseline_in_memory(frame: pd.DataFrame, *, categorical: Sequence[str] = (), 
                        label: str | None = None, ignore: Sequence[str] = (), embeddings: Mapping[str, str] = {},
                        segment_columns: Iterable[str] = (),
                        segment_max_values: int = defaults.SEGMENT_MAX_VALUES,
-                       on_fit: Callable[[str, int, int], None] | None = None) -> Baseline:
+                       on_fit: Callable[[str, int, int], None] | None = None,
+                       prediction_class: str | None = None) -> Baseline:
     """The baseline of a whole table held in memory (the former `driftline baseline`): `compute_baseline`,
-    the embedding references of `embeddings` (name -> column or column prefix) and the chunk spreads."""
+    the embedding references of `embeddings` (name -> column or column prefix) and the chunk spreads.
+    `prediction_class`: the column of the model's own decisions, which the training metrics follow."""
     columns = _embedding_columns(frame, embeddings)
+    ignore = _decision_ignored(ignore, prediction_class, label)
     names = _features(frame, prediction, label, ignore, categorical, columns, "training data")
     references = _embedding_references(frame, embeddings, on_fit)
     features = frame[names]
     summary = compute_baseline(features, categorical=categorical,
                                predictions=frame[prediction] if prediction else None,
                                labels=frame[label] if label else None, segment_columns=segment_columns,
-                               segment_max_values=segment_max_values)
+                               segment_max_values=segment_max_values,
+                               decisions=frame[prediction_class] if prediction_class else None)
     summary.add_embeddings(references)
     summary.threshold_spreads = measure_spreads(features.set_axis(summary.feature_names, axis=1),
                                                 {name: summary.kind(name) for name in summary.feature_names},
                                                 frame[prediction] if prediction else None)
     return summary
+
+
+def _decision_ignored(ignore: Sequence[str], prediction_class: str | None, label: str | None) -> list[str]:
+    """`ignore` with the decisions' column (no feature; `_features` checks that it exists); it needs labels."""
+    if prediction_class is None:
+        return list(ignore)
+    if label is None:
+        raise UserError(f"--prediction-class {prediction_class} needs --label: the training metrics follow it")
+    return [*ignore, prediction_class]
 
 
 @dataclass
@@ -136,6 +149,7 @@ class _Final:
     distinct: dict[str, np.ndarray]  # long numeric columns: the row sample's distinct values
     positions: np.ndarray  # table rows kept whole, sorted
     task: str | None
+    decision: str | None = None  # the column of the model's own decisions (--prediction-class)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -163,7 +177,8 @@ class _Final:
         quality = None
         if self.task is not None:
             assert self.scan.prediction is not None and self.scan.label is not None
-            quality = LabelSummary(task=self.task).add(chunk[self.scan.prediction], chunk[self.scan.label])
+            quality = LabelSummary(task=self.task).add(chunk[self.scan.prediction], chunk[self.scan.label],
+                                                       None if self.decision is None else chunk[self.decision])
         return _FinalPart(bins, rows, quality)
 
     def merge(self, a: _FinalPart, b: _FinalPart) -> _FinalPart:
@@ -257,7 +272,8 @@ def stream_baseline(table: Table, *, categorical: Sequence[str] = (), prediction
                     sample_size: int = defaults.BASELINE_SAMPLE_SIZE, seed: int = 0,
                     fine_bins: int = defaults.BASELINE_FINE_BINS, exact_values: int = defaults.BATCH_EXACT_VALUES,
                     sample_rows: int = defaults.BATCH_SAMPLE_ROWS,
-                    on_fit: Callable[[str, int, int], None] | None = None) -> Baseline:
+                    on_fit: Callable[[str, int, int], None] | None = None,
+                    prediction_class: str | None = None) -> Baseline:
     """`baseline_in_memory`'s baseline of `table`, in passes (module docstring: what is exact, what is bounded).
 
     `exact_values`: finite values per numeric column kept whole (and the most a quantile search collects);
@@ -267,6 +283,7 @@ def stream_baseline(table: Table, *, categorical: Sequence[str] = (), prediction
     head = table.head(HEAD_ROWS)
     head.columns = [str(c) for c in head.columns]
     embedding_columns = _embedding_columns(head, embeddings)
+    ignore = _decision_ignored(ignore, prediction_class, label)
     features = _features(head, prediction, label, ignore, categorical, embedding_columns, table.where)
     kinds = _kinds(head, features, categorical)
     prediction_kind = None
@@ -280,7 +297,8 @@ def stream_baseline(table: Table, *, categorical: Sequence[str] = (), prediction
     numeric = [name for name, kind in kinds.items() if kind == NUMERIC]
     plan = Plan.scan({name: NUMERIC for name in [*numeric, *([PREDICTION] if prediction_kind == NUMERIC else [])]},
                      exact_values=exact_values, sample_rows=sample_rows)
-    read = tuple(dict.fromkeys([*features, *(c for c in (prediction, label) if c), *embedding_columns]))
+    read = tuple(dict.fromkeys([*features, *(c for c in (prediction, label, prediction_class) if c),
+                                *embedding_columns]))
     scan = BaselineScan(plan, tuple(name for name in features if kinds[name] == CATEGORICAL), prediction,
                         prediction_kind, label, read)
     part: ScanPart = table.run(scan, f"{table.where} (scan)")
@@ -300,7 +318,8 @@ def stream_baseline(table: Table, *, categorical: Sequence[str] = (), prediction
         assert part.evidence is not None
         task = part.evidence.task(part.source)
     final: _FinalPart = table.run(_Final(scan, {name: e for name, (e, _) in edges.items()}, known,
-                                         np.union1d(take_sample, take_fit), task), f"{table.where} (bins and rows)")
+                                         np.union1d(take_sample, take_fit), task, prediction_class),
+                                  f"{table.where} (bins and rows)")
     kept = final.rows.set_index(_POSITION)
 
     def profile_of(name: str) -> Profile:

@@ -37,7 +37,8 @@ from driftline.detectors.thresholds.decision import (
     significance_p_value,
     significance_test,
 )
-from driftline.detectors.batch.performance import check_label, for_segment, performance_reference, window_performance
+from driftline.detectors.batch.performance import (EstimateChecks, check_decision, check_label, for_segment,
+                                                    performance_reference, window_performance)
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.detectors.thresholds.reference import FIXED as FIXED_SOURCE
 from driftline.detectors.thresholds.reference import REFERENCE as REFERENCE_SOURCE
@@ -410,7 +411,7 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
            on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None,
            label: str | None = None, performance_thresholds: WindowThresholds | None = None,
            segment_by: str | None = None, multivariate: MultivariateThresholds | bool = True,
-           embeddings: Any = None) -> dict[str, Any]:
+           embeddings: Any = None, prediction_class: str | None = None) -> dict[str, Any]:
     """Compare `current` (whole, or in windows) with `reference`; the `driftline detect` JSON as a dict.
 
     `on_window(done, total, rows)` is called after each window (for progress).
@@ -425,7 +426,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     levels and sample bounds (True: `driftline.defaults`; False: no ``multivariate``
     object, for callers that need only the per-feature verdicts and not its cost). `embeddings`: a
     `driftline.detectors.batch.embeddings.BatchEmbeddings` of the current rows in order; each window
-    gains ``embeddings`` (name -> verdict).
+    gains ``embeddings`` (name -> verdict). `prediction_class` (with `label`): the column of the model's own
+    decisions (0/1), which the binary estimates follow instead of a threshold on the score.
     Raises `UserError` for anything wrong with the inputs (empty frames,
     unknown or missing columns, type mismatches, bad chunking options).
     """
@@ -436,7 +438,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
         raise UserError("the current data has no rows")
     kinds, prediction, probabilities = monitored_columns(reference, current, categorical=categorical,
                                                          prediction=prediction, ignore=ignore,
-                                                         timestamp=timestamp, label=label)
+                                                         timestamp=timestamp, label=label,
+                                                         prediction_class=prediction_class)
     if embeddings is not None:
         current = current.reset_index(drop=True)  # a window's index labels are then its rows' positions
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
@@ -444,7 +447,7 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     profile = ReferenceProfile(reference, kinds, workers)
     extras = WindowExtras(reference, current, kinds, prediction, probabilities, label, thresholds,
                           performance_thresholds, segment_by, multivariate, workers,
-                          lambda name, values: reference_tests(profile, name, values))
+                          lambda name, values: reference_tests(profile, name, values), prediction_class)
     results = []
     for done, window in enumerate(windows, start=1):
         own = extras.thresholds_for(len(window.frame))
@@ -460,7 +463,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
 
 def monitored_columns(reference: pd.DataFrame, current: pd.DataFrame, *, categorical: Sequence[str] = (),
                       prediction: str | None = None, ignore: Sequence[str] = (), timestamp: str | None = None,
-                      label: str | None = None) -> tuple[dict[str, str], str | None, list[str] | None]:
+                      label: str | None = None,
+                      prediction_class: str | None = None) -> tuple[dict[str, str], str | None, list[str] | None]:
     """(kinds of the monitored columns, the one prediction column or None, a multiclass model's probability columns).
 
     `feature_kinds` after `detect`'s rules for ``--label``: the label is the target, not a feature;
@@ -482,6 +486,9 @@ def monitored_columns(reference: pd.DataFrame, current: pd.DataFrame, *, categor
         if probabilities is None:
             check_label(reference, prediction, label)  # before the label joins --ignore, whose errors would mislead
         ignore = [*ignore, label] if label not in ignore else ignore
+    if prediction_class is not None:  # the model's decisions: what the estimates follow, not a feature
+        check_decision(reference, prediction_class, label, probabilities)
+        ignore = [*ignore, prediction_class] if prediction_class not in ignore else ignore
     kinds = feature_kinds(reference, current, categorical=categorical, ignore=ignore, prediction=prediction,
                           timestamp=timestamp)
     return kinds, prediction, probabilities
@@ -499,18 +506,20 @@ class WindowExtras:
                  probabilities: list[str] | None, label: str | None, thresholds: DriftThresholds,
                  performance_thresholds: WindowThresholds | None, segment_by: str | None,
                  multivariate: MultivariateThresholds | bool, workers: int,
-                 measure: Callable[[str, pd.Series], dict[str, dict[str, Any]]]):
+                 measure: Callable[[str, pd.Series], dict[str, dict[str, Any]]], prediction_class: str | None = None):
         self.prediction = prediction
         self.thresholds = thresholds
         self.workers = workers
         self.performance = None
         if label is not None:
             self.performance = performance_reference(reference, probabilities if probabilities else prediction,
-                                                     label, None if probabilities else kinds)
+                                                     label, None if probabilities else kinds, prediction_class)
         self.judged_by = performance_thresholds or WindowThresholds()
+        self.checks = EstimateChecks(self.judged_by)  # the windows' estimates against their labels, in order
         performance = self.performance
         self.segments = _segments(reference, current, segment_by, kinds, workers, None if performance is None else (
-            lambda rows: for_segment(performance, rows, self.judged_by.estimated_quality_min_rows)))
+            lambda rows: for_segment(performance, rows, self.judged_by.estimated_quality_min_rows,
+                                     self.judged_by.estimated_quality_threshold)))
         self.derived = None
         if thresholds.threshold_source == REFERENCE_SOURCE:
             self.derived = ReferenceThresholds(reference, list(kinds), measure)
@@ -542,7 +551,8 @@ class WindowExtras:
             for segment in result["segments"]:
                 _label_threshold_source(segment, FIXED_SOURCE, None)
         if self.performance is not None:
-            result["performance"] = window_performance(self.performance, window.frame, self.judged_by)
+            result["performance"] = self.checks.judged(window_performance(self.performance, window.frame,
+                                                                          self.judged_by))
 
 
 def _segments(reference: pd.DataFrame, current: pd.DataFrame, column: str | None, kinds: dict[str, str],

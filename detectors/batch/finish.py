@@ -68,6 +68,7 @@ class Settings:
     prediction: str | None = None  # the one prediction column (prediction drift), if any
     probabilities: tuple[str, ...] | None = None  # a multiclass model's probability columns (with `label`)
     label: str | None = None
+    prediction_class: str | None = None  # a binary classifier's own decisions (with `label`)
     segment_by: str | None = None
     thresholds: DriftThresholds = DriftThresholds()
     performance_thresholds: WindowThresholds | None = None
@@ -190,7 +191,7 @@ class Finisher:
         self.extras = WindowExtras(sample, sample.iloc[0:0], plan.kinds, settings.prediction,
                                    list(settings.probabilities) if settings.probabilities else None, settings.label,
                                    settings.thresholds, settings.performance_thresholds, settings.segment_by,
-                                   settings.multivariate, settings.workers, measure)
+                                   settings.multivariate, settings.workers, measure, settings.prediction_class)
 
     def _reference_sorted(self, name: str) -> np.ndarray | None:
         column = self.reference.columns[name]

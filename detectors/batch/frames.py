@@ -129,7 +129,7 @@ def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
                   performance_thresholds: WindowThresholds | None = None, segment_by: str | None = None,
                   multivariate: MultivariateThresholds | bool = True, exact_values: int = defaults.BATCH_EXACT_VALUES,
                   sample_rows: int = defaults.BATCH_SAMPLE_ROWS,
-                  fine_bins: int = defaults.BATCH_FINE_BINS) -> dict[str, Any]:
+                  fine_bins: int = defaults.BATCH_FINE_BINS, prediction_class: str | None = None) -> dict[str, Any]:
     """`driftline.detectors.batch.engine.detect`'s result for two pandas, Spark or Dask DataFrames (both of one
     kind), computed where they live. `engine`: default `driftline.engines.engine_for(reference)` (a Dask
     DataFrame needs a running ``distributed`` client). `on_progress(what, done, total)` follows each pass
@@ -146,7 +146,7 @@ def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
     kinds, prediction, probabilities, scan = scan_plan(
         reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
         timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
-        fine_bins=fine_bins)
+        fine_bins=fine_bins, prediction_class=prediction_class)
     reference_offsets = partition_offsets(engine.partition_rows(reference), "reference")
     fold = TableFold(scan, "reference")
     reference_summary = merge_in_order(engine.fold(reference, fold, reference_offsets, "reference", on_progress), fold)
@@ -157,8 +157,9 @@ def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
                                                   on_progress), fold)
     finisher = Finisher(plan, reference_summary, Settings(
         prediction=prediction, probabilities=tuple(probabilities) if probabilities else None, label=label,
-        segment_by=segment_by, thresholds=thresholds, performance_thresholds=performance_thresholds,
-        multivariate=multivariate, workers=default_workers() if workers is None else workers))
+        prediction_class=prediction_class, segment_by=segment_by, thresholds=thresholds,
+        performance_thresholds=performance_thresholds, multivariate=multivariate,
+        workers=default_workers() if workers is None else workers))
     current_rows = engine.partition_rows(current)
     current_offsets = partition_offsets(current_rows, "current data")
     origin = pd.Timestamp(0)  # any midnight, for periods that divide a day

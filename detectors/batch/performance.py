@@ -3,7 +3,9 @@
 Pure: the reference's labels give, once, the calibration of a binary classifier
 (`PerformanceReference`, CBPE), the per-class calibrations of a multiclass one
 (`MulticlassReference`), or the loss estimators of a regression model (`RegressionReference`,
-direct loss estimation); each window's predictions give the estimate with its band.
+direct loss estimation); each window's predictions give the estimate with its band. A binary classifier's
+own decisions (``--prediction-class``) are estimated as decided; with labels in the current data each
+window also says whether the estimates still hold (`EstimateChecks`: ``estimation_invalid``).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from driftline.detectors.estimation.cbpe_multiclass import (
     realized_multiclass,
     reference_variances,
 )
-from driftline.detectors.estimation.cbpe import Estimate, score_counts
+from driftline.detectors.estimation.cbpe import Estimate, predicted_rows, score_counts
+from driftline.detectors.estimation.validity import WindowCheck, judge_validity, window_check
 from driftline.detectors.estimation.dle import (
     LossEstimator,
     estimate_losses,
@@ -35,11 +38,14 @@ from driftline.detectors.stats.quality import quality_metrics, training_calibrat
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline import defaults
 from driftline.baseline import BINARY, LabelSummary, category_key
+from driftline.baseline.decisions import decision_values
+from driftline.baseline.labels import decision_cut
+from driftline.window_state.decisions import DecisionCounts
 from driftline.errors import UserError
 from driftline.vocabulary import INSUFFICIENT_DATA, INSUFFICIENT_DATA_REASON, NUMERIC, REASON_KEY
 
-__all__ = ["MulticlassReference", "PerformanceReference", "RegressionReference", "check_label", "for_segment",
-           "performance_reference", "window_performance"]
+__all__ = ["EstimateChecks", "MulticlassReference", "PerformanceReference", "RegressionReference", "check_decision",
+           "check_label", "for_segment", "performance_reference", "window_performance"]
 
 _NOT_ESTIMATED = ("estimated performance covers binary classifiers (labels 0/1, a score in [0, 1] in --prediction), "
                   "multiclass ones (one probability column per class: --prediction p_a,p_b,p_c) and regression "
@@ -69,28 +75,56 @@ def _labels(frame: pd.DataFrame, label: str, where: str) -> np.ndarray:
     return frame[label].to_numpy(dtype=object)
 
 
+def _decisions(frame: pd.DataFrame, column: str | None, where: str) -> np.ndarray | None:
+    """The model's decisions in `column` (--prediction-class) as 1.0 / 0.0 / NaN (a null: none given)."""
+    if column is None:
+        return None
+    if column not in frame.columns:
+        raise UserError(f"--prediction-class {column}: no such column in the {where} "
+                        f"(columns: {', '.join(map(str, frame.columns))})")
+    values = decision_values(frame[column])
+    odd = frame[column][np.isnan(values) & frame[column].notna().to_numpy()]
+    if len(odd):
+        shown = ", ".join(map(repr, odd.unique().tolist()[:5]))
+        raise UserError(f"--prediction-class {column} must hold the model's decisions, 0/1 or true/false (1: the "
+                        f"positive class); the {where} holds {shown}")
+    return values
+
+
+def check_decision(reference: pd.DataFrame, column: str, label: str | None, probabilities: Any) -> None:
+    """--prediction-class needs --label, a binary model (one score column) and the column in the reference."""
+    if label is None:
+        raise UserError(f"--prediction-class {column} needs --label: the decisions are what the estimates follow")
+    if probabilities:
+        raise UserError("--prediction-class is a binary classifier's decision (0/1); a multiclass model's "
+                        "estimates follow its most probable class already")
+    _decisions(reference, column, "reference")
+
+
 @dataclass(frozen=True)
 class PerformanceReference:
-    """The reference's label summary and training calibration, from its scores and labels."""
+    """The reference's label summary and training calibration, from its scores and labels (and decisions)."""
 
     prediction: str
     label: str
     summary: LabelSummary
     calibration: np.ndarray
     training: dict[str, float | None] | None = None  # what estimates are judged against; None: `summary`'s metrics
+    decision: str | None = None  # the column of the model's own decisions (--prediction-class)
 
     @classmethod
-    def from_frame(cls, reference: pd.DataFrame, prediction: str | None, label: str) -> "PerformanceReference":
+    def from_frame(cls, reference: pd.DataFrame, prediction: str | None, label: str,
+                   decision: str | None = None) -> "PerformanceReference":
         """Raises `UserError` without --prediction, without the label column, or for a non-binary model."""
         prediction = check_label(reference, prediction, label)
         scores = _scores(reference, prediction, "reference")
         labels = _labels(reference, label, "reference")
-        summary = LabelSummary(task=BINARY).add(scores, labels)
+        summary = LabelSummary(task=BINARY).add(scores, labels, _decisions(reference, decision, "reference"))
         if not summary.n or not summary.positives.sum() or not summary.negatives.sum():
             raise UserError(f"--label {label}: the reference needs rows of both labels (0 and 1) with a score")
         calibration = training_calibration(summary)
         assert calibration is not None  # a binary summary with rows always has one
-        return cls(prediction, label, summary, calibration)
+        return cls(prediction, label, summary, calibration, decision=decision)
 
 
 def check_label(reference: pd.DataFrame, prediction: str | None, label: str) -> str:
@@ -203,7 +237,7 @@ def _class_index(series: pd.Series, classes: list[str]) -> np.ndarray:
 Reference = PerformanceReference | MulticlassReference | RegressionReference
 
 
-def for_segment(reference: Reference, rows: pd.DataFrame, min_rows: int) -> Reference:
+def for_segment(reference: Reference, rows: pd.DataFrame, min_rows: int, threshold: float | None = None) -> Reference:
     """`reference` with the training values of one segment's reference `rows`, for that segment's windows.
 
     The calibration (or the loss estimators) stay the whole reference's: a score means what it
@@ -226,25 +260,29 @@ def for_segment(reference: Reference, rows: pd.DataFrame, min_rows: int) -> Refe
             return reference
         predicted = _probabilities(rows, reference.columns, "reference").argmax(axis=1)
         return replace(reference, training=realized_multiclass(labels[keep], predicted[keep], len(reference.classes)))
+    decisions = None if reference.decision is None else _decisions(rows, reference.decision, "reference")
     summary = LabelSummary(task=BINARY).add(_scores(rows, reference.prediction, "reference"),
-                                            _labels(rows, reference.label, "reference"))
+                                            _labels(rows, reference.label, "reference"), decisions)
     if summary.n < min_rows or not summary.positives.sum() or not summary.negatives.sum():
         return reference
-    return replace(reference, training=quality_metrics(summary))
+    return replace(reference, training=quality_metrics(summary, threshold))
 
 
 def performance_reference(reference: pd.DataFrame, prediction: str | list[str] | None, label: str,
-                          kinds: dict[str, str] | None = None) -> Reference:
+                          kinds: dict[str, str] | None = None, decision: str | None = None) -> Reference:
     """Binary (one score column), multiclass (several probability columns) or regression (a numeric label not
-    only 0/1; `kinds`, the monitored columns, are the loss estimators' inputs) reference for `detect --label`."""
+    only 0/1; `kinds`, the monitored columns, are the loss estimators' inputs) reference for `detect --label`;
+    `decision`: a binary classifier's column of its own decisions (--prediction-class)."""
     if isinstance(prediction, list) and len(prediction) > 1:
         return MulticlassReference.from_frame(reference, prediction, label)
     if isinstance(prediction, list):
         prediction = prediction[0] if prediction else None
     prediction = check_label(reference, prediction, label)
     if is_regression(reference, label):
+        if decision is not None:
+            raise UserError(f"--prediction-class {decision}: a regression model makes no class decision")
         return RegressionReference.from_frame(reference, prediction, label, kinds or {prediction: NUMERIC})
-    return PerformanceReference.from_frame(reference, prediction, label)
+    return PerformanceReference.from_frame(reference, prediction, label, decision)
 
 
 def _multiclass_performance(reference: MulticlassReference, frame: pd.DataFrame,
@@ -357,15 +395,45 @@ def window_performance(reference: Reference, frame: pd.DataFrame, thresholds: Wi
     if isinstance(reference, MulticlassReference):
         return _multiclass_performance(reference, frame, thresholds)
     scores = _scores(frame, reference.prediction, "current data")
-    rows = score_counts(scores, reference.summary.bins)
+    bins = reference.summary.bins
+    decisions = _decisions(frame, reference.decision, "current data")
+    decided = DecisionCounts(bins, np.zeros(bins, dtype=np.int64), np.zeros(bins, dtype=np.int64))
+    if decisions is not None:
+        decided.add(scores, decisions)
+    rows, predicted = predicted_rows(score_counts(scores, bins), decision_cut(thresholds.estimated_quality_threshold,
+                                                                              bins), decided.rows, decided.called)
     labelled = None
     if reference.label in frame.columns:
-        labelled = LabelSummary(task=BINARY).add(scores, _labels(frame, reference.label, "current data"))
+        labelled = LabelSummary(task=BINARY).add(scores, _labels(frame, reference.label, "current data"), decisions)
     results = judge_estimates(reference.summary, reference.calibration, rows, thresholds, labelled,
-                              reference.training)
+                              reference.training, predicted)
     out: dict[str, Any] = {"estimated": {r.metric: _entry(r) for r in results}}
     if labelled is not None:
         out["realized"] = {r.metric: {"value": r.details.get("realized"), "labels": int(labelled.n),
                                       "gap": r.details.get("gap"), "concept_drift": r.details.get("concept_drift")}
                            for r in results}
     return out
+
+
+class EstimateChecks:
+    """The windows of one `detect` run, in order: each labelled window's estimates checked against what came true,
+    and whether the estimates still hold over the windows up to and including it (``estimation_invalid``,
+    `driftline.detectors.estimation.validity`)."""
+
+    def __init__(self, thresholds: WindowThresholds):
+        self.thresholds = thresholds
+        self.checks: list[WindowCheck] = []
+
+    def judged(self, performance: dict[str, Any]) -> dict[str, Any]:
+        """`performance` (one window's) with ``estimation_invalid`` when it holds ``realized`` (labels)."""
+        realized = performance.get("realized")
+        if not isinstance(realized, dict):
+            return performance
+        check = window_check({metric: entry.get("concept_drift") for metric, entry in realized.items()})
+        if check is not None:
+            self.checks.append(check)
+        verdict = judge_validity(self.checks, z=self.thresholds.estimated_quality_z,
+                                 alpha=self.thresholds.estimation_invalid_alpha,
+                                 windows=self.thresholds.estimation_invalid_windows)
+        performance["estimation_invalid"] = verdict.invalid
+        return performance

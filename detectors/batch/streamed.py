@@ -106,7 +106,8 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
                     segment_by: str | None = None, multivariate: MultivariateThresholds | bool = True,
                     exact_values: int = defaults.BATCH_EXACT_VALUES, sample_rows: int = defaults.BATCH_SAMPLE_ROWS,
                     fine_bins: int = defaults.BATCH_FINE_BINS, total_rows: int | None = None,
-                    embeddings: StreamedEmbeddings | None = None) -> dict[str, Any]:
+                    embeddings: StreamedEmbeddings | None = None,
+                    prediction_class: str | None = None) -> dict[str, Any]:
     """`engine.detect`'s result, streaming both tables (module docstring). Same options and errors;
     `on_window(done, total, rows)` gets ``total`` 0 when the number of windows is not known in advance
     (`total_rows`, the current table's rows when the caller knows them, lets ``--chunk-size`` say it).
@@ -126,7 +127,7 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     kinds, prediction, probabilities, scan = scan_plan(
         reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
         timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
-        fine_bins=fine_bins)
+        fine_bins=fine_bins, prediction_class=prediction_class)
     reference = summarize_table(reference_chunks, scan, "reference", pool=pool)
     plan = scan.with_reference(reference)
     if plan.needs_rescan(reference):  # a column too long to keep: its deciles are found exactly, in three passes
@@ -143,8 +144,8 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
             reference = summarize_table(read_ahead(open_reference()), plan, "reference", pool=pool)
     finisher = Finisher(plan, reference, Settings(
         prediction=prediction, probabilities=tuple(probabilities) if probabilities else None, label=label,
-        segment_by=segment_by, thresholds=thresholds, performance_thresholds=performance_thresholds,
-        multivariate=multivariate, workers=workers))
+        prediction_class=prediction_class, segment_by=segment_by, thresholds=thresholds,
+        performance_thresholds=performance_thresholds, multivariate=multivariate, workers=workers))
     expected = 0
     if chunk_size is not None and total_rows:
         expected = -(-total_rows // chunk_size)
@@ -220,12 +221,14 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
 
 def scan_plan(reference_head: Any, current_head: Any, *, categorical: Any, prediction: Any, ignore: Any,
               timestamp: Any, label: Any, segment_by: Any, exact_values: Any, sample_rows: Any,
-              fine_bins: Any) -> tuple[Any, Any, Any, Plan]:
+              fine_bins: Any, prediction_class: Any = None) -> tuple[Any, Any, Any, Plan]:
     """(kinds, prediction column, probability columns, the first pass's plan) from the first rows of both tables."""
     kinds, prediction, probabilities = monitored_columns(reference_head, current_head, categorical=categorical,
                                                          prediction=prediction, ignore=ignore,
-                                                         timestamp=timestamp, label=label)
-    extra = [c for c in (label, *(probabilities or ()), segment_by) if c is not None and c in reference_head.columns]
+                                                         timestamp=timestamp, label=label,
+                                                         prediction_class=prediction_class)
+    extra = [c for c in (label, *(probabilities or ()), segment_by, prediction_class)
+             if c is not None and c in reference_head.columns]
     if segment_by is not None and segment_by not in current_head.columns:
         raise UserError(f"--segment-by {segment_by}: no such column in the current data "
                         f"(columns: {', '.join(map(str, current_head.columns))})")

@@ -45,7 +45,8 @@ from driftline.detectors.stats.noise import distance_excess
 from driftline.detectors.stats.sequential import cusum_step, evidence, window_z
 from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, floor_margin, significance_p_value, significance_test
 from driftline.detectors.thresholds.paging import PagingPolicy
-from driftline.vocabulary import (CATEGORICAL, DATA_DRIFT, EMBEDDING_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EXPLAINED_BY_KEY, JENSENSHANNON,
+from driftline.vocabulary import (CATEGORICAL, DATA_DRIFT, EMBEDDING_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY,
+                                  ESTIMATION_INVALID, EXPLAINED_BY_KEY, JENSENSHANNON,
                                   PREDICTION_DRIFT, PSI, THRESHOLD_SOURCE_KEY, WASSERSTEIN)
 
 __all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "WindowScore", "advance_window", "stream_key", "stream_name",
@@ -126,8 +127,8 @@ class WindowScore(NamedTuple):
 
 def stream_key(result: WindowResult) -> str | None:
     """The stream a result feeds ("detector/feature/metric"), or None when it feeds none."""
-    if result.segment or result.detector not in _STREAM_FAMILIES:
-        return None
+    if result.segment or result.detector not in _STREAM_FAMILIES or result.metric == ESTIMATION_INVALID:
+        return None  # estimation_invalid is a test over windows already: it alerts on its own verdict
     return stream_name(result.detector, result.feature, result.metric)
 
 

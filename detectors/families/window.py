@@ -14,16 +14,20 @@
 Realized quality pools labels: a window with some labels but fewer than ``quality_pool_min_labels`` is judged
 on its labels merged with the earlier windows' in ``pooled_labels`` (`PooledLabels`, which the caller read),
 and its model-quality results say so (``window_labels``, ``pooled_windows``, ``pooled_labels``). The input
-state is left as it was. Nothing here does I/O.
+state is left as it was. A window with estimates also gets ``estimated_quality``'s ``estimation_invalid`` result:
+its own labels (never the pool) checked against its estimates, tested with the earlier labelled windows'
+checks in ``estimate_history`` (`estimation_validity`, which the caller read). Nothing here does I/O.
 """
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from driftline import vocabulary
 from driftline.baseline import Baseline
+from driftline.detectors.estimation.validity import WindowCheck
+from driftline.detectors.families.estimated_quality import estimation_validity, own_check
 from driftline.detectors.families.pooled_labels import PooledLabels, pooling_wanted
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.families.run import FAMILIES, run_families
@@ -58,16 +62,19 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
                     families: Iterable[str] = FAMILIES,
                     freshness: FreshnessThresholds | None = None,
                     segments: SegmentSpec = SegmentSpec(),
-                    pooled_labels: PooledLabels = PooledLabels()) -> WindowOutcome:
+                    pooled_labels: PooledLabels = PooledLabels(),
+                    estimate_history: Sequence[WindowCheck] = ()) -> WindowOutcome:
     """The window's outcome (module docstring); the arguments before `segments` are `run_families`'.
 
     `segments`: the ``[segments]`` columns judged segment by segment (none by default).
     `pooled_labels`: the earlier windows' labels, pooled when this window has too few of its own.
+    `estimate_history`: the earlier labelled windows' checks of their estimates, oldest first.
     """
     if isinstance(thresholds, DriftThresholds):
         thresholds = WindowThresholds(drift=thresholds)
     thresholds = thresholds or WindowThresholds()
     window_labels = state.labels.n
+    own = state  # its own labels: the estimates are checked on these, never on a pool
     pooled_windows = 0
     if baseline is not None and pooling_wanted(state.labels, thresholds.quality_pool_min_labels):
         labels, pooled_windows = pooled_labels.pool(state.labels, thresholds.quality_pool_min_labels)
@@ -81,6 +88,9 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
             if result.detector == vocabulary.MODEL_QUALITY:
                 result.details.update(window_labels=window_labels, pooled_windows=pooled_windows,
                                       pooled_labels=state.labels.n)
+    if any(r.detector == vocabulary.ESTIMATED_QUALITY and not r.segment for r in results):
+        results.append(estimation_validity(own_check(baseline, own, thresholds), estimate_history, thresholds,
+                                           own.labels.n))
     note = next((r.details[vocabulary.THRESHOLD_NOTE_KEY] for r in results
                  if r.details and vocabulary.THRESHOLD_NOTE_KEY in r.details), None)
     results += evaluate_segments(baseline, state, segments, thresholds=thresholds, slo=slo,

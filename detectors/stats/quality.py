@@ -7,6 +7,7 @@ import numpy as np
 
 from driftline import defaults
 from driftline.baseline import BINARY, MULTICLASS, REGRESSION, LabelSummary
+from driftline.baseline.labels import decision_cut
 from driftline.vocabulary import ACCURACY, BIAS, F1, LOG_LOSS, MACRO_F1, MAE, PRECISION, RECALL, RMSE, ROC_AUC
 
 __all__ = [
@@ -24,10 +25,15 @@ __all__ = [
 ]
 
 
-def quality_metrics(summary: LabelSummary | None) -> dict[str, float | None]:
+def _cut(summary: LabelSummary, threshold: float | None) -> int:
+    return summary.bins // 2 if threshold is None else decision_cut(threshold, summary.bins)
+
+
+def quality_metrics(summary: LabelSummary | None, threshold: float | None = None) -> dict[str, float | None]:
     r"""Quality metrics from a `LabelSummary` (pure counting, no raw predictions needed).
 
-    Binary (threshold 0.5: scores in bins at or above 0.5 predict positive):
+    Binary (the model's own decision where a pair carried one, else `threshold`, default 0.5: scores in
+    bins at or above it predict positive; `LabelSummary.predicted_positive`):
     accuracy :math:`(TP+TN)/n`, precision :math:`TP/(TP+FP)`, recall
     :math:`TP/(TP+FN)`, F1 :math:`2PR/(P+R)` (0 when undefined), ROC AUC
     :math:`\sum_b pos_b (neg_{<b} + \tfrac12 neg_b) / (P N)` over score bins
@@ -40,9 +46,9 @@ def quality_metrics(summary: LabelSummary | None) -> dict[str, float | None]:
     n = summary.n
     if summary.task == BINARY:
         pos, neg = summary.positives.astype(np.float64), summary.negatives.astype(np.float64)
-        cut = summary.bins // 2  # 0.5 is the lower edge of bin bins/2
-        tp, fp = pos[cut:].sum(), neg[cut:].sum()
-        fn, tn = pos[:cut].sum(), neg[:cut].sum()
+        called_pos, called_neg = summary.predicted_positive(_cut(summary, threshold))
+        tp, fp = called_pos.sum(), called_neg.sum()
+        fn, tn = pos.sum() - tp, neg.sum() - fp
         precision = tp / (tp + fp) if tp + fp else 0.0
         recall = tp / (tp + fn) if tp + fn else 0.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
@@ -69,11 +75,11 @@ def quality_metrics(summary: LabelSummary | None) -> dict[str, float | None]:
     return {ACCURACY: correct / n, MACRO_F1: float(np.mean(f1s)) if f1s else 0.0}
 
 
-def _binary_counts(summary: LabelSummary) -> dict[str, float]:
+def _binary_counts(summary: LabelSummary, threshold: float | None = None) -> dict[str, float]:
     pos, neg = summary.positives.astype(np.float64), summary.negatives.astype(np.float64)
-    cut = summary.bins // 2
-    tp, fp = float(pos[cut:].sum()), float(neg[cut:].sum())
-    fn, tn = float(pos[:cut].sum()), float(neg[:cut].sum())
+    called_pos, called_neg = summary.predicted_positive(_cut(summary, threshold))
+    tp, fp = float(called_pos.sum()), float(called_neg.sum())
+    fn, tn = float(pos.sum()) - tp, float(neg.sum()) - fp
     return {"n": float(summary.n), "predicted": tp + fp, "actual": tp + fn, "positives": tp + fn,
             "negatives": fp + tn}
 
@@ -168,12 +174,13 @@ def _binned_log_loss_moments(summary: LabelSummary) -> tuple[float | None, float
     return max(0.0, variance), third
 
 
-def null_variances(reference: LabelSummary, current: LabelSummary) -> dict[str, tuple[float | None, float | None]]:
+def null_variances(reference: LabelSummary, current: LabelSummary,
+                   threshold: float | None = None) -> dict[str, tuple[float | None, float | None]]:
     """Per metric ``(window variance, training variance)`` if the model performs as in training
-    (`quality_standard_errors` has the maths)."""
-    ref_metrics = quality_metrics(reference)
+    (`quality_standard_errors` has the maths); `threshold` decides the rows without the model's decision."""
+    ref_metrics = quality_metrics(reference, threshold)
     if current.task == BINARY:
-        r, c = _binary_counts(reference), _binary_counts(current)
+        r, c = _binary_counts(reference, threshold), _binary_counts(current, threshold)
         out: dict[str, tuple[float | None, float | None]] = {}
         for metric, support in ((ACCURACY, "n"), (PRECISION, "predicted"), (RECALL, "actual")):
             variance = _proportion_variance(ref_metrics[metric])
@@ -317,8 +324,8 @@ def training_calibration(reference: LabelSummary) -> np.ndarray | None:
     return np.interp(centres, centres[filled], fitted)
 
 
-def expected_binary_quality(calibration: np.ndarray,
-                            current: LabelSummary) -> dict[str, tuple[float | None, float | None, float]]:
+def expected_binary_quality(calibration: np.ndarray, current: LabelSummary,
+                            threshold: float | None = None) -> dict[str, tuple[float | None, float | None, float]]:
     r"""Binary metrics expected for the window's own scores if labels follow `calibration`.
 
     Returns ``{metric: (expected value, standard error, third cumulant)}``, the
@@ -348,36 +355,46 @@ def expected_binary_quality(calibration: np.ndarray,
     :math:`\sum m_b c_b (1 - c_b)(1 - 2c_b)(\ell^1_b - \ell^0_b)^3 / n^3` for log loss.
     A covariate shift moves the scores, so these expectations move with it; only
     labels that stop following the training calibration (concept drift) open a gap.
+    The rows the model itself decided (``predicted_class``) count as it decided, whatever
+    their bin (NannyML's CBPE from ``y_pred`` and ``y_pred_proba``): with :math:`d_b` the rows
+    predicted positive in bin *b*, :math:`E[TP] = \sum_b d_b c_b` and
+    :math:`E[FN] = \sum_b (m_b - d_b) c_b`, the sums over the cut above being the case
+    :math:`d_b = m_b [b \ge cut]`; `threshold` (default 0.5) places the cut for the others.
     """
     rows = current.positives.astype(np.float64) + current.negatives.astype(np.float64)
-    return expected_quality_of_scores(calibration, rows)
+    called_pos, called_neg = current.predicted_positive(_cut(current, threshold))
+    return expected_quality_of_scores(calibration, rows, called_pos + called_neg)
 
 
-def expected_quality_of_scores(calibration: np.ndarray,
-                               rows: np.ndarray) -> dict[str, tuple[float | None, float | None, float]]:
-    """`expected_binary_quality` from the rows per score bin alone (no labels needed: CBPE)."""
+def expected_quality_of_scores(calibration: np.ndarray, rows: np.ndarray, predicted: np.ndarray | None = None,
+                               cut: int | None = None) -> dict[str, tuple[float | None, float | None, float]]:
+    """`expected_binary_quality` from the rows per score bin alone (no labels needed: CBPE); `predicted`: the
+    rows predicted positive per bin (default: every row in a bin at or above `cut`, the bin of 0.5 by default)."""
     rows = np.asarray(rows, dtype=np.float64)
     n = float(rows.sum())
-    cut = rows.size // 2
+    if predicted is None:
+        cut = rows.size // 2 if cut is None else cut
+        predicted = np.where(np.arange(rows.size) >= cut, rows, 0.0)
+    called = np.clip(np.asarray(predicted, dtype=np.float64), 0.0, rows)  # predicted positive per bin
+    rest = rows - called  # predicted negative per bin
     c = np.clip(np.asarray(calibration, dtype=np.float64), 0.0, 1.0)
-    spread = rows * c * (1.0 - c)
-    skew = spread * (1.0 - 2.0 * c)  # third cumulant of each bin's positive count
-    above, below = slice(cut, None), slice(None, cut)
-    tp, fn = float(rows[above] @ c[above]), float(rows[below] @ c[below])
-    v_tp, v_fn = float(spread[above].sum()), float(spread[below].sum())
-    # A row below the cut is right when its label is 0: its correctness has the opposite skew.
-    k_correct = float(skew[above].sum() - skew[below].sum())
-    predicted, below_rows = float(rows[above].sum()), float(rows[below].sum())
+    spread = c * (1.0 - c)
+    skew = spread * (1.0 - 2.0 * c)  # third cumulant of one row's label
+    tp, fn = float(called @ c), float(rest @ c)
+    v_tp, v_fn = float(called @ spread), float(rest @ spread)
+    # A row predicted negative is right when its label is 0: its correctness has the opposite skew.
+    k_correct = float(called @ skew - rest @ skew)
+    predicted_rows, below_rows = float(called.sum()), float(rest.sum())
     actual = tp + fn
     none = (None, None, 0.0)
     out: dict[str, tuple[float | None, float | None, float]] = {}
     out[ACCURACY] = ((tp + below_rows - fn) / n, math.sqrt(v_tp + v_fn) / n, -k_correct / n ** 3) if n else none
-    out[PRECISION] = ((tp / predicted, math.sqrt(v_tp) / predicted, -float(skew[above].sum()) / predicted ** 3)
-                        if predicted else none)
+    out[PRECISION] = ((tp / predicted_rows, math.sqrt(v_tp) / predicted_rows,
+                       -float(called @ skew) / predicted_rows ** 3) if predicted_rows else none)
     if actual > 0:
         recall = tp / actual
         out[RECALL] = (recall, math.sqrt((1 - recall) ** 2 * v_tp + recall ** 2 * v_fn) / actual, 0.0)
-        total = predicted + actual
+        total = predicted_rows + actual
         d_tp, d_fn = 2.0 * (total - tp) / total ** 2, -2.0 * tp / total ** 2
         out[F1] = (2.0 * tp / total, math.sqrt(d_tp ** 2 * v_tp + d_fn ** 2 * v_fn), 0.0)
     else:
@@ -394,7 +411,8 @@ def expected_quality_of_scores(calibration: np.ndarray,
     if n:
         gap = loss_pos - loss_neg
         log_loss = float(rows @ (c * loss_pos + (1.0 - c) * loss_neg)) / n
-        out[LOG_LOSS] = (log_loss, math.sqrt(float(spread @ gap ** 2)) / n, float(skew @ gap ** 3) / n ** 3)
+        out[LOG_LOSS] = (log_loss, math.sqrt(float((rows * spread) @ gap ** 2)) / n,
+                         float((rows * skew) @ gap ** 3) / n ** 3)
     else:
         out[LOG_LOSS] = none
     return out

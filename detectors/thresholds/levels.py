@@ -27,6 +27,7 @@ __all__ = ["LatencySLO", "WindowThresholds"]
 _Count = Annotated[int, Field(ge=0)]
 _NotNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 _Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+_Rate = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]  # a false-alarm rate: strictly between 0 and 1
 
 
 class WindowThresholds(Table):
@@ -64,6 +65,10 @@ class WindowThresholds(Table):
     estimated_quality_max_error_increase: _NotNegative = defaults.ESTIMATED_QUALITY_MAX_ERROR_INCREASE
     estimated_quality_min_rows: _Count = defaults.ESTIMATED_QUALITY_MIN_ROWS
     estimated_quality_max_outside_share: _Share = defaults.ESTIMATED_QUALITY_MAX_OUTSIDE_SHARE
+    # the score a row without the model's own decision is predicted positive at (`threshold` in [estimated_quality])
+    estimated_quality_threshold: _Share = defaults.ESTIMATED_QUALITY_THRESHOLD
+    estimation_invalid_windows: Annotated[int, Field(ge=1)] = defaults.ESTIMATION_INVALID_WINDOWS
+    estimation_invalid_alpha: _Rate = defaults.ESTIMATION_INVALID_ALPHA
 
     @field_validator("quality_reference")
     @classmethod
@@ -92,7 +97,10 @@ class WindowThresholds(Table):
 _NESTED = ("drift", "multivariate", "embedding")
 _WindowValues = as_written(WindowThresholds, "WindowValues", exclude=_NESTED)
 # the values at the top level or in a family's table (any value in any of them)
-_FAMILIES = {family: (_WindowValues | None, None) for family in (DATA_QUALITY, SKEW, MODEL_QUALITY, ESTIMATED_QUALITY)}
+# [estimated_quality] also takes `threshold`, the short name of estimated_quality_threshold (the model's decision cut)
+_EstimatedValues = as_written(WindowThresholds, "EstimatedValues", exclude=_NESTED, threshold=(_Share | None, None))
+_FAMILIES = {family: (_WindowValues | None, None) for family in (DATA_QUALITY, SKEW, MODEL_QUALITY)}
+_FAMILIES[ESTIMATED_QUALITY] = (_EstimatedValues | None, None)
 _WindowModelSection = as_written(WindowThresholds, "WindowModelSection", exclude=_NESTED, **_FAMILIES)
 _WindowSection = as_written(
     WindowThresholds, "WindowSection", exclude=_NESTED, **_FAMILIES,
@@ -108,6 +116,8 @@ def _flatten(section: Any) -> dict[str, Any]:
         table = getattr(section, family)
         if table is not None:
             values.update(given(table))
+    if "threshold" in values:
+        values["estimated_quality_threshold"] = values.pop("threshold")
     top = given(section)
     values.update({k: v for k, v in top.items() if k in _WindowValues.model_fields})
     return values

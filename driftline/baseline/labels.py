@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from driftline import defaults
+from driftline.baseline.decisions import decision_values, split_decisions
 from driftline.baseline.predictions import CLASS, PROBABILITY, prediction_values
 from driftline.baseline.values import category_key, is_null, json_type, stored_sum
 
@@ -24,6 +25,14 @@ def _score_bin(scores: np.ndarray, bins: int) -> np.ndarray:
     return np.clip(np.floor(np.clip(scores, 0.0, 1.0) * bins), 0, bins - 1).astype(np.intp)
 
 
+def decision_cut(threshold: float, bins: int) -> int:
+    """The first score bin at or above `threshold` (to the nearest bin edge): rows there are predicted positive."""
+    return int(min(max(round(threshold * bins), 0), bins))
+
+
+_DECISION_ARRAYS = ("decided_positives", "decided_negatives", "called_positives", "called_negatives")
+
+
 @dataclass
 class LabelSummary:
     """Predictions joined with their labels, summarised so quality metrics come from counts.
@@ -31,7 +40,10 @@ class LabelSummary:
     * ``binary`` (labels 0/1 or booleans, predictions a score in [0, 1] or 0/1):
       counts of (label, score bin) on `defaults.QUALITY_SCORE_BINS` equal-width bins
       of [0, 1], plus the summed log loss per label. Accuracy, precision, recall,
-      F1 at threshold 0.5 are exact; ROC AUC counts pairs in one bin as ties.
+      F1 at threshold 0.5 are exact; ROC AUC counts pairs in one bin as ties. Pairs that
+      came with the model's own decision (``predicted_class``, `driftline.baseline.decisions`)
+      are also counted per (label, score bin) as decided and as called positive, so the
+      threshold metrics follow the decision (`predicted_positive`); None while no pair had one.
     * ``regression`` (numeric labels otherwise): n, sum of errors, absolute and
       squared errors, of labels and squared labels (MAE, RMSE, bias, R^2).
     * ``multiclass`` (anything else): counts of (label, predicted class).
@@ -52,6 +64,12 @@ class LabelSummary:
     sum_sq_label: float = 0.0
     confusion: dict[tuple[str, str], int] = field(default_factory=dict)  # multiclass
     dropped: int = 0  # pairs lost merging summaries whose tasks disagreed
+    # binary, pairs with the model's own decision: label-1 / label-0 rows per score bin that carried one, and
+    # of those the rows the model called positive (None: no pair carried a decision)
+    decided_positives: np.ndarray | None = None
+    decided_negatives: np.ndarray | None = None
+    called_positives: np.ndarray | None = None
+    called_negatives: np.ndarray | None = None
     out_of_range: int = 0  # pairs not counted: a number of magnitude above defaults.VALUE_MAX_ABS (sums would overflow)
 
     @staticmethod
@@ -81,11 +99,17 @@ class LabelSummary:
             return MULTICLASS
         return REGRESSION
 
-    def add(self, predictions: Any, labels: Any) -> "LabelSummary":
-        """Count (prediction, label) pairs; pairs with a null on either side are skipped."""
+    def add(self, predictions: Any, labels: Any, decisions: Any = None) -> "LabelSummary":
+        """Count (prediction, label) pairs; pairs with a null on either side are skipped.
+
+        `decisions`: the model's own decision per pair (binary; `decision_values` reads them); predictions
+        stored with their decision (`driftline.baseline.decisions.with_decisions`) carry theirs.
+        """
         labels_array = np.asarray(labels if not isinstance(labels, pd.Series) else labels.to_numpy(), dtype=object)
         if isinstance(predictions, pd.Series):
             predictions = predictions.to_numpy()
+        if decisions is None and (isinstance(predictions, list) or getattr(predictions, "dtype", None) == object):
+            predictions, decisions = split_decisions(predictions)
         if len(labels_array) != len(predictions):
             raise ValueError(f"{len(predictions)} predictions but {len(labels_array)} labels")
         if len(labels_array) == 0:
@@ -127,6 +151,8 @@ class LabelSummary:
             self.negatives += np.bincount(index[~positive], minlength=self.bins)
             clipped = np.clip(p, defaults.LOG_LOSS_EPSILON, 1.0 - defaults.LOG_LOSS_EPSILON)
             self.log_loss_sum += float(-np.log(np.where(positive, clipped, 1.0 - clipped)).sum())
+            if decisions is not None:
+                self._add_decisions(decision_values(decisions)[keep], positive, index)
         else:
             error = p - y
             self.sum_error += float(error.sum())
@@ -135,6 +161,30 @@ class LabelSummary:
             self.sum_label += float(y.sum())
             self.sum_sq_label += float((y * y).sum())
         return self
+
+    def _add_decisions(self, decided: np.ndarray, positive: np.ndarray, index: np.ndarray) -> None:
+        given = ~np.isnan(decided)
+        if not given.any():
+            return
+        called = decided == 1.0
+        for name, rows in zip(_DECISION_ARRAYS, (positive & given, ~positive & given, positive & called,
+                                                  ~positive & called)):
+            counts = np.bincount(index[rows], minlength=self.bins).astype(np.int64)
+            held = getattr(self, name)
+            setattr(self, name, counts if held is None else held + counts)
+
+    def predicted_positive(self, cut: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Binary: (label-1 rows, label-0 rows) predicted positive per score bin, as float64: the model's own
+        decision where the pair carried one, else a score in a bin at or above `cut` (default: the bin of 0.5)."""
+        cut = self.bins // 2 if cut is None else cut
+        below = np.arange(self.bins) < cut
+        pos, neg = self.positives.astype(np.float64), self.negatives.astype(np.float64)
+        if self.decided_positives is None:
+            return np.where(below, 0.0, pos), np.where(below, 0.0, neg)
+        undecided_pos = pos - self.decided_positives
+        undecided_neg = neg - self.decided_negatives
+        return (np.where(below, 0.0, undecided_pos) + self.called_positives,
+                np.where(below, 0.0, undecided_neg) + self.called_negatives)
 
     def merge(self, other: "LabelSummary") -> "LabelSummary":
         if other.task is None or (other.n == 0 and self.task is not None):
@@ -157,6 +207,11 @@ class LabelSummary:
             out.positives = other.positives.copy() if out.positives is None else out.positives + other.positives
             out.negatives = other.negatives.copy() if out.negatives is None else out.negatives + other.negatives
         out.log_loss_sum += other.log_loss_sum
+        for name in _DECISION_ARRAYS:
+            theirs = getattr(other, name)
+            if theirs is not None:
+                mine = getattr(out, name)
+                setattr(out, name, theirs.copy() if mine is None else mine + theirs)
         out.sum_error += other.sum_error
         out.sum_abs_error += other.sum_abs_error
         out.sum_sq_error += other.sum_sq_error
@@ -167,6 +222,13 @@ class LabelSummary:
         return out
 
     def copy(self) -> "LabelSummary":
+        out = self._copy_counts()
+        for name in _DECISION_ARRAYS:
+            held = getattr(self, name)
+            setattr(out, name, None if held is None else held.copy())
+        return out
+
+    def _copy_counts(self) -> "LabelSummary":
         return LabelSummary(task=self.task, bins=self.bins,
                             positives=None if self.positives is None else self.positives.copy(),
                             negatives=None if self.negatives is None else self.negatives.copy(),
@@ -182,6 +244,8 @@ class LabelSummary:
         if self.task == BINARY and self.positives is not None:
             data.update(positives=self.positives.tolist(), negatives=self.negatives.tolist(),
                         log_loss_sum=self.log_loss_sum)
+            if self.decided_positives is not None:
+                data.update({name: getattr(self, name).tolist() for name in _DECISION_ARRAYS})
         elif self.task == REGRESSION:
             data.update(sum_error=self.sum_error, sum_abs_error=self.sum_abs_error, sum_sq_error=self.sum_sq_error,
                         sum_label=self.sum_label, sum_sq_label=self.sum_sq_label)
@@ -197,6 +261,9 @@ class LabelSummary:
             out.positives = np.asarray(data["positives"], dtype=np.int64)
             out.negatives = np.asarray(data["negatives"], dtype=np.int64)
             out.log_loss_sum = stored_sum(data.get("log_loss_sum"))
+            if "decided_positives" in data:
+                for name in _DECISION_ARRAYS:
+                    setattr(out, name, np.asarray(data[name], dtype=np.int64))
         for name in ("sum_error", "sum_abs_error", "sum_sq_error", "sum_label", "sum_sq_label"):
             setattr(out, name, stored_sum(data.get(name)))
         out.confusion = {(str(a), str(b)): int(c) for a, b, c in data.get("confusion", [])}

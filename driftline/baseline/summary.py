@@ -199,14 +199,16 @@ def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
                      predictions: np.ndarray | pd.Series | list | None = None, labels: Any = None,
                      sample_size: int = defaults.BASELINE_SAMPLE_SIZE, seed: int = 0,
                      fine_bins: int = defaults.BASELINE_FINE_BINS, segment_columns: Iterable[str] = (),
-                     segment_max_values: int = defaults.SEGMENT_MAX_VALUES) -> Baseline:
+                     segment_max_values: int = defaults.SEGMENT_MAX_VALUES, decisions: Any = None) -> Baseline:
     """Summarise a model version's training data (module docstring).
 
     `features`: one row per training example, one column per model feature.
     Columns named in `categorical`, and any non-numeric or boolean column, are
     categorical; the rest numeric. `predictions` (optional, one per row): the
     model's outputs on the training rows; `labels` (optional, needs predictions):
-    their true labels, for the training quality metrics. A uniform sample of
+    their true labels, for the training quality metrics; `decisions` (optional, with labels): the
+    model's own decisions (`driftline.baseline.decisions`), which a binary model's training metrics
+    follow. A uniform sample of
     `sample_size` rows (seeded by `seed`) is kept. Segment references
     (`driftline.baseline.segments`) are computed for every categorical feature with at
     most `SEGMENT_REFERENCE_MAX_DISTINCT` training values and for the features named in
@@ -243,7 +245,9 @@ def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
         if labels is not None:
             if len(labels) != len(features):
                 raise UserError(f"{len(labels)} labels for {len(features)} training rows")
-            quality = LabelSummary().add(predictions, labels)
+            if decisions is not None and len(decisions) != len(features):
+                raise UserError(f"{len(decisions)} decisions for {len(features)} training rows")
+            quality = LabelSummary().add(predictions, labels, decisions)
     elif labels is not None:
         raise UserError("training labels need the training predictions too (for the training metrics)")
 

@@ -15,6 +15,7 @@ from driftline.embeddings.contract import as_lists
 from driftline.defaults import TOKENS_MAX
 from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, TOKENS_IN, TOKENS_OUT, encode_event, is_token_count
 from driftline.kafka_security import KafkaSecurity, kafka_python_options, librdkafka_config
+from driftline.vocabulary import PREDICTED_CLASS
 
 
 def _token_count(field: str, count: Any) -> int:
@@ -70,7 +71,7 @@ class InferenceLogger:
             feature_ts: Mapping[str, str | int] | None = None,
             feature_age_ms: Mapping[str, float] | None = None,
             embeddings: Mapping[str, Any] | None = None, tokens_in: int | None = None,
-            tokens_out: int | None = None) -> str:
+            tokens_out: int | None = None, predicted_class: Any = None) -> str:
         """Queue one inference event; returns its event_id. Never blocks; see the module docstring.
 
         The event is encoded here: one that is not JSON-encodable raises `orjson.JSONEncodeError`.
@@ -84,7 +85,8 @@ class InferenceLogger:
         prompt's sentence embedding, for embedding drift; a vector that is not one-dimensional raises ValueError.
         A generated (LLM) answer gives `latency_ms` its "ttft" (time to the first token) and "tpot" (time per output
         token after the first) beside "total", and its token counts `tokens_in` / `tokens_out` (whole numbers from 0
-        to `defaults.TOKENS_MAX`; another value raises ValueError).
+        to `defaults.TOKENS_MAX`; another value raises ValueError). `predicted_class`: the model's own decision beside
+        its score (a binary classifier's 1 or 0), which its estimated accuracy, precision, recall and F1 follow.
         """
         event_id = event_id or new_id()
         # No message key: nothing downstream needs per-key order (labels join on request_id
@@ -94,7 +96,7 @@ class InferenceLogger:
         self.sender.submit(self.inference_topic, None, encode_event(self._inference_event(
             features, prediction, latency_ms, request_id, inputs, entity_id, version,
             ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
-            feature_ts, feature_age_ms, embeddings, tokens_in, tokens_out)))
+            feature_ts, feature_age_ms, embeddings, tokens_in, tokens_out, predicted_class)))
         return event_id
 
     def log_soon(self, features: Mapping[str, Any], prediction: Any, latency_ms: float | Mapping[str, float], *,
@@ -105,7 +107,7 @@ class InferenceLogger:
                  role: str | None = None, feature_ts: Mapping[str, str | int] | None = None,
                  feature_age_ms: Mapping[str, float] | None = None,
                  embeddings: Mapping[str, Any] | None = None, tokens_in: int | None = None,
-                 tokens_out: int | None = None) -> str:
+                 tokens_out: int | None = None, predicted_class: Any = None) -> str:
         """As `log`, for a server on an asyncio event loop; call it on the loop's thread.
 
         The event's id and time are taken now; building and encoding it waits for the end of
@@ -120,7 +122,7 @@ class InferenceLogger:
         event_id = event_id or new_id()
         call = (features, prediction, latency_ms, request_id, inputs, entity_id, version,
                 ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
-                feature_ts, feature_age_ms, embeddings, tokens_in, tokens_out)
+                feature_ts, feature_age_ms, embeddings, tokens_in, tokens_out, predicted_class)
         with self._soon_lock:  # `flush` and `close` may take the list from another thread
             if not self._soon:
                 asyncio.get_running_loop().call_soon(self._log_soon_events)
@@ -153,7 +155,7 @@ class InferenceLogger:
                          role: str | None = None, feature_ts: Mapping[str, str | int] | None = None,
                          feature_age_ms: Mapping[str, float] | None = None,
                          embeddings: Mapping[str, Any] | None = None, tokens_in: int | None = None,
-                         tokens_out: int | None = None) -> dict[str, Any]:
+                         tokens_out: int | None = None, predicted_class: Any = None) -> dict[str, Any]:
         event: dict[str, Any] = {
             "schema": INFERENCE_SCHEMA,
             "event_id": event_id,
@@ -193,6 +195,8 @@ class InferenceLogger:
         for field, count in ((TOKENS_IN, tokens_in), (TOKENS_OUT, tokens_out)):
             if count is not None:
                 event[field] = _token_count(field, count)
+        if predicted_class is not None:
+            event[PREDICTED_CLASS] = predicted_class
         return event
 
     def log_label(self, request_id: str, label: Any, ts: str | int | None = None) -> None:

@@ -65,6 +65,10 @@ def _on_engine(engine: str, path: str, spark_master: str, scheduler_address: str
 @click.option("--categorical", default=None, help="Comma-separated categorical columns (default: non-numeric ones).")
 @click.option("--prediction", default=None, help="Column holding the model's prediction on each row.")
 @click.option("--label", default=None, help="Column holding the true label (training quality metrics).")
+@click.option("--prediction-class", "prediction_class", default=None,
+              help="With --label: the column of the model's own decisions (0/1 or true/false); a binary "
+              "classifier's training accuracy, precision, recall and F1 follow them, as the estimates do for "
+              "events that carry predicted_class.")
 @click.option("--ignore", default=None, help="Comma-separated columns that are not features (ids, timestamps).")
 @click.option("--transform", "transform", default=None, metavar="MODULE:NAME",
               help="Your feature transform (raw inputs -> features), for the parity-skew check; "
@@ -92,7 +96,7 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
              label: str | None, ignore: str | None, transform: str | None, promote: bool,
              settings, embedding_specs: tuple[str, ...] = (), batch_rows: int | None = None,  # noqa: ANN001
              in_memory: bool = False, engine: str = "local", spark_master: str = "local[*]",
-             scheduler_address: str | None = None) -> None:
+             scheduler_address: str | None = None, prediction_class: str | None = None) -> None:
     """Register a baseline from a CSV/Parquet file, for a model served elsewhere."""
     from sqlalchemy import select
 
@@ -114,7 +118,7 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
     options: dict[str, Any] = dict(categorical=split_names(categorical), prediction=prediction, label=label,
                                    ignore=split_names(ignore), embeddings=parse_specs(embedding_specs),
                                    segment_columns=segments.columns, segment_max_values=segments.max_values,
-                                   on_fit=fitting)
+                                   on_fit=fitting, prediction_class=prediction_class)
     if engine != "local":
         if in_memory:
             raise UserError(f"--engine {engine} summarizes the file where it is: --in-memory needs --engine local")

@@ -129,6 +129,11 @@ def _fits_in_memory(reference_path: str, current_path: str) -> bool:
               "accuracy, precision, recall and F1 (labels 0/1; multiclass: accuracy and macro F1) from --prediction "
               "(CBPE), or a regression model's MAE and RMSE (a numeric label, --prediction the predicted value; "
               "direct loss estimation); realized too if CUR has it.")
+@click.option("--prediction-class", "prediction_class", default=None,
+              help="With --label: the column of the model's own decisions (0/1 or true/false, 1 the positive "
+              "class); a binary classifier's accuracy, precision, recall and F1 are estimated for those decisions "
+              "instead of a 0.5 threshold on --prediction (rows with a null: the threshold, [estimated_quality] "
+              "threshold of --config).")
 @click.option("--ignore", default=None, help="Comma-separated columns not to compare (ids, timestamps).")
 @click.option("--json", "json_path", default=None, help="Write the JSON result here (default: stdout).")
 @click.option("--html", "html_path", default=None, help="Also write an Evidently DataDriftPreset report here.")
@@ -160,7 +165,7 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
            json_path: str | None, html_path: str | None, config_file: str | None, model: str | None,
            label: str | None, segment_by: str | None, batch_rows: int | None, in_memory: bool, engine: str,
            spark_master: str, scheduler_address: str | None,
-           embedding_specs: tuple[str, ...] = ()) -> None:
+           embedding_specs: tuple[str, ...] = (), prediction_class: str | None = None) -> None:
     """Compare CURRENT with REFERENCE, feature by feature, and report drift as JSON.
 
     Exit status 0 whether or not drift is found; 1 for bad input.
@@ -201,7 +206,7 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
         categorical=split_names(categorical), prediction=prediction, ignore=split_names(ignore))
     common = dict(chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp, thresholds=thresholds,
                   on_window=progress, label=label, performance_thresholds=window_thresholds, segment_by=segment_by,
-                  multivariate=window_thresholds.multivariate, **options)
+                  multivariate=window_thresholds.multivariate, prediction_class=prediction_class, **options)
     if engine != "local":
         if in_memory or html_path is not None or embedding_specs:
             raise UserError(f"--engine {engine} summarizes the files where they are: --in-memory, --html and "
@@ -236,7 +241,7 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
         click.echo(_summary(result), err=True)
     if html_path is not None:
         if label is not None:
-            options["ignore"] = [*split_names(ignore), label]
+            options["ignore"] = [*split_names(ignore), label, *([prediction_class] if prediction_class else [])]
         if prediction is not None and "," in prediction:  # class probabilities: not compared as drift
             options["ignore"] = [*(options["ignore"] or []), *split_names(prediction)]
             options["prediction"] = None

@@ -25,6 +25,7 @@ from driftline import defaults
 from driftline.baseline import CATEGORICAL, NUMERIC, NumericProfile, Profile, category_key
 from driftline.window_state.batch import EventBatch
 from driftline.window_state.columns import MISSING, column_from_objects, prediction_types, types_of
+from driftline.window_state.decisions import fold_decisions
 from driftline.window_state.feature import FeatureWindow, _capped, known_categories
 from driftline.window_state.other_features import OTHER_FEATURES, fold_other, new_feature_room, overflow
 
@@ -179,6 +180,8 @@ def _add_prediction(states: list["WindowState"], live: list[int], rows: list[np.
     numeric = []
     for g in live:
         state = states[g]
+        if batch.decisions is not None:  # the model's own decisions (predicted_class), as `add_batch` folds them
+            state.decisions = fold_decisions(state.decisions, values[rows[g]], batch.decisions[rows[g]])
         if values.dtype == np.float64 and state.prediction_window(batch).kind == NUMERIC:
             numeric.append(g)
             continue

@@ -375,3 +375,27 @@ def test_model_page_shows_feature_freshness_and_the_live_worker(seeded, monkeypa
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_model_page_marks_the_estimates_unreliable_after_estimation_invalid(seeded):
+    from sqlalchemy import func, select
+
+    from driftline.store.models import DetectorResult
+    from driftline.vocabulary import ESTIMATED_QUALITY, ESTIMATION_INVALID
+
+    url, _ = seeded
+    at = open_app("model", model=CREDIT, version="2")
+    assert not [w for w in at.warning if "Estimates unreliable" in w.value]  # no check breached in the demo
+    checks = (DetectorResult.model == CREDIT, DetectorResult.version == "2",
+              DetectorResult.detector == ESTIMATED_QUALITY, DetectorResult.metric == ESTIMATION_INVALID)
+    with session_scope(url) as session:
+        starts = sorted(session.scalars(select(DetectorResult.window_start_ms).where(*checks)))
+        assert starts, "the demo store's estimates carry their check"
+        since = starts[-2]  # the last two windows: realized left the bands too often
+        session.execute(update(DetectorResult).where(*checks, DetectorResult.window_start_ms >= since)
+                        .values(breached=True, details={"missed": ["accuracy"], "p_value": 0.001, "alpha": 0.01}))
+        assert session.scalar(select(func.count()).select_from(DetectorResult).where(*checks, DetectorResult.breached))
+    st.cache_data.clear()  # the page's queries are cached: read the store again
+    at = open_app("model", model=CREDIT, version="2")
+    notes = [w.value for w in at.warning if "Estimates unreliable since" in w.value]
+    assert len(notes) == 1 and "estimation_invalid" in notes[0], [w.value for w in at.warning]

@@ -23,7 +23,8 @@ from driftline.detectors.families.window import evaluate_window
 from driftline import defaults
 from driftline.baseline import BINARY, LabelSummary, compute_baseline
 from driftline.errors import UserError
-from driftline.vocabulary import ACCURACY, ESTIMATED_METRICS, ESTIMATED_QUALITY, ROC_AUC, details_of
+from driftline.vocabulary import (ACCURACY, ESTIMATED_METRICS, ESTIMATED_QUALITY, ESTIMATION_INVALID, ROC_AUC,
+                                  details_of)
 from driftline.window_state import EventBatch, WindowState
 
 LOGIT_MEAN, LOGIT_SD = -0.5, 1.5
@@ -155,7 +156,7 @@ def test_fine_bins_of_a_window_give_the_exact_estimate(reference):
     state = WindowState.empty(baseline).add_batch(EventBatch.from_events(events))
     state.add_labels(scores, calibrated_labels(rng, scores))
     streamed = {r.metric: r for r in evaluate_window(baseline, state, families=(ESTIMATED_QUALITY,)).results}
-    assert set(streamed) == set(ESTIMATED_METRICS)
+    assert set(streamed) == {*ESTIMATED_METRICS, ESTIMATION_INVALID}  # the estimates, and the check of them
     calibration = training_calibration(baseline.quality)
     direct = judge_estimates(baseline.quality, calibration, score_counts(scores, baseline.quality.bins),
                              WindowThresholds())

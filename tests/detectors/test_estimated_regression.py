@@ -138,7 +138,8 @@ def test_detect_reports_estimated_and_realized_with_the_gap():
     for window in result["windows"]:
         assert "y" not in {f["name"] for f in window["features"]}  # the label is not a feature
         performance = window["performance"]
-        assert set(performance) == {"estimated", "realized"} and set(performance["estimated"]) == {MAE, RMSE}
+        assert set(performance) == {"estimated", "realized", "estimation_invalid"}  # labels: the estimates checked
+        assert set(performance["estimated"]) == {MAE, RMSE} and performance["estimation_invalid"] is False
         for metric, entry in performance["realized"].items():
             assert set(entry) == {"value", "labels", "gap", "concept_drift"}
             assert entry["gap"] == pytest.approx(entry["value"] - performance["estimated"][metric]["value"], abs=0.1)

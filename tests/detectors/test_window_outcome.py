@@ -64,10 +64,11 @@ def test_a_quiet_window_is_ok_with_every_familys_results_and_nothing_breached(ba
     assert outcome.status == vocabulary.WINDOW_OK
     assert outcome.breached == () and outcome.segments_breached == () and outcome.threshold_note is None
     assert outcome.results and not any(r.segment for r in outcome.results)
-    # the outcome holds exactly what the families found
+    # the outcome holds exactly what the families found, and the check of the estimates (no labels: not judged)
     plain = run_families(baseline, state)
+    checked = (vocabulary.ESTIMATED_QUALITY, vocabulary.ESTIMATION_INVALID, vocabulary.ESTIMATION_INVALID, False)
     assert [(r.detector, r.feature, r.metric, r.breached) for r in outcome.results] == \
-        [(r.detector, r.feature, r.metric, r.breached) for r in plain]
+        [(r.detector, r.feature, r.metric, r.breached) for r in plain] + [checked]
 
 
 def test_a_shifted_window_names_its_breaches_from_the_results(baseline):
