@@ -8,7 +8,8 @@ into typed columns in C (~7 us an event), and the checks below run once per colu
 This path only ever *accepts*. It takes a batch when every message is one the
 per-event fast path (`events._fast_inference`) would accept as it is, and returns
 None otherwise, so the caller runs the per-event path, which names each problem and
-dead-letters it. The batch is all or nothing so that events keep their partition order
+dead-letters it. Both read their limits from one table (`driftline.value_bounds`): a value
+past a bound sends the batch there. The batch is all or nothing so that events keep their partition order
 (lateness and de-duplication depend on it).
 
 Where pyarrow is more lenient than JSON, the batch is refused: invalid UTF-8 (pyarrow
@@ -25,7 +26,7 @@ Numbers are read as pyarrow reads them: a batch whose predictions mix 1 and 0.5 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import orjson
@@ -38,6 +39,9 @@ from driftline.events import (FEATURE_AGE_MS, FEATURE_TS, INFERENCE_SCHEMA, MAX_
                               REQUEST_ID_CHARS, TOKENS_IN, TOKENS_OUT, VERSION_CHARS, minute_start_ms)
 from driftline.names import NAME_PATTERN
 from driftline.rollouts import is_role
+from driftline.value_bounds import bound
+from driftline.baseline.decisions import decision_values
+from driftline.vocabulary import PREDICTED_CLASS
 from driftline.window_state import EventBatch, prediction_column
 
 # Whole blocks in one thread: a poll is a few MB at most, and a decoder process has one core to itself.
@@ -49,6 +53,10 @@ _WHOLE_NAME = f"^{NAME_PATTERN}$"  # driftline.names.is_safe_name, as an RE2 pat
 _FLOAT_OBJECTS = frozenset(("features", "inputs", "latency_ms"))
 # Colons in the first message (every key has one): the features an event may carry, and room for the rest.
 _FIRST_MAX_COLONS = defaults.EVENT_MAX_FEATURES + 256
+# The bounds table (driftline.value_bounds), as the per-event path reads it: a batch with a value outside goes there.
+_LATENCY, _BATCH_SIZE, _AGE = bound("latency_ms.*"), bound("batch_size"), bound("feature_age_ms.*")
+_TIMES = bound("feature_ts.*")
+_TOKENS = {name: bound(name) for name in (TOKENS_IN, TOKENS_OUT)}
 
 
 class RawRecords(Sequence):
@@ -190,15 +198,18 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
     if not _optional(batch_size, (pa.int64(),)) or not _optional(cache_hit, (pa.bool_(),)):
         return None
     if batch_size is not None and batch_size.type == pa.int64():
-        smallest = pc.min(batch_size).as_py()
-        if smallest is not None and smallest < 1:
+        sizes = pc.min_max(batch_size).as_py()
+        if sizes["min"] is not None and not (_BATCH_SIZE.holds(sizes["min"]) and _BATCH_SIZE.holds(sizes["max"])):
             return None
 
-    ages = _feature_ages(column.get(FEATURE_TS), column.get(FEATURE_AGE_MS), event_time_ms)
+    ages = _feature_ages(column.get(FEATURE_TS), column.get(FEATURE_AGE_MS), event_time_ms, features[0])
     if ages is False:
         return None
     tokens = _tokens(column, n)
     if tokens is False:
+        return None
+    decided = column.get(PREDICTED_CLASS)  # the model's decisions: numbers and booleans here, labels event by event
+    if not _optional(decided, (pa.bool_(), pa.int64(), pa.float64())):
         return None
     feature_columns, feature_types = features
     predictions = prediction.to_pylist()
@@ -211,7 +222,9 @@ def parse_inference_columns(messages: Sequence[bytes], max_ts_ms: int | None = N
                        batch_size=_floats(batch_size, n), event_time_ms=event_time_ms,
                        event_ids=np.array(event_ids, dtype=object), events=RawRecords(messages),
                        request_ids=None if request_ids is None else np.array(request_id_list, dtype=object),
-                       feature_age_ms=ages, tokens=tokens)
+                       feature_age_ms=ages, tokens=tokens,
+                       decisions=None if decided is None or decided.null_count == n else decision_values(
+                           decided.to_pylist()))
     return InferenceColumns(batch=batch, event_ids=event_ids, models=column["model"].to_pylist(),
                             versions=column["version"].to_pylist(), request_ids=request_id_list,
                             predictions=predictions, roles=role_list)
@@ -333,7 +346,7 @@ def _latency(latency: pa.Array) -> dict[str, np.ndarray] | None:
         if child.null_count or child.type not in _NUMBER_TYPES:
             return None  # a null part is invalid, a missing one is not: only the per-event path tells them apart
         values = child.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-        if values.min() < 0:
+        if not (_LATENCY.holds(values.min()) and _LATENCY.holds(values.max())):
             return None
         parts[field.name] = values
     if "total" not in parts:
@@ -344,11 +357,11 @@ def _latency(latency: pa.Array) -> dict[str, np.ndarray] | None:
     return out
 
 
-def _feature_ages(stamps: pa.Array | None, ages: pa.Array | None,
-                  event_time_ms: np.ndarray) -> dict[str, np.ndarray] | None | bool:
-    """Ages in ms per feature from `feature_ts` (epoch-ms integers) and `feature_age_ms` (numbers), as
-    `driftline.window_state.freshness.age_columns` reads them; False sends the batch to the per-event path
-    (RFC 3339 strings, a value out of bounds)."""
+def _feature_ages(stamps: pa.Array | None, ages: pa.Array | None, event_time_ms: np.ndarray,
+                  names: Mapping[str, Any]) -> dict[str, np.ndarray] | None | bool:
+    """Ages in ms per feature of `names` (the batch's features) from `feature_ts` (epoch-ms integers) and
+    `feature_age_ms` (numbers), as `driftline.window_state.freshness.age_columns` reads them; False sends the
+    batch to the per-event path (RFC 3339 strings, a value out of bounds, whatever its name)."""
     out: dict[str, np.ndarray] = {}
     for array, is_time in ((stamps, True), (ages, False)):
         if array is None or array.type == pa.null():
@@ -360,14 +373,15 @@ def _feature_ages(stamps: pa.Array | None, ages: pa.Array | None,
                 continue
             if child.type not in ((pa.int64(),) if is_time else _NUMBER_TYPES):
                 return False
-            values = child.to_numpy(zero_copy_only=False).astype(np.float64)  # NaN where a message lacks it
-            given = values[~np.isnan(values)]
-            if is_time:
-                if given.size and (given.min() < MIN_TS_MS or given.max() >= MAX_TS_MS):
-                    return False
-                values = np.maximum(event_time_ms - values, 0.0)  # NaN stays NaN
-            elif given.size and (given.min() < 0 or given.max() > defaults.VALUE_MAX_ABS):
+            given = pc.min_max(child).as_py()  # nulls (messages without the name) skipped
+            if given["min"] is not None and not all((_TIMES if is_time else _AGE).holds(given[end])
+                                                    for end in ("min", "max")):
                 return False
+            if field.name not in names:  # checked as the per-event path checks it, then dropped as it drops it
+                continue
+            values = child.to_numpy(zero_copy_only=False).astype(np.float64)  # NaN where a message lacks it
+            if is_time:
+                values = np.maximum(event_time_ms - values, 0.0)  # NaN stays NaN
             if is_time or field.name not in out:
                 out[field.name] = values
             else:
@@ -386,7 +400,7 @@ def _tokens(column: dict[str, pa.Array], n: int) -> dict[str, np.ndarray] | None
         if array is None or array.type == pa.null() or array.null_count == n:
             continue
         low, high = pc.min(array).as_py(), pc.max(array).as_py()
-        if low < 0 or high > defaults.TOKENS_MAX:
+        if not (_TOKENS[name].holds(low) and _TOKENS[name].holds(high)):
             return False
         out[name] = _floats(array, n)
     return out or None

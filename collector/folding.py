@@ -42,12 +42,14 @@ from driftline.collector.labels import (PredictionRow, PredictionValues, Request
 from driftline.collector.windows import PartialWindow, PartitionWindows, WindowKey
 from driftline import defaults
 from driftline.baseline import Baseline
+from driftline.baseline.decisions import with_decisions
 from driftline.embeddings.contract import FIELD as EMBEDDINGS, EmbeddingError, check_dimensions
-from driftline.events import (MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS, EventError, InferenceEvent,
-                              parse_inference)
+from driftline.events import (FEATURE_AGE_MS, FEATURE_TS, MODEL_CHARS, REQUEST_ID_CHARS, VERSION_CHARS, EventError,
+                              InferenceEvent, parse_inference)
 from driftline.rollouts import ROLE_SHADOW
 from driftline.segments import SegmentSpec
 from driftline.window_state import EventBatch, WindowStateError
+from driftline.window_state.freshness import drop_unserved
 
 # Predictions a folder with a writer inserts at a time: SQLite's cost per row falls with
 # the batch, and 10 000 rows (~2 MB) hold the store's write lock for well under a second.
@@ -229,6 +231,8 @@ class InferenceFolder:
             where = partial.state.nonfinite_field()
             if where is not None:
                 raise WindowStateError(where)
+        if batch.decisions is not None:  # the label join counts the model's own decision beside its score
+            predictions = with_decisions(predictions, batch.decisions)
         rows = prediction_values(model, version, request_ids, times_ms, predictions, self.window_ms,
                                  segment_texts(batch, self.segments.columns))
         merge_windows(self.windows.windows, fresh.windows)
@@ -249,6 +253,8 @@ class InferenceFolder:
                 check_store_limits(event.model, event.version, event.request_id)
                 if event.raw.get(EMBEDDINGS):
                     self._check_embeddings(event)
+                if event.raw.get(FEATURE_AGE_MS) or event.raw.get(FEATURE_TS):
+                    drop_unserved(event.raw, event.features)  # held until the poll is folded: only what counts
             except EventError as error:
                 letters.append(DeadLetterRow.from_error(self.topic, self.partition, offset, value, error))
                 continue

@@ -61,6 +61,7 @@ class AccessPolicy:
     groups_header: str = "X-Forwarded-Groups"
     report: bool = True
     report_group: str = ""
+    trust_unverified_email: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessPolicy:
@@ -72,7 +73,8 @@ class AccessPolicy:
                    proxies=parse_networks(settings.dashboard_proxy_addresses),
                    email_header=settings.dashboard_proxy_email_header.strip(),
                    groups_header=settings.dashboard_proxy_groups_header.strip(),
-                   report=settings.dashboard_report, report_group=settings.dashboard_report_group.strip())
+                   report=settings.dashboard_report, report_group=settings.dashboard_report_group.strip(),
+                   trust_unverified_email=settings.dashboard_trust_unverified_email)
 
     @property
     def signs_in(self) -> bool:
@@ -84,14 +86,16 @@ class AccessPolicy:
         in_group = sorted(self.groups & identity.groups)
         if in_group:
             return Decision(True, f"member of {in_group[0]}")
-        if email and identity.email_verified:
+        if email and (identity.email_verified or self.trust_unverified_email):
             if email in self.users:
                 return Decision(True, "listed user")
             domain = email.rpartition("@")[2]
             if "@" in email and domain in self.domains:
                 return Decision(True, f"domain {domain}")
         elif email:
-            return Decision(False, f"the provider has not verified {identity.email}")
+            return Decision(False, f"the provider has not verified {identity.email} (its ID token does not say "
+                                   "email_verified: true), and only a verified e-mail counts for the allowed users "
+                                   "and domains")
         return Decision(False, f"{identity.email or identity.subject or 'this account'} is not among the allowed "
                                "users, domains or groups")
 
@@ -113,10 +117,9 @@ class AccessPolicy:
 
     def identity_from_claims(self, claims: Mapping[str, Any]) -> Identity:
         """The identity in an ID token's claims (`st.user`); groups from `groups_claim` (a list or a string)."""
-        verified = claims.get("email_verified", True)
         return Identity(email=str(claims.get("email") or ""), subject=str(claims.get("sub") or ""),
                         groups=frozenset(_groups(claims.get(self.groups_claim))),
-                        email_verified=verified is not False and str(verified).lower() != "false", source=OIDC)
+                        email_verified=is_verified(claims.get("email_verified")), source=OIDC)
 
     def identity_from_headers(self, headers: Mapping[str, str], peer: str | None) -> Identity | None:
         """The proxy's user, or None when the request did not come through a proxy or names nobody."""
@@ -126,6 +129,12 @@ class AccessPolicy:
         if not email:
             return None
         return Identity(email=email, groups=frozenset(_groups(_header(headers, self.groups_header))), source=PROXY)
+
+
+def is_verified(value: Any) -> bool:
+    """An ID token's `email_verified`: only true (or "true", any case) verifies; absent, 0 or "no" do not (nOAuth:
+    a provider whose users edit their own e-mail would otherwise let anyone claim an allowed address)."""
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
 
 
 def single_values(headers: Mapping[str, list[str]]) -> dict[str, str]:
@@ -198,6 +207,9 @@ def check_settings(settings: Settings, host: str) -> list[str]:
                             "addresses, the only ones whose identity headers are believed")
         if not policy.email_header:
             raise UserError("dashboard_proxy_email_header is empty: name the header that carries the user's e-mail")
+    if policy.mode == OIDC and policy.trust_unverified_email and (policy.users or policy.domains):
+        notes.append("dashboard_trust_unverified_email is true: an e-mail the provider has not verified counts for "
+                     "dashboard_allowed_users and _domains, so anyone who can set that address at the provider gets in")
     if policy.report and not policy.report_group:
         notes.append("the Report page (sampled feature values) is shown to nobody: set dashboard_report_group "
                      "to the group that may see it, or dashboard_report = false to say so")

@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     dashboard_allowed_domains: str = ""
     dashboard_allowed_users: str = ""
     dashboard_allowed_groups: str = ""
+    # oidc: false counts an e-mail for users and domains only when the ID token says email_verified: true, as a
+    # provider that lets users edit their e-mail would let anyone claim an allowed one (nOAuth); proxy: unaffected.
+    dashboard_trust_unverified_email: bool = False
     # proxy: addresses or networks (CIDR, comma-separated) of the proxy; the headers naming the user.
     dashboard_proxy_addresses: str = ""
     dashboard_proxy_email_header: str = "X-Forwarded-Email"
@@ -135,6 +138,21 @@ class Settings(BaseSettings):
     receiver_host: str = "127.0.0.1"
     receiver_port: int = Field(8002, ge=0, le=65535)
     receiver_token: SecretStr | None = None
+    # Host header names the receiver answers besides the loopback ones (as worker_allowed_hosts; the ingress
+    # guard, driftline/ingress.py): list the names loggers use when receiver_host is not loopback.
+    receiver_allowed_hosts: str = ""
+    # Bytes the halves waiting for their other half hold at most (bodies as received): beyond it the oldest are
+    # dead-lettered as unpaired, so a flood of large unpaired halves cannot exhaust memory.
+    receiver_max_pending_bytes: int = Field(defaults.RECEIVER_MAX_PENDING_BYTES, ge=1)
+    # Distinct models one call may name (a batch beyond it is refused whole with 413): bounds one call's store reads.
+    receiver_max_models_per_call: int = Field(defaults.RECEIVER_MAX_MODELS_PER_CALL, ge=1)
+    # Refusals one answer lists and dead-letters one by one; the call's others are counted and sent as one letter.
+    receiver_max_errors: int = Field(defaults.RECEIVER_MAX_ERRORS, ge=1)
+    # A dead letter's bytes on the DLQ topic (a stock broker takes at most 1 MiB); the full size is in a header.
+    receiver_dead_letter_raw_bytes: int = Field(defaults.RECEIVER_DEAD_LETTER_RAW_BYTES, ge=1, le=1 << 20)
+    # Dead letters waiting for Kafka at most, in count and bytes; beyond them a letter is counted, kept in the store.
+    receiver_dead_letter_inflight: int = Field(defaults.RECEIVER_DEAD_LETTER_INFLIGHT, ge=1)
+    receiver_dead_letter_inflight_bytes: int = Field(defaults.RECEIVER_DEAD_LETTER_INFLIGHT_BYTES, ge=1)
 
     # Alert channels. Secrets are SecretStr: their repr, logs and error text never show them;
     # read them with `secret(settings.NAME)`.

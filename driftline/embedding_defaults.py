@@ -39,6 +39,11 @@ EMBEDDING_CLASSIFIER_REFERENCE_ROWS = 1_000
 EMBEDDING_NULL_CHUNK_SIZES = (100, 500, 2_000)
 # Chunks drawn per size for those bands.
 EMBEDDING_NULL_CHUNKS = 200
+# A window pulls a vector back onto the radius EMBEDDING_CLIP_RADIUS x the EMBEDDING_CLIP_QUANTILE quantile of the
+# reference's held-out rows' whitened distances from its mean (`clip_radius`) when it lies beyond: reference-like
+# rows are almost never touched, and one vector of 1e50 sways a 500-row window's mean test as one odd real row would.
+EMBEDDING_CLIP_RADIUS = 1.5
+EMBEDDING_CLIP_QUANTILE = 0.99
 
 # --- Embedding drift (detectors/families/embedding_drift.py) ------------------------------
 # Family-wise false-alarm level of one embedding's verdict: split evenly (Bonferroni) over

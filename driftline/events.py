@@ -22,6 +22,8 @@ from driftline.embeddings.contract import EmbeddingError, check_embeddings
 from driftline.json_types import json_type_name
 from driftline.names import is_safe_name, name_problem
 from driftline.rollouts import is_role
+from driftline.value_bounds import MAX_TS_MS, MIN_TS_MS, bound
+from driftline.vocabulary import PREDICTED_CLASS
 
 INFERENCE_SCHEMA = "driftline.inference/v1"
 LABEL_SCHEMA = "driftline.label/v1"
@@ -35,9 +37,7 @@ MODEL_CHARS = 200
 VERSION_CHARS = 100
 SEGMENT_CHARS = 300  # "column=value": a feature or tag name and one of its values
 REQUEST_ID_CHARS = 256
-# Event times outside these years are almost certainly unit mistakes (seconds vs ms).
-MIN_TS_MS = 946_684_800_000  # 2000-01-01
-MAX_TS_MS = 4_102_444_800_000  # 2100-01-01
+# MIN_TS_MS, MAX_TS_MS: the event-time range, in the bounds table (driftline.value_bounds) with every other bound.
 _STATUSES = ("ok", "error")
 _SCHEMA_FILES = {"inference": "inference.v1.json", "label": "label.v1.json"}
 
@@ -244,6 +244,10 @@ def _check_prediction(value: Any) -> Any:
 
 
 _NUMBER_TYPES = frozenset((float, int))
+_LATENCY = bound("latency_ms.*")
+_LATENCY_MAX = _LATENCY.high
+_BATCH_SIZE = bound("batch_size")
+_AGE = bound("feature_age_ms.*")
 
 
 def _check_latency(value: Any) -> dict[str, float]:
@@ -254,25 +258,46 @@ def _check_latency(value: Any) -> dict[str, float]:
     if "total" not in value:
         raise EventError("required field is missing", "latency_ms.total")
     # the sum is NaN when any part is (min and max step over a NaN that is not first), inf when any is
-    if _NUMBER_TYPES.issuperset(map(type, value.values())) and 0 <= min(value.values()) and sum(value.values()) < math.inf:
+    if (_NUMBER_TYPES.issuperset(map(type, value.values())) and 0 <= min(value.values())
+            and max(value.values()) <= _LATENCY_MAX and sum(value.values()) < math.inf):
         return value
     for part, ms in value.items():
         if not _is_number(ms):
             raise EventError(f"expected a number of milliseconds, got {json_type_name(ms)}", f"latency_ms.{part}")
         if not (0 <= ms < math.inf):
             raise EventError("must be a finite, non-negative number", f"latency_ms.{part}")
+        if not _LATENCY.holds(ms):
+            raise EventError(_LATENCY.refusal(ms), f"latency_ms.{part}")
     return value
 
 
 TOKENS_IN = "tokens_in"
 TOKENS_OUT = "tokens_out"
 _OPTIONAL_FIELDS = frozenset(("entity_id", "device", "inputs", "batch_size", "cache_hit", "tags", "role", "embeddings",
-                              TOKENS_IN, TOKENS_OUT))
+                              TOKENS_IN, TOKENS_OUT, PREDICTED_CLASS))
+# `predicted_class`, the model's own decision: a class label as a label is one (a binary model's 1/0 or true/false)
+_DECISION_TYPES = frozenset((bool, int, float, str))
+
+
+def _check_decision(value: Any) -> None:
+    if value is None:
+        return
+    if type(value) not in _DECISION_TYPES:
+        raise EventError(f"expected the model's decision (a number, boolean or class label string), got "
+                         f"{json_type_name(value)}", PREDICTED_CLASS)
+    if type(value) is float and not math.isfinite(value):
+        raise EventError("must be a finite number", PREDICTED_CLASS)
+    if type(value) is str and not 0 < len(value) <= MAX_ID_CHARS:
+        raise EventError(f"a class label of 1 to {MAX_ID_CHARS} characters, got {len(value)}", PREDICTED_CLASS)
+
+
+_TOKENS = bound(TOKENS_IN)
 
 
 def is_token_count(value: Any) -> bool:
-    """A valid `tokens_in` / `tokens_out`: an integer from 0 to `defaults.TOKENS_MAX` (a boolean is no count)."""
-    return type(value) is int and 0 <= value <= defaults.TOKENS_MAX
+    """A valid `tokens_in` / `tokens_out`: an integer within their bound, 0 .. `defaults.TOKENS_MAX` (a boolean
+    is no count)."""
+    return type(value) is int and _TOKENS.low <= value <= _TOKENS.high
 
 
 def _check_tokens(doc: dict[str, Any]) -> None:
@@ -283,7 +308,7 @@ def _check_tokens(doc: dict[str, Any]) -> None:
         if type(value) is not int:
             raise EventError(f"expected a whole number of tokens, got {json_type_name(value)} {str(value)[:32]}",
                              field)
-        raise EventError(f"{value} is outside 0 .. {defaults.TOKENS_MAX} tokens", field)
+        raise EventError(bound(field).refusal(value), field)
 
 
 def _check_optional(doc: dict[str, Any], decoded: bool) -> None:
@@ -297,10 +322,13 @@ def _check_optional(doc: dict[str, Any], decoded: bool) -> None:
     batch_size = doc.get("batch_size")
     if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
         raise EventError("expected a positive integer", "batch_size")
+    if batch_size is not None and batch_size > _BATCH_SIZE.high:
+        raise EventError(_BATCH_SIZE.refusal(batch_size), "batch_size")
     _check_tokens(doc)
     cache_hit = doc.get("cache_hit")
     if cache_hit is not None and type(cache_hit) is not bool:
         raise EventError(f"expected a boolean, got {json_type_name(cache_hit)}", "cache_hit")
+    _check_decision(doc.get(PREDICTED_CLASS))
     role = _optional_str(doc, "role")
     if role is not None and not is_role(role):
         raise EventError(f"expected production, shadow, canary or arm:<version>, got {role[:64]!r}", "role")
@@ -400,6 +428,7 @@ def _fast_inference(doc: dict[str, Any], max_ts_ms: int | None = None) -> Infere
             or not _SCALAR_TYPES.issuperset(map(type, features.values()))
             or type(latency) is not dict or "total" not in latency
             or not _NUMBER_TYPES.issuperset(map(type, latency.values())) or min(latency.values()) < 0
+            or max(latency.values()) > _LATENCY_MAX
             or type(prediction) not in _FAST_PREDICTION_TYPES or get("status", "ok") != "ok"):
         return None
     request_id, inputs, batch_size, cache_hit = get("request_id"), get("inputs"), get("batch_size"), get("cache_hit")
@@ -407,11 +436,14 @@ def _fast_inference(doc: dict[str, Any], max_ts_ms: int | None = None) -> Infere
             or (type(get("device")) not in _STR_OR_NONE) or get("tags") is not None
             or (inputs is not None and (type(inputs) is not dict
                                         or not _SCALAR_TYPES.issuperset(map(type, inputs.values()))))
-            or (batch_size is not None and (type(batch_size) is not int or batch_size < 1))
+            or (batch_size is not None and (type(batch_size) is not int or not 1 <= batch_size <= _BATCH_SIZE.high))
             or (cache_hit is not None and type(cache_hit) is not bool) or get("embeddings") is not None):
         return None
-    role = get("role")
+    role, decision = get("role"), get(PREDICTED_CLASS)
     if role is not None and (type(role) is not str or not is_role(role)):
+        return None
+    if decision is not None and (type(decision) not in _DECISION_TYPES
+                                 or (type(decision) is str and not 0 < len(decision) <= MAX_ID_CHARS)):
         return None
     tokens_in, tokens_out = get(TOKENS_IN), get(TOKENS_OUT)
     if (tokens_in is not None and not is_token_count(tokens_in)) or (
@@ -431,7 +463,8 @@ FEATURE_AGE_MS = "feature_age_ms"
 
 def check_freshness(doc: dict[str, Any]) -> None:
     """The optional feature-freshness fields: `feature_ts` (feature -> event time of its value, RFC 3339 or
-    epoch ms) and `feature_age_ms` (feature -> age in ms, finite, >= 0), at most EVENT_MAX_FEATURES each."""
+    epoch ms) and `feature_age_ms` (feature -> age in ms within its bound, `driftline.value_bounds`), at most
+    EVENT_MAX_FEATURES each."""
     stamps, ages = doc.get(FEATURE_TS), doc.get(FEATURE_AGE_MS)
     for field, values in ((FEATURE_TS, stamps), (FEATURE_AGE_MS, ages)):
         if values is None:
@@ -443,9 +476,11 @@ def check_freshness(doc: dict[str, Any]) -> None:
     for name, value in (stamps or {}).items():
         parse_timestamp(value, f"{FEATURE_TS}.{name}")
     for name, value in (ages or {}).items():
-        if not _is_number(value) or not 0 <= value <= defaults.VALUE_MAX_ABS:
+        if not _is_number(value) or not 0 <= value < math.inf:
             raise EventError(f"expected a finite, non-negative number of milliseconds, got {json_type_name(value)} "
                              f"{str(value)[:32]}", f"{FEATURE_AGE_MS}.{name}")
+        if not _AGE.holds(value):
+            raise EventError(_AGE.refusal(value), f"{FEATURE_AGE_MS}.{name}")
 
 
 def parse_inference(raw: bytes | bytearray | memoryview | str, max_ts_ms: int | None = None) -> InferenceEvent:

@@ -6,9 +6,11 @@ refuses to start there without one (an empty value or a published default is no 
 """
 from __future__ import annotations
 
+import socket
+
 from driftline.hosts import is_loopback
 
-__all__ = ["is_loopback", "token_problem"]
+__all__ = ["is_loopback", "port_in_use", "token_problem"]
 
 
 def token_problem(host: str, token: str | None, setting: str, published_default: str | None = None) -> str | None:
@@ -21,3 +23,22 @@ def token_problem(host: str, token: str | None, setting: str, published_default:
         return (f"the token is the published default; set {setting} to a secret of your own before listening on "
                 f"{host} (the default is accepted on 127.0.0.1 only)")
     return None
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether binding host:port fails (another process listens there); port 0 never is. Checked before a server
+    starts, so the error is one line naming the option, not a traceback from deep in its start-up."""
+    if not port:
+        return False
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror:
+        return False  # an unknown name: the server's own start-up says so
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no conflict
+        try:
+            probe.bind(address)
+        except OSError:
+            return True
+    return False

@@ -148,6 +148,47 @@ RECEIVER_BASELINE_RECHECK_SECONDS = 30.0
 # the DLQ topic only (counted, logged). Written in batches this often, off the HTTP path.
 RECEIVER_DEAD_LETTER_STORE_ROWS = 1_000
 RECEIVER_DEAD_LETTER_STORE_INTERVAL_SECONDS = 0.5
+# Bytes the waiting halves hold at most (bodies as received, attributes, ~1 KB bookkeeping each):
+# 10 000 halves of a few KB fit (RECEIVER_MAX_PENDING binds first), 16 halves at the 4 MiB body
+# limit do; beyond it the oldest are dead-lettered. Bodies are parsed at pairing, not while waiting.
+RECEIVER_MAX_PENDING_BYTES = 64 << 20
+# Distinct models one call may name: a proxy's batch holds a few services' halves; each model costs
+# up to three store reads on a cold cache (~1 ms each), so 32 bounds one call's lookups to ~0.1 s.
+RECEIVER_MAX_MODELS_PER_CALL = 32
+# (model, version) schemas and production versions cached, each map least recently used out first:
+# 32 times the models of one call, so no call can flush what the others use.
+RECEIVER_LOOKUP_CACHE_ENTRIES = 1_024
+# Refusals one answer lists, each a dead letter of its own; the call's others are counted in the
+# answer (errors_left_out) and go together as one more letter, so a 4 MiB body of junk lines
+# makes ~100 letters and a few KB of answer, not two million of each.
+RECEIVER_MAX_ERRORS = 100
+# A letter's bytes on the DLQ topic (the store keeps COLLECTOR_DEAD_LETTER_RAW_BYTES): a stock
+# broker refuses messages above 1 MiB (message.max.bytes), and a half may be 4 MiB; a quarter of it
+# leaves room for headers. `driftline.raw_size` records the full size of a cut letter.
+RECEIVER_DEAD_LETTER_RAW_BYTES = 256 << 10
+# Letters waiting for Kafka at most, and their bytes: kafka-python does not bound large records,
+# so a stopped broker would hold every letter until its delivery timeout; 128 cut letters of 256 KiB
+# fit. Beyond it a letter is counted (dead_letters_not_sent) and kept in the store only.
+RECEIVER_DEAD_LETTER_INFLIGHT = 10_000
+RECEIVER_DEAD_LETTER_INFLIGHT_BYTES = 32 << 20
+# After the DLQ producer failed to connect (a 2 s bootstrap try that blocks a request thread),
+# letters fail at once (counted, stored) for this long before the next try.
+RECEIVER_DEAD_LETTER_RECONNECT_SECONDS = 5.0
+# A failure that repeats under a flood (a letter not stored, not sent) is logged once per this
+# long, with the count of the others: 2 690 lines for one bad body told nothing more than one.
+RECEIVER_LOG_EVERY_SECONDS = 10.0
+
+# --- Ingress (driftline/ingress.py: the receiver's and the /metrics servers' limits) -----------------
+# A receiver body (up to RECEIVER_MAX_BODY_BYTES) must be in within this many seconds, else 408 and closed: 4 MiB in 15 s is 2.2 Mbit/s, far below a cluster link.
+RECEIVER_BODY_TIMEOUT_SECONDS = 15.0
+# A receiver connection must send a request's head within this many seconds of connecting or of its last answer (as WORKER_HEAD_TIMEOUT_SECONDS).
+RECEIVER_HEAD_TIMEOUT_SECONDS = 10.0
+# Open receiver connections at most (503 beyond): bodies being read then hold at most 64 x 4 MiB = 256 MiB; a logger sends from a few workers per service.
+RECEIVER_MAX_CONNECTIONS = 64
+# A /metrics (collector, scheduler) connection must send its request's head within this many seconds: a scrape is one short GET.
+METRICS_HEAD_TIMEOUT_SECONDS = 10.0
+# Open /metrics connections at most (a thread each; 503 beyond): a few Prometheus servers and a dashboard scrape it.
+METRICS_MAX_CONNECTIONS = 32
 
 # --- Generated answers (LLM serving: events' ttft / tpot / tokens_in / tokens_out) ------------
 # Latency parts a window keeps ("total", "queue", "compute", "ttft", "tpot", ...): each part becomes a
@@ -159,6 +200,11 @@ LATENCY_MAX_PARTS = 16
 # today are 1-2 million tokens; ten million leaves room and stays within the window state's
 # token sketch (LATENCY_MAX_MS), so every count is kept to its 1 % accuracy.
 TOKENS_MAX = 10_000_000
+# Any latency part of an event (total, queue, compute, ttft, tpot, ...), in ms, at most: no request is served
+# for a day, and a larger value is a forged or mis-unit time (a response stamped years on); dead-lettered.
+LATENCY_PART_MAX_MS = 86_400_000
+# An event's batch_size at most: a forward pass of more than a million requests is a bug, not a batch; dead-lettered.
+EVENT_BATCH_SIZE_MAX = 1_000_000
 # Default objectives of the generated-answer parts, held to their p99 only when events carry
 # them (an event without "ttft" never makes a ttft result). MLPerf Inference's Llama 2 70B
 # server scenario holds TTFT p99 <= 2 s and TPOT p99 <= 200 ms: an answer slower than that is

@@ -6,8 +6,11 @@ any proxy, in binary, structured or batched mode. The logger URL may carry `mode
 `POST /events`: contract events as JSON lines. `GET /healthz`: counts. `GET /metrics`: Prometheus.
 Answers: 200 with what was done (events, waiting halves, duplicates, dead letters with reasons);
 400 when the call carried nothing usable (it is dead-lettered all the same); 413 for a body over
-the bound; 503 with Retry-After when the event buffer is full (nothing of the call was taken).
+the bound, or a call that could never be taken whole (more rows than the event buffer, more models than
+one call may name); 503 with Retry-After when the event buffer is full (nothing of the call was taken).
 With a token set, POST calls need `Authorization: Bearer TOKEN` or `?token=TOKEN`.
+In front of it all, the ingress guard (driftline/ingress.py): Host allow-list (`receiver_allowed_hosts`),
+cross-origin requests refused, CloudEvents or JSON-lines content types only, a body budget and deadline.
 """
 from __future__ import annotations
 
@@ -21,17 +24,24 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from driftline import defaults
+from driftline.hosts import parse_allowed_hosts
+from driftline.ingress import CLOUDEVENTS_BODY, JSON_LINES_BODY, BodyRefused, IngressGuard, IngressRules, Limits
 from driftline.receiver.metrics import ENDPOINT_CLOUDEVENTS, ENDPOINT_EVENTS, ReceiverMetrics
-from driftline.receiver.service import Busy, Outcome, Receiver
+from driftline.receiver.service import Busy, Outcome, Receiver, TooLarge
 
 HINTS = ("model", "version", "output")
 _RESERVED = {"events", "healthz", "metrics"}
+HOSTS_SETTING = "receiver_allowed_hosts (env DRIFTLINE_RECEIVER_ALLOWED_HOSTS, driftline receiver --allowed-hosts)"
+LIMITS = Limits(defaults.RECEIVER_MAX_BODY_BYTES, defaults.RECEIVER_BODY_TIMEOUT_SECONDS,
+                defaults.RECEIVER_HEAD_TIMEOUT_SECONDS, defaults.RECEIVER_MAX_CONNECTIONS)
 
 
-def create_app(receiver: Receiver, token: str | None = None,
-               max_body_bytes: int = defaults.RECEIVER_MAX_BODY_BYTES) -> FastAPI:
+def create_app(receiver: Receiver, token: str | None = None, limits: Limits = LIMITS,
+               allowed_hosts: frozenset[str] = parse_allowed_hosts("")) -> IngressGuard:
+    """The receiver's app behind the ingress guard; serve it with `limits.uvicorn_options()`."""
     app = FastAPI(title="driftline receiver", docs_url=None, redoc_url=None, openapi_url=None)
     metrics = ReceiverMetrics(receiver.stats)
+    max_body_bytes = limits.max_body_bytes
 
     def refused(request: Request) -> JSONResponse | None:
         if token is not None:
@@ -55,20 +65,29 @@ def create_app(receiver: Receiver, token: str | None = None,
             chunks.append(chunk)
         return b"".join(chunks)
 
+    async def body_or_refusal(request: Request) -> bytes | JSONResponse:
+        try:
+            body = await body_of(request)
+        except BodyRefused as exc:  # the guard's budget or deadline: the guard answers, this counts it
+            return JSONResponse({"detail": exc.refusal.detail}, status_code=exc.refusal.status)
+        return _too_large(max_body_bytes) if body is None else body
+
     async def handle(request: Request, endpoint: str, work: Callable[[bytes], Outcome],
                      usable: Callable[[Outcome], bool]) -> JSONResponse:
         """Token and size checks, the bounded body, the work off the event loop, the answer; timed and counted."""
         started = time.perf_counter()
         answer = refused(request)
         if answer is None:
-            body = await body_of(request)
-            if body is None:
-                answer = _too_large(max_body_bytes)
+            body = await body_or_refusal(request)
+            if isinstance(body, JSONResponse):
+                answer = body
             else:
                 try:  # the service takes a lock and may read the store: off the event loop
                     outcome = await run_in_threadpool(work, body)
                 except Busy as exc:
                     answer = JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
+                except TooLarge as exc:  # could never be taken whole: retrying would not help
+                    answer = JSONResponse({"detail": str(exc)}, status_code=413)
                 else:
                     answer = JSONResponse(outcome.as_dict(), status_code=200 if usable(outcome) else 400)
         metrics.observe(endpoint, answer.status_code, time.perf_counter() - started)
@@ -100,7 +119,13 @@ def create_app(receiver: Receiver, token: str | None = None,
                             lambda outcome: (outcome.events > 0 or outcome.waiting > 0 or outcome.duplicates > 0
                                              or not outcome.dead_letters))
 
-    return app
+    def count_refused(path: str, status: int) -> None:
+        if path not in ("/healthz", "/metrics"):
+            metrics.observe(ENDPOINT_EVENTS if path == "/events" else ENDPOINT_CLOUDEVENTS, status, 0.0)
+
+    rules = IngressRules("receiver", allowed_hosts, HOSTS_SETTING, limits,
+                         lambda path: JSON_LINES_BODY if path == "/events" else CLOUDEVENTS_BODY)
+    return IngressGuard(app, rules, count_refused)
 
 
 def _too_large(bound: int) -> JSONResponse:

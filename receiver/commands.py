@@ -13,6 +13,15 @@ from driftline.config import Settings, common_options, secret
                    "the receiver refuses to start without a token (DRIFTLINE_RECEIVER_TOKEN).")
 @click.option("--port", type=click.IntRange(0, 65535), default=None,
               help="Port (default: settings.receiver_port, 8002).")
+@click.option("--allowed-hosts", default=None,
+              help="Host header names to answer besides localhost, 127.0.0.1 and [::1] (comma-separated, :PORT "
+                   "optional; default: settings.receiver_allowed_hosts). Other names get 400, which stops DNS "
+                   "rebinding; list the names loggers use when --host is not loopback.")
+@click.option("--body-timeout", type=click.FloatRange(0, min_open=True),
+              default=defaults.RECEIVER_BODY_TIMEOUT_SECONDS, show_default=True,
+              help="Seconds a request's body may take to arrive; then 408 and the connection closed.")
+@click.option("--max-connections", type=click.IntRange(1), default=defaults.RECEIVER_MAX_CONNECTIONS,
+              show_default=True, help="Open connections at most; beyond it a new request gets 503.")
 @click.option("--pair-wait", type=click.FloatRange(0.001), default=defaults.RECEIVER_PAIR_WAIT_SECONDS,
               show_default=True, help="Seconds a request or response half waits for its other half.")
 @click.option("--max-pending", type=click.IntRange(1), default=defaults.RECEIVER_MAX_PENDING, show_default=True,
@@ -23,16 +32,20 @@ from driftline.config import Settings, common_options, secret
               show_default=True)
 @common_options
 def receiver(settings: Settings, host: str | None, port: int | None, pair_wait: float, max_pending: int,
-             event_buffer: int, log_level: str) -> None:
+             event_buffer: int, log_level: str, allowed_hosts: str | None = None,
+             body_timeout: float = defaults.RECEIVER_BODY_TIMEOUT_SECONDS,
+             max_connections: int = defaults.RECEIVER_MAX_CONNECTIONS) -> None:
     """Receive KServe inference-logger CloudEvents and contract events over HTTP; produce them to Kafka."""
     import logging
 
     import uvicorn
 
     from driftline.errors import UserError
+    from driftline.hosts import is_loopback, parse_allowed_hosts
+    from driftline.ingress import Limits
     from driftline.kafka_security import KafkaSecurity
     from driftline.listen import token_problem
-    from driftline.receiver.app import create_app
+    from driftline.receiver.app import LIMITS, create_app
     from driftline.receiver.service import Receiver, ReceiverConfig
     from driftline.store import db
 
@@ -41,15 +54,30 @@ def receiver(settings: Settings, host: str | None, port: int | None, pair_wait: 
     problem = token_problem(host, token, "DRIFTLINE_RECEIVER_TOKEN (settings.receiver_token)")
     if problem is not None:
         raise UserError(f"driftline receiver: {problem}")
+    try:
+        hosts = parse_allowed_hosts(settings.receiver_allowed_hosts if allowed_hosts is None else allowed_hosts)
+    except ValueError as exc:
+        raise UserError(f"driftline receiver: --allowed-hosts (settings.receiver_allowed_hosts): {exc}") from None
+    if not is_loopback(host) and hosts == parse_allowed_hosts(""):
+        click.echo(f"warning: listening on {host} with only loopback names allowed in Host: list the names "
+                   "loggers use in receiver_allowed_hosts (--allowed-hosts)", err=True)
+    limits = Limits(LIMITS.max_body_bytes, body_timeout, LIMITS.head_timeout_s, max_connections)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.DEBUG if log_level == "debug" else logging.CRITICAL)
     db.require_migrated(settings.db_url)
     service = Receiver(ReceiverConfig(bootstrap_servers=settings.bootstrap_servers, db_url=settings.db_url,
                                       security=KafkaSecurity.from_settings(settings).checked(),
-                                      pair_wait_s=pair_wait, max_pending=max_pending, event_buffer=event_buffer))
+                                      pair_wait_s=pair_wait, max_pending=max_pending, event_buffer=event_buffer,
+                                      max_pending_bytes=settings.receiver_max_pending_bytes,
+                                      max_models_per_call=settings.receiver_max_models_per_call,
+                                      max_errors=settings.receiver_max_errors,
+                                      dead_letter_raw_bytes=settings.receiver_dead_letter_raw_bytes,
+                                      dead_letter_inflight=settings.receiver_dead_letter_inflight,
+                                      dead_letter_inflight_bytes=settings.receiver_dead_letter_inflight_bytes))
     port = settings.receiver_port if port is None else port
     click.echo(f"receiving on http://{host}:{port} (CloudEvents at /, JSON lines at /events)", err=True)
     try:
-        uvicorn.run(create_app(service, token=token), host=host, port=port, log_level=log_level, access_log=False)
+        uvicorn.run(create_app(service, token=token, limits=limits, allowed_hosts=hosts), host=host, port=port,
+                    log_level=log_level, access_log=False, **limits.uvicorn_options())
     finally:
         service.close()

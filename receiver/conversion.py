@@ -5,14 +5,18 @@ the response, `ts` the request half's time, `latency_ms.total` the time between 
 ce-id as the request id (`ID:i` for row i of a several-row request, as the worker's Open Inference
 Protocol does), and the KServe extensions as tags. The event id is derived from the pair's key and
 the row, so a pair received twice makes the same events (the collector keeps one of each).
+A request of a version's raw inputs (what a logger in front of the bundled worker records: the inputs
+its model metadata lists) goes through the version's registered transform, as the worker does: the
+event carries the transform's `features` and the raw `inputs` (for the parity-skew check).
 """
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
-from driftline.events import INFERENCE_SCHEMA, EventError, rfc3339
+from driftline.events import INFERENCE_SCHEMA, REQUEST_ID_CHARS, EventError, rfc3339
+from driftline.receiver.lookups import VersionSchema
 from driftline.receiver.pairing import Half
 from driftline.receiver.payloads import request_rows, response_error, response_predictions
 
@@ -69,10 +73,43 @@ def version_of(request: Half, response: Half) -> str | None:
     return None
 
 
+def request_id_problem(ce_id: str, rows: int) -> str | None:
+    """Why the request ids of a `rows`-row request of `ce_id` cannot be stored (`ID:i` is longer than the id),
+    or None."""
+    longest = len(ce_id) if rows <= 1 else len(f"{ce_id}:{rows - 1}")
+    if longest <= REQUEST_ID_CHARS:
+        return None
+    suffix = "" if rows <= 1 else f" (with the row suffix ':{rows - 1}' of a {rows}-row request)"
+    return (f"the request id is {longest} characters{suffix}, above the limit of {REQUEST_ID_CHARS} (the store's "
+            f"request_id): send a ce-id of at most {REQUEST_ID_CHARS - (longest - len(ce_id))} characters")
+
+
+def feature_rows(doc: Any, schema: VersionSchema) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """(features, raw inputs) of a request body: the inputs are None unless the registered transform made the
+    features from them (a row lacks registered features and holds names the baseline does not know)."""
+    rows = request_rows(doc, schema.features, schema.inputs)
+    if schema.transform is None or schema.features is None:
+        return rows, None
+    registered = set(schema.features)
+    if not any(not registered.issubset(row) and not registered.issuperset(row) for row in rows):
+        return rows, None
+    try:
+        features = [dict(row) for row in schema.transform(rows)]
+    except Exception as exc:  # noqa: BLE001 - a user's transform: its failure is this pair's reason
+        raise EventError(f"the version's registered transform failed on the request's raw inputs: "
+                         f"{type(exc).__name__}: {str(exc)[:300]}", "inputs") from None
+    if len(features) != len(rows):
+        raise EventError(f"the version's registered transform made {len(features)} rows of {len(rows)}", "inputs")
+    return features, rows
+
+
 def pair_events(request: Half, response: Half, model: str, version: str,
-                feature_names: Sequence[str] | None) -> list[dict[str, Any]]:
+                schema: VersionSchema | None = None) -> list[dict[str, Any]]:
     """The pair's events (not yet validated); `EventError` when a payload cannot be read."""
-    rows = request_rows(request.data, feature_names)
+    rows, inputs = feature_rows(request.data, schema or VersionSchema())
+    problem = request_id_problem(request.ce_id, len(rows))
+    if problem is not None:
+        raise EventError(problem, "id")
     error = response_error(response.data)
     if error is None:
         output = response.attributes.get(HINT_OUTPUT) or request.attributes.get(HINT_OUTPUT)
@@ -98,6 +135,8 @@ def pair_events(request: Half, response: Half, model: str, version: str,
             "latency_ms": {"total": round(latency, 3)},
             "status": "ok" if error is None else "error",
         }
+        if inputs is not None:
+            event["inputs"] = inputs[i]
         if error is None:
             event["prediction"] = prediction
         else:

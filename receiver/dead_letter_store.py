@@ -8,12 +8,14 @@ scheduler's dead-letter metric count them from here. Rows have the collector's s
 
 Written by a thread in batches, off the HTTP path: a request never waits on the store. At most
 `max_rows` rows wait; beyond that (the store down for long under a flood of bad input) a row is not
-stored, only counted and logged: its letter is on the DLQ topic all the same.
+stored, only counted and logged (one line per RECEIVER_LOG_EVERY_SECONDS, `LogThrottle`, with the
+count of the others): its letter is on the DLQ topic all the same.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -29,6 +31,35 @@ log = logging.getLogger(__name__)
 _BATCH_ROWS = 500  # rows per insert: one transaction stays short
 
 
+class LogThrottle:
+    """One error line per `every_s` for a failure that repeats under a flood, saying how many were not logged."""
+
+    def __init__(self, logger: logging.Logger, every_s: float = defaults.RECEIVER_LOG_EVERY_SECONDS):
+        self.logger = logger
+        self.every_s = every_s
+        self._lock = threading.Lock()
+        self._last = float("-inf")
+        self._skipped = 0
+
+    def error(self, message: str, *args: Any) -> None:
+        self._log(logging.ERROR, message, *args)
+
+    def warning(self, message: str, *args: Any) -> None:
+        self._log(logging.WARNING, message, *args)
+
+    def _log(self, level: int, message: str, *args: Any) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last < self.every_s:
+                self._skipped += 1
+                return
+            skipped, self._skipped, self._last = self._skipped, 0, now
+        if skipped:
+            self.logger.log(level, message + " (%d more like it not logged since the last one)", *args, skipped)
+        else:
+            self.logger.log(level, message, *args)
+
+
 class DeadLetterStore:
     def __init__(self, db_url: str, max_rows: int = defaults.RECEIVER_DEAD_LETTER_STORE_ROWS,
                  interval_s: float = defaults.RECEIVER_DEAD_LETTER_STORE_INTERVAL_SECONDS):
@@ -42,6 +73,7 @@ class DeadLetterStore:
         self._writing = threading.Lock()  # the thread and close() never write the same rows twice
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._refusals = LogThrottle(log)
         self._thread = threading.Thread(target=self._run, name="driftline-receiver-dead-letters", daemon=True)
         self._thread.start()
 
@@ -50,10 +82,14 @@ class DeadLetterStore:
         with self._lock:
             if len(self._rows) >= self.max_rows:
                 self.not_stored += 1
-                log.error("a dead letter (%s) was not stored: %d rows already wait for the store", values["reason"],
-                          self.max_rows)
-                return
-            self._rows.append(values)
+                refused = True
+            else:
+                self._rows.append(values)
+                refused = False
+        if refused:
+            self._refusals.error("a dead letter (%s) was not stored: %d rows already wait for the store",
+                                 values["reason"], self.max_rows)
+            return
         self._wake.set()
 
     def pending(self) -> int:

@@ -10,8 +10,11 @@ the service's own (`Receiver.stats()`), read at scrape time, so the service stay
 | `driftline_receiver_unpaired_total` | counter | | halves dead-lettered without their other half (waited too long, pushed out, at stop) |
 | `driftline_receiver_duplicates_total` | counter | | halves received again (logger retries), ignored |
 | `driftline_receiver_events_total` | counter | | valid events handed to the Kafka producer |
-| `driftline_receiver_dead_letters_total` | counter | | dead letters written (DLQ topic and store) |
+| `driftline_receiver_dead_letters_total` | counter | | refusals dead-lettered (DLQ topic and store; a call's merged letter counts each it holds) |
 | `driftline_receiver_pending_halves` | gauge | | halves waiting for their other half |
+| `driftline_receiver_pending_bytes` | gauge | | bytes those halves hold (bounded by receiver_max_pending_bytes) |
+| `driftline_receiver_dead_letters_not_sent_total` | counter | | dead letters not sent for the in-flight bound (Kafka slow or down; kept in the store) |
+| `driftline_receiver_dead_letters_inflight_bytes` | gauge | | bytes of dead letters waiting for Kafka |
 | `driftline_receiver_events_buffered` | gauge | | events waiting for Kafka |
 | `driftline_receiver_events_sent_total` | counter | | events acknowledged by Kafka |
 | `driftline_receiver_events_failed_total` | counter | | events not delivered in time |
@@ -37,9 +40,10 @@ _COUNTERS = (("halves", "halves", "CloudEvent halves received (valid or not)."),
              ("unpaired", "unpaired", "Halves dead-lettered without their other half."),
              ("duplicates", "duplicates", "Halves received again (logger retries), ignored."),
              ("events", "events", "Valid events handed to the Kafka producer."),
-             ("dead_letters", "dead_letters", "Dead letters written (DLQ topic and store)."),
+             ("dead_letters", "dead_letters", "Refusals dead-lettered (a merged letter counts each it holds)."),
              ("events_sent", "sent", "Events acknowledged by Kafka."),
-             ("events_failed", "failed", "Events accepted but not delivered in time."))
+             ("events_failed", "failed", "Events accepted but not delivered in time."),
+             ("dead_letters_not_sent", "dead_letters_not_sent", "Dead letters not sent: too many waited for Kafka."))
 
 
 class _StatsCollector(Collector):
@@ -52,7 +56,11 @@ class _StatsCollector(Collector):
             yield CounterMetricFamily(_PREFIX + name, doc, value=stats[key])
         yield GaugeMetricFamily(_PREFIX + "pending_halves", "Halves waiting for their other half.",
                                 value=stats["pending_halves"])
+        yield GaugeMetricFamily(_PREFIX + "pending_bytes", "Bytes the waiting halves hold.",
+                                value=stats["pending_bytes"])
         yield GaugeMetricFamily(_PREFIX + "events_buffered", "Events waiting for Kafka.", value=stats["buffered"])
+        yield GaugeMetricFamily(_PREFIX + "dead_letters_inflight_bytes", "Bytes of dead letters waiting for Kafka.",
+                                value=stats["dead_letters_inflight_bytes"])
 
 
 class ReceiverMetrics:

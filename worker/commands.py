@@ -192,7 +192,8 @@ def worker(settings: Settings, model: str, host: str | None, allowed_hosts: str 
     import uvicorn
 
     from driftline.errors import UserError
-    from driftline.worker.server import Worker, WorkerConfig, create_app, uvicorn_options
+    from driftline.listen import port_in_use
+    from driftline.worker.server import Worker, WorkerConfig, create_app
 
     host = host or settings.worker_host
     faults = settings.worker_faults if faults is None else faults
@@ -216,16 +217,21 @@ def worker(settings: Settings, model: str, host: str | None, allowed_hosts: str 
                           log_embeddings=settings.worker_log_embeddings if log_embeddings is None else log_embeddings)
     if config.grpc_port:  # a missing grpcio or tritonclient is reported here, not in the middle of start-up
         import driftline.worker.oip_grpc  # noqa: F401
+    port = port or settings.worker_port
+    for taken, what, option in ((port, "HTTP", "--port PORT"),
+                                (config.grpc_port, "OIP gRPC", "--grpc-port PORT (0: off)")):
+        if port_in_use(host, taken):  # else a bind error from deep in uvicorn's or grpc's start-up
+            raise UserError(f"port {taken} on {host} (the worker's {what} port) is in use; stop what holds it, "
+                            f"or pass {option}")
     try:
         serving = Worker(settings, config)
     except (RuntimeError, ValueError) as exc:  # --device cuda without a GPU; a malformed --cache-url
         raise UserError(str(exc)) from None
     serving.load()
-    port = port or settings.worker_port
     click.echo(f"serving {model} version {serving.current.version} on http://{host}:{port} ({serving.device})"
                + (f", OIP gRPC on {host}:{config.grpc_port}" if config.grpc_port else ""), err=True)
     uvicorn.run(create_app(serving), host=host, port=port, log_level=log_level, access_log=False,
-                **uvicorn_options(config))
+                **config.limits.uvicorn_options())
 
 
 @click.command()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import numpy as np
+from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from driftline.worker.batcher import BatcherFull
@@ -24,7 +25,7 @@ from driftline.worker.metrics import PROTOCOL_V2_GRPC
 from driftline.worker.oip import (BYTES, OUTPUT_NAME, PLATFORM, OipError, Tensor, answer_version, check_model,
                                   check_rows, model_metadata, pinned, predictions, rows_from_tensors,
                                   served_versions)
-from driftline.worker.oip_rest import server_metadata
+from driftline.worker.oip_rest import check_row_ids, server_metadata
 
 if TYPE_CHECKING:
     from driftline.worker.server import Worker
@@ -147,6 +148,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                     raise OipError(f"outputs: this model has one output, {OUTPUT_NAME!r}")
             entity = request.parameters["entity_id"].string_param if "entity_id" in request.parameters else None
             rows = rows_from_tensors(tensors_from_request(request), current.schema, request.id or None, entity)
+            check_row_ids(rows)
             check_rows(len(rows), worker.config.max_pending)
             answers = await worker.predict_rows(rows, started, worker.metrics.latency_v2_grpc, pin)
             values = predictions(answers)
@@ -172,11 +174,43 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         return response
 
 
+class _Undecodable:
+    """A request whose bytes are not its protobuf message (kept so the call can say so)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+class UndecodableRequests(grpc.aio.ServerInterceptor):
+    """Bytes that are not the method's message get INVALID_ARGUMENT, as the worker's other bad input does
+    (grpc.aio would answer UNKNOWN from inside its own deserializer, before any servicer sees the call)."""
+
+    async def intercept_service(self, continuation: Any, details: Any) -> Any:
+        handler = await continuation(details)
+        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+            return handler
+        parse, behaviour = handler.request_deserializer, handler.unary_unary
+
+        def lenient(raw: bytes) -> Any:
+            try:
+                return parse(raw)
+            except DecodeError as exc:
+                return _Undecodable(str(exc))
+
+        async def checked(request: Any, context: Any) -> Any:
+            if isinstance(request, _Undecodable):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"the request is not a valid protobuf message: {request.reason}")
+            return await behaviour(request, context)
+
+        return handler._replace(request_deserializer=lenient, unary_unary=checked)
+
+
 async def start_grpc(worker: "Worker", host: str, port: int) -> Any:
     """A grpc.aio server for `worker` on host:port, started on the running event loop."""
     limit = worker.config.max_body_bytes
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
-                                      ("grpc.so_reuseport", 0)])
+                                      ("grpc.so_reuseport", 0)], interceptors=[UndecodableRequests()])
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(worker), server)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if server.add_insecure_port(address) == 0:

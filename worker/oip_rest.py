@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from importlib.metadata import PackageNotFoundError, version as package_version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import orjson
 from fastapi import FastAPI, Request
@@ -20,12 +20,13 @@ from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from driftline import defaults
+from driftline.events import REQUEST_ID_CHARS
 from driftline.json_types import json_type_name
 from driftline.worker.batcher import BatcherFull
 from driftline.worker.metrics import PROTOCOL_V2_REST
 from driftline.worker.oip import (OUTPUT_NAME, OipError, Tensor, answer_version, check_model, check_rows, model_metadata,
                                   pinned, predictions, rows_from_tensors, served_versions)
-from driftline.worker.validation import InputError
+from driftline.worker.validation import InputError, PredictRequest
 
 if TYPE_CHECKING:
     from driftline.worker.server import Worker
@@ -41,6 +42,17 @@ def _json(document: Any, status: int = 200) -> Response:
 
 def _error(message: str, status: int) -> Response:
     return _json({"error": message}, status)
+
+
+def check_row_ids(rows: Sequence[PredictRequest]) -> None:
+    """OipError (400) when a row's request id, with its row suffix (`ID:i`), is longer than the store holds: the
+    collector would dead-letter every event of the request after it was answered."""
+    longest = max((row.request_id for row in rows if row.request_id is not None), key=len, default="")
+    if len(longest) > REQUEST_ID_CHARS:
+        given = longest.rpartition(":")[0] if len(rows) > 1 else longest
+        raise OipError(f"id: with the row suffix ':{len(rows) - 1}' of a {len(rows)}-row request the request id is "
+                       f"{len(longest)} characters, above the limit of {REQUEST_ID_CHARS} (the store's request_id): "
+                       f"send an id of at most {REQUEST_ID_CHARS - (len(longest) - len(given))} characters")
 
 
 def server_metadata() -> dict[str, Any]:
@@ -178,6 +190,7 @@ def add_v2_routes(app: FastAPI, worker: "Worker") -> Any:
                 raise OipError(f"the body is not valid JSON ({exc})") from None
             tensors, request_id, entity_id = tensors_from_json(doc)
             rows = rows_from_tensors(tensors, current.schema, request_id, entity_id)
+            check_row_ids(rows)
             check_rows(len(rows), worker.config.max_pending)
             answers = await worker.predict_rows(rows, started, worker.metrics.latency_v2_rest, pin)
             values = predictions(answers)

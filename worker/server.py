@@ -1,10 +1,10 @@
 """The inference server (HTTP API: docs/contract.md): FastAPI on uvicorn, one model, hot-swapped on alias moves.
 
 Request path of POST /predict, all on the event loop except the forward pass:
-the request guard (400 for a Host the worker does not serve, 415 for a body not declared as JSON:
-worker/guard.py) -> read the body (413 above the limit, 408 when it is not in within
-`body_timeout_s`; reading holds no admission slot, so idle or slow clients cannot lock others
-out) -> admission (503 beyond `max_pending`) -> validate against the version's input schema
+the ingress guard (driftline/ingress.py: 400 for a Host the worker does not serve, 403 cross-site,
+415 for a body not declared as JSON) -> read the body (413 above the limit, 408 when it is not in within
+`body_timeout_s`, both enforced by the guard; reading holds no admission slot, so idle or slow clients
+cannot lock others out) -> admission (503 beyond `max_pending`) -> validate against the version's input schema
 (422 naming the field) -> serving features (the shared transform, or the skew fault's
 bug) -> cache look-up keyed by (model, version, features), in process then, on a miss,
 in the shared Redis tier when there is one -> dynamic batcher (forward
@@ -49,6 +49,7 @@ from driftline.config import Settings, secret
 from driftline.errors import UserError
 from driftline.garbage_collection import freeze_long_lived
 from driftline.hosts import is_loopback, parse_allowed_hosts
+from driftline.ingress import JSON_BODY, OIP_BODY, BodyRefused, IngressGuard, IngressRules, Limits
 from driftline.kafka_security import KafkaSecurity
 from driftline.rollouts import ROLE_PRODUCTION, ROLE_SHADOW, RoutingPlan, assign, shadowed
 from driftline.store.db import session_scope
@@ -58,11 +59,9 @@ from driftline.worker.activations import activation_event
 from driftline.worker.admin import admin_token_problem
 from driftline.worker.batcher import BatcherFull, DynamicBatcher
 from driftline.worker.cache import PredictionCache, RedisPredictionCache, cache_key
-from driftline.worker.connections import head_deadline_protocol
 from driftline.worker.dataset import generate_inputs
 from driftline.worker.fast_path import PredictFastPath
 from driftline.worker.faults import Faults
-from driftline.worker.guard import RequestGuard
 from driftline.worker.metrics import PROTOCOL_V2_REST, ProtocolLatency, WorkerMetrics
 from driftline.worker.oip_rest import add_v2_routes, is_infer_path
 from driftline.worker.model import CreditMLP, load_model, resolve_device
@@ -77,6 +76,7 @@ log = logging.getLogger(__name__)
 CLIENT_CLOSED_REQUEST = "499"
 
 DEFAULT_MODEL = "credit-default"
+HOSTS_SETTING = "worker_allowed_hosts (env DRIFTLINE_WORKER_ALLOWED_HOSTS, driftline worker --allowed-hosts)"
 
 
 @dataclass
@@ -117,17 +117,12 @@ class WorkerConfig:
     log_embeddings: bool = False  # settings.worker_log_embeddings (driftline.worker.activations)
 
     def __post_init__(self) -> None:
-        if not self.body_timeout_s > 0:
-            raise ValueError(f"body_timeout_s must be above 0, got {self.body_timeout_s}")
-        if not self.head_timeout_s > 0:
-            raise ValueError(f"head_timeout_s must be above 0, got {self.head_timeout_s}")
-        if self.max_connections < 1:
-            raise ValueError(f"max_connections must be at least 1, got {self.max_connections}")
+        self.limits  # noqa: B018 - builds the ingress limits, a ValueError naming any out of range
 
-
-def uvicorn_options(config: WorkerConfig) -> dict[str, Any]:
-    """uvicorn settings bounding what clients hold: `max_connections` (503 beyond), heads within `head_timeout_s`."""
-    return {"limit_concurrency": config.max_connections, "http": head_deadline_protocol(config.head_timeout_s)}
+    @property
+    def limits(self) -> Limits:
+        """What a client may hold (the ingress guard's; `limits.uvicorn_options()` for the server)."""
+        return Limits(self.max_body_bytes, self.body_timeout_s, self.head_timeout_s, self.max_connections)
 
 
 @dataclass
@@ -540,6 +535,8 @@ async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
                 chunks.append(chunk)
     except TimeoutError:
         raise InputError(f"the request body did not arrive within {timeout_s:g} s", status=408) from None
+    except BodyRefused as exc:  # the ingress guard's budget or deadline: it answers, this counts
+        raise InputError(exc.refusal.detail, status=exc.refusal.status) from None
     return b"".join(chunks)
 
 
@@ -550,7 +547,7 @@ def _refused(exc: InputError) -> Response:
     return response
 
 
-def create_app(worker: Worker) -> RequestGuard:
+def create_app(worker: Worker) -> IngressGuard:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await worker.start()
@@ -695,4 +692,7 @@ def create_app(worker: Worker) -> RequestGuard:
         elif is_infer_path(path):
             worker.metrics.v2_requests.labels(PROTOCOL_V2_REST, str(status)).inc()
 
-    return RequestGuard(PredictFastPath(app, answer_predict, infer), worker.allowed_hosts, count_refused)
+    rules = IngressRules("worker", worker.allowed_hosts, HOSTS_SETTING, worker.config.limits,
+                         lambda path: OIP_BODY if path.startswith("/v2/") else JSON_BODY,  # tritonclient: no type
+                         lambda path: "error" if path.startswith("/v2") else "detail")  # OIP's error shape
+    return IngressGuard(PredictFastPath(app, answer_predict, infer), rules, count_refused)

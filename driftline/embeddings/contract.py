@@ -2,9 +2,10 @@
 
 An event may carry named vectors (`{"prompt": [...384 floats]}`): the model's input or output
 embeddings, or its own penultimate-layer activations. This module checks the field alone
-(names in the safe alphabet, at most `EMBEDDING_MAX_NAMES` of them, non-empty lists of finite
-numbers up to `EMBEDDING_MAX_DIMENSION` long); the dimension a model version fixes for a name is
-checked against its baseline (`check_dimensions`) where the collector knows the baseline.
+(names in the safe alphabet, at most `EMBEDDING_MAX_NAMES` of them, non-empty lists of finite numbers
+within their bound in `driftline.value_bounds`, up to `EMBEDDING_MAX_DIMENSION` long); the dimension a
+model version fixes for a name is checked against its baseline (`check_dimensions`) where the collector
+knows the baseline.
 """
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ import numpy as np
 from driftline import defaults
 from driftline.json_types import json_type_name
 from driftline.names import is_safe_name, name_problem
+from driftline.value_bounds import bound
 
 FIELD = "embeddings"
 _NUMBERS = frozenset((float, int))
+_VALUE = bound("embeddings.*[]")
 
 
 class EmbeddingError(ValueError):
@@ -56,6 +59,9 @@ def check_embeddings(value: Any, decoded: bool = False) -> dict[str, list[float]
         if not decoded and not all(map(math.isfinite, vector)):
             bad = next(i for i, v in enumerate(vector) if not math.isfinite(v))
             raise EmbeddingError("must be a finite number", f"{where}[{bad}]")
+        if min(vector) < _VALUE.low or max(vector) > _VALUE.high:  # two passes in C; the loop only on failure
+            bad = next(i for i, v in enumerate(vector) if not _VALUE.holds(v))
+            raise EmbeddingError(_VALUE.refusal(vector[bad]), f"{where}[{bad}]")
     return value
 
 

@@ -26,6 +26,8 @@ fixed-size map that a window folds its vectors through at a cost independent of 
 * **the domain classifier's reference rows**: `classifier_inputs` (principal-component scores and the distance
   from their subspace) of a seeded uniform sample of the held-out half, at most
   `EMBEDDING_CLASSIFIER_REFERENCE_ROWS`: what a window's bounded sample is told apart from;
+* **the clip radius**: `EMBEDDING_CLIP_RADIUS` times the `EMBEDDING_CLIP_QUANTILE` of the held-out rows' whitened
+  distances from the mean; a window pulls a vector beyond it back onto it (`clipped`), so no one vector sways a verdict;
 * **null chunks**: for the record, the 95th percentile of the MMD^2 of `EMBEDDING_NULL_CHUNKS` chunks of one
   half against the other half's mean, at each of `EMBEDDING_NULL_CHUNK_SIZES` (tests check the exact null with
   that half's rows agrees with them).
@@ -96,6 +98,8 @@ class EmbeddingReference:
     mean_weights: np.ndarray | None = None
     # the domain classifier's reference rows, rows x (k + 1) (None: a reference fitted before the classifier)
     classifier_sample: np.ndarray | None = None
+    # the whitened distance from the mean a window's vector is pulled back to (`clipped`; None: fitted before it)
+    clip_radius: float | None = None
 
     def whitened_distance(self, window_mean: np.ndarray) -> float:
         """The mean difference's squared length, components in their own and the rest in the residual's units."""
@@ -104,6 +108,38 @@ class EmbeddingReference:
         along = self.components @ delta
         residual = delta - along @ self.components
         return float((along ** 2 / self.mean_variances[:-1]).sum() + (residual ** 2).sum() / self.mean_variances[-1])
+
+    def _whitened_rows(self, delta: np.ndarray) -> np.ndarray:
+        """`whitened_distance` of each row of `delta` (rows x dimension differences from the mean)."""
+        assert self.mean_variances is not None
+        along = delta @ self.components.T
+        residual = delta - along @ self.components
+        variances = self.mean_variances
+        return (along ** 2 / variances[:-1]).sum(axis=1) + (residual ** 2).sum(axis=1) / variances[-1]
+
+    def clipped(self, vectors: np.ndarray) -> np.ndarray:
+        """`vectors` with each one whitened-farther from the mean than `clip_radius` moved back onto that radius,
+        its direction kept (the rest as they are).
+
+        So one vector, however extreme (values up to the contract's 1e50), moves a window of n rows' whitened
+        mean by at most the radius / n, as one unusual reference row would, and lands in one bin, one cluster
+        and one sample row: no single vector decides a verdict, while a drift that moves every vector still
+        moves the mean. A reference fitted before the radius was kept clips nothing (register it again).
+        """
+        radius = self.clip_radius
+        if radius is None or self.mean_variances is None or vectors.shape[0] == 0:
+            return vectors
+        delta = vectors - self.mean
+        scale = np.abs(delta).max(axis=1)
+        scale[scale == 0.0] = 1.0
+        # each row in units of its largest difference, so that squaring 1e50 over a tiny variance cannot overflow
+        distance = np.sqrt(self._whitened_rows(delta / scale[:, None])) * scale
+        far = distance > radius
+        if not far.any():
+            return vectors
+        out = vectors.copy()
+        out[far] = self.mean + delta[far] * (radius / distance[far])[:, None]
+        return out
     _map: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     # -- the maps a window folds through --------------------------------------------------
@@ -170,7 +206,8 @@ class EmbeddingReference:
                 **({} if self.mean_variances is None else {"mean_variances": pack_array(self.mean_variances),
                                                            "mean_weights": pack_array(self.mean_weights)}),
                 **({} if self.classifier_sample is None else
-                   {"classifier_sample": pack_array(self.classifier_sample)})}
+                   {"classifier_sample": pack_array(self.classifier_sample)}),
+                **({} if self.clip_radius is None else {"clip_radius": self.clip_radius})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "EmbeddingReference":
@@ -189,7 +226,8 @@ class EmbeddingReference:
                    mean_variances=unpack_array(data["mean_variances"]) if "mean_variances" in data else None,
                    mean_weights=unpack_array(data["mean_weights"]) if "mean_weights" in data else None,
                    classifier_sample=(unpack_array(data["classifier_sample"]) if "classifier_sample" in data
-                                      else None))
+                                      else None),
+                   clip_radius=float(data["clip_radius"]) if "clip_radius" in data else None)
 
 
 def embedding_matrix(values: Any, name: str) -> np.ndarray:
@@ -316,6 +354,11 @@ def _fit_mean_test(reference: EmbeddingReference, held_rows: np.ndarray, scores:
     residual_variance = max(float(values.mean()), 1e-24)
     reference.mean_variances = np.append(component_variances, residual_variance)
     reference.mean_weights = np.concatenate([np.ones(k), values / residual_variance])
+    # each held-out row's whitened distance (`_whitened_rows`, from the residual at hand: no second copy of the rows)
+    distances = np.sqrt((scores ** 2 / component_variances).sum(axis=1)
+                        + np.einsum("ij,ij->i", residual, residual) / residual_variance)
+    reference.clip_radius = defaults.EMBEDDING_CLIP_RADIUS * float(np.quantile(distances,
+                                                                               defaults.EMBEDDING_CLIP_QUANTILE))
 
 
 def residual_spectrum(values: np.ndarray, dof: int) -> np.ndarray:

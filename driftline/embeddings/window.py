@@ -10,7 +10,9 @@ sample of the vectors as the domain classifier sees them (`EmbeddingReference.cl
 at most `WINDOW_SAMPLE_SIZE` rows: the bottom-k by the request id's hash, as the window state's own
 sample, or by the vector's bytes when it has no id). Every part adds (or keeps its bottom-k) on
 merge; the cost per window does not grow with its events. Vectors counted before the baseline had
-the embedding are in `unbinned` (in the sum, not in the binned parts).
+the embedding are in `unbinned` (in the sum, not in the binned parts). With a reference, a vector beyond
+the reference's `clip_radius` is first pulled back onto it (`EmbeddingReference.clipped`), so no single vector
+dominates the sums; an unbinned one is summed as it came (within the contract's value bound).
 
 `embedding_columns(events)` gathers a batch's vectors into one matrix per name.
 """
@@ -96,13 +98,16 @@ class EmbeddingWindow:
             return self
         if vectors.shape[1] != self.dimension:
             raise EmbeddingDimensionError(f"{vectors.shape[1]} dimensions where this window counts {self.dimension}")
-        self.count += vectors.shape[0]
-        self.sum += vectors.sum(axis=0)
         if reference is None:
+            self.count += vectors.shape[0]
+            self.sum += vectors.sum(axis=0)
             self.unbinned += vectors.shape[0]
             return self
         if reference.dimension != self.dimension:
             raise EmbeddingDimensionError(f"{self.dimension} dimensions; the baseline has {reference.dimension}")
+        vectors = reference.clipped(vectors)  # every part below sees the clipped vector, the sample too
+        self.count += vectors.shape[0]
+        self.sum += vectors.sum(axis=0)
         if self.component_counts is None:
             self._attach(reference)
         assert self.component_counts is not None and self.cluster_counts is not None and self.feature_sum is not None

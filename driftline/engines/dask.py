@@ -19,6 +19,10 @@ from driftline.errors import UserError
 LOCAL_WORKERS = 2
 LOCAL_MEMORY = "2GiB"
 BATCH_ROWS = 200_000
+# The local cluster's scheduler serves its HTTP routes (dashboard, worker list, metrics) here: loopback only, any port.
+LOCAL_DASHBOARD = "127.0.0.1:0"
+# Dask's Parquet reader takes a column of this name for an unnamed index and drops it (dask's NONE_LABEL).
+DASK_INDEX_NAME = "__null_dask_index__"
 
 
 def _missing(exc: ModuleNotFoundError) -> UserError:
@@ -46,7 +50,7 @@ def dask_client(address: str | None = None, workers: int | None = None) -> Itera
 
     count = workers or max(1, min(LOCAL_WORKERS, os.cpu_count() or 1))
     with LocalCluster(n_workers=count, threads_per_worker=1, memory_limit=LOCAL_MEMORY, processes=True,
-                      dashboard_address=":0", host="127.0.0.1") as cluster, Client(cluster) as client:
+                      dashboard_address=LOCAL_DASHBOARD, host="127.0.0.1") as cluster, Client(cluster) as client:
         yield client
 
 
@@ -72,7 +76,23 @@ def read_table(path: str, role: str) -> Any:
         raise UserError(f"cannot read {role} {path} with Dask: {detail}") from None
     if not len(frame.columns):
         raise UserError(f"{role} {path} has no columns")
+    if not path.lower().endswith(CSV_SUFFIXES) and DASK_INDEX_NAME in _parquet_names(path, role):
+        raise UserError(f"{role} {path}: Dask drops the column {DASK_INDEX_NAME} when it reads Parquet (the name it "
+                        "reserves for an unnamed index); rename the column, or use --engine local or spark")
     return frame
+
+
+def _parquet_names(path: str, role: str) -> list[str]:
+    """The column names of a Parquet file or folder as Arrow reads them (Hive-style partition columns included)."""
+    import pyarrow.dataset as ds
+    from fsspec.core import url_to_fs
+
+    try:
+        filesystem, root = url_to_fs(path)
+        return list(ds.dataset(root, filesystem=filesystem, format="parquet", partitioning="hive").schema.names)
+    except Exception as exc:  # the same failures as the reader's: its message names the problem
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot read {role} {path} with Dask: {detail}") from None
 
 
 def _fold_partition(partition: Any, fold: Fold, offset: int) -> Any:

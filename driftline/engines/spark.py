@@ -122,8 +122,9 @@ class _Watch:
             self.on_progress(self.what, self.total, self.total)
 
 
-def _fold_partitions(fold: Fold, offsets: Sequence[int]):
-    """The ``mapInPandas`` function: one partition's record batches folded into one pickled result."""
+def _fold_partitions(fold: Fold, offsets: Sequence[int], names: Sequence[str]):
+    """The ``mapInPandas`` function: one partition's record batches (columns `names`, in order) folded into one
+    pickled result."""
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
         from pyspark import TaskContext
@@ -132,6 +133,7 @@ def _fold_partitions(fold: Fold, offsets: Sequence[int]):
         offset, total = offsets[part], None
         for batch in batches:
             if len(batch):
+                batch.columns = list(names)  # the table's names back in place of the positional aliases
                 result = fold_chunk(fold, batch, offset, BATCH_ROWS)
                 total = result if total is None else fold.merge(total, result)
                 offset += len(batch)
@@ -162,9 +164,12 @@ class SparkEngine:
              on_progress: Progress | None = None) -> list[Any]:
         from pyspark.sql.functions import col
 
-        quoted = [col("`" + name.replace("`", "``") + "`") for name in fold.columns]  # names with dots stay names
-        job = frame.select(*quoted).mapInPandas(_fold_partitions(fold, list(offsets)),
-                                                      schema="part int, payload binary")
+        names = list(fold.columns)
+        # quoted, names with dots stay names; aliased, as mapInPandas re-reads each column by its bare name (a
+        # backtick in one is a syntax error there)
+        aliased = [col("`" + name.replace("`", "``") + "`").alias(f"c{i}") for i, name in enumerate(names)]
+        job = frame.select(*aliased).mapInPandas(_fold_partitions(fold, list(offsets), names),
+                                                 schema="part int, payload binary")
         with _Watch(self.session.sparkContext, self._group(), what, len(offsets), on_progress):
             rows = job.collect()
         results: list[Any] = [None] * len(offsets)

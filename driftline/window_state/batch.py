@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Sequence
 
 import numpy as np
@@ -10,6 +11,8 @@ from driftline.window_state.columns import (MISSING, attr_field, column_from_obj
                                             feature_columns, latency_columns, object_field, optional_column,
                                             prediction_column, token_columns, types_of)
 from driftline.window_state.freshness import age_columns
+from driftline.baseline.decisions import decision_values
+from driftline.vocabulary import PREDICTED_CLASS
 from driftline.embeddings.window import embedding_columns
 from driftline.window_state.other_features import SparseFeatures
 
@@ -49,6 +52,8 @@ class EventBatch:
     feature_age_ms: dict[str, np.ndarray] | None = None
     # "tokens_in" / "tokens_out" -> float64 counts of a generated answer (NaN: not given); only those some event gave
     tokens: dict[str, np.ndarray] | None = None
+    # the model's own decisions (`predicted_class`: 1.0, 0.0, NaN not given); None: no event gave one
+    decisions: np.ndarray | None = None
 
     @classmethod
     def from_events(cls, events: Sequence[Any]) -> "EventBatch":
@@ -92,7 +97,8 @@ class EventBatch:
                    event_ids=None if ids.count(None) else np.array(ids, dtype=object), events=events,
                    request_ids=None if request_ids.count(None) == n else np.array(request_ids, dtype=object),
                    sparse=SparseFeatures.gather(features, left_out) if left_out else None,
-                   feature_age_ms=age_columns(raws, event_time_ms), tokens=token_columns(raws))
+                   feature_age_ms=age_columns(raws, event_time_ms, columns), tokens=token_columns(raws),
+                   decisions=_decisions(raws))
 
     @classmethod
     def empty(cls) -> "EventBatch":
@@ -129,7 +135,8 @@ class EventBatch:
                           feature_age_ms=None if self.feature_age_ms is None else {
                               name: ages[index] for name, ages in self.feature_age_ms.items()},
                           tokens=None if self.tokens is None else {
-                              name: counts[index] for name, counts in self.tokens.items()})
+                              name: counts[index] for name, counts in self.tokens.items()},
+                          decisions=None if self.decisions is None else self.decisions[index])
 
     def sample_ids(self) -> np.ndarray | None:
         """Each event's key in the uniform sample: its request id, else its event id (None: neither).
@@ -194,3 +201,13 @@ class EventBatch:
                 "ts_ms": int(self.event_time_ms[i]) if self.event_time_ms.size else None,
                 "features": get("features"), "inputs": raw.get("inputs"), "prediction": get("prediction"),
                 "status": get("status", "ok")}
+
+
+def _decisions(raws: list[Any]) -> np.ndarray | None:
+    """The events' `predicted_class` as decisions (`decision_values`); None when no event carries one."""
+    # dict.get mapped over plain dicts: this runs for every batch on the collector's per-event path
+    values = (list(map(dict.get, raws, repeat(PREDICTED_CLASS))) if all(type(r) is dict for r in raws)
+              else [r.get(PREDICTED_CLASS) if isinstance(r, dict) else None for r in raws])
+    if values.count(None) == len(values):
+        return None
+    return decision_values(values)

@@ -5,11 +5,16 @@ old it was (`feature_age_ms`); `age_columns` turns a batch's events into one flo
 (ms at the event's time, NaN where not given) per feature, and a window state keeps an `AgeHistogram`
 per feature: the latency sketch (`LatencyHistogram`, 1 % relative error) over a range that reaches
 years, not hours. A value stamped after its event (clock skew) counts as age 0.
+
+Only the ages of features an event carries in its `features` count (the age of a value that was not served
+says nothing), and only for the features its window tracks: the collector drops other names as soon as an
+event is decoded (`drop_unserved`), and `age_columns` makes a column only for a name the batch has a feature
+column of, so 600 events of 1 000 unique names each cost no 600 x 600 000 matrix (3 GB; now a few MB).
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -38,8 +43,9 @@ class AgeHistogram(LatencyHistogram):
         return above, above / self.count
 
 
-def age_columns(events: Sequence[Any], times_ms: np.ndarray) -> dict[str, np.ndarray] | None:
-    """Per feature, each event's age in ms (NaN: not given); None when no event says any.
+def age_columns(events: Sequence[Any], times_ms: np.ndarray, names: Collection[str]) -> dict[str, np.ndarray] | None:
+    """Per feature of `names` (the batch's feature columns), each event's age in ms (NaN: not given); None when
+    no event says any. Other names make no column: their number is the producer's to choose.
 
     `events`: validated inference events (dicts or objects with `raw`); `times_ms` their event times.
     """
@@ -51,10 +57,21 @@ def age_columns(events: Sequence[Any], times_ms: np.ndarray) -> dict[str, np.nda
         if not stamps and not ages:
             continue
         for name, value in (stamps or {}).items():
-            _column(columns, name, n)[i] = max(0.0, float(times_ms[i] - parse_timestamp(value, FEATURE_TS)))
+            if name in names:
+                _column(columns, name, n)[i] = max(0.0, float(times_ms[i] - parse_timestamp(value, FEATURE_TS)))
         for name, value in (ages or {}).items():
-            _column(columns, name, n)[i] = float(value)
+            if name in names:
+                _column(columns, name, n)[i] = float(value)
     return columns or None
+
+
+def drop_unserved(raw: dict[str, Any], features: Mapping[str, Any]) -> None:
+    """Keep in a decoded event's `feature_ts` / `feature_age_ms` only the names of its own `features` (in place):
+    what the collector holds of an event is then bounded by its features, whatever names it was sent."""
+    for field in (FEATURE_TS, FEATURE_AGE_MS):
+        given = raw.get(field)
+        if given and not features.keys() >= given.keys():
+            raw[field] = {name: value for name, value in given.items() if name in features}
 
 
 def _column(columns: dict[str, np.ndarray], name: str, n: int) -> np.ndarray:
@@ -65,10 +82,11 @@ def _column(columns: dict[str, np.ndarray], name: str, n: int) -> np.ndarray:
 
 
 def fold_ages(sketches: dict[str, AgeHistogram], ages: Mapping[str, np.ndarray] | None,
-              known: Mapping[str, Any]) -> None:
-    """Add a batch's ages to `sketches`, for the features the window tracks (`known`) only: bounded."""
+              known: Mapping[str, Any], carried: Mapping[str, Any]) -> None:
+    """Add a batch's ages to `sketches`, for the features the window tracks (`known`) and the batch carries
+    (`carried`, its feature columns) only: bounded, and the same whichever decoder made the batch."""
     for name, values in (ages or {}).items():
-        if name not in known:
+        if name not in known or name not in carried:
             continue
         sketch = sketches.get(name)
         if sketch is None:

@@ -16,6 +16,7 @@ from driftline.segments import SegmentSpec
 from driftline.window_state import segments as segment_states
 from driftline.window_state.columns import prediction_types
 from driftline.window_state.codec import READABLE_FORMATS, STATE_FORMAT, pack_document, unpack_document
+from driftline.window_state.decisions import DecisionCounts, fold_decisions
 from driftline.window_state.feature import FeatureWindow, known_categories
 from driftline.window_state.freshness import AgeHistogram, fold_ages, merge_ages, pack_ages, unpack_ages
 from driftline.window_state.latency import LatencyHistogram
@@ -50,6 +51,8 @@ class WindowState:
         self.batch_sizes: dict[int, int] = {}
         self.features: dict[str, FeatureWindow] = {}
         self.prediction: FeatureWindow | None = None
+        # the events' own decisions (predicted_class) per score bin, for CBPE; None while no event gave one
+        self.decisions: DecisionCounts | None = None
         self.latency: dict[str, LatencyHistogram] = {}
         # values of latency parts first seen beyond defaults.LATENCY_MAX_PARTS parts: counted, not kept
         self.latency_left_out = 0
@@ -167,7 +170,7 @@ class WindowState:
         if left_out or batch.sparse is not None:
             fold_other(self.features, n, *overflow(batch.features, left_out, batch.sparse, n))
         self.add_absent_features(batch, n, (OTHER_FEATURES,) if left_out or batch.sparse is not None else ())
-        fold_ages(self.feature_age, batch.feature_age_ms, self.features)
+        fold_ages(self.feature_age, batch.feature_age_ms, self.features, batch.features)
 
         self._add_prediction(batch)
         self.add_latency(batch.latency_ms, batch.tokens)
@@ -218,6 +221,7 @@ class WindowState:
     def _add_prediction(self, batch: EventBatch) -> None:
         values = batch.prediction
         self.prediction_window(batch).add(values, prediction_types(values), 0, self.prediction_profile)
+        self.decisions = fold_decisions(self.decisions, values, batch.decisions)
 
     @property
     def prediction_profile(self) -> Profile | None:
@@ -309,6 +313,10 @@ class WindowState:
             out.prediction = self.prediction.merged(other.prediction)
         else:
             out.prediction = self.prediction or other.prediction
+        if self.decisions is not None:
+            out.decisions = self.decisions.merged(other.decisions)
+        elif other.decisions is not None:
+            out.decisions = other.decisions.merged(None)
         out.latency, out.latency_left_out = _merge_parts(self.latency, other.latency,
                                                          self.latency_left_out + other.latency_left_out)
         out.tokens = _merge_histograms(self.tokens, other.tokens)
@@ -367,6 +375,8 @@ class WindowState:
             doc["tokens"] = {name: h._pack() for name, h in self.tokens.items()}
         if self.latency_left_out:
             doc["latency_left_out"] = self.latency_left_out
+        if self.decisions is not None:
+            doc["decisions"] = self.decisions.pack()
         if self.embeddings:
             doc["embeddings"] = {name: window.pack() for name, window in self.embeddings.items()}
         if self.segments:
@@ -403,6 +413,7 @@ class WindowState:
         out.batch_sizes = {int(k): int(v) for k, v in doc["batch_sizes"]}
         out.features = {name: FeatureWindow._unpack(w) for name, w in doc["features"].items()}
         out.prediction = None if doc["prediction"] is None else FeatureWindow._unpack(doc["prediction"])
+        out.decisions = DecisionCounts.unpack(doc.get("decisions"))
         out.latency = {part: LatencyHistogram._unpack(h) for part, h in doc["latency"].items()}
         out.latency_left_out = int(doc.get("latency_left_out", 0))
         out.tokens = {str(name): LatencyHistogram._unpack(h) for name, h in (doc.get("tokens") or {}).items()}

@@ -68,3 +68,27 @@ def test_events_with_embeddings_take_the_per_event_path(monkeypatch):
     assert columnar == [None]
     (partial,) = folder.take().windows.values()
     np.testing.assert_allclose(partial.state.embeddings["prompt"].sum, [4.0, 6.0])
+
+
+@pytest.mark.parametrize("baseline_known", [True, False])
+def test_vectors_past_the_value_bound_are_dead_lettered_alone_and_the_window_is_kept(baseline, baseline_known):
+    """40 vectors of 1e308 among 200 made the window's sum overflow, and all 240 events were lost."""
+    from driftline.collector.decoders import _pack_delta
+
+    folder = InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=1_000,
+                             baseline_for=lambda m, v: baseline if baseline_known else None,
+                             stored_watermark=lambda m, v: None)
+    vectors = draw(np.random.default_rng(2), 200, 8)
+    values = [message(i, v.tolist()) for i, v in enumerate(vectors)]
+    for k in range(40):  # spread through the poll, as the attacker sent them
+        values.insert(5 * k + 3, message(1_000 + k, [1e308] * 8))
+    folder.process(list(range(240)), values)
+    delta = folder.take()
+    assert len(delta.dead_letters) == 40 and delta.valid == 200
+    letter = delta.dead_letters[0]
+    assert letter.field == "embeddings.prompt[0]" and "outside -1e+50 .. 1e+50" in letter.reason, letter.reason
+    (partial,) = delta.windows.values()
+    assert partial.events == partial.state.embeddings["prompt"].count == 200
+    np.testing.assert_allclose(partial.state.embeddings["prompt"].sum, vectors.sum(axis=0))
+    windows, letters = _pack_delta((TOPIC_INFERENCE, 0), delta)[:2]  # what a decoder hands over: it encodes
+    assert len(windows) == 1 and len(letters) == 40

@@ -20,6 +20,25 @@ def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
+def test_metrics_refuse_a_rebound_host_and_answer_loopback_names():
+    """A DNS-rebinding page reaches 127.0.0.1 under its own name: no feature names or scores for it."""
+    from driftline.collector.metrics import CollectorMetrics
+
+    metrics = CollectorMetrics()
+    metrics.consumed.labels("driftline.inference").inc()
+    port = metrics.serve(0)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        refused = httpx.get(url, headers={"Host": "rebind.evil.example"}, timeout=5)
+        assert refused.status_code == 400 and "driftline_collector" not in refused.text
+        assert "rebind.evil.example" in refused.json()["detail"]
+        for host in ("localhost", f"127.0.0.1:{port}", "[::1]"):
+            assert "driftline_collector_messages_consumed_total" in httpx.get(url, headers={"Host": host}, timeout=5).text
+        assert httpx.post(url, content=b"x", timeout=5).status_code == 405
+    finally:
+        metrics.stop()
+
+
 @pytest.mark.parametrize("record_reader", ["lean", "kafka-python"])
 def test_metrics_count_what_the_collector_did(record_reader, embedded_broker_factory, sqlite_url, unique_id):
     from driftline.collector.record_batches import LeanPartitionRecords

@@ -18,9 +18,11 @@ from hypothesis import strategies as st
 
 from driftline.collector.event_columns import parse_inference_columns
 from driftline.events import EventError, _decode, _fast_inference, parse_inference, validate_inference
+from driftline.value_bounds import INFERENCE_BOUNDS, REFUSE
 from driftline.window_state import EventBatch
 
 NOW_MS = int(time.time() * 1000)
+LATENCY_MAX = INFERENCE_BOUNDS["latency_ms.*"].high
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 numbers = st.one_of(
@@ -57,8 +59,10 @@ def documents(draw) -> dict:
            "version": draw(st.sampled_from(["1", "2", "v3.1"])),
            "features": draw(st.dictionaries(st.sampled_from(["x", "y", "c", "é"]), scalars, min_size=1, max_size=4)),
            "prediction": draw(st.one_of(numbers, st.sampled_from(["yes", "no"]), st.booleans())),
-           "latency_ms": {"total": draw(st.one_of(st.floats(min_value=0, max_value=1e300),
-                                                  st.integers(min_value=0, max_value=2 ** 63 - 1)))}}
+           "latency_ms": {"total": draw(st.one_of(st.floats(min_value=0, max_value=LATENCY_MAX),
+                                                  st.integers(min_value=0, max_value=LATENCY_MAX),
+                                                  # past the bound (every path refuses those alike)
+                                                  st.sampled_from([LATENCY_MAX + 1, 1e300, 2 ** 63 - 1])))}}
     for _ in range(draw(st.integers(0, 2))):
         key = draw(st.sampled_from(sorted(wild)))
         if draw(st.integers(0, 4)) == 0:
@@ -303,11 +307,26 @@ WRONG_TYPES = {"event_id": [5, "", "x" * (MAX_ID_CHARS + 1), None], "features": 
                "entity_id": [5], "device": [False], "role": [5, "", "Production", "arm:", "arm:a/b"], "schema": ["driftline.inference/v2", LABEL_SCHEMA, None]}
 
 
+# A value past a dead-letter bound of the bounds table (driftline/value_bounds.py), by its path.
+def _past(bound) -> list:
+    return [bound.high + 1, bound.high * 10, -1, bound.low - 1] if bound.low >= 0 else [bound.high * 2, bound.low * 2]
+
+
+PAST_BOUNDS = {
+    "latency_ms.*": lambda v: {"latency_ms": {"total": v}}, "tokens_in": lambda v: {"tokens_in": int(v)},
+    "tokens_out": lambda v: {"tokens_out": int(v)}, "batch_size": lambda v: {"batch_size": int(v)},
+    "feature_age_ms.*": lambda v: {"feature_age_ms": {"x": v}}, "feature_ts.*": lambda v: {"feature_ts": {"x": int(v)}},
+    "embeddings.*[]": lambda v: {"embeddings": {"e": [0.5, v]}}, "ts": lambda v: {"ts": int(v)},
+}
+assert set(PAST_BOUNDS) == {path for path, b in INFERENCE_BOUNDS.items() if b.beyond == REFUSE}
+
+
 @st.composite
 def invalid_inference_events(draw) -> dict:
-    """A schema-valid event with one mutation: a required field dropped, a wrong type, a bad ts or name."""
+    """A schema-valid event with one mutation: a required field dropped, a wrong type, a bad ts or name, a value past
+    its bound."""
     doc = dict(draw(st.one_of(inference_events, common_inference_events)))
-    kind = draw(st.sampled_from(["drop", "type", "ts", "name"]))
+    kind = draw(st.sampled_from(["drop", "type", "ts", "name", "bound"]))
     if kind == "drop":
         required = list(INFERENCE_JSON_SCHEMA["required"])
         required.append("error" if doc.get("status") == "error" else "prediction")
@@ -317,6 +336,11 @@ def invalid_inference_events(draw) -> dict:
         doc[field] = draw(st.sampled_from(WRONG_TYPES[field]))
     elif kind == "ts":
         doc["ts"] = draw(st.sampled_from(OUT_OF_RANGE_TS))
+    elif kind == "bound":
+        path = draw(st.sampled_from(sorted(PAST_BOUNDS)))
+        bound = INFERENCE_BOUNDS[path]
+        doc.update(PAST_BOUNDS[path](draw(st.sampled_from(_past(bound) if not bound.high_open else
+                                                          [bound.high, bound.low - 1]))))
     else:
         doc[draw(st.sampled_from(["model", "version"]))] = draw(st.sampled_from(UNSAFE_NAMES))
     return doc

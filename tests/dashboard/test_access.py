@@ -60,6 +60,32 @@ def test_identity_from_id_token_claims_reads_the_configured_groups_claim():
     assert p.identity_from_claims({"email": "a@x.org", "roles": 7}).groups == frozenset()
 
 
+def test_an_email_counts_only_when_the_provider_says_it_is_verified():
+    """nOAuth: an ID token without email_verified, or with 0 or "no", does not get in by its address or domain."""
+    p = policy(dashboard_allowed_domains="example.com", dashboard_allowed_users="carol@gmail.com",
+               dashboard_allowed_groups="ml-oncall")
+    alice = {"sub": "u1", "email": "alice@example.com"}
+    for verified in (True, "true", "TRUE", "True"):
+        assert p.decide(p.identity_from_claims({**alice, "email_verified": verified})).allowed, verified
+    for claims in (alice, *({**alice, "email_verified": v} for v in (0, 1, "no", "yes", "1", False, "false", None))):
+        refused = p.decide(p.identity_from_claims(claims))
+        assert not refused.allowed, claims
+        assert "has not verified alice@example.com" in refused.reason and "only a verified e-mail" in refused.reason
+    assert not p.decide(p.identity_from_claims({"email": "carol@gmail.com"})).allowed  # a listed user too
+    # group rules do not depend on the e-mail
+    assert p.decide(p.identity_from_claims({**alice, "email_verified": "no", "groups": ["ml-oncall"]})).allowed
+    # the operator's opt-out, which the dashboard notes at start
+    trusting = policy(dashboard_allowed_domains="example.com", dashboard_trust_unverified_email=True)
+    assert trusting.decide(trusting.identity_from_claims(alice)).allowed
+    assert trusting.decide(trusting.identity_from_claims({**alice, "email_verified": "no"})).allowed
+    assert any("dashboard_trust_unverified_email is true" in n
+               for n in check_settings(oidc_settings(dashboard_trust_unverified_email=True), "0.0.0.0"))
+    assert not any("unverified" in n for n in check_settings(oidc_settings(), "0.0.0.0"))
+    # a trusted proxy's header is the proxy's own assertion after its sign-in: no claim to check
+    proxy = policy(dashboard_auth="proxy", dashboard_allowed_domains="example.com", dashboard_proxy_addresses="10.0.0.5")
+    assert proxy.decide(proxy.identity_from_headers({"X-Forwarded-Email": "alice@example.com"}, "10.0.0.5")).allowed
+
+
 def test_proxy_headers_count_only_from_the_proxy_addresses():
     p = policy(dashboard_auth="proxy", dashboard_allowed_domains="example.com",
                dashboard_proxy_addresses="10.0.0.5, 192.168.10.0/24, ::1")

@@ -66,6 +66,16 @@ def test_a_user_outside_the_allowed_set_is_refused_with_no_data(seeded, oidc):
     assert not shows_data(unverified)
 
 
+def test_an_id_token_that_does_not_verify_the_email_is_refused_with_the_reason(seeded, oidc):
+    # nOAuth: no email_verified claim (or "no") must not let an allowed domain's address in
+    for claims in ({k: v for k, v in ALICE.items() if k != "email_verified"}, {**ALICE, "email_verified": "no"}):
+        at = run({**claims, "sub": "u-unverified-" + str(claims.get("email_verified"))})
+        assert not at.exception
+        assert len(at.error) == 1 and "the provider has not verified alice@example.com" in at.error[0].value
+        assert "only a verified e-mail counts" in at.error[0].value
+        assert not shows_data(at)
+
+
 def test_a_group_named_by_the_groups_claim_lets_a_user_in(seeded, oidc, monkeypatch):
     monkeypatch.setenv("DRIFTLINE_DASHBOARD_ALLOWED_GROUPS", "ml-oncall")
     monkeypatch.setenv("DRIFTLINE_DASHBOARD_GROUPS_CLAIM", "roles")

@@ -175,3 +175,71 @@ def test_baseline_engine_dask_stores_the_local_baseline(credit, dask_client, sql
         stored = {r.version: r.summary for r in session.scalars(select(BaselineRecord))}
     assert Baseline.from_dict(stored["2"]).fingerprint == Baseline.from_dict(stored["1"]).fingerprint
     assert_same(stored["2"], stored["1"])
+
+
+# Dask's Parquet reader takes a column of this name for an unnamed index (driftline.engines.dask.DASK_INDEX_NAME).
+DASK_INDEX = "__null_dask_index__"
+
+
+@pytest.fixture(scope="module")
+def odd_names(tmp_path_factory):
+    """Parquet files whose columns are named with a backtick and as Dask's unnamed index, a few row groups each."""
+    rng = np.random.default_rng(5)
+    folder = tmp_path_factory.mktemp("odd_names")
+    for name, shift in (("ref", 0.0), ("cur", 0.8)):
+        frame = pd.DataFrame({"x": rng.normal(shift, 1, 3_000), "odd`name": rng.normal(shift, 1, 3_000),
+                              DASK_INDEX: rng.normal(shift, 1, 3_000)})
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), folder / f"{name}.parquet",
+                       row_group_size=500)
+    return folder
+
+
+@pytest.mark.xdist_group("spark")
+def test_spark_folds_columns_named_with_a_backtick(odd_names, spark):
+    from driftline.engines.spark import SparkEngine, read_table
+
+    reference, current = (read_table(spark, str(odd_names / f"{name}.parquet"), name) for name in ("ref", "cur"))
+    expected = detect(pd.read_parquet(odd_names / "ref.parquet"), pd.read_parquet(odd_names / "cur.parquet"))
+    got = detect_frames(reference, current, engine=SparkEngine(spark))
+    assert [f["name"] for f in got["windows"][0]["features"]] == ["x", "odd`name", DASK_INDEX]
+    assert as_json(got) == as_json(expected)
+
+
+@pytest.mark.xdist_group("dask")
+def test_dask_refuses_the_column_it_would_drop_and_folds_a_backtick(odd_names, dask_client, capfd):
+    import dask.dataframe as dd
+
+    from driftline.engines.dask import DaskEngine
+
+    code, out, err = run_detect(["--reference", str(odd_names / "ref.parquet"), "--current",
+                                 str(odd_names / "cur.parquet"), "--engine", "dask",
+                                 "--scheduler-address", dask_client.scheduler.address], capfd)
+    assert code != 0 and not out
+    assert len(err.strip().splitlines()) == 1 and f"Dask drops the column {DASK_INDEX}" in err, err
+    reference, current = (pd.read_parquet(odd_names / f"{name}.parquet").drop(columns=DASK_INDEX)
+                          for name in ("ref", "cur"))
+    got = detect_frames(dd.from_pandas(reference, npartitions=3), dd.from_pandas(current, npartitions=2),
+                        engine=DaskEngine(dask_client))
+    assert as_json(got) == as_json(detect(reference, current))
+
+
+@pytest.mark.xdist_group("dask")
+def test_the_local_dask_cluster_listens_on_loopback_only(dask_client):
+    import os
+
+    import psutil
+
+    def listening(pid: int) -> list[tuple[str, int]]:
+        return [(c.laddr.ip, c.laddr.port) for c in psutil.Process(pid).net_connections("inet")
+                if c.status == psutil.CONN_LISTEN]
+
+    cluster = dask_client.cluster
+    scheduler = cluster.scheduler  # in this process: its comm and HTTP (dashboard, worker list, metrics) servers
+    comms = [scheduler.address, *scheduler.workers, *(nanny.address for nanny in cluster.workers.values())]
+    assert all(address.startswith("tcp://127.0.0.1:") for address in comms), comms
+    ports = {scheduler.http_server.port, *(int(address.rsplit(":", 1)[1]) for address in comms)}
+    ours = [(ip, port) for ip, port in listening(os.getpid()) if port in ports]
+    assert any(port == scheduler.http_server.port for _, port in ours)
+    assert {ip for ip, _ in ours} == {"127.0.0.1"}, ours
+    for pid in dask_client.run(os.getpid).values():  # the worker processes' own servers
+        assert listening(pid) and {ip for ip, _ in listening(pid)} == {"127.0.0.1"}, listening(pid)

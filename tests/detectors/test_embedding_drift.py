@@ -198,3 +198,30 @@ def test_each_embedding_is_a_stream_of_evidence_that_pages_under_the_sequential_
     assert not any(paging[:4])  # no drift, no page
     assert any(paging[4:]), paging  # the shifted mix pages within four windows
     assert AlertRules.from_mapping({}).rule_for("m", EMBEDDING_DRIFT).sequential  # it pages on evidence by default
+
+
+# -- one vector cannot decide a verdict: values up to the contract's bound, pulled back to the reference ----
+@pytest.mark.parametrize("extreme", [defaults.VALUE_MAX_ABS, -defaults.VALUE_MAX_ABS, "one component"])
+def test_one_vector_at_the_contracts_bound_among_500_does_not_flip_the_verdict(reference, extreme):
+    for seed in (21, 22, 23):
+        rows = draw(np.random.default_rng(seed), 500, D)
+        before = judge_embedding(reference, EmbeddingWindow(D, reference).add(rows, reference))
+        assert not before["drift"] and before["mean"]["p_value"] > 0.1, before  # a clear no-drift window
+        bad = np.full(D, extreme) if extreme != "one component" else np.eye(D)[0] * defaults.VALUE_MAX_ABS
+        after = judge_embedding(reference, EmbeddingWindow(D, reference).add(np.vstack([rows[:499], bad]),
+                                                                            reference))
+        assert not after["drift"], after
+        # as one unusual reference row would (without the pull back: p 0.0, the mean 1e99 times its threshold)
+        assert after["mean"]["value"] < before["mean"]["value"] + 0.5 * before["mean"]["threshold"], (before, after)
+        assert after["mean"]["p_value"] > 0.05
+
+
+def test_reference_like_rows_are_not_pulled_back_and_the_radius_is_stored(reference):
+    rows = draw(np.random.default_rng(24), 5_000, D)
+    assert (reference.clipped(rows) == rows).all(axis=1).mean() > 0.999
+    far = reference.clipped(np.full((1, D), 1e50))
+    distance = np.sqrt(reference.whitened_distance(far[0]))
+    assert distance == pytest.approx(reference.clip_radius)  # on the radius, in the vector's direction
+    assert EmbeddingReference.from_dict(reference.to_dict()).clip_radius == reference.clip_radius
+    older = {k: v for k, v in reference.to_dict().items() if k != "clip_radius"}
+    assert (EmbeddingReference.from_dict(older).clipped(far * 0 + 1e50) == 1e50).all()  # fitted before: as it came

@@ -49,7 +49,8 @@ def receiver_factory(broker, sqlite_url) -> Iterator[Callable[..., Any]]:
     def make(token: str | None = None, **overrides: Any) -> tuple[Any, Any]:
         service = Receiver(ReceiverConfig(**{"bootstrap_servers": broker, "db_url": sqlite_url, **overrides}))
         made.append(service)
-        return service, TestClient(create_app(service, token=token))
+        # on loopback's name: the ingress guard answers only the Host names it serves (TestClient's is "testserver")
+        return service, TestClient(create_app(service, token=token), base_url="http://127.0.0.1")
 
     yield make
     for service in made:

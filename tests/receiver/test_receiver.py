@@ -119,10 +119,12 @@ def test_malformed_payloads_are_dead_lettered_with_their_reason(
 def test_a_body_that_is_not_a_cloudevent_or_not_json_is_dead_lettered(broker, receiver_factory, model):
     _, client = receiver_factory()
     marker = f"garbage-{model}"
-    answer = client.post("/", content=marker.encode(), headers={"content-type": "text/plain"})
+    # a body of no CloudEvents content type is refused at the door (415: the ingress guard), so garbage that
+    # is dead-lettered comes in a CloudEvents content type
+    answer = client.post("/", content=marker.encode(), headers={"content-type": "application/cloudevents+json"})
     assert answer.status_code == 400
     (headers, body), = dead_letters_of(broker, marker, 1)
-    assert "not a CloudEvent" in headers["driftline.reason"] and body == marker.encode()
+    assert headers["driftline.reason"].startswith("not JSON") and body == marker.encode()
     ce_id = uuid.uuid4().hex
     event = CloudEvent({"id": ce_id, "type": REQUEST_TYPE, "source": "s", "datacontenttype": "application/json"},
                        None)
@@ -151,13 +153,18 @@ def test_events_as_json_lines_valid_and_invalid(broker, receiver_factory, model)
 
 
 def test_a_full_buffer_refuses_the_whole_call(receiver_factory, model):
-    _, client = receiver_factory(event_buffer=2, bootstrap_servers="127.0.0.1:1")  # nothing drains
+    service, client = receiver_factory(event_buffer=3, bootstrap_servers="127.0.0.1:1")  # nothing drains
     event = {"schema": "driftline.inference/v1", "ts": "2026-01-02T03:04:05Z", "model": model, "version": "1",
              "features": {"x": 1.0}, "prediction": 0.4, "latency_ms": {"total": 3.0}}
-    lines = [orjson.dumps({**event, "event_id": str(i)}) for i in range(3)]
-    refused = client.post("/events", content=b"\n".join(lines))
-    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    lines = [orjson.dumps({**event, "event_id": str(i)}) for i in range(4)]
     assert client.post("/events", content=b"\n".join(lines[:2])).json()["events"] == 2
+    refused = client.post("/events", content=b"\n".join(lines[2:]))  # 2 + 2 > 3: busy, nothing taken
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    never = client.post("/events", content=b"\n".join(lines))  # 4 > 3 could never fit: not "retry later"
+    assert never.status_code == 413 and "split the body" in never.json()["detail"]
+    assert client.post("/events", content=lines[2]).json()["events"] == 1
+    assert service.stats()["events"] == 3 and service.stats()["dead_letters"] == 0
+    service.close(timeout_s=0.5)  # nothing drains: do not wait the default ten seconds for it
 
 
 def test_a_token_is_required_when_set(receiver_factory):

@@ -30,7 +30,7 @@ def test_malformed_cloudevents_and_lines_are_in_the_store_and_driftline_status(s
                                        "inferenceservicename": model}, None))
     assert client.post("/", headers=headers, content=b"{not json").status_code == 400
     huge = b"\x00" + b"x" * (defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES + 10)
-    assert client.post("/", content=huge, headers={"content-type": "text/plain"}).status_code == 400
+    assert client.post("/", content=huge, headers={"content-type": "application/cloudevents+json"}).status_code == 400
     bad_line = orjson.dumps({"schema": "driftline.inference/v1", "model": model})
     assert client.post("/events", content=b"\n" + bad_line).json()["dead_lettered"] == 1
     service.flush()
@@ -39,7 +39,7 @@ def test_malformed_cloudevents_and_lines_are_in_the_store_and_driftline_status(s
     assert half_letter.topic == "receiver:/" and half_letter.reason.startswith("the request body is not JSON")
     assert (half_letter.field, half_letter.model, half_letter.raw, half_letter.partition) == (
         "data", model, b"{not json", None)
-    assert body_letter.reason.startswith("not a CloudEvent") and body_letter.model is None
+    assert body_letter.reason.startswith("not JSON") and body_letter.model is None
     assert body_letter.raw_size == len(huge) and body_letter.raw == huge[:defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES]
     assert (line_letter.topic, line_letter.offset, line_letter.model) == ("receiver:/events", 1, model)
     assert line_letter.raw == bad_line and line_letter.field
@@ -58,7 +58,7 @@ def test_a_failing_store_loses_no_topic_letter_and_bounds_what_waits(broker, tmp
     service.dead_letters.store.max_rows = 2
     markers = [f"garbage-{model}-{i}" for i in range(3)]
     for marker in markers:
-        client.post("/", content=marker.encode(), headers={"content-type": "text/plain"})
+        client.post("/", content=marker.encode(), headers={"content-type": "application/cloudevents+json"})
     service.flush()
     stats = service.stats()
     assert (stats["dead_letters_stored"], stats["dead_letters_not_stored"]) == (0, 1)
@@ -90,7 +90,7 @@ def test_metrics_count_halves_pairs_unpaired_dead_letters_and_time_calls(broker,
     post(client, half(model, paired, "response", V1_RESPONSE, "2026-01-02T03:04:05.01Z"))
     post(client, half(model, paired, "response", V1_RESPONSE, "2026-01-02T03:04:05.01Z"))  # a logger retry
     post(client, half(model, uuid.uuid4().hex, "request", V1_REQUEST, "2026-01-02T03:04:06Z"))  # waits
-    client.post("/", content=b"junk", headers={"content-type": "text/plain"})
+    client.post("/", content=b"junk", headers={"content-type": "application/cloudevents+json"})
     after = _scrape(client)
     assert after["driftline_receiver_halves_total"] == 4  # the junk body held no CloudEvent
     assert after["driftline_receiver_pairs_total"] == 1

@@ -46,7 +46,7 @@ def serving(worker: Any) -> Iterator[str]:
     """Run `worker` (a driftline.worker.server.Worker) under uvicorn on 127.0.0.1 in a thread; yields its base URL."""
     import uvicorn
 
-    from driftline.worker.server import create_app, uvicorn_options
+    from driftline.worker.server import create_app
 
     # The socket is bound here and handed to uvicorn: a port found free and bound later could be taken by another
     # test process in between ("address already in use").
@@ -54,7 +54,7 @@ def serving(worker: Any) -> Iterator[str]:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(create_app(worker), host="127.0.0.1", port=port, log_level="warning",
-                                           access_log=False, lifespan="on", **uvicorn_options(worker.config)))
+                                           access_log=False, lifespan="on", **worker.config.limits.uvicorn_options()))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="test-uvicorn", daemon=True)
     thread.start()
 

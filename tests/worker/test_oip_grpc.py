@@ -153,3 +153,14 @@ def test_a_message_above_the_body_limit_is_resource_exhausted(broker, tiny_resul
             service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(
                 stub_request(rows, worker.current.schema, "big"))
         assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_an_id_whose_row_ids_the_store_cannot_hold_is_invalid_argument(stub, served):
+    """`ID:i` of a 256-character id is longer than the store's request_id."""
+    worker = served[2]
+    rows = generate_inputs(2, seed=47).to_dict("records")
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.ModelInfer(stub_request(rows, worker.current.schema, "g" * 256))
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "above the limit of 256" in raised.value.details()
+    assert stub.ModelInfer(stub_request(rows, worker.current.schema, "g" * 254)).id == "g" * 254

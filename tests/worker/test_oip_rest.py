@@ -18,7 +18,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 from tests.support.worker_helpers import make_settings, metric, read_topic, registry_with_versions, serving
 
 MODEL = "credit-default"
-# tritonclient sends no Content-Type of its own; the worker refuses POST bodies not declared as JSON.
+# tritonclient sends no Content-Type of its own (accepted on OIP paths); a declared JSON type is accepted too.
 JSON = {"Content-Type": "application/json"}
 
 
@@ -147,13 +147,26 @@ def test_tritonclient_bad_datatype_raises_its_400(client, served):
     assert raised.value.status() == "400" and "is numeric" in raised.value.message()
 
 
-def test_tritonclient_without_a_content_type_is_told_which_header_to_send(client, served):
-    """A POST body with no Content-Type needs no CORS preflight, so the worker refuses it on every path."""
+def test_tritonclient_as_documented_with_no_extra_headers_is_answered(client, served):
+    """tritonclient sends no Content-Type and no Origin: a non-browser client, let through by the ingress guard."""
     _, worker = served
-    inputs = triton_inputs(generate_inputs(1, seed=4).to_dict("records"), worker.current.schema)
-    with pytest.raises(InferenceServerException) as raised:
-        client.infer(MODEL, inputs, outputs=[httpclient.InferRequestedOutput("prediction", binary_data=False)])
-    assert raised.value.status() == "415" and "headers={'Content-Type': 'application/json'}" in raised.value.message()
+    rows = generate_inputs(2, seed=4).to_dict("records")
+    result = client.infer(MODEL, triton_inputs(rows, worker.current.schema),
+                          outputs=[httpclient.InferRequestedOutput("prediction", binary_data=False)])
+    scores = result.as_numpy("prediction")
+    assert scores.shape == (2, 1) and ((scores > 0) & (scores < 1)).all()
+    assert result.get_response()["model_version"] == worker.current.version
+
+
+@pytest.mark.parametrize("browser", [{"Sec-Fetch-Site": "cross-site"}, {"Origin": "http://evil.example"}])
+def test_a_cross_site_browser_infer_is_403_in_the_protocol_shape(served, browser):
+    url, worker = served
+    inputs = [{"name": e["name"], "shape": [1, 1], "datatype": "FP64" if e["kind"] == "numeric" else "BYTES",
+               "data": [worker.example[e["name"]]]} for e in worker.current.schema]
+    before = metric(url, "driftline_worker_cache_misses_total")
+    answer = httpx.post(f"{url}/v2/models/{MODEL}/infer", json={"inputs": inputs}, headers=browser)
+    assert answer.status_code == 403 and set(answer.json()) == {"error"} and "cross-origin" in answer.json()["error"]
+    assert metric(url, "driftline_worker_cache_misses_total") == before  # nothing reached the model
 
 
 def test_a_body_not_declared_as_json_is_415_in_the_protocol_shape(served):
@@ -231,3 +244,19 @@ def test_rows_follow_the_rollout_plan_and_the_versioned_path_pins_production(tin
         pinned = client.post(f"/v2/models/{MODEL}/versions/1/infer", json=body).json()
         assert pinned["model_version"] == "1" and "parameters" not in pinned
         assert {(v, r) for _, v, r in roles} == {("1", "production")}
+
+
+def test_an_id_whose_row_ids_the_store_cannot_hold_is_refused_at_the_door(served):
+    """A 256-character id with 2 rows made `ID:0` of 258 characters, answered 200 and then
+    dead-lettered by the collector; it is refused with 400, before any row reaches the model."""
+    url, worker = served
+    rows = generate_inputs(2, seed=21).to_dict("records")
+    inputs = [{"name": e["name"], "shape": [2, 1], "datatype": "FP64" if e["kind"] == "numeric" else "BYTES",
+               "data": [[row[e["name"]]] for row in rows]} for e in worker.current.schema]
+    before = metric(url, "driftline_worker_cache_misses_total")
+    answer = httpx.post(f"{url}/v2/models/{MODEL}/infer", json={"id": "i" * 256, "inputs": inputs})
+    assert answer.status_code == 400, answer.text
+    assert "258 characters, above the limit of 256" in answer.json()["error"]
+    assert "at most 254 characters" in answer.json()["error"]
+    assert metric(url, "driftline_worker_cache_misses_total") == before
+    assert httpx.post(f"{url}/v2/models/{MODEL}/infer", json={"id": "i" * 254, "inputs": inputs}).status_code == 200

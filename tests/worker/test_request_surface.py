@@ -1,4 +1,5 @@
-"""What the worker answers at all: only the Host names it serves, and POST bodies declared as JSON."""
+"""What the worker answers at all: only the Host names it serves, no cross-site browser request, and POST bodies
+declared as JSON (the ingress guard, driftline/ingress.py)."""
 from __future__ import annotations
 
 import httpx
@@ -73,6 +74,24 @@ def test_a_post_body_not_declared_as_json_gets_415(surface, content_type):
         assert response.status_code == 415, (path, response.text)
         assert "application/json" in response.json()["detail"]
     assert worker.faults.as_dict()["skew"] is False
+
+
+@pytest.mark.parametrize("browser, refused", [
+    ({"Sec-Fetch-Site": "cross-site"}, True), ({"Sec-Fetch-Site": "same-site"}, True),
+    ({"Origin": "http://evil.example"}, True), ({"Origin": "null"}, True),
+    ({"Sec-Fetch-Site": "same-origin", "Origin": "http://{host}"}, False), ({"Sec-Fetch-Site": "none"}, False),
+    ({"Origin": "http://{host}"}, False), ({}, False),
+])
+def test_a_cross_site_browser_request_gets_403_and_a_non_browser_client_passes(surface, browser, refused):
+    url, worker = surface
+    host = url.removeprefix("http://")
+    headers = {"Authorization": f"Bearer {TOKEN}"} | {k: v.format(host=host) for k, v in browser.items()}
+    for path, body in (("/predict", {"features": worker.example}), ("/admin/faults", {"skew": False})):
+        response = httpx.post(f"{url}{path}", json=body, headers=headers)
+        assert response.status_code == (403 if refused else 200), (path, response.text)
+        if refused:
+            assert "cross-origin" in response.json()["detail"]
+    assert httpx.get(f"{url}/healthz", headers=headers).status_code == 200  # GET changes nothing: never refused
 
 
 def test_json_with_parameters_is_json(surface):

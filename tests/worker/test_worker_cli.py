@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,21 @@ def test_worker_command_serves_and_replay_drives_it(env, capsys):
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=20)
+
+
+@pytest.mark.parametrize("taken_option", ["--grpc-port", "--port"])
+def test_a_port_in_use_is_one_line_naming_it_and_its_option(env, capsys, taken_option):
+    assert cli(capsys, "train", "--size", "test", "--rows", "800", "--epochs", "1")[0] == 0
+    with socket.socket() as holder:  # another process's server on the port
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        ports = {"--port": str(free_port()), "--grpc-port": str(free_port()), taken_option: str(taken)}
+        result = subprocess.run([DRIFTLINE, "worker", *(x for item in ports.items() for x in item), "--device", "cpu",
+                                 "--no-events", "--no-labels"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert f"port {taken} on 127.0.0.1" in result.stderr and taken_option in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def _cuda_visible() -> bool:
