@@ -88,7 +88,7 @@ def test_details_round_trip_and_keep_what_was_set():
 
 # Strings equal to a rollout comparison metric that stand for one on purpose.
 NOT_ROLLOUT_METRICS = {
-    ("driftline/defaults.py", "ROLLOUT_CRITICAL"),  # shown to users as the names they write in [rollouts] critical
+    ("driftline/rollout_defaults.py", "ROLLOUT_CRITICAL"),  # shown to users as the names they write in [rollouts] critical
 }
 
 
