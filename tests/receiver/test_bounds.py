@@ -159,9 +159,9 @@ def test_rows_are_counted_before_admission_and_what_can_never_fit_is_413(receive
 # --- one call's answer, letters and log ------------------------------------------
 
 
-def test_an_answer_lists_a_bounded_number_of_errors_and_the_rest_go_as_one_letter(sqlite_url, receiver_factory,
+def test_an_answer_lists_a_bounded_number_of_errors_and_the_rest_go_as_one_letter(db_url, receiver_factory,
                                                                                   caplog):
-    service, client = receiver_factory(max_errors=10)
+    service, client = receiver_factory(max_errors=10, db_url=db_url)
     caplog.set_level(logging.WARNING, logger="driftline")
     lines = [f"junk-{i}".encode() for i in range(5_000)]
     answer = client.post("/events", content=b"\n".join(lines), headers={"content-type": "application/x-ndjson"})
@@ -170,7 +170,7 @@ def test_an_answer_lists_a_bounded_number_of_errors_and_the_rest_go_as_one_lette
     assert result["dead_lettered"] == 5_000 and len(result["errors"]) == 10 and result["errors_left_out"] == 4_990
     assert len(answer.content) < 5_000
     service.flush()
-    with session_scope(sqlite_url) as session:
+    with session_scope(db_url) as session:
         letters = list(session.scalars(select(DeadLetter).order_by(DeadLetter.id)))
     assert len(letters) == 11 and service.stats()["dead_letters"] == 5_000
     merged = letters[-1]
@@ -216,8 +216,8 @@ def test_dead_letters_waiting_for_kafka_are_bounded_in_count_and_bytes_and_cut()
     assert few.stats()["dead_letters_inflight"] == 3 and few.stats()["dead_letters_not_sent"] == 2
 
 
-def test_a_stopped_broker_holds_a_bounded_number_of_letter_bytes(sqlite_url, receiver_factory, model):
-    service, client = receiver_factory(dead_letter_inflight_bytes=2 << 20)
+def test_a_stopped_broker_holds_a_bounded_number_of_letter_bytes(db_url, receiver_factory, model):
+    service, client = receiver_factory(dead_letter_inflight_bytes=2 << 20, db_url=db_url)
     service.dead_letters._producer = producer = StuckProducer()
     gc.collect()
     tracemalloc.start()
