@@ -271,8 +271,8 @@ ALERT_REPEAT_INTERVAL_SECONDS = 4 * 3600
 # Per detector: severity and K where the general values do not fit. Dataset drift
 # (half the features moved at once) and skew (a serving bug, not the world) are
 # errors that page; a p99 latency SLO breach is critical and users feel it now, so
-# two windows suffice. Model quality is computed on sparse labels over long
-# stretches, so one breaching evaluation is already an aggregate: K = 1. Multivariate
+# two windows suffice. Model quality pages on sequential evidence (K applies only under
+# policy "for_windows": one breaching evaluation of sparse labels is already an aggregate). Multivariate
 # drift (a joint change no single feature shows) is worth a look, not a page. Estimated
 # quality moves slowly with the score mix and needs no labels, so it is judged window by
 # window like drift; a warning, as the drop is predicted, not measured. Embedding drift is
@@ -533,9 +533,8 @@ QUALITY_MIN_LABELS = 100
 QUALITY_MIN_CLASS_COUNT = 30
 # One-sided z of the noise margin, on the skewness-corrected (Cornish-Fisher) quantile:
 # 3.5 standard errors, ~2e-4 per metric and window, so under ~0.14 % of windows (six
-# binary metrics, union bound) raise a false model-quality alarm. Model-quality alerts
-# fire on a single window (ALERT_DETECTOR_DEFAULTS), so this is the whole false-page
-# budget. Measured at 200 labels per window on the credit data (3000 windows, true
+# binary metrics, union bound) breach falsely; pages come from the evidence over windows
+# (evidence.py) at the stated rate, not from one window's breach. Measured at 200 labels per window on the credit data (3000 windows, true
 # default probabilities as scores): z = 3 flagged 0.6 % of windows (nine false pages a
 # day at one-minute windows), z = 3.5 0.07 %. On the bundled 2-epoch MLP (500 windows
 # per scenario): z = 3 / 3.5 flag 0.8 % / 0.2 % of `none` windows and catch
@@ -557,6 +556,13 @@ QUALITY_MAX_ERROR_INCREASE = 0.2
 # is all "after". 0 turns pooling off.
 QUALITY_POOL_MIN_LABELS = 1_000
 QUALITY_POOL_MAX_WINDOWS = 10
+# A quality reference measured on the training rows is optimistic (a confident tree's in-sample log loss): its
+# evidence stream judges each metric against the level and spread of its first this many labelled windows.
+QUALITY_LIVE_REFERENCE_WINDOWS = 8
+# Chunk sizes (labelled rows) whose quality-metric spread a baseline keeps: typical windows' label counts;
+# each metric's noise is the larger of its standard error and that spread (a confident model's log loss).
+QUALITY_SPREAD_SIZES = (100, 200, 500, 1_000, 2_000, 5_000)
+QUALITY_SPREAD_MAX_CHUNKS = 30
 
 # --- Estimated quality before labels (detectors/families/estimated_quality.py) ----------------
 # Confidence-based performance estimation: a binary classifier's ROC AUC, accuracy,

@@ -42,7 +42,7 @@ ROLLOUT = "rollout"
 ROLLOUT_VERDICT = "verdict"  # its one metric: the verdict itself (no value, no threshold)
 ALERT_FAMILIES = (*DETECTORS, ROLLOUT)
 # the families whose results carry sequential evidence (driftline.detectors.families.evidence): they page on it
-SEQUENTIAL_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EMBEDDING_DRIFT)
+SEQUENTIAL_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY, EMBEDDING_DRIFT, MODEL_QUALITY)
 
 
 @dataclass(frozen=True)
@@ -178,6 +178,10 @@ METRICS: Mapping[str, tuple[str, ...]] = {
 # What model quality is compared with (the ``quality_reference`` setting, ``compared_with`` in details).
 QUALITY_VS_CALIBRATION = "calibration"
 QUALITY_VS_TRAINING = "training"
+# Where a baseline's quality reference came from (`Baseline.quality_reference`): the rows the model was fitted on
+# (`driftline baseline --label` alone: in-sample, optimistic) or held-out rows (`--quality-file`).
+QUALITY_FROM_TRAINING_ROWS = "training rows"
+QUALITY_FROM_HOLDOUT = "holdout"
 
 # --- rollouts ----------------------------------------------------------------------------
 
@@ -400,6 +404,10 @@ class QualityDetails(Details):
     minimum_margin: float | None = None
     dropped_labels: int | None = None
     skewed_features: list[str] | None = None
+    # the baseline's quality_reference (QUALITY_FROM_TRAINING_ROWS, QUALITY_FROM_HOLDOUT; None: not said)
+    reference_rows: str | None = None
+    # the metric's spread over reference chunks of the window's labels, when wider than its standard error
+    chunk_spread: float | None = None
     # Set by the evaluation when a window with few labels is judged on labels pooled with earlier windows.
     window_labels: int | None = None
     pooled_windows: int | None = None

@@ -51,7 +51,7 @@ from driftline.detectors.batch.passes import Table
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.quantiles import RankSearch
 from driftline.detectors.batch.summary import NumericSummary
-from driftline.detectors.thresholds.spreads import measure_spreads
+from driftline.detectors.thresholds.spreads import measure_quality_spreads, measure_spreads
 from driftline.errors import UserError
 
 __all__ = ["HEAD_ROWS", "baseline_in_memory", "stream_baseline"]
@@ -121,6 +121,9 @@ def baseline_in_memory(frame: pd.DataFrame, *, categorical: Sequence[str] = (), 
     summary.threshold_spreads = measure_spreads(features.set_axis(summary.feature_names, axis=1),
                                                 {name: summary.kind(name) for name in summary.feature_names},
                                                 frame[prediction] if prediction else None)
+    if prediction and label:
+        summary.quality_spreads = measure_quality_spreads(frame[prediction], frame[label],
+                                                          frame[prediction_class] if prediction_class else None)
     return summary
 
 
@@ -356,4 +359,6 @@ def stream_baseline(table: Table, *, categorical: Sequence[str] = (), prediction
     baseline.add_embeddings(_embedding_references(fitted.reset_index(drop=True), embeddings, on_fit))
     baseline.threshold_spreads = measure_spreads(frame, dict(kinds), None if prediction is None
                                                  else fitted[prediction].reset_index(drop=True))
+    if prediction is not None and label is not None:
+        baseline.quality_spreads = measure_quality_spreads(fitted[prediction], fitted[label])
     return baseline

@@ -1,13 +1,20 @@
 """Sequential evidence: a window's drift results folded into per-stream e-detectors, paging at a stated rate.
 
-Each stream (a feature's or the prediction's drift, one estimated-quality metric, one embedding, of one
-model version) turns its window into a normal score ``z`` and advances a mixture CUSUM
+Each stream (a feature's or the prediction's drift, one estimated- or realized-quality metric, one embedding,
+of one model version) turns its window into a normal score ``z`` and advances a mixture CUSUM
 e-detector (`driftline.detectors.stats.sequential.cusum_step`):
 
 - drift: ``z = Phi^-1(1 - p)`` of the window's own test, the p-value the per-window rule judges
   (`significance_p_value`: KS, or the pooled chi-square; with the missing-rate test beside it, two
   times the smaller p-value, Bonferroni);
 - estimated quality: ``z = (training - estimate) / standard error`` (a drop is positive);
+- realized quality (one stream per model_quality metric): ``z = (reference - realized) / standard error``
+  (a worsening is positive: the sign flips for errors), the effect floor the threshold's distance from the
+  reference. With a reference from the rows the model was fitted on (``reference_rows`` "training rows":
+  in-sample, optimistic) the stream first learns the live level from its first
+  `defaults.QUALITY_LIVE_REFERENCE_WINDOWS` judged windows (no evidence meanwhile), then scores
+  ``z = (level - realized) / (spread * sqrt(1 + 1/N))`` with the spread the larger of the N windows'
+  standard deviation and the window's standard error, and the floor ``max(floor, quality_z * spread)``;
 - embedding drift (one stream per embedding name): ``z`` of the family's own rule as one p-value,
   Bonferroni over its tests (MMD², components by Simes, clusters, whitened mean); the family has
   no effect-size floor, so every window meets it.
@@ -34,7 +41,7 @@ guarantee is exact for a baseline much larger than a window and approximate othe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
@@ -46,15 +53,16 @@ from driftline.detectors.stats.sequential import cusum_step, evidence, window_z
 from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, floor_margin, significance_p_value, significance_test
 from driftline.detectors.thresholds.paging import PagingPolicy
 from driftline.vocabulary import (CATEGORICAL, DATA_DRIFT, EMBEDDING_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY,
-                                  ESTIMATION_INVALID, EXPLAINED_BY_KEY, JENSENSHANNON,
-                                  PREDICTION_DRIFT, PSI, THRESHOLD_SOURCE_KEY, WASSERSTEIN)
+                                  ESTIMATION_INVALID, EXPLAINED_BY_KEY, JENSENSHANNON, MODEL_QUALITY,
+                                  PREDICTION_DRIFT, PSI, QUALITY_ERRORS, QUALITY_FROM_TRAINING_ROWS, QUALITY_SCORES,
+                                  THRESHOLD_SOURCE_KEY, WASSERSTEIN)
 
 __all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "WindowScore", "advance_window", "stream_key", "stream_name",
            "window_score"]
 
 # The key of a result's details that carries its evidence.
 EVIDENCE_KEY = "evidence"
-_STREAM_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, ESTIMATED_QUALITY, EMBEDDING_DRIFT)
+_STREAM_FAMILIES = (DATA_DRIFT, PREDICTION_DRIFT, ESTIMATED_QUALITY, EMBEDDING_DRIFT, MODEL_QUALITY)
 
 
 @dataclass
@@ -73,6 +81,10 @@ class StreamState:
     distance_sum: float = 0.0
     noise_sum: float = 0.0
     distance_windows: int = 0
+    # realized quality against an in-sample reference: the live level's windows, their sum and sum of squares
+    level_windows: int = 0
+    level_sum: float = 0.0
+    level_square_sum: float = 0.0
 
     @classmethod
     def fresh(cls, components: int) -> "StreamState":
@@ -83,7 +95,9 @@ class StreamState:
                 "windows": self.windows, "last_window_start_ms": self.last_window_start_ms, "above": self.above,
                 "effect_sum": _finite(self.effect_sum),
                 "effect_windows": self.effect_windows, "distance_sum": _finite(self.distance_sum),
-                "noise_sum": _finite(self.noise_sum), "distance_windows": self.distance_windows}
+                "noise_sum": _finite(self.noise_sum), "distance_windows": self.distance_windows,
+                "level_windows": self.level_windows, "level_sum": _finite(self.level_sum),
+                "level_square_sum": _finite(self.level_square_sum)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None, components: int) -> "StreamState":
@@ -102,7 +116,8 @@ class StreamState:
                    int(data.get("windows") or 0), last if isinstance(last, int) else None, bool(data.get("above")),
                    float(data.get("effect_sum") or 0.0), int(data.get("effect_windows") or 0),
                    float(data.get("distance_sum") or 0.0), float(data.get("noise_sum") or 0.0),
-                   int(data.get("distance_windows") or 0))
+                   int(data.get("distance_windows") or 0), int(data.get("level_windows") or 0),
+                   float(data.get("level_sum") or 0.0), float(data.get("level_square_sum") or 0.0))
 
 
 def _finite(value: float) -> float:
@@ -129,6 +144,8 @@ def stream_key(result: WindowResult) -> str | None:
     """The stream a result feeds ("detector/feature/metric"), or None when it feeds none."""
     if result.segment or result.detector not in _STREAM_FAMILIES or result.metric == ESTIMATION_INVALID:
         return None  # estimation_invalid is a test over windows already: it alerts on its own verdict
+    if result.detector == MODEL_QUALITY and result.metric not in QUALITY_SCORES and result.metric not in QUALITY_ERRORS:
+        return None  # a metric without a direction (bias, R^2) is reported, never judged
     return stream_name(result.detector, result.feature, result.metric)
 
 
@@ -210,7 +227,66 @@ def window_score(result: WindowResult) -> WindowScore | None:
         margin = (float(training) - float(result.value)) / drop if drop > 0 else float(result.threshold is not None
                                                                                       and result.value <= result.threshold)
         return WindowScore(float(np.clip(z, -10.0, 37.0)), margin)
+    if result.detector == MODEL_QUALITY:
+        return _quality_score(result, details)
     return None
+
+
+def _worsening(result: WindowResult, level: float) -> float:
+    """How much worse the window is than `level`: a score's drop, an error's rise."""
+    return (level - float(result.value)) * (1.0 if result.metric in QUALITY_SCORES else -1.0)
+
+
+def _quality_score(result: WindowResult, details: Mapping[str, Any]) -> WindowScore | None:
+    """Realized quality against the reference it was judged on; the effect floor is the threshold's distance."""
+    reference = details.get("expected", details.get("training"))
+    error = details.get("standard_error")
+    if result.value is None or result.threshold is None or reference is None or not error or not error > 0:
+        return None
+    worse = _worsening(result, float(reference))
+    z = worse / float(error)
+    if not math.isfinite(z):
+        return None
+    drop = abs(float(reference) - float(result.threshold))
+    margin = worse / drop if drop > 0 else float(result.breached)
+    return WindowScore(float(np.clip(z / _pooled(details), -10.0, 37.0)), margin)
+
+
+def _pooled(details: Mapping[str, Any]) -> float:
+    """sqrt(k) for a window judged on labels pooled over k windows: consecutive pools share labels, and the
+    sum of their z's grows sqrt(k) times faster than independent windows' would under no drift."""
+    return math.sqrt(max(1, int(details.get("pooled_windows") or 1)))
+
+
+def _in_sample(result: WindowResult) -> bool:
+    """Whether a realized-quality result was judged against a reference measured on the training rows."""
+    return result.detector == MODEL_QUALITY and (result.details or {}).get("reference_rows") == QUALITY_FROM_TRAINING_ROWS
+
+
+def _live_level_score(result: WindowResult, state: StreamState, warmup: int) -> tuple[WindowScore | None, StreamState]:
+    """An in-sample reference is optimistic: the first `warmup` windows set the live level and its spread, the
+    later ones are scored against them (module docstring). Returns the score and the state with the level."""
+    details = result.details or {}
+    if result.insufficient_data or result.value is None or result.threshold is None \
+            or not math.isfinite(float(result.value)):
+        return None, state
+    value = float(result.value)
+    if state.level_windows < warmup:
+        return None, replace(state, level_windows=state.level_windows + 1, level_sum=state.level_sum + value,
+                             level_square_sum=state.level_square_sum + value * value)
+    n = state.level_windows
+    level = state.level_sum / n
+    spread = math.sqrt(max(0.0, (state.level_square_sum - n * level * level) / max(n - 1, 1)))
+    spread = max(spread, float(details.get("standard_error") or 0.0)) * math.sqrt(1.0 + 1.0 / n)
+    if not spread > 0:
+        return None, state
+    worse = _worsening(result, level)
+    reference = details.get("expected", details.get("training"))
+    floor = float(details.get("minimum_margin") or 0.0)
+    if result.metric not in QUALITY_SCORES and reference:  # an error's floor is relative to the level it is from
+        floor *= level / float(reference)
+    drop = max(floor, float(details.get("z") or defaults.QUALITY_Z) * spread)
+    return WindowScore(float(np.clip(worse / spread / _pooled(details), -10.0, 37.0)), worse / drop), state
 
 
 def _run_effect(state: StreamState, score: WindowScore, running: bool) -> tuple[StreamState, float]:
@@ -279,10 +355,26 @@ def advance_window(results: Iterable[WindowResult], states: Mapping[str, StreamS
         state = states.get(key) or StreamState.fresh(len(policy.drifts))
         if len(state.log_state) != len(policy.drifts):
             state = StreamState.fresh(len(policy.drifts))
-        score = window_score(result)
-        if score is None or (state.last_window_start_ms is not None and state.last_window_start_ms >= window_start_ms):
+        if state.last_window_start_ms is not None and state.last_window_start_ms >= window_start_ms:
+            continue
+        if _in_sample(result):
+            learned = state.level_windows
+            score, state = _live_level_score(result, state, policy.live_reference_windows)
+            if score is None:
+                if state.level_windows != learned:  # a window of the live level: kept, not scored
+                    updated[key] = replace(state, last_window_start_ms=window_start_ms)
+                    result.details[EVIDENCE_KEY] = {"paging": False, "level_windows": state.level_windows,
+                                                    "line": float(math.exp(log_line))}
+                continue
+        else:
+            score = window_score(result)
+        if score is None:
             continue
         new_state, info = _step(state, score, window_start_ms, log_line, policy)
+        if state.level_windows:  # the live level outlives a restart: it is the model's, not the episode's
+            new_state = replace(new_state, level_windows=state.level_windows, level_sum=state.level_sum,
+                                level_square_sum=state.level_square_sum)
+            info["level"] = state.level_sum / state.level_windows
         updated[key] = new_state
         result.details[EVIDENCE_KEY] = info
         if result.detector == DATA_DRIFT:

@@ -69,6 +69,10 @@ def _references(reference: LabelSummary | None, current: LabelSummary, compare_w
         training_variance = variances.get(metric, (None, None))[1]
         calibrated_errors[metric] = None if window_se is None or training_variance is None else \
             math.sqrt(window_se ** 2 + training_variance)
+    own = expected_binary_quality(calibration, reference)[LOG_LOSS][0]
+    if values.get(LOG_LOSS) is not None and own is not None and training.get(LOG_LOSS) is not None:
+        # bin midpoints understate the loss of scores at 0 or 1: add the gap the reference itself shows
+        values[LOG_LOSS] = float(values[LOG_LOSS]) + float(training[LOG_LOSS]) - own
     return values, calibrated_errors, cumulants, True
 
 
@@ -97,7 +101,11 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
     ``quality_min_class_count`` rows behind it (`quality_supports`), is
     insufficient data. Details carry ``training``, ``expected`` (calibration
     reference), ``compared_with``, ``support``, ``standard_error``, ``z``,
-    ``margin`` and ``minimum_margin``.
+    ``margin``, ``minimum_margin``, ``chunk_spread`` (when the metric's spread over reference chunks of
+    the window's labels, `Baseline.quality_spreads`, is wider than *SE*: *SE* is then that spread) and
+    ``reference_rows`` (the baseline's ``quality_reference``).
+    Paging is on the evidence accumulated over windows (`driftline.detectors.families.evidence`), not on
+    one window's breach.
     """
     summary = state.labels
     if summary.task is None or summary.n == 0:
@@ -124,11 +132,19 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
             details.update(expected=reference.get(metric))
         if summary.dropped:
             details.update(dropped_labels=summary.dropped)
+        if baseline.quality_reference:  # in-sample or holdout: the sequential evidence reads it (evidence.py)
+            details.update(reference_rows=baseline.quality_reference)
         target = reference.get(metric)
         threshold = None
         breached = False
         if target is not None and value is not None:
             standard_error = errors.get(metric)
+            spread = None if baseline.quality_spreads is None else \
+                baseline.quality_spreads.standard_deviation(metric, summary.n)
+            if spread is not None and (standard_error is None or spread > standard_error):
+                # the metric's observed spread over reference chunks: its per-row model understates a heavy tail
+                details.update(chunk_spread=spread)
+                standard_error = spread
             noise, skewness = skew_corrected_margin(standard_error, cumulants.get(metric, 0.0), z)
             floor = (thresholds.quality_max_drop if metric in QUALITY_SCORES
                      else target * thresholds.quality_max_error_increase)

@@ -25,6 +25,8 @@ class PagingPolicy:
     drifts: tuple[float, ...] = defaults.SEQUENTIAL_DRIFTS
     minimum: float = defaults.SEQUENTIAL_MIN_E_VALUE
     cap: float = defaults.SEQUENTIAL_EVIDENCE_CAP
+    # realized quality against an in-sample reference: the judged windows that set the live level first
+    live_reference_windows: int = defaults.QUALITY_LIVE_REFERENCE_WINDOWS
 
     def __post_init__(self) -> None:
         if not (self.false_pages_per_month > 0 and math.isfinite(self.false_pages_per_month)):

@@ -11,13 +11,15 @@ with `detect`'s statistics, and keeps each statistic's mean and standard deviati
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from driftline import defaults
-from driftline.baseline import CATEGORICAL, CLASS, NUMERIC, Baseline, ThresholdSpreads, prediction_values
+from driftline.baseline import (CATEGORICAL, CLASS, NUMERIC, Baseline, LabelSummary, QualitySpreads, ThresholdSpreads,
+                                prediction_values)
 from driftline.detectors.batch.engine import ReferenceProfile, reference_tests
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.thresholds.reference import DERIVED_STATISTICS, FIXED, REFERENCE, chunk_slices
@@ -25,7 +27,8 @@ from driftline.detectors.families.results import WindowResult
 from driftline.vocabulary import (DATASET_DRIFT, DATA_DRIFT, PREDICTION_DRIFT, THRESHOLD_NOTE_KEY,
                                   THRESHOLD_SOURCE_KEY)
 
-__all__ = ["NO_SPREADS", "label_threshold_source", "measure_spreads", "spread_sizes", "streaming_thresholds"]
+__all__ = ["NO_SPREADS", "label_threshold_source", "measure_quality_spreads", "measure_spreads", "spread_sizes",
+           "streaming_thresholds"]
 
 # The evaluation logs this once per version and every drift result of its windows carries it.
 NO_SPREADS = ("reference-derived thresholds need the chunk spreads a baseline keeps from when it is registered; "
@@ -94,6 +97,41 @@ def measure_spreads(features: pd.DataFrame, kinds: Mapping[str, str], prediction
 
     return ThresholdSpreads(sizes=grid, chunks=chunks, features={name: spread(name) for name in kinds},
                             prediction=None if prediction_column is None else spread(prediction_column))
+
+
+def measure_quality_spreads(predictions: Any, labels: Any, decisions: Any = None, *,
+                            sizes: Sequence[int] = defaults.QUALITY_SPREAD_SIZES,
+                            min_chunks: int = defaults.REFERENCE_THRESHOLD_MIN_CHUNKS,
+                            max_chunks: int = defaults.QUALITY_SPREAD_MAX_CHUNKS) -> QualitySpreads | None:
+    """Each quality metric's mean and standard deviation over contiguous chunks of the labelled rows, per size
+    (`spread_sizes` of `sizes`), or None when the rows hold fewer than `min_chunks` chunks of any size."""
+    from driftline.detectors.stats.quality import quality_metrics  # here: the layer below needs no metrics
+
+    labels = pd.Series(np.asarray(labels, dtype=object))
+    predictions = pd.Series(list(predictions), dtype=object)
+    decided = None if decisions is None else pd.Series(list(decisions), dtype=object)
+    grid = spread_sizes(len(labels), sizes, min_chunks)
+    if not grid or len(predictions) != len(labels):
+        return None
+    task = LabelSummary.infer_task(predictions.to_numpy(), labels.to_numpy())
+    measured: dict[str, list[tuple[float, float]]] = {}
+    chunks = []
+    for size in grid:
+        slices = chunk_slices(len(labels), size, max_chunks)
+        chunks.append(len(slices))
+        values: dict[str, list[float]] = {}
+        for part in slices:
+            summary = LabelSummary(task=task).add(predictions.iloc[part].to_numpy(), labels.iloc[part],
+                                                  None if decided is None else decided.iloc[part].to_numpy())
+            for metric, value in quality_metrics(summary).items():
+                if value is not None and math.isfinite(value):
+                    values.setdefault(metric, []).append(float(value))
+        for metric, found in values.items():
+            if len(found) >= 2:
+                measured.setdefault(metric, []).append((float(np.mean(found)), float(np.std(found, ddof=1))))
+    return QualitySpreads(sizes=grid, chunks=chunks, metrics={
+        metric: ([m for m, _ in found], [s for _, s in found]) for metric, found in measured.items()
+        if len(found) == len(grid)})
 
 
 def streaming_thresholds(baseline: Baseline, thresholds: DriftThresholds, rows: int,

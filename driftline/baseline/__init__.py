@@ -58,12 +58,12 @@ from driftline.baseline.predictions import CLASS, PROBABILITY, SCORE, prediction
 from driftline.baseline.profiles import (CATEGORICAL, NUMERIC, CategoricalProfile, NumericProfile, Profile,
                                          count_categories, profile_from_dict)
 from driftline.baseline.reconstruction import ReconstructionFit, fit_reconstruction
-from driftline.baseline.spreads import ThresholdSpreads
+from driftline.baseline.spreads import QualitySpreads, ThresholdSpreads
 from driftline.baseline.summary import BASELINE_FORMAT, Baseline, compute_baseline
 from driftline.baseline.values import category_key, is_null, json_type, stored_sum
 
 __all__ = ["BASELINE_FORMAT", "BINARY", "CATEGORICAL", "CLASS", "MULTICLASS", "NUMERIC", "PROBABILITY", "REGRESSION",
            "SCORE", "Baseline", "CategoricalProfile", "LabelSummary", "NumericProfile", "Profile", "ReconstructionFit",
-           "ThresholdSpreads",
+           "QualitySpreads", "ThresholdSpreads",
            "category_key", "compute_baseline", "count_categories", "fit_reconstruction", "is_null", "json_type",
            "prediction_values", "profile_from_dict", "stored_sum"]

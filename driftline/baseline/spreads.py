@@ -24,7 +24,7 @@ import numpy as np
 
 from driftline.errors import UserError
 
-__all__ = ["ThresholdSpreads"]
+__all__ = ["QualitySpreads", "ThresholdSpreads"]
 
 # statistic -> (mean per size, standard deviation per size)
 Spread = dict[str, tuple[list[float], list[float]]]
@@ -110,3 +110,44 @@ class ThresholdSpreads:
                        prediction=None if data.get("prediction") is None else spread(data["prediction"]))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise UserError(f"baseline threshold spreads are malformed ({type(exc).__name__}: {exc})") from None
+
+
+@dataclass(frozen=True)
+class QualitySpreads:
+    """Each quality metric's mean and standard deviation over chunks of the quality reference's labelled rows.
+
+    The window-to-window spread a metric really has (a confident model's log loss is heavy-tailed: its binned
+    per-row spread understates it); `standard_deviation(rows)` scales the nearest measured size's by
+    sqrt(size / rows), as a mean over rows does.
+    """
+
+    sizes: list[int]
+    chunks: list[int]
+    metrics: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.sizes or len(self.chunks) != len(self.sizes) or any(
+                len(means) != len(self.sizes) or len(stds) != len(self.sizes) for means, stds in self.metrics.values()):
+            raise UserError(f"baseline quality spreads: sizes {self.sizes}, chunks {self.chunks} and the metrics' "
+                            "values do not line up")
+
+    def standard_deviation(self, metric: str, rows: int) -> float | None:
+        """The metric's spread over windows of `rows` labelled rows, or None when it was not measured."""
+        if metric not in self.metrics or rows < 1:
+            return None
+        at = int(np.argmin([abs(math.log(size / rows)) for size in self.sizes]))
+        std = self.metrics[metric][1][at]
+        return float(std * math.sqrt(self.sizes[at] / rows)) if math.isfinite(std) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sizes": list(self.sizes), "chunks": list(self.chunks),
+                "metrics": {name: {"mean": list(means), "std": list(stds)} for name, (means, stds) in self.metrics.items()}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "QualitySpreads":
+        try:
+            return cls(sizes=[int(v) for v in data["sizes"]], chunks=[int(v) for v in data["chunks"]],
+                       metrics={str(name): ([float(v) for v in values["mean"]], [float(v) for v in values["std"]])
+                                for name, values in (data.get("metrics") or {}).items()})
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise UserError(f"baseline quality spreads are malformed ({type(exc).__name__}: {exc})") from None

@@ -16,7 +16,7 @@ from driftline.baseline.predictions import CLASS, prediction_values
 from driftline.baseline.profiles import CategoricalProfile, NumericProfile, Profile, profile_from_dict
 from driftline.baseline.reconstruction import ReconstructionFit, fit_reconstruction
 from driftline.baseline.segments import SegmentReference, compute_segments
-from driftline.baseline.spreads import ThresholdSpreads
+from driftline.baseline.spreads import QualitySpreads, ThresholdSpreads
 from driftline.embeddings.reference import EmbeddingReference
 from driftline.errors import UserError
 
@@ -45,6 +45,11 @@ class Baseline:
     threshold_spreads: ThresholdSpreads | None = None
     # Embedding name -> what its training vectors look like (driftline.embeddings.reference); empty: none.
     embeddings: dict[str, EmbeddingReference] = field(default_factory=dict)
+    # Where `quality` was measured: vocabulary.QUALITY_FROM_TRAINING_ROWS (in-sample) or QUALITY_FROM_HOLDOUT;
+    # None: not said (the Python API, older baselines). Not in the fingerprint: the profiles do not change.
+    quality_reference: str | None = None
+    # Each quality metric's spread over chunks of the quality reference's labelled rows; None: not measured.
+    quality_spreads: QualitySpreads | None = None
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
@@ -119,6 +124,8 @@ class Baseline:
                 "reconstruction": None if self.reconstruction is None else self.reconstruction.to_dict(),
                 "segments": [reference.to_dict() for reference in self.segments.values()],
                 "threshold_spreads": None if self.threshold_spreads is None else self.threshold_spreads.to_dict(),
+                **({"quality_reference": self.quality_reference} if self.quality_reference else {}),
+                **({"quality_spreads": self.quality_spreads.to_dict()} if self.quality_spreads else {}),
                 **({"embeddings": {name: reference.to_dict() for name, reference in self.embeddings.items()}}
                    if self.embeddings else {})}
 
@@ -143,7 +150,11 @@ class Baseline:
                    threshold_spreads=None if data.get("threshold_spreads") is None
                    else ThresholdSpreads.from_dict(data["threshold_spreads"]),
                    embeddings={str(name): EmbeddingReference.from_dict(entry)
-                               for name, entry in (data.get("embeddings") or {}).items()})
+                               for name, entry in (data.get("embeddings") or {}).items()},
+                   quality_reference=None if data.get("quality_reference") is None
+                   else str(data["quality_reference"]),
+                   quality_spreads=None if data.get("quality_spreads") is None
+                   else QualitySpreads.from_dict(data["quality_spreads"]))
 
 
 def is_categorical_column(column: pd.Series) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +15,9 @@ from driftline.table_files import iter_table, read_table, split_names
 from driftline.config import common_options
 from driftline.errors import UserError
 from driftline.store import db as store_db
+
+if TYPE_CHECKING:
+    from driftline.baseline import LabelSummary, QualitySpreads
 
 
 def _sha256(path: str) -> str:
@@ -32,6 +35,35 @@ def _sha256(path: str) -> str:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()
+
+
+# Said when the quality reference comes from the rows the model was fitted on (no --quality-file).
+IN_SAMPLE_WARNING = ("the quality reference is measured on the training rows (in-sample): a model scores "
+                     "better on the rows it was fitted on (a confident tree's log loss most), so realized quality "
+                     "is judged against the level of the first {windows} labelled live windows instead; pass "
+                     "--quality-file with held-out rows to judge it against a holdout reference")
+
+
+def _holdout_quality(path: str, prediction: str | None, label: str | None, prediction_class: str | None,
+                     task: str | None) -> tuple[LabelSummary, QualitySpreads | None]:
+    """The `LabelSummary` of a holdout file's prediction and label columns (and the model's decisions), and the
+    metrics' spreads over its chunks (`QualitySpreads`)."""
+    from driftline.baseline import LabelSummary
+
+    if prediction is None or label is None:
+        raise UserError("--quality-file needs --prediction and --label: the columns it is read from")
+    frame = read_table(path, "holdout")
+    missing = [c for c in (prediction, label, prediction_class) if c is not None and c not in frame.columns]
+    if missing:
+        raise UserError(f"--quality-file {path}: no column {', '.join(missing)}")
+    quality = LabelSummary(task=task).add(frame[prediction], frame[label],
+                                          frame[prediction_class] if prediction_class else None)
+    if not quality.n:
+        raise UserError(f"--quality-file {path}: no row has both a prediction and a label")
+    from driftline.detectors.thresholds.spreads import measure_quality_spreads
+
+    return quality, measure_quality_spreads(frame[prediction], frame[label],
+                                            frame[prediction_class] if prediction_class else None)
 
 
 def _on_engine(engine: str, path: str, spark_master: str, scheduler_address: str | None, options: dict) -> Any:
@@ -69,6 +101,10 @@ def _on_engine(engine: str, path: str, spark_master: str, scheduler_address: str
               help="With --label: the column of the model's own decisions (0/1 or true/false); a binary "
               "classifier's training accuracy, precision, recall and F1 follow them, as the estimates do for "
               "events that carry predicted_class.")
+@click.option("--quality-file", "quality_file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Held-out rows (CSV or Parquet) with the --prediction and --label columns: the version's quality "
+                   "reference, instead of the training rows' in-sample metrics (baseline quality_reference "
+                   "\"holdout\").")
 @click.option("--ignore", default=None, help="Comma-separated columns that are not features (ids, timestamps).")
 @click.option("--transform", "transform", default=None, metavar="MODULE:NAME",
               help="Your feature transform (raw inputs -> features), for the parity-skew check; "
@@ -96,7 +132,8 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
              label: str | None, ignore: str | None, transform: str | None, promote: bool,
              settings, embedding_specs: tuple[str, ...] = (), batch_rows: int | None = None,  # noqa: ANN001
              in_memory: bool = False, engine: str = "local", spark_master: str = "local[*]",
-             scheduler_address: str | None = None, prediction_class: str | None = None) -> None:
+             scheduler_address: str | None = None, prediction_class: str | None = None,
+             quality_file: str | None = None) -> None:
     """Register a baseline from a CSV/Parquet file, for a model served elsewhere."""
     from sqlalchemy import select
 
@@ -140,6 +177,16 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
 
         summary = stream_baseline(ChunkedTable(iter_table(path, "training", rows), "training data", passed),
                                   **options)
+    from driftline import defaults
+    from driftline.vocabulary import QUALITY_FROM_HOLDOUT, QUALITY_FROM_TRAINING_ROWS
+
+    if quality_file is not None:
+        summary.quality, summary.quality_spreads = _holdout_quality(
+            quality_file, prediction, label, prediction_class, None if summary.quality is None else summary.quality.task)
+        summary.quality_reference = QUALITY_FROM_HOLDOUT
+    elif summary.quality is not None:
+        summary.quality_reference = QUALITY_FROM_TRAINING_ROWS
+        click.echo("warning: " + IN_SAMPLE_WARNING.format(windows=defaults.QUALITY_LIVE_REFERENCE_WINDOWS), err=True)
     references = summary.embeddings
     store_db.require_migrated(settings.db_url)
     with store_db.session_scope(settings.db_url) as session:
@@ -164,6 +211,7 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
     click.echo(f"registered {model} version {version}: baseline of {summary.rows:,} rows, "
                f"{kinds.count('numeric')} numeric and {kinds.count('categorical')} categorical features"
                + (", prediction" if prediction else "") + (", labels" if label else "")
+               + (f" (quality reference: {summary.quality_reference})" if summary.quality_reference else "")
                + (f", transform {transform}" if transform else "")
                + (f", embeddings {', '.join(references)}" if references else "")
                + ("; production alias set" if promote else ""))

@@ -44,6 +44,26 @@ def test_registers_version_baseline_and_alias(sqlite_url, tmp_path):
     assert baseline.prediction is not None and baseline.quality is not None
 
 
+def test_an_in_sample_quality_reference_is_said_and_quality_file_sets_a_holdout_one(sqlite_url, tmp_path):
+    path = training_file(tmp_path)
+    result = CliRunner().invoke(cli, ["baseline", "--model", "ext", "--version", "1", "--file", str(path),
+                                      "--prediction", "score", "--label", "y", "--ignore", "id", "--db", sqlite_url])
+    assert result.exit_code == 0, result.output
+    assert "measured on the training rows (in-sample)" in result.output and "--quality-file" in result.output
+    holdout = pd.DataFrame({"score": [0.9, 0.8, 0.2, 0.1, 0.7], "y": [1, 1, 0, 0, 0]})
+    holdout.to_csv(tmp_path / "holdout.csv", index=False)
+    result = CliRunner().invoke(cli, ["baseline", "--model", "ext", "--version", "2", "--file", str(path),
+                                      "--prediction", "score", "--label", "y", "--ignore", "id",
+                                      "--quality-file", str(tmp_path / "holdout.csv"), "--db", sqlite_url])
+    assert result.exit_code == 0, result.output
+    assert "in-sample" not in result.output and "quality reference: holdout" in result.output
+    with session_scope(sqlite_url) as s:
+        stored = {r.version: Baseline.from_dict(r.summary) for r in s.scalars(select(BaselineRecord))}
+    assert stored["1"].quality_reference == "training rows" and stored["1"].quality.n == 2000
+    assert stored["2"].quality_reference == "holdout" and stored["2"].quality.n == 5
+    assert stored["2"].quality.positives.sum() == 2 and stored["1"].fingerprint == stored["2"].fingerprint
+
+
 def test_promoting_moves_the_alias_like_the_registry_does(sqlite_url, tmp_path):
     """One alias writer: the stages and the history rows rollback replays are those of `driftline promote`."""
     path = training_file(tmp_path)

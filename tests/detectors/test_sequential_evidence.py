@@ -15,8 +15,8 @@ from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, St
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.stats.noise import distance_excess
 from driftline.detectors.stats.sequential import arl_threshold, cusum_step, evidence, window_z
-from driftline.vocabulary import (DATA_DRIFT, DATASET_DRIFT, DRIFTED_SHARE, ESTIMATED_QUALITY, JENSENSHANNON, PSI,
-                                  WASSERSTEIN)
+from driftline.vocabulary import (DATA_DRIFT, DATASET_DRIFT, DRIFTED_SHARE, ESTIMATED_QUALITY, JENSENSHANNON,
+                                  MODEL_QUALITY, PSI, WASSERSTEIN)
 
 DRIFTS = np.asarray(defaults.SEQUENTIAL_DRIFTS)
 
@@ -203,6 +203,42 @@ def test_estimated_quality_pages_on_a_drop_beyond_its_floor_only():
     advance_window([big], {}, 0, policy)
     assert small.details[EVIDENCE_KEY]["floor"] is False and not small.details[EVIDENCE_KEY]["paging"]
     assert big.details[EVIDENCE_KEY]["paging"] is True
+
+
+def _realized(value: float, reference_rows: str | None = None, pooled: int = 1) -> WindowResult:
+    details = {"training": 0.30, "standard_error": 0.02, "minimum_margin": 0.06, "z": 3.5, "pooled_windows": pooled,
+               **({"reference_rows": reference_rows} if reference_rows else {})}
+    return WindowResult(MODEL_QUALITY, None, "log_loss", value, 0.37, value > 0.37, details)
+
+
+def test_realized_quality_against_an_in_sample_reference_is_judged_against_the_live_level():
+    """The training rows' log loss (0.30) is optimistic: live windows at 0.45 +/- 0.05 breach it every time but
+    never page; the stream learns their level first, then a real rise to 0.9 pages."""
+    policy, states = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600), {}
+    rng = np.random.default_rng(3)
+    breaches = 0
+    for t in range(40):
+        result = _realized(float(rng.normal(0.45, 0.05)), "training rows")
+        states.update(advance_window([result], states, t, policy))
+        breaches += result.breached
+        assert not result.details[EVIDENCE_KEY]["paging"]
+    assert breaches > 30
+    stored = StreamState.from_dict(states["model_quality//log_loss"].to_dict(), len(policy.drifts))
+    assert stored.level_windows == defaults.QUALITY_LIVE_REFERENCE_WINDOWS
+    assert 0.4 < stored.level_sum / stored.level_windows < 0.5
+    risen = _realized(0.9, "training rows")
+    advance_window([risen], {"model_quality//log_loss": stored}, 40, policy)
+    assert risen.details[EVIDENCE_KEY]["paging"] is True
+    # a holdout reference is judged against itself: the same live level pages within a few windows
+    states = {}
+    for t in range(5):
+        held = _realized(0.45, "holdout")
+        states.update(advance_window([held], states, t, policy))
+    assert held.details[EVIDENCE_KEY]["paging"] is True
+    # pooled over four windows, the same rise carries half the z
+    alone, pooled = _realized(0.40), _realized(0.40, pooled=4)
+    advance_window([alone, pooled], {}, 0, policy)
+    assert pooled.details[EVIDENCE_KEY]["z"] == pytest.approx(alone.details[EVIDENCE_KEY]["z"] / 2)
 
 
 def _distance(p: float, wasserstein: float, noise: float) -> WindowResult:
