@@ -296,6 +296,8 @@ def _future_stamp_is_age_zero(states: Sequence[Any]) -> bool:
 _WORKER_MEASURES_LATENCY = "the worker measures a request's latency itself: a client cannot state one"
 _NO_EMBEDDINGS_IN_KSERVE = "KServe payloads carry no embeddings: the receiver never makes that field"
 _NO_FRESHNESS = "the door's payload has no feature-freshness field"
+_DECIDED_BY_THE_WORKER = "the worker logs its own model's decision: a client cannot state one"
+_NO_DECISION_IN_KSERVE = "KServe payloads carry no separate decision: the receiver never makes that field"
 _NO_BROWSER_GRPC = "no browser page can send gRPC (HTTP/2 with trailers): the ingress guard is HTTP's"
 _KAFKA_NO_HTTP = "Kafka has no HTTP headers: a producer is trusted by the broker's own security"
 _ONE_ROW = "one event per id: a 256-character id has no row suffix"
@@ -584,6 +586,19 @@ CORPUS: tuple[HostileCase, ...] = (
             KAFKA: DeadLettered("in the future", "ts"),
         },
         not_applicable={OIP_REST: _OIP_NO_CLIENT_TIME, OIP_GRPC: _OIP_NO_CLIENT_TIME},
+    ),
+    HostileCase(
+        "predicted-class-object", "a `predicted_class` that is an object, not the model's decision",
+        payloads={
+            EVENTS: lambda c: [lines(contract_event(c, predicted_class={"class": [1e308]}))],
+            KAFKA: lambda c: [orjson.dumps(contract_event(c, predicted_class={"class": [1e308]}))],
+        },
+        expect={
+            EVENTS: DeadLettered("the model's decision", "predicted_class", status=400),
+            KAFKA: DeadLettered("the model's decision", "predicted_class"),
+        },
+        not_applicable={**{door: _DECIDED_BY_THE_WORKER for door in WORKER_DOORS},
+                        **{door: _NO_DECISION_IN_KSERVE for door in CLOUDEVENT_DOORS}},
     ),
 )
 
