@@ -52,11 +52,15 @@ class PartitionBuffer:
         """Since when this partition's reader has been at the end of its log with nothing new (None: it is not)."""
         return self.last_record_ms if self.at_end and not self.messages else None
 
+    @property
+    def stored_event_time_ms(self) -> int | None:
+        """The partition's watermark as last flushed: the largest event time stored (None: nothing yet)."""
+        return newest(self.committed_watermarks)
+
     def to_flush(self) -> PartitionFlush:
-        watermarks = [ts for ts in self.gathered_watermarks.values() if ts is not None]
         return PartitionFlush(self.topic, self.partition, self.row_partition, self.expected, self.next_offset,
                               self.topic_id, self.windows.windows, self.dead_letters, self.predictions, self.labels,
-                              self.stored_predictions, self.labels_waiting, max(watermarks, default=None),
+                              self.stored_predictions, self.labels_waiting, newest(self.gathered_watermarks),
                               self.idle_since_ms, self.inference)
 
     def add(self, delta: FoldDelta) -> None:
@@ -149,3 +153,8 @@ class PartitionBuffer:
         self.dead_letters, self.predictions, self.labels = [], {}, {}
         self.stored_predictions, self.labels_waiting = 0, set()
         self.messages = 0
+
+
+def newest(watermarks: Watermarks) -> int | None:
+    """The largest event time over a partition's model versions (None: none seen)."""
+    return max((ts for ts in watermarks.values() if ts is not None), default=None)

@@ -243,10 +243,10 @@ class PartitionPlacement:
                 if highwater is not None:
                     self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(highwater - buf.next_offset, 0))
                 buf.at_end = highwater is not None and buf.next_offset >= highwater
-                stored = [ts for ts in buf.committed_watermarks.values() if ts is not None]
-                if buf.inference and stored:
+                stored = buf.stored_event_time_ms
+                if buf.inference and stored is not None:
                     self.metrics.watermark_lag.labels(tp.topic, str(tp.partition)).set(
-                        max(time.time() - max(stored) / 1000.0, 0.0))
+                        max(time.time() - stored / 1000.0, 0.0))
 
     def update_assigned(self) -> None:
         for topic in (self.config.inference_topic, self.config.labels_topic):
