@@ -22,21 +22,12 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.stats import binned, two_sample
+from driftline.detectors.stats import binned, registry, two_sample
 from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.batch.multivariate import BatchReference, batch_multivariate
 from driftline.detectors.batch.windowing import iso_time, parse_timestamps
-from driftline.detectors.thresholds.decision import (
-    DriftThresholds,
-    annotate_tests,
-    benjamini_hochberg,
-    decide_dataset,
-    decide_feature,
-    set_unseen_floor,
-    significance_p_value,
-    significance_test,
-)
+from driftline.detectors.thresholds.decision import DriftThresholds, correct_window, decide_dataset, judge_feature
 from driftline.detectors.batch.performance import (EstimateChecks, check_decision, check_label, for_segment,
                                                     performance_reference, window_performance)
 from driftline.detectors.thresholds.levels import WindowThresholds
@@ -317,6 +308,7 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
             WASSERSTEIN: {"value": measured[WASSERSTEIN],
                           "noise": wasserstein_noise(reference.noise_scale, values.size, reference.values_sorted.size)},
             JENSENSHANNON: {"value": measured[JENSENSHANNON]},
+            **registry.sorted_tests(reference.values_sorted, values),
         }
     else:
         assert isinstance(reference, _CategoricalReference)
@@ -334,10 +326,7 @@ def _feature_tests(reference: _NumericReference | _CategoricalReference, series:
 
 def _feature_result(name: str, kind: str, tests: dict[str, dict[str, Any]], missing: dict[str, Any], rows: int,
                     thresholds: DriftThresholds) -> dict[str, Any]:
-    own = thresholds.for_feature(name)
-    annotate_tests(tests, kind, own)
-    annotate_tests({"missing": missing}, kind, own)
-    drift, reason = decide_feature({**tests, "missing": missing}, kind, rows, own)
+    drift, reason = judge_feature(tests, kind, rows, thresholds.for_feature(name), missing)
     return {"name": name, "kind": kind, MISSING_RATE: missing["value"], "drift": drift, "reason": reason,
             "tests": tests, "missing": missing}
 
@@ -356,17 +345,7 @@ def judge_window(kinds: dict[str, str], measured: dict[str, tuple[dict[str, dict
     names = [c for c in kinds if c != prediction]
     family = {**{n: measured[n] for n in names},
               **({prediction: prediction_measured} if prediction is not None and prediction_measured is not None else {})}
-    if family:
-        for name, (tests, _) in family.items():
-            set_unseen_floor(tests, thresholds.for_feature(name))
-        main_p = [significance_p_value(tests[significance_test(kinds[n])]) for n, (tests, _) in family.items()]
-        _, main_adjusted = benjamini_hochberg(main_p, thresholds.alpha)
-        _, missing_adjusted = benjamini_hochberg([missing["p_value"] for _, missing in family.values()],
-                                                 thresholds.alpha)
-        for name, p_main, p_missing in zip(family, main_adjusted, missing_adjusted):
-            tests, missing = family[name]
-            tests[significance_test(kinds[name])]["p_value_adjusted"] = float(p_main)
-            missing["p_value_adjusted"] = float(p_missing)
+    correct_window(family, kinds, thresholds.for_feature, thresholds.alpha)
 
     features = [_feature_result(name, kinds[name], *measured[name], rows, thresholds) for name in names]
     drifted = [f["name"] for f in features if f["drift"]]

@@ -18,7 +18,8 @@ returns for the same tables held in memory, with the same decision rule (`engine
   where the two CDFs may cross, of bin width x the larger share / reference std; Jensen-Shannon
   is read on Sturges bins rebuilt from the fine bins (values spread evenly inside a fine bin).
   Those tests then carry ``"max_error"`` (KS, Wasserstein) or ``"approximate": true``
-  (Jensen-Shannon), so a reader knows; the in-memory JSON has neither key.
+  (Jensen-Shannon and the registry's other binned statistics, on the same bins), so a reader knows; the
+  in-memory JSON has neither key.
 * ``multivariate``, ``performance`` (``--label``), ``segments`` (``--segment-by``) and
   reference-derived thresholds come from the row samples (``plan.sample_rows`` rows per side;
   a window or reference of at most that many rows is its own sample, so these equal the
@@ -38,7 +39,7 @@ from driftline.detectors.batch.engine import SCHEMA_VERSION, ReferenceProfile, W
     judge_window, reference_tests
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, CategoricalSummary, NumericSummary
-from driftline.detectors.stats import binned, two_sample
+from driftline.detectors.stats import binned, registry, two_sample
 from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.thresholds.decision import DriftThresholds
@@ -146,10 +147,11 @@ def measure_numeric(plan: Plan, name: str, reference: NumericSummary, current: N
                  WASSERSTEIN: {"value": measured[WASSERSTEIN], "noise": wasserstein_noise(
                      wasserstein_noise_scale(reference_sorted, plan.reference_std[name]),  # type: ignore[arg-type]
                      current_sorted.size, reference_sorted.size)},  # type: ignore[union-attr]
-                 JENSENSHANNON: {"value": measured[JENSENSHANNON]}}, missing)
+                 JENSENSHANNON: {"value": measured[JENSENSHANNON]},
+                 **registry.sorted_tests(reference_sorted, current_sorted)}, missing)  # type: ignore[arg-type]
     if reference.count == 0 or current.count == 0:
         return ({PSI: {"value": 0.0}, KS: {"statistic": 0.0, "p_value": 1.0}, WASSERSTEIN: {"value": 0.0},
-                 JENSENSHANNON: {"value": 0.0}}, missing)
+                 JENSENSHANNON: {"value": 0.0}, **registry.binned_tests(None, None, NUMERIC)}, missing)
     profile, window = _profile(plan, name, reference), _window(plan, name, current)
     tests = binned.numeric_tests(profile, window)
     tests[KS]["max_error"] = _ks_max_error(profile, window)
@@ -160,6 +162,7 @@ def measure_numeric(plan: Plan, name: str, reference: NumericSummary, current: N
         # value by value, as in memory: values the reference lacks share one bin (their terms are linear in it)
         a, b = folded_reference.at_distinct, folded_current.at_distinct
         tests[JENSENSHANNON] = {"value": two_sample.jensenshannon(a, b)}
+        tests.update(registry.binned_tests(a, b, NUMERIC))
         if a[-1] == 0 and b[-1] == 0:  # both sides on the reference's few values: both CDFs known exactly
             gaps = np.cumsum(a[:-1])[:-1] / a.sum() - np.cumsum(b[:-1])[:-1] / b.sum()
             statistic = float(np.abs(gaps).max(initial=0.0))
@@ -168,7 +171,8 @@ def measure_numeric(plan: Plan, name: str, reference: NumericSummary, current: N
             tests[WASSERSTEIN] = {"value": float((np.abs(gaps) * np.diff(distinct)).sum()) / plan.reference_std[name],
                                   "noise": tests[WASSERSTEIN]["noise"], "max_error": 0.0}
     else:
-        tests[JENSENSHANNON]["approximate"] = True
+        for key in (JENSENSHANNON, *registry.binned_tests(None, None, NUMERIC)):  # read on rebuilt Sturges bins
+            tests[key]["approximate"] = True
     return tests, missing
 
 

@@ -5,16 +5,7 @@ from typing import Any
 
 from driftline.detectors.stats import binned, two_sample
 from driftline.vocabulary import INSUFFICIENT_DATA_REASON
-from driftline.detectors.thresholds.decision import (
-    DriftThresholds,
-    annotate_tests,
-    benjamini_hochberg,
-    decide_dataset,
-    decide_feature,
-    set_unseen_floor,
-    significance_p_value,
-    significance_test,
-)
+from driftline.detectors.thresholds.decision import DriftThresholds, correct_window, decide_dataset, judge_feature
 from driftline.detectors.families.results import WindowResult, insufficient
 from driftline.baseline import Baseline, NumericProfile, Profile
 from driftline.vocabulary import (
@@ -59,26 +50,13 @@ def _drift_result(detector: str, name: str, profile: Profile, window: FeatureWin
                               insufficient({"kind": kind, "rows": 0}, f"{INSUFFICIENT_DATA_REASON}: no values"))
     if tests is None:
         tests, rows = _feature_tests(profile, window, events)
-    drift, reason = decide_feature(tests, kind, rows, thresholds)
-    annotate_tests(tests, kind, thresholds)
+    drift, reason = judge_feature(tests, kind, rows, thresholds)  # type: ignore[arg-type]
     details: dict[str, Any] = {"kind": kind, "rows": rows, "reason": reason, "tests": tests}
     if reason.startswith(INSUFFICIENT_DATA_REASON):
         details[INSUFFICIENT_DATA] = True
         if isinstance(profile, NumericProfile) and window.unbinned and not window.binned:
             details["reason"] = f"{INSUFFICIENT_DATA_REASON}: values were counted before the baseline existed"
     return WindowResult(detector, name, primary, tests[PSI]["value"], thresholds.psi, bool(drift), details)
-
-
-def _correct(tested: dict[str, tuple[dict[str, dict[str, Any]], int]], kinds: dict[str, str], alpha: float) -> None:
-    """Benjamini-Hochberg across the tested columns, in place: distribution tests and missing-rate tests apart."""
-    names = list(tested)
-    for test_name in ("significance", "missing"):
-        keys = [significance_test(kinds[n]) if test_name == "significance" else "missing" for n in names]
-        p_values = [significance_p_value(tested[n][0][key]) for n, key in zip(names, keys)]
-        if p_values:
-            _, adjusted = benjamini_hochberg(p_values, alpha)
-            for n, key, p in zip(names, keys, adjusted.tolist()):
-                tested[n][0][key]["p_value_adjusted"] = p
 
 
 def drift_results(baseline: Baseline, state: WindowState, thresholds: DriftThresholds, *, features: bool = True,
@@ -103,9 +81,9 @@ def drift_results(baseline: Baseline, state: WindowState, thresholds: DriftThres
                                                    baseline.prediction.kind)  # type: ignore[union-attr]
     own_thresholds = {name: thresholds.for_feature(name) for name in baseline.profiles}
     prediction_thresholds = thresholds.for_feature(_PREDICTION)
-    for name, (tests, _) in tested.items():
-        set_unseen_floor(tests, prediction_thresholds if name == _PREDICTION_KEY else own_thresholds[name])
-    _correct(tested, kinds, thresholds.alpha)
+    correct_window({name: (tests, tests["missing"]) for name, (tests, _) in tested.items()}, kinds,
+                   lambda name: prediction_thresholds if name == _PREDICTION_KEY else own_thresholds[name],
+                   thresholds.alpha)
     results: list[WindowResult] = []
     if features:
         results += _data_drift(baseline, state, thresholds, own_thresholds,

@@ -50,11 +50,12 @@ from driftline import defaults
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.stats.noise import distance_excess
 from driftline.detectors.stats.sequential import cusum_step, evidence, window_z
+from driftline.detectors.stats import registry
 from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, floor_margin, significance_p_value, significance_test
 from driftline.detectors.thresholds.paging import PagingPolicy
 from driftline.vocabulary import (CATEGORICAL, DATA_DRIFT, EMBEDDING_DRIFT, DATASET_DRIFT, ESTIMATED_QUALITY,
                                   ESTIMATION_INVALID, EXPLAINED_BY_KEY, JENSENSHANNON, MODEL_QUALITY,
-                                  PREDICTION_DRIFT, PSI, QUALITY_ERRORS, QUALITY_FROM_TRAINING_ROWS, QUALITY_SCORES,
+                                  PREDICTION_DRIFT, QUALITY_ERRORS, QUALITY_FROM_TRAINING_ROWS, QUALITY_SCORES,
                                   THRESHOLD_SOURCE_KEY, WASSERSTEIN)
 
 __all__ = ["EVIDENCE_KEY", "PagingPolicy", "StreamState", "WindowScore", "advance_window", "stream_key", "stream_name",
@@ -164,7 +165,7 @@ def _drift_score(details: Mapping[str, Any]) -> WindowScore | None:
         return None
     p_value = significance_p_value(significance)  # the per-window rule's p-value, before its BH correction
     source = str(details.get(THRESHOLD_SOURCE_KEY) or "fixed")
-    judged = [name for name in ((PSI, JENSENSHANNON) if kind == CATEGORICAL else (PSI, WASSERSTEIN, JENSENSHANNON))
+    judged = [name for name in (s.key for s in registry.effects(kind))
               if isinstance(tests.get(name), Mapping) and tests[name].get("value") is not None
               and tests[name].get("threshold") is not None]
     margins = {name: floor_margin(name, tests[name], float(tests[name]["threshold"]), source) for name in judged}

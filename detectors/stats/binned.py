@@ -39,11 +39,11 @@ from typing import Any
 
 import numpy as np
 
-from driftline.detectors.stats import two_sample, unseen_categories
+from driftline.detectors.stats import registry, two_sample, unseen_categories
 from driftline.detectors.stats.noise import category_noise, wasserstein_noise, wasserstein_noise_scale_binned
 from driftline import defaults
 from driftline.baseline import CategoricalProfile, NumericProfile
-from driftline.vocabulary import CHI2, JENSENSHANNON, KS, LINF, PSI, WASSERSTEIN
+from driftline.vocabulary import CATEGORICAL, CHI2, JENSENSHANNON, KS, LINF, NUMERIC, PSI, WASSERSTEIN
 from driftline.window_state import FeatureWindow
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "ks_binned",
     "numeric_tests",
     "psi_binned",
+    "shared_bins_binned",
     "wasserstein_binned",
     "wasserstein_normed_binned",
 ]
@@ -138,21 +139,23 @@ def wasserstein_normed_binned(profile: NumericProfile, window: FeatureWindow) ->
     return wasserstein_binned(profile, window) / std
 
 
-def jensenshannon_binned(profile: NumericProfile, window: FeatureWindow) -> float:
-    """Jensen-Shannon distance on Evidently's bins rebuilt from fine bins (module docstring)."""
+def shared_bins_binned(profile: NumericProfile, window: FeatureWindow) -> tuple[np.ndarray, np.ndarray] | None:
+    """Counts on Evidently's shared bins rebuilt from fine bins (module docstring), as
+    `driftline.detectors.stats.two_sample.shared_bins_sorted` counts raw values; None when a side is empty or
+    both sides hold one value (one bin: no distance)."""
     counts, sums = _window_counts(profile, window)
     n, m = int(profile.counts.sum()), int(counts.sum())
     if n == 0 or m == 0:
-        return 0.0
+        return None
     if profile.distinct <= defaults.JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES:
         # Few distinct training values: the quantile edges sit on those values, so
         # the fine bins are (close to) value-by-value counts.
-        return two_sample.jensenshannon(profile.counts, counts)
+        return profile.counts, counts
     low = min(profile.min, window.min)
     high = max(profile.max, window.max)
     n_bins = _sturges_bins(low, high, n + m)
     if n_bins == 1:
-        return 0.0
+        return None
     sturges_edges = np.linspace(low, high, n_bins + 1)
 
     def regroup(bin_counts: np.ndarray, lowest: float, highest: float) -> np.ndarray:
@@ -162,8 +165,13 @@ def jensenshannon_binned(profile: NumericProfile, window: FeatureWindow) -> floa
         cumulative = np.concatenate(([0.0], np.cumsum(bin_counts, dtype=np.float64)))
         return np.diff(np.interp(sturges_edges, knots, cumulative))
 
-    return two_sample.jensenshannon(regroup(profile.counts, profile.min, profile.max),
-                               regroup(counts, window.min, window.max))
+    return regroup(profile.counts, profile.min, profile.max), regroup(counts, window.min, window.max)
+
+
+def jensenshannon_binned(profile: NumericProfile, window: FeatureWindow) -> float:
+    """Jensen-Shannon distance on Evidently's bins rebuilt from fine bins (module docstring)."""
+    shared = shared_bins_binned(profile, window)
+    return 0.0 if shared is None else two_sample.jensenshannon(*shared)
 
 
 def _sturges_bins(low: float, high: float, total: int) -> int:
@@ -175,6 +183,7 @@ def _sturges_bins(low: float, high: float, total: int) -> int:
 def numeric_tests(profile: NumericProfile, window: FeatureWindow) -> dict[str, dict[str, Any]]:
     """The drift tests of one numeric feature, in `driftline.detectors.thresholds.decision.decide_feature`'s shape."""
     statistic, p_value = ks_binned(profile, window)
+    shared = shared_bins_binned(profile, window)  # Evidently's bins, for Jensen-Shannon and the registry's binned tests
     return {
         PSI: {"value": psi_binned(profile, window)},
         KS: {"statistic": statistic, "p_value": p_value},
@@ -182,7 +191,8 @@ def numeric_tests(profile: NumericProfile, window: FeatureWindow) -> dict[str, d
             wasserstein_noise_scale_binned(profile.edges, profile.counts, profile.min, profile.max,
                                            max(profile.std or 0.0, defaults.WASSERSTEIN_MIN_STD)),
             int(window.binned), int(profile.count))},
-        JENSENSHANNON: {"value": jensenshannon_binned(profile, window)},
+        JENSENSHANNON: {"value": two_sample.jensenshannon(*shared) if shared is not None else 0.0},
+        **registry.binned_tests(*(shared or (None, None)), NUMERIC),
     }
 
 
@@ -199,12 +209,13 @@ def category_tests(reference: np.ndarray, current: np.ndarray) -> dict[str, dict
     categories, each distance with its sampling ``noise`` at the window's size (`noise.category_noise`); the one
     shape the service's and `detect`'s categorical features share."""
     statistic, p_value = two_sample.chi2(reference, current)
-    psi_noise, js_noise = category_noise(reference, int(current.sum()))
+    noise = category_noise(reference, int(current.sum()))
     return {
         CHI2: {"statistic": statistic, "p_value": p_value, "p_value_pooled": two_sample.chi2_pooled(reference, current),
                "unseen": unseen_categories.unseen_details(reference, current)},
-        PSI: {"value": two_sample.psi(reference, current), "noise": psi_noise},
-        JENSENSHANNON: {"value": two_sample.jensenshannon(reference, current), "noise": js_noise},
+        PSI: {"value": two_sample.psi(reference, current), "noise": noise[PSI]},
+        JENSENSHANNON: {"value": two_sample.jensenshannon(reference, current), "noise": noise[JENSENSHANNON]},
+        **registry.binned_tests(reference, current, CATEGORICAL, noise),
     }
 
 

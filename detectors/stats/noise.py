@@ -20,7 +20,8 @@ their number: about :math:`(k-1)(1/n + 1/N)` for PSI and :math:`\sqrt{(k-1)(1/n 
 for Jensen-Shannon over k categories, so with 300 categories noise alone reads 0.21 at
 1 000 rows against the 0.1 floor, and 0.07 at 10 000. Sparse categories make PSI's
 smoothing of empty cells depart from that formula (0.38 where it says 0.31), so
-`category_noise` measures both levels on samples drawn from the reference's own shares.
+`category_noise` measures those levels, and every registered binned distance's
+(`driftline.detectors.stats.registry`), on samples drawn from the reference's own shares.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import math
 import numpy as np
 
 from driftline import defaults
-from driftline.detectors.stats.two_sample import jensenshannon_rows, psi_rows
+from driftline.detectors.stats import registry
 
 __all__ = ["category_noise", "distance_excess", "wasserstein_noise", "wasserstein_noise_scale",
            "wasserstein_noise_scale_binned"]
@@ -72,27 +73,29 @@ def wasserstein_noise(scale: float, current: int, reference: int) -> float:
 
 
 def category_noise(reference_counts: np.ndarray, current_rows: int,
-                   draws: int = defaults.CATEGORY_NOISE_DRAWS) -> tuple[float, float]:
-    """``(PSI, Jensen-Shannon)`` expected between `current_rows` rows and the reference's rows when both are drawn
-    from the reference's shares: the mean over `draws` pairs of multinomial samples (a fixed seed, so one reference
-    and window size always give one level). Its error is about 1.5 % of the level at 300 categories.
+                   draws: int = defaults.CATEGORY_NOISE_DRAWS) -> dict[str, float]:
+    """Each registered binned effect size's level (`registry.noise_statistics`: PSI, Jensen-Shannon, ...) expected
+    between `current_rows` rows and the reference's rows when both are drawn from the reference's shares: the mean
+    over `draws` pairs of multinomial samples (a fixed seed, so one reference and window size always give one
+    level; every statistic reads the same draws). Its error is about 1.5 % of the level at 300 categories.
 
-    >>> psi_noise, js_noise = category_noise(np.full(300, 200), 1_000)  # 300 equal categories, 60 000 rows
-    >>> round(psi_noise, 2), round(js_noise, 2)
+    >>> levels = category_noise(np.full(300, 200), 1_000)  # 300 equal categories, 60 000 rows
+    >>> round(levels["psi"], 2), round(levels["jensenshannon"], 2)
     (0.39, 0.21)
-    >>> category_noise(np.array([5, 0]), 100)  # one category: nothing can move
-    (0.0, 0.0)
+    >>> category_noise(np.array([5, 0]), 100)["psi"]  # one category: nothing can move
+    0.0
     """
+    statistics = registry.noise_statistics()
     counts = np.asarray(reference_counts, dtype=np.float64).ravel()
     counts = counts[counts > 0]
     total = int(counts.sum())
     if counts.size < 2 or current_rows <= 0 or total <= 0:
-        return 0.0, 0.0
+        return {s.key: 0.0 for s in statistics}
     rng = np.random.default_rng(0)
     shares = counts / counts.sum()
     reference = rng.multinomial(total, shares, size=draws)
     current = rng.multinomial(int(current_rows), shares, size=draws)
-    return float(psi_rows(reference, current).mean()), float(jensenshannon_rows(reference, current).mean())
+    return {s.key: float(s.rows(reference, current).mean()) for s in statistics}
 
 
 def distance_excess(value: float, noise: float, windows: int = 1) -> float:

@@ -62,6 +62,7 @@ __all__ = [
     "quantiles_of_order_statistics",
     "quantiles_sorted",
     "reference_std",
+    "shared_bins_sorted",
     "sturges_edges_sorted",
     "wasserstein_normed",
     "wasserstein_normed_sorted",
@@ -511,17 +512,23 @@ def _distinct_sorted(values_sorted: np.ndarray) -> int:
     return int(np.count_nonzero(np.diff(values_sorted))) + 1
 
 
+def shared_bins_sorted(reference_sorted: np.ndarray, current_sorted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Counts of two sorted, clean, non-empty samples on Evidently 0.7's shared bins (`jensenshannon_numeric`):
+    Sturges bins over both, or value by value for at most 20 distinct reference values."""
+    if _distinct_sorted(reference_sorted) > defaults.JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES:
+        edges = sturges_edges_sorted(reference_sorted, current_sorted)
+        return histogram_sorted(reference_sorted, edges), histogram_sorted(current_sorted, edges)
+    values = np.union1d(_unique_sorted(reference_sorted), _unique_sorted(current_sorted))
+    reference_counts = np.diff(np.append(np.searchsorted(reference_sorted, values, side="left"), reference_sorted.size))
+    current_counts = np.diff(np.append(np.searchsorted(current_sorted, values, side="left"), current_sorted.size))
+    return reference_counts, current_counts
+
+
 def jensenshannon_numeric_sorted(reference_sorted: np.ndarray, current_sorted: np.ndarray) -> float:
     """`jensenshannon_numeric` for sorted, clean arrays."""
     if reference_sorted.size == 0 or current_sorted.size == 0:
         return 0.0
-    if _distinct_sorted(reference_sorted) > defaults.JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES:
-        edges = sturges_edges_sorted(reference_sorted, current_sorted)
-        return jensenshannon(histogram_sorted(reference_sorted, edges), histogram_sorted(current_sorted, edges))
-    values = np.union1d(_unique_sorted(reference_sorted), _unique_sorted(current_sorted))
-    reference_counts = np.diff(np.append(np.searchsorted(reference_sorted, values, side="left"), reference_sorted.size))
-    current_counts = np.diff(np.append(np.searchsorted(current_sorted, values, side="left"), current_sorted.size))
-    return jensenshannon(reference_counts, current_counts)
+    return jensenshannon(*shared_bins_sorted(reference_sorted, current_sorted))
 
 
 def jensenshannon_numeric(reference: Any, current: Any) -> float:

@@ -35,15 +35,17 @@ The dataset drifts when the share of drifted features is at least
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Mapping, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Mapping, TypeAlias
 
 import numpy as np
 from pydantic import Field
 
+from pydantic import create_model
+
 from driftline import defaults
+from driftline.detectors.stats import registry
 from driftline.toml_sections import Table, as_written, by_name, given, parse_section
-from driftline.vocabulary import (CATEGORICAL, CHI2, DISTANCES, INSUFFICIENT_DATA_REASON, JENSENSHANNON, KS, PSI,
-                                  SIGNIFICANCE_TESTS, WASSERSTEIN)
+from driftline.vocabulary import CATEGORICAL, CHI2, INSUFFICIENT_DATA_REASON, KS
 
 __all__ = [
     "DriftThresholds",
@@ -53,8 +55,12 @@ __all__ = [
     "THRESHOLD_SOURCES",
     "annotate_tests",
     "benjamini_hochberg",
+    "correct_window",
     "decide_dataset",
     "decide_feature",
+    "judge_feature",
+    "drop_unused",
+    "effects",
     "significance_p_value",
     "significance_test",
     "set_unseen_floor",
@@ -69,11 +75,12 @@ THRESHOLD_SOURCES = ("fixed", "reference")
 _NotNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-class DriftThresholds(Table):
+class _DriftLevels(Table):
     """Alarm levels of the drift decision rule (see the module docstring), the ``[drift]`` table.
 
     Every field defaults to `driftline.defaults`, where each value's reason is
-    written down. ``features`` maps a feature name to overrides of any level (bounded as
+    written down; a registered statistic off by default (`registry.STATISTICS`, e.g. ``hellinger``) adds its key,
+    None until set. ``features`` maps a feature name to overrides of any level (bounded as
     the levels are, so a feature's override is checked when the file is read); `for_feature` applies them.
 
     >>> t = DriftThresholds.from_mapping({"psi": 0.25, "features": {"age": {"wasserstein": 0.3}}})
@@ -97,11 +104,16 @@ class DriftThresholds(Table):
     threshold_source: Literal["fixed", "reference"] = defaults.DRIFT_THRESHOLD_SOURCE  # type: ignore[assignment]
     features: dict[str, DriftValues] = {}
 
+    def threshold(self, key: str) -> float | None:
+        """The floor of registered statistic `key` (None: the statistic is off)."""
+        value = getattr(self, key, None)
+        return None if value is None else float(value)
+
     def for_feature(self, name: str) -> "DriftThresholds":
         """These thresholds with feature `name`'s overrides applied (and no per-feature table)."""
         if not self.features:  # nothing to apply (the common case, once per feature and window)
             return self
-        return self.replace(features={}, **self.feature_overrides(name))
+        return self.replace(features={}, **self.feature_overrides(name))  # type: ignore[return-value]
 
     def feature_overrides(self, name: str) -> dict[str, Any]:
         """The levels feature `name`'s own table sets ({} when none)."""
@@ -132,6 +144,15 @@ class DriftThresholds(Table):
             values["threshold_source"] = values.pop("thresholds")
         return cls(**values, features=features)
 
+
+# The registry's statistics that are off until configured: a level each, None (off) by default.
+if TYPE_CHECKING:
+    DriftThresholds: TypeAlias = _DriftLevels
+else:
+    DriftThresholds = create_model(
+        "DriftThresholds", __base__=_DriftLevels, __module__=__name__, __doc__=_DriftLevels.__doc__,
+        **{s.toml_key: (_NotNegative | None, None) for s in registry.STATISTICS.values()
+           if s.optional and s.toml_key not in _DriftLevels.model_fields})
 
 # One feature's overrides ([drift.features.NAME]): any level, as written; a model's table ([drift.models.MODEL]) and
 # the whole [drift] table as written, where the threshold source is the key `thresholds`.
@@ -248,16 +269,18 @@ def _p(test: Mapping[str, Any]) -> float:
 
 
 def beyond_noise(name: str, value: float, noise: float) -> float:
-    """A distance's size beyond its sampling level: the Jensen-Shannon distance's square is additive (a drift's
-    divergence plus the noise's), so its noise is removed in quadrature; PSI, itself a divergence, and the
-    Wasserstein distance (a guard: noise alone reaches its floor at small windows) lose the whole noise.
+    """A distance's size beyond its sampling level, by the registered statistic's ``noise`` rule: the
+    Jensen-Shannon distance's square is additive (a drift's divergence plus the noise's), so its noise is removed
+    in quadrature; PSI, itself a divergence, and the Wasserstein distance (a guard: noise alone reaches its floor at
+    small windows) lose the whole noise.
 
     >>> round(beyond_noise("jensenshannon", 0.25, 0.22), 3), round(beyond_noise("psi", 0.5, 0.38), 2)
     (0.119, 0.12)
     """
-    if name == JENSENSHANNON:
-        return math.sqrt(max(value * value - noise * noise, 0.0))
-    return value - noise
+    found = registry.statistic(name)
+    if found is None:
+        return value - noise
+    return found.beyond_noise(value, noise)
 
 
 def floor_margin(name: str, test: Mapping[str, Any], floor: float, threshold_source: str = "fixed") -> float:
@@ -284,22 +307,33 @@ def annotate_tests(tests: dict[str, dict[str, Any]], kind: str, thresholds: Drif
     `decide_feature`'s.
     """
     set_unseen_floor(tests, thresholds)
+    drop_unused(tests, thresholds)
     for name, test in tests.items():
-        if name in SIGNIFICANCE_TESTS:
+        found = registry.statistic(name)
+        if found is not None and found.role == "significance":
             test["threshold"] = thresholds.alpha
             test["drift"] = bool(_p(test) < thresholds.alpha)
         elif name == "missing":
             test["threshold"] = thresholds.missing_rate_delta
             test["drift"] = bool(abs(test["value"] - test["reference"]) >= thresholds.missing_rate_delta
                                  and _p(test) < thresholds.alpha)
-        elif name in DISTANCES:
-            test["threshold"] = getattr(thresholds, name)
+        elif found is not None:
+            test["threshold"] = thresholds.threshold(name)
             test["drift"] = clears_floor(name, test, test["threshold"], thresholds.threshold_source)
     return tests
 
 
-def _effects(kind: str) -> tuple[str, ...]:
-    return (PSI, JENSENSHANNON) if kind == CATEGORICAL else (PSI, WASSERSTEIN, JENSENSHANNON)
+def drop_unused(tests: dict[str, Any], thresholds: DriftThresholds) -> None:
+    """Remove, in place, the tests of registered statistics that are off for this feature (no threshold set):
+    every path measures them; only the features they are on for report them."""
+    for name in [n for n in tests if (s := registry.statistic(n)) is not None and s.optional
+                 and thresholds.threshold(n) is None]:
+        del tests[name]
+
+
+def effects(kind: str, thresholds: DriftThresholds) -> tuple[str, ...]:
+    """The effect sizes judged for a feature of `kind` (the registry's, in its order), those that are on."""
+    return tuple(s.key for s in registry.effects(kind) if thresholds.threshold(s.key) is not None)
 
 
 def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
@@ -336,7 +370,7 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
 
     above: list[str] = []
     below: list[str] = []
-    for effect in _effects(kind):
+    for effect in effects(kind, thresholds):
         if effect not in tests:
             continue
         value = float(tests[effect]["value"])
@@ -344,7 +378,7 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
         noise = float(tests[effect].get("noise") or 0.0) if thresholds.threshold_source != THRESHOLD_SOURCES[1] else 0.0
         cleared = clears_floor(effect, tests[effect], floor, thresholds.threshold_source)
         shown = f"{effect} {value:.3g}"
-        if noise and effect == JENSENSHANNON:
+        if noise and registry.STATISTICS[effect].noise == "quadrature":
             shown += f" beyond noise {noise:.2g}: {beyond_noise(effect, value, noise):.3g}"
         elif noise:
             shown += f" - noise {noise:.2g}"
@@ -358,6 +392,39 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
     if above:
         return True, f"{test_name} p={p_value:.3g} < {thresholds.alpha:g} and " + ", ".join(above)
     return False, f"{test_name} significant (p={p_value:.3g}) but effect below floor: " + ", ".join(below)
+
+
+def correct_window(measured: Mapping[str, tuple[dict[str, Any], dict[str, Any]]], kinds: Mapping[str, str],
+                   thresholds_for: Callable[[str], DriftThresholds], alpha: float) -> None:
+    """The window-wide part of the rule, in place, shared by the service and `detect`: each column's unseen-share
+    floor, then Benjamini-Hochberg across the window's judged columns (features and prediction: every verdict of
+    the window is one hypothesis of one family) in two families, the distribution tests (`significance_test`) and
+    the missing-rate tests, each test gaining its ``p_value_adjusted``.
+
+    `measured`: column -> (its tests, its missing-rate test); `thresholds_for(column)`: the column's thresholds.
+    """
+    if not measured:
+        return
+    for name, (tests, _) in measured.items():
+        set_unseen_floor(tests, thresholds_for(name))
+    significance = [tests[significance_test(kinds[name])] for name, (tests, _) in measured.items()]
+    missing = [missing_test for _, missing_test in measured.values()]
+    for family in (significance, missing):
+        _, adjusted = benjamini_hochberg([significance_p_value(test) for test in family], alpha)
+        for test, p_value in zip(family, adjusted.tolist()):
+            test["p_value_adjusted"] = p_value
+
+
+def judge_feature(tests: dict[str, dict[str, Any]], kind: str, rows: int, thresholds: DriftThresholds,
+                  missing: dict[str, Any] | None = None) -> tuple[bool, str]:
+    """One column's verdict and its tests' flags, shared by the service and `detect`: the statistics that are off
+    dropped (`drop_unused`), each test flagged (`annotate_tests`), the verdict `decide_feature`'s. `missing`: the
+    missing-rate test when it is kept apart from `tests` (`detect`'s JSON)."""
+    annotate_tests(tests, kind, thresholds)
+    if missing is None:
+        return decide_feature(tests, kind, rows, thresholds)
+    annotate_tests({"missing": missing}, kind, thresholds)
+    return decide_feature({**tests, "missing": missing}, kind, rows, thresholds)
 
 
 def decide_dataset(drifted_features: int, features: int, thresholds: DriftThresholds) -> bool:

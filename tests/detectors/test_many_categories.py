@@ -237,7 +237,8 @@ def test_the_noise_is_what_unchanged_windows_read(rows):
     noise at 10 000 rows against 20 000)."""
     reference = np.random.default_rng(3).multinomial(20_000, ZIPF)
     current = np.random.default_rng(4).multinomial(rows, ZIPF, size=200)
-    psi_noise, js_noise = category_noise(reference, rows)
+    levels = category_noise(reference, rows)
+    psi_noise, js_noise = levels["psi"], levels["jensenshannon"]
     psi = np.mean([two_sample.psi(reference, c) for c in current])
     js = np.mean([two_sample.jensenshannon(reference, c) for c in current])
     assert psi_noise == pytest.approx(psi, rel=0.08) and js_noise == pytest.approx(js, rel=0.08)
