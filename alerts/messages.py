@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlencode
 
+from driftline.detectors.stats import registry as statistics
 from driftline.vocabulary import ESTIMATION_INVALID, family
 
 from driftline.alerts.rules import severity_rank
@@ -28,6 +29,12 @@ def format_number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
 
+def metric_label(metric: str) -> str:
+    """How an alert names its metric: a drift statistic by its registered ``label``, any other metric by its name."""
+    found = statistics.statistic(metric)
+    return found.label if found is not None else metric
+
+
 def alert_summary(detector: str, feature: str, metric: str, value: float | None, threshold: float | None,
                   reason: str | None = None, segment: str = "") -> str:
     """One line for one alert, e.g. "data drift on income in segment region=north: psi 0.31 vs threshold 0.2"."""
@@ -36,7 +43,8 @@ def alert_summary(detector: str, feature: str, metric: str, value: float | None,
                 f"changed (realized outside the estimates' bands too often: p {format_number(value)} < "
                 f"{format_number(threshold)})" + (f" in segment {segment}" if segment else ""))
     where = (f" on {feature}" if feature else "") + (f" in segment {segment}" if segment else "")
-    text = f"{detector_label(detector)}{where}: {metric} {format_number(value)} vs threshold {format_number(threshold)}"
+    text = (f"{detector_label(detector)}{where}: {metric_label(metric)} {format_number(value)} "
+            f"vs threshold {format_number(threshold)}")
     return f"{text} ({reason})" if reason else text
 
 

@@ -9,7 +9,7 @@ rollout plan's versions; see driftline.store.monitoring). Segment results ([segm
 
 | metric | type | labels | meaning |
 |---|---|---|---|
-| `driftline_feature_drift_score` | gauge | model, version, feature, test | a drift test's statistic (psi, ks, chi2, wasserstein, jensenshannon, ...) |
+| `driftline_feature_drift_score` | gauge | model, version, feature, test | a drift test's statistic: every statistic of the drift registry a feature ran (psi, ks, chi2, wasserstein, jensenshannon, hellinger when configured, ...) and the missing rate |
 | `driftline_feature_drifted` | gauge | model, version, feature | 1 when the feature drifted by the documented decision rule, else 0 |
 | `driftline_drifted_features` | gauge | model, version | features that drifted (every feature, whatever the cap) |
 | `driftline_dataset_drifted` | gauge | model, version | 1 when the dataset drifted (share of drifted features) |
@@ -53,6 +53,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError
 
 from driftline import defaults, vocabulary
+from driftline.detectors.stats import registry as statistics
 from driftline.metrics_endpoint import MetricsEndpoint
 from driftline.store import db as store_db
 from driftline.store.monitoring import MonitoringSnapshot, VersionWindow, monitoring_snapshot
@@ -253,9 +254,16 @@ def _drift(window: VersionWindow, max_features: int, score: GaugeMetricFamily, d
             score.add_metric([*labels, r.feature, r.metric], float(r.value))
         for test in sorted(tests):
             found = tests[test]
-            value = found.get("value", found.get("statistic")) if isinstance(found, dict) else None
+            value = found.get(_score_field(test), found.get("statistic")) if isinstance(found, dict) else None
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 score.add_metric([*labels, r.feature, test], float(value))
+
+
+def _score_field(test: str) -> str:
+    """The field of a feature's test that its score series exports: the registered statistic's own (a distance's
+    ``value``, a test's ``statistic``); ``value`` for the missing-rate test."""
+    found = statistics.statistic(test)
+    return found.field if found is not None else "value"
 
 
 def _segment_families(snapshot: MonitoringSnapshot) -> Iterable[Metric]:

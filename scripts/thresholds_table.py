@@ -1,4 +1,5 @@
-"""Write docs/configuration.md's "Default thresholds" table from driftline/defaults.py (the one place they live).
+"""Write docs/configuration.md's "Default thresholds" table from driftline/defaults.py (the one place they live),
+and its "Drift statistics" table from the drift statistics' registry (`driftline.detectors.stats.registry`).
 
 Usage: `.venv/bin/python scripts/thresholds_table.py` rewrites the table between its markers;
 `--check` exits 1 when the table is out of date (tests/core/test_readme.py runs it).
@@ -16,6 +17,7 @@ DEFAULTS = (ROOT / "driftline" / "defaults.py", ROOT / "driftline" / "serving_de
             ROOT / "driftline" / "rollout_defaults.py")
 TARGET = ROOT / "docs" / "configuration.md"
 START, END = "<!-- thresholds:start -->", "<!-- thresholds:end -->"
+STATISTICS_START, STATISTICS_END = "<!-- statistics:start -->", "<!-- statistics:end -->"
 
 
 def _clean(text: str) -> str:
@@ -59,14 +61,38 @@ def table() -> str:
     return "\n".join(parts)
 
 
+def statistics_table() -> str:
+    """One row per registered drift statistic: its key (the test's name, its [drift] key), kinds, role, default."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from driftline.detectors.stats.registry import STATISTICS
+
+    parts = [STATISTICS_START, "", "| statistic | `[drift]` key | kinds | role | default threshold | why |",
+             "|---|---|---|---|---|---|"]
+    for found in STATISTICS.values():
+        default = "off" if found.optional else f"`{found.threshold:g}`"
+        parts.append(f"| `{found.key}` | `{found.toml_key}` | {', '.join(sorted(found.kinds))} | {found.role} | "
+                     f"{default} | {_clean(found.why)} |")
+    parts += ["", STATISTICS_END]
+    return "\n".join(parts)
+
+
+def _replace(text: str, start: str, end: str, block: str) -> str | None:
+    if start not in text or end not in text:
+        return None
+    before, rest = text.split(start, 1)
+    return before + block + rest.split(end, 1)[1]
+
+
 def main() -> int:
     text = TARGET.read_text()
-    if START not in text or END not in text:
-        print(f"{TARGET.relative_to(ROOT)} has no {START} ... {END} markers", file=sys.stderr)
-        return 1
-    before, rest = text.split(START, 1)
-    after = rest.split(END, 1)[1]
-    updated = before + table() + after
+    updated = text
+    for start, end, block in ((START, END, table), (STATISTICS_START, STATISTICS_END, statistics_table)):
+        replaced = _replace(updated, start, end, block())
+        if replaced is None:
+            print(f"{TARGET.relative_to(ROOT)} has no {start} ... {end} markers", file=sys.stderr)
+            return 1
+        updated = replaced
     if "--check" in sys.argv:
         if updated != text:
             print(f"{TARGET.relative_to(ROOT)}'s default thresholds are out of date: run scripts/thresholds_table.py",

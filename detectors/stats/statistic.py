@@ -51,9 +51,14 @@ class Statistic:
     dedicated: ClassVar[bool] = False
 
     @property
-    def toml_key(self) -> str:
-        """Its key under ``[drift]`` and ``[drift.features.F]``."""
+    def label(self) -> str:
+        """How alert text names it (its key: the name the reasons and /metrics use too)."""
         return self.key
+
+    @property
+    def toml_key(self) -> str:
+        """Its key under ``[drift]`` and ``[drift.features.F]`` (a significance test's level is ``alpha``)."""
+        return "alpha" if self.role == "significance" else self.key
 
     @property
     def optional(self) -> bool:

@@ -18,7 +18,8 @@ A feature **drifts** when all of these hold:
    across the window's features, is below ``alpha``;
 3. *large enough*: at least one effect size clears its floor: PSI ≥ ``psi``,
    normalised Wasserstein ≥ ``wasserstein`` (numeric) or Jensen-Shannon ≥
-   ``jensenshannon``, or (categorical) the share of rows on categories the reference never
+   ``jensenshannon``, or any other effect size of the registry that is on for the feature
+   (`driftline.detectors.stats.registry`; e.g. Hellinger ≥ ``hellinger``), or (categorical) the share of rows on categories the reference never
    saw is over ``UNSEEN_CATEGORY_SHARE_MAX`` (the data-quality check's level). With fixed floors, the Wasserstein
    distance, and a categorical feature's PSI and Jensen-Shannon distance, are judged beyond their sampling level at
    the window's size (their ``noise``, `driftline.detectors.stats.noise`; `beyond_noise`): the floor is a size of

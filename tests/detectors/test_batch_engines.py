@@ -19,6 +19,7 @@ from driftline.detectors.batch.engine import detect
 from driftline.detectors.batch.baseline import stream_baseline
 from driftline.detectors.batch.frames import detect_frames
 from driftline.detectors.batch.passes import ChunkedTable, EngineTable
+from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.table_files import iter_table
 from driftline.worker.dataset import generate
 from driftline.worker.scenarios import SCENARIOS
@@ -26,6 +27,8 @@ from tests.support.cli import run_detect
 from tests.support.baselines import assert_same
 
 pytestmark = pytest.mark.slow
+# a statistic of the registry turned on: the engines' paths measure it as the single machine does
+HELLINGER_ON = DriftThresholds.from_mapping({"hellinger": 0.1})
 
 
 def as_json(result) -> bytes:
@@ -75,12 +78,13 @@ def test_spark_gives_the_single_machine_json(credit, spark):
     spark_current = read_table(spark, str(folder / "cur.parquet"), "current data")
     assert min(spark_reference.rdd.getNumPartitions(), spark_current.rdd.getNumPartitions()) > 2
     seen = []
-    for options in ({}, {"chunk_size": 1_000, "prediction": "score", "label": "label"}):
+    for options in ({}, {"chunk_size": 1_000, "prediction": "score", "label": "label", "thresholds": HELLINGER_ON}):
         expected = detect(reference, current, **options)
         got = detect_frames(spark_reference, spark_current, engine=SparkEngine(spark),
                             on_progress=lambda what, done, total: seen.append((what, done, total)), **options)
         assert as_json(got) == as_json(expected)
         assert any(window["drifted_features"] for window in got["windows"])
+    assert all("hellinger" in f["tests"] for w in got["windows"] for f in w["features"])  # the registry's statistic
     assert ("current data", spark_current.rdd.getNumPartitions(), spark_current.rdd.getNumPartitions()) in seen
 
 
@@ -105,11 +109,12 @@ def test_dask_gives_the_single_machine_json(credit, dask_client):
 
     reference, current, _ = credit
     for options in ({"label": "label", "prediction": "score", "segment_by": "region"},
-                    {"chunk_period": "2D", "timestamp": "ts", "multivariate": False}):
+                    {"chunk_period": "2D", "timestamp": "ts", "multivariate": False, "thresholds": HELLINGER_ON}):
         expected = detect(reference, current, **options)
         got = detect_frames(dd.from_pandas(reference, npartitions=4), dd.from_pandas(current, npartitions=3),
                             engine=DaskEngine(dask_client), **options)
         assert as_json(got) == as_json(expected)
+    assert all("hellinger" in f["tests"] for w in got["windows"] for f in w["features"])  # the registry's statistic
 
 
 @pytest.mark.xdist_group("dask")
