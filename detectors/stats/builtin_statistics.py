@@ -40,6 +40,7 @@ class PopulationStability(BinnedStatistic):
     threshold: ClassVar[float | None] = defaults.PSI_THRESHOLD
     why = "PSI_THRESHOLD: the credit-scoring rule of thumb for a significant shift, above ten bins' noise"
     dedicated = True
+    derived = True
 
     def rows(self, reference_counts: np.ndarray, current_counts: np.ndarray) -> np.ndarray:
         return two_sample.psi_rows(reference_counts, current_counts)
@@ -87,6 +88,7 @@ class Wasserstein(Statistic):
     threshold: ClassVar[float | None] = defaults.WASSERSTEIN_THRESHOLD
     why = "WASSERSTEIN_THRESHOLD: Evidently's default; the mass moved a tenth of a standard deviation"
     dedicated = True
+    derived = True
 
     def from_samples(self, reference: Any, current: Any, kind: str) -> float:
         return two_sample.wasserstein_normed(reference, current)
@@ -106,6 +108,7 @@ class JensenShannon(BinnedStatistic):
     why = "JENSENSHANNON_THRESHOLD: Evidently's default for this distance"
     noise = "quadrature"
     dedicated = True
+    derived = True
 
     def rows(self, reference_counts: np.ndarray, current_counts: np.ndarray) -> np.ndarray:
         return two_sample.jensenshannon_rows(reference_counts, current_counts)

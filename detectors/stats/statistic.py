@@ -46,6 +46,9 @@ class Statistic:
     noise: ClassVar[Literal["subtract", "quadrature"]] = "subtract"
     # the field a test's number sits in: "value" for distances, "statistic" beside "p_value" for tests
     field: ClassVar[str] = "value"
+    # its floor comes from the reference's chunk-to-chunk spread under ``[drift] thresholds = "reference"``
+    # (`driftline.detectors.thresholds.reference`); otherwise its configured floor holds there too
+    derived: ClassVar[bool] = False
     # measured by the detectors' own pass over a feature (`two_sample.numeric_statistics_sorted`,
     # `binned.numeric_tests`, `binned.category_tests`), not through the registry's shared bins
     dedicated: ClassVar[bool] = False

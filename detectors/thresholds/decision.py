@@ -284,11 +284,17 @@ def beyond_noise(name: str, value: float, noise: float) -> float:
     return found.beyond_noise(value, noise)
 
 
+def _derived(name: str, threshold_source: str) -> bool:
+    """Whether statistic `name`'s floor came from the reference's spread, which holds its sampling noise already."""
+    found = registry.statistic(name)
+    return threshold_source == THRESHOLD_SOURCES[1] and (found is None or found.derived)
+
+
 def floor_margin(name: str, test: Mapping[str, Any], floor: float, threshold_source: str = "fixed") -> float:
     """Distance `name` over its floor (1: at the floor): its value, beyond its sampling ``noise`` (`beyond_noise`)
     when the floor is fixed."""
     value = float(test["value"])
-    if threshold_source != THRESHOLD_SOURCES[1]:
+    if not _derived(name, threshold_source):
         value = beyond_noise(name, value, float(test.get("noise") or 0.0))
     if floor > 0:
         return value / floor
@@ -376,7 +382,7 @@ def decide_feature(tests: Mapping[str, Mapping[str, Any]], kind: str, rows: int,
             continue
         value = float(tests[effect]["value"])
         floor = float(getattr(thresholds, effect))
-        noise = float(tests[effect].get("noise") or 0.0) if thresholds.threshold_source != THRESHOLD_SOURCES[1] else 0.0
+        noise = 0.0 if _derived(effect, thresholds.threshold_source) else float(tests[effect].get("noise") or 0.0)
         cleared = clears_floor(effect, tests[effect], floor, thresholds.threshold_source)
         shown = f"{effect} {value:.3g}"
         if noise and registry.STATISTICS[effect].noise == "quadrature":

@@ -22,11 +22,12 @@ import pandas as pd
 
 from driftline import defaults
 from driftline.detectors.thresholds.decision import THRESHOLD_SOURCES, DriftThresholds
-from driftline.vocabulary import JENSENSHANNON, PSI, WASSERSTEIN
+from driftline.detectors.stats import registry
 
 __all__ = ["DERIVED_STATISTICS", "ReferenceThresholds", "chunk_slices", "spread_threshold"]
 
-DERIVED_STATISTICS = (PSI, WASSERSTEIN, JENSENSHANNON)
+# the registry's statistics whose floors are derived (PSI, normalised Wasserstein, Jensen-Shannon)
+DERIVED_STATISTICS = tuple(s.key for s in registry.STATISTICS.values() if s.derived)
 FIXED, REFERENCE = THRESHOLD_SOURCES
 
 # (feature name, a chunk of its reference values) -> that chunk's tests, shaped as in a window's result.

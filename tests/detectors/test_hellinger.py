@@ -96,6 +96,12 @@ def test_detect_reports_it_only_where_a_threshold_turns_it_on(tables):
     one = detect(reference, current, thresholds=DriftThresholds.from_mapping({"features": {"income": {KEY: 0.1}}}),
                  multivariate=False)
     assert [f["name"] for f in one["windows"][0]["features"] if KEY in f["tests"]] == ["income"]
+    # reference-derived floors are PSI's, Wasserstein's and Jensen-Shannon's: Hellinger keeps its configured one
+    derived = detect(reference, current.iloc[:150], multivariate=False,
+                     thresholds=DriftThresholds.from_mapping({"thresholds": "reference", KEY: 0.1}))
+    [income] = [f for f in derived["windows"][0]["features"] if f["name"] == "income"]
+    assert income["threshold_source"] == "reference" and income["tests"]["psi"]["threshold"] != 0.2
+    assert income["tests"][KEY]["threshold"] == 0.1
 
 
 def test_streamed_detect_gives_the_in_memory_values(tables):

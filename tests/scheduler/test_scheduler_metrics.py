@@ -17,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from driftline.broker import free_port
 from driftline.config import load_settings
 from driftline.store.db import session_scope
-from driftline.store.models import Alert, DeadLetter, PartitionWatermark, WindowEvaluation, WindowQuarantine, utcnow
+from driftline.store.models import (Alert, DeadLetter, DetectorResult, PartitionWatermark, WindowEvaluation,
+                                    WindowQuarantine, utcnow)
 from driftline.scheduler.metrics import SchedulerMetrics
 from tests.support.drift_store import T0, WINDOW_MS, evaluate_drift_scenario, jobs_for, register, write_window
 from tests.support.waiting import wait_until
@@ -74,6 +75,23 @@ def test_the_drifted_feature_of_the_latest_window_is_exported_with_its_scores(db
     assert value(found, "driftline_evidence_e_value", **age) < value(found, "driftline_evidence_paging_line", **age)
     for name in CONTRACT_NAMES:  # every promised family is declared, with or without samples
         assert re.search(rf"(?m)^# TYPE {name.removesuffix('_total')}(_total)? ", text), name
+
+
+def test_a_statistic_turned_on_in_the_drift_section_is_judged_and_exported(sqlite_url, tmp_path):
+    """The scheduler judges windows with the registry's statistics that the configuration turns on; /metrics
+    exports each as one more test of the feature."""
+    config = tmp_path / "driftline.toml"
+    config.write_text("[drift]\nhellinger = 0.1\n[drift.features.region]\nhellinger = 0.5\n")
+    evaluate_drift_scenario(sqlite_url, config_file=config)
+    found = samples(exposition(sqlite_url))
+    scores = {dict(labels)["feature"]: v for (name, labels), v in found.items()
+              if name == "driftline_feature_drift_score" and dict(labels)["test"] == "hellinger"}
+    assert set(scores) == {"income", "age", "region"}
+    assert scores["income"] > 0.5 and scores["age"] < 0.1
+    with session_scope(sqlite_url) as s:
+        region = next(r for r in s.query(DetectorResult).filter_by(detector="data_drift", feature="region")
+                      .order_by(DetectorResult.id.desc()))
+        assert region.details["tests"]["hellinger"]["threshold"] == 0.5
 
 
 def test_two_exporters_on_one_store_and_a_restart_export_the_same_values(db_url):

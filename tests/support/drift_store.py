@@ -7,6 +7,8 @@ The scheduler's /metrics tests, its Prometheus test and bench/scheduler_metrics.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -59,16 +61,19 @@ def write_window(db_url: str, model: str, version: str, baseline, start_ms: int,
                                 state=state.to_bytes()))
 
 
-def jobs_for(db_url: str):
+def jobs_for(db_url: str, config_file: Path | None = None):
     from driftline.scheduler.jobs import SchedulerJobs
 
-    return SchedulerJobs(load_settings(db=db_url, window_seconds=WINDOW_MS // 1000, allowed_lateness_seconds=2))
+    return SchedulerJobs(load_settings(config_file, db=db_url, window_seconds=WINDOW_MS // 1000,
+                                       allowed_lateness_seconds=2))
 
 
 def evaluate_drift_scenario(db_url: str, model: str = "credit", version: str = "1", windows: int = 2,
-                            shifts: dict[str, float] | None = None, seed: int = 5) -> int:
+                            shifts: dict[str, float] | None = None, seed: int = 5,
+                            config_file: Path | None = None) -> int:
     """Register `model` `version` as production, write `windows` closed windows (the last shifted by `shifts`,
-    default: income by +25) and evaluate them; returns the evaluation time (epoch ms)."""
+    default: income by +25) and evaluate them (with `config_file`'s thresholds); returns the evaluation time (epoch
+    ms)."""
     rng = np.random.default_rng(seed)
     baseline = register(db_url, model, version, rng)
     for w in range(windows):
@@ -76,5 +81,5 @@ def evaluate_drift_scenario(db_url: str, model: str = "credit", version: str = "
         write_window(db_url, model, version, baseline, T0 + w * WINDOW_MS, rng,
                      shifts=(shifts if shifts is not None else {"income": 25.0}) if last else None)
     now_ms = T0 + windows * WINDOW_MS + 5_000
-    jobs_for(db_url).evaluate_due_windows(now_ms=now_ms)
+    jobs_for(db_url, config_file).evaluate_due_windows(now_ms=now_ms)
     return now_ms
