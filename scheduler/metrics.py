@@ -9,7 +9,7 @@ rollout plan's versions; see driftline.store.monitoring). Segment results ([segm
 
 | metric | type | labels | meaning |
 |---|---|---|---|
-| `driftline_feature_drift_score` | gauge | model, version, feature, test | a drift test's statistic: every statistic of the drift registry a feature ran (psi, ks, chi2, wasserstein, jensenshannon, hellinger when configured, ...) and the missing rate |
+| `driftline_feature_drift_score` | gauge | model, version, feature, test | a drift test's statistic: every statistic of the drift registry a feature ran (psi, ks, chi2, wasserstein, jensenshannon, and those the configuration turns on) and the missing rate |
 | `driftline_feature_drifted` | gauge | model, version, feature | 1 when the feature drifted by the documented decision rule, else 0 |
 | `driftline_drifted_features` | gauge | model, version | features that drifted (every feature, whatever the cap) |
 | `driftline_dataset_drifted` | gauge | model, version | 1 when the dataset drifted (share of drifted features) |

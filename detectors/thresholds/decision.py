@@ -19,8 +19,8 @@ A feature **drifts** when all of these hold:
 3. *large enough*: at least one effect size clears its floor: PSI ≥ ``psi``,
    normalised Wasserstein ≥ ``wasserstein`` (numeric) or Jensen-Shannon ≥
    ``jensenshannon``, or any other effect size of the registry that is on for the feature
-   (`driftline.detectors.stats.registry`; e.g. Hellinger ≥ ``hellinger``), or (categorical) the share of rows on categories the reference never
-   saw is over ``UNSEEN_CATEGORY_SHARE_MAX`` (the data-quality check's level). With fixed floors, the Wasserstein
+   (`driftline.detectors.stats.registry`: at least its ``[drift]`` level), or (categorical) the share of rows on
+   categories the reference never saw is over ``UNSEEN_CATEGORY_SHARE_MAX`` (the data-quality check's level). With fixed floors, the Wasserstein
    distance, and a categorical feature's PSI and Jensen-Shannon distance, are judged beyond their sampling level at
    the window's size (their ``noise``, `driftline.detectors.stats.noise`; `beyond_noise`): the floor is a size of
    drift, and at 500 rows noise alone reaches the Wasserstein floor in about one window in a hundred, while over
@@ -80,7 +80,7 @@ class _DriftLevels(Table):
     """Alarm levels of the drift decision rule (see the module docstring), the ``[drift]`` table.
 
     Every field defaults to `driftline.defaults`, where each value's reason is
-    written down; a registered statistic off by default (`registry.STATISTICS`, e.g. ``hellinger``) adds its key,
+    written down; a registered statistic off by default (`registry.STATISTICS`) adds its key,
     None until set. ``features`` maps a feature name to overrides of any level (bounded as
     the levels are, so a feature's override is checked when the file is read); `for_feature` applies them.
 
