@@ -234,6 +234,8 @@ class EmailChannel:
     def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
         mail = self.message(payload, idempotency_key)
         client = smtplib.SMTP(timeout=self.timeout, local_hostname=socket.gethostname() or "localhost")
+        # connected below, inside the deadline; STARTTLS checks the certificate against the constructor's host only
+        client._host = self.host
         watchdog = _Watchdog(client, self.timeout)
         try:
             with watchdog:

@@ -82,7 +82,8 @@ class SmtpServer:
     def _authenticate(self, server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any) -> AuthResult:
         login = auth_data.login.decode()
         self.logins.append(login)
-        return AuthResult(success=(login, auth_data.password.decode()) == self.credentials, auth_data=auth_data)
+        return AuthResult(success=(login, auth_data.password.decode()) == self.credentials, handled=False,
+                          auth_data=auth_data)
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 - aiosmtpd's hook
         if self.reply_to_data:
