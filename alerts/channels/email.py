@@ -143,10 +143,10 @@ def _reply_text(reply: Any) -> str:
     return reply.decode("utf-8", errors="replace") if isinstance(reply, bytes) else str(reply)
 
 
-def result_from_smtp_error(exc: BaseException, timeout: float, timed_out: bool) -> SendResult:
-    """Classify what went wrong in one SMTP session: 4xx and network trouble are retried, 5xx are not."""
+def result_from_smtp_error(exc: BaseException, timeout: float, timed_out: bool, step: str) -> SendResult:
+    """Classify what went wrong in one SMTP session (at `step`): 4xx and network trouble are retried, 5xx are not."""
     if timed_out or isinstance(exc, (socket.timeout, TimeoutError)):
-        return SendResult(ok=False, error=f"timed out after {timeout:g}s ({type(exc).__name__})")
+        return SendResult(ok=False, error=f"timed out after {timeout:g}s at {step} ({type(exc).__name__})")
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         codes = [code for code, _ in exc.recipients.values()]
         detail = "; ".join(f"{addr}: {code} {_reply_text(reply)}" for addr, (code, reply) in exc.recipients.items())
@@ -157,14 +157,17 @@ def result_from_smtp_error(exc: BaseException, timeout: float, timed_out: bool) 
         return SendResult(ok=False, status=exc.smtp_code,
                           error=f"SMTP {what}: {exc.smtp_code} {_reply_text(exc.smtp_error)}"[:500],
                           retryable=exc.smtp_code in TRANSIENT_REPLY)
-    if isinstance(exc, smtplib.SMTPNotSupportedError):
+    if isinstance(exc, smtplib.SMTPNotSupportedError) and step == "STARTTLS":
         return SendResult(ok=False, error=f"the SMTP server offers no STARTTLS ({exc}): nothing was sent, and no "
                                           "password; use a server that does, or smtp_starttls = false on loopback",
+                          retryable=False)
+    if isinstance(exc, smtplib.SMTPNotSupportedError):  # no AUTH offered, or no SMTPUTF8 for a non-ASCII address
+        return SendResult(ok=False, error=f"the SMTP server does not support what {step} needs: {exc}"[:500],
                           retryable=False)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return SendResult(ok=False, error=f"the SMTP server's certificate does not verify: {exc}"[:500],
                           retryable=False)
-    return SendResult(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+    return SendResult(ok=False, error=f"{type(exc).__name__} at {step}: {exc}"[:500])
 
 
 class EmailChannel:
@@ -237,22 +240,26 @@ class EmailChannel:
         # connected below, inside the deadline; STARTTLS checks the certificate against the constructor's host only
         client._host = self.host
         watchdog = _Watchdog(client, self.timeout)
+        step = "connect"  # named in the error: where the session failed
         try:
             with watchdog:
                 client.connect(self.host, self.port)
                 client.ehlo()
                 if self.starttls:
+                    step = "STARTTLS"
                     client.starttls(context=self.ssl_context)
                     client.ehlo()
                 if self.username:
+                    step = "login"
                     client.login(self.username, self.password or "")
+                step = "sending the message"
                 refused = client.send_message(mail)
                 try:
                     client.quit()
                 except (smtplib.SMTPException, OSError):
                     pass  # the message was accepted: a goodbye that fails changes nothing
         except (smtplib.SMTPException, OSError, ValueError) as exc:
-            return result_from_smtp_error(exc, self.timeout, watchdog.fired.is_set())
+            return result_from_smtp_error(exc, self.timeout, watchdog.fired.is_set(), step)
         finally:
             client.close()
         refused_text = {addr: f"{code} {_reply_text(reply)}" for addr, (code, reply) in refused.items()}
