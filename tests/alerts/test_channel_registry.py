@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from driftline.alerts import Channels
+from driftline.alerts import AlertRules, Channels
 from driftline.alerts.channels.protocol import Channel
-from driftline.alerts.channels.registry import CHANNEL_TYPES, NOTIFY_CHANNELS, default_routes
+from driftline.alerts.channels.registry import CHANNEL_TYPES, NOTIFY_CHANNELS, configured_channels, default_routes
 from driftline.alerts.severities import SEVERITIES
 from driftline.config import Settings
+from driftline.store.db import session_scope
+from driftline.store.models import Notification
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS_MD = (ROOT / "docs" / "alerts.md").read_text()
@@ -72,3 +74,18 @@ def test_only_the_retraining_webhook_receives_no_alerts_and_an_unknown_sender_is
     with pytest.raises(ValueError, match="unknown alert channel.*sms"):
         Channels(sms=object())
     assert Channels().enabled() == [] and Channels().teams is None
+
+
+def test_a_page_is_queued_for_every_configured_channel_as_that_channel_renders_it(sqlite_url, write_window, run_window):
+    settings = Settings(teams_webhook_url="https://example.invalid/workflows/x?sig=s", smtp_host="127.0.0.1",
+                        smtp_from="driftline@example.com", email_to="oncall@example.com")
+    assert configured_channels(settings) == ["teams", "email"]
+    rules = AlertRules.from_mapping({"detectors": {"latency": {"for_windows": 1}}},
+                                    channels=configured_channels(settings))
+    write_window(sqlite_url, 0, latency_ms=250.0)
+    run_window(sqlite_url, 0, rules)
+    with session_scope(sqlite_url) as s:
+        rows = {n.channel: n for n in s.query(Notification)}
+        assert sorted(rows) == ["email", "teams"] and {n.kind for n in rows.values()} == {"trigger"}
+        assert rows["teams"].payload["attachments"][0]["contentType"] == "application/vnd.microsoft.card.adaptive"
+        assert rows["email"].payload["subject"].startswith("[FIRING] credit v1: latency SLO breach")
