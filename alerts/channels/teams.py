@@ -6,7 +6,7 @@ Request: POST <teams_webhook_url> (the URL holds the workflow's signature in its
     {"type": "message",
      "attachments": [{"contentType": "application/vnd.microsoft.card.adaptive", "contentUrl": null,
                       "content": {"$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-                                  "type": "AdaptiveCard", "version": "1.4", "msteams": {"width": "Full"},
+                                  "type": "AdaptiveCard", "version": "1.2", "msteams": {"width": "Full"},
                                   "body": [...], "actions": [{"type": "Action.OpenUrl", ...}]}}]}
 
 The card: the title (red for a trigger or repeat, green for a resolve), a FactSet (model, version,
@@ -39,7 +39,8 @@ from driftline.alerts.messages import detector_label, event_windows_text, format
 TEAMS = "teams"
 ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
 CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
-CARD_VERSION = "1.4"  # what Teams renders on every client (desktop, web, mobile)
+# the card uses nothing newer than 1.2, which every Teams client renders (mobile ones included)
+CARD_VERSION = "1.2"
 # Teams' message size limit (28 KB, learn.microsoft.com "Limits and specifications for Microsoft Teams"):
 # Teams', not ours to tune. The card is kept a little under it, for the envelope the flow adds.
 TEAMS_MAX_MESSAGE_BYTES = 28 * 1024

@@ -48,7 +48,7 @@ def test_a_trigger_is_a_message_with_one_adaptive_card_that_the_workflow_posts(f
     (attachment,) = body["attachments"]
     assert attachment == {"contentType": ADAPTIVE_CARD, "contentUrl": None, "content": attachment["content"]}
     card = attachment["content"]
-    assert (card["type"], card["version"]) == ("AdaptiveCard", "1.4")
+    assert (card["type"], card["version"]) == ("AdaptiveCard", "1.2")
     assert card["$schema"] == "http://adaptivecards.io/schemas/adaptive-card.json"
     title, facts = card["body"][0], card["body"][1]
     assert title["text"] == "\\[FIRING\\] data drift on credit v3: 2 features drifted \\(age, income\\)"
