@@ -12,8 +12,9 @@ from driftline.errors import UserError
 from driftline.redact import scrub
 from driftline.store import db as store_db
 from driftline.store.models import Alert, Notification
+from driftline.vocabulary import ALERT_ACTIVE, NOTIFICATION_FAILED
 
-from driftline.alerts.endpoints import CHANNELS
+from driftline.alerts.channels.registry import CHANNELS
 from driftline.alerts.messages import event_windows
 from driftline.alerts.outbox import requeue_failed
 from driftline.alerts.rules import DETECTORS
@@ -47,7 +48,7 @@ def list_alerts(show_all: bool, model: str | None, as_json: bool, settings) -> N
     with store_db.session_scope(settings.db_url) as session:
         query = select(Alert).order_by(Alert.model, Alert.version, Alert.detector, Alert.feature)
         if not show_all:
-            query = query.where(Alert.state.in_(("pending", "firing")))
+            query = query.where(Alert.state.in_(ALERT_ACTIVE))
         if model:
             query = query.where(Alert.model == model)
         rows = [_alert_doc(a) for a in session.scalars(query)]
@@ -58,7 +59,7 @@ def list_alerts(show_all: bool, model: str | None, as_json: bool, settings) -> N
         secrets = settings.secret_values()  # rows stored by older versions may hold one
         failed = [{"id": n.id, "channel": n.channel, "kind": n.kind, "attempts": n.attempts,
                    "created_at": iso(n.created_at), "last_error": scrub(n.last_error or "", secrets) or None}
-                  for n in session.scalars(select(Notification).where(Notification.status == "failed")
+                  for n in session.scalars(select(Notification).where(Notification.status == NOTIFICATION_FAILED)
                                            .order_by(Notification.id))]
     doc = {"alerts": rows, "silences": silences,
            "outbox": {"counts": {k: int(v) for k, v in counts.items()}, "failed": failed}}

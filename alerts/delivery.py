@@ -1,20 +1,22 @@
-"""Deliver due outbox notifications over HTTP, with retries (DB + HTTP).
+"""Deliver due outbox notifications through their channels, with retries (DB + HTTP or SMTP).
 
 `deliver_due` is the scheduler's periodic job. Each channel is its own lane: its rows are
 claimed and sent by their own loop, in their own thread (the scheduler runs one job per lane),
 so a stalled webhook never delays a PagerDuty page; rows of a channel without an endpoint
 have a lane of their own, where they fail visibly. Within a lane, one row at a time: claim
-it (a short transaction, see driftline.alerts.outbox), make one HTTP call through its channel
-(bounded as a whole by the delivery timeout, `ALERT_HTTP_TIMEOUT_SECONDS`, well inside the
+it (a short transaction, see driftline.alerts.outbox), make one attempt through its channel (an HTTP
+call, or an SMTP session for e-mail; bounded as a whole by the delivery timeout, `ALERT_HTTP_TIMEOUT_SECONDS`, well inside the
 claim lease, so a live call never sees its row claimed again), record the outcome (another
-short transaction). No transaction is open during the HTTP call.
+short transaction). No transaction is open during the call.
 
 Retries: a 2xx is success. 408, 425, 429, 5xx and network errors (refused, reset,
 timed out) are retried: after Retry-After when the answer has one (429; clamped to
 ``ALERT_RETRY_AFTER_MAX_SECONDS``, so ``inf`` or a date years ahead cannot break a run), else after
 an exponential backoff with jitter, ``d = min(backoff_max, backoff_initial * 2**(n-1))``
 and the wait drawn uniformly from ``[d/2, d]``. Other 4xx answers (PagerDuty's 400
-"invalid event", Slack's invalid_payload) are not retried: the row is failed at once.
+"invalid event", Slack's invalid_payload) are not retried: the row is failed at once. Each
+channel says which of its failures are worth retrying (`SendResult.retryable`): for e-mail a
+4xx SMTP reply is, a 5xx is not.
 A row is also failed when its next attempt would fall after ``created_at + max_age``
 or it has had ``max_attempts`` attempts; failed rows stay in the table, shown by
 `driftline alerts list`, and `driftline alerts retry` sends them again with a fresh
@@ -32,8 +34,8 @@ by the job holding its claim; it is never claimed again after that. The one ambi
 case is a crash after the receiver answered 2xx and before the row was marked sent:
 when the lease expires the row is sent once more. PagerDuty deduplicates that by
 `dedup_key`, webhook and retraining receivers by the `Idempotency-Key` header (the
-same on every attempt); Slack has no deduplication, so a duplicate message is possible
-there and only there.
+same on every attempt), mail clients by Message-ID; Slack and Teams have no deduplication, so
+a duplicate message is possible there and only there.
 """
 from __future__ import annotations
 

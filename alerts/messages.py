@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from driftline.detectors.stats import registry as statistics
 from driftline.vocabulary import ESTIMATION_INVALID, family
 
-from driftline.alerts.rules import severity_rank
+from driftline.alerts.severities import severity_rank
 from driftline.alerts.times import iso, iso_from_ms
 
 SCHEMA = "driftline.alert/v1"

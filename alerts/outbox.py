@@ -26,8 +26,10 @@ from sqlalchemy.orm import Session, aliased
 
 from driftline.redact import scrub
 from driftline.store.models import Notification, RetrainRequest
+from driftline.vocabulary import (NOTIFICATION_FAILED, NOTIFICATION_OPEN, NOTIFICATION_PENDING, NOTIFICATION_SENDING,
+                                  NOTIFICATION_SENT)
 
-from driftline.alerts.endpoints import RETRAIN
+from driftline.alerts.channels.retrain import RETRAIN
 from driftline.alerts.times import as_utc
 
 SessionFactory = Callable[[], ContextManager[Session]]
@@ -57,7 +59,7 @@ def enqueue(session: Session, *, idempotency_key: str, channel: str, kind: str, 
         return None
     now = as_utc(now)
     row = Notification(idempotency_key=idempotency_key, alert_fingerprint=alert_fingerprint, channel=channel,
-                       kind=kind, payload=payload, status="pending", attempts=0, next_attempt_at=now, created_at=now)
+                       kind=kind, payload=payload, status=NOTIFICATION_PENDING, attempts=0, next_attempt_at=now, created_at=now)
     session.add(row)
     return row
 
@@ -67,9 +69,9 @@ def _due(now: datetime, exclude: Iterable[int], channels: Iterable[str] | None =
     older = aliased(Notification)
     blocked = exists().where(older.alert_fingerprint == Notification.alert_fingerprint,
                              older.channel == Notification.channel, older.id < Notification.id,
-                             older.status.in_(("pending", "sending")))
+                             older.status.in_(NOTIFICATION_OPEN))
     query = (select(Notification)
-             .where(Notification.status.in_(("pending", "sending")), Notification.next_attempt_at <= now, ~blocked)
+             .where(Notification.status.in_(NOTIFICATION_OPEN), Notification.next_attempt_at <= now, ~blocked)
              .order_by(Notification.next_attempt_at, Notification.id)
              .limit(1)
              .with_for_update(skip_locked=True, of=Notification))
@@ -104,7 +106,7 @@ def claim_next(session_factory: SessionFactory, *, now: datetime, lease: timedel
                 update(Notification)
                 .where(Notification.id == row.id, Notification.status == seen_status,
                        Notification.attempts == seen_attempts)
-                .values(status="sending", attempts=seen_attempts + 1, next_attempt_at=now + lease)
+                .values(status=NOTIFICATION_SENDING, attempts=seen_attempts + 1, next_attempt_at=now + lease)
                 .execution_options(synchronize_session=False))
             if result.rowcount != 1:
                 exclude.add(row.id)
@@ -117,7 +119,8 @@ def claim_next(session_factory: SessionFactory, *, now: datetime, lease: timedel
 def _finish(session: Session, claim: Claim, **values: Any) -> bool:
     result = session.execute(
         update(Notification)
-        .where(Notification.id == claim.id, Notification.status == "sending", Notification.attempts == claim.attempts)
+        .where(Notification.id == claim.id, Notification.status == NOTIFICATION_SENDING,
+               Notification.attempts == claim.attempts)
         .values(**values)
         .execution_options(synchronize_session=False))
     return result.rowcount == 1
@@ -128,7 +131,7 @@ def record_success(session_factory: SessionFactory, claim: Claim, *, now: dateti
     """Mark a claimed row sent; False if the claim was lost (lease expired and the row re-claimed)."""
     now = as_utc(now)
     with session_factory() as session:
-        done = _finish(session, claim, status="sent", sent_at=now, response_status=status_code, last_error=None)
+        done = _finish(session, claim, status=NOTIFICATION_SENT, sent_at=now, response_status=status_code, last_error=None)
         if done and claim.channel == RETRAIN:
             _retrain_outcome(session, claim, "running", response, now)
         return done
@@ -141,14 +144,14 @@ def record_failure(session_factory: SessionFactory, claim: Claim, *, now: dateti
     error = scrub(error)[:4000]  # callers mask configured secrets; URL credentials never reach the table either
     with session_factory() as session:
         if retry_at is None:
-            done = _finish(session, claim, status="failed", response_status=status_code, last_error=error,
+            done = _finish(session, claim, status=NOTIFICATION_FAILED, response_status=status_code, last_error=error,
                            next_attempt_at=now)
             if done and claim.channel == RETRAIN:
                 rejected = status_code is not None and 400 <= status_code < 500 and status_code != 429
                 _retrain_outcome(session, claim, "rejected" if rejected else "failed",
                                  response if response is not None else {"error": error}, now)
             return done
-        return _finish(session, claim, status="pending", response_status=status_code, last_error=error,
+        return _finish(session, claim, status=NOTIFICATION_PENDING, response_status=status_code, last_error=error,
                        next_attempt_at=as_utc(retry_at))
 
 
@@ -182,7 +185,7 @@ def requeue_failed(session: Session, *, now: datetime, ids: Iterable[int] | None
     reopen an incident that is over.
     """
     now = as_utc(now)
-    query = select(Notification).where(Notification.status == "failed")
+    query = select(Notification).where(Notification.status == NOTIFICATION_FAILED)
     if ids is not None:
         query = query.where(Notification.id.in_(list(ids)))
     if channel is not None:
@@ -192,11 +195,11 @@ def requeue_failed(session: Session, *, now: datetime, ids: Iterable[int] | None
     for row in session.scalars(query.order_by(Notification.id)):
         superseded = row.alert_fingerprint is not None and session.scalar(select(exists().where(and_(
             later.alert_fingerprint == row.alert_fingerprint, later.channel == row.channel,
-            later.id > row.id, later.status == "sent"))))
+            later.id > row.id, later.status == NOTIFICATION_SENT))))
         if superseded:
             skipped.append(row.id)
             continue
-        row.status = "pending"
+        row.status = NOTIFICATION_PENDING
         row.attempts = 0
         row.next_attempt_at = now
         row.last_error = f"requeued at {now.isoformat()} after: {row.last_error or 'failure'}"[:4000]

@@ -22,7 +22,7 @@ from driftline.store.models import Alert, Notification, Silence
 
 from driftline.alerts import outbox
 from driftline.alerts.channels import render
-from driftline.alerts.endpoints import ALERTMANAGER
+from driftline.alerts.channels.alertmanager import ALERTMANAGER
 from driftline.alerts.fingerprint import group_key, notification_key
 from driftline.alerts.grouping import announced_in_episode, group_of, inhibited
 from driftline.alerts.messages import group_message

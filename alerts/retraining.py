@@ -39,7 +39,7 @@ from driftline.store.models import DetectorResult, Notification, RetrainRequest,
 from driftline.vocabulary import MODEL_QUALITY, QUALITY_ERRORS, WINDOW_OK, QualityDetails
 
 from driftline.alerts import outbox
-from driftline.alerts.endpoints import RETRAIN
+from driftline.alerts.channels.retrain import RETRAIN
 from driftline.alerts.fingerprint import retrain_key
 from driftline.alerts.rules import RetrainPolicy
 from driftline.alerts.times import as_utc, iso, iso_from_ms

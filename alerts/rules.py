@@ -33,13 +33,14 @@ from driftline import defaults, vocabulary
 from driftline.errors import UserError
 from driftline.toml_sections import Table, as_written, by_name, did_you_mean, parse_section
 
-from driftline.alerts.endpoints import ENDPOINT_SETTINGS, NOTIFY_CHANNELS, RETRAIN, configured_channels
+from driftline.alerts.channels.registry import CHANNEL_TYPES, NOTIFY_CHANNELS, configured_channels, default_routes
+from driftline.alerts.channels.retrain import RETRAIN
+from driftline.alerts.severities import SEVERITIES, severity_rank
 from driftline.alerts.times import parse_duration
 
 # Rules, inhibit rules and the retraining policy may only name what a detector emits.
 # the families an alert can belong to: the window detectors', and the rollout analysis' own
 DETECTORS = vocabulary.ALERT_FAMILIES
-SEVERITIES = tuple(defaults.ALERT_SEVERITIES)
 RETRAIN_ROLLOUTS = vocabulary.RETRAIN_ROLLOUTS
 SEQUENTIAL = "sequential"
 FOR_WINDOWS = "for_windows"
@@ -48,11 +49,6 @@ POLICIES = (SEQUENTIAL, FOR_WINDOWS)
 _Windows = Annotated[int, Field(ge=1)]
 # expected false pages a month of one model version: a positive, finite rate
 _Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-
-
-def severity_rank(severity: str) -> int:
-    """Position in info < warning < error < critical (unknown severities rank as warning)."""
-    return SEVERITIES.index(severity) if severity in SEVERITIES else SEVERITIES.index("warning")
 
 
 def _duration(value: Any) -> Any:
@@ -278,7 +274,7 @@ class AlertRules(Table):
     models: dict[str, dict[str, AlertRule]] = {}
     inhibit: tuple[InhibitRule, ...] = Field(default_factory=_default_inhibit)
     # Configured channel -> lowest severity it receives. A channel without an endpoint is absent.
-    channels: dict[str, str] = Field(default_factory=lambda: dict(defaults.ALERT_CHANNEL_MIN_SEVERITY))
+    channels: dict[str, str] = Field(default_factory=default_routes)
     dashboard_url: str = "http://127.0.0.1:8501"
     delivery: DeliveryPolicy = Field(default_factory=DeliveryPolicy)
     retrain: RetrainPolicy = Field(default_factory=RetrainPolicy)
@@ -332,7 +328,7 @@ class AlertRules(Table):
                              for name, rule in detectors.items()}
 
         inhibit = (tuple(_inhibit_rules(section.inhibit)) if section.inhibit is not None else _default_inhibit())
-        routes = dict(defaults.ALERT_CHANNEL_MIN_SEVERITY)
+        routes = default_routes()
         enabled = set(channels)
         for channel, severity in _table(section.channels, "[alerts.channels]").items():
             if channel not in NOTIFY_CHANNELS:
@@ -347,7 +343,7 @@ class AlertRules(Table):
                                 f"or \"off\", got {severity!r}")
             routes[channel] = severity
             if channel not in enabled:  # routed on purpose, yet it would page nobody
-                setting = ENDPOINT_SETTINGS[channel]
+                setting = CHANNEL_TYPES[channel].settings[0]
                 raise UserError(f"[alerts.channels] routes {severity!r} alerts to {channel}, but {setting} is not "
                                 f"set (DRIFTLINE_{setting.upper()}): set it, or write {channel} = \"off\"")
         routes = {c: s for c, s in routes.items() if c in enabled}

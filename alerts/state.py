@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PENDING = "pending"
-FIRING = "firing"
-RESOLVED = "resolved"
-ACTIVE = (PENDING, FIRING)
+from driftline.vocabulary import ALERT_ACTIVE as ACTIVE
+from driftline.vocabulary import ALERT_FIRING as FIRING
+from driftline.vocabulary import ALERT_PENDING as PENDING
+from driftline.vocabulary import ALERT_RESOLVED as RESOLVED
+
+__all__ = ["ACTIVE", "FIRING", "PENDING", "RESOLVED", "Step", "advance"]
 
 
 @dataclass(frozen=True)

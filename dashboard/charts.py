@@ -9,14 +9,19 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from driftline.vocabulary import (ALERT_FIRING, ALERT_PENDING, ALERT_RESOLVED, NOTIFICATION_FAILED,
+                                  NOTIFICATION_PENDING, NOTIFICATION_SENDING, NOTIFICATION_SENT)
+
 BASELINE_COLOUR = "#5b7fa6"
 WINDOW_COLOUR = "#e8772e"
 SOURCE_SCALE = alt.Scale(domain=["baseline", "window"], range=[BASELINE_COLOUR, WINDOW_COLOUR])
 # 0 = far from the threshold, 1 = at it, 2 and more = twice past it.
 SCORE_SCALE = alt.Scale(domain=[0, 0.5, 1, 2], range=["#e8f5e9", "#a5d6a7", "#ffb74d", "#c62828"], clamp=True)
-STATE_SCALE = alt.Scale(domain=["firing", "pending", "resolved"], range=["#c62828", "#f9a825", "#2e7d32"])
-STATUS_COLOURS = {"sent": "#2e7d32", "succeeded": "#2e7d32", "pending": "#f9a825", "sending": "#fb8c00",
-                  "running": "#fb8c00", "requested": "#90a4ae", "failed": "#c62828", "rejected": "#6d4c41"}
+STATE_SCALE = alt.Scale(domain=[ALERT_FIRING, ALERT_PENDING, ALERT_RESOLVED], range=["#c62828", "#f9a825", "#2e7d32"])
+# notifications' states, and retraining requests' (requested, running, succeeded, failed, rejected)
+STATUS_COLOURS = {NOTIFICATION_SENT: "#2e7d32", "succeeded": "#2e7d32", NOTIFICATION_PENDING: "#f9a825",
+                  NOTIFICATION_SENDING: "#fb8c00", "running": "#fb8c00", "requested": "#90a4ae",
+                  NOTIFICATION_FAILED: "#c62828", "rejected": "#6d4c41"}
 
 
 def _status_scale(values) -> alt.Scale:

@@ -25,7 +25,7 @@ from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLette
                                     ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
                                     WindowStateRecord)
 from driftline.store.watermarks import judged_up_to, stream_watermark, watermark_report
-from driftline.vocabulary import DATA_DRIFT, ESTIMATED_QUALITY, INSUFFICIENT_DATA
+from driftline.vocabulary import ALERT_ACTIVE, DATA_DRIFT, ESTIMATED_QUALITY, INSUFFICIENT_DATA, NOTIFICATION_OPEN
 
 PRODUCTION = "production"
 TTL = defaults.DASHBOARD_CACHE_TTL_SECONDS
@@ -411,7 +411,7 @@ def alerts(db_url: str, start_ms: int, model: str | None = None) -> pd.DataFrame
                     Alert.state, Alert.value, Alert.threshold, Alert.summary, Alert.started_at, Alert.fired_at,
                     Alert.resolved_at, Alert.last_notified_at, Alert.consecutive_breaches,
                     Alert.first_window_start_ms, Alert.fired_window_start_ms)
-             .where(or_(Alert.state.in_(("firing", "pending")), Alert.started_at >= since,
+             .where(or_(Alert.state.in_(ALERT_ACTIVE), Alert.started_at >= since,
                         Alert.resolved_at >= since))
              .order_by(Alert.started_at.desc()).limit(LIST_LIMIT))
     if model is not None:
@@ -433,7 +433,7 @@ def alerts(db_url: str, start_ms: int, model: str | None = None) -> pd.DataFrame
 def notifications(db_url: str, start_ms: int, fingerprints: tuple[str, ...] = ()) -> pd.DataFrame:
     """Outbox rows created since `start_ms`, or belonging to the given alerts, or not delivered yet."""
     since = _dt(start_ms)
-    condition = or_(Notification.created_at >= since, Notification.status.in_(("pending", "sending")))
+    condition = or_(Notification.created_at >= since, Notification.status.in_(NOTIFICATION_OPEN))
     if fingerprints:
         condition = or_(condition, Notification.alert_fingerprint.in_(fingerprints))
     with session_scope(db_url) as session:

@@ -164,6 +164,16 @@ class Settings(BaseSettings):
     retrain_webhook_url: SecretStr | None = None
     # Prometheus Alertmanager base URLs, comma-separated (an HA pair gets every alert; docs/alerts.md).
     alertmanager_url: SecretStr | None = None
+    # Microsoft Teams: a Workflows "When a Teams webhook request is received" URL (its query holds the signature).
+    teams_webhook_url: SecretStr | None = None
+    # E-mail over SMTP: on when smtp_host is set; STARTTLS before AUTH unless smtp_starttls is false (loopback only).
+    smtp_host: str | None = None
+    smtp_port: int = Field(587, ge=1, le=65535)
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_from: str | None = None
+    email_to: str | None = None  # comma-separated addresses
+    smtp_starttls: bool = True
     # Bearer token sent to retrain_webhook_url; the admin token below never is (`driftline up` sets
     # this one to its worker's admin token, since its webhook is that worker's POST /admin/retrain).
     retrain_webhook_token: SecretStr | None = None

@@ -310,9 +310,6 @@ SEQUENTIAL_EVIDENCE_CAP = 10.0
 # and chat is told; one failed verdict is enough, as the verdict already spans the policy's windows;
 # one passing verdict resolves it (so does the plan ending: rolled back, promoted or cleared).
 ALERT_ROLLOUT_DEFAULTS = {"severity": "error", "for_windows": 1, "resolve_after_windows": 1}
-# Lowest severity each channel receives: chat and webhooks see everything,
-# PagerDuty only pages for errors and worse (one page per real problem).
-ALERT_CHANNEL_MIN_SEVERITY = {"slack": "info", "webhook": "info", "pagerduty": "error", "alertmanager": "info"}
 # Inhibition: while a source alert fires, the target detectors' alerts of the same
 # model version are not notified (the dataset-level alert lists their features).
 ALERT_INHIBIT_RULES = ({"source": "dataset_drift", "targets": ("data_drift",)},)

@@ -586,3 +586,23 @@ DETAILS: Mapping[str, type[Details]] = {
 def details_of(detector: str, details: Mapping[str, Any] | None) -> Details:
     """The typed details of a `detector`'s result (plain `Details` for a name this version does not know)."""
     return DETAILS.get(detector, Details).from_dict(details)
+
+
+# --- alert states (alerts.state, alerts.state in the store) --------------------------------
+# Alertmanager's lifecycle: breaching but not yet for long enough, announced, over.
+ALERT_PENDING = "pending"
+ALERT_FIRING = "firing"
+ALERT_RESOLVED = "resolved"
+ALERT_STATES = (ALERT_FIRING, ALERT_PENDING, ALERT_RESOLVED)
+ALERT_ACTIVE = (ALERT_PENDING, ALERT_FIRING)
+
+# --- notification states (notifications.status, the outbox) --------------------------------
+# Another life than an alert's: queued and due (or waiting for its retry), claimed by a delivery job,
+# delivered, given up on (kept, visible, sent again by `driftline alerts retry`).
+NOTIFICATION_PENDING = "pending"
+NOTIFICATION_SENDING = "sending"
+NOTIFICATION_SENT = "sent"
+NOTIFICATION_FAILED = "failed"
+NOTIFICATION_STATES = (NOTIFICATION_PENDING, NOTIFICATION_SENDING, NOTIFICATION_SENT, NOTIFICATION_FAILED)
+# rows a delivery job may still send (not yet delivered nor given up on)
+NOTIFICATION_OPEN = (NOTIFICATION_PENDING, NOTIFICATION_SENDING)

@@ -33,8 +33,8 @@ from driftline.toml_sections import Table, given, parse_section
 from driftline.store.db import get_engine
 from driftline.store.models import (Alert, DeadLetter, DetectorResult, LabelRecord, Notification, PredictionRecord,
                                     WindowEvaluation, WindowQuarantine, WindowStateRecord)
+from driftline.vocabulary import ALERT_ACTIVE, NOTIFICATION_FAILED, NOTIFICATION_SENT
 
-_ACTIVE = ("pending", "firing")
 _Age = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 _Count = Annotated[int, Field(gt=0)]
 
@@ -114,7 +114,7 @@ def _targets(policy: RetentionPolicy, now_ms: int) -> list[tuple[Any, ColumnElem
     def aged_window(model: Any, days: float) -> ColumnElement[bool]:
         old = (and_(model.window_start_ms < now_ms - int(days * _DAY_MS), model.window_end_ms + lateness_ms <= now_ms)
                if days > 0 else false())
-        seen_by_active_alert = exists().where(Alert.state.in_(_ACTIVE), Alert.model == model.model,
+        seen_by_active_alert = exists().where(Alert.state.in_(ALERT_ACTIVE), Alert.model == model.model,
                                               Alert.version == model.version,
                                               Alert.last_window_start_ms == model.window_start_ms)
         return and_(or_(old, model.window_start_ms > future_ms), ~seen_by_active_alert)
@@ -123,7 +123,7 @@ def _targets(policy: RetentionPolicy, now_ms: int) -> list[tuple[Any, ColumnElem
         return column < now - timedelta(days=days) if days > 0 else false()
 
     notification_of_active_alert = exists().where(Alert.fingerprint == Notification.alert_fingerprint,
-                                                  Alert.state.in_(_ACTIVE))
+                                                  Alert.state.in_(ALERT_ACTIVE))
     return [
         (DeadLetter, before(DeadLetter.received_at, policy.dead_letter_days)),
         (WindowStateRecord, aged_window(WindowStateRecord, policy.window_state_days)),
@@ -131,7 +131,7 @@ def _targets(policy: RetentionPolicy, now_ms: int) -> list[tuple[Any, ColumnElem
         (WindowEvaluation, aged_window(WindowEvaluation, policy.result_days)),
         (DetectorResult, aged_window(DetectorResult, policy.result_days)),
         (Notification, and_(before(Notification.created_at, policy.notification_days),
-                            Notification.status.in_(("sent", "failed")), ~notification_of_active_alert)),
+                            Notification.status.in_((NOTIFICATION_SENT, NOTIFICATION_FAILED)), ~notification_of_active_alert)),
         (PredictionRecord, PredictionRecord.ts_ms > future_ms),
         (LabelRecord, LabelRecord.ts_ms > future_ms),
     ]

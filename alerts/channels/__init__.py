@@ -1,96 +1,74 @@
-"""Alert channels: each renders the channel-neutral message (pure) and sends a rendered body (HTTP).
+"""Alert channels: each renders the channel-neutral message (pure) and sends a rendered body.
 
 Rendering happens when a notification is written to the outbox, so the stored
 payload is exactly the body that will be sent (secrets excepted: the PagerDuty
-routing key, the webhook signature and the retraining token are added at send time
-and never stored). Sending happens in `driftline.alerts.delivery`, which owns all retries:
-a channel makes one HTTP call and reports a `SendResult`.
+routing key, the webhook signature, the retraining token and the SMTP password are
+added at send time and never stored). Sending happens in `driftline.alerts.delivery`,
+which owns all retries: a channel makes one attempt and reports a `SendResult`.
+Which channels exist is driftline.alerts.channels.registry; what one is,
+driftline.alerts.channels.protocol.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from driftline import defaults
-from driftline.config import secret
 from driftline.redact import scrub
 
-from driftline.alerts.channels.http import Channel
-from driftline.alerts.endpoints import ALERTMANAGER, CHANNELS, PAGERDUTY, SLACK, WEBHOOK
+from driftline.alerts.channels.protocol import Channel
+from driftline.alerts.channels.registry import CHANNEL_TYPES, CHANNELS, is_configured
+
+# Attributes of a sender that hold a secret (masked in error text beside the settings' own secrets).
+SECRET_ATTRIBUTES = ("url", "routing_key", "secret", "token", "password")
 
 
-@dataclass
 class Channels:
-    """The senders the delivery job uses; a channel left None has no endpoint."""
+    """The senders the delivery job uses, by channel name (a registered name left out has no endpoint).
 
-    slack: Channel | None = None
-    pagerduty: Channel | None = None
-    webhook: Channel | None = None
-    alertmanager: Channel | None = None
-    retrain: Channel | None = None
-    extra: dict[str, Channel] = field(default_factory=dict)
-    # Configured secrets (Settings.secret_values()) to mask in error text, beside the channels' own.
-    secrets: tuple[str, ...] = ()
+    `Channels(slack=SlackChannel(...), webhook=None)`; `channels.slack` is that sender or None.
+    """
+
+    def __init__(self, secrets: Iterable[str] = (), **senders: Channel | None):
+        unknown = sorted(set(senders) - set(CHANNELS))
+        if unknown:
+            raise ValueError(f"unknown alert channel(s) {', '.join(unknown)}; expected {', '.join(CHANNELS)}")
+        self._senders = {name: senders[name] for name in CHANNELS if senders.get(name) is not None}
+        # configured secrets (Settings.secret_values()) to mask in error text, beside the channels' own
+        self.secrets = tuple(secrets)
+
+    def __getattr__(self, name: str) -> Channel | None:
+        if name in CHANNELS:
+            return self._senders.get(name)
+        raise AttributeError(name)
 
     def scrub(self, text: str) -> str:
         """`text` without any secret of these channels or the settings, nor URL credentials or queries."""
-        own = [getattr(self.get(name), attr, None) for name in self.enabled()
-               for attr in ("url", "routing_key", "secret", "token")]
+        own = [getattr(sender, attr, None) for sender in self._senders.values() for attr in SECRET_ATTRIBUTES]
         return scrub(text, [*self.secrets, *(v for v in own if isinstance(v, str))])
 
     def get(self, name: str) -> Channel | None:
-        if name in CHANNELS:
-            return getattr(self, name)
-        return self.extra.get(name)
+        return self._senders.get(name)
 
     def close(self) -> None:
         """Release pooled connections (the scheduler keeps one Channels for its lifetime)."""
-        for name in self.enabled():
-            http = getattr(self.get(name), "http", None)
-            if http is not None:
-                http.close()
+        for sender in self._senders.values():
+            sender.close()
 
     def enabled(self) -> list[str]:
-        return [n for n in CHANNELS if self.get(n) is not None] + list(self.extra)
+        return list(self._senders)
 
     @classmethod
     def from_settings(cls, settings: Any,
                       timeout: timedelta | float = defaults.ALERT_HTTP_TIMEOUT_SECONDS) -> "Channels":
-        from driftline.alerts.channels.alertmanager import AlertmanagerChannel
-        from driftline.alerts.channels.pagerduty import PagerDutyChannel
-        from driftline.alerts.channels.retrain import RetrainChannel
-        from driftline.alerts.channels.slack import SlackChannel
-        from driftline.alerts.channels.webhook import WebhookChannel
-
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
-        return cls(
-            slack=SlackChannel(secret(settings.slack_webhook_url), timeout=seconds) if settings.slack_webhook_url else None,
-            pagerduty=(PagerDutyChannel(settings.pagerduty_url, secret(settings.pagerduty_routing_key), timeout=seconds)
-                       if settings.pagerduty_routing_key else None),
-            webhook=(WebhookChannel(secret(settings.webhook_url), secret(settings.webhook_secret), timeout=seconds)
-                     if settings.webhook_url else None),
-            alertmanager=(AlertmanagerChannel(secret(settings.alertmanager_url), timeout=seconds)
-                          if settings.alertmanager_url else None),
-            retrain=(RetrainChannel(secret(settings.retrain_webhook_url), secret(settings.retrain_webhook_token),
-                                    timeout=seconds, allow_http=settings.retrain_webhook_allow_http)
-                     if settings.retrain_webhook_url else None),
-            secrets=tuple(settings.secret_values()),
-        )
+        return cls(secrets=tuple(settings.secret_values()),
+                   **{name: channel.from_settings(settings, seconds) for name, channel in CHANNEL_TYPES.items()
+                      if is_configured(channel, settings)})
 
 
 def render(channel: str, message: Mapping[str, Any], idempotency_key: str) -> dict[str, Any] | None:
     """The body `channel` will receive for `message` (None: this channel skips this kind)."""
-    if channel == SLACK:
-        from driftline.alerts.channels.slack import render_slack
-        return render_slack(message)
-    if channel == PAGERDUTY:
-        from driftline.alerts.channels.pagerduty import render_pagerduty
-        return render_pagerduty(message)
-    if channel == WEBHOOK:
-        from driftline.alerts.channels.webhook import render_webhook
-        return render_webhook(message, idempotency_key)
-    if channel == ALERTMANAGER:
-        from driftline.alerts.channels.alertmanager import render_alertmanager
-        return render_alertmanager(message)
-    raise ValueError(f"unknown alert channel {channel!r}")
+    if channel not in CHANNEL_TYPES:
+        raise ValueError(f"unknown alert channel {channel!r}")
+    return CHANNEL_TYPES[channel].render(message, idempotency_key)

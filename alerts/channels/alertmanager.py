@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from driftline import defaults
+from driftline.config import secret
 
+from driftline.alerts.channels.checks import require_url_list
 from driftline.alerts.channels.http import HttpPoster, SendResult
-from driftline.alerts.endpoints import ALERTMANAGER
 from driftline.alerts.times import iso, iso_from_ms
 
+ALERTMANAGER = "alertmanager"
 API_PATH = "/api/v2/alerts"
 
 
@@ -82,12 +84,31 @@ def with_ends_at(payload: Mapping[str, Any], now: datetime,
 
 
 class AlertmanagerChannel:
-    name = ALERTMANAGER
+    name: ClassVar[str] = ALERTMANAGER
+    title: ClassVar[str] = "Prometheus Alertmanager"
+    settings: ClassVar[tuple[str, ...]] = ("alertmanager_url",)
+    min_severity: ClassVar[str | None] = "info"  # Alertmanager's own routes decide who hears what
 
     def __init__(self, urls: str, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = urls  # the setting as given: scrubbed from error text as a whole and per URL
         self.urls = alertmanager_urls(urls)
         self.http = HttpPoster(timeout)
+
+    @classmethod
+    def check(cls, settings: Any) -> list[str]:
+        require_url_list(settings, "alertmanager_url", "http://host:9093")
+        return []
+
+    @classmethod
+    def from_settings(cls, settings: Any, timeout: float) -> "AlertmanagerChannel":
+        return cls(secret(settings.alertmanager_url) or "", timeout=timeout)
+
+    @staticmethod
+    def render(message: Mapping[str, Any], idempotency_key: str) -> dict[str, Any]:
+        return render_alertmanager(message)
+
+    def close(self) -> None:
+        self.http.close()
 
     def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
         """POST to every Alertmanager; ok when one took it (they gossip), retried only when none did."""

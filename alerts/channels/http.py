@@ -8,7 +8,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 import httpcore
@@ -34,12 +34,6 @@ class SendResult:
     retryable: bool = True
     retry_after: float | None = None  # seconds, from a Retry-After header
     response: Any = None  # the answer's body: parsed JSON, or text
-
-
-class Channel(Protocol):
-    name: str
-
-    def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult: ...
 
 
 def parse_retry_after(value: str | None, now: float | None = None,

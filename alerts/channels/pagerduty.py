@@ -21,12 +21,15 @@ send time and never stored in the outbox.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from driftline import defaults
+from driftline.config import secret
 
+from driftline.alerts.channels.checks import require_url
 from driftline.alerts.channels.http import HttpPoster, SendResult
-from driftline.alerts.endpoints import PAGERDUTY
+
+PAGERDUTY = "pagerduty"
 
 # PagerDuty Events API v2: payload.summary is truncated by PagerDuty at 1024 characters (PagerDuty's limit).
 PAGERDUTY_MAX_SUMMARY_CHARS = 1024
@@ -81,12 +84,31 @@ def render_pagerduty(message: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 class PagerDutyChannel:
-    name = PAGERDUTY
+    name: ClassVar[str] = PAGERDUTY
+    title: ClassVar[str] = "PagerDuty"
+    settings: ClassVar[tuple[str, ...]] = ("pagerduty_routing_key", "pagerduty_url")
+    min_severity: ClassVar[str | None] = "error"  # it pages a person: one page per real problem
 
     def __init__(self, url: str, routing_key: str, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url
         self.routing_key = routing_key
         self.http = HttpPoster(timeout)
+
+    @classmethod
+    def check(cls, settings: Any) -> list[str]:
+        require_url(settings, "pagerduty_url")
+        return []
+
+    @classmethod
+    def from_settings(cls, settings: Any, timeout: float) -> "PagerDutyChannel":
+        return cls(settings.pagerduty_url, secret(settings.pagerduty_routing_key) or "", timeout=timeout)
+
+    @staticmethod
+    def render(message: Mapping[str, Any], idempotency_key: str) -> dict[str, Any] | None:
+        return render_pagerduty(message)
+
+    def close(self) -> None:
+        self.http.close()
 
     def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
         body = {"routing_key": self.routing_key, **payload}

@@ -10,20 +10,26 @@ settings.retrain_webhook_allow_http says otherwise.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 from urllib.parse import urlsplit
 
 from driftline import defaults
+from driftline.config import secret
 from driftline.errors import UserError
 from driftline.hosts import is_loopback
 
+from driftline.alerts.channels.checks import require_url
 from driftline.alerts.channels.http import HttpPoster, SendResult
 from driftline.alerts.channels.webhook import encode
-from driftline.alerts.endpoints import RETRAIN
+
+RETRAIN = "retrain"
 
 
 class RetrainChannel:
-    name = RETRAIN
+    name: ClassVar[str] = RETRAIN
+    title: ClassVar[str] = "Retraining webhook"
+    settings: ClassVar[tuple[str, ...]] = ("retrain_webhook_url", "retrain_webhook_token", "retrain_webhook_allow_http")
+    min_severity: ClassVar[str | None] = None  # it gets retraining requests (driftline.alerts.retraining), no alerts
 
     def __init__(self, url: str, token: str | None, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS,
                  allow_http: bool = False):
@@ -32,6 +38,23 @@ class RetrainChannel:
         self.url = url
         self.token = token
         self.http = HttpPoster(timeout)
+
+    @classmethod
+    def check(cls, settings: Any) -> list[str]:
+        require_url(settings, "retrain_webhook_url")
+        return []
+
+    @classmethod
+    def from_settings(cls, settings: Any, timeout: float) -> "RetrainChannel":
+        return cls(secret(settings.retrain_webhook_url) or "", secret(settings.retrain_webhook_token), timeout=timeout,
+                   allow_http=settings.retrain_webhook_allow_http)
+
+    @staticmethod
+    def render(message: Mapping[str, Any], idempotency_key: str) -> None:
+        return None  # an alert message is not a retraining request
+
+    def close(self) -> None:
+        self.http.close()
 
     def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
         headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key,

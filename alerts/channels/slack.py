@@ -16,14 +16,16 @@ urllib timeout bounds each read only.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from driftline import defaults
+from driftline.config import secret
 
+from driftline.alerts.channels.checks import require_url
 from driftline.alerts.channels.http import HttpPoster, SendResult
-from driftline.alerts.endpoints import SLACK
 from driftline.alerts.messages import detector_label, event_windows_text, format_number
 
+SLACK = "slack"
 _EMOJI = {"trigger": ":rotating_light:", "repeat": ":repeat:", "resolve": ":white_check_mark:"}
 # Slack's documented limits for a message's blocks (api.slack.com/reference/block-kit): Slack's, not ours to tune.
 SLACK_MAX_BLOCKS = 50
@@ -160,12 +162,31 @@ def render_slack(message: Mapping[str, Any]) -> dict[str, Any]:
 class SlackChannel:
     """Posts rendered messages to one incoming webhook; retries are the outbox's job."""
 
-    name = SLACK
+    name: ClassVar[str] = SLACK
+    title: ClassVar[str] = "Slack"
+    settings: ClassVar[tuple[str, ...]] = ("slack_webhook_url",)
+    min_severity: ClassVar[str | None] = "info"  # chat sees everything
 
     def __init__(self, url: str, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url
         self.timeout = timeout
         self.http = HttpPoster(timeout)
+
+    @classmethod
+    def check(cls, settings: Any) -> list[str]:
+        require_url(settings, "slack_webhook_url")
+        return []
+
+    @classmethod
+    def from_settings(cls, settings: Any, timeout: float) -> "SlackChannel":
+        return cls(secret(settings.slack_webhook_url) or "", timeout=timeout)
+
+    @staticmethod
+    def render(message: Mapping[str, Any], idempotency_key: str) -> dict[str, Any]:
+        return render_slack(message)
+
+    def close(self) -> None:
+        self.http.close()
 
     def send(self, payload: Mapping[str, Any], idempotency_key: str) -> SendResult:
         body = json.dumps(dict(payload)).encode()

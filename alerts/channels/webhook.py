@@ -20,12 +20,15 @@ import hashlib
 import hmac
 import json
 import time
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from driftline import defaults
+from driftline.config import secret as secret_value
 
+from driftline.alerts.channels.checks import require_url
 from driftline.alerts.channels.http import HttpPoster, SendResult
-from driftline.alerts.endpoints import WEBHOOK
+
+WEBHOOK = "webhook"
 
 TIMESTAMP_HEADER = "X-Driftline-Timestamp"
 SIGNATURE_HEADER = "X-Driftline-Signature"
@@ -59,12 +62,34 @@ def encode(payload: Mapping[str, Any]) -> bytes:
 
 
 class WebhookChannel:
-    name = WEBHOOK
+    name: ClassVar[str] = WEBHOOK
+    title: ClassVar[str] = "Generic webhook"
+    settings: ClassVar[tuple[str, ...]] = ("webhook_url", "webhook_secret")
+    min_severity: ClassVar[str | None] = "info"  # a program decides for itself what to do with each alert
 
     def __init__(self, url: str, secret: str | None, timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
         self.url = url
         self.secret = secret
         self.http = HttpPoster(timeout)
+
+    @classmethod
+    def check(cls, settings: Any) -> list[str]:
+        require_url(settings, "webhook_url")
+        if secret_value(settings.webhook_secret):
+            return []
+        return ["webhook_url is set but webhook_secret is not: webhooks go out unsigned, so a receiver "
+                "cannot tell them from forged ones; set DRIFTLINE_WEBHOOK_SECRET"]
+
+    @classmethod
+    def from_settings(cls, settings: Any, timeout: float) -> "WebhookChannel":
+        return cls(secret_value(settings.webhook_url) or "", secret_value(settings.webhook_secret), timeout=timeout)
+
+    @staticmethod
+    def render(message: Mapping[str, Any], idempotency_key: str) -> dict[str, Any]:
+        return render_webhook(message, idempotency_key)
+
+    def close(self) -> None:
+        self.http.close()
 
     def headers(self, body: bytes, idempotency_key: str) -> dict[str, str]:
         timestamp = str(int(time.time()))

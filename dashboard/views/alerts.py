@@ -6,8 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from driftline.dashboard import charts, queries, ui
-
-STATES = ("firing", "pending", "resolved")
+from driftline.vocabulary import ALERT_RESOLVED, ALERT_STATES, NOTIFICATION_FAILED
 
 
 def alert_label(frame: pd.DataFrame) -> pd.Series:
@@ -29,9 +28,9 @@ def body(ctx: ui.Context) -> None:
     active_silences = silences[(silences["starts_at"] <= now) & (silences["expires_at"] > now)]
 
     cols = st.columns(5)
-    for col, state in zip(cols, STATES):
+    for col, state in zip(cols, ALERT_STATES):
         col.metric(state.capitalize(), int((alerts["state"] == state).sum()))
-    cols[3].metric("Failed notifications", int((notes["status"] == "failed").sum()))
+    cols[3].metric("Failed notifications", int((notes["status"] == NOTIFICATION_FAILED).sum()))
     cols[4].metric("Active silences", len(active_silences))
 
     if alerts.empty:
@@ -45,7 +44,7 @@ def body(ctx: ui.Context) -> None:
                                               ctx.span_ms), width="stretch")
         shown = st.segmented_control("Show", ["active", "resolved", "all"], default="active", key="alert_filter")
         table = alerts if shown in (None, "all") else (
-            alerts[alerts["state"] == "resolved"] if shown == "resolved" else alerts[alerts["state"] != "resolved"])
+            alerts[alerts["state"] == ALERT_RESOLVED] if shown == "resolved" else alerts[alerts["state"] != ALERT_RESOLVED])
         st.dataframe(table.assign(alert=alert_label(table))[
             ["state", "severity", "alert", "summary", "value", "threshold", "first_window_start",
              "fired_window_start", "started_at", "fired_at", "resolved_at"]],
@@ -81,7 +80,7 @@ def body(ctx: ui.Context) -> None:
                          column_config={c: st.column_config.DatetimeColumn(f"{c.replace('_', ' ')} (UTC)",
                                                                            format="MMM DD HH:mm:ss")
                                         for c in ("created_at", "sent_at")})
-        failed = notes[notes["status"] == "failed"]
+        failed = notes[notes["status"] == NOTIFICATION_FAILED]
         for row in failed.itertuples():
             st.warning(f"{row.channel} {row.kind} notification failed after {row.attempts} attempts: {row.last_error}")
 

@@ -10,6 +10,7 @@ from driftline.dashboard import (charts, presentation, embeddings, freshness, ge
                                  worker_signals)
 from driftline import defaults
 from driftline.vocabulary import (
+    ALERT_FIRING,
     CONCURRENCY,
     DATA_DRIFT,
     EMBEDDING_DRIFT,
@@ -66,7 +67,7 @@ def header(ctx: ui.Context, scored: pd.DataFrame, versions: pd.DataFrame) -> Non
     cols[3].metric("Detector families breached", breached["detector"].nunique(),
                    help=", ".join(presentation.ordered_detectors(set(breached["detector"]))) or "none")
     alerts = queries.alerts(ctx.db_url, ctx.start_ms, ctx.model)
-    cols[4].metric("Firing alerts", int(((alerts["version"] == ctx.version) & (alerts["state"] == "firing")).sum()))
+    cols[4].metric("Firing alerts", int(((alerts["version"] == ctx.version) & (alerts["state"] == ALERT_FIRING)).sum()))
 
 
 def serving(ctx: ui.Context, latency: pd.DataFrame) -> None:

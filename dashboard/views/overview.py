@@ -6,7 +6,7 @@ import streamlit as st
 
 from driftline.config import load_settings
 from driftline.dashboard import charts, presentation, queries, ui
-from driftline.vocabulary import DATA_DRIFT, LATENCY
+from driftline.vocabulary import ALERT_ACTIVE, ALERT_FIRING, ALERT_PENDING, DATA_DRIFT, LATENCY
 
 GET_STARTED = """\
 # everything at once: broker, store, a trained model, worker, collector, scheduler, this dashboard, demo traffic
@@ -39,7 +39,7 @@ def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, la
                  alerts: pd.DataFrame) -> None:
     head = presentation.headline(latest)
     own = alerts[(alerts["model"] == row["model"]) & (alerts["version"] == row["version"])]
-    firing, pending = int((own["state"] == "firing").sum()), int((own["state"] == "pending").sum())
+    firing, pending = int((own["state"] == ALERT_FIRING).sum()), int((own["state"] == ALERT_PENDING).sum())
     has_windows = activity is not None and int(activity["windows"]) > 0
     label, colour = presentation.health(firing, pending, head, has_windows)
     with st.container(border=True):
@@ -127,12 +127,12 @@ def body(ctx: ui.Context) -> None:
     activity = queries.version_activity(ctx.db_url, ctx.start_ms, ctx.end_ms)
     latest = queries.latest_results(ctx.db_url, ctx.start_ms, ctx.end_ms)
     alerts = queries.alerts(ctx.db_url, ctx.start_ms)
-    active_alerts = alerts[alerts["state"].isin(("firing", "pending"))]
+    active_alerts = alerts[alerts["state"].isin(ALERT_ACTIVE)]
 
     metrics = st.columns(5)
     metrics[0].metric("Models", versions["model"].nunique())
     metrics[1].metric("Versions with traffic", int((activity["windows"] > 0).sum()) if not activity.empty else 0)
-    metrics[2].metric("Firing alerts", int((alerts["state"] == "firing").sum()))
+    metrics[2].metric("Firing alerts", int((alerts["state"] == ALERT_FIRING).sum()))
     metrics[3].metric(f"Events ({ctx.range_key})", f"{int(activity['events'].sum()) if not activity.empty else 0:,}")
     metrics[4].metric(f"Dead letters ({ctx.range_key})", queries.dead_letter_count(ctx.db_url, ctx.start_ms))
     progress_notice(ctx)

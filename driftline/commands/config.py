@@ -29,18 +29,21 @@ def config() -> None:
 def check(config_file: str | None) -> None:
     """Validate the settings and every section; print the effective settings, secrets masked."""
     settings = load_settings(config_file)
-    channels = validate_sections(settings)
+    channels, warnings = validate_sections(settings)
     path = settings.config_path
     present = [name for name in SECTIONS if path is not None and load_toml_section(path, name)]
     click.echo(f"# {path if path else 'no config file'}: valid"
                + (f" (sections: {', '.join(f'[{name}]' for name in present)})" if present else ""))
     click.echo(f"# {channels}")
+    for warning in warnings:
+        click.echo(f"# warning: {warning}")
     for name, value, source in effective_settings(settings):
         click.echo(f"{name} = {value}  # {source}")
 
 
-def validate_sections(settings: Settings) -> str:
-    """Run every section's parser (a `UserError` names the first problem); returns the live alert channels."""
+def validate_sections(settings: Settings) -> tuple[str, list[str]]:
+    """Run every section's parser (a `UserError` names the first problem); returns the live alert channels, in
+    words, and the channels' warnings (driftline.alerts.channels.registry: every channel checks its settings)."""
     from driftline.alerts import load_rules
     from driftline.alerts.channels.validation import check_channel_settings
     from driftline.kafka_security import KafkaSecurity
@@ -51,13 +54,13 @@ def validate_sections(settings: Settings) -> str:
     from driftline.worker.serving_signals import SignalsConfig
 
     KafkaSecurity.from_settings(settings)
-    check_channel_settings(settings)
+    warnings = check_channel_settings(settings)
     EvaluationConfig.from_settings(settings)  # the detectors' sections and [segments]
     RetentionPolicy.from_settings(settings)
     RolloutPolicies(settings.section(ROLLOUTS_SECTION))
     SignalsConfig.from_settings(settings)  # the worker's [cost] and [capacity]
     rules = load_rules(settings, settings.config_path)
-    return describe_channels(rules.channels, rules.retrain.enabled)
+    return describe_channels(rules.channels, rules.retrain.enabled), warnings
 
 
 def effective_settings(settings: Settings) -> list[tuple[str, str, str]]:

@@ -11,6 +11,7 @@ from driftline.config import common_options
 from driftline.progress import clock, collectors_sentence
 from driftline.store import db as store_db
 from driftline.store.queries import status_report
+from driftline.vocabulary import ALERT_FIRING
 
 # Quarantined windows listed in the table: a screenful; --json has them all.
 _LISTED_QUARANTINED = 20
@@ -40,7 +41,7 @@ def status(as_json: bool, settings) -> None:  # noqa: ANN001
                        f"{row['late_events']:>6}  {judged:<23}  {'yes' if row['production'] else ''}")
     click.echo(collectors_sentence(report["stream_watermark_ms"], report["watermarks"], now_ms))
     click.echo(f"dead letters: {report['dead_letters']}")
-    firing = [a for a in report["alerts"] if a["state"] == "firing"]
+    firing = [a for a in report["alerts"] if a["state"] == ALERT_FIRING]
     click.echo(f"firing alerts: {len(firing)}")
     for alert in firing:
         click.echo(f"  [{alert['severity']}] {alert['model']} v{alert['version']} {alert['detector']}"

@@ -379,7 +379,7 @@ class Alert(Base):
     feature: Mapped[str] = mapped_column(String(MODEL_CHARS), default="")
     segment: Mapped[str] = mapped_column(String(SEGMENT_CHARS), default="")  # "" for the whole population
     severity: Mapped[str] = mapped_column(String(20), default="warning")
-    state: Mapped[str] = mapped_column(String(20), index=True)  # pending | firing | resolved
+    state: Mapped[str] = mapped_column(String(20), index=True)  # vocabulary.ALERT_STATES
     value: Mapped[float | None] = mapped_column(Float)
     threshold: Mapped[float | None] = mapped_column(Float)
     summary: Mapped[str] = mapped_column(Text, default="")
@@ -422,10 +422,10 @@ class Notification(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
     alert_fingerprint: Mapped[str | None] = mapped_column(String(64), index=True)
-    channel: Mapped[str] = mapped_column(String(30))  # slack | pagerduty | webhook | retrain
+    channel: Mapped[str] = mapped_column(String(30))  # a name of driftline.alerts.channels.registry
     kind: Mapped[str] = mapped_column(String(20))  # trigger | resolve | repeat | retrain
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(20), default="pending")  # pending | sending | sent | failed
+    status: Mapped[str] = mapped_column(String(20), default="pending")  # vocabulary.NOTIFICATION_STATES
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_error: Mapped[str | None] = mapped_column(Text)

@@ -22,6 +22,7 @@ from driftline.store.models import (Alert, DeadLetter, DetectorResult, ModelAlia
                                     WindowQuarantine)
 from driftline.store.rollout_history import ended_rollouts
 from driftline.store.rollouts import latest_verdict
+from driftline.vocabulary import ALERT_FIRING
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ def count_segment_breaches(session: Session, windows: list[VersionWindow], detec
 
 def firing_alerts(session: Session) -> dict[tuple[str, str], int]:
     return {(model, severity): int(n) for model, severity, n in session.execute(
-        select(Alert.model, Alert.severity, func.count()).where(Alert.state == "firing")
+        select(Alert.model, Alert.severity, func.count()).where(Alert.state == ALERT_FIRING)
         .group_by(Alert.model, Alert.severity))}
 
 

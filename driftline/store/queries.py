@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from driftline import defaults
+from driftline.vocabulary import ALERT_ACTIVE
 from driftline.store.models import (Alert, DeadLetter, ModelAlias, ModelVersion, WindowEvaluation, WindowQuarantine,
                                     WindowStateRecord)
 from driftline.store.rollout_history import status_rollouts
@@ -57,7 +58,7 @@ def status_report(session: Session, *, now_ms: int | None = None,
          # the event-time windows its evidence began and it fired in (None: not yet, or unknown)
          "first_window_start_ms": a.first_window_start_ms, "first_window_start": _iso_ms(a.first_window_start_ms),
          "fired_window_start_ms": a.fired_window_start_ms, "fired_window_start": _iso_ms(a.fired_window_start_ms)}
-        for a in session.scalars(select(Alert).where(Alert.state.in_(("firing", "pending")))
+        for a in session.scalars(select(Alert).where(Alert.state.in_(ALERT_ACTIVE))
                                  .order_by(Alert.started_at))
     ]
     watermarks = watermark_report(session, now_ms, idle_ms)

@@ -22,8 +22,9 @@ def test_defaults_come_from_driftline_defaults():
     assert drift.resolve_after_windows == defaults.ALERT_RESOLVE_AFTER_WINDOWS
     assert drift.repeat_interval == timedelta(seconds=defaults.ALERT_REPEAT_INTERVAL_SECONDS)
     assert drift.group_name == DATA_DRIFT and latency.group_name == LATENCY
-    assert rules.channels_for("warning") == ["slack", "webhook", "alertmanager"]
-    assert rules.channels_for("error") == ["slack", "pagerduty", "webhook", "alertmanager"]
+    assert rules.channels_for("info") == ["slack", "webhook", "alertmanager", "teams"]
+    assert rules.channels_for("warning") == ["slack", "webhook", "alertmanager", "teams", "email"]
+    assert rules.channels_for("error") == ["slack", "pagerduty", "webhook", "alertmanager", "teams", "email"]
     assert [(r.source, r.targets) for r in rules.inhibit] == [(DATASET_DRIFT, (DATA_DRIFT,))]
     assert rules.retrain.windows == defaults.RETRAIN_DRIFT_WINDOWS
 
@@ -48,9 +49,9 @@ def test_toml_overrides_general_then_detector_then_model():
     fraud = rules.rule_for("fraud", DATA_DRIFT)
     assert (fraud.for_windows, fraud.severity) == (6, "error")
     assert rules.rule_for("fraud", LATENCY).for_windows == 6  # a model's table beats every global one
-    assert rules.channels_for("error") == ["slack", "webhook", "alertmanager"]
-    assert rules.channels_for("critical") == ["slack", "pagerduty", "webhook", "alertmanager"]
-    assert rules.channels_for("info") == ["webhook", "alertmanager"]
+    assert rules.channels_for("error") == ["slack", "webhook", "alertmanager", "teams", "email"]
+    assert rules.channels_for("critical") == ["slack", "pagerduty", "webhook", "alertmanager", "teams", "email"]
+    assert rules.channels_for("info") == ["webhook", "alertmanager", "teams"]
     assert rules.inhibit[0].targets == (DATA_DRIFT, PREDICTION_DRIFT)
     assert rules.delivery.max_age == timedelta(minutes=30) and rules.delivery.max_attempts == 3
     assert rules.delivery.backoff_initial == timedelta(seconds=2)
@@ -69,7 +70,7 @@ def test_toml_overrides_general_then_detector_then_model():
     ({"models": {"m": {"false_pages_per_model_per_month": "often"}}}, "models.m.false_pages_per_model_per_month: input should be a valid number"),
     ({"detectors": {DATA_DRIFT: {"false_pages_per_model_per_month": 2}}}, "unknown key"),
     ({"repeat_interval": "soon"}, "cannot read 'soon' as a duration"),
-    ({"channels": {"email": "info"}}, "unknown channel 'email'"),
+    ({"channels": {"sms": "info"}}, "unknown channel 'sms'"),
     ({"inhibit": {"source": DATASET_DRIFT}}, "array of tables"),
     ({"delivery": {"lease": "5s", "timeout": "10s"}}, "lease"),
     ({"retrain": {"windows": "five"}}, r"\[alerts.retrain\] windows: input should be a valid integer"),
