@@ -11,9 +11,9 @@ would otherwise read as an ever-growing monitoring lag.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Collection
+from typing import Any, Callable, Collection
 
-from sqlalchemy import case, func, select, tuple_
+from sqlalchemy import and_, case, false, func, or_, select, tuple_
 from sqlalchemy.orm import Session
 
 from driftline.rollouts import RoutingPlan
@@ -37,6 +37,16 @@ class LatestResult:
     details: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class FeatureTally:
+    """A per-feature detector's results in one window, summed up in the store: how many features it judged,
+    how many breached, and the highest value (the worst statistic)."""
+
+    judged: int
+    breached: int
+    max_value: float | None
+
+
 @dataclass
 class VersionWindow:
     """A live model version's latest evaluated window and its results."""
@@ -51,6 +61,9 @@ class VersionWindow:
     breaches: dict[tuple[str, str], int] = field(default_factory=dict)  # (detector, metric) -> results breaching
     # (segment, detector) -> results breaching, for each segment judged ("column=value"); only when asked for
     segment_breaches: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (detector, metric) -> its per-feature results summed up in the store, for the `per_feature` detectors
+    features: dict[tuple[str, str], FeatureTally] = field(default_factory=dict)
+    detailed: bool = True  # whether `results` holds the `per_feature` detectors' rows (the detail predicate)
 
 
 @dataclass
@@ -64,10 +77,13 @@ class MonitoringSnapshot:
 
 
 def monitoring_snapshot(session: Session, detectors: Collection[str], detailed: Collection[str] = (),
-                        counted: Collection[str] = (), segmented: Collection[str] = ()) -> MonitoringSnapshot:
+                        counted: Collection[str] = (), segmented: Collection[str] = (),
+                        per_feature: Collection[str] = (),
+                        detail: Callable[[str], bool] = lambda _model: True) -> MonitoringSnapshot:
     """The snapshot, with the results of `detectors` (the details of those of `detailed`), breach counts per metric
-    of those of `counted`, and per segment of those of `segmented`."""
-    windows = latest_windows(session, detectors, detailed, counted)
+    of those of `counted`, and per segment of those of `segmented`; the rows of `per_feature` detectors only for
+    the models `detail` accepts, every model getting their `FeatureTally` instead."""
+    windows = latest_windows(session, detectors, detailed, counted, per_feature, detail)
     if segmented:
         count_segment_breaches(session, windows, segmented)
     return MonitoringSnapshot(windows=windows, alerts_firing=firing_alerts(session),
@@ -92,10 +108,13 @@ def live_versions(session: Session) -> dict[str, set[str]]:
 
 
 def latest_windows(session: Session, detectors: Collection[str], detailed: Collection[str] = (),
-                   counted: Collection[str] = ()) -> list[VersionWindow]:
+                   counted: Collection[str] = (), per_feature: Collection[str] = (),
+                   detail: Callable[[str], bool] = lambda _model: True) -> list[VersionWindow]:
     """The latest evaluated window of each live model version, with its whole-population results of `detectors`
-    (details only for those of `detailed`) and, for `counted` detectors, the results breaching each metric
-    (counted in the store: a data-quality check has a result per feature), sorted by model and version."""
+    (details only for those of `detailed`; rows of the `per_feature` detectors only for the models `detail`
+    accepts), for `counted` detectors the results breaching each metric and for `per_feature` ones a
+    `FeatureTally` per metric (both summed up in the store, one grouped query for every version), sorted by model
+    and version. A fixed number of queries, whatever the number of models."""
     latest = (select(WindowEvaluation.model, WindowEvaluation.version,
                      func.max(WindowEvaluation.window_start_ms).label("start_ms"))
               .group_by(WindowEvaluation.model, WindowEvaluation.version).subquery())
@@ -109,32 +128,53 @@ def latest_windows(session: Session, detectors: Collection[str], detailed: Colle
     for model, version, _start, end, _events, _status in rows:
         if model not in live and (model not in newest or (end, version) > newest[model]):
             newest[model] = (int(end), version)
-    chosen = {(m, v): VersionWindow(m, v, int(s), int(e), int(n or 0), status) for m, v, s, e, n, status in rows
-              if v in live.get(m, ()) or (m in newest and newest[m][1] == v)}
-    if chosen:
-        keys = [(w.model, w.version, w.window_start_ms) for w in chosen.values()]
-        where = (tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(keys),
-                 DetectorResult.segment == "", DetectorResult.detector.in_(detectors))
-        # details are JSON to decode: read only those the caller needs
-        details = dict(session.execute(select(DetectorResult.id, DetectorResult.details).where(
-            *where, DetectorResult.detector.in_(detailed))).tuples().all()) if detailed else {}
-        for r in session.execute(
-                select(DetectorResult.id, DetectorResult.model, DetectorResult.version, DetectorResult.detector,
-                       DetectorResult.feature, DetectorResult.metric, DetectorResult.value, DetectorResult.threshold,
-                       DetectorResult.breached).where(*where)):
-            found = details.get(r.id)
-            chosen[(r.model, r.version)].results.append(LatestResult(
-                r.detector, r.feature or "", r.metric, r.value, r.threshold, bool(r.breached),
-                found if isinstance(found, dict) else {}))
-        if counted:
-            breached = func.sum(case((DetectorResult.breached, 1), else_=0))
-            for model, version, detector, metric, n in session.execute(
-                    select(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.metric,
-                           breached).where(*where[:2], DetectorResult.detector.in_(counted))
-                    .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.detector,
-                              DetectorResult.metric)):
-                chosen[(model, version)].breaches[(detector, metric)] = int(n or 0)
+    chosen = {(m, v): VersionWindow(m, v, int(s), int(e), int(n or 0), status, detailed=detail(m))
+              for m, v, s, e, n, status in rows if v in live.get(m, ()) or (m in newest and newest[m][1] == v)}
+    if not chosen:
+        return []
+    keys = [(w.model, w.version, w.window_start_ms) for w in chosen.values()]
+    in_window = (tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(keys),
+                 DetectorResult.segment == "")
+    plain = [d for d in detectors if d not in per_feature]
+    shown = [(w.model, w.version, w.window_start_ms) for w in chosen.values() if w.detailed]
+    # a detector's rows for every version, a per-feature detector's only for the detailed ones
+    wanted = or_(DetectorResult.detector.in_(plain), and_(
+        DetectorResult.detector.in_([d for d in detectors if d in per_feature]),
+        tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(shown)
+        if shown else false()))
+    # details are JSON to decode: read only those the caller needs
+    details = dict(session.execute(select(DetectorResult.id, DetectorResult.details).where(
+        *in_window, wanted, DetectorResult.detector.in_(detailed))).tuples().all()) if detailed else {}
+    for r in session.execute(
+            select(DetectorResult.id, DetectorResult.model, DetectorResult.version, DetectorResult.detector,
+                   DetectorResult.feature, DetectorResult.metric, DetectorResult.value, DetectorResult.threshold,
+                   DetectorResult.breached).where(*in_window, wanted)):
+        found = details.get(r.id)
+        chosen[(r.model, r.version)].results.append(LatestResult(
+            r.detector, r.feature or "", r.metric, r.value, r.threshold, bool(r.breached),
+            found if isinstance(found, dict) else {}))
+    if counted or per_feature:
+        _tally(session, chosen, in_window, counted, per_feature)
     return [chosen[key] for key in sorted(chosen)]
+
+
+def _tally(session: Session, chosen: dict[tuple[str, str], VersionWindow], in_window: tuple[Any, ...],
+           counted: Collection[str], per_feature: Collection[str]) -> None:
+    """Fill `breaches` (the `counted` detectors) and `features` (the `per_feature` ones, over named features) of
+    every chosen window from one grouped query."""
+    breached = func.sum(case((DetectorResult.breached, 1), else_=0))
+    for model, version, detector, metric, n, hits, worst in session.execute(
+            select(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.metric,
+                   func.count(), breached, func.max(DetectorResult.value))
+            .where(*in_window, or_(DetectorResult.detector.in_(counted),
+                                   and_(DetectorResult.detector.in_(per_feature), DetectorResult.feature != "")))
+            .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.metric)):
+        window = chosen[(model, version)]
+        if detector in counted:
+            window.breaches[(detector, metric)] = int(hits or 0)
+        if detector in per_feature:
+            window.features[(detector, metric)] = FeatureTally(int(n), int(hits or 0),
+                                                               None if worst is None else float(worst))
 
 
 def count_segment_breaches(session: Session, windows: list[VersionWindow], detectors: Collection[str]) -> None:
