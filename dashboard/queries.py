@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import and_, case, func, inspect, or_, select
+from sqlalchemy import and_, case, false, func, inspect, or_, select, tuple_
 
 from driftline import defaults
 from driftline.redact import scrub
@@ -25,7 +25,7 @@ from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLette
                                     ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
                                     WindowStateRecord)
 from driftline.store.watermarks import judged_up_to, stream_watermark, watermark_report
-from driftline.vocabulary import DATA_DRIFT, ESTIMATED_QUALITY, INSUFFICIENT_DATA
+from driftline.vocabulary import DATA_DRIFT, ESTIMATED_QUALITY, INSUFFICIENT_DATA, QUALITY_SCORES
 
 PRODUCTION = "production"
 TTL = defaults.DASHBOARD_CACHE_TTL_SECONDS
@@ -225,27 +225,80 @@ def newest_details(db_url: str, model: str, version: str, detector: str, start_m
     return frame
 
 
+def _newest_windows(start_ms: int, end_ms: int):
+    """Each version's newest evaluated window start in the range, as a subquery (model, version, start_ms)."""
+    return (select(WindowEvaluation.model, WindowEvaluation.version,
+                   func.max(WindowEvaluation.window_start_ms).label("start_ms"))
+            .where(WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms)
+            .group_by(WindowEvaluation.model, WindowEvaluation.version).subquery())
+
+
+def _in_newest(newest) -> Any:
+    r = DetectorResult
+    return and_(r.model == newest.c.model, r.version == newest.c.version, r.window_start_ms == newest.c.start_ms)
+
+
 @cached
-def latest_results(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
-    """The results of each version's newest evaluated window in the range (the overview's "now").
+def latest_results(db_url: str, start_ms: int, end_ms: int,
+                   versions: tuple[tuple[str, str], ...] | None = None) -> pd.DataFrame:
+    """The results of each version's newest evaluated window in the range (the overview's "now"), of every version
+    or of `versions` ((model, version) pairs) only; one query.
 
     Columns: model, version, window_start_ms, detector, feature, metric, value, threshold, breached.
     """
+    r, newest = DetectorResult, _newest_windows(start_ms, end_ms)
+    query = (select(r.model, r.version, r.window_start_ms, r.detector, r.feature, r.metric, r.value, r.threshold,
+                    r.breached).join(newest, _in_newest(newest)).where(r.segment == ""))
+    if versions is not None:
+        if not versions:
+            query = query.where(false())
+        query = query.where(tuple_(r.model, r.version).in_(list(versions)))
     with session_scope(db_url) as session:
-        newest = session.execute(
-            select(WindowEvaluation.model, WindowEvaluation.version, func.max(WindowEvaluation.window_start_ms))
-            .where(WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms)
-            .group_by(WindowEvaluation.model, WindowEvaluation.version)).all()
-        rows: list[tuple] = []
-        for model, version, start in newest:
-            rows += [(model, version, start, *r) for r in session.execute(
-                select(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric, DetectorResult.value,
-                       DetectorResult.threshold, DetectorResult.breached)
-                .where(DetectorResult.model == model, DetectorResult.version == version,
-                       DetectorResult.window_start_ms == start, DetectorResult.segment == ""))]
+        rows = session.execute(query).all()
     frame = _frame(rows, ["model", "version", "window_start_ms", "detector", "feature", "metric", "value",
                           "threshold", "breached"])
     frame["breached"] = frame["breached"].astype(bool)
+    return frame
+
+
+@cached
+def version_health(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
+    """Each version's newest evaluated window in the range, summed up per detector in one grouped query: what the
+    overview ranks a fleet by (dashboard/attention.py).
+
+    Columns: model, version, window_start_ms, detector, breached (results breaching), breached_features (distinct
+    named features breaching), quality_margin (the lowest estimate less its threshold over the quality scores
+    estimated; NaN for other detectors and without estimates).
+    """
+    r, newest = DetectorResult, _newest_windows(start_ms, end_ms)
+    margin = case((and_(r.detector == ESTIMATED_QUALITY, r.metric.in_(sorted(QUALITY_SCORES))), r.value - r.threshold))
+    query = (select(r.model, r.version, func.max(r.window_start_ms), r.detector,
+                    func.sum(case((r.breached, 1), else_=0)),
+                    func.count(func.distinct(case((and_(r.breached, r.feature != ""), r.feature)))), func.min(margin))
+             .join(newest, _in_newest(newest)).where(r.segment == "").group_by(r.model, r.version, r.detector))
+    with session_scope(db_url) as session:
+        rows = session.execute(query).all()
+    frame = _frame(rows, ["model", "version", "window_start_ms", "detector", "breached", "breached_features",
+                          "quality_margin"])
+    for column in ("breached", "breached_features"):
+        frame[column] = frame[column].fillna(0).astype("int64")
+    frame["quality_margin"] = frame["quality_margin"].astype("float64")
+    return frame
+
+
+@cached
+def alert_counts(db_url: str) -> pd.DataFrame:
+    """Alerts firing and pending now per model version, counted in the store (every one, however many).
+
+    Columns: model, version, firing, pending."""
+    with session_scope(db_url) as session:
+        rows = session.execute(
+            select(Alert.model, Alert.version, func.sum(case((Alert.state == "firing", 1), else_=0)),
+                   func.sum(case((Alert.state == "pending", 1), else_=0)))
+            .where(Alert.state.in_(("firing", "pending"))).group_by(Alert.model, Alert.version)).all()
+    frame = _frame(rows, ["model", "version", "firing", "pending"])
+    for column in ("firing", "pending"):
+        frame[column] = frame[column].fillna(0).astype("int64")
     return frame
 
 
