@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection
 
-from sqlalchemy import and_, case, false, func, or_, select, tuple_
+from sqlalchemy import and_, case, false, func, or_, select
 from sqlalchemy.orm import Session
 
 from driftline.rollouts import RoutingPlan
@@ -115,9 +115,7 @@ def latest_windows(session: Session, detectors: Collection[str], detailed: Colle
     accepts), for `counted` detectors the results breaching each metric and for `per_feature` ones a
     `FeatureTally` per metric (both summed up in the store, one grouped query for every version), sorted by model
     and version. A fixed number of queries, whatever the number of models."""
-    latest = (select(WindowEvaluation.model, WindowEvaluation.version,
-                     func.max(WindowEvaluation.window_start_ms).label("start_ms"))
-              .group_by(WindowEvaluation.model, WindowEvaluation.version).subquery())
+    latest = _latest()
     rows = session.execute(
         select(WindowEvaluation.model, WindowEvaluation.version, WindowEvaluation.window_start_ms,
                WindowEvaluation.window_end_ms, WindowEvaluation.events, WindowEvaluation.status)
@@ -132,44 +130,62 @@ def latest_windows(session: Session, detectors: Collection[str], detailed: Colle
               for m, v, s, e, n, status in rows if v in live.get(m, ()) or (m in newest and newest[m][1] == v)}
     if not chosen:
         return []
-    keys = [(w.model, w.version, w.window_start_ms) for w in chosen.values()]
-    in_window = (tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(keys),
-                 DetectorResult.segment == "")
+    on_latest, whole = _on(latest), DetectorResult.segment == ""
     plain = [d for d in detectors if d not in per_feature]
-    shown = [(w.model, w.version, w.window_start_ms) for w in chosen.values() if w.detailed]
-    # a detector's rows for every version, a per-feature detector's only for the detailed ones
-    wanted = or_(DetectorResult.detector.in_(plain), and_(
-        DetectorResult.detector.in_([d for d in detectors if d in per_feature]),
-        tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(shown)
-        if shown else false()))
+    shown = sorted({w.model for w in chosen.values() if w.detailed})
+    # a detector's rows for every version, a per-feature detector's only for the detailed models
+    featured = DetectorResult.detector.in_([d for d in detectors if d in per_feature])
+    if len(shown) < len({w.model for w in chosen.values()}):
+        featured = and_(featured, DetectorResult.model.in_(shown)) if shown else false()
+    wanted = or_(DetectorResult.detector.in_(plain), featured)
     # details are JSON to decode: read only those the caller needs
-    details = dict(session.execute(select(DetectorResult.id, DetectorResult.details).where(
-        *in_window, wanted, DetectorResult.detector.in_(detailed))).tuples().all()) if detailed else {}
+    details = dict(session.execute(select(DetectorResult.id, DetectorResult.details).join(latest, on_latest)
+                                   .where(whole, wanted, DetectorResult.detector.in_(detailed)))
+                   .tuples().all()) if detailed else {}
     for r in session.execute(
             select(DetectorResult.id, DetectorResult.model, DetectorResult.version, DetectorResult.detector,
                    DetectorResult.feature, DetectorResult.metric, DetectorResult.value, DetectorResult.threshold,
-                   DetectorResult.breached).where(*in_window, wanted)):
+                   DetectorResult.breached).join(latest, on_latest).where(whole, wanted)):
+        window = chosen.get((r.model, r.version))
+        if window is None:  # a retired version's latest window
+            continue
         found = details.get(r.id)
-        chosen[(r.model, r.version)].results.append(LatestResult(
-            r.detector, r.feature or "", r.metric, r.value, r.threshold, bool(r.breached),
-            found if isinstance(found, dict) else {}))
+        window.results.append(LatestResult(r.detector, r.feature or "", r.metric, r.value, r.threshold,
+                                           bool(r.breached), found if isinstance(found, dict) else {}))
     if counted or per_feature:
-        _tally(session, chosen, in_window, counted, per_feature)
+        _tally(session, chosen, latest, counted, per_feature)
     return [chosen[key] for key in sorted(chosen)]
 
 
-def _tally(session: Session, chosen: dict[tuple[str, str], VersionWindow], in_window: tuple[Any, ...],
+def _latest() -> Any:
+    """Each model version's latest evaluated window start, as a subquery (model, version, start_ms)."""
+    return (select(WindowEvaluation.model, WindowEvaluation.version,
+                   func.max(WindowEvaluation.window_start_ms).label("start_ms"))
+            .group_by(WindowEvaluation.model, WindowEvaluation.version).subquery())
+
+
+def _on(latest: Any) -> Any:
+    """Results of the `latest` windows: joined to them, not matched against a list of their keys, so the results'
+    index is probed where a list of a thousand (model, version, start) keys made SQLite scan every stored result."""
+    return and_(DetectorResult.model == latest.c.model, DetectorResult.version == latest.c.version,
+                DetectorResult.window_start_ms == latest.c.start_ms)
+
+
+def _tally(session: Session, chosen: dict[tuple[str, str], VersionWindow], latest: Any,
            counted: Collection[str], per_feature: Collection[str]) -> None:
     """Fill `breaches` (the `counted` detectors) and `features` (the `per_feature` ones, over named features) of
-    every chosen window from one grouped query."""
+    every chosen window from one grouped query over the `latest` windows."""
     breached = func.sum(case((DetectorResult.breached, 1), else_=0))
     for model, version, detector, metric, n, hits, worst in session.execute(
             select(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.metric,
                    func.count(), breached, func.max(DetectorResult.value))
-            .where(*in_window, or_(DetectorResult.detector.in_(counted),
-                                   and_(DetectorResult.detector.in_(per_feature), DetectorResult.feature != "")))
+            .join(latest, _on(latest))
+            .where(DetectorResult.segment == "", or_(DetectorResult.detector.in_(counted), and_(
+                DetectorResult.detector.in_(per_feature), DetectorResult.feature != "")))
             .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.metric)):
-        window = chosen[(model, version)]
+        window = chosen.get((model, version))
+        if window is None:  # a retired version's latest window
+            continue
         if detector in counted:
             window.breaches[(detector, metric)] = int(hits or 0)
         if detector in per_feature:
@@ -182,15 +198,15 @@ def count_segment_breaches(session: Session, windows: list[VersionWindow], detec
     by_key = {(w.model, w.version, w.window_start_ms): w for w in windows}
     if not by_key:
         return
-    breached = func.sum(case((DetectorResult.breached, 1), else_=0))
+    breached, latest = func.sum(case((DetectorResult.breached, 1), else_=0)), _latest()
     for model, version, start, segment, detector, n in session.execute(
             select(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms, DetectorResult.segment,
-                   DetectorResult.detector, breached)
-            .where(tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(list(by_key)),
-                   DetectorResult.segment != "", DetectorResult.detector.in_(detectors))
+                   DetectorResult.detector, breached).join(latest, _on(latest))
+            .where(DetectorResult.segment != "", DetectorResult.detector.in_(detectors))
             .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms,
                       DetectorResult.segment, DetectorResult.detector)):
-        by_key[(model, version, int(start))].segment_breaches[(segment, detector)] = int(n or 0)
+        if (model, version, int(start)) in by_key:  # not a retired version's
+            by_key[(model, version, int(start))].segment_breaches[(segment, detector)] = int(n or 0)
 
 
 def firing_alerts(session: Session) -> dict[tuple[str, str], int]:

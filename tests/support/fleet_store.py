@@ -15,6 +15,8 @@ from typing import Any
 
 from sqlalchemy import Table, insert, select
 
+import numpy as np
+
 from driftline import vocabulary
 from driftline.store.db import session_scope
 from driftline.store.models import (Alert, BaselineRecord, DetectorResult, ModelAlias, ModelVersion, WindowEvaluation,
@@ -86,6 +88,22 @@ def clone_fleet(db_url: str, models: int, template: str = "credit", start_ms: in
                 _flush(session, pending)
         _flush(session, pending)
     return Fleet([model_name(i) for i in range(models)], drifting, firing, below)
+
+
+def evaluate_template(db_url: str, model: str = "template", features: int = 30, windows: int = 2,
+                      start_ms: int | None = None) -> None:
+    """Register `model` with `features` features and have the real scheduler judge `windows` closed windows of 300
+    events, the last with a third of the features shifted: a template for `clone_fleet` of a realistic shape."""
+    from tests.support.drift_store import T0, WINDOW_MS, jobs_for, register, write_window
+
+    rng = np.random.default_rng(1)
+    first = T0 if start_ms is None else start_ms
+    baseline = register(db_url, model, "1", rng, features=features, rows=2000)
+    shifted = {f"f{i}": 3.0 for i in range(3, 3 + features // 3)} | {"income": 25.0}
+    for w in range(windows):
+        write_window(db_url, model, "1", baseline, first + w * WINDOW_MS, rng, n=300, features=features,
+                     shifts=shifted if w == windows - 1 else None)
+    jobs_for(db_url).evaluate_due_windows(now_ms=first + (windows + 1) * WINDOW_MS)
 
 
 def _rows(session, table: Table, model: str) -> list[dict[str, Any]]:
