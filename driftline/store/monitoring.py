@@ -10,10 +10,11 @@ would otherwise read as an ever-growing monitoring lag.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection
 
-from sqlalchemy import and_, case, false, func, or_, select
+from sqlalchemy import JSON, Text, and_, case, cast, func, null, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
 from driftline.rollouts import RoutingPlan
@@ -130,30 +131,12 @@ def latest_windows(session: Session, detectors: Collection[str], detailed: Colle
               for m, v, s, e, n, status in rows if v in live.get(m, ()) or (m in newest and newest[m][1] == v)}
     if not chosen:
         return []
-    on_latest, whole = _on(latest), DetectorResult.segment == ""
-    plain = [d for d in detectors if d not in per_feature]
+    featured = [d for d in detectors if d in per_feature]
+    _summed(session, chosen, latest, [d for d in detectors if d not in per_feature], detailed, counted, featured)
     shown = sorted({w.model for w in chosen.values() if w.detailed})
-    # a detector's rows for every version, a per-feature detector's only for the detailed models
-    featured = DetectorResult.detector.in_([d for d in detectors if d in per_feature])
-    if len(shown) < len({w.model for w in chosen.values()}):
-        featured = and_(featured, DetectorResult.model.in_(shown)) if shown else false()
-    wanted = or_(DetectorResult.detector.in_(plain), featured)
-    # details are JSON to decode: read only those the caller needs
-    details = dict(session.execute(select(DetectorResult.id, DetectorResult.details).join(latest, on_latest)
-                                   .where(whole, wanted, DetectorResult.detector.in_(detailed)))
-                   .tuples().all()) if detailed else {}
-    for r in session.execute(
-            select(DetectorResult.id, DetectorResult.model, DetectorResult.version, DetectorResult.detector,
-                   DetectorResult.feature, DetectorResult.metric, DetectorResult.value, DetectorResult.threshold,
-                   DetectorResult.breached).join(latest, on_latest).where(whole, wanted)):
-        window = chosen.get((r.model, r.version))
-        if window is None:  # a retired version's latest window
-            continue
-        found = details.get(r.id)
-        window.results.append(LatestResult(r.detector, r.feature or "", r.metric, r.value, r.threshold,
-                                           bool(r.breached), found if isinstance(found, dict) else {}))
-    if counted or per_feature:
-        _tally(session, chosen, latest, counted, per_feature)
+    if featured and shown:
+        _feature_rows(session, chosen, latest, featured, detailed,
+                      None if len(shown) == len({w.model for w in chosen.values()}) else shown)
     return [chosen[key] for key in sorted(chosen)]
 
 
@@ -171,26 +154,52 @@ def _on(latest: Any) -> Any:
                 DetectorResult.window_start_ms == latest.c.start_ms)
 
 
-def _tally(session: Session, chosen: dict[tuple[str, str], VersionWindow], latest: Any,
-           counted: Collection[str], per_feature: Collection[str]) -> None:
-    """Fill `breaches` (the `counted` detectors) and `features` (the `per_feature` ones, over named features) of
-    every chosen window from one grouped query over the `latest` windows."""
-    breached = func.sum(case((DetectorResult.breached, 1), else_=0))
-    for model, version, detector, metric, n, hits, worst in session.execute(
-            select(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.metric,
-                   func.count(), breached, func.max(DetectorResult.value))
-            .join(latest, _on(latest))
-            .where(DetectorResult.segment == "", or_(DetectorResult.detector.in_(counted), and_(
-                DetectorResult.detector.in_(per_feature), DetectorResult.feature != "")))
-            .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.metric)):
+def _summed(session: Session, chosen: dict[tuple[str, str], VersionWindow], latest: Any, plain: Collection[str],
+            detailed: Collection[str], counted: Collection[str], per_feature: Collection[str]) -> None:
+    """One pass over the `latest` windows' results: the rows of the `plain` detectors (their details when
+    `detailed`), the breaches of the `counted` ones per metric and a `FeatureTally` per metric of the `per_feature`
+    ones. One grouped query, each plain row a group of its own: every pass costs a visit to every result of the
+    windows (their index holds model, version and window only), a thousand models' ~200 000 rows."""
+    r = DetectorResult
+    row_wise = [d for d in plain if d not in counted]
+    own = case((r.detector.in_(row_wise), r.feature), else_="")  # a plain row keeps its feature: its own group
+    # the detail of a group of one row; a text cast, as PostgreSQL has no max() of json
+    details = func.max(case((r.detector.in_([d for d in row_wise if d in detailed]), cast(r.details, Text))))
+    query = (select(r.model, r.version, r.detector, r.metric, own, func.count(),
+                    func.sum(case((r.breached, 1), else_=0)), func.max(r.value), func.max(r.threshold), details)
+             .join(latest, _on(latest))
+             .where(r.segment == "", or_(r.detector.in_([*row_wise, *counted]),
+                                         and_(r.detector.in_(per_feature), r.feature != "")))
+             .group_by(r.model, r.version, r.detector, r.metric, own))
+    for model, version, detector, metric, feature, n, hits, top, threshold, found in session.execute(query):
         window = chosen.get((model, version))
         if window is None:  # a retired version's latest window
             continue
         if detector in counted:
             window.breaches[(detector, metric)] = int(hits or 0)
-        if detector in per_feature:
+        elif detector in per_feature:
             window.features[(detector, metric)] = FeatureTally(int(n), int(hits or 0),
-                                                               None if worst is None else float(worst))
+                                                               None if top is None else float(top))
+        else:
+            parsed = json.loads(found) if isinstance(found, str) else found
+            window.results.append(LatestResult(detector, feature or "", metric, top, threshold, bool(hits),
+                                               parsed if isinstance(parsed, dict) else {}))
+
+
+def _feature_rows(session: Session, chosen: dict[tuple[str, str], VersionWindow], latest: Any,
+                  per_feature: Collection[str], detailed: Collection[str], models: list[str] | None) -> None:
+    """The rows of the `per_feature` detectors (their details when `detailed`) for `models` (None: every one)."""
+    r = DetectorResult
+    query = (select(r.model, r.version, r.detector, r.feature, r.metric, r.value, r.threshold, r.breached,
+                    type_coerce(case((r.detector.in_(detailed), r.details), else_=null()), JSON))
+             .join(latest, _on(latest)).where(r.segment == "", r.detector.in_(per_feature)))
+    if models is not None:
+        query = query.where(r.model.in_(models))
+    for model, version, detector, feature, metric, value, threshold, breached, details in session.execute(query):
+        window = chosen.get((model, version))
+        if window is not None:  # not a retired version's latest window
+            window.results.append(LatestResult(detector, feature or "", metric, value, threshold, bool(breached),
+                                               details if isinstance(details, dict) else {}))
 
 
 def count_segment_breaches(session: Session, windows: list[VersionWindow], detectors: Collection[str]) -> None:
