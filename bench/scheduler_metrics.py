@@ -14,6 +14,7 @@ cores). bench/fleet.py imports `fleet_store` and `measure`.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -36,23 +37,26 @@ from driftline.store import db as store_db  # noqa: E402
 
 @dataclass(frozen=True)
 class Scrape:
-    """One exposition measured: its size, its series, and the scrape times (ms)."""
+    """One exposition measured: its size, its series, and the scrape times (ms): wall clock, and this process' CPU
+    (what a scrape costs on a machine shared with others, less the waiting for a core)."""
 
     kib: float
     series: int
     read_median_ms: float
     read_max_ms: float
+    read_cpu_median_ms: float
     cached_median_ms: float
 
 
 def measure(db_url: str, detail_models: Sequence[str] = (), scrapes: int = 5) -> Scrape:
     """Scrape the scheduler's registry `scrapes` times reading the store, and as often from the cache."""
     metrics = SchedulerMetrics(db_url, cache_seconds=0.0, detail_models=detail_models)
-    cold = []
+    cold, cpu = [], []
     for _ in range(scrapes):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         body = generate_latest(metrics.registry)
         cold.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
     cached = SchedulerMetrics(db_url, cache_seconds=3600.0, detail_models=detail_models)
     generate_latest(cached.registry)
     warm = []
@@ -62,7 +66,7 @@ def measure(db_url: str, detail_models: Sequence[str] = (), scrapes: int = 5) ->
         warm.append(time.perf_counter() - started)
     series = sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
     return Scrape(len(body) / 1024, series, statistics.median(cold) * 1000, max(cold) * 1000,
-                  statistics.median(warm) * 1000)
+                  statistics.median(cpu) * 1000, statistics.median(warm) * 1000)
 
 
 def fleet_store(folder: Path, models: int, features: int = 30, template: Path | None = None) -> str:
@@ -100,7 +104,7 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="driftline-bench-metrics-"))
     print(f"{'models':>7} {'mode':<22} {'KiB':>7} {'series':>8} {'series/model':>13} {'read ms (med/max)':>18} "
-          f"{'cached ms':>10}")
+          f"{'read CPU ms':>12} {'cached ms':>10}")
     try:
         for models in args.models:
             started = time.perf_counter()
@@ -110,15 +114,18 @@ def main() -> None:
                 seed(url, models, args.features)
             else:
                 url = fleet_store(folder, models, args.features)
-            print(f"# {models} models x {args.features} features stored in {time.perf_counter() - started:.0f} s")
+            print(f"# {models} models x {args.features} features stored in {time.perf_counter() - started:.0f} s "
+                  f"(load average {os.getloadavg()[0]:.1f})")
             runs = {}
             for mode, detail in (("fleet (default)", ()), ("every model's detail", ("*",))):
                 runs[mode] = found = measure(url, detail, args.scrapes)
                 print(f"{models:>7} {mode:<22} {found.kib:>7.0f} {found.series:>8,} {found.series / models:>13.1f} "
-                      f"{found.read_median_ms:>8.0f} / {found.read_max_ms:<7.0f} {found.cached_median_ms:>10.1f}")
+                      f"{found.read_median_ms:>8.0f} / {found.read_max_ms:<7.0f} {found.read_cpu_median_ms:>12.0f} "
+                      f"{found.cached_median_ms:>10.1f}")
             fleet, detail = runs["fleet (default)"], runs["every model's detail"]
             print(f"{models:>7} {'detail / fleet':<22} {detail.kib / fleet.kib:>6.1f}x {detail.series / fleet.series:>7.1f}x"
-                  f" {'':>13} {detail.read_median_ms / fleet.read_median_ms:>8.1f}x")
+                  f" {'':>13} {detail.read_median_ms / fleet.read_median_ms:>8.1f}x {'':>9} "
+                  f"{detail.read_cpu_median_ms / fleet.read_cpu_median_ms:>11.1f}x")
             store_db.dispose_engines()
     finally:
         shutil.rmtree(folder, ignore_errors=True)

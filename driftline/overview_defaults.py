@@ -7,7 +7,7 @@ from __future__ import annotations
 
 # --- Dashboard: the overview at fleet size (dashboard/views/overview.py) -------------------
 # Model versions the overview draws as cards, the first of its attention ranking (firing alerts,
-# then drift, then estimated quality); the ranked table below them lists every version. A page of
+# then drift, then estimated quality); a ranked table above them lists every version. A page of
 # a thousand cards takes seconds to draw and nobody reads past the first screens.
 OVERVIEW_CARDS = 10
 # Versions the overview's fleet charts (p99 latency, drifted features per window) draw: the first

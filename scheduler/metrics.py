@@ -5,13 +5,18 @@ several schedulers, or a restarted one, export the same values. A read is cached
 `defaults.SCHEDULER_METRICS_CACHE_SECONDS`: a scrape storm costs the store one read per interval.
 Gauges describe each live model version's latest evaluated window (production and the active
 rollout plan's versions; see driftline.store.monitoring). Segment results ([segments]) are exported only with
-`scheduler_metrics_segments` (their number is bounded by `SEGMENT_MAX_VALUES` per column).
+`scheduler_metrics_segments` (their number is bounded by `SEGMENT_MAX_VALUES` per column). Per-feature series
+(a feature's drift scores, its decision, its evidence stream) only for the models `scheduler_metrics_detail_models`
+names (globs); every version's drift is summed up in the store instead (drifted and judged features, the worst
+statistic), so a fleet's series grow with its models, not with models x features.
 
 | metric | type | labels | meaning |
 |---|---|---|---|
-| `driftline_feature_drift_score` | gauge | model, version, feature, test | a drift test's statistic (psi, ks, chi2, wasserstein, jensenshannon, ...) |
-| `driftline_feature_drifted` | gauge | model, version, feature | 1 when the feature drifted by the documented decision rule, else 0 |
+| `driftline_feature_drift_score` | gauge | model, version, feature, test | detail models: a drift test's statistic (psi, ks, chi2, wasserstein, jensenshannon, ...) |
+| `driftline_feature_drifted` | gauge | model, version, feature | detail models: 1 when the feature drifted by the documented decision rule, else 0 |
 | `driftline_drifted_features` | gauge | model, version | features that drifted (every feature, whatever the cap) |
+| `driftline_judged_features` | gauge | model, version | features judged for drift |
+| `driftline_max_feature_drift_score` | gauge | model, version, test | the highest decision statistic (`psi`) over the version's features |
 | `driftline_dataset_drifted` | gauge | model, version | 1 when the dataset drifted (share of drifted features) |
 | `driftline_prediction_drifted` | gauge | model, version | 1 when the model's output drifted |
 | `driftline_data_quality_issues` | gauge | model, version, check | features (or the window) breaching a data-quality check |
@@ -36,9 +41,10 @@ rollout plan's versions; see driftline.store.monitoring). Segment results ([segm
 | `driftline_scheduler_judging_lag_seconds` | gauge | model | now less the end of the model's latest judged window (any version) |
 | `driftline_stream_watermark_timestamp_seconds` | gauge | | the collectors' low watermark (driftline.watermarks); absent before a collector records one, or while a partition has stored nothing |
 
-Cardinality: at most `defaults.SCHEDULER_METRICS_MAX_FEATURES` features per model version get
-series of their own (drifted first, then by score), each with one series per test it ran; as many
-evidence streams (paging first, then the nearest to their line).
+Cardinality (docs/contract.md has the formula): a fixed number of series per live version (26 for a version with
+one latency part and one estimate), whatever its features; a detail model's version adds at most
+`defaults.SCHEDULER_METRICS_MAX_FEATURES` features with series of their own (drifted first, then by score), each
+with one series per test it ran, and as many evidence streams (paging first, then the nearest to their line).
 """
 from __future__ import annotations
 
