@@ -3,8 +3,9 @@
 Firing alerts first (the most first), then drift (features that drifted, plus each breached dataset, prediction,
 multivariate or embedding drift verdict), then estimated quality (the lowest estimate less its threshold, the
 lowest first; versions without an estimate after those with one), then any other breach (latency, data quality,
-skew, ...) and pending alerts; ties by model, production first, then version. Frames in, a frame out: the
-counting is done by the store (dashboard/queries.py, `version_health` and `alert_counts`).
+skew, ...) and pending alerts; ties by model, production first, then version. Frames in, a frame out: what
+breached comes from each newest window's own list (dashboard/queries.py, `version_health`), the alerts are counted
+by the store (`alert_counts`).
 """
 from __future__ import annotations
 
@@ -33,17 +34,10 @@ def ranking(versions: pd.DataFrame, activity: pd.DataFrame, health_rows: pd.Data
     if versions.empty:
         return pd.DataFrame(columns=COLUMNS)
     frame = versions[[*KEYS, "production"]].drop_duplicates(KEYS)
-    rows = health_rows.assign(
-        drifted=health_rows["breached_features"].where(health_rows["detector"] == DATA_DRIFT, 0),
-        verdict=((health_rows["breached"] > 0) & health_rows["detector"].isin(DRIFT_VERDICTS)).astype("int64"),
-        other=((health_rows["breached"] > 0)
-               & ~health_rows["detector"].isin((DATA_DRIFT, *DRIFT_VERDICTS, ESTIMATED_QUALITY))).astype("int64"))
-    per_version = rows.groupby(KEYS, as_index=False).agg(
-        drifted_features=("drifted", "sum"), verdicts=("verdict", "sum"), others=("other", "sum"),
-        quality_margin=("quality_margin", "min"))
-    breached = (rows[rows["breached"] > 0].groupby(KEYS)["detector"]
-                .agg(lambda names: tuple(ordered_detectors(set(names)))).rename("breached_detectors").reset_index())
-    frame = (frame.merge(per_version, on=KEYS, how="left").merge(breached, on=KEYS, how="left")
+    per_version = pd.DataFrame([_signals(m, v, breached, margin) for m, v, breached, margin in zip(
+        health_rows["model"], health_rows["version"], health_rows["breached"], health_rows["quality_margin"])],
+        columns=[*KEYS, "drifted_features", "verdicts", "others", "quality_margin", "breached_detectors"])
+    frame = (frame.merge(per_version, on=KEYS, how="left")
              .merge(alerts[[*KEYS, "firing", "pending"]], on=KEYS, how="left")
              .merge(activity[[*KEYS, "windows", "events", "last_update"]], on=KEYS, how="left"))
     for column in ("drifted_features", "verdicts", "others", "firing", "pending", "windows", "events"):
@@ -59,6 +53,16 @@ def ranking(versions: pd.DataFrame, activity: pd.DataFrame, health_rows: pd.Data
     frame = frame.sort_values(["firing", "drift", "_quality", "others", "pending", "model", "production", "version"],
                               ascending=[False, False, True, False, False, True, False, True], kind="stable")
     return frame[COLUMNS].reset_index(drop=True)
+
+
+def _signals(model: str, version: str, breached: tuple[str, ...], margin: float) -> tuple:
+    """(model, version, drifted features, drift verdicts, other families breaching, margin, breached families) of one
+    window's list of breached results ("detector:feature" or "detector")."""
+    detectors = {entry.split(":", 1)[0] for entry in breached}
+    drifted = sum(1 for entry in breached if entry.startswith(DATA_DRIFT + ":"))
+    verdicts = len(detectors & set(DRIFT_VERDICTS))
+    others = len(detectors - {DATA_DRIFT, ESTIMATED_QUALITY, *DRIFT_VERDICTS})
+    return model, version, drifted, verdicts, others, margin, tuple(ordered_detectors(detectors))
 
 
 def matching(ranked: pd.DataFrame, search: str | None) -> pd.DataFrame:

@@ -225,12 +225,16 @@ def newest_details(db_url: str, model: str, version: str, detector: str, start_m
     return frame
 
 
-def _newest_windows(start_ms: int, end_ms: int):
-    """Each version's newest evaluated window start in the range, as a subquery (model, version, start_ms)."""
-    return (select(WindowEvaluation.model, WindowEvaluation.version,
-                   func.max(WindowEvaluation.window_start_ms).label("start_ms"))
-            .where(WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms)
-            .group_by(WindowEvaluation.model, WindowEvaluation.version).subquery())
+def _newest_windows(start_ms: int, end_ms: int, versions: tuple[tuple[str, str], ...] | None = None):
+    """Each version's (of `versions`, None: every one) newest evaluated window start in the range, as a subquery
+    (model, version, start_ms): what the results are joined to, so their index is probed once per version."""
+    query = (select(WindowEvaluation.model, WindowEvaluation.version,
+                    func.max(WindowEvaluation.window_start_ms).label("start_ms"))
+             .where(WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms))
+    if versions is not None:
+        query = query.where(tuple_(WindowEvaluation.model, WindowEvaluation.version).in_(list(versions))
+                            if versions else false())
+    return query.group_by(WindowEvaluation.model, WindowEvaluation.version).subquery()
 
 
 def _in_newest(newest) -> Any:
@@ -246,13 +250,9 @@ def latest_results(db_url: str, start_ms: int, end_ms: int,
 
     Columns: model, version, window_start_ms, detector, feature, metric, value, threshold, breached.
     """
-    r, newest = DetectorResult, _newest_windows(start_ms, end_ms)
+    r, newest = DetectorResult, _newest_windows(start_ms, end_ms, versions)
     query = (select(r.model, r.version, r.window_start_ms, r.detector, r.feature, r.metric, r.value, r.threshold,
                     r.breached).join(newest, _in_newest(newest)).where(r.segment == ""))
-    if versions is not None:
-        if not versions:
-            query = query.where(false())
-        query = query.where(tuple_(r.model, r.version).in_(list(versions)))
     with session_scope(db_url) as session:
         rows = session.execute(query).all()
     frame = _frame(rows, ["model", "version", "window_start_ms", "detector", "feature", "metric", "value",
@@ -263,25 +263,27 @@ def latest_results(db_url: str, start_ms: int, end_ms: int,
 
 @cached
 def version_health(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
-    """Each version's newest evaluated window in the range, summed up per detector in one grouped query: what the
-    overview ranks a fleet by (dashboard/attention.py).
+    """Each version's newest evaluated window in the range: what the overview ranks a fleet by (dashboard/attention.py).
+    Two queries whatever the number of versions: the windows' own list of their breached results, and the estimates.
 
-    Columns: model, version, window_start_ms, detector, breached (results breaching), breached_features (distinct
-    named features breaching), quality_margin (the lowest estimate less its threshold over the quality scores
-    estimated; NaN for other detectors and without estimates).
+    Columns: model, version, window_start_ms, breached (the window's breached results as its evaluation listed them:
+    "detector:feature", or the detector alone), quality_margin (the lowest estimate less its threshold over the
+    quality scores estimated; NaN without estimates).
     """
-    r, newest = DetectorResult, _newest_windows(start_ms, end_ms)
-    margin = case((and_(r.detector == ESTIMATED_QUALITY, r.metric.in_(sorted(QUALITY_SCORES))), r.value - r.threshold))
-    query = (select(r.model, r.version, func.max(r.window_start_ms), r.detector,
-                    func.sum(case((r.breached, 1), else_=0)),
-                    func.count(func.distinct(case((and_(r.breached, r.feature != ""), r.feature)))), func.min(margin))
-             .join(newest, _in_newest(newest)).where(r.segment == "").group_by(r.model, r.version, r.detector))
+    r, e, newest = DetectorResult, WindowEvaluation, _newest_windows(start_ms, end_ms)
     with session_scope(db_url) as session:
-        rows = session.execute(query).all()
-    frame = _frame(rows, ["model", "version", "window_start_ms", "detector", "breached", "breached_features",
-                          "quality_margin"])
-    for column in ("breached", "breached_features"):
-        frame[column] = frame[column].fillna(0).astype("int64")
+        # the evaluation's summary lists the breached results: a row per window, not the window's hundreds of results
+        rows = session.execute(
+            select(e.model, e.version, e.window_start_ms, e.summary)
+            .join(newest, and_(e.model == newest.c.model, e.version == newest.c.version,
+                               e.window_start_ms == newest.c.start_ms))).all()
+        margins = dict(((m, v), margin) for m, v, margin in session.execute(
+            select(r.model, r.version, func.min(r.value - r.threshold)).join(newest, _in_newest(newest))
+            .where(r.segment == "", r.detector == ESTIMATED_QUALITY, r.metric.in_(sorted(QUALITY_SCORES)))
+            .group_by(r.model, r.version)))
+    records = [(m, v, int(start), tuple((summary or {}).get("breached") or ()), margins.get((m, v)))
+               for m, v, start, summary in rows]
+    frame = _frame(records, ["model", "version", "window_start_ms", "breached", "quality_margin"])
     frame["quality_margin"] = frame["quality_margin"].astype("float64")
     return frame
 

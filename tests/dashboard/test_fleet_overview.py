@@ -76,13 +76,16 @@ def test_the_overview_ranks_the_fleet_and_searches_it_by_model(fleet_url, monkey
     assert "no-such-model" in at.info[0].value and not [m for m in at.markdown if m.value.startswith("#### ")]
 
 
-def test_a_version_without_results_ranks_after_those_with_an_estimate():
+def test_a_version_without_results_ranks_after_those_with_an_estimate_and_breaches_are_counted_by_family():
     versions = pd.DataFrame({"model": ["a", "b", "c"], "version": ["1", "1", "1"], "production": [True] * 3})
     health_rows = pd.DataFrame({"model": ["a", "b"], "version": ["1", "1"], "window_start_ms": [0, 0],
-                                "detector": ["estimated_quality"] * 2, "breached": [0, 1],
-                                "breached_features": [0, 0], "quality_margin": [0.1, -0.05]})
+                                "breached": [(), ("estimated_quality",)], "quality_margin": [0.1, -0.05]})
     none = pd.DataFrame(columns=["model", "version", "firing", "pending", "windows", "events", "last_update"])
     ranked = attention.ranking(versions, none, health_rows, none)
     assert list(ranked["model"]) == ["b", "a", "c"]
     # b breached its estimate; a and c had no windows in the activity frame
     assert ranked["status"][0].startswith("breaching: ") and list(ranked["status"][1:]) == ["no traffic in range"] * 2
+    health_rows["breached"] = [("data_drift:x", "data_drift:y", "data_quality:x", "dataset_drift", "latency:total"), ()]
+    first = attention.ranking(versions, none, health_rows, none).iloc[0]
+    assert (first["model"], first["drifted_features"], first["drift"]) == ("a", 2, 3)
+    assert first["breached_detectors"] == ("data_drift", "dataset_drift", "data_quality", "latency")

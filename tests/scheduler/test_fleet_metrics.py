@@ -85,3 +85,13 @@ def test_the_detail_setting_is_a_list_of_names_and_globs(monkeypatch):
     accepts = detail_filter(patterns)
     assert [accepts(m) for m in ("credit", "credit-2", "fraud-eu", "fraud")] == [True, False, True, False]
     assert not detail_filter(())("credit") and detail_filter(("*",))("anything")
+
+
+def test_up_exports_every_models_features_unless_told_otherwise():
+    """`driftline up` runs a few demo models: its scheduler exports their features' series (README's curl)."""
+    from driftline.commands.up import component_env
+
+    setting = "DRIFTLINE_SCHEDULER_METRICS_DETAIL_MODELS"
+    assert component_env(load_settings(), 15, "http://127.0.0.1:8000")[setting] == "*"
+    own = load_settings(scheduler_metrics_detail_models="credit")
+    assert component_env(own, 15, "http://127.0.0.1:8000")[setting] == "credit"

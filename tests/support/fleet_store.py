@@ -24,6 +24,8 @@ from driftline.store.models import (Alert, BaselineRecord, DetectorResult, Model
 
 COPIED = (ModelVersion, BaselineRecord, ModelAlias, WindowEvaluation, WindowStateRecord, DetectorResult)
 THRESHOLD = 0.75  # the estimated roc_auc's alarm threshold in every copy
+# the families whose breaches only every `drift_every`-th copy keeps
+CLEARED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT, vocabulary.PREDICTION_DRIFT)
 
 
 @dataclass(frozen=True)
@@ -70,9 +72,11 @@ def clone_fleet(db_url: str, models: int, template: str = "credit", start_ms: in
                 table = model.__table__
                 for row in found:
                     copy = _moved({**row, "model": name}, shift)
-                    if model is DetectorResult and not keeps_drift and copy["detector"] in (
-                            vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT, vocabulary.PREDICTION_DRIFT):
+                    if model is DetectorResult and not keeps_drift and copy["detector"] in CLEARED:
                         copy["breached"] = False
+                    if model is WindowEvaluation:  # the evaluation's own list of what breached, kept in step
+                        copy["summary"] = _summary(row["summary"], keeps_drift, row["window_start_ms"] == last_start
+                                                   and estimated_auc(i, models) < THRESHOLD)
                     pending.setdefault(table, []).append(copy)
             auc = estimated_auc(i, models)
             pending[DetectorResult.__table__].append(_moved({
@@ -109,6 +113,11 @@ def evaluate_template(db_url: str, model: str = "template", features: int = 30, 
 def _rows(session, table: Table, model: str) -> list[dict[str, Any]]:
     columns = [c for c in table.columns if c.name != "id" or not c.primary_key]
     return [dict(r._mapping) for r in session.execute(select(*columns).where(table.c.model == model))]
+
+
+def _summary(summary: dict[str, Any] | None, keeps_drift: bool, estimate_breached: bool) -> dict[str, Any]:
+    breached = [b for b in (summary or {}).get("breached", []) if keeps_drift or b.split(":")[0] not in CLEARED]
+    return {**(summary or {}), "breached": sorted(breached + [vocabulary.ESTIMATED_QUALITY] * estimate_breached)}
 
 
 def _moved(row: dict[str, Any], shift: int) -> dict[str, Any]:
