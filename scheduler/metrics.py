@@ -84,9 +84,10 @@ SEGMENTED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT)  # per segment, wi
 PER_FEATURE = (vocabulary.DATA_DRIFT,)
 
 
-def detail_filter(patterns: Sequence[str]) -> Callable[[str], bool]:
-    """Whether a model gets per-feature series: its name matches one of `patterns` (globs, `*` for every model)."""
-    found = tuple(p for p in patterns if p)
+def detail_filter(patterns: Sequence[str] | str) -> Callable[[str], bool]:
+    """Whether a model gets per-feature series: its name matches one of `patterns` (globs, `*` for every model; a
+    string is the setting's comma-separated list)."""
+    found = detail_patterns(patterns) if isinstance(patterns, str) else tuple(p for p in patterns if p)
     return lambda model: any(fnmatch.fnmatchcase(model, p) for p in found)
 
 
@@ -100,7 +101,7 @@ class StoreMetrics(Collector):
 
     def __init__(self, db_url: str, cache_seconds: float = defaults.SCHEDULER_METRICS_CACHE_SECONDS,
                  max_features: int = defaults.SCHEDULER_METRICS_MAX_FEATURES, segments: bool = False,
-                 detail_models: Sequence[str] = (), clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
+                 detail_models: Sequence[str] | str = (), clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
                  idle_ms: int = defaults.IDLE_PARTITION_SECONDS * 1000) -> None:
         self.db_url = db_url
         self.segments = segments

@@ -85,6 +85,7 @@ def test_the_detail_setting_is_a_list_of_names_and_globs(monkeypatch):
     accepts = detail_filter(patterns)
     assert [accepts(m) for m in ("credit", "credit-2", "fraud-eu", "fraud")] == [True, False, True, False]
     assert not detail_filter(())("credit") and detail_filter(("*",))("anything")
+    assert detail_filter("credit, fraud-*")("fraud-eu") and not detail_filter("credit")("c")  # not its letters
 
 
 def test_up_exports_every_models_features_unless_told_otherwise():
