@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import and_, case, func, inspect, or_, select
+from sqlalchemy import and_, case, false, func, inspect, or_, select, tuple_
 
 from driftline import defaults
 from driftline.redact import scrub
@@ -25,7 +25,8 @@ from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLette
                                     ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
                                     WindowStateRecord)
 from driftline.store.watermarks import judged_up_to, stream_watermark, watermark_report
-from driftline.vocabulary import ALERT_ACTIVE, DATA_DRIFT, ESTIMATED_QUALITY, INSUFFICIENT_DATA, NOTIFICATION_OPEN
+from driftline.vocabulary import (ALERT_ACTIVE, ALERT_FIRING, ALERT_PENDING, DATA_DRIFT, ESTIMATED_QUALITY, INSUFFICIENT_DATA, NOTIFICATION_OPEN,
+                                  QUALITY_SCORES)
 
 PRODUCTION = "production"
 TTL = defaults.DASHBOARD_CACHE_TTL_SECONDS
@@ -225,27 +226,82 @@ def newest_details(db_url: str, model: str, version: str, detector: str, start_m
     return frame
 
 
+def _newest_windows(start_ms: int, end_ms: int, versions: tuple[tuple[str, str], ...] | None = None):
+    """Each version's (of `versions`, None: every one) newest evaluated window start in the range, as a subquery
+    (model, version, start_ms): what the results are joined to, so their index is probed once per version."""
+    query = (select(WindowEvaluation.model, WindowEvaluation.version,
+                    func.max(WindowEvaluation.window_start_ms).label("start_ms"))
+             .where(WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms))
+    if versions is not None:
+        query = query.where(tuple_(WindowEvaluation.model, WindowEvaluation.version).in_(list(versions))
+                            if versions else false())
+    return query.group_by(WindowEvaluation.model, WindowEvaluation.version).subquery()
+
+
+def _in_newest(newest) -> Any:
+    r = DetectorResult
+    return and_(r.model == newest.c.model, r.version == newest.c.version, r.window_start_ms == newest.c.start_ms)
+
+
 @cached
-def latest_results(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
-    """The results of each version's newest evaluated window in the range (the overview's "now").
+def latest_results(db_url: str, start_ms: int, end_ms: int,
+                   versions: tuple[tuple[str, str], ...] | None = None) -> pd.DataFrame:
+    """The results of each version's newest evaluated window in the range (the overview's "now"), of every version
+    or of `versions` ((model, version) pairs) only; one query.
 
     Columns: model, version, window_start_ms, detector, feature, metric, value, threshold, breached.
     """
+    r, newest = DetectorResult, _newest_windows(start_ms, end_ms, versions)
+    query = (select(r.model, r.version, r.window_start_ms, r.detector, r.feature, r.metric, r.value, r.threshold,
+                    r.breached).join(newest, _in_newest(newest)).where(r.segment == ""))
     with session_scope(db_url) as session:
-        newest = session.execute(
-            select(WindowEvaluation.model, WindowEvaluation.version, func.max(WindowEvaluation.window_start_ms))
-            .where(WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms)
-            .group_by(WindowEvaluation.model, WindowEvaluation.version)).all()
-        rows: list[tuple] = []
-        for model, version, start in newest:
-            rows += [(model, version, start, *r) for r in session.execute(
-                select(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric, DetectorResult.value,
-                       DetectorResult.threshold, DetectorResult.breached)
-                .where(DetectorResult.model == model, DetectorResult.version == version,
-                       DetectorResult.window_start_ms == start, DetectorResult.segment == ""))]
+        rows = session.execute(query).all()
     frame = _frame(rows, ["model", "version", "window_start_ms", "detector", "feature", "metric", "value",
                           "threshold", "breached"])
     frame["breached"] = frame["breached"].astype(bool)
+    return frame
+
+
+@cached
+def version_health(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
+    """Each version's newest evaluated window in the range: what the overview ranks a fleet by (dashboard/attention.py).
+    Two queries whatever the number of versions: the windows' own list of their breached results, and the estimates.
+
+    Columns: model, version, window_start_ms, breached (the window's breached results as its evaluation listed them:
+    "detector:feature", or the detector alone), quality_margin (the lowest estimate less its threshold over the
+    quality scores estimated; NaN without estimates).
+    """
+    r, e, newest = DetectorResult, WindowEvaluation, _newest_windows(start_ms, end_ms)
+    with session_scope(db_url) as session:
+        # the evaluation's summary lists the breached results: a row per window, not the window's hundreds of results
+        rows = session.execute(
+            select(e.model, e.version, e.window_start_ms, e.summary)
+            .join(newest, and_(e.model == newest.c.model, e.version == newest.c.version,
+                               e.window_start_ms == newest.c.start_ms))).all()
+        margins = dict(((m, v), margin) for m, v, margin in session.execute(
+            select(r.model, r.version, func.min(r.value - r.threshold)).join(newest, _in_newest(newest))
+            .where(r.segment == "", r.detector == ESTIMATED_QUALITY, r.metric.in_(sorted(QUALITY_SCORES)))
+            .group_by(r.model, r.version)))
+    records = [(m, v, int(start), tuple((summary or {}).get("breached") or ()), margins.get((m, v)))
+               for m, v, start, summary in rows]
+    frame = _frame(records, ["model", "version", "window_start_ms", "breached", "quality_margin"])
+    frame["quality_margin"] = frame["quality_margin"].astype("float64")
+    return frame
+
+
+@cached
+def alert_counts(db_url: str) -> pd.DataFrame:
+    """Alerts firing and pending now per model version, counted in the store (every one, however many).
+
+    Columns: model, version, firing, pending."""
+    with session_scope(db_url) as session:
+        rows = session.execute(
+            select(Alert.model, Alert.version, func.sum(case((Alert.state == ALERT_FIRING, 1), else_=0)),
+                   func.sum(case((Alert.state == ALERT_PENDING, 1), else_=0)))
+            .where(Alert.state.in_((ALERT_FIRING, ALERT_PENDING))).group_by(Alert.model, Alert.version)).all()
+    frame = _frame(rows, ["model", "version", "firing", "pending"])
+    for column in ("firing", "pending"):
+        frame[column] = frame[column].fillna(0).astype("int64")
     return frame
 
 

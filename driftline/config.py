@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     scheduler_metrics_port: int = Field(0, ge=0, le=65535)
     # Also export per-segment drift ([segments]) there: a series per segment value, so opt-in.
     scheduler_metrics_segments: bool = False
+    # Models whose per-feature drift series are exported too (comma-separated names or globs, `*` for all); the
+    # others get their drift summed up per version, so a fleet's series grow with models, not models x features.
+    scheduler_metrics_detail_models: str = ""
     dashboard_port: int = Field(8501, ge=0, le=65535)
     # Rows per chunk `detect` and `baseline` read their files in (`--batch-rows`): sets their peak memory.
     batch_rows: int = Field(defaults.BATCH_CHUNK_ROWS, ge=1)

@@ -664,3 +664,5 @@ from driftline.embedding_defaults import *  # noqa: E402,F401,F403
 from driftline.batch_defaults import *  # noqa: E402,F401,F403
 # The rollout analysis's policy defaults, in their own file for the same reason.
 from driftline.rollout_defaults import *  # noqa: E402,F401,F403
+# The dashboard overview's bounds at fleet size, in their own file for the same reason.
+from driftline.overview_defaults import *  # noqa: E402,F401,F403

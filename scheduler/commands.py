@@ -16,7 +16,7 @@ from driftline.errors import UserError
 from driftline.logs import configure_logging
 from driftline.store import db as store_db
 from driftline.scheduler.jobs import SchedulerJobs
-from driftline.scheduler.metrics import SchedulerMetrics
+from driftline.scheduler.metrics import SchedulerMetrics, detail_patterns
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.base import BaseScheduler
@@ -80,6 +80,7 @@ def _serve_metrics(settings: Settings, port: int) -> SchedulerMetrics | None:
     if not port:
         return None
     metrics = SchedulerMetrics(settings.db_url, segments=settings.scheduler_metrics_segments,
+                               detail_models=detail_patterns(settings.scheduler_metrics_detail_models),
                                idle_ms=settings.idle_partition_seconds * 1000)
     try:
         bound = metrics.serve(port)

@@ -5,13 +5,18 @@ several schedulers, or a restarted one, export the same values. A read is cached
 `defaults.SCHEDULER_METRICS_CACHE_SECONDS`: a scrape storm costs the store one read per interval.
 Gauges describe each live model version's latest evaluated window (production and the active
 rollout plan's versions; see driftline.store.monitoring). Segment results ([segments]) are exported only with
-`scheduler_metrics_segments` (their number is bounded by `SEGMENT_MAX_VALUES` per column).
+`scheduler_metrics_segments` (their number is bounded by `SEGMENT_MAX_VALUES` per column). Per-feature series
+(a feature's drift scores, its decision, its evidence stream) only for the models `scheduler_metrics_detail_models`
+names (globs); every version's drift is summed up in the store instead (drifted and judged features, the worst
+statistic), so a fleet's series grow with its models, not with models x features.
 
 | metric | type | labels | meaning |
 |---|---|---|---|
-| `driftline_feature_drift_score` | gauge | model, version, feature, test | a drift test's statistic: every statistic of the drift registry a feature ran (psi, ks, chi2, wasserstein, jensenshannon, and those the configuration turns on) and the missing rate |
-| `driftline_feature_drifted` | gauge | model, version, feature | 1 when the feature drifted by the documented decision rule, else 0 |
+| `driftline_feature_drift_score` | gauge | model, version, feature, test | detail models: a drift test's statistic: every statistic of the drift registry a feature ran (psi, ks, chi2, wasserstein, jensenshannon, and those the configuration turns on) and the missing rate |
+| `driftline_feature_drifted` | gauge | model, version, feature | detail models: 1 when the feature drifted by the documented decision rule, else 0 |
 | `driftline_drifted_features` | gauge | model, version | features that drifted (every feature, whatever the cap) |
+| `driftline_judged_features` | gauge | model, version | features judged for drift |
+| `driftline_max_feature_drift_score` | gauge | model, version, test | the highest decision statistic (`psi`) over the version's features |
 | `driftline_dataset_drifted` | gauge | model, version | 1 when the dataset drifted (share of drifted features) |
 | `driftline_prediction_drifted` | gauge | model, version | 1 when the model's output drifted |
 | `driftline_data_quality_issues` | gauge | model, version, check | features (or the window) breaching a data-quality check |
@@ -36,16 +41,18 @@ rollout plan's versions; see driftline.store.monitoring). Segment results ([segm
 | `driftline_scheduler_judging_lag_seconds` | gauge | model | now less the end of the model's latest judged window (any version) |
 | `driftline_stream_watermark_timestamp_seconds` | gauge | | the collectors' low watermark (driftline.watermarks); absent before a collector records one, or while a partition has stored nothing |
 
-Cardinality: at most `defaults.SCHEDULER_METRICS_MAX_FEATURES` features per model version get
-series of their own (drifted first, then by score), each with one series per test it ran; as many
-evidence streams (paging first, then the nearest to their line).
+Cardinality (docs/contract.md has the formula): a fixed number of series per live version (26 for a version with
+one latency part and one estimate), whatever its features; a detail model's version adds at most
+`defaults.SCHEDULER_METRICS_MAX_FEATURES` features with series of their own (drifted first, then by score), each
+with one series per test it ran, and as many evidence streams (paging first, then the nearest to their line).
 """
 from __future__ import annotations
 
+import fnmatch
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -74,6 +81,20 @@ EXPORTED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT, vocabulary.PREDICTI
 DETAILED = (vocabulary.DATA_DRIFT, vocabulary.PREDICTION_DRIFT, vocabulary.ESTIMATED_QUALITY, vocabulary.EMBEDDING_DRIFT)
 COUNTED = (vocabulary.DATA_QUALITY,)  # one result per feature and check: exported as counts per check
 SEGMENTED = (vocabulary.DATA_DRIFT, vocabulary.DATASET_DRIFT)  # per segment, with `segments` on
+# one result per feature: rows (and so series) only for the detail models, tallied in the store for every model
+PER_FEATURE = (vocabulary.DATA_DRIFT,)
+
+
+def detail_filter(patterns: Sequence[str] | str) -> Callable[[str], bool]:
+    """Whether a model gets per-feature series: its name matches one of `patterns` (globs, `*` for every model; a
+    string is the setting's comma-separated list)."""
+    found = detail_patterns(patterns) if isinstance(patterns, str) else tuple(p for p in patterns if p)
+    return lambda model: any(fnmatch.fnmatchcase(model, p) for p in found)
+
+
+def detail_patterns(setting: str) -> tuple[str, ...]:
+    """The `scheduler_metrics_detail_models` setting (comma-separated model names or globs) as patterns."""
+    return tuple(p.strip() for p in setting.split(",") if p.strip())
 
 
 class StoreMetrics(Collector):
@@ -81,10 +102,11 @@ class StoreMetrics(Collector):
 
     def __init__(self, db_url: str, cache_seconds: float = defaults.SCHEDULER_METRICS_CACHE_SECONDS,
                  max_features: int = defaults.SCHEDULER_METRICS_MAX_FEATURES, segments: bool = False,
-                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
+                 detail_models: Sequence[str] | str = (), clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
                  idle_ms: int = defaults.IDLE_PARTITION_SECONDS * 1000) -> None:
         self.db_url = db_url
         self.segments = segments
+        self.detail = detail_filter(detail_models)  # the models with per-feature series
         self.cache_seconds = cache_seconds
         self.max_features = max_features
         self.idle_ms = idle_ms  # Settings.idle_partition_seconds: an idle partition stops holding the watermark
@@ -109,7 +131,8 @@ class StoreMetrics(Collector):
         started = time.perf_counter()
         try:
             with store_db.session_scope(self.db_url) as session:
-                snapshot = monitoring_snapshot(session, EXPORTED, DETAILED, COUNTED, SEGMENTED if self.segments else ())
+                snapshot = monitoring_snapshot(session, EXPORTED, DETAILED, COUNTED, SEGMENTED if self.segments else (),
+                                               PER_FEATURE, self.detail)
                 judged, marks = judged_up_to(session), partition_marks(session)
         except (OperationalError, InterfaceError, ProgrammingError) as exc:
             log.warning("metrics: cannot read the store (%s: %s)", type(exc).__name__,
@@ -135,6 +158,11 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
                                 labels=["model", "version", "feature"])
     count = GaugeMetricFamily(_PREFIX + "drifted_features", "Features that drifted in the latest window.",
                               labels=["model", "version"])
+    judged = GaugeMetricFamily(_PREFIX + "judged_features", "Features judged for drift in the latest window.",
+                               labels=["model", "version"])
+    worst = GaugeMetricFamily(_PREFIX + "max_feature_drift_score",
+                              "The highest decision statistic over the version's features, latest window.",
+                              labels=["model", "version", "test"])
     dataset = GaugeMetricFamily(_PREFIX + "dataset_drifted", "1 when the dataset drifted in the latest window.",
                                 labels=["model", "version"])
     prediction = GaugeMetricFamily(_PREFIX + "prediction_drifted",
@@ -165,7 +193,8 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
         labels = [window.model, window.version]
         window_end.add_metric(labels, window.window_end_ms / 1000.0)
         events.add_metric(labels, float(window.events))
-        _drift(window, max_features, score, drifted, count)
+        _tallies(window, count, judged, worst)
+        _drift(window, max_features, score, drifted)
         # keyed by their labels: one series per label set, whatever the stored rows repeat (a valid exposition)
         found: dict[tuple[str, tuple[str, ...]], float] = {}  # (family name, extra labels) -> value
         for r in window.results:
@@ -207,7 +236,7 @@ def families(snapshot: MonitoringSnapshot, max_features: int, read_seconds: floa
     for model, candidate, verdict in snapshot.verdicts:
         for name in vocabulary.VERDICTS:
             verdicts.add_metric([model, candidate, name], float(name == verdict))
-    yield from (score, drifted, count, dataset, prediction, quality, estimated, threshold, invalid, training, realized,
+    yield from (score, drifted, count, judged, worst, dataset, prediction, quality, estimated, threshold, invalid, training, realized,
                 window_end, events, alerts, quarantined, dead_letters, verdicts)
     yield from embedding_families(snapshot)
     yield from evidence_families(snapshot, max_features)
@@ -239,12 +268,25 @@ def progress_families(judged: dict[tuple[str, str], int], marks: list[PartitionM
     yield from (lag, watermark)
 
 
-def _drift(window: VersionWindow, max_features: int, score: GaugeMetricFamily, drifted: GaugeMetricFamily,
-           count: GaugeMetricFamily) -> None:
-    """Per-feature drift series of one window, capped at `max_features` (drifted first, then the highest PSI)."""
+def _tallies(window: VersionWindow, count: GaugeMetricFamily, judged: GaugeMetricFamily,
+             worst: GaugeMetricFamily) -> None:
+    """Every version's drift over its features, from the store's tallies: drifted, judged, worst per statistic."""
+    tallies = {metric: t for (detector, metric), t in window.features.items() if detector == vocabulary.DATA_DRIFT}
+    if not tallies:
+        return
+    labels = [window.model, window.version]
+    count.add_metric(labels, float(sum(t.breached for t in tallies.values())))
+    judged.add_metric(labels, float(sum(t.judged for t in tallies.values())))
+    for metric, t in sorted(tallies.items()):
+        if t.max_value is not None:
+            worst.add_metric([*labels, metric], t.max_value)
+
+
+def _drift(window: VersionWindow, max_features: int, score: GaugeMetricFamily, drifted: GaugeMetricFamily) -> None:
+    """Per-feature drift series of a detail model's window, capped at `max_features` (drifted first, then the
+    highest PSI)."""
     features = list({r.feature: r for r in window.results if r.detector == vocabulary.DATA_DRIFT and r.feature}.values())
     labels = [window.model, window.version]
-    count.add_metric(labels, float(sum(r.breached for r in features)))
     features.sort(key=lambda r: (not r.breached, -(r.value if r.value is not None else float("-inf")), r.feature))
     for r in sorted(features[:max_features], key=lambda r: r.feature):
         drifted.add_metric([*labels, r.feature], float(r.breached))

@@ -1,12 +1,18 @@
-"""Overview: every model version's health at a glance, or how to get started."""
+"""Overview: every model version's health at a glance, the ones needing attention first, or how to get started.
+
+At fleet size (driftline/overview_defaults.py): every version is one row of a ranked table (dashboard/attention.py)
+read in a few grouped queries; only the first OVERVIEW_CARDS get a card and OVERVIEW_CHART_VERSIONS a line in the
+fleet charts; the search box narrows all three to the models whose name holds the text typed.
+"""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
+from driftline import defaults
 from driftline.config import load_settings
-from driftline.dashboard import charts, presentation, queries, ui
-from driftline.vocabulary import ALERT_ACTIVE, ALERT_FIRING, ALERT_PENDING, DATA_DRIFT, LATENCY
+from driftline.dashboard import attention, charts, presentation, queries, ui
+from driftline.vocabulary import DATA_DRIFT, LATENCY
 
 GET_STARTED = """\
 # everything at once: broker, store, a trained model, worker, collector, scheduler, this dashboard, demo traffic
@@ -35,11 +41,9 @@ def get_started() -> None:
         st.code(GET_STARTED, language="bash")
 
 
-def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, latest: pd.DataFrame,
-                 alerts: pd.DataFrame) -> None:
+def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, latest: pd.DataFrame) -> None:
     head = presentation.headline(latest)
-    own = alerts[(alerts["model"] == row["model"]) & (alerts["version"] == row["version"])]
-    firing, pending = int((own["state"] == ALERT_FIRING).sum()), int((own["state"] == ALERT_PENDING).sum())
+    firing, pending = int(row["firing"]), int(row["pending"])
     has_windows = activity is not None and int(activity["windows"]) > 0
     label, colour = presentation.health(firing, pending, head, has_windows)
     with st.container(border=True):
@@ -70,12 +74,22 @@ def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, la
                      query_params={"model": row["model"], "version": row["version"], "range": ctx.range_key})
 
 
-def fleet_charts(ctx: ui.Context) -> None:
+def fleet_charts(ctx: ui.Context, chosen: list[tuple[str, str]] | None) -> None:
+    """p99 latency and drifted features per window of the `chosen` versions (None: every version, one query)."""
     first = queries.first_window_ms(ctx.db_url, None, None, ctx.start_ms, ctx.end_ms) or ctx.start_ms
     bucket = presentation.bucket_size_ms(first, ctx.end_ms, queries.window_length_ms(ctx.db_url))
-    latency = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket,
-                                       detectors=(LATENCY,), metrics=presentation.HEADLINE_METRICS["p99"])
-    drift = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket, detectors=(DATA_DRIFT,))
+    if chosen is None:
+        latency = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket, detectors=(LATENCY,),
+                                           metrics=presentation.HEADLINE_METRICS["p99"])
+        drift = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket, detectors=(DATA_DRIFT,))
+    else:  # one read per version for both charts: each probes that version's windows only
+        both = pd.concat([queries.detector_buckets(ctx.db_url, m, v, first, ctx.end_ms, bucket,
+                                                   detectors=(LATENCY, DATA_DRIFT)) for m, v in chosen],
+                         ignore_index=True)
+        latency = both[(both["detector"] == LATENCY) & both["metric"].isin(presentation.HEADLINE_METRICS["p99"])]
+        drift = both[both["detector"] == DATA_DRIFT]
+    if chosen is not None:
+        st.caption(f"Charts: the {len(chosen)} versions first in the ranking below.")
     left, right = st.columns(2)
     with left:
         st.markdown("**p99 latency by version** (dashed: its SLO)")
@@ -125,33 +139,58 @@ def body(ctx: ui.Context) -> None:
         get_started()
         return
     activity = queries.version_activity(ctx.db_url, ctx.start_ms, ctx.end_ms)
-    latest = queries.latest_results(ctx.db_url, ctx.start_ms, ctx.end_ms)
-    alerts = queries.alerts(ctx.db_url, ctx.start_ms)
-    active_alerts = alerts[alerts["state"].isin(ALERT_ACTIVE)]
+    counts = queries.alert_counts(ctx.db_url)
 
     metrics = st.columns(5)
     metrics[0].metric("Models", versions["model"].nunique())
     metrics[1].metric("Versions with traffic", int((activity["windows"] > 0).sum()) if not activity.empty else 0)
-    metrics[2].metric("Firing alerts", int((alerts["state"] == ALERT_FIRING).sum()))
+    metrics[2].metric("Firing alerts", int(counts["firing"].sum()))
     metrics[3].metric(f"Events ({ctx.range_key})", f"{int(activity['events'].sum()) if not activity.empty else 0:,}")
     metrics[4].metric(f"Dead letters ({ctx.range_key})", queries.dead_letter_count(ctx.db_url, ctx.start_ms))
     progress_notice(ctx)
     ui.quarantine_notice(ctx)
 
-    fleet_charts(ctx)
-    active = set(zip(activity["model"], activity["version"])) | set(zip(active_alerts["model"],
-                                                                         active_alerts["version"]))
+    active = set(zip(activity["model"], activity["version"])) | set(zip(counts["model"], counts["version"]))
     shown = versions[[p or (m, v) in active for m, v, p in
                       zip(versions["model"], versions["version"], versions["production"])]]
-    shown = shown.sort_values(["model", "production"], ascending=[True, False])
-    for _, row in shown.iterrows():
-        match = activity[(activity["model"] == row["model"]) & (activity["version"] == row["version"])]
-        own_latest = latest[(latest["model"] == row["model"]) & (latest["version"] == row["version"])]
-        version_card(ctx, row, match.iloc[0] if not match.empty else None, own_latest, alerts)
+    ranked = attention.ranking(shown, activity, queries.version_health(ctx.db_url, ctx.start_ms, ctx.end_ms),
+                               counts)
+    search = st.text_input("Search models", key="search", placeholder="part of a model's name",
+                           help="Shows only the models whose name holds this text (any case).")
+    found = attention.matching(ranked, search)
+    if found.empty:
+        st.info(f"No model with traffic in this range has “{search.strip()}” in its name.")
+    else:
+        pairs = list(zip(found["model"], found["version"]))
+        fleet_charts(ctx, None if len(ranked) <= defaults.OVERVIEW_CHART_VERSIONS and not search
+                     else pairs[:defaults.OVERVIEW_CHART_VERSIONS])
+        if len(found) > defaults.OVERVIEW_CARDS:
+            ranked_table(found)
+        top = found.head(defaults.OVERVIEW_CARDS)
+        latest = queries.latest_results(ctx.db_url, ctx.start_ms, ctx.end_ms, tuple(pairs[:len(top)]))
+        for _, row in top.iterrows():
+            match = activity[(activity["model"] == row["model"]) & (activity["version"] == row["version"])]
+            own_latest = latest[(latest["model"] == row["model"]) & (latest["version"] == row["version"])]
+            version_card(ctx, row, match.iloc[0] if not match.empty else None, own_latest)
     idle = versions.drop(shown.index)
     if not idle.empty:
-        st.caption("Registered, no traffic in this range: "
-                   + ", ".join(f"{m} v{v}" for m, v in zip(idle["model"], idle["version"])))
+        names = [f"{m} v{v}" for m, v in zip(idle["model"], idle["version"])]
+        more = len(names) - defaults.OVERVIEW_CARDS * 2
+        st.caption("Registered, no traffic in this range: " + ", ".join(names[:defaults.OVERVIEW_CARDS * 2])
+                   + (f" and {more} more" if more > 0 else ""))
+
+
+def ranked_table(found: pd.DataFrame) -> None:
+    """Every matching version in the ranking's order, those first that need attention (cards follow for the first)."""
+    st.markdown(f"**{len(found):,} model versions, those needing attention first** "
+                f"(cards below for the first {defaults.OVERVIEW_CARDS})")
+    table = pd.DataFrame({
+        "model": found["model"], "version": found["version"], "production": found["production"],
+        "status": found["status"], "firing": found["firing"], "drifted features": found["drifted_features"],
+        "estimate less threshold": found["quality_margin"], "events": found["events"],
+        "last event": found["last_update"]})
+    st.dataframe(table, hide_index=True, height=360, key="ranking",
+                 column_config={"estimate less threshold": st.column_config.NumberColumn(format="%+.3f")})
 
 
 ui.page(body)

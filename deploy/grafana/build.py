@@ -98,11 +98,19 @@ def monitoring() -> dict:
     sel = 'model=~"$model", version=~"$version"'
     heat = panel("status-history", "Drift by feature (PSI, latest window)",
                  [target(f'max by (model, version, feature) (driftline_feature_drift_score{{{sel}, test="psi"}})',
-                         "{{model}} v{{version}} {{feature}}")], 0, 0, w=24, h=10,
+                         "{{model}} v{{version}} {{feature}}")], 0, 0, w=12, h=10,
                  description="Each row a feature, each cell its PSI on the latest evaluated window; red from 0.2 "
-                             "(DRIFT_PSI). driftline_feature_drifted holds the decision itself.")
+                             "(DRIFT_PSI). driftline_feature_drifted holds the decision itself. Only the models "
+                             "scheduler_metrics_detail_models names have per-feature series (`driftline up`: all).")
     heat["fieldConfig"]["defaults"].update({"color": {"mode": "thresholds"}, "thresholds": {"mode": "absolute", "steps": [
         {"color": "green", "value": None}, {"color": "yellow", "value": 0.1}, {"color": "red", "value": 0.2}]}})
+    worst = panel("status-history", "Worst feature drift per version (highest PSI, latest window)",
+                  [target(f'topk(20, max by (model, version) (driftline_max_feature_drift_score{{{sel}, test="psi"}}))',
+                          "{{model}} v{{version}}")], 12, 0, w=12, h=10,
+                  description="Every version's highest PSI over its features, for the whole fleet (the 20 highest): "
+                              "the per-feature panel beside it needs scheduler_metrics_detail_models.")
+    worst["fieldConfig"]["defaults"].update({"color": heat["fieldConfig"]["defaults"]["color"],
+                                             "thresholds": heat["fieldConfig"]["defaults"]["thresholds"]})
     quality = panel("timeseries", "Estimated vs realized quality",
                     [target(f'driftline_estimated_quality{{{sel}, bound="value"}}', "estimated {{metric}} v{{version}}"),
                      target(f'driftline_estimated_quality{{{sel}, bound="lower"}}', "lower {{metric}} v{{version}}"),
@@ -117,9 +125,10 @@ def monitoring() -> dict:
          "properties": [{"id": "custom.fillBelowTo", "value": "lower"}, {"id": "custom.lineWidth", "value": 0}]},
         {"matcher": {"id": "byRegexp", "options": "^lower .*"}, "properties": [{"id": "custom.lineWidth", "value": 0}]}]
     panels = [
-        heat, quality,
-        panel("timeseries", "Drifted features", [target(f"driftline_drifted_features{{{sel}}}", "{{model}} v{{version}}")],
-              0, 19),
+        heat, worst, quality,
+        panel("timeseries", "Drifted features", [target(f"topk(20, driftline_drifted_features{{{sel}}})",
+                                                        "{{model}} v{{version}}")], 0, 19,
+              description="Features that drifted in each version's latest window (the 20 versions with the most)."),
         panel("timeseries", "Alerts firing", [target('sum by (model, severity) (driftline_alerts_firing{model=~"$model"})',
                                                      "{{model}} {{severity}}")], 12, 19),
         panel("timeseries", "Monitoring lag", [target(f"time() - max by (model, version) "

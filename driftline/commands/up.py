@@ -181,6 +181,8 @@ def component_env(settings: Settings, window_seconds: int, worker_url: str) -> d
         "DRIFTLINE_IDLE_PARTITION_SECONDS": str(min(settings.idle_partition_seconds, max(2, window_seconds // 3))),
         "DRIFTLINE_DASHBOARD_URL": f"http://127.0.0.1:{settings.dashboard_port}",
         "DRIFTLINE_RETRAIN_TOKEN": admin_token(settings),
+        # the demo's few models: every feature's drift series on the scheduler's /metrics, unless set otherwise
+        "DRIFTLINE_SCHEDULER_METRICS_DETAIL_MODELS": settings.scheduler_metrics_detail_models or "*",
     }
     own_webhook = secret(settings.retrain_webhook_url)
     env["DRIFTLINE_RETRAIN_WEBHOOK_URL"] = own_webhook or f"{worker_url}/admin/retrain"

@@ -10,10 +10,11 @@ would otherwise read as an ever-growing monitoring lag.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Any, Collection
+from typing import Any, Callable, Collection
 
-from sqlalchemy import case, func, select, tuple_
+from sqlalchemy import JSON, Text, and_, case, cast, func, null, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
 from driftline.rollouts import RoutingPlan
@@ -38,6 +39,16 @@ class LatestResult:
     details: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class FeatureTally:
+    """A per-feature detector's results in one window, summed up in the store: how many features it judged,
+    how many breached, and the highest value (the worst statistic)."""
+
+    judged: int
+    breached: int
+    max_value: float | None
+
+
 @dataclass
 class VersionWindow:
     """A live model version's latest evaluated window and its results."""
@@ -52,6 +63,9 @@ class VersionWindow:
     breaches: dict[tuple[str, str], int] = field(default_factory=dict)  # (detector, metric) -> results breaching
     # (segment, detector) -> results breaching, for each segment judged ("column=value"); only when asked for
     segment_breaches: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (detector, metric) -> its per-feature results summed up in the store, for the `per_feature` detectors
+    features: dict[tuple[str, str], FeatureTally] = field(default_factory=dict)
+    detailed: bool = True  # whether `results` holds the `per_feature` detectors' rows (the detail predicate)
 
 
 @dataclass
@@ -65,10 +79,13 @@ class MonitoringSnapshot:
 
 
 def monitoring_snapshot(session: Session, detectors: Collection[str], detailed: Collection[str] = (),
-                        counted: Collection[str] = (), segmented: Collection[str] = ()) -> MonitoringSnapshot:
+                        counted: Collection[str] = (), segmented: Collection[str] = (),
+                        per_feature: Collection[str] = (),
+                        detail: Callable[[str], bool] = lambda _model: True) -> MonitoringSnapshot:
     """The snapshot, with the results of `detectors` (the details of those of `detailed`), breach counts per metric
-    of those of `counted`, and per segment of those of `segmented`."""
-    windows = latest_windows(session, detectors, detailed, counted)
+    of those of `counted`, and per segment of those of `segmented`; the rows of `per_feature` detectors only for
+    the models `detail` accepts, every model getting their `FeatureTally` instead."""
+    windows = latest_windows(session, detectors, detailed, counted, per_feature, detail)
     if segmented:
         count_segment_breaches(session, windows, segmented)
     return MonitoringSnapshot(windows=windows, alerts_firing=firing_alerts(session),
@@ -93,13 +110,14 @@ def live_versions(session: Session) -> dict[str, set[str]]:
 
 
 def latest_windows(session: Session, detectors: Collection[str], detailed: Collection[str] = (),
-                   counted: Collection[str] = ()) -> list[VersionWindow]:
+                   counted: Collection[str] = (), per_feature: Collection[str] = (),
+                   detail: Callable[[str], bool] = lambda _model: True) -> list[VersionWindow]:
     """The latest evaluated window of each live model version, with its whole-population results of `detectors`
-    (details only for those of `detailed`) and, for `counted` detectors, the results breaching each metric
-    (counted in the store: a data-quality check has a result per feature), sorted by model and version."""
-    latest = (select(WindowEvaluation.model, WindowEvaluation.version,
-                     func.max(WindowEvaluation.window_start_ms).label("start_ms"))
-              .group_by(WindowEvaluation.model, WindowEvaluation.version).subquery())
+    (details only for those of `detailed`; rows of the `per_feature` detectors only for the models `detail`
+    accepts), for `counted` detectors the results breaching each metric and for `per_feature` ones a
+    `FeatureTally` per metric (both summed up in the store, one grouped query for every version), sorted by model
+    and version. A fixed number of queries, whatever the number of models."""
+    latest = _latest()
     rows = session.execute(
         select(WindowEvaluation.model, WindowEvaluation.version, WindowEvaluation.window_start_ms,
                WindowEvaluation.window_end_ms, WindowEvaluation.events, WindowEvaluation.status)
@@ -110,32 +128,79 @@ def latest_windows(session: Session, detectors: Collection[str], detailed: Colle
     for model, version, _start, end, _events, _status in rows:
         if model not in live and (model not in newest or (end, version) > newest[model]):
             newest[model] = (int(end), version)
-    chosen = {(m, v): VersionWindow(m, v, int(s), int(e), int(n or 0), status) for m, v, s, e, n, status in rows
-              if v in live.get(m, ()) or (m in newest and newest[m][1] == v)}
-    if chosen:
-        keys = [(w.model, w.version, w.window_start_ms) for w in chosen.values()]
-        where = (tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(keys),
-                 DetectorResult.segment == "", DetectorResult.detector.in_(detectors))
-        # details are JSON to decode: read only those the caller needs
-        details = dict(session.execute(select(DetectorResult.id, DetectorResult.details).where(
-            *where, DetectorResult.detector.in_(detailed))).tuples().all()) if detailed else {}
-        for r in session.execute(
-                select(DetectorResult.id, DetectorResult.model, DetectorResult.version, DetectorResult.detector,
-                       DetectorResult.feature, DetectorResult.metric, DetectorResult.value, DetectorResult.threshold,
-                       DetectorResult.breached).where(*where)):
-            found = details.get(r.id)
-            chosen[(r.model, r.version)].results.append(LatestResult(
-                r.detector, r.feature or "", r.metric, r.value, r.threshold, bool(r.breached),
-                found if isinstance(found, dict) else {}))
-        if counted:
-            breached = func.sum(case((DetectorResult.breached, 1), else_=0))
-            for model, version, detector, metric, n in session.execute(
-                    select(DetectorResult.model, DetectorResult.version, DetectorResult.detector, DetectorResult.metric,
-                           breached).where(*where[:2], DetectorResult.detector.in_(counted))
-                    .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.detector,
-                              DetectorResult.metric)):
-                chosen[(model, version)].breaches[(detector, metric)] = int(n or 0)
+    chosen = {(m, v): VersionWindow(m, v, int(s), int(e), int(n or 0), status, detailed=detail(m))
+              for m, v, s, e, n, status in rows if v in live.get(m, ()) or (m in newest and newest[m][1] == v)}
+    if not chosen:
+        return []
+    featured = [d for d in detectors if d in per_feature]
+    _summed(session, chosen, latest, [d for d in detectors if d not in per_feature], detailed, counted, featured)
+    shown = sorted({w.model for w in chosen.values() if w.detailed})
+    if featured and shown:
+        _feature_rows(session, chosen, latest, featured, detailed,
+                      None if len(shown) == len({w.model for w in chosen.values()}) else shown)
     return [chosen[key] for key in sorted(chosen)]
+
+
+def _latest() -> Any:
+    """Each model version's latest evaluated window start, as a subquery (model, version, start_ms)."""
+    return (select(WindowEvaluation.model, WindowEvaluation.version,
+                   func.max(WindowEvaluation.window_start_ms).label("start_ms"))
+            .group_by(WindowEvaluation.model, WindowEvaluation.version).subquery())
+
+
+def _on(latest: Any) -> Any:
+    """Results of the `latest` windows: joined to them, not matched against a list of their keys, so the results'
+    index is probed where a list of a thousand (model, version, start) keys made SQLite scan every stored result."""
+    return and_(DetectorResult.model == latest.c.model, DetectorResult.version == latest.c.version,
+                DetectorResult.window_start_ms == latest.c.start_ms)
+
+
+def _summed(session: Session, chosen: dict[tuple[str, str], VersionWindow], latest: Any, plain: Collection[str],
+            detailed: Collection[str], counted: Collection[str], per_feature: Collection[str]) -> None:
+    """One pass over the `latest` windows' results: the rows of the `plain` detectors (their details when
+    `detailed`), the breaches of the `counted` ones per metric and a `FeatureTally` per metric of the `per_feature`
+    ones. One grouped query, each plain row a group of its own: every pass costs a visit to every result of the
+    windows (their index holds model, version and window only), a thousand models' ~200 000 rows."""
+    r = DetectorResult
+    row_wise = [d for d in plain if d not in counted]
+    own = case((r.detector.in_(row_wise), r.feature), else_="")  # a plain row keeps its feature: its own group
+    # the detail of a group of one row; a text cast, as PostgreSQL has no max() of json
+    details = func.max(case((r.detector.in_([d for d in row_wise if d in detailed]), cast(r.details, Text))))
+    query = (select(r.model, r.version, r.detector, r.metric, own, func.count(),
+                    func.sum(case((r.breached, 1), else_=0)), func.max(r.value), func.max(r.threshold), details)
+             .join(latest, _on(latest))
+             .where(r.segment == "", or_(r.detector.in_([*row_wise, *counted]),
+                                         and_(r.detector.in_(per_feature), r.feature != "")))
+             .group_by(r.model, r.version, r.detector, r.metric, own))
+    for model, version, detector, metric, feature, n, hits, top, threshold, found in session.execute(query):
+        window = chosen.get((model, version))
+        if window is None:  # a retired version's latest window
+            continue
+        if detector in counted:
+            window.breaches[(detector, metric)] = int(hits or 0)
+        elif detector in per_feature:
+            window.features[(detector, metric)] = FeatureTally(int(n), int(hits or 0),
+                                                               None if top is None else float(top))
+        else:
+            parsed = json.loads(found) if isinstance(found, str) else found
+            window.results.append(LatestResult(detector, feature or "", metric, top, threshold, bool(hits),
+                                               parsed if isinstance(parsed, dict) else {}))
+
+
+def _feature_rows(session: Session, chosen: dict[tuple[str, str], VersionWindow], latest: Any,
+                  per_feature: Collection[str], detailed: Collection[str], models: list[str] | None) -> None:
+    """The rows of the `per_feature` detectors (their details when `detailed`) for `models` (None: every one)."""
+    r = DetectorResult
+    query = (select(r.model, r.version, r.detector, r.feature, r.metric, r.value, r.threshold, r.breached,
+                    type_coerce(case((r.detector.in_(detailed), r.details), else_=null()), JSON))
+             .join(latest, _on(latest)).where(r.segment == "", r.detector.in_(per_feature)))
+    if models is not None:
+        query = query.where(r.model.in_(models))
+    for model, version, detector, feature, metric, value, threshold, breached, details in session.execute(query):
+        window = chosen.get((model, version))
+        if window is not None:  # not a retired version's latest window
+            window.results.append(LatestResult(detector, feature or "", metric, value, threshold, bool(breached),
+                                               details if isinstance(details, dict) else {}))
 
 
 def count_segment_breaches(session: Session, windows: list[VersionWindow], detectors: Collection[str]) -> None:
@@ -143,15 +208,15 @@ def count_segment_breaches(session: Session, windows: list[VersionWindow], detec
     by_key = {(w.model, w.version, w.window_start_ms): w for w in windows}
     if not by_key:
         return
-    breached = func.sum(case((DetectorResult.breached, 1), else_=0))
+    breached, latest = func.sum(case((DetectorResult.breached, 1), else_=0)), _latest()
     for model, version, start, segment, detector, n in session.execute(
             select(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms, DetectorResult.segment,
-                   DetectorResult.detector, breached)
-            .where(tuple_(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms).in_(list(by_key)),
-                   DetectorResult.segment != "", DetectorResult.detector.in_(detectors))
+                   DetectorResult.detector, breached).join(latest, _on(latest))
+            .where(DetectorResult.segment != "", DetectorResult.detector.in_(detectors))
             .group_by(DetectorResult.model, DetectorResult.version, DetectorResult.window_start_ms,
                       DetectorResult.segment, DetectorResult.detector)):
-        by_key[(model, version, int(start))].segment_breaches[(segment, detector)] = int(n or 0)
+        if (model, version, int(start)) in by_key:  # not a retired version's
+            by_key[(model, version, int(start))].segment_breaches[(segment, detector)] = int(n or 0)
 
 
 def firing_alerts(session: Session) -> dict[tuple[str, str], int]:

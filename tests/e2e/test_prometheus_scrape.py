@@ -36,7 +36,7 @@ def test_prometheus_scrapes_the_drifted_features_of_a_drift_scenario(sqlite_url,
     binary = shutil.which("prometheus")
     assert binary, "prometheus is missing: run scripts/install-system-deps.sh (Debian package prometheus)"
     evaluate_drift_scenario(sqlite_url, shifts={"income": 25.0, "age": 30.0})
-    metrics = SchedulerMetrics(sqlite_url, cache_seconds=1.0)
+    metrics = SchedulerMetrics(sqlite_url, cache_seconds=1.0, detail_models=("*",))
     target = metrics.serve(0)
     port = free_port()
     config = tmp_path / "prometheus.yml"

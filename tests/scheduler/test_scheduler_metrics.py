@@ -2,6 +2,7 @@
 every scheduler on one store exports the same values; bounded cardinality; Prometheus naming."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -51,7 +52,7 @@ def value(found: dict, name: str, **labels) -> float:
 
 def test_the_drifted_feature_of_the_latest_window_is_exported_with_its_scores(db_url):
     evaluate_drift_scenario(db_url)
-    text = exposition(db_url)
+    text = exposition(db_url, detail_models=("cred*",))
     found = samples(text)
     window = {"model": "credit", "version": "1"}
     assert value(found, "driftline_feature_drifted", feature="income", **window) == 1
@@ -159,7 +160,7 @@ def test_a_scrape_within_the_cache_interval_does_not_read_the_store_again(sqlite
 
 def test_features_per_version_are_capped_drifted_first_and_the_count_covers_them_all(sqlite_url):
     evaluate_drift_scenario(sqlite_url, shifts={"income": 25.0, "age": 30.0})
-    found = samples(exposition(sqlite_url, max_features=1))
+    found = samples(exposition(sqlite_url, max_features=1, detail_models=("*",)))
     drifted = {dict(labels)["feature"] for (name, labels) in found if name == "driftline_feature_drifted"}
     assert len(drifted) == 1 and drifted <= {"income", "age"}
     assert value(found, "driftline_drifted_features", model="credit", version="1") == 2
@@ -185,7 +186,7 @@ def test_the_setting_and_the_server_serve_metrics_on_loopback(sqlite_url, monkey
     monkeypatch.delenv("DRIFTLINE_SCHEDULER_METRICS_PORT")
     assert load_settings().scheduler_metrics_port == 0  # off unless asked for
     evaluate_drift_scenario(sqlite_url)
-    metrics = SchedulerMetrics(sqlite_url)
+    metrics = SchedulerMetrics(sqlite_url, detail_models=("credit",))
     port = metrics.serve(0)
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
@@ -209,8 +210,9 @@ def test_driftline_scheduler_metrics_port_serves_the_store_until_stopped(sqlite_
     evaluate_drift_scenario(sqlite_url)
     port = free_port()
     log = open(tmp_path / "scheduler.log", "wb")
+    env = {**os.environ, "DRIFTLINE_SCHEDULER_METRICS_DETAIL_MODELS": "fraud, cred*"}  # the setting, as globs
     proc = subprocess.Popen([str(Path(sys.executable).with_name("driftline")), "scheduler", "--db", sqlite_url,
-                             "--metrics-port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+                             "--metrics-port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         def scraped():
             assert proc.poll() is None, (tmp_path / "scheduler.log").read_text()[-2000:]
@@ -355,7 +357,6 @@ def test_an_ended_rollout_keeps_its_final_verdict_for_the_visibility_period(sqli
 
 
 def test_up_refuses_a_scheduler_metrics_port_in_use_in_one_line(tmp_path):
-    import os
     import socket
 
     with socket.socket() as busy:
