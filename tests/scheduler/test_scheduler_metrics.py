@@ -84,7 +84,7 @@ def test_a_statistic_turned_on_in_the_drift_section_is_judged_and_exported(sqlit
     config = tmp_path / "driftline.toml"
     config.write_text("[drift]\nhellinger = 0.1\n[drift.features.region]\nhellinger = 0.5\n")
     evaluate_drift_scenario(sqlite_url, config_file=config)
-    found = samples(exposition(sqlite_url))
+    found = samples(exposition(sqlite_url, detail_models=("*",)))
     scores = {dict(labels)["feature"]: v for (name, labels), v in found.items()
               if name == "driftline_feature_drift_score" and dict(labels)["test"] == "hellinger"}
     assert set(scores) == {"income", "age", "region"}
