@@ -27,6 +27,7 @@ from driftline.receiver.service import Busy, Letter, Outcome, Receiver, TooLarge
 
 ORIGIN_OTLP = "receiver:/v1/traces"
 PROTOBUF = "application/x-protobuf"
+_REASONS_SHOWN = 5  # reasons one answer's partial success names (the rest are in the dead letters)
 
 
 @dataclass
@@ -94,16 +95,20 @@ class OtlpIntake:
                 result.rejected += added.dropped
                 result.reasons.append(f"{added.dropped} spans beyond {self.config.max_spans} in one trace "
                                       "(OTLP max spans per trace)")
-            self._emit(added.whole, result.outcome, reservation)
+            self._emit(added.whole, result, reservation)
         finally:
             self.receiver._release(reservation)
         return result
 
     # --- traces out -------------------------------------------------------------------------------------------
-    def _emit(self, traces: list[list[Span]], outcome: Outcome, reservation: Any) -> None:
+    def _emit(self, traces: list[list[Span]], result: OtlpOutcome, reservation: Any) -> None:
+        """Map, check and send the traces' events; a trace whose event is dead-lettered counts its spans as
+        rejected in the call's partial success, with the reason."""
         letters: list[Letter] = []
         encoded = []
+        outcome = result.outcome
         for spans in traces:
+            before = len(letters)
             try:
                 event = trace_event(spans, self.config.llm, self._refusal)
             except (EventError, ValueError, TypeError) as exc:  # a mapping bug must cost one trace, not the call
@@ -117,6 +122,12 @@ class OtlpIntake:
             raw = self.receiver._checked(event, None, ORIGIN_OTLP, -1, {"trace_id": spans[0].trace_id}, letters)
             if raw is not None:
                 encoded.append(raw)
+            if len(letters) > before:
+                result.rejected += len(spans)
+                if len(result.reasons) < _REASONS_SHOWN:
+                    letter = letters[-1]
+                    result.reasons.append(f"trace {spans[0].trace_id}: {letter.field + ': ' if letter.field else ''}"
+                                          f"{letter.reason}")
         self.receiver._submit(encoded, outcome, reservation, ORIGIN_OTLP, letters)
         self.receiver._finish(outcome, letters)
 
@@ -134,7 +145,8 @@ class OtlpIntake:
     def _flush(self, traces: list[list[Span]]) -> int:
         if not traces:
             return 0
-        outcome = Outcome(max_errors=self.receiver.config.max_errors)
+        result = OtlpOutcome(Outcome(max_errors=self.receiver.config.max_errors))
+        outcome = result.outcome
         try:
             reservation = self.receiver._reserve(len(traces))
         except Busy as exc:
@@ -143,7 +155,7 @@ class OtlpIntake:
                                             for spans in traces])
             return len(traces)
         try:
-            self._emit(traces, outcome, reservation)
+            self._emit(traces, result, reservation)
         finally:
             self.receiver._release(reservation)
         return len(traces)
