@@ -124,3 +124,18 @@ def test_baseline_learns_the_embedding_reference_with_the_version(sqlite_url, tm
     reference = baseline.embeddings["prompt"]
     assert (reference.dimension, reference.rows, reference.components.shape) == (D, 3_000, (10, D))
     assert reference.cluster_counts.sum() == 1_500  # the held-out half
+
+
+@pytest.mark.parametrize("mode", [["--in-memory"], ["--batch-rows", "400"]])
+def test_detect_judges_a_table_of_vectors_alone(tmp_path, capfd, mode):
+    rng = np.random.default_rng(5)
+    reference = pd.DataFrame({"prompt_vec": list(draw(rng, 1_500, D, "none"))})
+    current = pd.DataFrame({"prompt_vec": list(draw(rng, 600, D, "none")) + list(draw(rng, 600, D, "class_mix"))})
+    reference.to_parquet(tmp_path / "ref.parquet")
+    current.to_parquet(tmp_path / "cur.parquet")
+    code, out, err = run_detect(["--reference", str(tmp_path / "ref.parquet"), "--current", str(tmp_path / "cur.parquet"),
+                                 "--chunk-size", "600", "--embedding", "prompt=prompt_vec", *mode], capfd)
+    assert code == 0, err
+    windows = json.loads(out)["windows"]
+    assert [w["features"] for w in windows] == [[], []]
+    assert [w["embeddings"]["prompt"]["drift"] for w in windows] == [False, True]
