@@ -2,7 +2,9 @@
 
 ``[llm.models."NAME"]`` maps a model as the trace names it (gen_ai.request.model, else gen_ai.response.model) to
 the driftline `model` and `version` its events carry (default: the requested model, and the model that answered);
-``default_model`` names the model of a trace that names none (a semantic-cache hit, which calls no LLM);
+a trace that names no model (a semantic-cache hit, which calls no LLM) is mapped by its service's name
+(the resource's ``service.name``) instead, and without a mapping its model is the service and its version
+"unversioned";
 ``[llm.prices."NAME"]`` prices a model's tokens (per million, input and output) for the `cost_usd` descriptor;
 ``refusal_patterns`` (regular expressions, case-insensitive, searched in an answer's first
 `REFUSAL_SEARCH_CHARS` characters) say what a refused answer looks like.
@@ -58,7 +60,6 @@ class LlmSettings(Table):
 
     models: dict[str, ModelMapping] = Field(default_factory=dict)
     prices: dict[str, TokenPrice] = Field(default_factory=dict)
-    default_model: str | None = None
     refusal_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_REFUSAL_PATTERNS), max_length=100)
 
     @field_validator("refusal_patterns")
@@ -70,13 +71,6 @@ class LlmSettings(Table):
             except re.error as exc:
                 raise ValueError(f"{pattern[:64]!r} is no regular expression: {exc}") from None
         return patterns
-
-    @field_validator("default_model")
-    @classmethod
-    def _safe(cls, value: str | None) -> str | None:
-        if value is not None and not is_safe_name(value):
-            raise ValueError(f"{value[:64]!r} must be letters, digits, '.', '_' or '-'")
-        return value
 
     def refusal(self) -> re.Pattern[str]:
         """One pattern of them all (never matches when there are none)."""

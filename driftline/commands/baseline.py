@@ -70,7 +70,7 @@ def _from_traces(path: str, settings: Any, options: dict[str, Any], engine: str)
     """The baseline of a file of traces: its requests' descriptors, prediction and embeddings, in memory."""
     from driftline.detectors.batch.baseline import baseline_in_memory
     from driftline.llm_settings import LlmSettings
-    from driftline.otlp.table import EMBEDDING_COLUMN, PREDICTION_COLUMN, events_frame, read_trace_events
+    from driftline.otlp.table import PREDICTION_COLUMN, embedding_references, events_frame, read_trace_events
 
     if engine != "local":
         raise UserError("--traces is read in this process: it needs --engine local")
@@ -79,10 +79,12 @@ def _from_traces(path: str, settings: Any, options: dict[str, Any], engine: str)
         raise UserError(f"--traces {path}: no trace of an LLM, embedding, retrieval or cache span")
     frame = events_frame(events)
     click.echo(f"computing the baseline of {len(frame):,} traced requests ...", err=True)
+    if options["embeddings"]:
+        raise UserError("--traces registers the embeddings the traces carry: drop --embedding")
     options["prediction"] = options["prediction"] or PREDICTION_COLUMN
-    for name in {name for event in events for name in event.get("embeddings") or {}}:
-        options["embeddings"].setdefault(name, EMBEDDING_COLUMN.format(name))
-    return baseline_in_memory(frame, **options)
+    summary = baseline_in_memory(frame, **options)
+    summary.add_embeddings(embedding_references(events, options.get("on_fit")))
+    return summary
 
 
 def _on_engine(engine: str, path: str, spark_master: str, scheduler_address: str | None, options: dict) -> Any:

@@ -32,6 +32,11 @@ RETRIEVAL_EMPTY = "retrieval_empty"
 CACHE_HIT = "cache_hit"
 COST_USD = "cost_usd"
 LLM_CALLS = "llm_calls"
+# Every descriptor but the cost, in every event: one the request has nothing for (a cache hit's prompt tokens) is
+# null, which the data-quality checks hold to the baseline's null rate, where a lacking feature is a schema fault.
+DESCRIPTORS = (CACHE_HIT, LLM_CALLS, PROMPT_TOKENS, ANSWER_TOKENS, PROMPT_CHARS, ANSWER_CHARS, ANSWER_EMPTY,
+               ANSWER_REFUSED, FINISH_REASON, RETRIEVAL_DOCUMENTS, RETRIEVAL_EMPTY, RETRIEVAL_TOP_SCORE,
+               RETRIEVAL_MEAN_SCORE)
 
 _PROMPT_KEY = re.compile(r"(?:gen_ai\.prompt|llm\.input_messages)\.(\d+)\.(?:message\.)?content")
 _ANSWER_KEY = re.compile(r"(?:gen_ai\.completion|llm\.output_messages)\.(\d+)\.(?:message\.)?content")

@@ -48,6 +48,7 @@ SYSTEM_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.sys
 EMBEDDING_VECTOR = "embedding.embeddings.0.embedding.vector"
 EMBEDDING_PREFIX = "driftline.embeddings."
 PROMPT_EMBEDDING = "prompt"
+UNVERSIONED = "unversioned"
 _EVENT_IDS = uuid.UUID("0b9c1d5e-47a3-4f7e-8a61-2f4c9e3d7b52")  # the namespace of a trace's event id
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -120,6 +121,10 @@ def trace_event(spans: list[Span], settings: LlmSettings, refusal: re.Pattern[st
     if retrieval:
         counts = [d.retrieval(s.attributes) for s in retrieval]
         features.update(d.retrieval_descriptors(sum(c for c, _ in counts), [x for _, xs in counts for x in xs]))
+    for name in d.DESCRIPTORS:
+        features.setdefault(name, None)
+    if settings.prices:
+        features.setdefault(d.COST_USD, None)
     event["latency_ms"] = latency
     vectors = _embeddings(embedding, named)
     if vectors:
@@ -144,18 +149,18 @@ def trace_event(spans: list[Span], settings: LlmSettings, refusal: re.Pattern[st
 
 
 def _names(answer: Span | None, spans: list[Span], settings: LlmSettings) -> tuple[str | None, str]:
-    """(model, version): the mapping's, else the requested model and the model that answered."""
+    """(model, version): the mapping's, else the requested model and the model that answered; a trace naming no
+    model is mapped by its service's name, else is the service's, "unversioned"."""
     source = [answer] if answer is not None else spans
     requested = _first_of(source, REQUEST_MODEL_KEYS)
     answered = _first_of(source, RESPONSE_MODEL_KEYS) or requested
-    mapped = settings.models.get(requested or "") if requested else None
+    if requested is None:
+        requested = next((str(s.resource["service.name"]) for s in spans if s.resource.get("service.name")), None)
+    mapped = settings.models.get(requested) if requested else None
     model = (mapped.model if mapped is not None and mapped.model else None) or (
-        safe_name(requested) if requested else None) or settings.default_model
-    if model is None:
-        service = next((s.resource.get("service.name") for s in spans if s.resource.get("service.name")), None)
-        model = safe_name(service) if isinstance(service, str) else None
+        safe_name(requested) if requested else None)
     version = (mapped.version if mapped is not None and mapped.version else None) or (
-        safe_name(answered) if answered else None) or "unversioned"
+        safe_name(answered) if answered else None) or UNVERSIONED
     return model, version
 
 

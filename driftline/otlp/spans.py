@@ -107,6 +107,18 @@ def decode_json(body: bytes) -> Decoded:
     return decoded
 
 
+def to_otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
+    """A request as OTLP/JSON (`decode_json`'s inverse): the protobuf JSON mapping, with hex trace and span ids."""
+    doc = json_format.MessageToDict(request)
+    for resource_spans in doc.get("resourceSpans", []):
+        for scope_spans in resource_spans.get("scopeSpans", []):
+            for span in scope_spans.get("spans", []):
+                for key, _ in _ID_FIELDS:
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return doc
+
+
 def _hex_ids_to_base64(doc: dict[str, Any]) -> int:
     """OTLP/JSON writes ids in hex where the protobuf JSON mapping reads base64: converted in place; a span whose
     ids are not hex of the right length is removed, and counted."""

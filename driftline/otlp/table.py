@@ -3,13 +3,14 @@
 The file holds OTLP/JSON export requests, one per line (what the OpenTelemetry Collector's file exporter writes),
 or one request as a whole document. Every span of the file is joined by its trace (no waiting: the file is whole)
 and mapped as the receiver maps a live trace (driftline/otlp/mapping.py), so a baseline from it and the live
-windows hold the same features. Columns: the features, `prediction`, and `EMBEDDING_COLUMN.format(name)` holding
-each embedding's vectors.
+windows hold the same features. Columns: the features and `prediction`; the embeddings are fitted apart
+(`embedding_references`), each on the requests that carry it (a cache hit embeds nothing), as the live windows
+sum only the events that carry it.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from driftline.errors import UserError
 from driftline.llm_settings import LlmSettings
@@ -17,7 +18,6 @@ from driftline.otlp.mapping import trace_event
 from driftline.otlp.spans import OtlpError, Span, decode_json
 
 PREDICTION_COLUMN = "prediction"
-EMBEDDING_COLUMN = "{}_embedding"
 
 
 def read_trace_events(path: str, settings: LlmSettings) -> list[dict[str, Any]]:
@@ -42,14 +42,25 @@ def read_trace_events(path: str, settings: LlmSettings) -> list[dict[str, Any]]:
 
 
 def events_frame(events: list[dict[str, Any]]) -> Any:
-    """One row per event: its features, its prediction (None for an error) and its embeddings' vectors."""
+    """One row per event: its features and its prediction (None for an error)."""
     import pandas as pd
 
-    rows = []
+    return pd.DataFrame([{**event["features"], PREDICTION_COLUMN: event.get("prediction")} for event in events])
+
+
+def embedding_references(events: list[dict[str, Any]],
+                         on_fit: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Each embedding's reference, fitted on the vectors of the events that carry it."""
+    from driftline.embeddings.reference import embedding_matrix, fit_reference
+
+    vectors: dict[str, list[list[float]]] = {}
     for event in events:
-        row = dict(event["features"])
-        row[PREDICTION_COLUMN] = event.get("prediction")
         for name, vector in (event.get("embeddings") or {}).items():
-            row[EMBEDDING_COLUMN.format(name)] = vector
-        rows.append(row)
-    return pd.DataFrame(rows)
+            vectors.setdefault(name, []).append(vector)
+    references = {}
+    for name, rows in vectors.items():
+        matrix = embedding_matrix(rows, name)
+        if on_fit is not None:
+            on_fit(name, matrix.shape[0], matrix.shape[1])
+        references[name] = fit_reference(matrix, name)
+    return references

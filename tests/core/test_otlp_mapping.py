@@ -53,14 +53,18 @@ def test_protobuf_and_otlp_json_give_the_same_event():
 def test_refusals_errors_cache_hits_and_a_model_mapping():
     refused = event_of(rag_trace(NOW_MS, answer="I'm sorry, but I can't help with that request.", scores=()))
     assert refused["features"][d.ANSWER_REFUSED] is True and refused["features"][d.RETRIEVAL_EMPTY] is True
-    assert d.RETRIEVAL_TOP_SCORE not in refused["features"]
+    assert refused["features"][d.RETRIEVAL_TOP_SCORE] is None
     failed = event_of(rag_trace(NOW_MS, error="rate limited"))
     assert failed["status"] == "error" and failed["error"] == "rate limited" and "prediction" not in failed
-    mapped = LlmSettings(models={"gpt-4o-mini": {"model": "support-bot", "version": "v2"}}, default_model="bot")
+    mapped = LlmSettings(models={"gpt-4o-mini": {"model": "support-bot", "version": "v2"},
+                                 "rag-service": {"model": "support-bot", "version": "v2"}})
     event = event_of(rag_trace(NOW_MS), mapped)
     assert (event["model"], event["version"]) == ("support-bot", "v2")
-    hit = event_of(rag_trace(NOW_MS, cache_hit=True), mapped)
-    assert hit["model"] == "bot" and hit["cache_hit"] is True and hit["prediction"] == "cache_hit"
+    hit = event_of(rag_trace(NOW_MS, cache_hit=True), mapped)  # no model named: mapped by its service
+    assert (hit["model"], hit["version"]) == ("support-bot", "v2") and hit["prediction"] == "cache_hit"
+    assert hit["cache_hit"] is True and {k for k, v in hit["features"].items() if v is not None} == {d.CACHE_HIT}
+    assert set(hit["features"]) == set(d.DESCRIPTORS)  # null where the request has nothing: no lacking feature
+    assert (event_of(rag_trace(NOW_MS, cache_hit=True))["model"], "unversioned") == ("rag-service", "unversioned")
 
 
 def test_a_trace_without_llm_work_makes_no_event_and_unsafe_model_names_are_cleaned():

@@ -96,15 +96,7 @@ def export_request(spans: Sequence[Span], service: str = "rag-service") -> Expor
 
 
 def otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
-    """OTLP/JSON of a request: the protobuf JSON mapping with hex trace and span ids, as the spec writes them."""
-    from google.protobuf.json_format import MessageToDict
+    """OTLP/JSON of a request, as the spec writes it (hex ids)."""
+    from driftline.otlp.spans import to_otlp_json
 
-    doc = MessageToDict(request)
-    for resource_spans in doc.get("resourceSpans", []):
-        for scope_spans in resource_spans.get("scopeSpans", []):
-            for s in scope_spans.get("spans", []):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in s:
-                        import base64
-                        s[key] = base64.b64decode(s[key]).hex()
-    return doc
+    return to_otlp_json(request)
