@@ -146,7 +146,8 @@ def export_request(spans: Sequence[Span], service: str = SERVICE) -> ExportTrace
 
 def _span(trace_id: bytes, span_id: bytes, parent: bytes, name: str, start_ns: int, end_ns: int,
           attributes: dict[str, Any], events: Sequence[tuple[str, int]] = (), kind: int = 1) -> Span:
-    return Span(trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name, kind=kind,
+    return Span(trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
+                kind=kind,  # type: ignore[arg-type]  # the SpanKind enum's number
                 start_time_unix_nano=start_ns, end_time_unix_nano=end_ns,
                 attributes=[KeyValue(key=k, value=_value(v)) for k, v in attributes.items()],
                 events=[Span.Event(name=n, time_unix_nano=t) for n, t in events])
