@@ -17,6 +17,7 @@ from driftline.config import Settings
 from driftline.errors import UserError
 from driftline.private_files import open_private
 from driftline.supervisor import Component, Supervisor
+from driftline.vocabulary import LATENCY
 
 RAG_SCENARIO = "rag_topic_shift"
 BASELINE_TRACES = 1_000
@@ -37,7 +38,7 @@ p99_ms = 3000.0
 def rag_config(settings: Settings) -> Path | None:
     """The user's TOML file plus the stand-in's [llm] mapping and its chat model's latency objectives, when the file
     sets no [llm] or [latency] itself."""
-    if settings.section("latency") or settings.section("llm"):
+    if settings.section(LATENCY) or settings.section("llm"):
         return settings.config_path
     text = settings.config_path.read_text() if settings.config_path is not None else ""
     path = settings.home / f"up-{RAG_SCENARIO}.toml"
