@@ -24,8 +24,10 @@ OTLP_MAX_ATTRIBUTE_CHARS = 65_536
 # Items of an array attribute kept (finish reasons, an embedding vector: the largest encoders are
 # 4 096 wide, as EMBEDDING_MAX_DIMENSION).
 OTLP_MAX_ARRAY_ITEMS = 4_096
-# Traces waiting for their root span at most; beyond it the oldest is judged as it is.
+# Traces waiting for their root span at most, and the bytes their spans hold; beyond either the
+# least recently fed is judged as it is. A RAG request's spans are a few KB, or tens with prompts.
 OTLP_MAX_PENDING_TRACES = 10_000
+OTLP_MAX_PENDING_BYTES = 64 << 20
 # Seconds a trace waits for its root span after its last span came: an SDK's batch processor
 # exports every 5 s, so a request's spans are in within two exports.
 OTLP_TRACE_WAIT_SECONDS = 10.0

@@ -36,6 +36,7 @@ class OtlpConfig:
     wait_s: float = defaults.OTLP_TRACE_WAIT_SECONDS
     max_traces: int = defaults.OTLP_MAX_PENDING_TRACES
     max_spans: int = defaults.OTLP_MAX_SPANS_PER_TRACE
+    max_pending_bytes: int = defaults.OTLP_MAX_PENDING_BYTES
     max_body_bytes: int = defaults.RECEIVER_MAX_BODY_BYTES  # what a compressed body may inflate to
 
 
@@ -56,7 +57,8 @@ class OtlpIntake:
         self.receiver = receiver
         self.config = config or OtlpConfig()
         self._refusal = self.config.llm.refusal()
-        self._pending = PendingTraces(self.config.max_traces, self.config.max_spans, self.config.wait_s)
+        self._pending = PendingTraces(self.config.max_traces, self.config.max_spans, self.config.wait_s,
+                                      self.config.max_pending_bytes)
         self._lock = threading.Lock()
         receiver.attach(self)
         self.counts = {"spans": 0, "traces": 0, "not_llm": 0, "spans_dropped": 0, "spans_late": 0,
@@ -167,7 +169,8 @@ class OtlpIntake:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {**{f"otlp_{k}": v for k, v in self.counts.items()}, "otlp_pending_traces": len(self._pending)}
+            return {**{f"otlp_{k}": v for k, v in self.counts.items()}, "otlp_pending_traces": len(self._pending),
+                    "otlp_pending_bytes": self._pending.bytes}
 
 
 def export_response(result: OtlpOutcome) -> ExportTraceServiceResponse:

@@ -2,7 +2,8 @@
 
 A trace is whole when its local root span comes (no parent, or a parent in another process, as the span's flags
 say); one whose root never comes here (its caller's span is exported elsewhere) is taken as it is
-`wait_s` after its last span came, and so is the oldest when `max_traces` wait. A trace taken is remembered
+`wait_s` after its last span came, and so is the oldest when `max_traces` wait or their spans hold more than
+`max_bytes` (each span charged its `size`). A trace taken is remembered
 (`seen` of them), so its spans that come later are counted as late, not made into a second event.
 Not thread-safe: the caller holds a lock.
 """
@@ -22,6 +23,7 @@ _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200
 class _Trace:
     spans: list[Span] = field(default_factory=list)
     last_s: float = 0.0
+    bytes: int = 0
 
 
 @dataclass
@@ -32,8 +34,11 @@ class Added:
 
 
 class PendingTraces:
-    def __init__(self, max_traces: int, max_spans: int, wait_s: float, seen: int = 100_000):
+    def __init__(self, max_traces: int, max_spans: int, wait_s: float, max_bytes: int = 1 << 62,
+                 seen: int = 100_000):
         self.max_traces, self.max_spans, self.wait_s, self.seen_max = max_traces, max_spans, wait_s, seen
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
         self._taken: OrderedDict[str, None] = OrderedDict()
 
@@ -58,10 +63,14 @@ class PendingTraces:
                 continue
             trace.spans.append(span)
             trace.last_s = now_s
+            trace.bytes += span.size
+            self.bytes += span.size
             self._traces.move_to_end(span.trace_id)
             if is_local_root(span):
                 roots.append(span.trace_id)
         out.whole.extend(self._take(trace_id) for trace_id in dict.fromkeys(roots) if trace_id in self._traces)
+        while self.bytes > self.max_bytes and self._traces:  # the least recently fed traces go first
+            out.whole.append(self._take(next(iter(self._traces))))
         return out
 
     def expired(self, now_s: float | None = None) -> list[list[Span]]:
@@ -74,7 +83,9 @@ class PendingTraces:
         return [self._take(trace_id) for trace_id in list(self._traces)]
 
     def _take(self, trace_id: str) -> list[Span]:
-        spans = self._traces.pop(trace_id).spans
+        trace = self._traces.pop(trace_id)
+        self.bytes -= trace.bytes
+        spans = trace.spans
         self._taken[trace_id] = None
         if len(self._taken) > self.seen_max:
             self._taken.popitem(last=False)

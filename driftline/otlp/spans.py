@@ -22,7 +22,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from driftline import defaults
 
 STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
-SPAN_KIND_SERVER = 2
 _ID_FIELDS = (("traceId", 16), ("spanId", 8), ("parentSpanId", 8))
 Attributes = dict[str, Any]
 
@@ -53,15 +52,10 @@ class Span:
     status_message: str
     attributes: Attributes
     flags: int = 0  # OTLP span flags (the parent's is-remote bits)
+    size: int = 0  # bytes it holds, roughly (its strings and 64 a value): what a waiting trace is charged
     events: list[SpanEvent] = field(default_factory=list)
     resource: Attributes = field(default_factory=dict)
     dropped_events: int = 0
-
-    @property
-    def size(self) -> int:
-        """Bytes it holds, roughly: what a waiting trace is charged."""
-        return 200 + sum(len(k) + _value_size(v) for k, v in self.attributes.items()) + sum(
-            64 + sum(len(k) + _value_size(v) for k, v in event.attributes.items()) for event in self.events)
 
 
 @dataclass
@@ -69,14 +63,6 @@ class Decoded:
     spans: list[Span]
     rejected: int = 0  # spans without valid ids, or beyond the call's bound
     reasons: list[str] = field(default_factory=list)
-
-
-def _value_size(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, list):
-        return 8 * len(value) + sum(len(v) for v in value if isinstance(v, str))
-    return 8
 
 
 def decode_protobuf(body: bytes) -> Decoded:
@@ -191,13 +177,26 @@ def from_request(request: ExportTraceServiceRequest) -> Decoded:
 def _span(span: Any, resource: Attributes) -> Span:
     events = [SpanEvent(event.name[:256], event.time_unix_nano, _attributes(event.attributes))
               for event in span.events[:defaults.OTLP_MAX_EVENTS_PER_SPAN]]
+    attributes = _attributes(span.attributes)
+    size = 256 + _size(attributes) + sum(64 + _size(event.attributes) for event in events)
     return Span(trace_id=span.trace_id.hex(), span_id=span.span_id.hex(),
                 parent_id=span.parent_span_id.hex() if len(span.parent_span_id) == 8 else "",
                 name=span.name[:256], kind=int(span.kind), start_ns=span.start_time_unix_nano,
                 end_ns=max(span.end_time_unix_nano, span.start_time_unix_nano),
                 error=span.status.code == STATUS_ERROR, status_message=span.status.message[:1000],
-                attributes=_attributes(span.attributes), events=events, resource=resource,
+                attributes=attributes, events=events, resource=resource, size=size,
                 flags=int(span.flags), dropped_events=max(0, len(span.events) - defaults.OTLP_MAX_EVENTS_PER_SPAN))
+
+
+def _size(attributes: Attributes) -> int:
+    total = 0
+    for key, value in attributes.items():
+        total += 64 + len(key)
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, list):
+            total += sum(64 + (len(v) if isinstance(v, str) else 0) for v in value)
+    return total
 
 
 def _attributes(pairs: Iterable[Any]) -> Attributes:

@@ -107,3 +107,12 @@ def test_pending_traces_join_on_the_root_wait_for_it_and_stay_bounded():
     others = [decode_protobuf(export_request(rag_trace(NOW_MS)[:1]).SerializeToString()).spans for _ in range(3)]
     pushed = [pending.add(s, now_s=8.0).whole for s in others]
     assert [len(w) for w in pushed] == [0, 0, 1] and len(pending) == 2
+
+
+def test_pending_traces_are_bounded_in_bytes():
+    calls = [decode_protobuf(export_request(rag_trace(NOW_MS, answer="z" * 20_000)[:3]).SerializeToString()).spans
+             for _ in range(5)]
+    pending = PendingTraces(max_traces=100, max_spans=10, wait_s=60.0, max_bytes=50_000)
+    pushed = [len(pending.add(spans, now_s=float(i)).whole) for i, spans in enumerate(calls)]
+    assert sum(pushed) >= 3 and pending.bytes <= 50_000  # each holds a 20 KB answer: two fit
+    assert sum(len(t) for t in pending.drain()) + 3 * sum(pushed) == 15 and pending.bytes == 0
