@@ -141,7 +141,7 @@ def test_detect_judges_a_table_of_vectors_alone(tmp_path, capfd, mode):
     assert [w["embeddings"]["prompt"]["drift"] for w in windows] == [False, True]
 
 
-@pytest.mark.slow  # loading the sentence model: about 10 s alone, 40 s beside other tests on two cores
+@pytest.mark.slow  # loading the sentence model: about 8 s of CPU, 40 s of wall time beside other tests
 def test_detect_text_judges_what_the_texts_mean(tmp_path, capfd):
     import random
 
