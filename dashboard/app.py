@@ -22,6 +22,7 @@ PAGES = [
     st.Page("views/alerts.py", title="Alerts", icon=":material/notifications_active:", url_path="alerts"),
     st.Page("views/retraining.py", title="Retraining", icon=":material/autorenew:", url_path="retraining"),
     st.Page("views/rollouts.py", title="Rollouts", icon=":material/call_split:", url_path="rollouts"),
+    st.Page("views/llm.py", title="LLM", icon=":material/chat:", url_path="llm"),
 ]
 REPORT = st.Page("views/report.py", title="Report", icon=":material/description:", url_path="report")
 

@@ -156,6 +156,10 @@ class Settings(BaseSettings):
     # Dead letters waiting for Kafka at most, in count and bytes; beyond them a letter is counted, kept in the store.
     receiver_dead_letter_inflight: int = Field(defaults.RECEIVER_DEAD_LETTER_INFLIGHT, ge=1)
     receiver_dead_letter_inflight_bytes: int = Field(defaults.RECEIVER_DEAD_LETTER_INFLIGHT_BYTES, ge=1)
+    # OpenTelemetry traces of LLM and RAG services (docs/llm.md): OTLP gRPC on this port of receiver_host (0: off;
+    # OTLP over HTTP is always at POST /v1/traces on receiver_port), and the seconds a trace waits for its root span.
+    receiver_otlp_grpc_port: int = Field(defaults.OTLP_GRPC_PORT, ge=0, le=65535)
+    receiver_otlp_trace_wait_seconds: float = Field(defaults.OTLP_TRACE_WAIT_SECONDS, gt=0, le=3600)
 
     # Alert channels. Secrets are SecretStr: their repr, logs and error text never show them;
     # read them with `secret(settings.NAME)`.

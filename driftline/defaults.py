@@ -666,3 +666,5 @@ from driftline.batch_defaults import *  # noqa: E402,F401,F403
 from driftline.rollout_defaults import *  # noqa: E402,F401,F403
 # The dashboard overview's bounds at fleet size, in their own file for the same reason.
 from driftline.overview_defaults import *  # noqa: E402,F401,F403
+# The OpenTelemetry trace intake's bounds, in their own file for the same reason.
+from driftline.otlp_defaults import *  # noqa: E402,F401,F403

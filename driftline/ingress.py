@@ -44,6 +44,7 @@ import orjson
 from driftline.hosts import LOOPBACK_NAMES, host_allowed
 
 JSON = "application/json"
+PROTOBUF = "application/x-protobuf"
 CLOUDEVENT = "application/cloudevents+json"
 CLOUDEVENT_BATCH = "application/cloudevents-batch+json"
 JSON_LINES = ("application/x-ndjson", "application/jsonl", JSON)
@@ -111,7 +112,8 @@ class BodyRule:
 JSON_BODY = BodyRule("POST bodies", (JSON,))
 OIP_BODY = BodyRule("Open Inference Protocol bodies", (JSON,), none_ok=True)
 CLOUDEVENTS_BODY = BodyRule("CloudEvents", (CLOUDEVENT, CLOUDEVENT_BATCH), binary=(JSON, None))
-JSON_LINES_BODY = BodyRule("JSON lines", JSON_LINES, none_ok=True)  # as OIP: producers such as httpx send none
+JSON_LINES_BODY = BodyRule("JSON lines", JSON_LINES, none_ok=True)
+OTLP_BODY = BodyRule("OTLP traces", (PROTOBUF, JSON))  # OpenTelemetry's exporters always declare one  # as OIP: producers such as httpx send none
 NO_BODY = BodyRule("this server", takes_body=False)
 
 

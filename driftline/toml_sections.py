@@ -27,7 +27,7 @@ __all__ = ["SECTIONS", "Section", "Table", "as_written", "by_name", "close_match
 SECTIONS = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
             vocabulary.ESTIMATED_QUALITY, vocabulary.MULTIVARIATE_DRIFT, vocabulary.EMBEDDING_DRIFT,
             vocabulary.LATENCY, "alerts",
-            "rollouts", "retention", "segments", "freshness", "cost", "capacity")
+            "rollouts", "retention", "segments", "freshness", "cost", "capacity", "llm")
 # How alike a typo and a known name must be to be offered (difflib's ratio; 0.5 pairs db_url with db).
 CLOSE_MATCH_CUTOFF = 0.5
 

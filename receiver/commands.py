@@ -28,14 +28,17 @@ from driftline.config import Settings, common_options, secret
               help="Halves waiting at most; beyond it the oldest is dead-lettered.")
 @click.option("--event-buffer", type=click.IntRange(1), default=defaults.RECEIVER_EVENT_BUFFER, show_default=True,
               help="Events held while Kafka is slow or down; beyond it calls are answered 503.")
+@click.option("--otlp-grpc-port", type=click.IntRange(0, 65535), default=None,
+              help="OTLP gRPC port for OpenTelemetry traces (default: settings.receiver_otlp_grpc_port, 4317; 0: off). "
+                   "OTLP over HTTP is always at POST /v1/traces.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 @common_options
 def receiver(settings: Settings, host: str | None, port: int | None, pair_wait: float, max_pending: int,
              event_buffer: int, log_level: str, allowed_hosts: str | None = None,
              body_timeout: float = defaults.RECEIVER_BODY_TIMEOUT_SECONDS,
-             max_connections: int = defaults.RECEIVER_MAX_CONNECTIONS) -> None:
-    """Receive KServe inference-logger CloudEvents and contract events over HTTP; produce them to Kafka."""
+             max_connections: int = defaults.RECEIVER_MAX_CONNECTIONS, otlp_grpc_port: int | None = None) -> None:
+    """Receive KServe inference-logger CloudEvents, contract events and OpenTelemetry traces; produce them to Kafka."""
     import logging
 
     import uvicorn
@@ -45,6 +48,9 @@ def receiver(settings: Settings, host: str | None, port: int | None, pair_wait: 
     from driftline.ingress import Limits
     from driftline.kafka_security import KafkaSecurity
     from driftline.listen import token_problem
+    from driftline.llm_settings import LlmSettings
+    from driftline.receiver.otlp import OtlpConfig, OtlpIntake
+    from driftline.receiver.otlp_grpc import start_otlp_grpc, stop_otlp_grpc
     from driftline.receiver.app import LIMITS, create_app
     from driftline.receiver.service import Receiver, ReceiverConfig
     from driftline.store import db
@@ -74,10 +80,31 @@ def receiver(settings: Settings, host: str | None, port: int | None, pair_wait: 
                                       dead_letter_raw_bytes=settings.receiver_dead_letter_raw_bytes,
                                       dead_letter_inflight=settings.receiver_dead_letter_inflight,
                                       dead_letter_inflight_bytes=settings.receiver_dead_letter_inflight_bytes))
+    intake = OtlpIntake(service, OtlpConfig(llm=LlmSettings.from_mapping(settings.section("llm")),
+                                            wait_s=settings.receiver_otlp_trace_wait_seconds,
+                                            max_body_bytes=limits.max_body_bytes))
     port = settings.receiver_port if port is None else port
-    click.echo(f"receiving on http://{host}:{port} (CloudEvents at /, JSON lines at /events)", err=True)
+    grpc_port = settings.receiver_otlp_grpc_port if otlp_grpc_port is None else otlp_grpc_port
+    grpc_server = None
     try:
-        uvicorn.run(create_app(service, token=token, limits=limits, allowed_hosts=hosts), host=host, port=port,
-                    log_level=log_level, access_log=False, **limits.uvicorn_options())
+        if grpc_port:
+            try:
+                grpc_server, grpc_port = start_otlp_grpc(intake, host, grpc_port, token, limits.max_body_bytes,
+                                                         max_connections)
+            except OSError as exc:
+                if otlp_grpc_port is not None:  # asked for on the command line: no silent fallback
+                    raise
+                # the default port taken (another receiver, a collector): traces still come over HTTP
+                click.echo(f"warning: {exc} (settings.receiver_otlp_grpc_port); OTLP gRPC is off, OTLP over HTTP "
+                           "is at /v1/traces", err=True)
+        grpc_text = f", OTLP gRPC on {host}:{grpc_port}" if grpc_server is not None else ""
+        click.echo(f"receiving on http://{host}:{port} (CloudEvents at /, JSON lines at /events, OTLP traces at "
+                   f"/v1/traces{grpc_text})", err=True)
+        uvicorn.run(create_app(service, token=token, limits=limits, allowed_hosts=hosts, otlp=intake), host=host,
+                    port=port, log_level=log_level, access_log=False, **limits.uvicorn_options())
+    except OSError as exc:
+        raise UserError(f"driftline receiver: {exc}") from None
     finally:
+        if grpc_server is not None:
+            stop_otlp_grpc(grpc_server)
         service.close()

@@ -18,7 +18,7 @@ the service's own (`Receiver.stats()`), read at scrape time, so the service stay
 | `driftline_receiver_events_buffered` | gauge | | events waiting for Kafka |
 | `driftline_receiver_events_sent_total` | counter | | events acknowledged by Kafka |
 | `driftline_receiver_events_failed_total` | counter | | events not delivered in time |
-| `driftline_receiver_requests_total` | counter | endpoint (cloudevents, events), code | HTTP calls answered |
+| `driftline_receiver_requests_total` | counter | endpoint (cloudevents, events, otlp), code | HTTP calls answered |
 | `driftline_receiver_request_duration_seconds` | histogram | endpoint | time to answer a call (body read, pairing, validation, buffering) |
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ _PREFIX = "driftline_receiver_"
 DURATION_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 ENDPOINT_CLOUDEVENTS = "cloudevents"
 ENDPOINT_EVENTS = "events"
+ENDPOINT_OTLP = "otlp"
 
 _COUNTERS = (("halves", "halves", "CloudEvent halves received (valid or not)."),
              ("pairs", "pairs", "Request/response pairs completed."),

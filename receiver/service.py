@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 import orjson
 
@@ -44,6 +44,16 @@ ORIGIN_CLOUDEVENTS = "receiver:/"
 ORIGIN_EVENTS = "receiver:/events"
 _NON_BLANK_LINE = re.compile(rb"(?m)^[^\S\n]*\S")  # a line with something on it (blank lines are skipped)
 _SHOWN = 200  # characters of a caller's name (type, model) an answer or a reason repeats
+
+
+class Part(Protocol):
+    """A door beside the CloudEvents one that holds work between calls (receiver/otlp.py): swept, counted, drained."""
+
+    def expire(self) -> int: ...
+
+    def drain(self) -> int: ...
+
+    def stats(self) -> dict[str, int]: ...
 
 
 class Busy(Exception):
@@ -140,6 +150,7 @@ class Receiver:
         self._reserved = 0  # events admitted calls may still hand to the sender
         self._merged_log = LogThrottle(log)  # a flood of junk calls logs one line per interval, not one per call
         self._stop = threading.Event()
+        self._parts: list[Part] = []
         self._sweeper = threading.Thread(target=self._sweep, name="driftline-receiver-sweeper", daemon=True)
         self._sweeper.start()
 
@@ -402,10 +413,16 @@ class Receiver:
         self._count(expired=len(letters))
         return len(letters)
 
+    def attach(self, part: Part) -> None:
+        """Sweep `part` with the halves, count it in `stats` and drain it at `close`."""
+        self._parts.append(part)
+
     def _sweep(self) -> None:
         while not self._stop.wait(self.config.sweep_interval_s):
             try:
                 self.expire()
+                for part in self._parts:
+                    part.expire()
             except Exception:  # the sweeper must outlive one bad round; the next one retries
                 log.exception("expiring unpaired halves")
 
@@ -415,7 +432,8 @@ class Receiver:
             counts = dict(self.counts)
         return {**counts, "pending_halves": len(self.pairing), "pending_bytes": self.pairing.bytes,
                 "buffered": sender.buffered, "sent": sender.sent, "dropped": sender.dropped, "failed": sender.failed,
-                "lookups_cached": self.lookups.cached(), **self.dead_letters.stats()}
+                "lookups_cached": self.lookups.cached(), **self.dead_letters.stats(),
+                **{k: v for part in self._parts for k, v in part.stats().items()}}
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         self.dead_letters.flush(timeout_s)
@@ -430,6 +448,8 @@ class Receiver:
         self._finish(Outcome(max_errors=self.config.max_errors),
                      [self._half_letter(half, "unpaired: the receiver stopped before its other half came")
                       for half in halves])
+        for part in self._parts:  # what still waits is judged as it is, never lost
+            part.drain()
         self.sender.close(timeout_s)
         self.dead_letters.flush(timeout_s)
         self.dead_letters.close()

@@ -99,7 +99,7 @@ def _check_names(names: Sequence[str], columns: pd.Index, option: str, where: st
 
 def feature_kinds(reference: pd.DataFrame, current: pd.DataFrame, *, categorical: Sequence[str] = (),
                   ignore: Sequence[str] = (), prediction: str | None = None,
-                  timestamp: str | None = None) -> dict[str, str]:
+                  timestamp: str | None = None, features_optional: bool = False) -> dict[str, str]:
     """Each monitored column of `reference` with its kind, ``"numeric"`` or ``"categorical"``.
 
     Monitored: every reference column except `ignore`, `timestamp` and
@@ -108,7 +108,8 @@ def feature_kinds(reference: pd.DataFrame, current: pd.DataFrame, *, categorical
     reference dtype (object, string, category and bool are categorical).
     Raises `UserError` for unknown names, columns missing from `current`,
     date/time columns that are neither ignored nor the timestamp, and type
-    mismatches between the two frames.
+    mismatches between the two frames; and when no feature is left, unless `features_optional` (the tables hold
+    embeddings, judged on their own).
     """
     _check_names(ignore, reference.columns, "--ignore", "reference")
     _check_names(categorical, reference.columns, "--categorical", "reference")
@@ -125,7 +126,7 @@ def feature_kinds(reference: pd.DataFrame, current: pd.DataFrame, *, categorical
     if missing:
         raise UserError(f"column(s) {', '.join(map(str, missing))} of the reference are missing from the current "
                         f"data; add them or pass --ignore {','.join(map(str, missing))}")
-    if not [c for c in monitored if c != prediction]:
+    if not features_optional and not [c for c in monitored if c != prediction]:
         raise UserError("no feature columns left to compare (check --ignore, --prediction and --timestamp)")
     kinds: dict[str, str] = {}
     for column in monitored:
@@ -418,7 +419,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     kinds, prediction, probabilities = monitored_columns(reference, current, categorical=categorical,
                                                          prediction=prediction, ignore=ignore,
                                                          timestamp=timestamp, label=label,
-                                                         prediction_class=prediction_class)
+                                                         prediction_class=prediction_class,
+                                                         features_optional=embeddings is not None)
     if embeddings is not None:
         current = current.reset_index(drop=True)  # a window's index labels are then its rows' positions
     windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
@@ -442,8 +444,8 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
 
 def monitored_columns(reference: pd.DataFrame, current: pd.DataFrame, *, categorical: Sequence[str] = (),
                       prediction: str | None = None, ignore: Sequence[str] = (), timestamp: str | None = None,
-                      label: str | None = None,
-                      prediction_class: str | None = None) -> tuple[dict[str, str], str | None, list[str] | None]:
+                      label: str | None = None, prediction_class: str | None = None,
+                      features_optional: bool = False) -> tuple[dict[str, str], str | None, list[str] | None]:
     """(kinds of the monitored columns, the one prediction column or None, a multiclass model's probability columns).
 
     `feature_kinds` after `detect`'s rules for ``--label``: the label is the target, not a feature;
@@ -469,7 +471,7 @@ def monitored_columns(reference: pd.DataFrame, current: pd.DataFrame, *, categor
         check_decision(reference, prediction_class, label, probabilities)
         ignore = [*ignore, prediction_class] if prediction_class not in ignore else ignore
     kinds = feature_kinds(reference, current, categorical=categorical, ignore=ignore, prediction=prediction,
-                          timestamp=timestamp)
+                          timestamp=timestamp, features_optional=features_optional)
     return kinds, prediction, probabilities
 
 

@@ -127,7 +127,7 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     kinds, prediction, probabilities, scan = scan_plan(
         reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
         timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
-        fine_bins=fine_bins, prediction_class=prediction_class)
+        fine_bins=fine_bins, prediction_class=prediction_class, features_optional=embeddings is not None)
     reference = summarize_table(reference_chunks, scan, "reference", pool=pool)
     plan = scan.with_reference(reference)
     if plan.needs_rescan(reference):  # a column too long to keep: its deciles are found exactly, in three passes
@@ -221,12 +221,13 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
 
 def scan_plan(reference_head: Any, current_head: Any, *, categorical: Any, prediction: Any, ignore: Any,
               timestamp: Any, label: Any, segment_by: Any, exact_values: Any, sample_rows: Any,
-              fine_bins: Any, prediction_class: Any = None) -> tuple[Any, Any, Any, Plan]:
+              fine_bins: Any, prediction_class: Any = None, features_optional: bool = False) -> tuple[Any, Any, Any, Plan]:
     """(kinds, prediction column, probability columns, the first pass's plan) from the first rows of both tables."""
     kinds, prediction, probabilities = monitored_columns(reference_head, current_head, categorical=categorical,
                                                          prediction=prediction, ignore=ignore,
                                                          timestamp=timestamp, label=label,
-                                                         prediction_class=prediction_class)
+                                                         prediction_class=prediction_class,
+                                                         features_optional=features_optional)
     extra = [c for c in (label, *(probabilities or ()), segment_by, prediction_class)
              if c is not None and c in reference_head.columns]
     if segment_by is not None and segment_by not in current_head.columns:

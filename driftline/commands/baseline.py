@@ -66,6 +66,27 @@ def _holdout_quality(path: str, prediction: str | None, label: str | None, predi
                                             frame[prediction_class] if prediction_class else None)
 
 
+def _from_traces(path: str, settings: Any, options: dict[str, Any], engine: str) -> Any:
+    """The baseline of a file of traces: its requests' descriptors, prediction and embeddings, in memory."""
+    from driftline.detectors.batch.baseline import baseline_in_memory
+    from driftline.llm_settings import LlmSettings
+    from driftline.otlp.table import PREDICTION_COLUMN, embedding_references, events_frame, read_trace_events
+
+    if engine != "local":
+        raise UserError("--traces is read in this process: it needs --engine local")
+    events = read_trace_events(path, LlmSettings.from_mapping(settings.section("llm")))
+    if not events:
+        raise UserError(f"--traces {path}: no trace of an LLM, embedding, retrieval or cache span")
+    frame = events_frame(events)
+    click.echo(f"computing the baseline of {len(frame):,} traced requests ...", err=True)
+    if options["embeddings"]:
+        raise UserError("--traces registers the embeddings the traces carry: drop --embedding")
+    options["prediction"] = options["prediction"] or PREDICTION_COLUMN
+    summary = baseline_in_memory(frame, **options)
+    summary.add_embeddings(embedding_references(events, options.get("on_fit")))
+    return summary
+
+
 def _on_engine(engine: str, path: str, spark_master: str, scheduler_address: str | None, options: dict) -> Any:
     """The baseline with the file read and summarized by Spark or Dask (driftline.engines)."""
     from driftline.detectors.batch.baseline import stream_baseline
@@ -91,9 +112,13 @@ def _on_engine(engine: str, path: str, spark_master: str, scheduler_address: str
 @click.command()
 @click.option("--model", required=True, help="Model name, as your events' `model` field.")
 @click.option("--version", "version", required=True, help="Model version, as your events' `version` field.")
-@click.option("--file", "path", required=True, type=click.Path(),
+@click.option("--file", "path", default=None, type=click.Path(),
               help="Training (reference) data: CSV or Parquet, one column per feature (with --engine spark|dask also "
                    "a Parquet folder, Hive-style partitions included).")
+@click.option("--traces", "traces", default=None, type=click.Path(),
+              help="Instead of --file: past OpenTelemetry traces of an LLM or RAG service (OTLP/JSON, one export "
+                   "request per line, as the Collector's file exporter writes), each request mapped as the "
+                   "receiver maps live traces (docs/llm.md); its embeddings are registered too.")
 @click.option("--categorical", default=None, help="Comma-separated categorical columns (default: non-numeric ones).")
 @click.option("--prediction", default=None, help="Column holding the model's prediction on each row.")
 @click.option("--label", default=None, help="Column holding the true label (training quality metrics).")
@@ -133,8 +158,8 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
              settings, embedding_specs: tuple[str, ...] = (), batch_rows: int | None = None,  # noqa: ANN001
              in_memory: bool = False, engine: str = "local", spark_master: str = "local[*]",
              scheduler_address: str | None = None, prediction_class: str | None = None,
-             quality_file: str | None = None) -> None:
-    """Register a baseline from a CSV/Parquet file, for a model served elsewhere."""
+             quality_file: str | None = None, traces: str | None = None) -> None:
+    """Register a baseline from a CSV/Parquet file, or from a file of traces, for a model served elsewhere."""
     from sqlalchemy import select
 
     from driftline.segments import SegmentSpec
@@ -156,7 +181,11 @@ def baseline(model: str, version: str, path: str, categorical: str | None, predi
                                    ignore=split_names(ignore), embeddings=parse_specs(embedding_specs),
                                    segment_columns=segments.columns, segment_max_values=segments.max_values,
                                    on_fit=fitting, prediction_class=prediction_class)
-    if engine != "local":
+    if (path is None) == (traces is None):
+        raise UserError("driftline baseline: give the reference as --file (a table) or --traces (OTLP/JSON), one")
+    if traces is not None:
+        summary, path = _from_traces(traces, settings, options, engine), traces
+    elif engine != "local":
         if in_memory:
             raise UserError(f"--engine {engine} summarizes the file where it is: --in-memory needs --engine local")
         summary = _on_engine(engine, path, spark_master, scheduler_address, options)

@@ -59,6 +59,9 @@ def validate_sections(settings: Settings) -> tuple[str, list[str]]:
     RetentionPolicy.from_settings(settings)
     RolloutPolicies(settings.section(ROLLOUTS_SECTION))
     SignalsConfig.from_settings(settings)  # the worker's [cost] and [capacity]
+    from driftline.llm_settings import LlmSettings
+
+    LlmSettings.from_mapping(settings.section("llm"))  # the receiver's traces
     rules = load_rules(settings, settings.config_path)
     return describe_channels(rules.channels, rules.retrain.enabled), warnings
 

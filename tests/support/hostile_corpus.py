@@ -624,3 +624,87 @@ def matrix() -> str:
                 cells.append(f"{mark[type(outcome)] + (f' {status}' if status is not None else ''):>18}")
         rows.append(f"{case.name:24} " + " ".join(cells))
     return "\n".join(rows)
+
+
+# --- the OpenTelemetry door: the receiver's POST /v1/traces (tests/receiver/test_otlp_hostile.py) --------------------
+# Its payloads are OTLP export requests, not events or halves, so its cases are its own; the same outcomes hold.
+
+OTLP = "otlp"  # receiver POST /v1/traces, OTLP protobuf or JSON
+
+
+@dataclass(frozen=True)
+class OtlpCase:
+    name: str
+    what: str
+    build: Callable[[Context], HttpCall]
+    expect: Outcome
+
+
+def _otlp_call(spans: Sequence[Any], json: bool = False, **headers: str) -> HttpCall:
+    from tests.support.otlp_traces import export_request, otlp_json
+
+    request = export_request(spans)
+    if json:
+        return HttpCall("/v1/traces", orjson.dumps(otlp_json(request)), {"content-type": "application/json", **headers})
+    return HttpCall("/v1/traces", request.SerializeToString(), {"content-type": "application/x-protobuf", **headers})
+
+
+def _otlp_trace(ctx: Context, **changes: Any) -> list[Any]:
+    from tests.support.otlp_traces import rag_trace
+
+    return rag_trace(ctx.ts_ms, session=ctx.marker, **changes)
+
+
+def _one_span(ctx: Context, start_ns: int, end_ns: int, attributes: Mapping[str, Any]) -> list[Any]:
+    import os
+
+    from tests.support.otlp_traces import span
+
+    return [span(os.urandom(16), os.urandom(8), b"", "chat", start_ns, end_ns,
+                 {"gen_ai.request.model": ctx.model, "session.id": ctx.marker, **attributes})]
+
+
+def _nested_json(ctx: Context) -> HttpCall:
+    value: dict[str, Any] = {"stringValue": ctx.marker}
+    for _ in range(60):  # 240 JSON levels: under orjson's limit, far over the decoder's 64 message levels
+        value = {"kvlistValue": {"values": [{"key": "k", "value": value}]}}
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "x",
+                                                          "attributes": [{"key": "deep", "value": value}]}]}]}]}
+    return HttpCall("/v1/traces", orjson.dumps(doc), {"content-type": "application/json"})
+
+
+def _gzip_bomb(ctx: Context) -> HttpCall:
+    import gzip
+
+    return HttpCall("/v1/traces", gzip.compress(b"\x00" * (RECEIVER_MAX_BODY * 2)),
+                    {"content-type": "application/x-protobuf", "content-encoding": "gzip"})
+
+
+MS_NS = 1_000_000
+OTLP_CORPUS: tuple[OtlpCase, ...] = (
+    OtlpCase("otlp-junk", "bytes that are no ExportTraceServiceRequest",
+             lambda c: HttpCall("/v1/traces", b"\xff\xff" + c.marker.encode(),
+                                {"content-type": "application/x-protobuf"}),
+             Refused(400, ("ExportTraceServiceRequest",))),
+    OtlpCase("otlp-nested", "OTLP/JSON whose attribute nests 60 maps deep",
+             _nested_json, Refused(400, ("OTLP/JSON",))),
+    OtlpCase("otlp-gzip-bomb", "a gzip body that inflates past the body bound",
+             _gzip_bomb, Refused(413, ("inflates",))),
+    OtlpCase("otlp-tokens", "an output token count beyond any context window",
+             lambda c: _otlp_call(_one_span(c, c.ts_ms * MS_NS, (c.ts_ms + 5) * MS_NS,
+                                            {"gen_ai.usage.output_tokens": 10 ** 12})),
+             DeadLettered("beyond any context window", "tokens_out", status=200)),
+    OtlpCase("otlp-two-days", "an LLM span of two days",
+             lambda c: _otlp_call(_one_span(c, c.ts_ms * MS_NS, (c.ts_ms + 2 * DAY_MS) * MS_NS, {})),
+             DeadLettered("no request is served for a day", "latency_ms.total", status=200)),
+    OtlpCase("otlp-epoch-zero", "a span stamped at the epoch (a clock never set)",
+             lambda c: _otlp_call(_one_span(c, 1, 5 * MS_NS, {})),
+             DeadLettered("outside 2000-2100", "ts", status=200)),
+    OtlpCase("otlp-huge-vector", "an embedding of 1e308 values (dropped, the request still counted)",
+             lambda c: _otlp_call(_otlp_trace(c, embedding=[1e308] * 8), json=True),
+             Counted("no embedding, the event kept", lambda events: all("embeddings" not in e for e in events))),
+    OtlpCase("otlp-long-answer", "an answer of 1 MB (cut at the attribute bound)",
+             lambda c: _otlp_call(_otlp_trace(c, answer="y" * (1 << 20))),
+             Counted("answer_chars at the bound", lambda events: all(
+                 e["features"]["answer_chars"] == defaults.OTLP_MAX_ATTRIBUTE_CHARS for e in events))),
+)
