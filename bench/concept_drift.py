@@ -83,7 +83,7 @@ DETECTORS = ("ADWIN", "DDM", "PageHinkley")
 
 
 def run(river: River, kind: str, seed: int, before: int, after: int, holdout: bool,
-        policy: str) -> tuple[int, int | None, int | None, np.ndarray]:
+        policy: str, max_drop: float | None = None) -> tuple[int, int | None, int | None, np.ndarray]:
     """(windows breaching on log loss before the change, the first false page's window, windows to the first page
     after the change, the live rows' 0/1 errors)."""
     from sklearn.tree import DecisionTreeClassifier
@@ -122,7 +122,8 @@ def run(river: River, kind: str, seed: int, before: int, after: int, holdout: bo
                                         window_end_ms=start + WINDOW_MS, partition=0, events=ROWS,
                                         state=state.to_bytes()))
         config = Path(folder) / "alerts.toml"
-        config.write_text(f'[alerts.detectors.model_quality]\npolicy = "{policy}"\n')
+        floor = "" if max_drop is None else f"[model_quality]\nquality_max_drop = {max_drop}\n"
+        config.write_text(f'{floor}[alerts.detectors.model_quality]\npolicy = "{policy}"\n')
         jobs = SchedulerJobs(load_settings(config_file=str(config), db=url, window_seconds=WINDOW_MS // 1000,
                                            allowed_lateness_seconds=2))
         jobs.evaluate_due_windows(now_ms=T0 + (before + after) * WINDOW_MS + 5_000)
@@ -155,6 +156,8 @@ def main() -> None:
     parser.add_argument("--after", type=int, default=10)
     parser.add_argument("--streams", default=",".join(STREAMS), help="streams of the second table")
     parser.add_argument("--no-policies", action="store_true", help="only the second table")
+    parser.add_argument("--quality-max-drop", type=float, default=None,
+                        help="[model_quality] quality_max_drop for the second table (default: driftline's, 0.05)")
     args = parser.parse_args()
     river = River(args.river)
     if not args.no_policies:
@@ -175,7 +178,8 @@ def main() -> None:
     change = args.before * ROWS
     for kind in args.streams.split(","):
         for seed in range(args.seeds):
-            _, first, delay, errors = run(river, kind, seed, args.before, args.after, True, "sequential")
+            _, first, delay, errors = run(river, kind, seed, args.before, args.after, True, "sequential",
+                                          args.quality_max_drop)
             cells = [f"{0 if first is None else 1}{'' if first is None else f' (window {first})'} / "
                      f"{'-' if delay is None else delay}"]
             for name, found in river.detect(errors).items():
