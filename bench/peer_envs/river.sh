@@ -6,5 +6,5 @@ set -euo pipefail
 VENV=${1:-${RIVER_VENV:-bench/.venvs/river}}
 PYTHON=${PYTHON:-python3}
 test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check "river==0.22.0"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check "river==0.26.1"
 "$VENV/bin/python" -c "import river; print('river', river.__version__)"
