@@ -22,7 +22,7 @@ NannyML: its confidence boundaries, ± 3 sampling errors) and CPU seconds (drift
 run, its drift tests on every column included; NannyML's fit and estimate in its worker). Coverage is also
 given over the chunks before a synthetic set's known change of relation (car loan: analysis row 25 000, as
 NannyML's documentation places it; multiclass: row 30 000, where realized accuracy falls from 0.76 to 0.57 while
-both estimates stay near 0.64), and a second table says where driftline's ``estimation_invalid`` was raised
+both estimates fall only to 0.64), and a second table says where driftline's ``estimation_invalid`` was raised
 over the chunks in order. Prints tables; asserts nothing.
 
 Usage: .venv/bin/python bench/estimation_real.py --nannyml bench/.venvs/nannyml/bin/python [--sets census,...]
