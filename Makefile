@@ -64,8 +64,11 @@ bench: install
 bench-peers: install
 	bash bench/peer_envs/alibi.sh bench/.venvs/alibi
 	bash bench/peer_envs/nannyml.sh bench/.venvs/nannyml
+	bash bench/peer_envs/river.sh bench/.venvs/river
 	$(BIN)/python bench/embeddings.py --alibi bench/.venvs/alibi/bin/python
 	$(BIN)/python bench/detection_quality.py --nannyml bench/.venvs/nannyml/bin/python
+	$(BIN)/python bench/estimation_real.py --nannyml bench/.venvs/nannyml/bin/python
+	$(BIN)/python bench/concept_drift.py --river bench/.venvs/river/bin/python
 
 clean:
 	rm -rf $(VENV) .driftline .pytest_cache

@@ -505,14 +505,14 @@ ERROR_RATE_MAX = 0.01
 LATENCY_MIN_EVENTS = 100
 
 # --- Model quality (detectors/families/quality.py) ------------------------------------------
-# What a binary classifier's window metrics are compared with. "calibration": the value
+# What a binary classifier's window metrics are compared with (`quality_compared_with`). "calibration": the value
 # each metric would have on the window's own scores if labels followed the training
 # reliability curve (P(label | score bin), isotonic fit). A covariate shift moves the
 # scores (riskier applicants: accuracy down, log loss up for a model that is still
 # right), so comparing with the training metric pages on every covariate shift; this
 # reference only moves when labels stop following the training relation (concept
 # drift). "training": the training metric itself (regression and multiclass always).
-QUALITY_REFERENCE = "calibration"
+QUALITY_COMPARED_WITH = "calibration"
 # A window's metric breaches only when it is worse than that reference by more than
 # max(floor, QUALITY_Z x standard error of the difference), the standard error
 # computed from the window's own label counts (binomial for accuracy,

@@ -175,7 +175,7 @@ METRICS: Mapping[str, tuple[str, ...]] = {
     ROLLOUT: (ROLLOUT_VERDICT,),
 }
 
-# What model quality is compared with (the ``quality_reference`` setting, ``compared_with`` in details).
+# What model quality is compared with (the ``quality_compared_with`` setting, ``compared_with`` in details).
 QUALITY_VS_CALIBRATION = "calibration"
 QUALITY_VS_TRAINING = "training"
 # Where a baseline's quality reference came from (`Baseline.quality_reference`): the rows the model was fitted on

@@ -178,12 +178,13 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
               else PooledLabels())
     # only a binary classifier with training labels has estimates whose earlier checks matter
     estimated = baseline is not None and baseline.quality is not None and baseline.quality.task == BINARY
+    history = earlier_checks(session, key) if estimated else {}
     # Without a baseline (a version not registered yet) only latency can be judged.
     outcome = evaluate_window(baseline, state, thresholds=thresholds,
                               slo=config.slo_for(key.model), window_seconds=config.window_seconds,
                               transform=cache.transform(session, key.model, key.version) if baseline else None,
                               freshness=config.freshness_for(key.model), segments=config.segments,
-                              pooled_labels=pooled, estimate_history=earlier_checks(session, key) if estimated else ())
+                              pooled_labels=pooled, estimate_history=history.get("", ()), segment_estimate_history=history)
     if outcome.threshold_note is not None and (key.model, key.version) not in cache.threshold_notes:
         cache.threshold_notes.add((key.model, key.version))  # once per version: every window would say it
         logging.getLogger(__name__).warning("%s version %s: %s", key.model, key.version, outcome.threshold_note)
@@ -252,22 +253,27 @@ def earlier_labels(session: Session, key: WindowKey, cache: BaselineCache, max_w
 
 
 def earlier_checks(session: Session, key: WindowKey,
-                   lookback: int = defaults.ESTIMATION_INVALID_LOOKBACK_WINDOWS) -> list[WindowCheck]:
-    """The checks of their estimates against their own labels (``details["missed"]`` of each window's stored
-    ``estimation_invalid`` result) of the windows before `key`, same model version, at most `lookback` windows
-    back, oldest first; a window whose estimates were not checked (too few labels) is left out. A window
-    re-judged when its labels came carries its new check, so the history is always the latest."""
+                   lookback: int = defaults.ESTIMATION_INVALID_LOOKBACK_WINDOWS) -> dict[str, list[WindowCheck]]:
+    """Per segment (``""``: the whole population), the checks of their estimates against their own labels
+    (``details["missed"]`` of each window's stored ``estimation_invalid`` result) of the windows before `key`, same
+    model version, at most `lookback` windows back, oldest first; a window whose estimates were not checked (too
+    few labels) is left out. A window re-judged when its labels came carries its new check, so the history is
+    always the latest."""
     window_ms = key.window_end_ms - key.window_start_ms
     if lookback <= 0 or window_ms <= 0:
-        return []
-    rows = session.execute(select(DetectorResult.window_start_ms, DetectorResult.details).where(
-        DetectorResult.model == key.model, DetectorResult.version == key.version,
-        DetectorResult.detector == vocabulary.ESTIMATED_QUALITY, DetectorResult.metric == vocabulary.ESTIMATION_INVALID,
-        DetectorResult.segment == "", DetectorResult.window_start_ms < key.window_start_ms,
-        DetectorResult.window_start_ms >= key.window_start_ms - lookback * window_ms)
+        return {}
+    rows = session.execute(select(DetectorResult.segment, DetectorResult.window_start_ms, DetectorResult.details)
+        .where(DetectorResult.model == key.model, DetectorResult.version == key.version,
+               DetectorResult.detector == vocabulary.ESTIMATED_QUALITY,
+               DetectorResult.metric == vocabulary.ESTIMATION_INVALID,
+               DetectorResult.window_start_ms < key.window_start_ms,
+               DetectorResult.window_start_ms >= key.window_start_ms - lookback * window_ms)
         .order_by(DetectorResult.window_start_ms)).all()
-    return [WindowCheck(tuple(str(m) for m in missed), int(start)) for start, details in rows
-            if isinstance(details, dict) and isinstance(missed := details.get("missed"), list)]
+    out: dict[str, list[WindowCheck]] = {}
+    for segment, start, details in rows:
+        if isinstance(details, dict) and isinstance(missed := details.get("missed"), list):
+            out.setdefault(segment or "", []).append(WindowCheck(tuple(str(m) for m in missed), int(start)))
+    return out
 
 
 def _finite(value: Any) -> float | None:

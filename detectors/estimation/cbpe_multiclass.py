@@ -13,9 +13,12 @@ the predicted class, so
     E[TP_k] = \sum_{i: \hat y_i = k} \tilde c_{ik}, \quad E[A_k] = \sum_i \tilde c_{ik}
 
 and macro F1 the mean over the reference's classes. Standard errors: labels independent
-across rows, so accuracy :math:`\sqrt{\sum q_i (1 - q_i)} / n`; each class's F1 by the delta
-method on its expected true positives and false negatives; macro F1's variance the sum of the
-classes' over :math:`K^2` (their covariances are ignored). The calibration's own error is
+across rows, so accuracy :math:`\sqrt{\sum q_i (1 - q_i)} / n`; macro F1 by the delta
+method over every row's label at once: a row of label *j* adds
+:math:`g_{ij} = \frac1K \left(\frac{2[\hat y_i = j]}{PP_j + E[A_j]} - \frac{2 E[TP_j]}{(PP_j + E[A_j])^2}\right)`
+to macro F1, so its variance is :math:`\sum_i \left(\sum_j \tilde c_{ij} g_{ij}^2 - (\sum_j \tilde c_{ij} g_{ij})^2\right)`
+(a row's label counts for one class and against the others: the classes' F1 are not independent, and
+summing their variances alone understated the spread by a quarter). The calibration's own error is
 approximated, as in the binary case, by the metric's sampling variance on the reference
 (`reference_variances`), added.
 """
@@ -61,6 +64,17 @@ def _f1(tp: float, fn: float, predicted: float) -> float:
     return 2.0 * tp / denominator if denominator else 0.0
 
 
+def _macro_f1_variance(calibrated: np.ndarray, predicted: np.ndarray, tps: np.ndarray,
+                       denominators: np.ndarray) -> float:
+    """Macro F1's variance by the delta method over every row's label at once (module docstring)."""
+    classes = calibrated.shape[1]
+    safe = np.where(denominators > 0, denominators, 1.0)
+    own = (predicted[:, None] == np.arange(classes)[None, :]) * (2.0 / safe)[None, :]
+    gradient = np.where(denominators > 0, own - (2.0 * tps / safe ** 2)[None, :], 0.0) / classes
+    first = (calibrated * gradient).sum(axis=1)
+    return float(((calibrated * gradient ** 2).sum(axis=1) - first ** 2).sum())
+
+
 def reference_variances(calibrations: list[np.ndarray], probabilities: np.ndarray) -> dict[str, float]:
     """The sampling variance of each metric over the reference's own rows: the calibration's error, approximately."""
     estimates = estimate_multiclass(calibrated_probabilities(calibrations, probabilities),
@@ -78,24 +92,18 @@ def estimate_multiclass(calibrated: np.ndarray, predicted: np.ndarray, z: float,
     q = calibrated[np.arange(n), predicted]
     accuracy = float(q.mean())
     accuracy_se = math.sqrt(float((q * (1.0 - q)).sum())) / n
-    f1s, variances = [], []
+    f1s, tps, denominators = [], [], []
     for k in range(classes):
         mine = predicted == k
-        c = calibrated[:, k]
-        tp, fn = float(c[mine].sum()), float(c[~mine].sum())
-        v_tp, v_fn = float((c[mine] * (1 - c[mine])).sum()), float((c[~mine] * (1 - c[~mine])).sum())
-        pp = float(mine.sum())
-        f1s.append(_f1(tp, fn, pp))
-        denominator = pp + tp + fn
-        if denominator:
-            d_tp, d_fn = 2.0 * (pp + fn) / denominator ** 2, -2.0 * tp / denominator ** 2
-            variances.append(d_tp ** 2 * v_tp + d_fn ** 2 * v_fn)
-        else:
-            variances.append(0.0)
+        tp, actual, pp = float(calibrated[mine, k].sum()), float(calibrated[:, k].sum()), float(mine.sum())
+        f1s.append(_f1(tp, actual - tp, pp))
+        tps.append(tp)
+        denominators.append(pp + actual)
+    macro_variance = _macro_f1_variance(calibrated, predicted, np.asarray(tps), np.asarray(denominators))
     macro = float(np.mean(f1s))
     extra = extra_variances or {}
     accuracy_se = math.sqrt(accuracy_se ** 2 + extra.get(ACCURACY, 0.0))
-    macro_se = math.sqrt(sum(variances) / classes ** 2 + extra.get(MACRO_F1, 0.0))
+    macro_se = math.sqrt(macro_variance + extra.get(MACRO_F1, 0.0))
 
     def band(value: float, se: float) -> Estimate:
         return Estimate(value, se, max(0.0, value - z * se), min(1.0, value + z * se))

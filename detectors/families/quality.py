@@ -79,7 +79,7 @@ def _references(reference: LabelSummary | None, current: LabelSummary, compare_w
 def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThresholds) -> list[WindowResult]:
     r"""Quality metrics of the window's joined labels against the model's reference, sample-size aware.
 
-    The reference (``quality_reference``): ``"calibration"`` (default, binary
+    The reference (the ``quality_compared_with`` setting): ``"calibration"`` (default, binary
     tasks) is the value each metric would have on *this window's scores* if the
     labels followed the training calibration (`expected_binary_quality`), so a
     covariate shift, which moves the scores but not the relation, does not read as a
@@ -114,7 +114,7 @@ def model_quality(baseline: Baseline, state: WindowState, thresholds: WindowThre
     reference_summary = baseline.quality if baseline.quality is not None and \
         baseline.quality.task == summary.task else None
     training = quality_metrics(reference_summary)
-    reference, errors, cumulants, calibrated = _references(reference_summary, summary, thresholds.quality_reference)
+    reference, errors, cumulants, calibrated = _references(reference_summary, summary, thresholds.quality_compared_with)
     compared_with = QUALITY_VS_CALIBRATION if calibrated else QUALITY_VS_TRAINING
     supports = quality_supports(summary)
     z = thresholds.quality_z

@@ -11,16 +11,20 @@ segments) drift is not judged; data quality, latency, estimated and realized qua
 are, against the whole baseline. Realized (model) quality counts the labels joined to the
 segment's predictions (the collector keeps each prediction's segment values for the join),
 against the segment's training labels where it has a reference; it is not pooled with
-earlier windows as the whole population's is. Skew and multivariate drift stay
-whole-population checks.
+earlier windows as the whole population's is. A segment with estimates also gets its own
+``estimation_invalid`` (its labels checked against its estimates, tested with the segment's earlier checks in
+``estimate_history``, keyed by segment name), so the estimates of one segment can stop holding while the whole
+population's still do. Skew and multivariate drift stay whole-population checks.
 """
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from driftline import defaults
 from driftline.baseline import Baseline
+from driftline.detectors.estimation.validity import WindowCheck
+from driftline.detectors.families.estimated_quality import estimation_validity, own_check
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.thresholds.levels import LatencySLO, WindowThresholds
 from driftline.detectors.families.run import run_families
@@ -37,8 +41,10 @@ _DRIFT = (DATA_DRIFT, PREDICTION_DRIFT)
 
 def evaluate_segments(baseline: Baseline | None, state: WindowState, spec: SegmentSpec, *,
                       thresholds: WindowThresholds | None = None, slo: LatencySLO | None = None,
-                      window_seconds: float | None = None) -> list[WindowResult]:
-    """Every segment's results (module docstring); [] when `spec` names no column."""
+                      window_seconds: float | None = None,
+                      estimate_history: Mapping[str, Sequence[WindowCheck]] | None = None) -> list[WindowResult]:
+    """Every segment's results (module docstring); [] when `spec` names no column. `estimate_history`: per segment
+    name, its earlier labelled windows' checks of their estimates, oldest first."""
     results: list[WindowResult] = []
     for column in spec.columns:
         for key, sub in state.segment_states(column, spec.max_values).items():
@@ -51,8 +57,13 @@ def evaluate_segments(baseline: Baseline | None, state: WindowState, spec: Segme
                 families = tuple(f for f in SEGMENT_FAMILIES if f not in _DRIFT)
                 judged_against = baseline
             name = segment_name(column, key)
-            for result in run_families(judged_against, sub, thresholds=thresholds, slo=slo,
-                                       window_seconds=window_seconds or defaults.WINDOW_SECONDS, families=families):
+            found = run_families(judged_against, sub, thresholds=thresholds, slo=slo,
+                                 window_seconds=window_seconds or defaults.WINDOW_SECONDS, families=families)
+            if any(r.detector == ESTIMATED_QUALITY for r in found):
+                own = thresholds or WindowThresholds()
+                found.append(estimation_validity(own_check(judged_against, sub, own),
+                                                 (estimate_history or {}).get(name, ()), own, sub.labels.n))
+            for result in found:
                 result.segment = name
                 result.details.setdefault("segment_events", sub.events)
                 if reference is None and baseline is not None:

@@ -63,12 +63,14 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
                     freshness: FreshnessThresholds | None = None,
                     segments: SegmentSpec = SegmentSpec(),
                     pooled_labels: PooledLabels = PooledLabels(),
-                    estimate_history: Sequence[WindowCheck] = ()) -> WindowOutcome:
+                    estimate_history: Sequence[WindowCheck] = (),
+                    segment_estimate_history: Mapping[str, Sequence[WindowCheck]] | None = None) -> WindowOutcome:
     """The window's outcome (module docstring); the arguments before `segments` are `run_families`'.
 
     `segments`: the ``[segments]`` columns judged segment by segment (none by default).
     `pooled_labels`: the earlier windows' labels, pooled when this window has too few of its own.
-    `estimate_history`: the earlier labelled windows' checks of their estimates, oldest first.
+    `estimate_history`: the earlier labelled windows' checks of their estimates, oldest first;
+    `segment_estimate_history`: the same per segment name.
     """
     if isinstance(thresholds, DriftThresholds):
         thresholds = WindowThresholds(drift=thresholds)
@@ -94,7 +96,7 @@ def evaluate_window(baseline: Baseline | None, state: WindowState, *,
     note = next((r.details[vocabulary.THRESHOLD_NOTE_KEY] for r in results
                  if r.details and vocabulary.THRESHOLD_NOTE_KEY in r.details), None)
     results += evaluate_segments(baseline, state, segments, thresholds=thresholds, slo=slo,
-                                 window_seconds=window_seconds)
+                                 window_seconds=window_seconds, estimate_history=segment_estimate_history)
     return WindowOutcome(
         status=window_status(baseline, results), results=tuple(results),
         breached=tuple(sorted({f"{r.detector}:{r.feature}" if r.feature else r.detector

@@ -2,6 +2,7 @@
 SLO, `LatencySLO`, is the `[latency]` table of `driftline.latency_slo`)."""
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Any, Mapping
 
 from pydantic import Field, field_validator
@@ -54,7 +55,7 @@ class WindowThresholds(Table):
     quality_min_labels: _Count = defaults.QUALITY_MIN_LABELS
     quality_min_class_count: _Count = defaults.QUALITY_MIN_CLASS_COUNT
     quality_z: _NotNegative = defaults.QUALITY_Z
-    quality_reference: str = defaults.QUALITY_REFERENCE
+    quality_compared_with: str = defaults.QUALITY_COMPARED_WITH
     quality_max_drop: _NotNegative = defaults.QUALITY_MAX_DROP
     quality_max_error_increase: _NotNegative = defaults.QUALITY_MAX_ERROR_INCREASE
     # read by the evaluation (driftline.scheduler.evaluation), which pools labels before calling model_quality
@@ -70,7 +71,7 @@ class WindowThresholds(Table):
     estimation_invalid_windows: Annotated[int, Field(ge=1)] = defaults.ESTIMATION_INVALID_WINDOWS
     estimation_invalid_alpha: _Rate = defaults.ESTIMATION_INVALID_ALPHA
 
-    @field_validator("quality_reference")
+    @field_validator("quality_compared_with")
     @classmethod
     def _known_reference(cls, value: str) -> str:
         if value not in (QUALITY_VS_CALIBRATION, QUALITY_VS_TRAINING):
@@ -95,15 +96,19 @@ class WindowThresholds(Table):
 # The tables as written (every key optional, with its bound), derived from WindowThresholds' fields (built at run
 # time); the values they set are checked across keys by the WindowThresholds made from them, at start for every model.
 _NESTED = ("drift", "multivariate", "embedding")
-_WindowValues = as_written(WindowThresholds, "WindowValues", exclude=_NESTED)
+# the setting quality_compared_with was called quality_reference, the name a baseline's quality rows keep
+_RENAMED = {"quality_reference": "quality_compared_with"}
+_OLD_NAMES = {old: (str | None, None) for old in _RENAMED}
+_WindowValues = as_written(WindowThresholds, "WindowValues", exclude=_NESTED, **_OLD_NAMES)
 # the values at the top level or in a family's table (any value in any of them)
 # [estimated_quality] also takes `threshold`, the short name of estimated_quality_threshold (the model's decision cut)
-_EstimatedValues = as_written(WindowThresholds, "EstimatedValues", exclude=_NESTED, threshold=(_Share | None, None))
+_EstimatedValues = as_written(WindowThresholds, "EstimatedValues", exclude=_NESTED, threshold=(_Share | None, None),
+                              **_OLD_NAMES)
 _FAMILIES = {family: (_WindowValues | None, None) for family in (DATA_QUALITY, SKEW, MODEL_QUALITY)}
 _FAMILIES[ESTIMATED_QUALITY] = (_EstimatedValues | None, None)
-_WindowModelSection = as_written(WindowThresholds, "WindowModelSection", exclude=_NESTED, **_FAMILIES)
+_WindowModelSection = as_written(WindowThresholds, "WindowModelSection", exclude=_NESTED, **_FAMILIES, **_OLD_NAMES)
 _WindowSection = as_written(
-    WindowThresholds, "WindowSection", exclude=_NESTED, **_FAMILIES,
+    WindowThresholds, "WindowSection", exclude=_NESTED, **_FAMILIES, **_OLD_NAMES,
     drift=(Any, None),  # read by DriftThresholds.from_mapping
     multivariate_drift=(MultivariateThresholds | None, None), embedding_drift=(EmbeddingThresholds | None, None),
     models=by_name(_WindowModelSection))
@@ -120,4 +125,11 @@ def _flatten(section: Any) -> dict[str, Any]:
         values["estimated_quality_threshold"] = values.pop("threshold")
     top = given(section)
     values.update({k: v for k, v in top.items() if k in _WindowValues.model_fields})
+    for old, new in _RENAMED.items():
+        if old in values:
+            value = values.pop(old)
+            warnings.warn(f"the setting {old} is now called {new}: {old} = {value!r} is read as {new} (rename it; "
+                          f"{old} is the baseline's record of where its quality rows came from)", FutureWarning,
+                          stacklevel=2)
+            values.setdefault(new, value)
     return values

@@ -60,7 +60,7 @@ BAD = [
     ("skew", {"parity_min_sample": 1.5}, r"skew.parity_min_sample: input should be a valid integer"),
     ("skew", {"parity_mismatch_rate": -0.1}, r"skew.parity_mismatch_rate: input should be greater than or equal to 0"),
     ("skew", {"skew_distribution_psi": NAN}, r"skew.skew_distribution_psi: input should be a finite number"),
-    ("model_quality", {"quality_reference": "yesterday"}, r"model_quality.quality_reference: must be 'calibration'"),
+    ("model_quality", {"quality_compared_with": "yesterday"}, r"model_quality.quality_compared_with: must be 'calibration'"),
     ("model_quality", {"quality_z": float("inf")}, r"model_quality.quality_z: input should be a finite number"),
     ("model_quality", {"quality_min_label": 5}, r"did you mean 'quality_min_labels'"),
     ("estimated_quality", {"estimated_quality_max_drop": -0.1}, r"estimated_quality.estimated_quality_max_drop: input"),
@@ -181,3 +181,16 @@ def test_tables_built_in_code_are_checked_too():
         FreshnessThresholds(stale_share=NAN)
     with pytest.raises(UserError, match=r"\[drift\] min_rows"):
         DriftThresholds(features={"age": {"psi": 0.5}}).replace(min_rows=-1)
+
+
+def test_the_old_name_of_quality_compared_with_is_read_with_a_warning():
+    # quality_reference names the baseline's quality rows (training rows, holdout); the setting was called so too
+    for mapping in ({"model_quality": {"quality_reference": "training"}}, {"quality_reference": "training"},
+                    {"models": {"m": {"model_quality": {"quality_reference": "training"}}}}):
+        with pytest.warns(FutureWarning, match="quality_reference is now called quality_compared_with"):
+            assert WindowThresholds.from_mapping(mapping, model="m").quality_compared_with == "training"
+    with pytest.warns(FutureWarning), pytest.raises(UserError, match="quality_compared_with: must be 'calibration'"):
+        WindowThresholds.from_mapping({"quality_reference": "yesterday"})
+    both = {"model_quality": {"quality_reference": "training", "quality_compared_with": "calibration"}}
+    with pytest.warns(FutureWarning):  # the new name wins
+        assert WindowThresholds.from_mapping(both).quality_compared_with == "calibration"

@@ -80,7 +80,7 @@ def alarm_rate(results):
 
 @pytest.fixture(scope="module")
 def null_windows(baseline):
-    return {reference: quality_windows(baseline, 7, 1500, thresholds=WindowThresholds(quality_reference=reference))
+    return {reference: quality_windows(baseline, 7, 1500, thresholds=WindowThresholds(quality_compared_with=reference))
             for reference in ("calibration", "training")}
 
 
@@ -162,7 +162,7 @@ def test_covariate_shift_is_not_a_quality_drop(baseline):
     assert alarm_rate(calibration) <= QUALITY_FALSE_ALARM_RATE_MAX
     # Against the training metrics the same windows look like a quality drop.
     training = quality_windows(baseline, 17, 400, shift=0.9,
-                               thresholds=WindowThresholds(quality_reference="training"))
+                               thresholds=WindowThresholds(quality_compared_with="training"))
     assert alarm_rate(training) > 0.2
     accuracy = training["accuracy"][0]
     assert accuracy.details["compared_with"] == "training" and "expected" not in accuracy.details

@@ -17,6 +17,7 @@ from driftline.cli import main
 from driftline.detectors.batch.engine import detect
 from driftline.detectors.families.estimated_quality import judge_estimates
 from driftline.detectors.estimation.cbpe import fine_bin_score_counts, score_counts
+from driftline.detectors.estimation.cbpe_multiclass import estimate_multiclass, realized_multiclass
 from driftline.detectors.stats.quality import quality_metrics, training_calibration
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.detectors.families.window import evaluate_window
@@ -268,6 +269,19 @@ def test_multiclass_accuracy_and_macro_f1_within_their_band():
     assert len(inside["accuracy"]) == 40
     for metric, flags in inside.items():
         assert np.mean(flags) >= 0.9, (metric, np.mean(flags))
+
+
+def test_multiclass_macro_f1_standard_error_is_the_spread_of_labels_drawn_from_the_probabilities():
+    # a row's label counts for one class and against the others: the classes' F1 move together (summing their
+    # variances alone gave 0.0104 here against a drawn spread of 0.0141)
+    rng = np.random.default_rng(23)
+    p = np.exp(rng.normal(0.0, 1.5, (1000, 3)))
+    p /= p.sum(axis=1, keepdims=True)
+    predicted = p.argmax(axis=1)
+    drawn = [realized_multiclass((rng.random(1000)[:, None] > p.cumsum(axis=1)).sum(axis=1).clip(0, 2),
+                                 predicted, 3)["macro_f1"] for _ in range(600)]
+    standard_error = estimate_multiclass(p, predicted, 3.0)["macro_f1"].standard_error
+    assert standard_error == pytest.approx(np.std(drawn), rel=0.1)
 
 
 def test_multiclass_concept_drift_opens_a_flagged_gap():

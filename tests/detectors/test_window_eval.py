@@ -319,7 +319,7 @@ def test_prediction_drift(baseline):
 
 @pytest.mark.parametrize("reference", ["training", "calibration"])
 def test_model_quality_drop(baseline, reference):
-    thresholds = WindowThresholds(quality_reference=reference)
+    thresholds = WindowThresholds(quality_compared_with=reference)
     results = evaluate_window(baseline, window(baseline, 13, label_flip=0.4), thresholds=thresholds).results
     quality = breached(results, MODEL_QUALITY)
     assert (MODEL_QUALITY, None, "accuracy") in quality and (MODEL_QUALITY, None, "roc_auc") in quality

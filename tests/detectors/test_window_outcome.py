@@ -133,3 +133,28 @@ def test_pooling_stops_at_the_minimum_and_skips_other_tasks():
     assert earlier.pool(own, min_labels=50)[1] == 0  # enough of its own
     assert PooledLabels().pool(own, min_labels=1_000)[1] == 0
     assert pooling_wanted(own, 1_000) and not pooling_wanted(own, 100) and not pooling_wanted(LabelSummary(), 1_000)
+
+
+def test_a_segment_whose_estimates_stop_holding_gets_its_own_estimation_invalid(baseline):
+    # north's labels stop following the scores (label 1 at any score): its estimates miss, the others' hold
+    from driftline.detectors.estimation.validity import WindowCheck
+
+    rng = np.random.default_rng(8)
+    rows = frame(rng, 3000)
+    scores = scores_of(rows)
+    events = [{"event_id": f"s{i}", "ts_ms": T0 + i, "model": "m", "version": "1", "features": row,
+               "prediction": float(scores[i]), "latency_ms": {"total": 10.0}, "status": "ok"}
+              for i, row in enumerate(rows.to_dict(orient="records"))]
+    state = WindowState.empty(baseline, segments=SPEC).add_batch(EventBatch.from_events(events))
+    north = (rows["region"] == "north").to_numpy()
+    labels = np.where(north, 1, (rng.uniform(size=3000) < scores).astype(int))
+    state.add_labels(scores, labels, [{"region": r} for r in rows["region"]])
+    missed = WindowCheck((vocabulary.ACCURACY,), T0 - 3_600_000)
+    outcome = evaluate_window(baseline, state, segments=SPEC, estimate_history=[WindowCheck(window_start_ms=T0 - 1)],
+                              segment_estimate_history={"region=north": [missed]})
+    invalid = {r.segment: r for r in outcome.results if r.metric == vocabulary.ESTIMATION_INVALID}
+    assert set(invalid) == {"", "region=north", "region=south", "region=east"}
+    assert invalid["region=north"].breached and invalid["region=north"].details["missed"]
+    assert invalid["region=north"].details["labelled_windows"] == 2  # its own history, not the population's
+    assert not invalid["region=south"].breached and invalid["region=south"].details["missed"] == []
+    assert f"region=north:{vocabulary.ESTIMATED_QUALITY}" in outcome.segments_breached
