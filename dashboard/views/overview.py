@@ -73,9 +73,10 @@ def version_card(ctx: ui.Context, row: pd.Series, activity: pd.Series | None, la
 def fleet_charts(ctx: ui.Context) -> None:
     first = queries.first_window_ms(ctx.db_url, None, None, ctx.start_ms, ctx.end_ms) or ctx.start_ms
     bucket = presentation.bucket_size_ms(first, ctx.end_ms, queries.window_length_ms(ctx.db_url))
-    latency = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket,
-                                       detectors=(LATENCY,), metrics=presentation.HEADLINE_METRICS["p99"])
-    drift = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket, detectors=(DATA_DRIFT,))
+    latency = queries.detector_buckets(ctx.db_url, queries.BucketQuery(
+        None, None, first, ctx.end_ms, bucket, detectors=(LATENCY,), metrics=presentation.HEADLINE_METRICS["p99"]))
+    drift = queries.detector_buckets(ctx.db_url, queries.BucketQuery(None, None, first, ctx.end_ms, bucket,
+                                                                     detectors=(DATA_DRIFT,)))
     left, right = st.columns(2)
     with left:
         st.markdown("**p99 latency by version** (dashed: its SLO)")
