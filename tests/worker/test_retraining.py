@@ -151,7 +151,7 @@ ORPHAN_SCRIPT = textwrap.dedent("""
     from driftline.worker.dataset import generate
     from driftline.worker.publish import publish
     from driftline.worker.registry import Registry
-    from driftline.worker.retrain import RecentTraffic, RetrainManager
+    from driftline.worker.retrain import RecentTraffic, RetrainLimits, RetrainManager
     from driftline.worker.training import TrainConfig, train_model
     from tests.support.waiting import wait_until
 
