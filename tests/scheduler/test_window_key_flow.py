@@ -74,3 +74,21 @@ def test_the_folded_window_key_reaches_the_store_the_scheduler_and_the_alerts(sq
         alert = s.query(Alert).filter(Alert.detector == "data_drift", Alert.feature == "income").one()
         assert (alert.details["window_start_ms"], alert.details["window_end_ms"]) == (T0, T0 + WINDOW_MS)
         assert alert.fired_window_start_ms == folded.window_start_ms
+
+
+def test_every_stage_names_the_one_window_key():
+    """Defined once, at the bottom layer; each stage that reads a window imports that type."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    definitions = sorted(str(path.relative_to(root)) for folder in ("driftline", "collector", "scheduler", "alerts",
+                                                                    "detectors", "dashboard", "worker")
+                         for path in (root / folder).rglob("*.py")
+                         if re.search(r"^(class WindowKey\b|WindowKey\s*=)", path.read_text(encoding="utf-8"), re.M))
+    assert definitions == ["driftline/windows.py"]
+    for name in ("collector.windows", "collector.flush", "collector.labels", "collector.store", "scheduler.evaluation",
+                 "scheduler.claims", "scheduler.evidence", "scheduler.quarantine", "scheduler.jobs", "alerts.lifecycle",
+                 "alerts.retraining", "alerts.messages", "alerts.rollouts"):
+        assert importlib.import_module(f"driftline.{name}").WindowKey is WindowKey, name
