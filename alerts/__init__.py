@@ -2,11 +2,10 @@
 
 Entry points for the scheduler (each does one kind of I/O; none schedules anything):
 
-- `process_window(session, model, version, window_start_ms, *, rules, now) -> list[Alert]`
-  advances alerts with one evaluated window and writes outbox rows (DB only; the
+- `process_window(session, key, *, rules, now) -> list[Alert]` (`key`: the window's
+  `driftline.windows.WindowKey`, as the scheduler judged it) advances alerts with one evaluated window and writes outbox rows (DB only; the
   caller's transaction commits state and notifications together);
-- `apply_retrain_policy(session, model, version, window_start_ms, *, policy, now)
-  -> RetrainRequest | None` (DB only, same transaction rules);
+- `apply_retrain_policy(session, key, *, policy, now) -> RetrainRequest | None` (DB only, same transaction rules);
 - `process_rollout_verdict(session, outcome, *, rules, now)` (`outcome`: a judged window, the
   `RolloutOutcome` of driftline.detectors.rollout.outcome) and `resolve_ended_rollouts(session, *, rules, now)`:
   the rollout analysis' verdicts as alerts of the `rollout` family (DB only, same transaction rules);

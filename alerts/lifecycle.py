@@ -31,7 +31,7 @@ replaced by a retrained one), so their incidents close.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
@@ -40,6 +40,7 @@ from sqlalchemy.orm import Session
 
 from driftline.store.models import Alert, DetectorResult, Silence, WindowEvaluation
 from driftline.vocabulary import ESTIMATION_INVALID, WINDOW_OK
+from driftline.windows import WindowKey
 
 from driftline.alerts import outbox
 from driftline.alerts.channels import render
@@ -93,9 +94,8 @@ def observations(rows: Iterable[Any], sequential: Callable[[str], bool] = lambda
     return out
 
 
-def process_window(session: Session, model: str, version: str, window_start_ms: int, *, rules: AlertRules,
-                   now: datetime) -> list[Alert]:
-    """Advance the alerts of (model, version) with the window starting at `window_start_ms`.
+def process_window(session: Session, key: WindowKey, *, rules: AlertRules, now: datetime) -> list[Alert]:
+    """Advance the alerts of the window's model version with that window.
 
     Reads the window's WindowEvaluation and DetectorResult rows, updates `Alert` rows
     (pending -> firing -> resolved, per `rules`), and adds the outbox `Notification`
@@ -104,6 +104,7 @@ def process_window(session: Session, model: str, version: str, window_start_ms: 
     Raises LookupError if the window has not been evaluated.
     """
     now = as_utc(now)
+    model, version, window_start_ms = key.model, key.version, key.window_start_ms
     evaluation = session.scalar(select(WindowEvaluation).where(
         WindowEvaluation.model == model, WindowEvaluation.version == version,
         WindowEvaluation.window_start_ms == window_start_ms))
@@ -132,20 +133,19 @@ def process_window(session: Session, model: str, version: str, window_start_ms: 
                 alert = Alert(fingerprint=fp, model=model, version=version, detector=detector, feature=feature,
                               segment=segment, severity=rule.severity, state=None, consecutive_breaches=0, consecutive_clean=0,
                               started_at=now, summary="", details={})
-                advance_alert(alert, breached, obs, rules, now, window_start_ms, evaluation.window_end_ms)
+                advance_alert(alert, breached, obs, rules, now, key)
                 session.add(alert)
                 alerts[fp] = advanced[fp] = alert
                 continue
             if _already_advanced(alert, window_start_ms):
                 continue
-            advance_alert(alert, breached, obs if breached else None, rules, now, window_start_ms,
-                          evaluation.window_end_ms)
+            advance_alert(alert, breached, obs if breached else None, rules, now, key)
             advanced[fp] = alert
         for alert in alerts.values():
             if (alert.state in ACTIVE and (alert.detector, alert.segment or "") in reported
                     and (alert.detector, alert.feature, alert.segment or "") not in found
                     and not _already_advanced(alert, window_start_ms)):
-                advance_alert(alert, False, None, rules, now, window_start_ms, evaluation.window_end_ms)
+                advance_alert(alert, False, None, rules, now, key)
                 advanced[alert.fingerprint] = alert
 
     stale = _resolve_stale_versions(session, model, version, evaluation, rules, now)
@@ -157,9 +157,8 @@ def process_window(session: Session, model: str, version: str, window_start_ms: 
     versions: dict[str, list[Alert]] = {version: list(alerts.values())}
     for other in {a.version for a in stale}:
         versions[other] = list(session.scalars(select(Alert).where(Alert.model == model, Alert.version == other)))
-    for ver, members in versions.items():
-        notify_version(session, model, ver, members, silences, rules, now, evaluation.window_start_ms,
-                       evaluation.window_end_ms)
+    for ver, members in versions.items():  # a stale version's notices name the window that retired it
+        notify_version(session, replace(key, version=ver), members, silences, rules=rules, now=now)
     session.flush()
     return list(advanced.values())
 
@@ -169,7 +168,8 @@ def _already_advanced(alert: Alert, window_start_ms: int) -> bool:
 
 
 def advance_alert(alert: Alert, breached: bool, obs: Observation | None, rules: AlertRules, now: datetime,
-          window_start_ms: int, window_end_ms: int) -> None:
+                  window: WindowKey) -> None:
+    window_start_ms = window.window_start_ms
     rule = rules.rule_for(alert.model, alert.detector)
     step = advance(alert.state, alert.consecutive_breaches or 0, alert.consecutive_clean or 0, breached,
                    # a segment's results carry no evidence: they keep the K-windows rule
@@ -203,7 +203,7 @@ def advance_alert(alert: Alert, breached: bool, obs: Observation | None, rules: 
         if isinstance(evidence, dict) and evidence.get("paging"):
             alert.summary += evidence_summary(evidence)
         alert.details = {**obs.details, "metric": obs.metric, "group": rule.group_name,
-                         "window_start_ms": window_start_ms, "window_end_ms": window_end_ms}
+                         "window_start_ms": window_start_ms, "window_end_ms": window.window_end_ms}
 
 
 def evidence_start_ms(obs: Observation | None, sequential: bool, window_start_ms: int) -> int:
@@ -244,9 +244,11 @@ def _resolve_stale_versions(session: Session, model: str, version: str, evaluati
     return resolved
 
 
-def notify_version(session: Session, model: str, version: str, members: list[Alert], silences: list[Silence],
-                   rules: AlertRules, now: datetime, window_start_ms: int, window_end_ms: int) -> None:
-    """Queue the group notifications that `members` (alerts of one model version) owe after a change of state."""
+def notify_version(session: Session, window: WindowKey, members: list[Alert], silences: list[Silence], *,
+                   rules: AlertRules, now: datetime) -> None:
+    """Queue the group notifications that `members` (alerts of the window's model version) owe after a change of
+    state in `window`."""
+    model, version = window.version_key
     muted = inhibited(members, rules.inhibit)
     muted |= {a.fingerprint for a in members if any(matches(s, a) for s in silences)}
     groups: dict[str, list[Alert]] = defaultdict(list)
@@ -257,12 +259,11 @@ def notify_version(session: Session, model: str, version: str, members: list[Ale
         for plan in plan_group(group_members, muted=muted, now=now, repeat_interval=repeat_interval):
             key = group_key(model, version, group)
             related = _related_features(plan.alerts, members, rules) if plan.kind != "resolve" else []
-            message = group_message(plan.kind, model=model, version=version, group=group, group_key=key,
-                                    alerts=plan.alerts, window_start_ms=window_start_ms,
-                                    window_end_ms=window_end_ms, related_features=related,
+            message = group_message(plan.kind, window=window, group=group, group_key=key, alerts=plan.alerts,
+                                    related_features=related,
                                     dashboard_url=rules.dashboard_url, now=now)
             for channel in rules.channels_for(message["severity"]):
-                idempotency_key = notification_key(key, channel, plan.kind, window_start_ms)
+                idempotency_key = notification_key(key, channel, plan.kind, window.window_start_ms)
                 payload = render(channel, message, idempotency_key)
                 if payload is not None:
                     outbox.enqueue(session, idempotency_key=idempotency_key, channel=channel, kind=plan.kind,

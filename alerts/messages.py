@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from driftline.detectors.stats import registry as statistics
 from driftline.vocabulary import ESTIMATION_INVALID, family
+from driftline.windows import WindowKey
 
 from driftline.alerts.severities import severity_rank
 from driftline.alerts.times import iso, iso_from_ms
@@ -133,10 +134,11 @@ def title(kind: str, model: str, version: str, lines: Sequence[dict[str, Any]], 
     return f"[{prefix}] {text}"
 
 
-def group_message(kind: str, *, model: str, version: str, group: str, group_key: str, alerts: Iterable[Any],
-                  window_start_ms: int, window_end_ms: int, related_features: Sequence[str],
-                  dashboard_url: str, now: datetime) -> dict[str, Any]:
-    """The document of one group notification (`kind`: trigger | repeat | resolve)."""
+def group_message(kind: str, *, window: WindowKey, group: str, group_key: str, alerts: Iterable[Any],
+                  related_features: Sequence[str], dashboard_url: str, now: datetime) -> dict[str, Any]:
+    """The document of one group notification (`kind`: trigger | repeat | resolve) of the window's model version."""
+    model, version, window_start_ms, window_end_ms = (window.model, window.version, window.window_start_ms,
+                                                      window.window_end_ms)
     lines = [alert_line(a) for a in alerts]
     severity = max((line["severity"] for line in lines), key=severity_rank, default="warning")
     related = sorted(related_features)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from driftline import defaults
 from driftline.store.models import Alert, Notification, Silence
+from driftline.windows import WindowKey
 
 from driftline.alerts import outbox
 from driftline.alerts.channels import render
@@ -64,9 +65,9 @@ def repost_firing(session: Session, *, rules: AlertRules, now: datetime,
             announced.sort(key=lambda a: (a.segment or "", a.detector, a.feature))
             starts = [a.last_window_start_ms or 0 for a in announced]
             ends = [(a.details or {}).get("window_end_ms") or 0 for a in announced]
-            message = group_message("repeat", model=model, version=version, group=group, group_key=key,
-                                    alerts=announced, window_start_ms=max(starts), window_end_ms=max(ends),
-                                    related_features=[], dashboard_url=rules.dashboard_url, now=now)
+            message = group_message("repeat", window=WindowKey(model, version, max(starts), max(ends)), group=group,
+                                    group_key=key, alerts=announced, related_features=[],
+                                    dashboard_url=rules.dashboard_url, now=now)
             if ALERTMANAGER not in rules.channels_for(message["severity"]):
                 continue
             idempotency_key = notification_key(key, ALERTMANAGER, "repost", int(now.timestamp() * 1000))

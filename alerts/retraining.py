@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 
 from driftline.store.models import DetectorResult, Notification, RetrainRequest, WindowEvaluation
 from driftline.vocabulary import MODEL_QUALITY, QUALITY_ERRORS, WINDOW_OK, QualityDetails
+from driftline.windows import WindowKey
 
 from driftline.alerts import outbox
 from driftline.alerts.channels.retrain import RETRAIN
@@ -93,12 +94,13 @@ def drift_features(rows: Iterable[Any], policy: RetrainPolicy) -> set[str]:
     return out
 
 
-def apply_retrain_policy(session: Session, model: str, version: str, window_start_ms: int, *,
-                         policy: RetrainPolicy, now: datetime) -> RetrainRequest | None:
-    """Request a retrain of `model` if `policy` fires on this window; the new RetrainRequest, or None."""
+def apply_retrain_policy(session: Session, key: WindowKey, *, policy: RetrainPolicy,
+                         now: datetime) -> RetrainRequest | None:
+    """Request a retrain of the window's model if `policy` fires on this window; the new RetrainRequest, or None."""
     if not policy.enabled:
         return None
     now = as_utc(now)
+    model, version, window_start_ms = key.model, key.version, key.window_start_ms
     windows = session.scalars(select(WindowEvaluation).where(
         WindowEvaluation.model == model, WindowEvaluation.version == version, WindowEvaluation.status == WINDOW_OK,
         WindowEvaluation.window_start_ms <= window_start_ms)

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from driftline import vocabulary
 from driftline.detectors.rollout.outcome import RolloutOutcome
 from driftline.store.models import Alert, RolloutPlan, Silence
+from driftline.windows import WindowKey
 
 from driftline.alerts.fingerprint import fingerprint
 from driftline.alerts.lifecycle import Observation, advance_alert, notify_version
@@ -78,11 +79,12 @@ def process_rollout_verdict(session: Session, outcome: RolloutOutcome, *, rules:
     ).to_dict()
     obs = Observation(detector=vocabulary.ROLLOUT, feature="", breached=breached, metric=vocabulary.ROLLOUT_VERDICT,
                       value=None, threshold=None, details=details)
-    advance_alert(alert, breached, obs if breached else None, rules, now, window_start_ms, window_end_ms)
+    window = WindowKey(model, candidate, window_start_ms, window_end_ms)
+    advance_alert(alert, breached, obs if breached else None, rules, now, window)
     session.add(alert)  # a new alert is added once the step gave it a state
     if breached:
         alert.summary = rollout_summary(candidate, mode, reasons, action, production, dropped)
-    _notify(session, alert, rules, now, window_start_ms, window_end_ms)
+    _notify(session, alert, window, rules=rules, now=now)
     return alert
 
 
@@ -102,16 +104,15 @@ def resolve_ended_rollouts(session: Session, *, rules: AlertRules, now: datetime
                   else f"the plan moved on to version {plan.plan.get('candidate')}")
         alert.details = {**(alert.details or {}), "resolved_reason": reason}
         details = alert.details
-        _notify(session, alert, rules, now, int(details.get("window_start_ms") or 0),
-                int(details.get("window_end_ms") or 0))
+        _notify(session, alert, WindowKey(alert.model, alert.version, int(details.get("window_start_ms") or 0),
+                                          int(details.get("window_end_ms") or 0)), rules=rules, now=now)
         ended.append(alert)
     return ended
 
 
-def _notify(session: Session, alert: Alert, rules: AlertRules, now: datetime, window_start_ms: int,
-            window_end_ms: int) -> None:
+def _notify(session: Session, alert: Alert, window: WindowKey, *, rules: AlertRules, now: datetime) -> None:
     silences = list(session.scalars(select(Silence).where(
         Silence.starts_at <= now, Silence.expires_at > now,
         or_(Silence.model.is_(None), Silence.model == alert.model))))
-    notify_version(session, alert.model, alert.version, [alert], silences, rules, now, window_start_ms, window_end_ms)
+    notify_version(session, window, [alert], silences, rules=rules, now=now)
     session.flush()

@@ -5,8 +5,8 @@ Semantics follow Prometheus Alertmanager, with evaluated windows as the clock:
 - a rule per detector family, with a severity (info < warning < error < critical);
 - ``policy``: how a window's results become a page. ``"sequential"`` (the default for the
   drift families, `vocabulary.SEQUENTIAL_FAMILIES`) fires when the evidence accumulated over
-  windows crosses the line that ``false_pages_per_model_per_month`` sets
-  (`driftline.detectors.families.evidence`); ``"for_windows"`` (every other family's):
+  windows crosses the line that ``false_pages_per_model_per_month`` sets (written in `[alerts]`, parsed with
+  the evaluation's thresholds: driftline.scheduler.evaluation_config; `driftline.detectors.families.evidence`); ``"for_windows"`` (every other family's):
 - ``for_windows`` K: an alert is *pending* until its (detector, feature) has breached
   K consecutive windows, then *firing*;
 - ``resolve_after_windows`` M: a firing alert resolves only after M clean windows in
@@ -47,8 +47,6 @@ FOR_WINDOWS = "for_windows"
 POLICIES = (SEQUENTIAL, FOR_WINDOWS)
 
 _Windows = Annotated[int, Field(ge=1)]
-# expected false pages a month of one model version: a positive, finite rate
-_Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 def _duration(value: Any) -> Any:
@@ -254,12 +252,13 @@ def _default_inhibit() -> tuple[InhibitRule, ...]:
 # of a model's table, and one detector's rule (its group too); values are checked as the rule checks them.
 _GENERAL = ("detector", "group")
 _DetectorTable = as_written(AlertRule, "_DetectorTable", exclude=("detector",))
-_RATE = (_Rate | None, None)
+# the sequential policy's stated rate is the evaluation's setting (driftline.scheduler.evaluation_config), written here
+_PAGING = (Any, None)
 _ModelTable = as_written(AlertRule, "_ModelTable", exclude=_GENERAL, detectors=by_name(_DetectorTable),
-                         false_pages_per_model_per_month=_RATE)
+                         false_pages_per_model_per_month=_PAGING)
 # channels, inhibit, delivery and retrain are read by their own tables, each named in its errors
 _AlertsTable = as_written(AlertRule, "_AlertsTable", exclude=_GENERAL, detectors=by_name(_DetectorTable),
-                          false_pages_per_model_per_month=_RATE, models=by_name(_ModelTable), channels=(Any, None),
+                          false_pages_per_model_per_month=_PAGING, models=by_name(_ModelTable), channels=(Any, None),
                           inhibit=(Any, None), delivery=(Any, None), retrain=(Any, None))
 _RULE_KEYS = frozenset(AlertRule.model_fields) - {"detector"}
 
@@ -278,13 +277,6 @@ class AlertRules(Table):
     dashboard_url: str = "http://127.0.0.1:8501"
     delivery: DeliveryPolicy = Field(default_factory=DeliveryPolicy)
     retrain: RetrainPolicy = Field(default_factory=RetrainPolicy)
-    # the stated false-page rate of the sequential policy: globally, and per model
-    false_pages_per_month: _Rate = defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH
-    model_false_pages_per_month: dict[str, _Rate] = {}
-
-    def paging_rate(self, model: str) -> float:
-        """Expected false pages a month of one version of `model` under the sequential policy."""
-        return self.model_false_pages_per_month.get(model, self.false_pages_per_month)
 
     def rule_for(self, model: str, detector: str) -> AlertRule:
         per_model = self.models.get(model)
@@ -313,13 +305,9 @@ class AlertRules(Table):
         detectors = {name: _apply(rule, general, _rule_values((section.detectors or {}).get(name)),
                                   f"[alerts.detectors.{name}]")
                      for name, rule in _default_rules().items()}
-        rate = section.false_pages_per_model_per_month or defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH
         models: dict[str, dict[str, AlertRule]] = {}
-        model_rates: dict[str, float] = {}
         for model, table in (section.models or {}).items():
             where = f'[alerts.models."{model}"]'
-            if table.false_pages_per_model_per_month is not None:
-                model_rates[model] = table.false_pages_per_model_per_month
             for name in table.detectors or {}:
                 _check_detector(name, f"{where}.detectors")
             model_general = _rule_values(table)
@@ -348,7 +336,7 @@ class AlertRules(Table):
                                 f"set (DRIFTLINE_{setting.upper()}): set it, or write {channel} = \"off\"")
         routes = {c: s for c, s in routes.items() if c in enabled}
         return cls(detectors=detectors, models=models, inhibit=inhibit, channels=routes,
-                   dashboard_url=dashboard_url, false_pages_per_month=rate, model_false_pages_per_month=model_rates,
+                   dashboard_url=dashboard_url,
                    delivery=parse_section(DeliveryPolicy, section.delivery, DeliveryPolicy.WHERE),
                    retrain=parse_section(RetrainPolicy, section.retrain, RetrainPolicy.WHERE))
 
@@ -365,8 +353,6 @@ def load_rules(settings: Any = None, config_file: str | Path | None = None) -> A
     rules = AlertRules.from_mapping(load_toml_section(config_file, "alerts"),
                                     channels=[c for c in enabled if c in NOTIFY_CHANNELS],
                                     dashboard_url=settings.dashboard_url)
-    if settings.false_pages_per_model_per_month is not None:  # DRIFTLINE_FALSE_PAGES_PER_MODEL_PER_MONTH beats the file
-        rules = rules.replace(false_pages_per_month=settings.false_pages_per_model_per_month)
     if RETRAIN not in enabled and rules.retrain.enabled:
         rules = rules.replace(retrain=rules.retrain.replace(enabled=False))
     return rules

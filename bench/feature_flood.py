@@ -21,7 +21,7 @@ import orjson
 import pandas as pd
 
 from driftline.baseline import compute_baseline
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.detectors.families.data_quality import data_quality
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.vocabulary import NEW_FEATURE_SHARE
@@ -42,8 +42,8 @@ def _events(n: int, unique: int) -> list[bytes]:
 
 
 def run(values: list[bytes], batch: int, baseline) -> tuple[float, int, int, int]:
-    folder = InferenceFolder("driftline.inference", 0, 3_600_000, 0, 1_000_000, lambda m, v: baseline,
-                             lambda m, v: None, clock=lambda: T0 / 1000)
+    folder = InferenceFolder("driftline.inference", 0, FolderSetup(3_600_000, 0, 1_000_000, clock=lambda: T0 / 1000),
+                             lambda m, v: baseline, lambda m, v: None)
     start = time.process_time()
     for at in range(0, len(values), batch):
         folder.process(list(range(at, at + len(values[at:at + batch]))), values[at:at + batch])

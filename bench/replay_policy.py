@@ -16,7 +16,7 @@ from driftline.detectors.families.results import WindowResult
 from driftline.vocabulary import DATA_DRIFT, PSI
 
 # the service's default: one false page per model per month, hourly windows
-POLICY = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+POLICY = PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600)
 
 
 def flags_and_paging(report: dict[str, Any], names: Sequence[str], prediction: str | None = None,

@@ -47,7 +47,7 @@ from driftline.collector.config import CollectorConfig
 from driftline.collector.dead_letters import DeadLetterPublisher
 from driftline.collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
 from driftline.collector.flush_coordination import FlushCoordinator
-from driftline.collector.folding import InferenceFolder, PartitionFolders
+from driftline.collector.folding import FolderSetup, InferenceFolder, PartitionFolders
 from driftline.collector.kafka_internals import (connections, partition_names, quiet_closed_socket_reads,
                                                  same_connections)
 from driftline.collector.metrics import CollectorMetrics
@@ -301,11 +301,11 @@ class Collector:
 
     def _new_folder(self, key: tuple[str, int]) -> InferenceFolder:
         topic, partition = key
-        return InferenceFolder(topic, partition, self.window_ms, self.lateness_ms, self.config.dedup_event_ids,
+        return InferenceFolder(topic, partition, FolderSetup(self.window_ms, self.lateness_ms,
+                                                             self.config.dedup_event_ids, segments=self.config.segments),
                                self._baseline,
                                lambda model, version: stored_watermark_or_none(self.engine, model, version, partition),
-                               lambda rows: store.store_predictions_ahead(self.engine, rows),
-                               segments=self.config.segments)
+                               lambda rows: store.store_predictions_ahead(self.engine, rows))
 
     def _baseline(self, model: str, version: str) -> Baseline | None:
         return self._baselines.get(model, version)

@@ -46,7 +46,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable, Sequence
 
 from driftline.collector.dead_letters import DeadLetterRow
-from driftline.collector.folding import FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
+from driftline.collector.folding import FolderSetup, FoldDelta, InferenceFolder, PartitionFolders, PartitionKey, Watermarks
 from driftline.collector.labels import PredictionRow
 from driftline.collector.windows import PartialWindow
 from driftline import defaults
@@ -282,12 +282,12 @@ def _pack_delta(partition: PartitionKey, delta: FoldDelta) -> tuple[Any, ...]:
     windows, letters = [], list(delta.dead_letters)
     for key, p in delta.windows.items():
         try:
-            windows.append((key, p.state.to_bytes(), p.window_end_ms, p.events, p.late_events))
+            windows.append((key, p.state.to_bytes(), p.events, p.late_events))
         except WindowStateError as exc:  # the folder's checks make this a bug: one window, never the decoder
             log.error("window %s of partition %s cannot be encoded: %s", key, partition, exc)
-            letters.append(DeadLetterRow(partition[0], partition[1], -1, f"window {key[2]} of {key[0]}/{key[1]}: "
-                                         f"{p.events} events not counted, its state cannot be encoded ({exc})",
-                                         None, key[0], b""))
+            letters.append(DeadLetterRow(partition[0], partition[1], -1, f"window {key.window_start_ms} of "
+                                         f"{key.model}/{key.version}: {p.events} events not counted, its state "
+                                         f"cannot be encoded ({exc})", None, key.model, b""))
     predictions = [(r.request_id, r.model, r.version, r.ts_ms, r.window_start_ms, r.prediction, r.segments)
                    for r in delta.predictions.values()]
     return (windows, letters, predictions, delta.watermarks, delta.valid, delta.late, delta.duplicates,
@@ -298,15 +298,15 @@ def _unpack_delta(packed: tuple[Any, ...], baseline_for: Callable[[str, str], Ba
     windows, letters, predictions, watermarks, valid, late, duplicates, stored, waiting = packed
     delta = FoldDelta(dead_letters=letters, watermarks=watermarks, valid=valid, late=late, duplicates=duplicates,
                       stored_predictions=stored, labels_waiting=set(waiting))
-    for key, blob, end_ms, events, late_events in windows:
-        baseline = baseline_for(key[0], key[1])
+    for key, blob, events, late_events in windows:
+        baseline = baseline_for(key.model, key.version)
         try:
             state = WindowState.from_bytes(blob, baseline)
         except ValueError:
             # Binned on a baseline this process does not hold (it changed meanwhile): kept as
             # binned, without the baseline object; the flush merges it with the stored row.
             state = WindowState.from_bytes(blob, None)
-        delta.windows[key] = PartialWindow(state, end_ms, events, late_events)
+        delta.windows[key] = PartialWindow(state, events, late_events)
     delta.predictions = {(row[1], row[0]): PredictionRow(*row) for row in predictions}
     return delta
 
@@ -353,10 +353,10 @@ def _serve(conn: Connection, config: DecoderConfig) -> None:
 
     def new_folder(key: PartitionKey) -> InferenceFolder:
         topic, partition = key
-        return InferenceFolder(topic, partition, config.window_ms, config.lateness_ms, config.dedup_limit,
-                               baselines.get, lambda model, version: stored_watermark_or_none(engine, model, version,
-                                                                                              partition),
-                               lambda rows: store.store_predictions_ahead(engine, rows), segments=config.segments)
+        setup = FolderSetup(config.window_ms, config.lateness_ms, config.dedup_limit, segments=config.segments)
+        return InferenceFolder(topic, partition, setup, baselines.get,
+                               lambda model, version: stored_watermark_or_none(engine, model, version, partition),
+                               lambda rows: store.store_predictions_ahead(engine, rows))
 
     folders = PartitionFolders(new_folder)
     freeze_long_lived()

@@ -39,10 +39,11 @@ from driftline.collector.dead_letters import DeadLetterRow
 from driftline.collector.labels import (LabelPairs, LabelRow, PredictionRow, RequestKey, RowKey, refused_label,
                                         refused_prediction)
 from driftline.collector.store import StoredOffset
-from driftline.collector.windows import PartialWindow, WindowKey
+from driftline.collector.windows import PartialWindow
 from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.segments import SegmentSpec
+from driftline.windows import WindowKey
 from driftline.window_state import WindowStateError
 
 # Pairs joined by one sweep at most: the sweep runs inside a flush and must stay short.
@@ -99,13 +100,24 @@ class FlushResult:
     refused: list[DeadLetterRow] = field(default_factory=list)
 
 
-def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_ms: int,
-          baseline_for: Callable[[str, str], Baseline | None], now_ms: int, sweep: bool = False,
-          raw_bound: int = defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES, segments: SegmentSpec = SegmentSpec()
-          ) -> FlushResult:
-    """Write `parts` in one transaction (module docstring). Raises `Fenced`, or the database's error.
+@dataclass(frozen=True)
+class FlushSetup:
+    """Where and how one collector's flushes write: the store, its consumer group, the window length, the
+    baselines that bin window states, the bound on a dead letter's stored bytes, and the [segments] columns a
+    row made for labels alone keeps sub-states for."""
 
-    `segments`: the [segments] columns a row made for labels alone keeps sub-states for."""
+    engine: Engine
+    group_id: str
+    window_ms: int
+    baseline_for: Callable[[str, str], Baseline | None]
+    raw_bound: int = defaults.COLLECTOR_DEAD_LETTER_RAW_BYTES
+    segments: SegmentSpec = SegmentSpec()
+
+
+def flush(setup: FlushSetup, parts: list[PartitionFlush], *, now_ms: int, sweep: bool = False) -> FlushResult:
+    """Write `parts` in one transaction (module docstring). Raises `Fenced`, or the database's error."""
+    engine, group_id, window_ms = setup.engine, setup.group_id, setup.window_ms
+    baseline_for, raw_bound, segments = setup.baseline_for, setup.raw_bound, setup.segments
     result = FlushResult()
     parts = [p for p in parts if p.moves]
     if not parts:
@@ -116,7 +128,7 @@ def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_
                                               p.topic_id)]
         if fenced:
             raise Fenced(fenced)
-        pairs = LabelPairs()
+        pairs = LabelPairs(window_ms)
         refused: list[DeadLetterRow] = []  # rows of a second event re-using a request id (first writer wins)
         _predictions(conn, parts, pairs, now_ms, result, refused)
         _labels(conn, parts, pairs, now_ms, result, refused)
@@ -138,22 +150,20 @@ def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_
         rows: dict[RowKey, PartialWindow | None] = {}
         sources: dict[RowKey, PartitionFlush] = {}
         for p in parts:
-            for (model, version, start), partial in p.windows.items():
-                rows[(model, version, start, p.row_partition)] = partial
-                sources[(model, version, start, p.row_partition)] = p
+            for window, partial in p.windows.items():
+                rows[(window, p.row_partition)] = partial
+                sources[(window, p.row_partition)] = p
         for key in pairs.pairs:
             rows.setdefault(key, None)
         for key in sorted(rows):
-            model, version, start, row_partition = key
+            window, row_partition = key
             partial = rows[key]
             try:
                 result.labels_rejected += store.merge_window_row(
-                    conn, model, version, start, start + window_ms, row_partition,
-                    partial.state if partial else None, partial.events if partial else 0,
-                    partial.late_events if partial else 0, baseline_for(model, version), pairs.pairs.get(key),
-                    segments)
+                    conn, window, row_partition, partial, baseline_for(window.model, window.version),
+                    pairs.pairs.get(key), segments)
             except WindowStateError as exc:  # raised before the row is written: the transaction goes on
-                letter = _unencodable_window(sources.get(key) or parts[0], model, version, start, partial, exc)
+                letter = _unencodable_window(sources.get(key) or parts[0], window, partial, exc)
                 store.insert_dead_letters(conn, [letter.store_values(raw_bound)])
                 result.dead_letters += 1
                 continue
@@ -165,12 +175,12 @@ def flush(engine: Engine, group_id: str, parts: list[PartitionFlush], *, window_
     return result
 
 
-def _unencodable_window(part: PartitionFlush, model: str, version: str, start_ms: int,
-                        partial: PartialWindow | None, error: WindowStateError) -> DeadLetterRow:
+def _unencodable_window(part: PartitionFlush, window: WindowKey, partial: PartialWindow | None,
+                        error: WindowStateError) -> DeadLetterRow:
     events = partial.events if partial else 0
-    reason = (f"window {start_ms} of {model}/{version}: {events} events of this flush not counted, its merged "
-              f"state cannot be encoded ({error})")
-    return DeadLetterRow(part.topic, part.partition, max(part.next_offset - 1, 0), reason, None, model, b"")
+    reason = (f"window {window.window_start_ms} of {window.model}/{window.version}: {events} events of this flush "
+              f"not counted, its merged state cannot be encoded ({error})")
+    return DeadLetterRow(part.topic, part.partition, max(part.next_offset - 1, 0), reason, None, window.model, b"")
 
 
 def _first_per_request(parts: list[PartitionFlush], attr: str, letters: list[DeadLetterRow]
@@ -217,7 +227,7 @@ def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_
         if key not in refused:
             row = predictions[key]
             joined[key] = label
-            pairs.add((row.model, row.version, row.window_start_ms, owner[key].row_partition), row.prediction, label,
+            pairs.add(pairs.row(row.model, row.version, row.window_start_ms, owner[key].row_partition), row.prediction, label,
                       row.segments)
     stored_waiting = sorted(key for key in stored if key in waiting)
     if stored_waiting:
@@ -226,7 +236,7 @@ def _predictions(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_
             prediction = found.get(key)
             if prediction is not None:
                 joined[key] = waiting[key]
-                pairs.add((prediction.model, prediction.version, prediction.window_start_ms, stored[key]),
+                pairs.add(pairs.row(prediction.model, prediction.version, prediction.window_start_ms, stored[key]),
                           prediction.prediction, waiting[key], prediction.segments)
     if joined:
         # The prediction may have been stored before (the same event read again): label that row too.
@@ -252,7 +262,7 @@ def _labels(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: i
             letters.append(refused_label(owner[key].topic, owner[key].partition, label))
         elif prediction is not None:
             joined[key] = label.label
-            pairs.add((prediction.model, prediction.version, prediction.window_start_ms, owner[key].row_partition),
+            pairs.add(pairs.row(prediction.model, prediction.version, prediction.window_start_ms, owner[key].row_partition),
                       prediction.prediction, label.label, prediction.segments)
     if joined:
         store.mark_predictions_labelled(conn, joined, now_ms)
@@ -269,7 +279,7 @@ def _sweep(conn: Any, parts: list[PartitionFlush], pairs: LabelPairs, now_ms: in
     if not found:
         return
     for r in found:
-        pairs.add((r.model, r.version, r.window_start_ms, row_partition), r.prediction, r.label,
+        pairs.add(pairs.row(r.model, r.version, r.window_start_ms, row_partition), r.prediction, r.label,
                   r.segments)
     store.mark_predictions_labelled(conn, {(r.model, r.request_id): r.label for r in found}, now_ms)
     store.mark_labels_joined(conn, sorted((r.model, r.request_id) for r in found))

@@ -23,7 +23,7 @@ from driftline.collector.backoff import StoreBackoff
 from driftline.collector.config import CollectorConfig
 from driftline.collector.dead_letters import DeadLetterPublisher
 from driftline.collector.decoders import DecoderPool
-from driftline.collector.flush import Fenced, flush
+from driftline.collector.flush import Fenced, FlushSetup, flush
 from driftline.collector.folding import FoldDelta, PartitionFolders
 from driftline.collector.metrics import CollectorMetrics
 from driftline.collector.partition_buffer import PartitionBuffer
@@ -174,9 +174,9 @@ class FlushCoordinator:
         sweep = self.engine.dialect.name == "postgresql" and time.monotonic() >= self._next_sweep
         try:
             self.publisher.publish([letter for p in parts for letter in p.dead_letters])
-            result = flush(self.engine, self.config.group_id, parts, window_ms=self.window_ms,
-                           baseline_for=self.baseline_for, now_ms=int(time.time() * 1000), sweep=sweep,
-                           raw_bound=self.config.dead_letter_raw_bytes, segments=self.config.segments)
+            setup = FlushSetup(self.engine, self.config.group_id, self.window_ms, self.baseline_for,
+                               self.config.dead_letter_raw_bytes, self.config.segments)
+            result = flush(setup, parts, now_ms=int(time.time() * 1000), sweep=sweep)
         except Fenced as fenced:
             if on_failure is not None:
                 buffers = on_failure()

@@ -39,7 +39,7 @@ from driftline.collector.dead_letters import DeadLetterRow
 from driftline.collector.event_columns import InferenceColumns, parse_inference_columns
 from driftline.collector.labels import (PredictionRow, PredictionValues, RequestKey, StoredAhead, keep_first,
                                         prediction_values, refused_prediction, segment_texts)
-from driftline.collector.windows import PartialWindow, PartitionWindows, WindowKey
+from driftline.collector.windows import PartialWindow, PartitionWindows
 from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.baseline.decisions import with_decisions
@@ -48,6 +48,7 @@ from driftline.events import (FEATURE_AGE_MS, FEATURE_TS, MODEL_CHARS, REQUEST_I
                               InferenceEvent, parse_inference)
 from driftline.rollouts import ROLE_SHADOW
 from driftline.segments import SegmentSpec
+from driftline.windows import WindowKey
 from driftline.window_state import EventBatch, WindowStateError
 from driftline.window_state.freshness import drop_unserved
 
@@ -93,6 +94,20 @@ class FoldDelta:
     duplicates: int = 0
 
 
+@dataclass(frozen=True)
+class FolderSetup:
+    """How a collector folds each inference partition: the window length and allowed lateness, how many event ids
+    it remembers for duplicates, how far ahead of its clock an event time may be, the clock, and the [segments]
+    columns each window state keeps sub-states for."""
+
+    window_ms: int
+    lateness_ms: int
+    dedup_limit: int
+    max_future_ms: int = defaults.COLLECTOR_MAX_FUTURE_SECONDS * 1000
+    clock: Callable[[], float] = time.time
+    segments: SegmentSpec = SegmentSpec()
+
+
 class InferenceFolder:
     """Decode, validate, de-duplicate and fold one inference partition's records.
 
@@ -104,19 +119,18 @@ class InferenceFolder:
     (their (model, request id) held by another event's prediction: dead-lettered).
     """
 
-    def __init__(self, topic: str, partition: int, window_ms: int, lateness_ms: int, dedup_limit: int,
+    def __init__(self, topic: str, partition: int, setup: FolderSetup,
                  baseline_for: Callable[[str, str], Baseline | None],
                  stored_watermark: Callable[[str, str], int | None],
-                 store_predictions: Callable[[list[PredictionValues]], StoredAhead] | None = None,
-                 max_future_ms: int = defaults.COLLECTOR_MAX_FUTURE_SECONDS * 1000,
-                 clock: Callable[[], float] = time.time, segments: SegmentSpec = SegmentSpec()):
+                 store_predictions: Callable[[list[PredictionValues]], StoredAhead] | None = None):
         self.topic = topic
-        self.segments = segments
-        self.max_future_ms = max_future_ms
-        self.clock = clock
+        self.segments = segments = setup.segments
+        self.max_future_ms = setup.max_future_ms
+        self.clock = setup.clock
         self.partition = partition
-        self.window_ms = window_ms
-        self.dedup_limit = dedup_limit
+        self.window_ms = window_ms = setup.window_ms
+        lateness_ms = setup.lateness_ms
+        self.dedup_limit = setup.dedup_limit
         self.baseline_for = baseline_for
         self.stored_watermark = stored_watermark
         self.store_predictions = store_predictions

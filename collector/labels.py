@@ -41,10 +41,11 @@ import pandas as pd
 from driftline.collector.dead_letters import DeadLetterRow
 from driftline.window_state import EventBatch, WindowState
 from driftline.window_state.segments import column_keys
+from driftline.windows import WindowKey
 
 log = logging.getLogger(__name__)
 
-RowKey = tuple[str, str, int, int]  # (model, version, window_start_ms, row partition)
+RowKey = tuple[WindowKey, int]  # a window-state row: its window and its row partition
 # A prediction or label is keyed by its model and request id: two models may score the same
 # business id, and a request id chosen by one client never reaches another model's rows.
 RequestKey = tuple[str, str]  # (model, request id)
@@ -178,7 +179,12 @@ class LabelPairs:
     """Joined (prediction, label) pairs per window-state row, folded in when the row is written, with
     each prediction's segment values (None: kept none)."""
 
+    window_ms: int
     pairs: dict[RowKey, tuple[list[Any], list[Any], list[Any]]] = field(default_factory=dict)
+
+    def row(self, model: str, version: str, window_start_ms: int, row_partition: int) -> RowKey:
+        """The row a prediction of the window starting at `window_start_ms` is folded into."""
+        return (WindowKey.starting(model, version, window_start_ms, self.window_ms), row_partition)
 
     def add(self, key: RowKey, prediction: Any, label: Any, segments: dict[str, str] | None = None) -> None:
         predictions, labels, kept = self.pairs.setdefault(key, ([], [], []))

@@ -14,11 +14,13 @@ import orjson
 from sqlalchemy import Connection, Engine, and_, case, delete, insert, select, update
 
 from driftline.collector.labels import PredictionValues, RequestKey, StoredAhead, fold_pairs
+from driftline.collector.windows import PartialWindow
 from driftline.baseline import Baseline
 from driftline.segments import SegmentSpec
 from driftline.store.models import (BaselineRecord, ConsumerOffset, DeadLetter, LabelRecord, PartitionWatermark,
                                     PredictionRecord, WindowStateRecord, utcnow)
 from driftline.window_state import WindowState
+from driftline.windows import WindowKey
 
 OFFSETS = ConsumerOffset.__table__
 WATERMARKS = PartitionWatermark.__table__
@@ -146,18 +148,19 @@ def confirm_watermarks(engine: Engine, group_id: str, topic: str,
 
 # --- window states ----------------------------------------------------------------------
 
-def merge_window_row(conn: Connection, model: str, version: str, window_start_ms: int, window_end_ms: int,
-                     partition: int, state: WindowState | None, events: int, late_events: int,
+def merge_window_row(conn: Connection, window: WindowKey, partition: int, partial: PartialWindow | None,
                      baseline: Baseline | None, label_pairs: tuple[list[Any], list[Any], list[Any]] | None = None,
                      segments: SegmentSpec = SegmentSpec()) -> int:
-    """Read the row, merge `state` (and label pairs) into it, write it back; returns rejected label pairs.
+    """Read the row, merge `partial`'s state (and label pairs) into it, write it back; returns rejected label pairs.
 
-    A row made for labels alone keeps sub-states for the `segments` columns, for the pairs' segments.
+    A row made for labels alone (`partial` None) keeps sub-states for the `segments` columns, for the pairs'
+    segments.
     """
-    key = and_(WINDOWS.c.model == model, WINDOWS.c.version == version,
-               WINDOWS.c.window_start_ms == window_start_ms, WINDOWS.c.partition == partition)
+    events, late_events = (partial.events, partial.late_events) if partial is not None else (0, 0)
+    key = and_(WINDOWS.c.model == window.model, WINDOWS.c.version == window.version,
+               WINDOWS.c.window_start_ms == window.window_start_ms, WINDOWS.c.partition == partition)
     row = conn.execute(select(WINDOWS.c.id, WINDOWS.c.state).where(key)).first()
-    merged = state if state is not None else WindowState.empty(baseline, segments=segments)
+    merged = partial.state if partial is not None else WindowState.empty(baseline, segments=segments)
     if row is not None:
         merged = WindowState.from_bytes(row.state, baseline).merge(merged)
     rejected = fold_pairs(merged, *label_pairs) if label_pairs else 0
@@ -165,8 +168,8 @@ def merge_window_row(conn: Connection, model: str, version: str, window_start_ms
     now = utcnow()
     if row is None:
         conn.execute(insert(WINDOWS).values(
-            model=model, version=version, window_start_ms=window_start_ms, window_end_ms=window_end_ms,
-            partition=partition, events=events, late_events=late_events, state=blob, updated_at=now))
+            model=window.model, version=window.version, window_start_ms=window.window_start_ms,
+            window_end_ms=window.window_end_ms, partition=partition, events=events, late_events=late_events, state=blob, updated_at=now))
     else:
         conn.execute(update(WINDOWS).where(WINDOWS.c.id == row.id).values(
             events=WINDOWS.c.events + events, late_events=WINDOWS.c.late_events + late_events, state=blob,

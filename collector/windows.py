@@ -25,8 +25,7 @@ import numpy as np
 from driftline.baseline import Baseline
 from driftline.segments import SegmentSpec
 from driftline.window_state import EventBatch, WindowState
-
-WindowKey = tuple[str, str, int]  # (model, version, window_start_ms)
+from driftline.windows import WindowKey
 
 
 def window_starts(ts_ms: np.ndarray, window_ms: int) -> np.ndarray:
@@ -55,7 +54,6 @@ class PartialWindow:
     """What one partition contributed to one window since the last flush."""
 
     state: WindowState
-    window_end_ms: int
     events: int = 0
     late_events: int = 0
 
@@ -69,7 +67,7 @@ class FoldResult:
 
 @dataclass
 class PartitionWindows:
-    """Partial window states of one partition, keyed by (model, version, window start)."""
+    """Partial window states of one partition, keyed by their `WindowKey`."""
 
     window_ms: int
     lateness_ms: int
@@ -106,11 +104,10 @@ class PartitionWindows:
 
     def _fold_window(self, model: str, version: str, start: int, batch: EventBatch, late: int,
                      baseline: Baseline | None) -> None:
-        key = (model, version, start)
+        key = WindowKey.starting(model, version, start, self.window_ms)
         partial = self.windows.get(key)
         if partial is None:
-            partial = self.windows[key] = PartialWindow(WindowState.empty(baseline, segments=self.segments),
-                                                              start + self.window_ms)
+            partial = self.windows[key] = PartialWindow(WindowState.empty(baseline, segments=self.segments))
         partial.state.add_batch(batch)
         partial.events += batch.n
         partial.late_events += late

@@ -12,6 +12,7 @@ of one-minute windows returns a few thousand rows, not millions.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -305,53 +306,66 @@ def alert_counts(db_url: str) -> pd.DataFrame:
     return frame
 
 
-def detector_buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int,
-                     bucket_ms: int, detectors: tuple[str, ...] | None = None,
-                     metrics: tuple[str, ...] | None = None, segment: str = "") -> pd.DataFrame:
+@dataclass(frozen=True)
+class BucketQuery:
+    """Which detector results `detector_buckets` folds: of `model`/`version` (None: all), windows starting in
+    [start_ms, end_ms), in buckets of `bucket_ms`; only these `detectors` and `metrics` (None: all), and one
+    `segment` ("" is the whole population)."""
+
+    model: str | None
+    version: str | None
+    start_ms: int
+    end_ms: int
+    bucket_ms: int
+    detectors: tuple[str, ...] | None = None
+    metrics: tuple[str, ...] | None = None
+    segment: str = ""
+
+
+def detector_buckets(db_url: str, query: BucketQuery) -> pd.DataFrame:
     """Detector results folded into time buckets of `bucket_ms` (one bucket per window when equal).
 
     Per (model, version, detector, feature, metric, bucket): min/max/mean value, the
     largest threshold, how many windows, how many breached, and on which side of the
     threshold the breached and clean values lay (scores.worse_direction reads those).
-    `model`/`version` None means all; `segment` "" is the whole population.
 
     Buckets are aligned to multiples of `bucket_ms` since the epoch (the first one may
     begin a little before `start_ms`), so the completed buckets are one query whose
     cache key changes only when a bucket completes (cached DASHBOARD_HISTORY_CACHE_TTL_SECONDS),
     and only the bucket in progress is read again at every refresh.
     """
-    aligned = start_ms // bucket_ms * bucket_ms
-    cut = max(end_ms // bucket_ms * bucket_ms, aligned)
-    parts = [_completed_buckets(db_url, model, version, aligned, cut, bucket_ms, detectors, metrics, segment)]
-    if cut < end_ms:
-        parts.append(_recent_buckets(db_url, model, version, cut, end_ms, bucket_ms, detectors, metrics, segment))
+    aligned = query.start_ms // query.bucket_ms * query.bucket_ms
+    cut = max(query.end_ms // query.bucket_ms * query.bucket_ms, aligned)
+    parts = [_completed_buckets(db_url, replace(query, start_ms=aligned, end_ms=cut))]
+    if cut < query.end_ms:
+        parts.append(_recent_buckets(db_url, replace(query, start_ms=cut)))
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
-def _buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int, bucket_ms: int,
-             detectors: tuple[str, ...] | None, metrics: tuple[str, ...] | None, segment: str = "") -> pd.DataFrame:
+def _buckets(db_url: str, query: BucketQuery) -> pd.DataFrame:
+    start_ms, end_ms, bucket_ms = query.start_ms, query.end_ms, query.bucket_ms
     r = DetectorResult
     bucket = (start_ms + ((r.window_start_ms - start_ms) // bucket_ms) * bucket_ms).label("bucket_ms")
     one = lambda condition: func.sum(case((condition, 1), else_=0))  # noqa: E731 - a conditional count
     has_both = and_(r.value.is_not(None), r.threshold.is_not(None))
-    query = (select(r.model, r.version, r.detector, r.feature, r.metric, bucket, func.min(r.value), func.max(r.value),
-                    func.avg(r.value), func.max(r.threshold), func.count(), one(r.breached),
-                    one(and_(has_both, r.breached, r.value > r.threshold)),
-                    one(and_(has_both, r.breached, r.value < r.threshold)),
-                    one(and_(has_both, ~r.breached, r.value > r.threshold)),
-                    one(and_(has_both, ~r.breached, r.value < r.threshold)))
-             .where(r.window_start_ms >= start_ms, r.window_start_ms < end_ms, r.segment == segment)
-             .group_by(r.model, r.version, r.detector, r.feature, r.metric, bucket))
-    if model is not None:
-        query = query.where(r.model == model)
-    if version is not None:
-        query = query.where(r.version == version)
-    if detectors:
-        query = query.where(r.detector.in_(detectors))
-    if metrics:
-        query = query.where(r.metric.in_(metrics))
+    statement = (select(r.model, r.version, r.detector, r.feature, r.metric, bucket, func.min(r.value),
+                        func.max(r.value), func.avg(r.value), func.max(r.threshold), func.count(), one(r.breached),
+                        one(and_(has_both, r.breached, r.value > r.threshold)),
+                        one(and_(has_both, r.breached, r.value < r.threshold)),
+                        one(and_(has_both, ~r.breached, r.value > r.threshold)),
+                        one(and_(has_both, ~r.breached, r.value < r.threshold)))
+                 .where(r.window_start_ms >= start_ms, r.window_start_ms < end_ms, r.segment == query.segment)
+                 .group_by(r.model, r.version, r.detector, r.feature, r.metric, bucket))
+    if query.model is not None:
+        statement = statement.where(r.model == query.model)
+    if query.version is not None:
+        statement = statement.where(r.version == query.version)
+    if query.detectors:
+        statement = statement.where(r.detector.in_(query.detectors))
+    if query.metrics:
+        statement = statement.where(r.metric.in_(query.metrics))
     with session_scope(db_url) as session:
-        rows = session.execute(query).all() if end_ms > start_ms else []
+        rows = session.execute(statement).all() if end_ms > start_ms else []
     frame = _frame(rows, ["model", "version", "detector", "feature", "metric", "bucket_ms", "min_value", "max_value",
                           "mean_value", "threshold", "windows", "breached", "breached_above", "breached_below",
                           "clean_above", "clean_below"])
@@ -363,19 +377,15 @@ def _buckets(db_url: str, model: str | None, version: str | None, start_ms: int,
     return frame
 
 
-# Two functions, not two caches of one: Streamlit keys a cache by the function's code.
+# Two functions, not two caches of one: Streamlit keys a cache by the function's code (and a query by its fields).
 @st.cache_data(ttl=defaults.DASHBOARD_HISTORY_CACHE_TTL_SECONDS, show_spinner=False, max_entries=64)
-def _completed_buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int,
-                       bucket_ms: int, detectors: tuple[str, ...] | None,
-                       metrics: tuple[str, ...] | None, segment: str = "") -> pd.DataFrame:
-    return _buckets(db_url, model, version, start_ms, end_ms, bucket_ms, detectors, metrics, segment)
+def _completed_buckets(db_url: str, query: BucketQuery) -> pd.DataFrame:
+    return _buckets(db_url, query)
 
 
 @cached
-def _recent_buckets(db_url: str, model: str | None, version: str | None, start_ms: int, end_ms: int,
-                    bucket_ms: int, detectors: tuple[str, ...] | None, metrics: tuple[str, ...] | None,
-                    segment: str = "") -> pd.DataFrame:
-    return _buckets(db_url, model, version, start_ms, end_ms, bucket_ms, detectors, metrics, segment)
+def _recent_buckets(db_url: str, query: BucketQuery) -> pd.DataFrame:
+    return _buckets(db_url, query)
 
 
 @cached

@@ -17,7 +17,8 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from driftline import defaults
-from driftline.scheduler.evaluation import WindowKey, due_windows
+from driftline.scheduler.evaluation import due_windows
+from driftline.windows import WindowKey
 
 
 def lock_key(key: WindowKey) -> int:

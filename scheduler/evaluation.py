@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -31,21 +30,19 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, defer
 
 from driftline.detectors.estimation.validity import WindowCheck
-from driftline.detectors.thresholds.paging import PagingPolicy
 from driftline.detectors.families.pooled_labels import PooledLabels, pooling_wanted
-from driftline.detectors.families.window import LatencySLO, WindowOutcome, WindowThresholds, evaluate_window
-from driftline.detectors.thresholds.freshness import FRESHNESS, FreshnessThresholds
+from driftline.detectors.families.window import WindowOutcome, evaluate_window
 from driftline import vocabulary
 from driftline.baseline import BINARY, Baseline, LabelSummary
-from driftline.config import Settings
-from driftline.segments import SegmentSpec
 from driftline import defaults
 from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
                                     WindowQuarantine, WindowStateRecord, utcnow)
 from driftline.store.watermarks import stream_watermark
 from driftline.transform import TransformNotAllowed, load_transform
 from driftline.window_state import WindowState
+from driftline.windows import WindowKey
 
+from driftline.scheduler.evaluation_config import EvaluationConfig
 from driftline.scheduler.evidence import advance_evidence, previous_evidence
 
 # Windows older than this are not re-examined for changes (labels may arrive days late,
@@ -53,14 +50,6 @@ from driftline.scheduler.evidence import advance_evidence, previous_evidence
 REEVALUATION_HORIZON_MS = 7 * 24 * 3600 * 1000
 # Decoded label summaries of stored partial states kept for pooling (a few KB each).
 _LABEL_CACHE_ENTRIES = 4_096
-
-
-@dataclass(frozen=True)
-class WindowKey:
-    model: str
-    version: str
-    window_start_ms: int
-    window_end_ms: int
 
 
 def due_windows(session: Session, now_ms: int, lateness_ms: int, limit: int = 500,
@@ -189,9 +178,7 @@ def evaluate(session: Session, key: WindowKey, cache: BaselineCache, config: Eva
         cache.threshold_notes.add((key.model, key.version))  # once per version: every window would say it
         logging.getLogger(__name__).warning("%s version %s: %s", key.model, key.version, outcome.threshold_note)
     if baseline is not None:
-        advance_evidence(session, key.model, key.version, key.window_start_ms, outcome.results,
-                         config.paging_for(key.model),
-                         previous_evidence(session, key.model, key.version, key.window_start_ms),
+        advance_evidence(session, key, outcome.results, config.paging_for(key.model), previous_evidence(session, key),
                          baseline.fingerprint)
     return store_outcome(session, key, outcome, events=sum(r.events for r in records), partitions=len(records))
 
@@ -233,7 +220,7 @@ def earlier_labels(session: Session, key: WindowKey, cache: BaselineCache, max_w
     """The label summaries of the (at most `max_windows`) windows just before `key`, same model version, newest
     first; each stored partial state is decoded once per version of its row (`cache`). A state that cannot be
     decoded is left out (it is quarantined on its own)."""
-    window_ms = key.window_end_ms - key.window_start_ms
+    window_ms = key.window_ms
     if max_windows <= 0 or window_ms <= 0:
         return PooledLabels()
     records = session.scalars(select(WindowStateRecord).where(
@@ -259,7 +246,7 @@ def earlier_checks(session: Session, key: WindowKey,
     model version, at most `lookback` windows back, oldest first; a window whose estimates were not checked (too
     few labels) is left out. A window re-judged when its labels came carries its new check, so the history is
     always the latest."""
-    window_ms = key.window_end_ms - key.window_start_ms
+    window_ms = key.window_ms
     if lookback <= 0 or window_ms <= 0:
         return {}
     rows = session.execute(select(DetectorResult.segment, DetectorResult.window_start_ms, DetectorResult.details)
@@ -281,68 +268,6 @@ def _finite(value: Any) -> float | None:
         return None
     value = float(value)
     return value if value == value and abs(value) != float("inf") else None
-
-
-@dataclass
-class EvaluationConfig:
-    """Thresholds from the --config TOML: [drift], [data_quality], [skew], [model_quality], [estimated_quality],
-    [multivariate_drift], [embedding_drift], [latency], [freshness]."""
-
-    window_seconds: int
-    sections: dict[str, dict[str, Any]]
-    segments: SegmentSpec = SegmentSpec()  # [segments]: each window is also judged segment by segment
-    # the sequential policy's stated false-page rate: per model, and for every other model (None)
-    false_pages_per_month: dict[str | None, float] = field(default_factory=dict)
-
-    def paging_for(self, model: str) -> PagingPolicy:
-        rate = self.false_pages_per_month.get(model, self.false_pages_per_month.get(None))
-        return PagingPolicy(window_seconds=self.window_seconds,
-                            **({} if rate is None else {"false_pages_per_month": rate}))
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> EvaluationConfig:
-        names = ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
-                 vocabulary.ESTIMATED_QUALITY, vocabulary.LATENCY, vocabulary.MULTIVARIATE_DRIFT,
-                 vocabulary.EMBEDDING_DRIFT, FRESHNESS)
-        config = cls(settings.window_seconds, {name: settings.section(name) for name in names},
-                     SegmentSpec.from_settings(settings))
-        # a bad key or value fails at start-up, not at the first window (of that model)
-        for model in (None, *sorted(config.models_named())):
-            config.thresholds_for(model)
-            config.slo_for(model)
-            config.freshness_for(model)
-        return config
-
-    def models_named(self) -> set[str]:
-        """The models with a table of their own in any section ([drift.models."credit-default"], ...)."""
-        named: set[str] = set()
-        for section in self.sections.values():
-            models = section.get("models") if isinstance(section, dict) else None
-            if isinstance(models, dict):  # anything else is refused by the section's own parser
-                named.update(map(str, models))
-        return named
-
-    def thresholds_for(self, model: str | None) -> WindowThresholds:
-        # Per-model overrides are written inside each section ([skew.models."credit-default"]);
-        # WindowThresholds takes them as one top-level `models` table of sections.
-        mapping: dict[str, Any] = {"models": {}}
-        for name in ("drift", vocabulary.DATA_QUALITY, vocabulary.SKEW, vocabulary.MODEL_QUALITY,
-                     vocabulary.ESTIMATED_QUALITY):
-            section = dict(self.sections.get(name, {}))
-            if name != "drift":  # DriftThresholds reads its own [drift.models.*]
-                for model_name, overrides in (section.pop("models", {}) or {}).items():
-                    mapping["models"].setdefault(model_name, {})[name] = dict(overrides)
-            mapping[name] = section
-        # one table for every model: the multivariate alarm levels are statistical, not per model
-        mapping[vocabulary.MULTIVARIATE_DRIFT] = dict(self.sections.get(vocabulary.MULTIVARIATE_DRIFT, {}))
-        mapping[vocabulary.EMBEDDING_DRIFT] = dict(self.sections.get(vocabulary.EMBEDDING_DRIFT, {}))
-        return WindowThresholds.from_mapping(mapping, model=model)
-
-    def freshness_for(self, model: str | None) -> FreshnessThresholds:
-        return FreshnessThresholds.from_mapping(self.sections.get(FRESHNESS, {}), model=model)
-
-    def slo_for(self, model: str | None) -> LatencySLO:
-        return LatencySLO.from_mapping(self.sections.get(vocabulary.LATENCY, {}), model=model)
 
 
 def now_ms() -> int:

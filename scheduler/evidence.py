@@ -21,25 +21,26 @@ from sqlalchemy.orm import Session
 from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window, stream_key
 from driftline.detectors.families.results import WindowResult, json_safe
 from driftline.store.models import DetectorResult, EvidenceState
+from driftline.windows import WindowKey
 
 # the key of a stored state that holds the fingerprint of the baseline its windows were judged against
 _BASELINE_KEY = "baseline"
 
 
-def previous_evidence(session: Session, model: str, version: str, window_start_ms: int) -> dict[tuple, Any]:
+def previous_evidence(session: Session, key: WindowKey) -> dict[tuple, Any]:
     """The evidence the window's stored results carry, by (detector, feature, metric, segment)."""
     rows = session.execute(select(DetectorResult.detector, DetectorResult.feature, DetectorResult.metric,
                                   DetectorResult.segment, DetectorResult.details).where(
-        DetectorResult.model == model, DetectorResult.version == version,
-        DetectorResult.window_start_ms == window_start_ms))
+        DetectorResult.model == key.model, DetectorResult.version == key.version,
+        DetectorResult.window_start_ms == key.window_start_ms))
     return {(d, f or "", m, s or ""): details[EVIDENCE_KEY] for d, f, m, s, details in rows
             if isinstance(details, dict) and isinstance(details.get(EVIDENCE_KEY), dict)}
 
 
-def advance_evidence(session: Session, model: str, version: str, window_start_ms: int,
-                     results: Iterable[WindowResult], policy: PagingPolicy,
+def advance_evidence(session: Session, key: WindowKey, results: Iterable[WindowResult], policy: PagingPolicy,
                      previous: dict[tuple, Any], baseline_fingerprint: str = "") -> None:
     """Step the version's streams with `results` (their details gain the evidence) and store the new states."""
+    model, version = key.version_key
     results = list(results)
     keys = {k for k in (stream_key(r) for r in results) if k is not None}
     query = select(EvidenceState).where(EvidenceState.model == model, EvidenceState.version == version)
@@ -49,7 +50,7 @@ def advance_evidence(session: Session, model: str, version: str, window_start_ms
     components = len(policy.drifts)
     states = {key: StreamState.from_dict(row.state, components) for key, row in rows.items()
               if _same_baseline(row.state, baseline_fingerprint)}
-    updated = advance_window(results, states, window_start_ms, policy)
+    updated = advance_window(results, states, key.window_start_ms, policy)
     for key, state in updated.items():
         row = rows.get(key)
         if row is None:

@@ -17,9 +17,11 @@ from driftline.store import db as store_db
 from driftline.store.models import utcnow
 from driftline.store.watermarks import stream_watermark
 from driftline.vocabulary import STEP_DROP_ARMS, STEP_ROLLBACK, WINDOW_NO_BASELINE
+from driftline.windows import WindowKey
 from driftline.scheduler.claims import claim_window
-from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, due_windows, evaluate
+from driftline.scheduler.evaluation import BaselineCache, due_windows, evaluate
 from driftline.scheduler.evaluation import now_ms as wall_now_ms
+from driftline.scheduler.evaluation_config import EvaluationConfig
 from driftline.scheduler.quarantine import RetryPolicy, record_failure, release
 from driftline.scheduler.retention import RetentionPolicy, prune
 from driftline.detectors.rollout.outcome import RolloutOutcome
@@ -41,8 +43,6 @@ class SchedulerJobs:
         self.settings = settings
         self.config = EvaluationConfig.from_settings(settings)
         self.rules = load_rules(settings, settings.config_path)
-        self.config.false_pages_per_month = {None: self.rules.false_pages_per_month,
-                                             **self.rules.model_false_pages_per_month}
         self.channels = Channels.from_settings(settings, timeout=self.rules.delivery.timeout)
         self.cache = BaselineCache()
         self.retry = RetryPolicy()
@@ -134,18 +134,16 @@ class SchedulerJobs:
             session.flush()
             if evaluation.status != WINDOW_NO_BASELINE:
                 now = utcnow()
-                changed = process_window(session, key.model, key.version, key.window_start_ms,
-                                         rules=self.rules, now=now)
+                changed = process_window(session, key, rules=self.rules, now=now)
                 for alert in changed:
                     if now in (alert.fired_at, alert.resolved_at):  # a transition in this window
                         log.info("alert %s: %s v%s %s%s: %s", alert.state, alert.model, alert.version,
                                  alert.detector, f" {alert.feature}" if alert.feature else "", alert.summary)
-                request = apply_retrain_policy(session, key.model, key.version, key.window_start_ms,
-                                               policy=self.rules.retrain, now=now)
+                request = apply_retrain_policy(session, key, policy=self.rules.retrain, now=now)
                 if request is not None:
                     log.info("retraining requested for %s v%s: %s", key.model, key.version,
                              (request.reason or {}).get("reason", ""))
-            release(session, key.model, key.version, key.window_start_ms)
+            release(session, key)
             return evaluation.status
 
     def _quarantine(self, key: WindowKey, exc: Exception, now_ms: int) -> None:
@@ -153,8 +151,7 @@ class SchedulerJobs:
             # claimed too: another scheduler may have evaluated (or quarantined) the window since this one failed
             if not claim_window(session, key, now_ms, self._lateness_ms, self._idle_ms):
                 return
-            row = record_failure(session, key.model, key.version, key.window_start_ms, key.window_end_ms, exc,
-                                 now_ms, secrets=self.settings.secret_values(), policy=self.retry)
+            row = record_failure(session, key, exc, now_ms, secrets=self.settings.secret_values(), policy=self.retry)
             log.warning("window quarantined: %s v%s window %s (attempt %d, next try %s): %s: %s", key.model,
                         key.version, key.window_start_ms, row.attempts, f"{row.next_retry_at:%Y-%m-%d %H:%M:%S}Z",
                         row.error_type, row.error)

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from driftline import defaults
 from driftline.redact import scrub
 from driftline.store.models import WindowQuarantine
+from driftline.windows import WindowKey
 
 _TYPE_CHARS = 200  # the column's width
 
@@ -50,19 +51,18 @@ def describe(exc: BaseException, secrets: Iterable[str], limit: int) -> tuple[st
     return kind[:_TYPE_CHARS], message
 
 
-def record_failure(session: Session, model: str, version: str, window_start_ms: int, window_end_ms: int,
-                   exc: BaseException, now_ms: int, *, secrets: Iterable[str] = (),
-                   policy: RetryPolicy = RetryPolicy()) -> WindowQuarantine:
+def record_failure(session: Session, key: WindowKey, exc: BaseException, now_ms: int, *,
+                   secrets: Iterable[str] = (), policy: RetryPolicy = RetryPolicy()) -> WindowQuarantine:
     """Quarantine the window (or count one more failure of a quarantined one) and set its next try."""
     row = session.scalar(select(WindowQuarantine).where(
-        WindowQuarantine.model == model, WindowQuarantine.version == version,
-        WindowQuarantine.window_start_ms == window_start_ms))
+        WindowQuarantine.model == key.model, WindowQuarantine.version == key.version,
+        WindowQuarantine.window_start_ms == key.window_start_ms))
     now = datetime.fromtimestamp(now_ms / 1000.0, tz=timezone.utc)
     if row is None:
-        row = WindowQuarantine(model=model, version=version, window_start_ms=window_start_ms, attempts=0,
-                               first_failed_at=now)
+        row = WindowQuarantine(model=key.model, version=key.version, window_start_ms=key.window_start_ms,
+                               attempts=0, first_failed_at=now)
         session.add(row)
-    row.window_end_ms = window_end_ms
+    row.window_end_ms = key.window_end_ms
     row.error_type, row.error = describe(exc, secrets, policy.error_chars)
     row.attempts += 1
     row.last_failed_at = now
@@ -70,8 +70,8 @@ def record_failure(session: Session, model: str, version: str, window_start_ms: 
     return row
 
 
-def release(session: Session, model: str, version: str, window_start_ms: int) -> None:
+def release(session: Session, key: WindowKey) -> None:
     """The window was evaluated: it leaves quarantine (a no-op when it was never in it)."""
     session.execute(delete(WindowQuarantine).where(
-        WindowQuarantine.model == model, WindowQuarantine.version == version,
-        WindowQuarantine.window_start_ms == window_start_ms))
+        WindowQuarantine.model == key.model, WindowQuarantine.version == key.version,
+        WindowQuarantine.window_start_ms == key.window_start_ms))

@@ -14,7 +14,7 @@ import pandas as pd
 from driftline import defaults
 from driftline.worker.activations import ACTIVATIONS, activation_reference
 from driftline.worker.feature_transform import FeatureTransform
-from driftline.worker.registry import Registry
+from driftline.worker.registry import Registry, TrainedVersion
 from driftline.worker.training import TrainConfig, TrainResult, train_model
 
 
@@ -64,9 +64,9 @@ def publish(registry: Registry, model: str, result: TrainResult, *, promote: boo
     baseline = training_baseline(result, seed=int(result.metrics.get("seed", 0)))
     holdout = {"features": [result.features[i] for i in result.holdout_index],
                "labels": result.labels[result.holdout_index]}
-    version = registry.register(model, result.model, result.transform, result.metrics, result.data_sha256,
-                                baseline, baseline_rows=len(result.features), description=description,
-                                holdout=holdout)
+    version = registry.register(model, TrainedVersion(result.model, result.transform, result.metrics,
+                                                      result.data_sha256, baseline, len(result.features),
+                                                      description, holdout))
     current = registry.alias(model)
     should_promote = promote if promote is not None else current is None
     if should_promote:

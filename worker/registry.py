@@ -79,17 +79,32 @@ class VersionInfo:
                    row.stage or "registered")
 
 
+@dataclass(frozen=True)
+class TrainedVersion:
+    """What registering a trained version writes: the network, its feature transform and metrics, the training
+    data's digest, its baseline (as stored) and row count, a description, and the held-out rows (if any)."""
+
+    net: Any
+    transform: FeatureTransform
+    metrics: dict[str, Any]
+    training_data_sha256: str
+    baseline: dict[str, Any]
+    baseline_rows: int
+    description: str | None = None
+    holdout: dict[str, Any] | None = None
+
+
 class Registry:
     def __init__(self, db_url: str, artifacts_dir: Path):
         self.db_url = db_url
         self.artifacts_dir = Path(artifacts_dir)
 
     # --- registering ---------------------------------------------------------------
-    def register(self, model: str, net: Any, transform: FeatureTransform, metrics: dict[str, Any],
-                 training_data_sha256: str, baseline: dict[str, Any], baseline_rows: int,
-                 description: str | None = None, holdout: dict[str, Any] | None = None) -> str:
+    def register(self, model: str, trained: TrainedVersion) -> str:
         """Write a new immutable version (artifact files, ModelVersion, BaselineRecord); returns its number."""
         from driftline.worker.model import save_model
+
+        net, transform, metrics, holdout = trained.net, trained.transform, trained.metrics, trained.holdout
 
         model_dir = private_dir(self._inside(self.artifacts_dir / check_name(model)))
         for _attempt in range(20):
@@ -109,11 +124,11 @@ class Registry:
                 with session_scope(self.db_url) as session:
                     session.add(ModelVersion(
                         model=model, version=version, artifact_path=self.stored_path(version_dir / MODEL_FILE),
-                        artifact_sha256=sha256, training_data_sha256=training_data_sha256, metrics=metrics,
+                        artifact_sha256=sha256, training_data_sha256=trained.training_data_sha256, metrics=metrics,
                         feature_schema=transform.input_schema(), transform=transform.to_dict(),
-                        stage="registered", description=description))
-                    session.add(BaselineRecord(model=model, version=version, rows=baseline_rows, summary=baseline,
-                                               source="train"))
+                        stage="registered", description=trained.description))
+                    session.add(BaselineRecord(model=model, version=version, rows=trained.baseline_rows,
+                                               summary=trained.baseline, source="train"))
                 return version
             except IntegrityError:
                 shutil.rmtree(version_dir, ignore_errors=True)  # the number was taken in the store: retry

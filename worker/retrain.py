@@ -338,23 +338,31 @@ class RetrainInterrupted(Exception):
     """The worker stopped while the request was waiting or training."""
 
 
+@dataclass(frozen=True)
+class RetrainLimits:
+    """What one retraining may take: its epochs, its torch threads, its process's niceness, and how long it is
+    given to stop before it is killed."""
+
+    epochs: int = 4
+    torch_threads: int = defaults.WORKER_RETRAIN_TORCH_THREADS
+    niceness: int = defaults.WORKER_RETRAIN_NICENESS
+    stop_grace_s: float = defaults.WORKER_RETRAIN_STOP_GRACE_SECONDS
+
+
 class RetrainManager:
     """Accepts retrain requests (idempotent per key) and runs them one at a time, each in a child process."""
 
     def __init__(self, registry: Registry, model: str, traffic: RecentTraffic, min_rows: int,
-                 current: Callable[[], Any], epochs: int = 4,
-                 torch_threads: int = defaults.WORKER_RETRAIN_TORCH_THREADS,
-                 niceness: int = defaults.WORKER_RETRAIN_NICENESS,
-                 stop_grace_s: float = defaults.WORKER_RETRAIN_STOP_GRACE_SECONDS):
+                 current: Callable[[], Any], limits: RetrainLimits = RetrainLimits()):
         self.registry = registry
         self.model = model
         self.traffic = traffic
         self.min_rows = min_rows
         self.current = current  # -> the LoadedVersion being served (its `info`: the registry entry)
-        self.epochs = epochs
-        self.torch_threads = torch_threads
-        self.niceness = niceness
-        self.stop_grace_s = stop_grace_s
+        self.epochs = limits.epochs
+        self.torch_threads = limits.torch_threads
+        self.niceness = limits.niceness
+        self.stop_grace_s = limits.stop_grace_s
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftline-retrain")
         self._lock = threading.Lock()
         self._submit_lock = threading.Lock()  # one submit at a time: the pending check and the insert are one step

@@ -66,7 +66,7 @@ from driftline.worker.metrics import PROTOCOL_V2_REST, ProtocolLatency, WorkerMe
 from driftline.worker.oip_rest import add_v2_routes, is_infer_path
 from driftline.worker.model import CreditMLP, load_model, resolve_device
 from driftline.worker.registry import Registry, VersionInfo
-from driftline.worker.retrain import LabelListener, RecentTraffic, RetrainManager
+from driftline.worker.retrain import LabelListener, RecentTraffic, RetrainLimits, RetrainManager
 from driftline.worker.shadow import ShadowAnswer, ShadowRequest, ShadowRunner
 from driftline.worker.validation import InputError, PredictRequest, parse_predict
 
@@ -229,7 +229,7 @@ class Worker:
         self.traffic = RecentTraffic(config.retrain_buffer_rows)
         self.label_listener: LabelListener | None = None
         self.retrainer = RetrainManager(self.registry, config.model, self.traffic, config.retrain_min_rows,
-                                        lambda: self.current, epochs=config.retrain_epochs)
+                                        lambda: self.current, RetrainLimits(epochs=config.retrain_epochs))
         self._failed_versions: set[str] = set()
         self._poll_task: asyncio.Task | None = None
         self.grpc_server: Any = None

@@ -184,8 +184,8 @@ def body(ctx: ui.Context) -> None:
     first = queries.first_window_ms(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms) or ctx.start_ms
     bucket_ms = presentation.bucket_size_ms(first, ctx.end_ms, window_ms)
     segment = ui.segment_filter(ctx)
-    buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first, ctx.end_ms, bucket_ms,
-                                       segment=segment)
+    buckets = queries.detector_buckets(ctx.db_url, queries.BucketQuery(ctx.model, ctx.version, first, ctx.end_ms,
+                                                                       bucket_ms, segment=segment))
     scored = presentation.with_bucket_times(scores.scored(buckets), bucket_ms)
     drift = queries.breached_features(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms, segment=segment)
     labels = window_options(windows, drift)

@@ -62,8 +62,8 @@ def body(ctx: ui.Context) -> None:
     window_ms = queries.window_length_ms(ctx.db_url, ctx.model)
     first = queries.first_window_ms(ctx.db_url, ctx.model, ctx.version, ctx.start_ms, ctx.end_ms)
     bucket_ms = presentation.bucket_size_ms(first or ctx.start_ms, ctx.end_ms, window_ms)
-    buckets = queries.detector_buckets(ctx.db_url, ctx.model, ctx.version, first or ctx.start_ms, ctx.end_ms,
-                                       bucket_ms)
+    buckets = queries.detector_buckets(ctx.db_url, queries.BucketQuery(ctx.model, ctx.version, first or ctx.start_ms,
+                                                                       ctx.end_ms, bucket_ms))
     scored = presentation.with_bucket_times(scores.scored(buckets), bucket_ms)
     generated.generated_answers(ctx, scored[scored["detector"] == LATENCY], per_window)
     left, middle, right = st.columns(3)

@@ -79,13 +79,13 @@ def fleet_charts(ctx: ui.Context, chosen: list[tuple[str, str]] | None) -> None:
     first = queries.first_window_ms(ctx.db_url, None, None, ctx.start_ms, ctx.end_ms) or ctx.start_ms
     bucket = presentation.bucket_size_ms(first, ctx.end_ms, queries.window_length_ms(ctx.db_url))
     if chosen is None:
-        latency = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket, detectors=(LATENCY,),
-                                           metrics=presentation.HEADLINE_METRICS["p99"])
-        drift = queries.detector_buckets(ctx.db_url, None, None, first, ctx.end_ms, bucket, detectors=(DATA_DRIFT,))
+        latency = queries.detector_buckets(ctx.db_url, queries.BucketQuery(
+            None, None, first, ctx.end_ms, bucket, detectors=(LATENCY,), metrics=presentation.HEADLINE_METRICS["p99"]))
+        drift = queries.detector_buckets(ctx.db_url, queries.BucketQuery(None, None, first, ctx.end_ms, bucket,
+                                                                         detectors=(DATA_DRIFT,)))
     else:  # one read per version for both charts: each probes that version's windows only
-        both = pd.concat([queries.detector_buckets(ctx.db_url, m, v, first, ctx.end_ms, bucket,
-                                                   detectors=(LATENCY, DATA_DRIFT)) for m, v in chosen],
-                         ignore_index=True)
+        both = pd.concat([queries.detector_buckets(ctx.db_url, queries.BucketQuery(
+            m, v, first, ctx.end_ms, bucket, detectors=(LATENCY, DATA_DRIFT))) for m, v in chosen], ignore_index=True)
         latency = both[(both["detector"] == LATENCY) & both["metric"].isin(presentation.HEADLINE_METRICS["p99"])]
         drift = both[both["detector"] == DATA_DRIFT]
     if chosen is not None:

@@ -16,11 +16,11 @@ _MONTH_SECONDS = 30 * 24 * 3600
 class PagingPolicy:
     """The paging line from a stated false-page rate and the window length.
 
-    >>> PagingPolicy(false_pages_per_month=1.0, window_seconds=3600).line(14)
+    >>> PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600).line(14)
     10080.0
     """
 
-    false_pages_per_month: float = defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH
+    false_pages_per_model_per_month: float = defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH
     window_seconds: float = defaults.WINDOW_SECONDS
     drifts: tuple[float, ...] = defaults.SEQUENTIAL_DRIFTS
     minimum: float = defaults.SEQUENTIAL_MIN_E_VALUE
@@ -29,11 +29,13 @@ class PagingPolicy:
     live_reference_windows: int = defaults.QUALITY_LIVE_REFERENCE_WINDOWS
 
     def __post_init__(self) -> None:
-        if not (self.false_pages_per_month > 0 and math.isfinite(self.false_pages_per_month)):
-            raise ValueError(f"false_pages_per_model_per_month must be a positive number, got {self.false_pages_per_month}")
+        rate = self.false_pages_per_model_per_month
+        if not (rate > 0 and math.isfinite(rate)):
+            raise ValueError(f"false_pages_per_model_per_month must be a positive number, got {rate}")
         if not self.window_seconds > 0:
             raise ValueError(f"window length must be positive, got {self.window_seconds}")
 
     def line(self, streams: int) -> float:
         """The e-value at which one of `streams` streams pages."""
-        return arl_threshold(_MONTH_SECONDS / self.window_seconds, self.false_pages_per_month, streams, self.minimum)
+        return arl_threshold(_MONTH_SECONDS / self.window_seconds, self.false_pages_per_model_per_month, streams,
+                             self.minimum)

@@ -2,33 +2,17 @@
 from __future__ import annotations
 
 import asyncio
-import numbers
 import threading
 from typing import Any, Mapping
 
 from driftline.client.ids import new_id, now_rfc3339
+from driftline.client.inference_call import InferenceCall, LoggerIdentity
 from driftline.client.process_sender import ProcessEventSender
 from driftline.client.sender import EventSender, SenderStats
 from driftline.client.tuning import DEFAULT_MAX_BUFFERED
 from driftline.config import TOPIC_INFERENCE, TOPIC_LABELS
-from driftline.embeddings.contract import as_lists
-from driftline.defaults import TOKENS_MAX
-from driftline.events import INFERENCE_SCHEMA, LABEL_SCHEMA, TOKENS_IN, TOKENS_OUT, encode_event, is_token_count
+from driftline.events import LABEL_SCHEMA, encode_event
 from driftline.kafka_security import KafkaSecurity, kafka_python_options, librdkafka_config
-from driftline.vocabulary import PREDICTED_CLASS
-
-
-def _token_count(field: str, count: Any) -> int:
-    """`count` as the contract's token count (numpy integers too); ValueError, naming `field`, for anything else."""
-    value = int(count) if isinstance(count, numbers.Integral) and not isinstance(count, bool) else count
-    if not is_token_count(value):
-        raise ValueError(f"{field} must be a whole number from 0 to {TOKENS_MAX}, got {count!r}")
-    return value
-
-
-def _as_dict(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """`mapping` itself when it is a dict (the event is encoded at once, so no copy is needed), else a dict of it."""
-    return mapping if isinstance(mapping, dict) else dict(mapping)
 
 
 class InferenceLogger:
@@ -54,7 +38,8 @@ class InferenceLogger:
         self.tags = dict(tags) if tags else None
         self.inference_topic = inference_topic
         self.labels_topic = labels_topic
-        self._soon: list[tuple[Any, ...]] = []  # log_soon's calls, until the end of the loop's iteration
+        self.identity = LoggerIdentity(self.model, self.version, device, self.tags)
+        self._soon: list[InferenceCall] = []  # log_soon's calls, until the end of the loop's iteration
         self._soon_lock = threading.Lock()
         sender_class = ProcessEventSender if producer_process else EventSender
         # TLS / SASL as librdkafka properties in the child, as kafka-python options on a thread (validated here)
@@ -88,16 +73,16 @@ class InferenceLogger:
         to `defaults.TOKENS_MAX`; another value raises ValueError). `predicted_class`: the model's own decision beside
         its score (a binary classifier's 1 or 0), which its estimated accuracy, precision, recall and F1 follow.
         """
-        event_id = event_id or new_id()
         # No message key: nothing downstream needs per-key order (labels join on request_id
         # in the store), and keyed partitioning costs a pure-Python murmur2 per event.
         # Encoded here, not by the sender thread: the caller's dicts need no copies, and
         # the event leaves no objects for the garbage collector to scan while it waits.
-        self.sender.submit(self.inference_topic, None, encode_event(self._inference_event(
-            features, prediction, latency_ms, request_id, inputs, entity_id, version,
-            ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
-            feature_ts, feature_age_ms, embeddings, tokens_in, tokens_out, predicted_class)))
-        return event_id
+        call = InferenceCall(features, prediction, latency_ms, ts if ts is not None else now_rfc3339(),
+                             event_id or new_id(), request_id, inputs, entity_id, version, batch_size, cache_hit,
+                             status, error, tags, role, feature_ts, feature_age_ms, embeddings, tokens_in,
+                             tokens_out, predicted_class)
+        self.sender.submit(self.inference_topic, None, encode_event(call.event(self.identity)))
+        return call.event_id
 
     def log_soon(self, features: Mapping[str, Any], prediction: Any, latency_ms: float | Mapping[str, float], *,
                  request_id: str | None = None, inputs: Mapping[str, Any] | None = None,
@@ -119,15 +104,15 @@ class InferenceLogger:
         `latency_ms` that is neither a number nor a mapping) is logged and counted as failed
         instead of raising; the other events of the iteration go out.
         """
-        event_id = event_id or new_id()
-        call = (features, prediction, latency_ms, request_id, inputs, entity_id, version,
-                ts if ts is not None else now_rfc3339(), event_id, batch_size, cache_hit, status, error, tags, role,
-                feature_ts, feature_age_ms, embeddings, tokens_in, tokens_out, predicted_class)
+        call = InferenceCall(features, prediction, latency_ms, ts if ts is not None else now_rfc3339(),
+                             event_id or new_id(), request_id, inputs, entity_id, version, batch_size, cache_hit,
+                             status, error, tags, role, feature_ts, feature_age_ms, embeddings, tokens_in,
+                             tokens_out, predicted_class)
         with self._soon_lock:  # `flush` and `close` may take the list from another thread
             if not self._soon:
                 asyncio.get_running_loop().call_soon(self._log_soon_events)
             self._soon.append(call)
-        return event_id
+        return call.event_id
 
     def _log_soon_events(self) -> None:
         """Build, encode and queue what `log_soon` collected (on the loop, or in `close`)."""
@@ -135,69 +120,17 @@ class InferenceLogger:
             pending, self._soon = self._soon, []
         if not pending:
             return
-        build = self._inference_event
+        identity = self.identity
         try:
-            values = [encode_event(build(*call)) for call in pending]
+            values = [encode_event(call.event(identity)) for call in pending]
         except Exception:  # rare: one by one, so only the bad ones fail (log() would have raised to its caller)
             values = []
             for call in pending:
                 try:
-                    values.append(encode_event(build(*call)))
+                    values.append(encode_event(call.event(identity)))
                 except Exception as exc:
                     self.sender.count_unsendable(self.inference_topic, exc)
         self.sender.submit_many(self.inference_topic, values)
-
-    def _inference_event(self, features: Mapping[str, Any], prediction: Any,
-                         latency_ms: float | Mapping[str, float], request_id: str | None,
-                         inputs: Mapping[str, Any] | None, entity_id: str | None, version: str | None,
-                         ts: str | int, event_id: str, batch_size: int | None, cache_hit: bool | None, status: str,
-                         error: str | None, tags: Mapping[str, str] | None,
-                         role: str | None = None, feature_ts: Mapping[str, str | int] | None = None,
-                         feature_age_ms: Mapping[str, float] | None = None,
-                         embeddings: Mapping[str, Any] | None = None, tokens_in: int | None = None,
-                         tokens_out: int | None = None, predicted_class: Any = None) -> dict[str, Any]:
-        event: dict[str, Any] = {
-            "schema": INFERENCE_SCHEMA,
-            "event_id": event_id,
-            "request_id": request_id or event_id,
-            "ts": ts,
-            "model": self.model,
-            "version": str(version) if version is not None else self.version,
-            "features": _as_dict(features),
-            "latency_ms": ({"total": float(latency_ms)} if isinstance(latency_ms, (int, float))
-                           else _as_dict(latency_ms)),
-            "status": status,
-        }
-        if prediction is not None:
-            event["prediction"] = prediction
-        if error is not None:
-            event["error"] = error
-        if inputs is not None:
-            event["inputs"] = _as_dict(inputs)
-        if entity_id is not None:
-            event["entity_id"] = entity_id
-        if batch_size is not None:
-            event["batch_size"] = batch_size
-        if cache_hit is not None:
-            event["cache_hit"] = cache_hit
-        if self.device is not None:
-            event["device"] = self.device
-        if self.tags or tags:
-            event["tags"] = {**(self.tags or {}), **(tags or {})}
-        if role is not None:
-            event["role"] = role
-        if feature_ts is not None:
-            event["feature_ts"] = _as_dict(feature_ts)
-        if feature_age_ms is not None:
-            event["feature_age_ms"] = _as_dict(feature_age_ms)
-        if embeddings:
-            event["embeddings"] = as_lists(embeddings)
-        for field, count in ((TOKENS_IN, tokens_in), (TOKENS_OUT, tokens_out)):
-            if count is not None:
-                event[field] = _token_count(field, count)
-        if predicted_class is not None:
-            event[PREDICTED_CLASS] = predicted_class
-        return event
 
     def log_label(self, request_id: str, label: Any, ts: str | int | None = None) -> None:
         """Queue the ground-truth label of an earlier request (joined on request_id)."""

@@ -47,7 +47,7 @@ def validate_sections(settings: Settings) -> tuple[str, list[str]]:
     from driftline.alerts import load_rules
     from driftline.alerts.channels.validation import check_channel_settings
     from driftline.kafka_security import KafkaSecurity
-    from driftline.scheduler.evaluation import EvaluationConfig
+    from driftline.scheduler.evaluation_config import EvaluationConfig
     from driftline.scheduler.retention import RetentionPolicy
     from driftline.scheduler.rollouts import ROLLOUTS_SECTION, RolloutPolicies
     from driftline.scheduler.startup import describe_channels

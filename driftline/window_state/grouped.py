@@ -44,9 +44,7 @@ class _Groups:
         self.order = np.argsort(self.codes, kind="stable")
         self.sizes = np.bincount(self.codes, minlength=count)
         self.bounds = np.concatenate(([0], np.cumsum(self.sizes)))
-
-    def rows(self, g: int) -> np.ndarray:
-        return self.order[self.bounds[g]:self.bounds[g + 1]]
+        self.rows = [self.order[self.bounds[g]:self.bounds[g + 1]] for g in range(count)]  # each group's positions
 
     def per_group(self, mask: np.ndarray) -> list[int]:
         """How many rows of each group `mask` selects."""
@@ -58,7 +56,7 @@ def fold_groups(states: list["WindowState"], batch: EventBatch, groups: np.ndarr
     if any(s.sample_size or s.segments for s in states):
         raise ValueError("fold_groups folds segment sub-states (no sample, no segments)")
     by = _Groups(groups, len(states))
-    rows = [by.rows(g) for g in range(len(states))]
+    rows = by.rows
     live = [g for g in range(len(states)) if rows[g].size]
     for g in live:
         states[g]._require_baseline()
@@ -79,8 +77,8 @@ def fold_groups(states: list["WindowState"], batch: EventBatch, groups: np.ndarr
                 room[g] -= 1
             admitted.append(g)
         if admitted:
-            _add_feature(states, admitted, rows, by, name, column, batch.feature_types.get(name, {}),
-                         absent.get(name), profile)
+            _add_feature(states, admitted, by, name, column, batch.feature_types.get(name, {}), absent.get(name),
+                         profile)
     for g in live:
         size = int(rows[g].size)
         sparse = batch.sparse.take(rows[g], batch.n) if batch.sparse is not None else None
@@ -88,7 +86,7 @@ def fold_groups(states: list["WindowState"], batch: EventBatch, groups: np.ndarr
             columns = {name: batch.features[name][rows[g]] for name in left_out[g]}
             fold_other(states[g].features, size, *overflow(columns, left_out[g], sparse, size))
         states[g].add_absent_features(batch, size, (OTHER_FEATURES,) if left_out[g] or sparse is not None else ())
-    _add_prediction(states, live, rows, by, batch)
+    _add_prediction(states, live, by, batch)
     for g in live:
         states[g].add_latency({part: values[rows[g]] for part, values in batch.latency_ms.items()},
                               None if batch.tokens is None else {
@@ -137,8 +135,9 @@ def _window(state: "WindowState", name: str, profile: Profile | None, column: np
     return window
 
 
-def _add_feature(states: list["WindowState"], live: list[int], rows: list[np.ndarray], by: _Groups, name: str,
-                 column: np.ndarray, types: dict[str, int], absent: list[int] | None, profile: Profile | None) -> None:
+def _add_feature(states: list["WindowState"], live: list[int], by: _Groups, name: str, column: np.ndarray,
+                 types: dict[str, int], absent: list[int] | None, profile: Profile | None) -> None:
+    rows = by.rows
     numeric: list[int] = []
     strings: list[int] = []
     rest: list[int] = []
@@ -174,8 +173,8 @@ def _add_feature(states: list["WindowState"], live: list[int], rows: list[np.nda
         _window(states[g], name, profile, part).add(part, part_types, absent[g] if absent else 0, profile)
 
 
-def _add_prediction(states: list["WindowState"], live: list[int], rows: list[np.ndarray], by: _Groups,
-                    batch: EventBatch) -> None:
+def _add_prediction(states: list["WindowState"], live: list[int], by: _Groups, batch: EventBatch) -> None:
+    rows = by.rows
     values = batch.prediction
     numeric = []
     for g in live:

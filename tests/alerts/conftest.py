@@ -9,6 +9,7 @@ from driftline import vocabulary
 from driftline.config import Settings
 from driftline.store.db import session_scope
 from driftline.store.models import DetectorResult, WindowEvaluation
+from driftline.windows import WindowKey
 from tests.support.fake_services import (RETRAIN_TOKEN, ROUTING_KEY, WEBHOOK_SECRET, FakePagerDuty, FakeRetrain,
                                          FakeSlack, FakeWebhook, Trickler)
 
@@ -140,10 +141,10 @@ def run_window():
 
     def run(url: str, index: int, rules, *, model: str = "credit", version: str = "1", retrain: bool = False):
         with session_scope(url) as s:
-            advanced = process_window(s, model, version, window_start(index), rules=rules, now=window_now(index))
+            key = WindowKey.starting(model, version, window_start(index), WINDOW_MS)
+            advanced = process_window(s, key, rules=rules, now=window_now(index))
             if retrain:
-                apply_retrain_policy(s, model, version, window_start(index), policy=rules.retrain,
-                                     now=window_now(index))
+                apply_retrain_policy(s, key, policy=rules.retrain, now=window_now(index))
             return advanced
 
     return run

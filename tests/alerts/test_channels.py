@@ -17,6 +17,7 @@ from driftline.alerts.fingerprint import fingerprint, group_key
 from driftline.alerts.messages import alert_summary, group_message
 from driftline import defaults, vocabulary
 from driftline.vocabulary import DATA_DRIFT, LATENCY
+from driftline.windows import WindowKey
 from tests.support.fake_services import ROUTING_KEY, Trickler
 from tests.support.waiting import wait_until
 
@@ -33,8 +34,8 @@ def make_alert(feature: str, detector: str = DATA_DRIFT, value: float = 0.31, th
 
 
 def message(kind: str, alerts, group: str = DATA_DRIFT, related=()):
-    return group_message(kind, model="credit", version="3", group=group, group_key=group_key("credit", "3", group),
-                         alerts=alerts, window_start_ms=1_767_614_400_000, window_end_ms=1_767_614_460_000,
+    return group_message(kind, window=WindowKey("credit", "3", 1_767_614_400_000, 1_767_614_460_000), group=group,
+                         group_key=group_key("credit", "3", group), alerts=alerts,
                          related_features=list(related), dashboard_url="http://dash.example:8501", now=NOW)
 
 

@@ -19,6 +19,7 @@ from driftline.store.db import session_scope
 from driftline.store.models import Alert, Notification
 from driftline.store.queries import status_report
 from driftline.vocabulary import DATA_DRIFT, LATENCY
+from driftline.windows import WindowKey
 
 CHANNELS = ["slack", "pagerduty", "webhook", "alertmanager"]
 NOW = datetime(2026, 1, 5, 14, 10, tzinfo=timezone.utc)
@@ -167,10 +168,9 @@ def make_alert(first_ms: int | None = W1403, fired_ms: int | None = W1405, featu
 
 
 def message(kind: str = "trigger", alerts=None, window_start_ms: int = W1405):
-    return group_message(kind, model="credit", version="3", group=DATA_DRIFT,
-                         group_key=group_key("credit", "3", DATA_DRIFT), alerts=alerts or [make_alert()],
-                         window_start_ms=window_start_ms, window_end_ms=window_start_ms + 60_000,
-                         related_features=[], dashboard_url="http://dash:8501", now=NOW)
+    return group_message(kind, window=WindowKey("credit", "3", window_start_ms, window_start_ms + 60_000),
+                         group=DATA_DRIFT, group_key=group_key("credit", "3", DATA_DRIFT),
+                         alerts=alerts or [make_alert()], related_features=[], dashboard_url="http://dash:8501", now=NOW)
 
 
 def slack_lines(payload: dict) -> str:

@@ -12,6 +12,7 @@ from driftline.alerts.state import advance
 from driftline.store.db import session_scope
 from driftline.store.models import Alert, Notification
 from driftline.vocabulary import DATASET_DRIFT, DATA_DRIFT, LATENCY
+from driftline.windows import WindowKey
 
 ALL_CHANNELS = ["slack", "pagerduty", "webhook"]
 
@@ -248,7 +249,7 @@ def test_unevaluated_window_is_a_clear_error(db_url):
     from driftline.alerts import process_window
 
     with session_scope(db_url) as s, pytest.raises(LookupError, match="has not been evaluated"):
-        process_window(s, "credit", "1", 123, rules=rules(), now=__import__("datetime").datetime.now())
+        process_window(s, WindowKey("credit", "1", 123, 60_123), rules=rules(), now=__import__("datetime").datetime.now())
 
 
 def _evidence_row(feature: str, paging: bool, e_value: float, since_ms: int, breached: bool = False,

@@ -10,6 +10,7 @@ from driftline.alerts.retraining import quality_drop
 from driftline.store.db import session_scope
 from driftline.store.models import Notification, RetrainRequest
 from driftline.vocabulary import DATASET_DRIFT
+from driftline.windows import WindowKey
 from tests.support.fake_services import RETRAIN_TOKEN as TOKEN
 
 
@@ -104,7 +105,8 @@ def test_running_the_policy_twice_for_a_window_asks_once(sqlite_url, write_windo
         write_window(sqlite_url, i, drifted=["feature_01"])
     for _ in range(2):
         with session_scope(sqlite_url) as s:
-            apply_retrain_policy(s, "credit", "1", clock.start(2), policy=r.retrain, now=clock.now(2))
+            apply_retrain_policy(s, WindowKey.starting("credit", "1", clock.start(2), clock.window_ms), policy=r.retrain,
+                                 now=clock.now(2))
     assert len(requests(sqlite_url)) == 1
     with session_scope(sqlite_url) as s:
         assert s.scalar(select(Notification.channel)) == "retrain"

@@ -66,8 +66,6 @@ def test_toml_overrides_general_then_detector_then_model():
     ({"for_windows": 0}, r"\[alerts\] for_windows: input should be greater than or equal to 1"),
     ({"policy": "cusum"}, r"\[alerts\] policy: must be one of sequential, for_windows"),
     ({"detectors": {LATENCY: {"policy": "sequential"}}}, r"\[alerts.detectors.latency\] policy = \"sequential\""),
-    ({"false_pages_per_model_per_month": 0}, "false_pages_per_model_per_month: input should be greater than 0"),
-    ({"models": {"m": {"false_pages_per_model_per_month": "often"}}}, "models.m.false_pages_per_model_per_month: input should be a valid number"),
     ({"detectors": {DATA_DRIFT: {"false_pages_per_model_per_month": 2}}}, "unknown key"),
     ({"repeat_interval": "soon"}, "cannot read 'soon' as a duration"),
     ({"channels": {"sms": "info"}}, "unknown channel 'sms'"),
@@ -102,28 +100,18 @@ def test_channels_without_endpoint_get_no_route_and_retrain_is_off_without_webho
         load_rules(settings_for(slack=fake_slack), config_file=config)
 
 
-def test_drift_families_page_on_evidence_at_the_stated_rate_unless_told_otherwise(tmp_path, settings_for,
-                                                                                 fake_slack, monkeypatch):
+def test_drift_families_page_on_evidence_unless_told_otherwise():
+    """The stated rate beside these rules is the evaluation's (tests/scheduler/test_evaluation_config.py)."""
     rules = AlertRules.from_mapping({})
     assert rules.rule_for("m", DATA_DRIFT).sequential and rules.rule_for("m", DATA_DRIFT).windows_to_fire == 1
     assert not rules.rule_for("m", LATENCY).sequential  # no evidence there: K windows in a row
-    assert rules.paging_rate("m") == defaults.ALERT_FALSE_PAGES_PER_MODEL_PER_MONTH
     rules = AlertRules.from_mapping({"policy": "for_windows", "false_pages_per_model_per_month": 4,
                                      "models": {"fraud": {"false_pages_per_model_per_month": 0.5,
                                                           "detectors": {DATA_DRIFT: {"policy": "sequential"}}}}})
     assert rules.rule_for("m", DATA_DRIFT).windows_to_fire == defaults.ALERT_FOR_WINDOWS
     assert rules.rule_for("fraud", DATA_DRIFT).sequential and not rules.rule_for("fraud", PREDICTION_DRIFT).sequential
-    assert (rules.paging_rate("m"), rules.paging_rate("fraud")) == (4.0, 0.5)
     # a general "sequential" reaches only the families that carry evidence
     assert not AlertRules.from_mapping({"policy": "sequential"}).rule_for("m", SKEW).sequential
-    config = tmp_path / "driftline.toml"
-    config.write_text("[alerts]\nfalse_pages_per_model_per_month = 3\n")
-    assert load_rules(settings_for(slack=fake_slack), config_file=config).paging_rate("m") == 3.0
-    monkeypatch.setenv("DRIFTLINE_FALSE_PAGES_PER_MODEL_PER_MONTH", "0.25")  # the environment beats the file
-    assert load_rules(config_file=config).paging_rate("m") == 0.25
-    monkeypatch.setenv("DRIFTLINE_FALSE_PAGES_PER_MODEL_PER_MONTH", "-1")
-    with pytest.raises(UserError, match="false_pages_per_model_per_month"):
-        load_rules(config_file=config)
 
 
 def test_parse_duration():

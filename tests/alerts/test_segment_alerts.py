@@ -9,6 +9,7 @@ from driftline.alerts.grouping import group_of, inhibited
 from driftline.alerts.lifecycle import observations
 from driftline.alerts.messages import alert_summary, group_message
 from driftline.vocabulary import DATA_DRIFT, DATASET_DRIFT
+from driftline.windows import WindowKey
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
@@ -42,14 +43,14 @@ def test_the_message_names_the_segment():
     line = alert_summary(DATA_DRIFT, "income", "psi", 0.31, 0.2, segment="region=north")
     assert line == "data drift on income in segment region=north: psi 0.31 vs threshold 0.2"
     members = [alert(DATA_DRIFT, "income", "region=north"), alert(DATA_DRIFT, "age", "region=north")]
-    message = group_message("trigger", model="m", version="1", group=group_of("drift", "region=north"),
-                            group_key="k", alerts=members, window_start_ms=0, window_end_ms=1000,
+    message = group_message("trigger", window=WindowKey("m", "1", 0, 1000), group=group_of("drift", "region=north"),
+                            group_key="k", alerts=members,
                             related_features=[], dashboard_url="http://127.0.0.1:8501", now=NOW)
     assert message["segments"] == ["region=north"]
     assert [line["segment"] for line in message["alerts"]] == ["region=north", "region=north"]
     assert "region=north" in message["title"] and message["group"] == "drift [region=north]"
-    whole = group_message("trigger", model="m", version="1", group="drift", group_key="k",
-                          alerts=[alert(DATA_DRIFT, "income")], window_start_ms=0, window_end_ms=1000,
+    whole = group_message("trigger", window=WindowKey("m", "1", 0, 1000), group="drift", group_key="k",
+                          alerts=[alert(DATA_DRIFT, "income")],
                           related_features=[], dashboard_url="http://127.0.0.1:8501", now=NOW)
     assert whole["segments"] == [] and "segment" not in whole["title"]
 

@@ -8,7 +8,7 @@ import pytest
 
 from driftline.baseline import compute_baseline
 from driftline.collector import folding
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.config import TOPIC_INFERENCE
 from driftline.embeddings.reference import fit_reference
 from tests.support.embeddings import draw
@@ -31,7 +31,7 @@ def message(i: int, vector, **extra) -> bytes:
 
 @pytest.mark.parametrize("baseline_known", [True, False])
 def test_bad_vectors_become_dead_letters_and_the_rest_is_folded(baseline, baseline_known):
-    folder = InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=1_000,
+    folder = InferenceFolder(TOPIC_INFERENCE, 0, FolderSetup(60_000, 30_000, 1_000),
                              baseline_for=lambda m, v: baseline if baseline_known else None,
                              stored_watermark=lambda m, v: None)
     vectors = draw(np.random.default_rng(1), 20, 8)
@@ -62,8 +62,8 @@ def test_events_with_embeddings_take_the_per_event_path(monkeypatch):
     original = folding.parse_inference_columns
     monkeypatch.setattr(folding, "parse_inference_columns",
                         lambda values, max_ts_ms=None: columnar.append(original(values, max_ts_ms)) or columnar[-1])
-    folder = InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=1_000, baseline_for=lambda m, v: None,
-                             stored_watermark=lambda m, v: None)
+    folder = InferenceFolder(TOPIC_INFERENCE, 0, FolderSetup(60_000, 30_000, 1_000),
+                             baseline_for=lambda m, v: None, stored_watermark=lambda m, v: None)
     folder.process([0, 1], [message(0, [1.0, 2.0]), message(1, [3.0, 4.0])])
     assert columnar == [None]
     (partial,) = folder.take().windows.values()
@@ -75,7 +75,7 @@ def test_vectors_past_the_value_bound_are_dead_lettered_alone_and_the_window_is_
     """40 vectors of 1e308 among 200 made the window's sum overflow, and all 240 events were lost."""
     from driftline.collector.decoders import _pack_delta
 
-    folder = InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=1_000,
+    folder = InferenceFolder(TOPIC_INFERENCE, 0, FolderSetup(60_000, 30_000, 1_000),
                              baseline_for=lambda m, v: baseline if baseline_known else None,
                              stored_watermark=lambda m, v: None)
     vectors = draw(np.random.default_rng(2), 200, 8)

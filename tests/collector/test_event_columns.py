@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import driftline.collector.folding as folding
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.collector.labels import StoredAhead
 from driftline.baseline import compute_baseline
 from driftline.collector.event_columns import parse_inference_columns
@@ -53,7 +53,7 @@ def _baseline():
 
 
 def _fold(batches: list[list[bytes]], columnar: bool, baseline=None, monkeypatch=None):
-    folder = InferenceFolder("driftline.inference", 0, 60_000, 10_000, dedup_limit=50,
+    folder = InferenceFolder("driftline.inference", 0, FolderSetup(60_000, 10_000, 50),
                              baseline_for=lambda model, version: baseline, stored_watermark=lambda model, version: None)
     if not columnar:
         monkeypatch.setattr(folding, "parse_inference_columns", lambda values, max_ts_ms=None: None)
@@ -171,7 +171,7 @@ def test_a_failing_columnar_decoder_falls_back_to_the_per_event_path(monkeypatch
     batch = _encode([_event(i) for i in range(20)]) + [_refused()["negative latency"]]
     expected = _fold([batch], False, None, monkeypatch)
     monkeypatch.setattr(folding, "parse_inference_columns", broken)
-    folder = InferenceFolder("driftline.inference", 0, 60_000, 10_000, dedup_limit=50,
+    folder = InferenceFolder("driftline.inference", 0, FolderSetup(60_000, 10_000, 50),
                              baseline_for=lambda model, version: None, stored_watermark=lambda model, version: None)
     folder.process(list(range(len(batch))), batch)
     folder.process(list(range(len(batch))), [orjson.dumps({**orjson.loads(m), "event_id": uuid.uuid4().hex})
@@ -190,7 +190,7 @@ def test_a_store_that_fails_gets_the_predictions_through_the_flush_and_is_tried_
             raise ConnectionError("store down")
         return StoredAhead({(rows[0][1], rows[0][0])}, [])  # the first one's label was waiting
 
-    folder = InferenceFolder("driftline.inference", 0, 60_000, 10_000, dedup_limit=500,
+    folder = InferenceFolder("driftline.inference", 0, FolderSetup(60_000, 10_000, 500),
                              baseline_for=lambda model, version: None, stored_watermark=lambda model, version: None,
                              store_predictions=store_predictions)
     docs = [_event(i, request_id=f"r{i}") for i in range(30)]
@@ -217,10 +217,10 @@ def test_a_shadow_answer_is_counted_in_its_window_but_keeps_no_label_join_row(mo
     for columnar in (True, False):
         [delta] = _fold([_encode(docs)], columnar, monkeypatch=monkeypatch)
         assert delta.valid == 40
-        assert {key[1] for key in delta.windows} == {"1", "2"}
+        assert {key.version for key in delta.windows} == {"1", "2"}
         assert set(delta.predictions) == {(doc["model"], doc["request_id"]) for doc in docs}
         assert {row.version for row in delta.predictions.values()} == {"1"}
         # the shadow's window samples the requests production's does (keyed by request id): they pair up
-        samples = {key[1]: [r["request_id"] for r in partial.state.sample] for key, partial in delta.windows.items()}
+        samples = {key.version: [r["request_id"] for r in partial.state.sample] for key, partial in delta.windows.items()}
         assert samples["1"] == samples["2"] and len(samples["1"]) == 20
     assert parse_inference_columns(_encode(docs)).roles == ["production", "shadow"] * 20

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from driftline.collector.dead_letters import DeadLetterRow
-from driftline.collector.flush import Fenced, PartitionFlush, flush
+from driftline.collector.flush import Fenced, FlushSetup, PartitionFlush, flush
 from driftline.collector.labels import LabelRow, PredictionRow, label_row_partition, prediction_values, segment_texts
 from driftline.collector.store import StoredOffset, insert_predictions, unjoined_labels
 from driftline.collector.windows import PartitionWindows
@@ -39,8 +39,8 @@ def _part(partition: int, expected: StoredOffset | None, next_offset: int, event
 
 
 def _flush(url: str, parts: list[PartitionFlush], group: str = "g", sweep: bool = False):
-    return flush(store_db.get_engine(url), group, parts, window_ms=W, baseline_for=lambda m, v: None,
-                 now_ms=BASE + 999, sweep=sweep)
+    return flush(FlushSetup(store_db.get_engine(url), group, W, lambda m, v: None), parts, now_ms=BASE + 999,
+                 sweep=sweep)
 
 
 def _count(url: str, model) -> int:
@@ -206,8 +206,8 @@ def test_the_sweep_joins_pairs_committed_without_seeing_each_other(db_url):
 def test_dead_letter_rows_keep_a_bounded_prefix_and_the_full_size(db_url):
     huge = b"x" * 200_000
     letter = DeadLetterRow.from_error(TOPIC_INFERENCE, 2, 41, huge, EventError("too big"))
-    flush(store_db.get_engine(db_url), "g", [_part(2, None, 42, letters=[letter])], window_ms=W,
-          baseline_for=lambda m, v: None, now_ms=BASE, raw_bound=1000)
+    flush(FlushSetup(store_db.get_engine(db_url), "g", W, lambda m, v: None, raw_bound=1000),
+          [_part(2, None, 42, letters=[letter])], now_ms=BASE)
     with store_db.session_scope(db_url) as session:
         row = session.scalars(select(DeadLetter)).one()
     assert (row.partition, row.offset, row.reason, row.raw_size, len(row.raw)) == (2, 41, "too big", 200_000, 1000)
@@ -300,8 +300,8 @@ def _segmented_part(partition: int, expected: StoredOffset | None, next_offset: 
 
 
 def _segmented_flush(url: str, parts: list[PartitionFlush], sweep: bool = False):
-    return flush(store_db.get_engine(url), "g", parts, window_ms=W, baseline_for=lambda m, v: None,
-                 now_ms=BASE + 999, sweep=sweep, segments=REGION)
+    return flush(FlushSetup(store_db.get_engine(url), "g", W, lambda m, v: None, segments=REGION), parts,
+                 now_ms=BASE + 999, sweep=sweep)
 
 
 def _segment_labels(url: str) -> tuple[int, dict[str, int]]:

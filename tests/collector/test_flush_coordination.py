@@ -14,7 +14,7 @@ from driftline.collector.backoff import StoreBackoff
 from driftline.collector.config import CollectorConfig
 from driftline.collector.dead_letters import DeadLetterPublisher
 from driftline.collector.flush_coordination import FlushCoordinator
-from driftline.collector.folding import InferenceFolder, PartitionFolders
+from driftline.collector.folding import FolderSetup, InferenceFolder, PartitionFolders
 from driftline.collector.metrics import CollectorMetrics
 from driftline.collector.partition_buffer import PartitionBuffer
 from driftline.collector.store import StoredOffset, load_offsets
@@ -47,8 +47,8 @@ def _stack(url: str, **overrides: Any) -> Stack:
     config = CollectorConfig("127.0.0.1:1", url, group_id=GROUP, window_seconds=WINDOW_S,
                              allowed_lateness_seconds=LATENESS_S, **overrides)
     engine = store_db.get_engine(url)
-    folders = PartitionFolders(lambda key: InferenceFolder(key[0], key[1], WINDOW_S * 1000, LATENESS_S * 1000, 1_000,
-                                                           lambda model, version: None,
+    setup = FolderSetup(WINDOW_S * 1000, LATENESS_S * 1000, 1_000)
+    folders = PartitionFolders(lambda key: InferenceFolder(key[0], key[1], setup, lambda model, version: None,
                                                            lambda model, version: None))
     fenced: list[bool] = []
     coordinator = FlushCoordinator(config, engine, CollectorMetrics(), DeadLetterPublisher("127.0.0.1:1"), folders,

@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import select
 
 import driftline.collector.folding as folding
-from driftline.collector.flush import PartitionFlush, flush
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.flush import FlushSetup, PartitionFlush, flush
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.collector.windows import PartitionWindows
 from driftline.config import TOPIC_INFERENCE
 from driftline.events import encode_event, parse_inference
@@ -51,7 +51,7 @@ def test_a_huge_value_is_counted_out_of_range_and_the_collector_keeps_storing(br
 
 
 def _folder() -> InferenceFolder:
-    return InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=1_000, baseline_for=lambda m, v: None,
+    return InferenceFolder(TOPIC_INFERENCE, 0, FolderSetup(60_000, 30_000, 1_000), baseline_for=lambda m, v: None,
                            stored_watermark=lambda m, v: None)
 
 
@@ -84,9 +84,9 @@ def test_a_batch_that_cannot_be_folded_dead_letters_only_its_culprit(monkeypatch
 
 
 def test_an_event_stamped_far_ahead_of_the_clock_is_dead_lettered():
-    folder = InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=1_000, baseline_for=lambda m, v: None,
-                             stored_watermark=lambda m, v: None, max_future_ms=3_600_000,
-                             clock=lambda: T0_MS / 1000)
+    folder = InferenceFolder(TOPIC_INFERENCE, 0, FolderSetup(60_000, 30_000, 1_000, max_future_ms=3_600_000,
+                                                             clock=lambda: T0_MS / 1000),
+                             baseline_for=lambda m, v: None, stored_watermark=lambda m, v: None)
     ahead = [event("future-model", i, ts_ms=T0_MS + 3_600_000 + 1 if i == 2 else None) for i in range(5)]
     folder.process(list(range(5)), [encode_event(d) for d in ahead])
     delta = folder.take()
@@ -107,10 +107,10 @@ def test_a_window_that_cannot_be_encoded_does_not_stop_the_flush(db_url):
     windows = PartitionWindows(60_000, 30_000)
     for model in ("good", "poisoned"):
         windows.fold(model, "1", EventBatch.from_events([parsed(i, model) for i in range(5)]), None, None)
-    poisoned = next(p for (model, _, _), p in windows.windows.items() if model == "poisoned")
+    poisoned = next(p for key, p in windows.windows.items() if key.model == "poisoned")
     poisoned.state.features["x"].total_sq = float("inf")  # what a bug could leave behind
     part = PartitionFlush(TOPIC_INFERENCE, 0, 0, None, 10, "tid-1", windows.windows, [], {}, {})
-    result = flush(store_db.get_engine(db_url), "g", [part], window_ms=60_000, baseline_for=lambda m, v: None,
+    result = flush(FlushSetup(store_db.get_engine(db_url), "g", 60_000, lambda m, v: None), [part],
                    now_ms=1_790_000_100_000)
     assert result.dead_letters == 1
     with store_db.session_scope(db_url) as session:

@@ -9,7 +9,7 @@ import pytest
 from driftline import defaults
 from driftline.collector import folding
 from driftline.collector.event_columns import parse_inference_columns
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.config import TOPIC_INFERENCE
 from driftline.events import parse_inference
 from driftline.window_state import EventBatch, WindowState
@@ -28,7 +28,7 @@ def message(i: int, **extra) -> bytes:
 
 
 def folder() -> InferenceFolder:
-    return InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=1_000, baseline_for=lambda m, v: None,
+    return InferenceFolder(TOPIC_INFERENCE, 0, FolderSetup(60_000, 30_000, 1_000), baseline_for=lambda m, v: None,
                            stored_watermark=lambda m, v: None)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import orjson
 
 from driftline.collector import folding
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.collector.labels import fold_pairs
 from driftline.config import TOPIC_INFERENCE
 from driftline.detectors.stats.quality import quality_metrics
@@ -24,7 +24,7 @@ def messages(scores, decisions) -> list[bytes]:
 
 
 def folded(values: list[bytes], monkeypatch=None):
-    folder = InferenceFolder(TOPIC_INFERENCE, 0, 60_000, 30_000, dedup_limit=10_000, baseline_for=lambda m, v: None,
+    folder = InferenceFolder(TOPIC_INFERENCE, 0, FolderSetup(60_000, 30_000, 10_000), baseline_for=lambda m, v: None,
                              stored_watermark=lambda m, v: None)
     folder.process(list(range(len(values))), values)
     delta = folder.take()

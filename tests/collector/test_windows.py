@@ -6,6 +6,7 @@ import pytest
 
 from driftline.collector.labels import label_row_partition
 from driftline.collector.windows import PartitionWindows, late_mask, window_starts
+from driftline.windows import WindowKey
 from driftline.events import parse_inference
 from driftline.window_state import EventBatch
 
@@ -43,6 +44,10 @@ def test_an_event_exactly_at_end_plus_lateness_closes_the_window():
 BASE = 1_800_000_000_000  # a window boundary; event times must be after 2000
 
 
+def _key(start: int) -> WindowKey:
+    return WindowKey.starting("m", "1", start, 60_000)
+
+
 def _events(model: str, times: list[int]) -> list:
     """Valid events at BASE + each time, with feature x = their position."""
     return [parse_inference(
@@ -57,18 +62,18 @@ def test_fold_splits_a_batch_by_window_and_counts_late_events():
     result = windows.fold("m", "1", EventBatch.from_events(_events("m", times)), baseline=None, watermark_ms=None)
     assert (result.events, result.late_events, result.watermark_ms) == (6, 2, BASE + 200_000)
     counts = {key: (w.events, w.late_events, w.state.events) for key, w in windows.windows.items()}
-    assert counts == {("m", "1", BASE): (3, 1, 3), ("m", "1", BASE + 60_000): (2, 1, 2),
-                      ("m", "1", BASE + 180_000): (1, 0, 1)}
+    assert counts == {_key(BASE): (3, 1, 3), _key(BASE + 60_000): (2, 1, 2), _key(BASE + 180_000): (1, 0, 1)}
     # numeric sums land in the right windows
-    assert windows.windows[("m", "1", BASE)].state.features["x"].total == 0 + 2 + 4
-    assert windows.windows[("m", "1", BASE + 60_000)].state.features["x"].total == 1 + 5
+    assert windows.windows[_key(BASE)].state.features["x"].total == 0 + 2 + 4
+    assert windows.windows[_key(BASE + 60_000)].state.features["x"].total == 1 + 5
 
 
 def test_fold_takes_the_watermark_from_before_the_batch():
     windows = PartitionWindows(window_ms=60_000, lateness_ms=0)
     result = windows.fold("m", "1", EventBatch.from_events(_events("m", [5_000, 6_000])), baseline=None, watermark_ms=BASE + 120_000)
     assert result.late_events == 2 and result.watermark_ms == BASE + 120_000
-    assert windows.windows[("m", "1", BASE)].window_end_ms == BASE + 60_000
+    (key,) = windows.windows
+    assert key == WindowKey("m", "1", BASE, BASE + 60_000)
 
 
 def test_label_rows_use_a_partition_space_disjoint_from_inference_partitions():

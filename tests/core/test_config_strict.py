@@ -16,7 +16,7 @@ from driftline.alerts import AlertRules, load_rules
 from driftline.baseline import compute_baseline
 from driftline.config import OTHER_ENVIRONMENT_VARIABLES, Settings, check_environment, load_settings
 from driftline.errors import UserError
-from driftline.scheduler.evaluation import EvaluationConfig
+from driftline.scheduler.evaluation_config import EvaluationConfig
 from driftline.scheduler.jobs import SchedulerJobs
 from driftline.toml_sections import SECTIONS
 from driftline.store.db import session_scope

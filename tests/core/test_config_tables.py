@@ -15,6 +15,7 @@ from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.errors import UserError
 from driftline.latency_slo import LatencySLO
 from driftline.policies import RolloutPolicy
+from driftline.scheduler.evaluation_config import PagingSettings
 from driftline.segments import SegmentSpec
 from driftline.worker.serving_signals import SignalsConfig
 
@@ -38,7 +39,8 @@ READ: dict[str, Callable[..., Any]] = {
     "segments": lambda m, model=None: SegmentSpec.from_mapping(m),
     "cost": lambda m, model=None: SignalsConfig.from_sections(m, None),
     "capacity": lambda m, model=None: SignalsConfig.from_sections(None, m),
-    "alerts": lambda m, model=None: AlertRules.from_mapping(m),
+    # [alerts] holds the alert rules and the evaluation's paging rate, each parsed by the stage that owns it
+    "alerts": lambda m, model=None: (AlertRules.from_mapping(m), PagingSettings.from_mapping(m)),
     "alerts.delivery": lambda m, model=None: AlertRules.from_mapping({"delivery": m}).delivery,
     "alerts.retrain": lambda m, model=None: AlertRules.from_mapping({"retrain": m}).retrain,
     "rollouts": RolloutPolicy.from_mapping,

@@ -14,7 +14,7 @@ import pytest
 from driftline import defaults
 from driftline.baseline import compute_baseline
 from driftline.collector.event_columns import parse_inference_columns
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.detectors.families.data_quality import data_quality
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.events import EventError, parse_inference
@@ -44,8 +44,8 @@ def _baseline():
 
 
 def _folded(events: list[dict], baseline) -> list[WindowState]:
-    folder = InferenceFolder("driftline.inference", 0, 3_600_000, 0, 100_000, lambda m, v: baseline,
-                             lambda m, v: None, clock=lambda: T0 / 1000)
+    folder = InferenceFolder("driftline.inference", 0, FolderSetup(3_600_000, 0, 100_000, clock=lambda: T0 / 1000),
+                             lambda m, v: baseline, lambda m, v: None)
     values = [orjson.dumps(e) for e in events]
     for start in range(0, len(values), 250):  # polls of 250
         folder.process(list(range(start, min(start + 250, len(values)))), values[start:start + 250])
@@ -64,8 +64,8 @@ def test_an_event_over_the_feature_cap_is_refused_with_its_reason():
     with pytest.raises(EventError) as raised:
         parse_inference(wide)
     assert raised.value.field == "features" and f"above the limit of {defaults.EVENT_MAX_FEATURES}" in str(raised.value)
-    folder = InferenceFolder("driftline.inference", 0, 60_000, 0, 1_000, lambda m, v: None, lambda m, v: None,
-                             clock=lambda: T0 / 1000)
+    folder = InferenceFolder("driftline.inference", 0, FolderSetup(60_000, 0, 1_000, clock=lambda: T0 / 1000),
+                             lambda m, v: None, lambda m, v: None)
     folder.process([7], [wide])
     delta = folder.take()
     assert delta.windows == {} and [(d.offset, d.field) for d in delta.dead_letters] == [(7, "features")]

@@ -39,7 +39,8 @@ def test_detector_buckets_fold_windows_in_sql(db_url):
     values = _results(db_url, start, 30)
     # Buckets of five windows, aligned to the epoch; the range starts two windows into the
     # first bucket (which is read whole) and ends two windows into the bucket in progress.
-    frame = queries.detector_buckets(db_url, "m", "1", start + 2 * MINUTE, start + 27 * MINUTE, 5 * MINUTE)
+    frame = queries.detector_buckets(db_url, queries.BucketQuery("m", "1", start + 2 * MINUTE, start + 27 * MINUTE,
+                                                                  5 * MINUTE))
     frame = frame.sort_values("bucket_ms")
     assert frame["bucket_ms"].tolist() == [start + b * 5 * MINUTE for b in range(6)]
     assert frame["windows"].tolist() == [5, 5, 5, 5, 5, 2]
@@ -55,7 +56,8 @@ def test_detector_buckets_fold_windows_in_sql(db_url):
     assert scores.worse_direction(frame)[(DATA_DRIFT, "psi")] == scores.HIGHER
     assert queries.first_window_ms(db_url, "m", "1", start + 2 * MINUTE, start + 27 * MINUTE) == start + 2 * MINUTE
     # One window per bucket: every window on its own.
-    single = queries.detector_buckets(db_url, "m", "1", start, start + 30 * MINUTE, MINUTE).sort_values("bucket_ms")
+    single = queries.detector_buckets(db_url, queries.BucketQuery("m", "1", start, start + 30 * MINUTE, MINUTE))
+    single = single.sort_values("bucket_ms")
     assert single["max_value"].tolist() == pytest.approx(values.tolist())
 
 
@@ -171,7 +173,7 @@ def test_queries_never_write(seeded):
     before = fingerprint()
     start, end = summary.first_window_ms, summary.last_window_ms + 60_000
     queries.model_versions(url, start, end)
-    queries.detector_buckets(url, None, None, start, end, 10 * MINUTE)
+    queries.detector_buckets(url, queries.BucketQuery(None, None, start, end, 10 * MINUTE))
     queries.latest_results(url, start, end)
     queries.alerts(url, start)
     queries.retrain_requests(url, start)

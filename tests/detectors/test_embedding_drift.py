@@ -182,7 +182,7 @@ def test_clusters_the_window_expects_few_rows_in_are_pooled_for_the_chi_square()
 def test_each_embedding_is_a_stream_of_evidence_that_pages_under_the_sequential_policy(baseline):
     """Per-window p-values of the family, Bonferroni over its tests, feed one e-detector per embedding name."""
     rng = np.random.default_rng(12)
-    policy = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+    policy = PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600)
     states: dict = {}
     paging = []
     for i, kind in enumerate(["none"] * 4 + ["class_mix"] * 4):

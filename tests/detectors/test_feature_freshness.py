@@ -193,7 +193,7 @@ def test_up_configures_freshness_for_the_stale_features_scenario_unless_the_user
     from driftline.commands.up import _scenario_config
     from driftline.config import load_settings
     from driftline.private_files import private_dir
-    from driftline.scheduler.evaluation import EvaluationConfig
+    from driftline.scheduler.evaluation_config import EvaluationConfig
 
     settings = load_settings(None, home=tmp_path / "a")
     private_dir(settings.home)

@@ -105,7 +105,7 @@ def test_false_page_rate_of_the_real_detectors_on_no_drift_streams_is_at_most_th
     current = _frame(rng, rows * windows, shape)
     streams = 3
     # one month of one-hour windows (720), at a rate that makes the line 30: 72 false pages a month allowed
-    policy = PagingPolicy(false_pages_per_month=streams * 720 / 30.0, window_seconds=3600, minimum=1.0)
+    policy = PagingPolicy(false_pages_per_model_per_month=streams * 720 / 30.0, window_seconds=3600, minimum=1.0)
     assert policy.line(streams) == pytest.approx(30.0)
     pages, _ = _page_count(_stream_results(reference, current, rows), policy)
     allowed = streams * windows / policy.line(streams)
@@ -120,7 +120,7 @@ def test_a_persistent_drift_too_small_for_one_window_pages_before_three_breaches
     windows = _stream_results(reference, current, 500)
     flagged = [r.breached for w in windows for r in w if r.feature == "x"]
     runs = [all(flagged[i - 2:i + 1]) for i in range(2, len(flagged))]
-    _, first = _page_count(windows, PagingPolicy(false_pages_per_month=1.0, window_seconds=3600))
+    _, first = _page_count(windows, PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600))
     assert 0 < sum(flagged) < len(flagged)  # the per-window rule flags some windows, not all ...
     assert first is not None and first <= 6, f"first page at window {first}"  # ... the evidence adds them up
     assert first < (runs.index(True) + 2 if True in runs else len(flagged))  # before K = 3 breaches in a row
@@ -131,19 +131,19 @@ def test_a_huge_window_with_a_trivial_shift_never_pages():
     reference = _frame(rng, 50_000, "heavy")
     current = _frame(rng, 40_000 * 4, "heavy", shift=0.03)
     windows = _stream_results(reference, current, 40_000)
-    pages, _ = _page_count(windows, PagingPolicy(false_pages_per_month=1.0, window_seconds=3600))
+    pages, _ = _page_count(windows, PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600))
     x = [w[0] for w in windows]
     assert x[-1].details[EVIDENCE_KEY]["e_value"] > 1.0  # evidence of a change ...
     assert pages == 0  # ... but under every effect-size floor
 
 
 def test_paging_line_follows_the_rate_and_the_window_length():
-    hourly = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+    hourly = PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600)
     assert hourly.line(14) == 14 * 720
-    assert PagingPolicy(false_pages_per_month=2.0, window_seconds=60).line(14) == 14 * 43_200 / 2
-    assert PagingPolicy(false_pages_per_month=1000.0, window_seconds=86_400).line(1) == defaults.SEQUENTIAL_MIN_E_VALUE
+    assert PagingPolicy(false_pages_per_model_per_month=2.0, window_seconds=60).line(14) == 14 * 43_200 / 2
+    assert PagingPolicy(false_pages_per_model_per_month=1000.0, window_seconds=86_400).line(1) == defaults.SEQUENTIAL_MIN_E_VALUE
     with pytest.raises(ValueError, match="positive"):
-        PagingPolicy(false_pages_per_month=0.0)
+        PagingPolicy(false_pages_per_model_per_month=0.0)
     with pytest.raises(ValueError, match="positive"):
         arl_threshold(0, 1.0, 3)
 
@@ -162,7 +162,7 @@ def _drift(feature: str, p: float, psi: float) -> WindowResult:
 
 
 def test_a_window_steps_each_stream_once_and_the_dataset_verdict_follows_the_features():
-    policy = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+    policy = PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600)
     results = [_drift("a", 1e-40, 0.5), _drift("b", 1e-40, 0.5), _drift("c", 0.5, 0.01),
                WindowResult(DATASET_DRIFT, None, DRIFTED_SHARE, 0.66, 0.5, True, {})]
     states = advance_window(results, {}, 1000, policy)
@@ -177,7 +177,7 @@ def test_a_window_steps_each_stream_once_and_the_dataset_verdict_follows_the_fea
 
 
 def test_evidence_restarts_once_the_drift_ends():
-    policy = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+    policy = PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600)
     states = advance_window([_drift("a", 1e-40, 0.5)], {}, 0, policy)
     assert states["data_drift/a/psi"].above
     restarted = None
@@ -192,7 +192,7 @@ def test_evidence_restarts_once_the_drift_ends():
 
 
 def test_estimated_quality_pages_on_a_drop_beyond_its_floor_only():
-    policy = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+    policy = PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600)
 
     def estimate(value: float) -> WindowResult:
         return WindowResult(ESTIMATED_QUALITY, None, "roc_auc", value, 0.85, False,
@@ -214,7 +214,7 @@ def _realized(value: float, reference_rows: str | None = None, pooled: int = 1) 
 def test_realized_quality_against_an_in_sample_reference_is_judged_against_the_live_level():
     """The training rows' log loss (0.30) is optimistic: live windows at 0.45 +/- 0.05 breach it every time but
     never page; the stream learns their level first, then a real rise to 0.9 pages."""
-    policy, states = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600), {}
+    policy, states = PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600), {}
     rng = np.random.default_rng(3)
     breaches = 0
     for t in range(40):
@@ -248,7 +248,7 @@ def _distance(p: float, wasserstein: float, noise: float) -> WindowResult:
 
 
 def _first_page(wasserstein: float, noise: float, windows: int = 40) -> int | None:
-    policy, states = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600), {}
+    policy, states = PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600), {}
     for t in range(windows):
         result = _distance(1e-6, wasserstein, noise)
         states.update(advance_window([result], states, t, policy))
@@ -277,7 +277,7 @@ def test_a_categorical_features_jensen_shannon_floor_is_judged_beyond_its_noise(
     """Over 300 categories at 10 000 rows the distance's noise is about 0.08: a distance of 0.105 window after window
     (a drift of sqrt(0.105² - 0.078²) = 0.07, under the floor) never pages; 0.14 (a drift of 0.116) does, the run's
     average judged in quadrature, where the whole noise off each window (0.062) would read it under the floor."""
-    policy = PagingPolicy(false_pages_per_month=1.0, window_seconds=3600)
+    policy = PagingPolicy(false_pages_per_model_per_month=1.0, window_seconds=3600)
 
     def first_page(js: float, noise: float) -> int | None:
         states: dict[str, StreamState] = {}
@@ -321,7 +321,7 @@ def test_pooled_chi_square_holds_its_level_with_hundreds_of_categories_where_goo
 
 def test_the_floor_judges_the_effect_over_the_run_of_evidence_not_one_lucky_window():
     """A drift under its floor never pages on the window noise lifted over it; one over its floor pages."""
-    policy = PagingPolicy(false_pages_per_month=720.0, window_seconds=3600, minimum=1.0)  # line 1: evidence at once
+    policy = PagingPolicy(false_pages_per_model_per_month=720.0, window_seconds=3600, minimum=1.0)  # line 1: evidence at once
 
     def run(psis: list[float]) -> list[bool]:
         states: dict[str, StreamState] = {}

@@ -156,7 +156,8 @@ def test_describe_names_the_type_scrubs_secrets_longest_first_and_bounds_the_tex
 
 
 def test_label_pooling_skips_an_undecodable_earlier_window_instead_of_failing_the_later_one(db_url):
-    from driftline.scheduler.evaluation import BaselineCache, WindowKey, earlier_labels
+    from driftline.scheduler.evaluation import BaselineCache, earlier_labels
+    from driftline.windows import WindowKey
 
     rng = np.random.default_rng(4)
     scores = rng.uniform(size=2000)

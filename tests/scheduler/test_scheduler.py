@@ -14,6 +14,7 @@ from driftline.store.db import session_scope
 from driftline.store.models import (Alert, BaselineRecord, DetectorResult, EvidenceState, ModelVersion, WindowEvaluation,
                                     WindowStateRecord)
 from driftline.window_state import EventBatch, WindowState
+from driftline.windows import WindowKey
 from driftline.scheduler.evaluation import due_windows
 from driftline.scheduler.jobs import SchedulerJobs
 from driftline.vocabulary import MULTIVARIATE_DRIFT, MULTIVARIATE_METRICS
@@ -157,7 +158,7 @@ def test_window_without_baseline_is_evaluated_for_latency_only(db_url):
 
 def test_thresholds_and_slos_come_from_the_config_file_with_per_model_overrides(tmp_path):
     from driftline.errors import UserError
-    from driftline.scheduler.evaluation import EvaluationConfig
+    from driftline.scheduler.evaluation_config import EvaluationConfig
 
     toml = tmp_path / "driftline.toml"
     toml.write_text('[drift]\npsi = 0.3\n[drift.models.m]\npsi = 0.4\n'
@@ -250,7 +251,7 @@ def test_pooling_reads_an_earlier_windows_state_once_while_the_row_is_unchanged(
     from sqlalchemy import event
 
     from driftline.store.db import get_engine
-    from driftline.scheduler.evaluation import BaselineCache, WindowKey, earlier_labels
+    from driftline.scheduler.evaluation import BaselineCache, earlier_labels
 
     rng = np.random.default_rng(13)
     baseline = _labelled_baseline(db_url, rng)
@@ -294,7 +295,7 @@ def test_two_schedulers_on_one_store_evaluate_each_window_exactly_once(seeded, m
         write_window(db_url, baseline, start, 0, events(rng, 300, start))
     now = T0 + 4 * WINDOW_MS + 5_000
     with session_scope(db_url) as s:  # window 0 failed an hour ago; its retry is due
-        record_failure(s, "m", "1", T0, T0 + WINDOW_MS, RuntimeError("flaky"), now - 3_600_000)
+        record_failure(s, WindowKey("m", "1", T0, T0 + WINDOW_MS), RuntimeError("flaky"), now - 3_600_000)
     # both schedulers list the due windows before either evaluates one: the race two deployments have
     listed = threading.Barrier(2)
     real_due, real_evaluate = jobs_module.due_windows, jobs_module.evaluate

@@ -322,7 +322,9 @@ def seed_store(db_url: str, *, now_ms: int | None = None, windows: int = 240, wi
 def _evaluate_with_detectors(session, summary: SeedSummary, window_seconds: int, segments_from: int) -> None:
     """Every window through the scheduler's evaluation job, as `driftline scheduler` would (with `[segments]`
     for credit-default v2's windows from `segments_from` on, those whose states keep segments)."""
-    from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, evaluate
+    from driftline.scheduler.evaluation import BaselineCache, evaluate
+    from driftline.scheduler.evaluation_config import EvaluationConfig
+    from driftline.windows import WindowKey
 
     # A small, quick domain classifier: hundreds of windows are evaluated here, and the pages
     # only need the family's results to exist, not the defaults' power.
@@ -345,7 +347,9 @@ def _canary(session, summary: SeedSummary, rng: np.random.Generator, starts: lis
     """
     from sqlalchemy import update
 
-    from driftline.scheduler.evaluation import BaselineCache, EvaluationConfig, WindowKey, evaluate
+    from driftline.scheduler.evaluation import BaselineCache, evaluate
+    from driftline.scheduler.evaluation_config import EvaluationConfig
+    from driftline.windows import WindowKey
     from driftline.scheduler.rollouts import RolloutAnalysis, RolloutPolicies
 
     window_ms, lateness_ms = window_seconds * 1000, defaults.ALLOWED_LATENESS_SECONDS * 1000

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.collector.labels import fold_pairs
 from driftline.config import TOPIC_INFERENCE, load_settings
 from driftline.scheduler.jobs import SchedulerJobs
@@ -106,9 +106,9 @@ def judge_scenario(home: Path, scenario_name: str, *, windows: int, sink=None, w
     first = (int(time.time() * 1000) // window_ms - windows - 1) * window_ms
     with session_scope(db_url) as session:
         baseline = jobs.cache.baseline(session, MODEL, version)
-    folder = InferenceFolder(TOPIC_INFERENCE, 0, window_ms, LATENESS_SECONDS * 1000, 100_000,
-                             baseline_for=lambda m, v: baseline, stored_watermark=lambda m, v: None,
-                             segments=SegmentSpec.from_settings(settings))
+    setup = FolderSetup(window_ms, LATENESS_SECONDS * 1000, 100_000, segments=SegmentSpec.from_settings(settings))
+    folder = InferenceFolder(TOPIC_INFERENCE, 0, setup, baseline_for=lambda m, v: baseline,
+                             stored_watermark=lambda m, v: None)
     rng = random.Random(seed)
     starts = []
     for window in range(windows):

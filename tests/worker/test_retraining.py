@@ -19,7 +19,7 @@ from driftline.store.db import session_scope
 from driftline.store.models import BaselineRecord, RetrainRequest
 from driftline.worker.dataset import RiskModel, default_probability, generate, generate_inputs, sample_labels
 from driftline.worker.registry import HOLDOUT_FILE
-from driftline.worker.retrain import RecentTraffic, RetrainJob, RetrainManager, run_retrain_job
+from driftline.worker.retrain import RecentTraffic, RetrainJob, RetrainLimits, RetrainManager, run_retrain_job
 from driftline.worker.server import Worker, WorkerConfig
 from tests.support.waiting import wait_until
 from tests.support.worker_helpers import MODEL, make_settings, registry_with_versions, serving
@@ -121,7 +121,7 @@ def test_shutdown_stops_a_running_training_process_and_records_the_interruption(
     production = SimpleNamespace(version="1", info=registry.get(MODEL, "1"))
     # Epochs enough to train for hours: only shutdown() can end this job.
     manager = RetrainManager(registry, MODEL, _labelled_traffic(300, seed=8), min_rows=100,
-                             current=lambda: production, epochs=1_000_000)
+                             current=lambda: production, limits=RetrainLimits(epochs=1_000_000))
     ticket = manager.submit(f"{unique_id}-long", {"why": "test"})
     process = wait_until(lambda: manager.process, timeout=60, message="the training process to start")
     assert process is not None and process.poll() is None and _alive(process.pid)
@@ -151,7 +151,7 @@ ORPHAN_SCRIPT = textwrap.dedent("""
     from driftline.worker.dataset import generate
     from driftline.worker.publish import publish
     from driftline.worker.registry import Registry
-    from driftline.worker.retrain import RecentTraffic, RetrainManager
+    from driftline.worker.retrain import RecentTraffic, RetrainLimits, RetrainManager
     from driftline.worker.training import TrainConfig, train_model
     from tests.support.waiting import wait_until
 
@@ -166,7 +166,8 @@ ORPHAN_SCRIPT = textwrap.dedent("""
         traffic.add_request(str(i), row)
         traffic.add_label(str(i), int(label))
     production = SimpleNamespace(version="1", info=registry.get("m", "1"))
-    manager = RetrainManager(registry, "m", traffic, min_rows=100, current=lambda: production, epochs=1_000_000)
+    manager = RetrainManager(registry, "m", traffic, min_rows=100, current=lambda: production,
+                             limits=RetrainLimits(epochs=1_000_000))
     manager.submit("orphan", {})
     wait_until(lambda: manager.process, timeout=60, message="the training process to start")
     print(manager.process.pid, flush=True)

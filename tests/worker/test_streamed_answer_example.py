@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from driftline.client import InferenceLogger
+from driftline.client.inference_call import InferenceCall
 from driftline.config import TOPIC_INFERENCE
 from driftline.detectors.families.latency import latency, token_rates
 from driftline.events import parse_inference
@@ -75,6 +76,6 @@ def test_the_client_refuses_a_count_the_contract_would_dead_letter(broker):
         for bad in (-1, 2.5, True, "7", 10 ** 12):
             with pytest.raises(ValueError, match="tokens_out must be a whole number"):
                 logger.log({}, "stop", {"total": 5.0}, tokens_out=bad)
-        event = logger._inference_event({}, "stop", {"total": 5.0}, None, None, None, None, 0, "e-1", None, None,
-                                        "ok", None, None, tokens_in=np.int64(7), tokens_out=0)
+        event = InferenceCall({}, "stop", {"total": 5.0}, 0, "e-1", tokens_in=np.int64(7),
+                              tokens_out=0).event(logger.identity)
     assert event["tokens_in"] == 7 and type(event["tokens_in"]) is int and event["tokens_out"] == 0
