@@ -73,7 +73,7 @@ def _malformed(model: str, good: dict) -> list[tuple[str, bytes | None, str, str
 _DROP = object()
 
 
-def test_every_malformed_message_is_dead_lettered_with_its_reason(broker, db_url, unique_id):
+def test_every_malformed_message_is_dead_lettered_with_its_reason(broker, db_url, unique_id, kafka_client):
     model = f"dlq-{unique_id}"
     good = event(model, 1)
     cases = _malformed(model, good)
@@ -89,7 +89,7 @@ def test_every_malformed_message_is_dead_lettered_with_its_reason(broker, db_url
     bad_at = {sent[len(valid_before) + i]: case for i, case in enumerate(cases)}
     bad_at.update({(TOPIC_LABELS,) + where: case for where, case in zip(label_sent, bad_labels)})
 
-    with collector_thread(config(broker, db_url)) as collector:
+    with collector_thread(config(broker, db_url, kafka_client=kafka_client)) as collector:
         wait_until(lambda: events(db_url, model) == 5, message="the valid events around the bad ones")
         wait_until(lambda: collector.consumed >= len(sent) + len(label_sent) and not collector._pending(),
                    message="everything flushed")
