@@ -18,9 +18,11 @@ What the collector relies on, and how it is had here:
 * **unreadable batches**: librdkafka treats a batch it cannot parse as a truncated response and
   fetches it again forever without a word (a record-length lie behind a valid CRC, a batch that
   decompresses to garbage), and it decompresses gzip and lz4 whole, without a bound. A partition that
-  has not moved for `COLLECTOR_STALL_SECONDS` while its log holds more is read past its position once
-  by the guarded kafka-python reader (`driftline.collector.record_batches`), which delivers the records
-  or raises the same `MalformedBatch` (offsets, raw bytes) the kafka-python client does.
+  has not moved for `COLLECTOR_STALL_SECONDS` while its log holds more and librdkafka's queue is
+  drained (a poll came back short: no other partition's records stand before its own) is read past
+  its position once by the guarded kafka-python reader (`driftline.collector.record_batches`), which
+  delivers the records or raises the same `MalformedBatch` (offsets, raw bytes) the kafka-python
+  client does.
 """
 from __future__ import annotations
 
@@ -96,7 +98,8 @@ class ConfluentSource:
             return self._read_past(stalled)
         out: dict[TopicPartition, list[Any]] = {}
         partitions = self._partitions
-        for message in self.consumer.consume(max_records, timeout_s):
+        messages = self.consumer.consume(max_records, timeout_s)
+        for message in messages:
             error = message.error()
             if error is not None:
                 self._message_error(message, error)
@@ -114,6 +117,10 @@ class ConfluentSource:
         for tp, batch in out.items():
             self._positions[tp] = batch[-1].offset + 1
             self._moved[tp] = now
+        if len(messages) >= max_records:
+            # librdkafka's queue holds more: a partition waiting behind the others' records is not stalled
+            for tp in self._assigned:
+                self._moved[tp] = now
         return out
 
     def _message_error(self, message: Any, error: Any) -> None:

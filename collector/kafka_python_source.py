@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 
-from driftline.collector.kafka_internals import connections, same_connections, topic_id_of
+from driftline.collector.kafka_internals import cluster_of, connections, same_connections, topic_id_of
 from driftline.collector.record_batches import GuardedPartitionRecords, LeanPartitionRecords, use_reader
 from driftline.collector.record_source import Partitions
 from driftline.kafka_security import kafka_python_options
@@ -75,7 +75,7 @@ class KafkaPythonSource:
         return set()  # a replaced log is told by its topic id (request_metadata)
 
     def request_metadata(self) -> Any:
-        cluster = getattr(self.consumer, "_cluster", None)
+        cluster = cluster_of(self.consumer)
         return cluster.request_update() if cluster is not None else None
 
     def topic_id(self, topic: str) -> str | None:

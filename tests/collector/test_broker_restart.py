@@ -39,16 +39,16 @@ def test_collector_survives_broker_restarts_while_running_and_while_stopped(embe
 
     broker = embedded_broker_factory(port=port)
     send(400)
-    cfg = config(broker.bootstrap_servers, sqlite_url)
+    cfg = config(broker.bootstrap_servers, sqlite_url, kafka_client="kafka-python")  # its connections are watched
     with collector_thread(cfg) as collector:
         wait_until(lambda: events(sqlite_url, model) == 400, message="the first 400 events")
         ids_before = _topic_ids(sqlite_url, cfg.group_id)
 
-        before = connections(collector._consumer)
+        before = connections(collector._consumer.consumer)
         assert before, "the collector holds no connection to the broker"
         broker.stop()
         # the client drops a connection once it has seen it closed
-        wait_until(lambda: not any(old is now for old in before for now in connections(collector._consumer)),
+        wait_until(lambda: not any(old is now for old in before for now in connections(collector._consumer.consumer)),
                    message="the collector to see the broker gone")
         broker = embedded_broker_factory(port=port)
         # More than before the restart: offsets of the new log run past the old stored ones.
@@ -66,7 +66,8 @@ def test_collector_survives_broker_restarts_while_running_and_while_stopped(embe
     broker.stop()
     broker = embedded_broker_factory(port=port)
     send(1_000)
-    with collector_thread(config(broker.bootstrap_servers, sqlite_url, group_id=cfg.group_id)) as collector:
+    with collector_thread(config(broker.bootstrap_servers, sqlite_url, group_id=cfg.group_id,
+                                 kafka_client="kafka-python")) as collector:
         wait_until(lambda: events(sqlite_url, model) == 2_900, timeout=60, message="all 2 900 events")
         wait_until(lambda: collector.consumed >= 1_000 and not collector._pending(),
                    message="the collector to consume and flush the 1 000 messages of the new log")
