@@ -68,6 +68,7 @@ class ConfluentSource:
         self.stall_s = config.stall_s
         self._on_assigned, self._on_revoked = on_assigned, on_revoked
         self._changed = True  # the first connection: the placement verifies before anything is read
+        self.connections_lost = 0  # transport errors seen so far
         self._resets: set[TopicPartition] = set()
         self._paused: set[TopicPartition] = set()
         self._assigned: set[TopicPartition] = set()
@@ -131,6 +132,7 @@ class ConfluentSource:
             self._resets.add(tp)
         elif code in _CONNECTION_ERRORS:
             self._changed = True
+            self.connections_lost += 1
         elif code != KafkaError._PARTITION_EOF:
             log.warning("Kafka: %s", error.str())
 
@@ -262,6 +264,7 @@ class ConfluentSource:
     def _error(self, error: Any) -> None:
         if error.code() in _CONNECTION_ERRORS:
             self._changed = True
+            self.connections_lost += 1
         level = logging.ERROR if error.fatal() else logging.INFO if self._changed else logging.WARNING
         log.log(level, "Kafka: %s", error.str())  # a lost connection is retried: no warning
 
