@@ -49,15 +49,27 @@ _FALLBACK_READ_S = 10.0  # the kafka-python reader's time to fetch past a stalle
 
 
 class Record(NamedTuple):
-    """One consumed message (the fields the collector reads, named as kafka-python's `ConsumerRecord`'s)."""
+    """One consumed message, its fields named as kafka-python's `ConsumerRecord`'s.
+
+    The loop reads only offsets and values: the rest is read from librdkafka's message when asked."""
 
     topic: str
     partition: int
     offset: int
-    timestamp: int
-    key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes]] | None
+    message: Any
+
+    @property
+    def timestamp(self) -> int:
+        return self.message.timestamp()[1]
+
+    @property
+    def key(self) -> bytes | None:
+        return self.message.key()
+
+    @property
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return self.message.headers()
 
 
 class ConfluentSource:
@@ -99,6 +111,7 @@ class ConfluentSource:
             return self._read_past(stalled)
         out: dict[TopicPartition, list[Any]] = {}
         partitions = self._partitions
+        new_record = tuple.__new__  # the named tuple without its Python-level __new__
         messages = self.consumer.consume(max_records, timeout_s)
         for message in messages:
             error = message.error()
@@ -112,8 +125,7 @@ class ConfluentSource:
             batch = out.get(tp)
             if batch is None:
                 batch = out[tp] = []
-            batch.append(Record(key[0], key[1], message.offset(), message.timestamp()[1], message.key(),
-                                message.value(), message.headers()))
+            batch.append(new_record(Record, (key[0], key[1], message.offset(), message.value(), message)))
         now = time.monotonic()
         for tp, batch in out.items():
             self._positions[tp] = batch[-1].offset + 1
