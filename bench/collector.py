@@ -8,6 +8,8 @@ as the worker sends them (`--compression none` for uncompressed).
 * raw: a group consumer of each client (kafka-python, and librdkafka through confluent-kafka) reading
   the same topic, nothing else: the peer of the collector runs on that client;
 * raw + orjson.loads: the kafka-python one, decoding every value;
+* source: the collector's own read path on each client (`RecordSource.poll`, kafka-python's with the lean
+  record reader), with the CPU per event of the polling thread, the thread the collector's loop runs on;
 * collector: `driftline collector` in its own process (so its memory is its own): decode,
   validate, window, fold, store predictions for the label join, flush every second with
   the offsets - once with everything in that process (`--decoders 0`) and once with decoding
@@ -138,6 +140,38 @@ def raw_consume_confluent(bootstrap: str, n: int) -> float:
     elapsed = time.perf_counter() - (first or time.perf_counter())
     consumer.close()
     return seen / elapsed if elapsed > 0 else 0.0
+
+
+def source_read(bootstrap: str, n: int, client: str) -> tuple[float, float]:
+    """(events/s, polling-thread CPU µs per event) of the collector's `RecordSource` on `client`, from its
+    first record; every partition is read from its beginning, as a placement without stored offsets does."""
+    from driftline.collector.config import CollectorConfig
+    from driftline.collector.record_source import open_record_source
+
+    cfg = CollectorConfig(bootstrap, "sqlite://", group_id=f"bench-source-{uuid.uuid4().hex[:8]}",
+                          session_timeout_ms=2000, heartbeat_interval_ms=500, kafka_client=client)
+    assigned: list = []
+    source = open_record_source(cfg, assigned.extend, lambda _partitions: None)
+    seen, placed, first, cpu_first = 0, False, None, 0.0
+    deadline = time.monotonic() + TIME_LIMIT_S
+    try:
+        while seen < n and time.monotonic() < deadline:
+            batches = source.poll(0.2, 5000)
+            if assigned and not placed:  # librdkafka's partitions start paused until placed (ConfluentSource)
+                for tp in source.assignment():
+                    source.seek(tp, None)
+                source.resume(source.assignment())
+                placed = True
+            for records in batches.values():
+                if first is None:
+                    first, cpu_first = time.perf_counter(), time.thread_time()
+                for record in records:
+                    record.value  # noqa: B018 (what the collector reads of each record)
+                seen += len(records)
+        elapsed, cpu = time.perf_counter() - (first or time.perf_counter()), time.thread_time() - cpu_first
+    finally:
+        source.close()
+    return (seen / elapsed if elapsed > 0 else 0.0), (cpu / seen * 1e6 if seen else 0.0)
 
 
 def register_baseline(url: str) -> None:
@@ -326,6 +360,10 @@ def main() -> None:
                   f"({raw_rates['confluent'] / raw:.1f}x kafka-python)")
         decoded = raw_consume(broker.bootstrap_servers, args.events, decode=True)
         print(f"raw consume + orjson.loads      {decoded:>10,.0f} events/s  ({decoded / raw:.0%} of raw)")
+        for client in args.kafka_clients:
+            rate, cpu = source_read(broker.bootstrap_servers, args.events, client)
+            print(f"source ({client}){'':<{16 - len(client)}} {rate:>10,.0f} events/s  ({rate / raw_rates[client]:.0%} of "
+                  f"its raw), polling thread {cpu:.2f} us CPU per event")
         plain: dict[str, tuple[float, float]] = {}  # run -> (rate, state bytes per window) without segments
         for index, (client, run, columns) in enumerate((client, run, columns) for client in args.kafka_clients
                                                        for run in args.runs for columns in args.segment_columns):

@@ -26,7 +26,7 @@ from tests.support.waiting import wait_until
 
 @pytest.mark.slow  # 20-35 s on two cores in the whole suite
 def test_collector_survives_broker_restarts_while_running_and_while_stopped(embedded_broker_factory, sqlite_url,
-                                                                             unique_id, kafka_client):
+                                                                             unique_id):
     model = f"restart-{unique_id}"
     port = free_port()
     rng = random.Random(1)
@@ -40,7 +40,7 @@ def test_collector_survives_broker_restarts_while_running_and_while_stopped(embe
 
     broker = embedded_broker_factory(port=port)
     send(400)
-    cfg = config(broker.bootstrap_servers, sqlite_url, kafka_client=kafka_client)
+    cfg = config(broker.bootstrap_servers, sqlite_url)  # the default client (either is watched: _broker_gone)
     with collector_thread(cfg) as collector:
         wait_until(lambda: events(sqlite_url, model) == 400, message="the first 400 events")
         ids_before = _topic_ids(sqlite_url, cfg.group_id)
@@ -64,8 +64,7 @@ def test_collector_survives_broker_restarts_while_running_and_while_stopped(embe
     broker.stop()
     broker = embedded_broker_factory(port=port)
     send(1_000)
-    with collector_thread(config(broker.bootstrap_servers, sqlite_url, group_id=cfg.group_id,
-                                 kafka_client=kafka_client)) as collector:
+    with collector_thread(config(broker.bootstrap_servers, sqlite_url, group_id=cfg.group_id)) as collector:
         wait_until(lambda: events(sqlite_url, model) == 2_900, timeout=60, message="all 2 900 events")
         wait_until(lambda: collector.consumed >= 1_000 and not collector._pending(),
                    message="the collector to consume and flush the 1 000 messages of the new log")
