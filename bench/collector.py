@@ -1,17 +1,22 @@
-"""End-to-end collector rate (broker -> window states in the store) beside raw kafka-python consumption.
+"""End-to-end collector rate (broker -> window states in the store) beside its Kafka client's raw read rate.
 
 Run by hand: `.venv/bin/python bench/collector.py [--events 300000] [--db URL]`. Prints figures,
 asserts nothing. Starts its own embedded broker and (by default) a fresh SQLite store for each
 run, so that no run finds its predictions stored already. Events go onto the topic lz4-compressed,
 as the worker sends them (`--compression none` for uncompressed).
 
-* raw: a kafka-python group consumer polling the same topic, nothing else (the peer);
-* raw + orjson.loads: the same, decoding every value;
+* raw: a group consumer of each client (kafka-python, and librdkafka through confluent-kafka) reading
+  the same topic, nothing else: the peer of the collector runs on that client;
+* raw + orjson.loads: the kafka-python one, decoding every value;
+* source: the collector's own read path on each client (`RecordSource.poll`, kafka-python's with the lean
+  record reader), with the CPU per event of the polling thread, the thread the collector's loop runs on;
 * collector: `driftline collector` in its own process (so its memory is its own): decode,
   validate, window, fold, store predictions for the label join, flush every second with
   the offsets - once with everything in that process (`--decoders 0`) and once with decoding
   and folding in decoder processes (`--decoders auto`); then two collectors in one group (the
   partitions split between them). Each run uses a fresh group, so each reads all N events.
+  `--kafka-clients confluent kafka-python` (the default) repeats every run on each client
+  (`driftline collector --kafka-client`) and prints it against that client's raw rate.
   `--runs 1:auto 1:auto:kafka-python` compares the record-batch readers (driftline.collector.record_batches)
   in one run. Extra collector options go after `--`.
   `--segment-columns 0 1 3` repeats each run with that many `[segments]` columns (region, then
@@ -113,6 +118,60 @@ def raw_consume(bootstrap: str, n: int, decode: bool) -> float:
     elapsed = time.perf_counter() - (first or time.perf_counter())
     consumer.close(autocommit=False)
     return seen / elapsed if elapsed > 0 else 0.0
+
+
+def raw_consume_confluent(bootstrap: str, n: int) -> float:
+    """Events/s of a bare librdkafka group consumer (each value taken), timed from its first record."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-raw-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 2000,
+                         "heartbeat.interval.ms": 500, "max.partition.fetch.bytes": 8 << 20,
+                         "fetch.max.bytes": 64 << 20, "receive.message.max.bytes": 65 << 20})
+    consumer.subscribe([TOPIC_INFERENCE])
+    seen, first, deadline = 0, None, time.monotonic() + TIME_LIMIT_S
+    while seen < n and time.monotonic() < deadline:
+        for message in consumer.consume(5000, 0.2):
+            if message.error() is None:
+                if first is None:
+                    first = time.perf_counter()
+                message.value()
+                seen += 1
+    elapsed = time.perf_counter() - (first or time.perf_counter())
+    consumer.close()
+    return seen / elapsed if elapsed > 0 else 0.0
+
+
+def source_read(bootstrap: str, n: int, client: str) -> tuple[float, float]:
+    """(events/s, polling-thread CPU µs per event) of the collector's `RecordSource` on `client`, from its
+    first record; every partition is read from its beginning, as a placement without stored offsets does."""
+    from driftline.collector.config import CollectorConfig
+    from driftline.collector.record_source import open_record_source
+
+    cfg = CollectorConfig(bootstrap, "sqlite://", group_id=f"bench-source-{uuid.uuid4().hex[:8]}",
+                          session_timeout_ms=2000, heartbeat_interval_ms=500, kafka_client=client)
+    assigned: list = []
+    source = open_record_source(cfg, assigned.extend, lambda _partitions: None)
+    seen, placed, first, cpu_first = 0, False, None, 0.0
+    deadline = time.monotonic() + TIME_LIMIT_S
+    try:
+        while seen < n and time.monotonic() < deadline:
+            batches = source.poll(0.2, 5000)
+            if assigned and not placed:  # librdkafka's partitions start paused until placed (ConfluentSource)
+                for tp in source.assignment():
+                    source.seek(tp, None)
+                source.resume(source.assignment())
+                placed = True
+            for records in batches.values():
+                if first is None:
+                    first, cpu_first = time.perf_counter(), time.thread_time()
+                for record in records:
+                    record.value  # noqa: B018 (what the collector reads of each record)
+                seen += len(records)
+        elapsed, cpu = time.perf_counter() - (first or time.perf_counter()), time.thread_time() - cpu_first
+    finally:
+        source.close()
+    return (seen / elapsed if elapsed > 0 else 0.0), (cpu / seen * 1e6 if seen else 0.0)
 
 
 def register_baseline(url: str) -> None:
@@ -265,6 +324,8 @@ def main() -> None:
     parser.add_argument("--runs", nargs="+", default=["1:0", "1:auto", "2:auto"],
                         help="collector runs as PROCESSES:DECODERS[:RECORD_READER] (one group each run; "
                              "RECORD_READER lean, the default, or kafka-python)")
+    parser.add_argument("--kafka-clients", nargs="+", default=["confluent", "kafka-python"],
+                        choices=["confluent", "kafka-python"], help="repeat each run on these collector clients")
     parser.add_argument("--compression", default=PRODUCER_COMPRESSION, choices=["lz4", "none"],
                         help="how the events are compressed on the topic (default: as the worker sends them)")
     parser.add_argument("--request-ids", default="client", choices=["client", "random"],
@@ -292,14 +353,25 @@ def main() -> None:
         print(f"produce (kafka-python)          {produced:>10,.0f} events/s")
         raw = raw_consume(broker.bootstrap_servers, args.events, decode=False)
         print(f"raw consume (kafka-python)      {raw:>10,.0f} events/s")
+        raw_rates = {"kafka-python": raw}
+        if "confluent" in args.kafka_clients:
+            raw_rates["confluent"] = raw_consume_confluent(broker.bootstrap_servers, args.events)
+            print(f"raw consume (confluent)         {raw_rates['confluent']:>10,.0f} events/s  "
+                  f"({raw_rates['confluent'] / raw:.1f}x kafka-python)")
         decoded = raw_consume(broker.bootstrap_servers, args.events, decode=True)
         print(f"raw consume + orjson.loads      {decoded:>10,.0f} events/s  ({decoded / raw:.0%} of raw)")
+        for client in args.kafka_clients:
+            rate, cpu = source_read(broker.bootstrap_servers, args.events, client)
+            print(f"source ({client}){'':<{16 - len(client)}} {rate:>10,.0f} events/s  ({rate / raw_rates[client]:.0%} of "
+                  f"its raw), polling thread {cpu:.2f} us CPU per event")
         plain: dict[str, tuple[float, float]] = {}  # run -> (rate, state bytes per window) without segments
-        for index, (run, columns) in enumerate((run, columns) for run in args.runs
-                                               for columns in args.segment_columns):
+        for index, (client, run, columns) in enumerate((client, run, columns) for client in args.kafka_clients
+                                                       for run in args.runs for columns in args.segment_columns):
             count, decoders, *reader = run.split(":")
             count = int(count)
             reader_options = ["--record-reader", reader[0]] if reader else []
+            reader_options += ["--kafka-client", client]
+            raw = raw_rates[client]
             # Every run starts from an empty store: a later run would otherwise find its
             # predictions stored already (the same events), and skip the inserts that cost most.
             url = args.db or f"sqlite:///{tmp}/bench-{index}.db"
@@ -308,9 +380,9 @@ def main() -> None:
                                                 ["--decoders", decoders, *reader_options,
                                                  *segments_options(tmp, columns), *args.collector_options],
                                                 broker_pid=broker.process.pid if broker.process else None)
-            label = f"collector x{count}, decoders {decoders}" + (f", {reader[0]}" if reader else "") + (
+            label = f"{client} x{count}, decoders {decoders}" + (f", {reader[0]}" if reader else "") + (
                 f", {columns} segment columns" if args.segment_columns != [0] else "")
-            print(f"{label:<31} {rate:>10,.0f} events/s  ({rate / raw:.0%} of raw); "
+            print(f"{label:<31} {rate:>10,.0f} events/s  ({rate / raw:.0%} of its raw); "
                   f"steady (20-80 % of the run) {steady:,.0f}/s ({steady / raw:.0%})")
             if cpu:
                 print("  CPU per event: " + ", ".join(f"{name} {seconds / args.events * 1e6:.1f} us"
@@ -330,10 +402,10 @@ def main() -> None:
             print(f"  stored: {stored} events in {windows} windows (expected {args.events}), window states "
                   f"{per_window / 1024:,.1f} KB per window (all partitions' rows)")
             if columns == 0:
-                plain[run] = (rate, per_window)
-            elif run in plain and plain[run][0] and plain[run][1]:
-                print(f"  against no segments: rate {rate / plain[run][0]:.2f}x, "
-                      f"state per window {per_window / plain[run][1]:.2f}x")
+                plain[client + run] = (rate, per_window)
+            elif client + run in plain and plain[client + run][0] and plain[client + run][1]:
+                print(f"  against no segments: rate {rate / plain[client + run][0]:.2f}x, "
+                      f"state per window {per_window / plain[client + run][1]:.2f}x")
             if not args.db:  # a run's SQLite file holds ~250 bytes per event: freed before the next run
                 store_db.get_engine(url).dispose()
                 for suffix in ("", "-wal", "-shm"):

@@ -56,6 +56,10 @@ def _decoders(_ctx: Any, _param: Any, value: str) -> int | str:
               default=defaults.COLLECTOR_RECORD_READER, show_default=True,
               help="How fetched record batches are unpacked: driftline's lean reader (same records, about "
                    "half the CPU) or kafka-python's own.")
+@click.option("--kafka-client", type=click.Choice(defaults.COLLECTOR_KAFKA_CLIENTS), default=None,
+              help="The Kafka client library: librdkafka (confluent-kafka, several times faster) or kafka-python "
+                   "(which bounds decompression itself) (default: DRIFTLINE_COLLECTOR_KAFKA_CLIENT, else confluent "
+                   "where confluent-kafka imports).")
 @click.option("--max-events", type=click.IntRange(min=1), default=None,
               help="Stop once this many messages (both topics, valid or not) are consumed and stored "
                    "(tests, benchmarks).")
@@ -67,7 +71,7 @@ def _decoders(_ctx: Any, _param: Any, value: str) -> int | str:
 def collector(group_id: str, metrics_port: int | None, flush_interval: float, flush_max_events: int,
               poll_max_records: int, window_seconds: int | None, allowed_lateness_seconds: int | None,
               prediction_retention_days: float, session_timeout_ms: int, heartbeat_interval_ms: int,
-              decoders: int | str, record_reader: str, max_events: int | None, idle_exit: float | None, log_level: str,
+              decoders: int | str, record_reader: str, kafka_client: str | None, max_events: int | None, idle_exit: float | None, log_level: str,
               settings: Any) -> None:
     """Consume inference events and labels from Kafka into event-time window states.
 
@@ -83,7 +87,8 @@ def collector(group_id: str, metrics_port: int | None, flush_interval: float, fl
         raise click.BadParameter("must be below --session-timeout-ms", param_hint="--heartbeat-interval-ms")
     logging.basicConfig(level=getattr(logging, log_level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kafka").setLevel(max(logging.WARNING, getattr(logging, log_level.upper())))
+    for name in ("kafka", "driftline.collector.librdkafka"):  # the clients' own chatter: warnings and worse
+        logging.getLogger(name).setLevel(max(logging.WARNING, getattr(logging, log_level.upper())))
     require_migrated(settings.db_url)
     config = CollectorConfig.from_settings(
         settings, group_id=group_id, metrics_port=metrics_port, flush_interval_s=flush_interval,
@@ -91,7 +96,7 @@ def collector(group_id: str, metrics_port: int | None, flush_interval: float, fl
         allowed_lateness_seconds=allowed_lateness_seconds, prediction_retention_days=prediction_retention_days,
         session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
         max_messages=max_events, idle_exit_s=idle_exit, decoders=decoders,
-        record_reader=record_reader)
+        record_reader=record_reader, kafka_client=kafka_client)
     runner = Collector(config)
 
     def stop(signum: int, _frame: Any) -> None:

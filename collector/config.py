@@ -1,11 +1,12 @@
 """`CollectorConfig`: everything one collector process is told, from the settings and the command line."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from driftline import defaults
 from driftline.config import TOPIC_DEAD_LETTERS, TOPIC_INFERENCE, TOPIC_LABELS, Settings
+from driftline.collector.record_source import check_kafka_client, default_kafka_client
 from driftline.kafka_security import KafkaSecurity
 from driftline.segments import SegmentSpec
 
@@ -34,7 +35,10 @@ class CollectorConfig:
     shutdown_flush_s: float = defaults.COLLECTOR_SHUTDOWN_FLUSH_SECONDS
     decoders: int | str = defaults.COLLECTOR_DECODERS  # decoder processes, or "auto" (driftline.collector.decoders)
     record_reader: str = defaults.COLLECTOR_RECORD_READER  # "lean" or "kafka-python" (driftline.collector.record_batches)
+    # "confluent" (librdkafka) or "kafka-python" (driftline.collector.record_source); default: confluent if it imports
+    kafka_client: str = field(default_factory=default_kafka_client)
     poll_stuck_s: float = defaults.COLLECTOR_POLL_STUCK_SECONDS  # a poll running longer is stuck
+    stall_s: float = defaults.COLLECTOR_STALL_SECONDS  # librdkafka not moving on a partition this long: read past
     metrics_port: int = 0  # 0: no /metrics server
     max_messages: int | None = None  # stop once this many messages are consumed and flushed
     idle_exit_s: float | None = None  # stop after this long without a message (everything flushed)
@@ -54,6 +58,7 @@ class CollectorConfig:
         if self.record_reader not in defaults.COLLECTOR_RECORD_READERS:
             raise ValueError(f"record_reader must be one of {', '.join(defaults.COLLECTOR_RECORD_READERS)}, "
                              f"got {self.record_reader!r}")
+        check_kafka_client(self.kafka_client)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> "CollectorConfig":
@@ -63,6 +68,7 @@ class CollectorConfig:
                   "idle_partition_seconds": settings.idle_partition_seconds,
                   "metrics_port": settings.collector_metrics_port,
                   "security": KafkaSecurity.from_settings(settings).checked(),
-                  "segments": SegmentSpec.from_settings(settings)}
+                  "segments": SegmentSpec.from_settings(settings),
+                  "kafka_client": settings.collector_kafka_client or default_kafka_client()}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -1,4 +1,4 @@
-"""The collector: a kafka-python consumer group member that folds events into window states.
+"""The collector: a Kafka consumer group member that folds events into window states.
 
 Loop: ``poll`` a batch (up to `poll_max_records`) -> per partition, decode and validate
 each message (`driftline.events`), dead-letter the invalid ones, group the valid ones by
@@ -24,9 +24,11 @@ before each flush; either way the flush, the offsets and everything above stay i
 `PartitionPlacement` (`driftline.collector.placement`: owned partitions, stored offsets, log
 verification, seeks and pauses), which share the store's backoff (`driftline.collector.backoff`).
 
-Threads: kafka-python runs heartbeats and the rebalance callbacks on its IO thread; the
-callbacks and the main loop share one lock, and the main loop never holds it while it
-is inside ``poll``.
+Kafka is read through a `RecordSource` (`driftline.collector.record_source`): librdkafka
+(`--kafka-client confluent`, the default) or kafka-python. Threads: kafka-python runs heartbeats
+and the rebalance callbacks on its IO thread, librdkafka runs them inside ``poll``; the callbacks
+and the main loop share one (re-entrant) lock, and the main loop never holds it while it is
+inside ``poll``.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -48,22 +50,20 @@ from driftline.collector.dead_letters import DeadLetterPublisher
 from driftline.collector.decoders import DecoderConfig, DecoderFailed, DecoderPool, decoder_count
 from driftline.collector.flush_coordination import FlushCoordinator
 from driftline.collector.folding import FolderSetup, InferenceFolder, PartitionFolders
-from driftline.collector.kafka_internals import (connections, partition_names, quiet_closed_socket_reads,
-                                                 same_connections)
+from driftline.collector.kafka_internals import partition_names, quiet_closed_socket_reads
 from driftline.collector.metrics import CollectorMetrics
 from driftline.collector.partition_buffer import PartitionBuffer
 from driftline.collector.placement import PartitionPlacement
-from driftline.collector.record_batches import (GuardedPartitionRecords, LeanPartitionRecords, MalformedBatch,
-                                      malformed_range, use_reader)
+from driftline.collector.record_batches import MalformedBatch, malformed_range
+from driftline.collector.record_source import RecordSource, open_record_source
 from driftline import defaults
 from driftline.baseline import Baseline
 from driftline.garbage_collection import freeze_long_lived
-from driftline.kafka_security import kafka_python_options
 from driftline.store.db import get_engine
 
 log = logging.getLogger(__name__)
 
-_POLL_TIMEOUT_MS = 200
+_POLL_TIMEOUT_S = 0.2
 _RECONNECT_DELAY_S = 1.0
 
 
@@ -88,7 +88,7 @@ class Collector:
         self.consumed = 0  # messages processed (valid or not), over the collector's life
         self._stop = threading.Event()
         self._lock = threading.RLock()
-        self._consumer: Any = None
+        self._consumer: RecordSource | None = None
         self._baselines = BaselineLookup(self.engine, config.baseline_recheck_s)
         # Where decoding and folding run: in this process, or in decoder processes (--decoders)
         self.folders: PartitionFolders | DecoderPool = PartitionFolders(self._new_folder)
@@ -97,7 +97,6 @@ class Collector:
                                          self._baseline, self.backoff, on_fenced=self._on_fenced)
         self.placement = PartitionPlacement(config, self.engine, self.metrics, self.flushing, self.backoff,
                                             self.folders)
-        self._conn_snapshot: tuple[Any, ...] = ()
         self._next_prune = 0.0
         self._last_message = time.monotonic()
         self._poll_started: float | None = None  # a poll in progress began then (the watchdog reads it)
@@ -131,14 +130,13 @@ class Collector:
                     continue
                 self._poll_started = time.monotonic()
                 try:
-                    records = self._consumer.poll(timeout_ms=_POLL_TIMEOUT_MS,
-                                                  max_records=self.config.poll_max_records)
+                    records = self._consumer.poll(_POLL_TIMEOUT_S, self.config.poll_max_records)
                     self._last_poll = time.monotonic()
                 except MalformedBatch as bad:
                     with self._lock:
                         self._skip_malformed(bad)
                     continue
-                except Exception as exc:  # kafka-python surfaces broker trouble here; it reconnects itself
+                except Exception as exc:  # the clients surface broker trouble here; they reconnect themselves
                     log.warning("poll failed (%s); retrying", exc)
                     self._stop.wait(0.5)
                     continue
@@ -166,13 +164,14 @@ class Collector:
         The stuck thread cannot be stopped, so the process ends (non-zero); the stored offsets
         make the next collector read on after the range.
         """
-        part = getattr(getattr(self._consumer, "_fetcher", None), "_next_partition_records", None)
+        consumer = self._consumer
+        fetch = consumer.stuck_fetch() if consumer is not None else None
         reason = f"poll did not return within {self.config.poll_stuck_s:g} s (stuck {seconds:.0f} s)"
         with self._lock:
-            buf = self.placement.buffers.get(getattr(part, "topic_partition", None))
-            raw = getattr(part, "_raw", None)
-            if buf is not None and buf.ready and raw is not None:
-                at = max(part.fetch_offset, buf.next_offset)  # what this poll has not delivered
+            buf = self.placement.buffers.get(fetch[0]) if fetch is not None else None
+            if fetch is not None and buf is not None and buf.ready:
+                _tp, fetch_offset, raw = fetch
+                at = max(fetch_offset, buf.next_offset)  # what this poll has not delivered
                 first, after, batch = malformed_range(raw, at)
                 after = max(after, first + 1)  # something is skipped: the same fetch would get stuck again
                 reason += f"; offsets {first}-{after - 1} skipped"
@@ -203,31 +202,21 @@ class Collector:
     def _connect(self) -> bool:
         cfg = self.config
         try:
-            consumer = KafkaConsumer(
-                bootstrap_servers=cfg.bootstrap_servers, group_id=cfg.group_id, client_id=cfg.client_id,
-                enable_auto_commit=False, auto_offset_reset="earliest",
-                session_timeout_ms=cfg.session_timeout_ms, heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-                max_poll_records=cfg.poll_max_records, max_partition_fetch_bytes=8 << 20,
-                fetch_max_bytes=64 << 20, bootstrap_timeout_ms=5_000, reconnect_backoff_max_ms=1_000,
-                request_timeout_ms=max(30_000, cfg.session_timeout_ms + 5_000), **kafka_python_options(cfg.security))
+            consumer = open_record_source(cfg, self._on_assigned, self._on_revoked)
         except Exception as exc:  # broker down at start: keep trying until stopped
             log.warning("cannot reach Kafka at %s (%s); retrying", cfg.bootstrap_servers, exc)
             self._stop.wait(_RECONNECT_DELAY_S)
             return False
-        # Lean: kafka-python's per-record unpacking was most of this process's CPU. Either way guarded:
-        # a malformed batch is raised as MalformedBatch instead of spinning inside poll()
-        use_reader(consumer, LeanPartitionRecords if cfg.record_reader == "lean" else GuardedPartitionRecords)
-        consumer.subscribe([cfg.inference_topic, cfg.labels_topic], listener=_RebalanceListener(self))
         self._consumer = self.placement.consumer = consumer
-        log.info("collector joined group %s at %s", cfg.group_id, cfg.bootstrap_servers)
+        log.info("collector joined group %s at %s (%s)", cfg.group_id, cfg.bootstrap_servers, cfg.kafka_client)
         return True
 
-    # --- rebalance callbacks (kafka-python's IO thread) ------------------------------------------
+    # --- rebalance callbacks (kafka-python's IO thread, or inside librdkafka's poll) --------------
     def _on_assigned(self, partitions: Iterable[Any]) -> None:
         try:
             with self._lock:
                 self.placement.assign(partitions)
-        except Exception:  # an exception would abort kafka-python's rebalance; verification re-places them
+        except Exception:  # an exception would abort the client's rebalance; verification re-places them
             log.exception("handling the assignment of %s failed", partition_names(partitions))
             self.placement.needs_verify = True
 
@@ -243,11 +232,12 @@ class Collector:
 
     # --- processing ---------------------------------------------------------------------------------
     def _handle(self, records: dict[Any, list[Any]]) -> None:
-        snapshot = connections(self._consumer)
-        if not same_connections(snapshot, self._conn_snapshot):
+        resets = self._consumer.log_resets()
+        if resets:
+            self.placement.reset_logs(resets)
+        if self._consumer.connection_changed():
             # A connection was (re)made: the broker may be a new one with a new log behind the
             # same partition numbers. Nothing fetched in this poll is trusted until verified.
-            self._conn_snapshot = snapshot
             if records:
                 log.info("connection to Kafka changed; re-reading %d records after verifying the log",
                          sum(len(r) for r in records.values()))
@@ -380,27 +370,10 @@ class Collector:
         consumer, self._consumer, self.placement.consumer = self._consumer, None, None
         if consumer is not None:
             try:
-                consumer.close(autocommit=False, timeout_ms=5_000)
+                consumer.close()
             except Exception as exc:  # leaving the group is a courtesy; the session timeout covers it
                 log.debug("closing the consumer: %s", exc)
         self.publisher.close()
         self.folders.close()
         self._use_folders(PartitionFolders(self._new_folder))
         self.metrics.stop()
-
-
-class _RebalanceListener(ConsumerRebalanceListener):
-    """Forwards kafka-python's rebalance callbacks to the collector."""
-
-    def __init__(self, collector: Collector):
-        self.collector = collector
-
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        self.collector._on_revoked(revoked)
-
-    def on_partitions_lost(self, lost: Any) -> None:
-        # Flushing is still safe: the offset fence rejects it if the new owner already wrote.
-        self.collector._on_revoked(lost)
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        self.collector._on_assigned(assigned)

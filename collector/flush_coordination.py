@@ -185,7 +185,7 @@ class FlushCoordinator:
             log.warning("another collector moved the offsets of %s; dropping what this one read", sorted(lost))
             for b in buffers:
                 if (b.topic, b.partition) in lost:
-                    self._discard(b)
+                    self.discard(b)
                     b.ready = False  # re-placed from the stored offset
             self.on_fenced()
             return False
@@ -220,7 +220,7 @@ class FlushCoordinator:
         log.debug("flushed %d messages: %s", flushed, result)
         return True
 
-    def _discard(self, buf: PartitionBuffer) -> None:
+    def discard(self, buf: PartitionBuffer) -> None:
         buf.discard()
         if buf.topic == self.config.inference_topic and not self.folders.failed:
             self.folders.reset(buf.key, buf.committed_watermarks)

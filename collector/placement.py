@@ -5,13 +5,14 @@ offset is loaded; a revoked one has its pending data flushed (best effort) and i
 
 A broker that restarts with empty memory storage (the embedded broker) or a topic that
 is recreated starts a new log under a new *topic id*, and its offsets restart at 0. The
-collector notices because kafka-python opens a new connection: records of the poll
+collector notices because its client opens a new connection: records of the poll
 during which that happened are dropped, all partitions pause, and once a fresh metadata
 response has arrived the topic ids are compared with those of the offsets in hand: the
 same log -> seek back to where processing stopped; a new log -> flush what was read from
 the old one, then read the new one from its beginning. Stored offsets carry their topic
 id, so a collector that was down while the log was replaced starts the new log from
-its beginning too.
+its beginning too. A client that cannot read topic ids (librdkafka) reports a position
+outside the log instead (`reset_logs`): the same flush, then the log from its beginning.
 
 Flushing itself is the `FlushCoordinator`'s; placement asks it to flush, and to settle a flush in flight.
 """
@@ -29,7 +30,7 @@ from driftline.collector.config import CollectorConfig
 from driftline.collector.decoders import DecoderPool
 from driftline.collector.flush_coordination import FlushCoordinator
 from driftline.collector.folding import PartitionFolders
-from driftline.collector.kafka_internals import cluster_of, partition_names, topic_id_of, topic_partition
+from driftline.collector.kafka_internals import partition_names, topic_partition
 from driftline.collector.labels import label_row_partition
 from driftline.collector.metrics import CollectorMetrics
 from driftline.collector.partition_buffer import PartitionBuffer
@@ -41,7 +42,7 @@ log = logging.getLogger("driftline.collector.consumer")
 class PartitionPlacement:
     """The owned partitions' buffers, their stored offsets, log verification, seeks and pauses.
 
-    Not thread-safe: the collector calls it holding its lock (rebalance callbacks run on kafka-python's IO thread).
+    Not thread-safe: the collector calls it holding its lock (kafka-python runs rebalance callbacks on its IO thread).
     """
 
     def __init__(self, config: CollectorConfig, engine: Any, metrics: CollectorMetrics,
@@ -54,7 +55,7 @@ class PartitionPlacement:
         self.folders = folders  # where decoding and folding run (the collector swaps it when decoders start)
         self.window_ms = int(config.window_seconds * 1000)
         self.lateness_ms = int(config.allowed_lateness_seconds * 1000)
-        self.consumer: Any = None  # the KafkaConsumer, once connected
+        self.consumer: Any = None  # the RecordSource (driftline.collector.record_source), once connected
         self.buffers: dict[Any, PartitionBuffer] = {}
         self.needs_verify = False  # placements must be (re)verified before any record is trusted
         self.placed_at: float | None = None  # time.monotonic() when partitions were last placed; None: never
@@ -81,7 +82,7 @@ class PartitionPlacement:
         new = [tp for tp, buf in self.buffers.items() if not buf.ready]
         if new:
             # Nothing is read before the stored offset is known and the log verified.
-            self.consumer.pause(*new)
+            self.consumer.pause(new)
             self.needs_verify = True
         log.info("assigned %s", partition_names(partitions))
 
@@ -123,13 +124,13 @@ class PartitionPlacement:
                 self._finish_verify()
 
     def _begin_verify(self) -> None:
-        cluster = cluster_of(self.consumer)
-        if cluster is None:  # no way to verify on this client: trust it
-            self.needs_verify = False
-            self._finish_verify()
-            return
         if self._verify_future is None:
-            self._verify_future = cluster.request_update()
+            future = self.consumer.request_metadata()
+            if future is None:  # no topic ids on this client: a replaced log shows as a reset (reset_logs)
+                self.needs_verify = False
+                self._finish_verify()
+                return
+            self._verify_future = future
         self.apply_pauses()
 
     def _finish_verify(self) -> None:
@@ -137,7 +138,7 @@ class PartitionPlacement:
         self.flushing.settle()
         self._verify_future = None
         self.needs_verify = False
-        current = {topic: topic_id_of(self.consumer, topic)
+        current = {topic: self.consumer.topic_id(topic)
                    for topic in (self.config.inference_topic, self.config.labels_topic)}
         replaced = [topic for topic, tid in current.items()
                     if tid is not None and self._topic_ids.get(topic) not in (None, tid)]
@@ -150,11 +151,7 @@ class PartitionPlacement:
             for buf in ready:
                 log.warning("%s[%d]: the topic was replaced (new topic id %s; broker restart?); "
                             "reading the new log from its beginning", buf.topic, buf.partition, current[buf.topic])
-                buf.next_offset = 0
-                buf.topic_id = current[buf.topic]
-                if buf.topic == self.config.inference_topic and not self.folders.failed:
-                    self.folders.forget_ids(buf.key)
-                self.seek(topic_partition(buf), None)
+                self._restart_log(buf, current[buf.topic])
             for topic in replaced:
                 self.metrics.log_resets.labels(topic).inc()
         self._topic_ids.update({t: tid for t, tid in current.items() if tid is not None})
@@ -164,13 +161,37 @@ class PartitionPlacement:
         self._place_new_partitions(current)
         self.apply_pauses()
 
+    def reset_logs(self, partitions: set[Any]) -> None:
+        """The client found these partitions' positions outside their logs (a broker restarted with empty
+        storage, a recreated or truncated topic): store what was read, then read each log from its beginning."""
+        self.flushing.settle()
+        ready = [self.buffers[tp] for tp in partitions if tp in self.buffers and self.buffers[tp].ready]
+        if ready and not self.flushing.flush(ready):
+            for buf in ready:  # placed again from the stored offset, which the client resets again
+                self.flushing.discard(buf)
+                buf.ready = False
+            self.needs_verify = True
+            return
+        for buf in ready:
+            log.warning("%s[%d]: offset %d is outside the log (broker restart, or a recreated or truncated "
+                        "topic?); reading the log from its beginning", buf.topic, buf.partition, buf.next_offset)
+            self._restart_log(buf, buf.topic_id)
+            self.metrics.log_resets.labels(buf.topic).inc()
+
+    def _restart_log(self, buf: PartitionBuffer, topic_id: str | None) -> None:
+        buf.next_offset = 0
+        buf.topic_id = topic_id
+        if buf.topic == self.config.inference_topic and not self.folders.failed:
+            self.folders.forget_ids(buf.key)
+        self.seek(topic_partition(buf), None)
+
     def _place_new_partitions(self, current: dict[str, str | None]) -> None:
         new = [(tp, buf) for tp, buf in self.buffers.items() if not buf.ready]
         if not new:
             return
         try:
             # every partition of the topic joins the low watermark before any is stored (driftline.watermarks)
-            partitions = self.consumer.partitions_for_topic(self.config.inference_topic) or set()
+            partitions = self.consumer.partitions_for_topic(self.config.inference_topic)
             store.register_partitions(self.engine, self.config.group_id, self.config.inference_topic, partitions)
             stored: dict[tuple[str, int], StoredOffset] = {}
             for topic in {buf.topic for _, buf in new}:
@@ -210,11 +231,8 @@ class PartitionPlacement:
     def seek(self, tp: Any, offset: int | None) -> None:
         """Seek to `offset` (None: the log's beginning); a partition revoked meanwhile is skipped."""
         try:
-            if offset is None:
-                self.consumer.seek_to_beginning(tp)
-            else:
-                self.consumer.seek(tp, offset)
-        except Exception as exc:  # IllegalStateError: no longer assigned
+            self.consumer.seek(tp, offset)
+        except Exception as exc:  # no longer assigned
             log.debug("seek %s to %s: %s", tp, offset, exc)
 
     def apply_pauses(self) -> None:
@@ -222,15 +240,15 @@ class PartitionPlacement:
         consumer = self.consumer
         if consumer is None:
             return
-        assigned = set(consumer.assignment())
+        assigned = consumer.assignment()
         hold_all = self.verifying or self.flushing.backlogged(self.flushing.pending(self.buffers.values()))
         want = assigned if hold_all else {tp for tp in assigned
                                           if tp not in self.buffers or not self.buffers[tp].ready}
-        paused = set(consumer.paused())
+        paused = consumer.paused()
         if want - paused:
-            consumer.pause(*(want - paused))
+            consumer.pause(want - paused)
         if (paused & assigned) - want:
-            consumer.resume(*((paused & assigned) - want))
+            consumer.resume((paused & assigned) - want)
 
     # --- gauges ----------------------------------------------------------------------------------
     def update_lag(self) -> None:

@@ -3,10 +3,10 @@
 kafka-python turns each record of a fetched batch into a `DefaultRecord` through eight calls
 of a Python varint decoder, a deserializer call and a size sum, then a `ConsumerRecord`:
 about twice the CPU a record this module needs (`bench/collector.py --runs 1:auto
-1:auto:kafka-python` compares the two end to end), most of the collector process's CPU. The only C reader of record batches in Python is librdkafka's, and the
-collector's consumer group stays kafka-python's (one client library for the group protocol), so this module
-keeps kafka-python's fetcher, group membership and offsets and replaces only the per-record
-unpacking: `LeanPartitionRecords` reads a v2 batch's records in one loop over the
+1:auto:kafka-python` compares the two end to end), most of the collector process's CPU with the kafka-python
+client. (librdkafka reads batches in C: `--kafka-client confluent`, `driftline.collector.confluent_source`,
+which falls back on the guarded reader here for a batch librdkafka cannot get past.) This module keeps
+kafka-python's fetcher, group membership and offsets and replaces only the per-record unpacking: `LeanPartitionRecords` reads a v2 batch's records in one loop over the
 decompressed bytes, with the one- and two-byte varints (almost every length, delta and
 count in practice) decoded inline, and yields the same `ConsumerRecord`s kafka-python does,
 field for field (tests/collector/test_record_batches.py compares them over every batch shape).

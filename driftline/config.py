@@ -73,6 +73,8 @@ class Settings(BaseSettings):
     # A Redis shared by the workers' prediction caches (`driftline worker --cache-url`); None: in-process only.
     worker_cache_url: str | None = None
     collector_metrics_port: int = Field(9108, ge=0, le=65535)
+    # The collector's Kafka client: "confluent" (librdkafka) or "kafka-python"; None: confluent where it imports.
+    collector_kafka_client: Literal["confluent", "kafka-python"] | None = None
     # The scheduler's /metrics (monitoring results from the store); 0: off (`driftline up` turns it on).
     scheduler_metrics_port: int = Field(0, ge=0, le=65535)
     # Also export per-segment drift ([segments]) there: a series per segment value, so opt-in.

@@ -668,3 +668,5 @@ from driftline.rollout_defaults import *  # noqa: E402,F401,F403
 from driftline.overview_defaults import *  # noqa: E402,F401,F403
 # The OpenTelemetry trace intake's bounds, in their own file for the same reason.
 from driftline.otlp_defaults import *  # noqa: E402,F401,F403
+# The collector's Kafka client choice and librdkafka's fetch sizes, in their own file for the same reason.
+from driftline.kafka_client_defaults import *  # noqa: E402,F401,F403

@@ -8,6 +8,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from driftline import defaults
 from tests.support.collector_helpers import Spawned, kcat_broker_running
 
 
@@ -34,3 +35,9 @@ def spawn_collector(tmp_path: Path) -> Iterator[Callable[..., Spawned]]:
     yield spawn
     for proc in spawned:
         proc.cleanup()
+
+
+@pytest.fixture(params=defaults.COLLECTOR_KAFKA_CLIENTS)
+def kafka_client(request) -> str:
+    """The collector's Kafka client: a test that takes it runs on librdkafka and on kafka-python."""
+    return request.param

@@ -17,7 +17,8 @@ WINDOW_MS = 60_000
 
 
 @pytest.mark.slow  # about a minute or more on two cores: out of `make test-fast`
-def test_sigkill_mid_stream_neither_loses_nor_double_counts(kcat_broker, sqlite_url, spawn_collector, unique_id):
+def test_sigkill_mid_stream_neither_loses_nor_double_counts(kcat_broker, sqlite_url, spawn_collector, unique_id,
+                                                             kafka_client):
     broker = kcat_broker
     model = f"kill-{unique_id}"
     group = f"kill-{unique_id}"
@@ -30,7 +31,7 @@ def test_sigkill_mid_stream_neither_loses_nor_double_counts(kcat_broker, sqlite_
     rng = random.Random(4)
     produce(broker, [encode_event(d) for d in by_python], keys=[str(rng.random()).encode() for _ in by_python])
     kcat(broker, [encode_event(d) for d in by_kcat])
-    fast_flushes = ("--flush-interval", "0.05", "--poll-max-records", "200")
+    fast_flushes = ("--flush-interval", "0.05", "--poll-max-records", "200", "--kafka-client", kafka_client)
 
     first = spawn_collector(broker, sqlite_url, group, *fast_flushes, name="first")
     wait_until(lambda: events(sqlite_url, model) >= 1, timeout=60, message="the first collector to store")
@@ -46,7 +47,7 @@ def test_sigkill_mid_stream_neither_loses_nor_double_counts(kcat_broker, sqlite_
     at_second_kill = events(sqlite_url, model)
     assert at_second_kill < len(docs), "the second kill must land mid-stream too"
 
-    last = spawn_collector(broker, sqlite_url, group, "--idle-exit", "3", name="last")
+    last = spawn_collector(broker, sqlite_url, group, "--idle-exit", "3", "--kafka-client", kafka_client, name="last")
     assert last.wait(90) == 0, last.output()
     assert events(sqlite_url, model) == len(docs)
 

@@ -55,7 +55,7 @@ def _run(broker, url, mutation, reader, unique_id):
     produce_raw(broker, record_batch(_values(model, 6, 3)))
     unreadable = UNREADABLE[mutation]
     expected = 9 - (unreadable[1] - unreadable[0] if unreadable else 0)
-    with collector_thread(config(broker, url, record_reader=reader, decoders=0)):
+    with collector_thread(config(broker, url, record_reader=reader, decoders=0, kafka_client="kafka-python")):
         wait_until(lambda: events(url, model) >= expected, timeout=60, message="the events after the batch")
     assert events(url, model) == expected
     ours = [d for d in _dead_letters(url) if bad_base <= d[0] < bad_base + 3]
@@ -106,9 +106,10 @@ def test_the_skipped_range_never_reaches_past_the_next_batch():
 
 
 def test_a_decompression_bomb_is_dead_lettered_on_the_topic_and_the_store_and_read_past_once(
-        own_broker, sqlite_url, unique_id, monkeypatch):
+        own_broker, sqlite_url, unique_id, monkeypatch, kafka_client):
     """A batch over COLLECTOR_MAX_BATCH_BYTES decompressed: one dead letter, the offsets stored past it, and a
-    restarted collector (same group) reads on after it instead of meeting it again."""
+    restarted collector (same group) reads on after it instead of meeting it again. Through librdkafka, which
+    fetches the batch again forever, the partition stalls and the guarded reader gives the same dead letter."""
     from driftline.collector import record_batches
     from tests.collector.test_batch_decompression import GZIP, _batch_around, _zeros_gzip
     from tests.collector.test_dead_letters import _read_dlq
@@ -118,7 +119,7 @@ def test_a_decompression_bomb_is_dead_lettered_on_the_topic_and_the_store_and_re
     produce_raw(own_broker, record_batch(_values(model, 0, 3)))
     bomb_base = produce_raw(own_broker, _batch_around(_zeros_gzip(16 << 20), GZIP, records=4))
     produce_raw(own_broker, record_batch(_values(model, 3, 3)))
-    cfg = config(own_broker, sqlite_url, decoders=0)
+    cfg = config(own_broker, sqlite_url, decoders=0, kafka_client=kafka_client, stall_s=1.0)
     with collector_thread(cfg):
         wait_until(lambda: events(sqlite_url, model) >= 6, timeout=60, message="the events after the bomb")
     ours = [d for d in _dead_letters(sqlite_url) if d[0] == bomb_base]
@@ -133,3 +134,35 @@ def test_a_decompression_bomb_is_dead_lettered_on_the_topic_and_the_store_and_re
         wait_until(lambda: events(sqlite_url, model) >= 9, timeout=60, message="the events after a restart")
     assert events(sqlite_url, model) == 9
     assert len([d for d in _dead_letters(sqlite_url) if d[0] == bomb_base]) == 1
+
+
+# librdkafka reads a record count's lie as the records the batch holds, and a record-length lie as one record
+# without a value before it stalls on the rest: (valid events of the batch, dead letters (offset from its base, reason))
+CONFLUENT = {"record length": (0, [(0, "empty message"), (1, "malformed record batch, offsets {second}-{third} skipped")]),
+             "record count too small": (3, []), "record count too large": (3, [])}
+
+
+def test_librdkafka_reads_or_dead_letters_each_malformed_batch_and_goes_on(own_broker, sqlite_url, unique_id):
+    """Every mutation in one log and one collector run (each batch 3 records, good batches between them)."""
+    model = f"bad-batch-{unique_id}"
+    bases = {}
+    produce_raw(own_broker, record_batch(_values(model, 0, 3)))
+    for i, (mutation, mutate) in enumerate(MUTATIONS.items()):
+        bases[mutation] = produce_raw(own_broker, record_batch(_values(model, 3 + 6 * i, 3), mutate))
+        produce_raw(own_broker, record_batch(_values(model, 6 + 6 * i, 3)))
+    expected = 3 + sum(3 + CONFLUENT[m][0] for m in MUTATIONS)
+    letters = sum(len(CONFLUENT[m][1]) for m in MUTATIONS)
+
+    def ours() -> list[tuple[int, str, int]]:
+        return sorted(d for d in _dead_letters(sqlite_url) if any(b <= d[0] < b + 3 for b in bases.values()))
+
+    with collector_thread(config(own_broker, sqlite_url, decoders=0, kafka_client="confluent", stall_s=1.0)):
+        wait_until(lambda: events(sqlite_url, model) >= expected and len(ours()) >= letters, timeout=90,
+                   message="the events after the batches")
+    assert events(sqlite_url, model) == expected
+    found = ours()
+    for mutation, base in bases.items():
+        mine = [(offset - base, reason) for offset, reason, _ in found if base <= offset < base + 3]
+        assert [at for at, _ in mine] == [at for at, _ in CONFLUENT[mutation][1]], mutation
+        for (_, reason), (_, expect) in zip(mine, CONFLUENT[mutation][1]):
+            assert expect.format(second=base + 1, third=base + 2) in reason

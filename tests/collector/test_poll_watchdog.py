@@ -43,7 +43,7 @@ def test_a_stuck_poll_is_dead_lettered_and_the_next_collector_reads_on(own_broke
     monkeypatch.setattr(record_batches.LeanPartitionRecords, "_read", blocking_read)
     produce_raw(own_broker, record_batch([orjson.dumps(event(model, i)) for i in range(3)]))
     exits: list[int] = []
-    cfg = config(own_broker, sqlite_url, decoders=0, poll_stuck_s=1.5)
+    cfg = config(own_broker, sqlite_url, decoders=0, poll_stuck_s=1.5, kafka_client="kafka-python")  # its reader
     try:
         with collector_thread(cfg) as runner:
             runner.exit_process = exits.append

@@ -20,7 +20,7 @@ def _inference_partitions(log: str) -> set[int]:
 
 
 def test_two_collectors_share_the_partitions_and_their_windows_merge_exactly(broker, postgres_url, spawn_collector,
-                                                                             unique_id):
+                                                                             unique_id, kafka_client):
     model = f"scale-{unique_id}"
     group = f"scale-{unique_id}"
     docs = [event(model, i, ts_ms=T0_MS + i * 10) for i in range(8_000)]  # 80 s: two windows
@@ -28,7 +28,8 @@ def test_two_collectors_share_the_partitions_and_their_windows_merge_exactly(bro
     keys = [str(rng.random()).encode() for _ in docs]
     produce(broker, [encode_event(d) for d in docs[:4_000]], keys=keys[:4_000])
 
-    flags = ("--flush-interval", "0.1", "--poll-max-records", "250", "--log-level", "info")
+    flags = ("--flush-interval", "0.1", "--poll-max-records", "250", "--log-level", "info", "--kafka-client",
+             kafka_client)
     first = spawn_collector(broker, postgres_url, group, *flags, name="a")
     second = spawn_collector(broker, postgres_url, group, *flags, name="b")
     wait_until(lambda: events(postgres_url, model) == 4_000, timeout=60, message="the first 4 000 events")

@@ -30,7 +30,7 @@ def _stored(url: str, model: str) -> dict[int, int]:
 
 
 def test_a_collector_stores_each_partitions_event_time_with_its_events_and_marks_idle_partitions(
-        embedded_broker_factory, sqlite_url):
+        embedded_broker_factory, sqlite_url, kafka_client):
     broker = embedded_broker_factory().bootstrap_servers
     base = (int(time.time() * 1000) // 60_000 - 30) * 60_000
     docs = [event("wm", i, ts_ms=base + i * 10) for i in range(400)]
@@ -38,7 +38,7 @@ def test_a_collector_stores_each_partitions_event_time_with_its_events_and_marks
     newest = {}
     for (partition, _), doc in zip(placed, docs):
         newest[partition] = max(newest.get(partition, 0), doc["ts"])
-    cfg = config(broker, sqlite_url, window_seconds=60, idle_partition_seconds=IDLE_S)
+    cfg = config(broker, sqlite_url, window_seconds=60, idle_partition_seconds=IDLE_S, kafka_client=kafka_client)
     with collector_thread(cfg):
         wait_until(lambda: sum(_stored(sqlite_url, "wm").values()) == 400, message="400 events stored")
         with store_db.session_scope(sqlite_url) as s:

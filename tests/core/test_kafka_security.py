@@ -84,9 +84,11 @@ EXPECTED = {"security_protocol": "SASL_PLAINTEXT", "sasl_plain_password": PASSWO
 class _Spy:
     def __init__(self):
         self.calls: list[dict] = []
+        self.args: list[tuple] = []
 
     def __call__(self, *args, **kwargs):
         self.calls.append(kwargs)
+        self.args.append(args)
         raise _Built()
 
 
@@ -98,22 +100,27 @@ def _has_security(kwargs):
     return all(kwargs.get(k) == v for k, v in EXPECTED.items())
 
 
-def test_the_collector_consumer_and_dlq_producer_take_the_settings(monkeypatch):
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_the_collector_consumer_and_dlq_producer_take_the_settings(monkeypatch, client):
     import kafka
 
-    from driftline.collector import consumer as consumer_module
+    from driftline.collector import confluent_source, kafka_python_source
     from driftline.collector.config import CollectorConfig
     from driftline.collector.consumer import Collector
 
     consumer_spy, producer_spy = _Spy(), _Spy()
-    monkeypatch.setattr(consumer_module, "KafkaConsumer", consumer_spy)
+    monkeypatch.setattr(kafka_python_source, "KafkaConsumer", consumer_spy)
+    monkeypatch.setattr(confluent_source, "Consumer", consumer_spy)
     monkeypatch.setattr(kafka, "KafkaProducer", producer_spy)
-    runner = Collector(CollectorConfig("127.0.0.1:1", "sqlite://", security=SASL))
+    runner = Collector(CollectorConfig("127.0.0.1:1", "sqlite://", security=SASL, kafka_client=client))
     runner._stop.set()  # _connect waits only this long after a failure
     assert runner._connect() is False
     with pytest.raises(_Built):
         runner.publisher._connect()
-    assert _has_security(consumer_spy.calls[0]) and _has_security(producer_spy.calls[0])
+    built = consumer_spy.calls[0] if client == "kafka-python" else consumer_spy.args[0][0]
+    assert _has_security(producer_spy.calls[0])
+    assert (_has_security(built) if client == "kafka-python" else
+            all(built.get(k) == v for k, v in librdkafka_config(SASL).items()))
 
 
 def test_the_inference_logger_takes_the_settings_on_a_thread_and_in_its_child(monkeypatch):
