@@ -37,6 +37,8 @@ LOW_LEVEL_METHODS = {"create_server", "serve_forever", "start_server"}  # loop.c
 # (file, what) -> why it may serve without the guard
 EXEMPT = {
     ("worker/oip_grpc.py", "grpc.aio.server"): "HTTP/2 gRPC: a browser page cannot send it (no grpc-web here)",
+    ("receiver/otlp_grpc.py", "grpc.server"): "OTLP over HTTP/2 gRPC, as the worker's: bounded by the receiver's token, "
+                                              "body bound and connection cap in its own options",
 }
 
 
