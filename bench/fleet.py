@@ -30,22 +30,20 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import orjson
-from sqlalchemy import func, select, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, from the repository root
 from tests.support.drift_store import training_frame  # noqa: E402
+from tests.support.flushing import FlushingCollector  # noqa: E402
 
 from driftline.baseline import compute_baseline  # noqa: E402
-from driftline.collector.flush import PartitionFlush, flush  # noqa: E402
-from driftline.collector.folding import InferenceFolder  # noqa: E402
-from driftline.collector.store import StoredOffset, prune as prune_predictions  # noqa: E402
-from driftline.config import TOPIC_INFERENCE, load_settings  # noqa: E402
+from driftline.collector.store import prune as prune_predictions  # noqa: E402
+from driftline.config import load_settings  # noqa: E402
 from driftline.store import db as store_db  # noqa: E402
 from driftline.store.models import Base, BaselineRecord, ModelAlias, ModelVersion  # noqa: E402
 
@@ -53,10 +51,10 @@ WINDOW_MS = 300_000
 DAY_MS = 86_400_000
 T0 = 1_796_040_000_000 // DAY_MS * DAY_MS  # a day boundary (2026-12-01)
 LATENESS_S = 2
-GROUP = "fleet-bench"
 # the tables a model's traffic grows; the rest (registry, alerts, offsets) are per model, not per day
-GROWING = ("window_states", "window_rollups", "detector_results", "window_evaluations", "predictions",
-           "evidence_states")
+GROWING = ("window_states", "window_rollups", "detector_results", "result_rollups", "window_evaluations",
+           "predictions", "evidence_states")
+AGES = (8, 15, 31)  # days after the simulated day at which retention runs again
 
 
 @dataclass
@@ -81,46 +79,6 @@ class Traffic:
                     model.encode(), n, model.encode(), n, ts, model.encode(), self.features[n % pool],
                     self.predictions[n % pool], 5.0 + (n * 7 % 13)))
         return out
-
-
-@dataclass
-class Collector:
-    """One collector owning every partition: a folder per partition and the stored offsets."""
-
-    db_url: str
-    baselines: dict[tuple[str, str], Any]
-    partitions: int
-    now_ms: int = T0
-    folders: dict[int, InferenceFolder] = field(default_factory=dict)
-    offsets: dict[int, int] = field(default_factory=dict)
-    cpu_s: float = 0.0
-
-    def folder(self, partition: int) -> InferenceFolder:
-        if partition not in self.folders:
-            self.folders[partition] = InferenceFolder(
-                TOPIC_INFERENCE, partition, WINDOW_MS, LATENESS_S * 1000, 1_000_000,
-                baseline_for=lambda m, v: self.baselines.get((m, v)), stored_watermark=lambda m, v: None,
-                clock=lambda: self.now_ms / 1000.0)
-        return self.folders[partition]
-
-    def consume(self, per_partition: dict[int, list[bytes]]) -> None:
-        """Fold each partition's records and store them in one flush (the collector's transaction)."""
-        started = time.process_time()
-        parts = []
-        for partition, values in per_partition.items():
-            folder = self.folder(partition)
-            first = self.offsets.get(partition, 0)
-            folder.process(list(range(first, first + len(values))), values)
-            delta = folder.take()
-            expected = StoredOffset(first, None) if partition in self.offsets else None
-            self.offsets[partition] = first + len(values)
-            newest = max((w for w in delta.watermarks.values() if w is not None), default=None)
-            parts.append(PartitionFlush(TOPIC_INFERENCE, partition, partition, expected, first + len(values), None,
-                                        delta.windows, delta.dead_letters, delta.predictions, {}, 0, set(),
-                                        newest, None, True))
-        flush(store_db.get_engine(self.db_url), GROUP, parts, window_ms=WINDOW_MS,
-              baseline_for=lambda m, v: self.baselines.get((m, v)), now_ms=self.now_ms)
-        self.cpu_s += time.process_time() - started
 
 
 class Store:
@@ -223,7 +181,7 @@ def model_day(store: Store, args: argparse.Namespace, summary: dict[str, Any], b
     """`--day-models` models through `--hours` of 5-minute windows; then retention at later dates."""
     models = [f"day-{m:02d}" for m in range(args.day_models)]
     register(store.url, models, summary)
-    collector = Collector(store.url, {(m, "1"): baseline for m in models}, args.partitions)
+    collector = FlushingCollector(store.url, {(m, "1"): baseline for m in models}, WINDOW_MS, LATENESS_S * 1000)
     jobs = scheduler_jobs(store.url)
     windows = args.hours * 3600_000 // WINDOW_MS
     scheduler_cpu = retention_cpu = 0.0
@@ -262,7 +220,8 @@ def model_day(store: Store, args: argparse.Namespace, summary: dict[str, Any], b
            "wall": wall, "windows": windows, "models": len(models)}
     # later dates: the scheduler's retention job (every run's batches) and the collector's prediction pruning
     ages = {}
-    for label, days in (("8 days on", 8), ("31 days on", 31)):
+    for days in AGES:
+        label = f"{days} days on"
         later = end_ms + days * DAY_MS
         aged: dict[str, int] = {}
         while True:
@@ -285,7 +244,7 @@ def fleet(store: Store, args: argparse.Namespace, summary: dict[str, Any], basel
     """`--models` models, one window each (written and judged), then /metrics and the dashboard overview."""
     models = [f"model-{m:05d}" for m in range(args.models)]
     register(store.url, models, summary)
-    collector = Collector(store.url, {(m, "1"): baseline for m in models}, args.partitions)
+    collector = FlushingCollector(store.url, {(m, "1"): baseline for m in models}, WINDOW_MS, LATENESS_S * 1000)
     start = T0 + 40 * DAY_MS
     collector.now_ms = start + WINDOW_MS
     chunk = max(1, 20_000 // args.events)  # models per flush: a collector flushes every second or so
@@ -365,18 +324,18 @@ def report_day(kind: str, day: dict[str, Any], args: argparse.Namespace) -> None
     print(f"\n### {kind}: per model-day ({day['models']} models x {args.hours} h of 5-minute windows, "
           f"{args.events} events per window on {args.partitions} partitions, {args.features} features; "
           f"run {day['wall']:.0f} s)")
+    ages = [f"{d} days on" for d in AGES]
     print("| table | bytes after the day | rows after the day | deleted during the day | "
-          "bytes 8 days on | bytes 31 days on |")
-    print("|---|---|---|---|---|---|")
+          + " | ".join(f"bytes {a}" for a in ages) + " |")
+    print("|---|---|---|---|" + "---|" * len(ages))
     for table in GROWING:
         if table not in day["bytes"]:
             continue
         print(f"| {table} | {kib(day['bytes'][table] * scale)} | {day['rows'].get(table, 0) * scale:,.0f} | "
-              f"{day['deleted'].get(table, 0) * scale:,.0f} | {kib(day['ages']['8 days on']['bytes'][table] * scale)} | "
-              f"{kib(day['ages']['31 days on']['bytes'][table] * scale)} |")
-    total = sum(day["bytes"].values()) * scale
-    print(f"| all | {kib(total)} | | | {kib(sum(day['ages']['8 days on']['bytes'].values()) * scale)} | "
-          f"{kib(sum(day['ages']['31 days on']['bytes'].values()) * scale)} |")
+              f"{day['deleted'].get(table, 0) * scale:,.0f} | "
+              + " | ".join(kib(day["ages"][a]["bytes"][table] * scale) for a in ages) + " |")
+    print(f"| all | {kib(sum(day['bytes'].values()) * scale)} | | | "
+          + " | ".join(kib(sum(day["ages"][a]["bytes"].values()) * scale) for a in ages) + " |")
     for label, age in day["ages"].items():
         gone = ", ".join(f"{n * scale:,.0f} {t}" for t, n in age["deleted"].items() if n)
         print(f"retention {label}: deleted per model-day {gone or 'nothing'}")
@@ -388,15 +347,17 @@ def report_day(kind: str, day: dict[str, Any], args: argparse.Namespace) -> None
 
 
 def footprint_per_model(day: dict[str, Any], scale: float, args: argparse.Namespace) -> float:
-    """Bytes one model holds once every retention applies: each table's bytes at each age, over its days kept."""
-    fresh = {t: b * scale for t, b in day["bytes"].items()}
-    week = {t: b * scale for t, b in day["ages"]["8 days on"]["bytes"].items()}
-    month = {t: b * scale for t, b in day["ages"]["31 days on"]["bytes"].items()}
-    states = 7 * fresh.get("window_states", 0) + 23 * (week.get("window_states", 0) + week.get("window_rollups", 0))
-    states += 0 * month.get("window_states", 0)
-    results = 90 * (fresh.get("detector_results", 0) + fresh.get("window_evaluations", 0))
-    predictions = args.prediction_days * fresh.get("predictions", 0)
-    return states + results + predictions
+    """Bytes one model holds once every retention applies: a model-day's bytes at each age, summed over the days
+    its tables keep it (states 30 days, results 90, predictions --prediction-days)."""
+    def at(age: str | None, *tables: str) -> float:
+        found = day["bytes"] if age is None else day["ages"][age]["bytes"]
+        return sum(found.get(t, 0) for t in tables) * scale
+
+    states = ("window_states", "window_rollups")
+    results = ("detector_results", "result_rollups", "window_evaluations")
+    return (7 * at(None, *states) + 7 * at("8 days on", *states) + 16 * at("15 days on", *states)
+            + 7 * at(None, *results) + 83 * at("8 days on", *results)
+            + args.prediction_days * at(None, "predictions"))
 
 
 def report_fleet(kind: str, f: dict[str, Any], args: argparse.Namespace) -> None:

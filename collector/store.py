@@ -156,7 +156,10 @@ def merge_window_row(conn: Connection, model: str, version: str, window_start_ms
     """
     key = and_(WINDOWS.c.model == model, WINDOWS.c.version == version,
                WINDOWS.c.window_start_ms == window_start_ms, WINDOWS.c.partition == partition)
-    row = conn.execute(select(WINDOWS.c.id, WINDOWS.c.state).where(key)).first()
+    query = select(WINDOWS.c.id, WINDOWS.c.state).where(key)
+    if conn.dialect.name == "postgresql":  # the scheduler's compaction may be merging this row away meanwhile
+        query = query.with_for_update()
+    row = conn.execute(query).first()
     merged = state if state is not None else WindowState.empty(baseline, segments=segments)
     if row is not None:
         merged = WindowState.from_bytes(row.state, baseline).merge(merged)

@@ -667,3 +667,5 @@ from driftline.embedding_defaults import *  # noqa: E402,F401,F403
 from driftline.batch_defaults import *  # noqa: E402,F401,F403
 # The rollout analysis's policy defaults, in their own file for the same reason.
 from driftline.rollout_defaults import *  # noqa: E402,F401,F403
+# The store's rollup and compaction defaults, in their own file for the same reason.
+from driftline.rollup_defaults import *  # noqa: E402,F401,F403

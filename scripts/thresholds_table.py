@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # driftline/defaults.py and the serving side's knobs it re-exports
 DEFAULTS = (ROOT / "driftline" / "defaults.py", ROOT / "driftline" / "serving_defaults.py",
             ROOT / "driftline" / "embedding_defaults.py", ROOT / "driftline" / "batch_defaults.py",
-            ROOT / "driftline" / "rollout_defaults.py")
+            ROOT / "driftline" / "rollout_defaults.py", ROOT / "driftline" / "rollup_defaults.py")
 TARGET = ROOT / "docs" / "configuration.md"
 START, END = "<!-- thresholds:start -->", "<!-- thresholds:end -->"
 
