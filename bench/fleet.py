@@ -123,9 +123,10 @@ class Store:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             for t in present:
                 conn.exec_driver_sql(f"VACUUM {t}")
+            # a partitioned table's bytes are its partitions'; pg_partition_tree lists none for a plain table
             return {t: int(conn.exec_driver_sql(
-                "SELECT COALESCE(SUM(pg_total_relation_size(relid)), 0) FROM pg_partition_tree(%s::regclass)",
-                (t,)).scalar() or 0) for t in present}
+                "SELECT COALESCE((SELECT SUM(pg_total_relation_size(relid)) FROM pg_partition_tree(%s::regclass)), "
+                "pg_total_relation_size(%s::regclass))", (t, t)).scalar() or 0) for t in present}
 
     def row_counts(self) -> dict[str, int]:
         engine = store_db.get_engine(self.url)

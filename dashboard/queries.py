@@ -408,22 +408,28 @@ def window_state_blobs(db_url: str, model: str, version: str, window_start_ms: i
 @cached
 def sampled_state_blobs(db_url: str, model: str, version: str, start_ms: int, end_ms: int,
                         max_windows: int) -> list[tuple[int, int, bytes]]:
-    """(window_start_ms, window_end_ms, blob) of at most `max_windows` evenly spaced windows of the range."""
+    """(start_ms, end_ms, blob) of at most `max_windows` evenly spaced windows of the range; past the re-evaluation
+    horizon the hourly and daily rollups stand for their windows (scheduler/rollups.py)."""
+    states, rollups = WindowStateRecord, WindowRollup
     with session_scope(db_url) as session:
-        starts = list(session.scalars(
-            select(WindowStateRecord.window_start_ms).distinct()
-            .where(WindowStateRecord.model == model, WindowStateRecord.version == version,
-                   WindowStateRecord.window_start_ms >= start_ms, WindowStateRecord.window_start_ms < end_ms)
-            .order_by(WindowStateRecord.window_start_ms)))
-        if len(starts) > max_windows:
-            step = len(starts) / max_windows
-            starts = [starts[int(i * step)] for i in range(max_windows)]
-        if not starts:
-            return []
+        keys = [(int(s), None) for s in session.scalars(
+            select(states.window_start_ms).distinct()
+            .where(states.model == model, states.version == version,
+                   states.window_start_ms >= start_ms, states.window_start_ms < end_ms))]
+        keys += [(int(s), int(i)) for s, i in session.execute(
+            select(rollups.start_ms, rollups.id)
+            .where(rollups.model == model, rollups.version == version,
+                   rollups.start_ms >= start_ms, rollups.start_ms < end_ms))]
+        keys.sort()
+        if len(keys) > max_windows:
+            step = len(keys) / max_windows
+            keys = [keys[int(i * step)] for i in range(max_windows)]
+        starts = [s for s, rollup in keys if rollup is None]
+        ids = [rollup for _, rollup in keys if rollup is not None]
         rows = session.execute(
-            select(WindowStateRecord.window_start_ms, WindowStateRecord.window_end_ms, WindowStateRecord.state)
-            .where(WindowStateRecord.model == model, WindowStateRecord.version == version,
-                   WindowStateRecord.window_start_ms.in_(starts))).all()
+            select(states.window_start_ms, states.window_end_ms, states.state)
+            .where(states.model == model, states.version == version, states.window_start_ms.in_(starts))).all()
+        rows += session.execute(select(rollups.start_ms, rollups.end_ms, rollups.state).where(rollups.id.in_(ids))).all()
     return [(int(s), int(e), bytes(b)) for s, e, b in rows]
 
 

@@ -51,7 +51,10 @@ def merge_window(conn: Connection, model: str, version: str, window_start_ms: in
         EVALUATIONS.c.window_start_ms == window_start_ms)).scalar()
     if len(rows) < 2 or judged_at is None or any(r.updated_at > judged_at for r in rows):
         return 0  # a collector wrote since: the window is judged again first
-    merged = WindowState.merge_all([WindowState.from_bytes(r.state) for r in rows])
+    try:
+        merged = WindowState.merge_all([WindowState.from_bytes(r.state) for r in rows])
+    except ValueError:  # a row that is no window state (quarantined when judged): left as it is
+        return 0
     conn.execute(delete(STATES).where(key))
     conn.execute(insert(STATES).values(
         model=model, version=version, window_start_ms=window_start_ms,

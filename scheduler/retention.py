@@ -139,9 +139,10 @@ def prune(db_url: str, policy: RetentionPolicy, *, now_ms: int | None = None, ma
 
 def roll_up(engine: Any, policy: RetentionPolicy, now_ms: int, max_batches: int | None) -> dict[str, int]:
     """Compact judged windows, roll up old states and results, make and drop day partitions (module docstring);
-    returns rows merged or folded per step, and the partitions dropped."""
-    counts = {"window_states merged": 0, "window_states rolled up": 0, "hourly rollups rolled up": 0,
-              "detector_results rolled up": 0, "detector_results days dropped": 0}
+    returns the rows merged or folded per "table:step", and the day partitions dropped (steps that did nothing left
+    out)."""
+    counts = {"window_states:merged": 0, "window_states:rolled_up": 0, "window_rollups:rolled_up": 0,
+              "detector_results:rolled_up": 0, "detector_results:days_dropped": 0}
     runs = range(max_batches) if max_batches is not None else iter(int, 1)  # None: until done
     with engine.begin() as conn:
         partitions.ensure_days(conn, "detector_results", now_ms - _DAY_MS,
@@ -151,16 +152,16 @@ def roll_up(engine: Any, policy: RetentionPolicy, now_ms: int, max_batches: int 
         windows = compactable_windows(conn, since, defaults.COMPACTION_WINDOWS_PER_RUN)
     for model, version, start in windows:
         with engine.begin() as conn:  # one window a transaction: its rows are locked briefly
-            counts["window_states merged"] += merge_window(conn, model, version, start)
+            counts["window_states:merged"] += merge_window(conn, model, version, start)
     steps = []
     if policy.rollup_hourly_days > 0:
-        steps.append(("window_states rolled up", lambda c: roll_states(
+        steps.append(("window_states:rolled_up", lambda c: roll_states(
             c, STATES, HOUR, now_ms - int(policy.rollup_hourly_days * _DAY_MS), defaults.ROLLUPS_PER_RUN)))
     if policy.rollup_daily_days > 0:
-        steps.append(("hourly rollups rolled up", lambda c: roll_states(
+        steps.append(("window_rollups:rolled_up", lambda c: roll_states(
             c, ROLLUPS, DAY, now_ms - int(policy.rollup_daily_days * _DAY_MS), defaults.ROLLUPS_PER_RUN)))
     if policy.result_rollup_days > 0:
-        steps.append(("detector_results rolled up", lambda c: roll_results(
+        steps.append(("detector_results:rolled_up", lambda c: roll_results(
             c, now_ms - int(policy.result_rollup_days * _DAY_MS), defaults.ROLLUPS_PER_RUN)))
     for name, step in steps:
         for _ in runs:
@@ -170,10 +171,10 @@ def roll_up(engine: Any, policy: RetentionPolicy, now_ms: int, max_batches: int 
             if not done:
                 break
     with engine.begin() as conn:
-        counts["detector_results days dropped"] = drop_rolled_days(
+        counts["detector_results:days_dropped"] = drop_rolled_days(
             conn, now_ms - int(policy.result_rollup_days * _DAY_MS) if policy.result_rollup_days > 0 else 0,
             now_ms - int(policy.result_days * _DAY_MS) if policy.result_days > 0 else None)
-    return counts
+    return {step: n for step, n in counts.items() if n}
 
 
 def _targets(policy: RetentionPolicy, now_ms: int) -> list[tuple[Any, ColumnElement[bool]]]:

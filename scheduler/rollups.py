@@ -51,27 +51,38 @@ def roll_states(conn: Connection, source: Any, grain: str, cutoff_ms: int, limit
         bucket_ms = int(bucket_ms)
         key = [source.c.model == model, source.c.version == version, start >= bucket_ms, start < bucket_ms + size,
                *where]
-        rows = conn.execute(select(source).where(*key)).all()
+        rows, states = [], []
+        for row in conn.execute(select(source).where(*key).order_by(start)).all():
+            state = _decoded(row.state)
+            if state is not None:  # a row that is no window state is left to the retention of its age
+                rows.append(row)
+                states.append(state)
         if not rows:
             continue
         windows = len({int(r.window_start_ms) for r in rows}) if source is STATES else sum(r.windows for r in rows)
-        _upsert_rollup(conn, model, version, grain, bucket_ms, bucket_ms + size, rows, windows)
+        _upsert_rollup(conn, model, version, grain, bucket_ms, bucket_ms + size, rows, states, windows)
         conn.execute(delete(source).where(source.c.id.in_([r.id for r in rows])))
         merged += len(rows)
     return merged
 
 
+def _decoded(blob: bytes) -> WindowState | None:
+    try:
+        return WindowState.from_bytes(blob)
+    except ValueError:
+        return None
+
+
 def _upsert_rollup(conn: Connection, model: str, version: str, grain: str, start_ms: int, end_ms: int,
-                   rows: list[Any], windows: int) -> None:
+                   rows: list[Any], states: list[WindowState], windows: int) -> None:
     """Merge `rows` into the rollup of (model, version, grain, start): made if missing (a late row adds to it)."""
     key = and_(ROLLUPS.c.model == model, ROLLUPS.c.version == version, ROLLUPS.c.grain == grain,
                ROLLUPS.c.start_ms == start_ms)
     existing = conn.execute(select(ROLLUPS).where(key)).first()
-    states = [WindowState.from_bytes(r.state) for r in rows]
     values = {"events": sum(r.events for r in rows), "late_events": sum(r.late_events for r in rows),
               "windows": windows}
     if existing is not None:
-        states.insert(0, WindowState.from_bytes(existing.state))
+        states = [WindowState.from_bytes(existing.state), *states]
         values = {k: v + getattr(existing, k) for k, v in values.items()}
     blob = WindowState.merge_all(states).to_bytes()
     if existing is None:

@@ -381,8 +381,9 @@ class ResultRollup(Base):
     sum and count of the values, the largest threshold, the windows breached and on which side)."""
 
     __tablename__ = "result_rollups"
+    # no unique key over the metric's names: it would outweigh the rows; a model-day is folded once, in one go
     __table_args__ = (
-        UniqueConstraint("model", "version", "start_ms", "detector", "feature", "segment", "metric"),
+        Index("ix_result_rollups_version", "model", "version", "start_ms"),
         Index("ix_result_rollups_start", "start_ms"),
     )
 

@@ -63,9 +63,8 @@ def upgrade() -> None:
         sa.Column('clean_above', sa.Integer(), nullable=False),
         sa.Column('clean_below', sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint('id', name=op.f('pk_result_rollups')),
-        sa.UniqueConstraint('model', 'version', 'start_ms', 'detector', 'feature', 'segment', 'metric',
-                            name=op.f('uq_result_rollups_model')),
     )
+    op.create_index('ix_result_rollups_version', 'result_rollups', ['model', 'version', 'start_ms'], unique=False)
     op.create_index('ix_result_rollups_start', 'result_rollups', ['start_ms'], unique=False)
     if op.get_bind().dialect.name == 'postgresql':
         op.execute(f'CREATE SCHEMA IF NOT EXISTS {PARTITION_SCHEMA}')
@@ -121,6 +120,7 @@ def downgrade() -> None:
             _unpartition(table, uniques, indexes)
         op.execute(f'DROP SCHEMA IF EXISTS {PARTITION_SCHEMA} CASCADE')
     op.drop_index('ix_result_rollups_start', table_name='result_rollups')
+    op.drop_index('ix_result_rollups_version', table_name='result_rollups')
     op.drop_table('result_rollups')
     op.drop_index('ix_window_rollups_start', table_name='window_rollups')
     op.drop_table('window_rollups')

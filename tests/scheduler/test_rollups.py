@@ -117,7 +117,7 @@ def test_a_judged_windows_rows_are_merged_into_one_row_holding_the_identical_sta
 
     counts = stream.jobs.apply_retention(now_ms=T0 + 4 * W)
 
-    assert counts["window_states merged"] == 6
+    assert counts["window_states:merged"] == 6
     for start in starts:
         (row,) = _rows(sqlite_url, start)
         assert row.partition == MERGED_PARTITION
@@ -196,7 +196,7 @@ def test_results_rolled_up_by_hour_give_the_dashboard_the_same_buckets(sqlite_ur
 
     counts = stream.jobs.apply_retention(now_ms=T0 + 9 * DAY)
 
-    assert counts["detector_results rolled up"] > 0
+    assert counts["detector_results:rolled_up"] > 0
     with session_scope(sqlite_url) as s:
         assert s.scalar(select(func.count()).select_from(DetectorResult)) == 0
         assert s.scalar(select(func.count()).select_from(ResultRollup)) > 0
