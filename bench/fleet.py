@@ -11,7 +11,7 @@ For each store (`--stores sqlite,postgresql`; PostgreSQL: a fresh database on `-
   watermark has passed each window, and its retention job (`apply_retention`) every simulated hour. Then
   retention runs at later simulated dates (past the re-evaluation horizon, past the window-state
   retention), as the scheduler would. Reports per model-day: store bytes by table (SQLite: dbstat's
-  used bytes; PostgreSQL: pg_total_relation_size over each table's partitions, after VACUUM), rows
+  used bytes; PostgreSQL: pg_total_relation_size over each table's partitions, after VACUUM FULL), rows
   written and deleted, collector and scheduler CPU, and the 30-day footprint per model.
 * **the fleet**: `--models` model versions (default 1 000), one window each written and judged the same
   way; then the scheduler's `/metrics` scrape (`scheduler.metrics.SchedulerMetrics`, the store read
@@ -27,9 +27,7 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -40,6 +38,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, from the repository root
 from tests.support.drift_store import training_frame  # noqa: E402
 from tests.support.flushing import FlushingCollector  # noqa: E402
+from bench.scheduler import Store as SchedulerBenchStore  # noqa: E402
 
 from driftline.baseline import compute_baseline  # noqa: E402
 from driftline.collector.store import prune as prune_predictions  # noqa: E402
@@ -81,33 +80,12 @@ class Traffic:
         return out
 
 
-class Store:
-    """A fresh migrated store: a SQLite file, or a PostgreSQL database dropped on exit."""
-
-    def __init__(self, kind: str, pg_admin: str):
-        self.kind, self.pg_admin, self.name = kind, pg_admin, None
+class Store(SchedulerBenchStore):
+    """A fresh migrated store (bench/scheduler.py's), with its tables' bytes and rows."""
 
     def __enter__(self) -> "Store":
-        if self.kind == "sqlite":
-            self.url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='driftline-bench-fleet-')) / 'fleet.db'}"
-        else:
-            import psycopg
-
-            self.name = f"driftline_bench_{uuid.uuid4().hex[:10]}"
-            with psycopg.connect(self.pg_admin, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{self.name}"')
-            self.url = (self.pg_admin.replace("postgresql://", "postgresql+psycopg://", 1).rsplit("/", 1)[0]
-                        + f"/{self.name}")
-        store_db.upgrade(self.url)
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        store_db.dispose_engines()
-        if self.name:
-            import psycopg
-
-            with psycopg.connect(self.pg_admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
     def table_bytes(self) -> dict[str, int]:
         """Bytes per growing table, its indexes included."""
@@ -121,8 +99,8 @@ class Store:
             found = {name: int(size or 0) for name, size in rows}
             return {t: found.get(t, 0) for t in present}
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            for t in present:
-                conn.exec_driver_sql(f"VACUUM {t}")
+            for t in present:  # live bytes, as SQLite's used bytes: the space deletes free is not counted
+                conn.exec_driver_sql(f"VACUUM FULL {t}")
             # a partitioned table's bytes are its partitions'; pg_partition_tree lists none for a plain table
             return {t: int(conn.exec_driver_sql(
                 "SELECT COALESCE((SELECT SUM(pg_total_relation_size(relid)) FROM pg_partition_tree(%s::regclass)), "

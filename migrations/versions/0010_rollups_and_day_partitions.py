@@ -72,46 +72,42 @@ def upgrade() -> None:
             _partition(table, uniques, indexes)
 
 
-def _partition(table: str, uniques: list, indexes: list) -> None:
-    """Rebuild `table` partitioned by range of window_start_ms, its rows in a default partition (the
-    retention job adds day partitions ahead of the data, driftline.store.partitions)."""
-    old = f'{table}_unpartitioned'
+def _set_aside(table: str, old: str, uniques: list, indexes: list) -> None:
+    """Rename `table` and its constraints and indexes out of the way of the table that replaces it."""
     op.execute(f'ALTER TABLE {table} RENAME TO {old}')
     op.execute(f'ALTER TABLE {old} RENAME CONSTRAINT pk_{table} TO pk_{old}')
     for name, _columns in uniques:
         op.execute(f'ALTER TABLE {old} RENAME CONSTRAINT {name} TO {name}_old')
     for name, _columns in indexes:
         op.execute(f'ALTER INDEX {name} RENAME TO {name}_old')
-    op.execute(f'CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS) PARTITION BY RANGE (window_start_ms)')
+
+
+def _replace(table: str, old: str, uniques: list, indexes: list, partitioned: bool) -> None:
+    """Make `table` again like `old` (partitioned by range of window_start_ms, or not), move its rows, drop `old`."""
+    op.execute(f'CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS)'
+               + (' PARTITION BY RANGE (window_start_ms)' if partitioned else ''))
     # the key of a partitioned table holds its partition key; `id` alone stays unique through its sequence
-    op.execute(f'ALTER TABLE {table} ADD CONSTRAINT pk_{table} PRIMARY KEY (id, window_start_ms)')
+    key = 'id, window_start_ms' if partitioned else 'id'
+    op.execute(f'ALTER TABLE {table} ADD CONSTRAINT pk_{table} PRIMARY KEY ({key})')
     for name, columns in uniques:
         op.execute(f'ALTER TABLE {table} ADD CONSTRAINT {name} UNIQUE ({columns})')
     for name, columns in indexes:
         op.execute(f'CREATE INDEX {name} ON {table} ({columns})')
     op.execute(f'ALTER SEQUENCE {table}_id_seq OWNED BY {table}.id')
-    op.execute(f'CREATE TABLE {PARTITION_SCHEMA}.{table}_default PARTITION OF {table} DEFAULT')
+    if partitioned:  # rows of days without a partition land here (driftline.store.partitions makes the days)
+        op.execute(f'CREATE TABLE {PARTITION_SCHEMA}.{table}_default PARTITION OF {table} DEFAULT')
     op.execute(f'INSERT INTO {table} SELECT * FROM {old}')
-    op.execute(f'DROP TABLE {old}')
+    op.execute(f'DROP TABLE {old}')  # a partitioned one's partitions go with it
+
+
+def _partition(table: str, uniques: list, indexes: list) -> None:
+    _set_aside(table, f'{table}_unpartitioned', uniques, indexes)
+    _replace(table, f'{table}_unpartitioned', uniques, indexes, partitioned=True)
 
 
 def _unpartition(table: str, uniques: list, indexes: list) -> None:
-    old = f'{table}_partitioned'
-    op.execute(f'ALTER TABLE {table} RENAME TO {old}')
-    op.execute(f'ALTER TABLE {old} RENAME CONSTRAINT pk_{table} TO pk_{old}')
-    for name, _columns in uniques:
-        op.execute(f'ALTER TABLE {old} RENAME CONSTRAINT {name} TO {name}_old')
-    for name, _columns in indexes:
-        op.execute(f'ALTER INDEX {name} RENAME TO {name}_old')
-    op.execute(f'CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS)')
-    op.execute(f'ALTER TABLE {table} ADD CONSTRAINT pk_{table} PRIMARY KEY (id)')
-    for name, columns in uniques:
-        op.execute(f'ALTER TABLE {table} ADD CONSTRAINT {name} UNIQUE ({columns})')
-    for name, columns in indexes:
-        op.execute(f'CREATE INDEX {name} ON {table} ({columns})')
-    op.execute(f'ALTER SEQUENCE {table}_id_seq OWNED BY {table}.id')
-    op.execute(f'INSERT INTO {table} SELECT * FROM {old}')
-    op.execute(f'DROP TABLE {old}')  # its partitions go with it
+    _set_aside(table, f'{table}_partitioned', uniques, indexes)
+    _replace(table, f'{table}_partitioned', uniques, indexes, partitioned=False)
 
 
 def downgrade() -> None:

@@ -17,6 +17,7 @@ from driftline.baseline import compute_baseline
 from driftline.config import load_settings
 from driftline.store import partitions
 from driftline.store.db import get_engine, session_scope
+from driftline.store.queries import status_report
 from driftline.store.models import (MERGED_PARTITION, BaselineRecord, DetectorResult, ModelVersion, ResultRollup,
                                     WindowEvaluation, WindowRollup, WindowStateRecord)
 from driftline.window_state import WindowState
@@ -181,6 +182,9 @@ def test_rollups_merge_their_windows_exactly_and_windows_inside_the_horizon_stay
     assert day[:3] == ("day", T0, 15)
     expected = WindowState.merge_all([states[T0 + w * W] for w in range(15)])
     _same_document(unpack_document(expected.to_bytes()), unpack_document(bytes(day[3])))
+    with session_scope(sqlite_url) as s:  # `driftline status` counts the rolled-up windows and their events
+        (version,) = status_report(s, now_ms=end + 15 * DAY)["models"]
+    assert (version["events"], version["windows"]) == (stream.sent, 15)
 
 
 def _buckets(db_url: str) -> pd.DataFrame:
