@@ -319,11 +319,11 @@ def _buckets(db_url: str, model: str | None, version: str | None, start_ms: int,
             query = query.where(table.metric.in_(metrics))
         queries.append(query)
     with session_scope(db_url) as session:
-        rows = [row for query in queries for row in session.execute(query).all()] if end_ms > start_ms else []
+        found = [session.execute(query).all() for query in queries] if end_ms > start_ms else [[], []]
     keys = ["model", "version", "detector", "feature", "metric", "bucket_ms"]
     counts = ["windows", "breached", "breached_above", "breached_below", "clean_above", "clean_below"]
-    frame = _frame(rows, [*keys, "min_value", "max_value", "value_sum", "values", "threshold", *counts])
-    if not frame.empty:
+    frame = _frame(found[0] + found[1], [*keys, "min_value", "max_value", "value_sum", "values", "threshold", *counts])
+    if found[0] and found[1]:  # a bucket may hold both per-window rows and rollups
         for column in ("min_value", "max_value", "value_sum", "threshold"):
             frame[column] = frame[column].astype("float64")
         frame = frame.groupby(keys, as_index=False, sort=False).agg(
