@@ -159,7 +159,10 @@ def merge_window_row(conn: Connection, window: WindowKey, partition: int, partia
     events, late_events = (partial.events, partial.late_events) if partial is not None else (0, 0)
     key = and_(WINDOWS.c.model == window.model, WINDOWS.c.version == window.version,
                WINDOWS.c.window_start_ms == window.window_start_ms, WINDOWS.c.partition == partition)
-    row = conn.execute(select(WINDOWS.c.id, WINDOWS.c.state).where(key)).first()
+    query = select(WINDOWS.c.id, WINDOWS.c.state).where(key)
+    if conn.dialect.name == "postgresql":  # the scheduler's compaction may be merging this row away meanwhile
+        query = query.with_for_update()
+    row = conn.execute(query).first()
     merged = partial.state if partial is not None else WindowState.empty(baseline, segments=segments)
     if row is not None:
         merged = WindowState.from_bytes(row.state, baseline).merge(merged)

@@ -63,12 +63,18 @@ def bounded_range(now_ms: int, seconds: int, align_seconds: int) -> tuple[int, i
     return end - int(seconds) * 1000, end
 
 
+_HOUR_MS = 3_600_000
+
+
 def bucket_size_ms(start_ms: int, end_ms: int, window_ms: int | None,
                    max_buckets: int = defaults.DASHBOARD_MAX_TIME_BUCKETS) -> int:
-    """The smallest whole number of windows per bucket that keeps the range within `max_buckets`."""
+    """The smallest whole number of windows per bucket that keeps the range within `max_buckets`; past an hour,
+    whole hours (the grain results are rolled up to, scheduler/rollups.py, so rolled and per-window hours
+    fall into buckets alike)."""
     window_ms = max(int(window_ms or 60_000), 1)
     windows = max(math.ceil((end_ms - start_ms) / window_ms), 1)
-    return window_ms * max(math.ceil(windows / max_buckets), 1)
+    size = window_ms * max(math.ceil(windows / max_buckets), 1)
+    return size if size <= _HOUR_MS else math.ceil(size / _HOUR_MS) * _HOUR_MS
 
 
 def to_time(ms: pd.Series | Sequence[int] | int) -> Any:

@@ -23,8 +23,9 @@ from driftline import defaults
 from driftline.redact import scrub
 from driftline.store.db import get_engine, session_scope
 from driftline.store.models import (Alert, AliasEvent, BaselineRecord, DeadLetter, DetectorResult, ModelAlias,
-                                    ModelVersion, Notification, RetrainRequest, Silence, WindowEvaluation,
-                                    WindowStateRecord)
+                                    ModelVersion, Notification, ResultRollup, RetrainRequest, Silence,
+                                    WindowEvaluation, WindowRollup, WindowStateRecord)
+from driftline.store.rolled import unrolled
 from driftline.store.watermarks import judged_up_to, stream_watermark, watermark_report
 from driftline.vocabulary import (ALERT_ACTIVE, ALERT_FIRING, ALERT_PENDING, DATA_DRIFT, ESTIMATED_QUALITY, INSUFFICIENT_DATA, NOTIFICATION_OPEN,
                                   QUALITY_SCORES)
@@ -115,8 +116,19 @@ def version_activity(db_url: str, start_ms: int, end_ms: int) -> pd.DataFrame:
                    func.max(WindowEvaluation.window_start_ms))
             .where(WindowEvaluation.window_start_ms >= start_ms, WindowEvaluation.window_start_ms < end_ms)
             .group_by(WindowEvaluation.model, WindowEvaluation.version)).all()
-    frame = _frame(states, ["model", "version", "windows", "events", "last_window_start_ms", "last_window_end_ms",
-                            "last_update"])
+        # windows past the re-evaluation horizon live on in hourly and daily rollups (scheduler/rollups.py)
+        rolled = session.execute(
+            select(WindowRollup.model, WindowRollup.version, func.sum(WindowRollup.windows),
+                   func.sum(WindowRollup.events), func.max(WindowRollup.start_ms), func.max(WindowRollup.end_ms),
+                   func.max(WindowRollup.updated_at))
+            .where(WindowRollup.start_ms >= start_ms, WindowRollup.start_ms < end_ms)
+            .group_by(WindowRollup.model, WindowRollup.version)).all()
+    frame = _frame(list(states) + list(rolled), ["model", "version", "windows", "events", "last_window_start_ms",
+                                                 "last_window_end_ms", "last_update"])
+    if len(rolled):
+        frame = frame.groupby(["model", "version"], as_index=False, sort=False).agg(
+            {"windows": "sum", "events": "sum", "last_window_start_ms": "max", "last_window_end_ms": "max",
+             "last_update": "max"})
     evaluated = _frame(evaluations, ["model", "version", "evaluated_windows", "last_evaluated_start_ms"])
     frame = frame.merge(evaluated, on=["model", "version"], how="outer")
     frame["last_update"] = _utc(frame["last_update"])
@@ -343,34 +355,54 @@ def detector_buckets(db_url: str, query: BucketQuery) -> pd.DataFrame:
 
 
 def _buckets(db_url: str, query: BucketQuery) -> pd.DataFrame:
-    start_ms, end_ms, bucket_ms = query.start_ms, query.end_ms, query.bucket_ms
-    r = DetectorResult
-    bucket = (start_ms + ((r.window_start_ms - start_ms) // bucket_ms) * bucket_ms).label("bucket_ms")
+    """Per-window results past their version's rolled-up span, and the hourly rollups before it
+    (driftline.store.rolled), folded into the same buckets: a bucket of whole hours reads the same either way."""
+    start_ms, end_ms, bucket_ms, segment = query.start_ms, query.end_ms, query.bucket_ms, query.segment
+    r, u = DetectorResult, ResultRollup
     one = lambda condition: func.sum(case((condition, 1), else_=0))  # noqa: E731 - a conditional count
     has_both = and_(r.value.is_not(None), r.threshold.is_not(None))
-    statement = (select(r.model, r.version, r.detector, r.feature, r.metric, bucket, func.min(r.value),
-                        func.max(r.value), func.avg(r.value), func.max(r.threshold), func.count(), one(r.breached),
-                        one(and_(has_both, r.breached, r.value > r.threshold)),
-                        one(and_(has_both, r.breached, r.value < r.threshold)),
-                        one(and_(has_both, ~r.breached, r.value > r.threshold)),
-                        one(and_(has_both, ~r.breached, r.value < r.threshold)))
-                 .where(r.window_start_ms >= start_ms, r.window_start_ms < end_ms, r.segment == query.segment)
-                 .group_by(r.model, r.version, r.detector, r.feature, r.metric, bucket))
-    if query.model is not None:
-        statement = statement.where(r.model == query.model)
-    if query.version is not None:
-        statement = statement.where(r.version == query.version)
-    if query.detectors:
-        statement = statement.where(r.detector.in_(query.detectors))
-    if query.metrics:
-        statement = statement.where(r.metric.in_(query.metrics))
+    bucket = (start_ms + ((r.window_start_ms - start_ms) // bucket_ms) * bucket_ms).label("bucket_ms")
+    raw = unrolled(select(r.model, r.version, r.detector, r.feature, r.metric, bucket, func.min(r.value),
+                          func.max(r.value), func.sum(r.value), func.count(r.value), func.max(r.threshold),
+                          func.count(), one(r.breached), one(and_(has_both, r.breached, r.value > r.threshold)),
+                          one(and_(has_both, r.breached, r.value < r.threshold)),
+                          one(and_(has_both, ~r.breached, r.value > r.threshold)),
+                          one(and_(has_both, ~r.breached, r.value < r.threshold)))
+                   .where(r.window_start_ms >= start_ms, r.window_start_ms < end_ms, r.segment == segment)
+                   .group_by(r.model, r.version, r.detector, r.feature, r.metric, bucket))
+    rolled_bucket = (start_ms + ((u.start_ms - start_ms) // bucket_ms) * bucket_ms).label("bucket_ms")
+    rolled = (select(u.model, u.version, u.detector, u.feature, u.metric, rolled_bucket, func.min(u.value_min),
+                     func.max(u.value_max), func.sum(u.value_sum), func.sum(u.values), func.max(u.threshold),
+                     func.sum(u.windows), func.sum(u.breached), func.sum(u.breached_above), func.sum(u.breached_below),
+                     func.sum(u.clean_above), func.sum(u.clean_below))
+              .where(u.start_ms >= start_ms, u.start_ms < end_ms, u.segment == segment)
+              .group_by(u.model, u.version, u.detector, u.feature, u.metric, rolled_bucket))
+    statements = []
+    for statement, table in ((raw, r), (rolled, u)):
+        if query.model is not None:
+            statement = statement.where(table.model == query.model)
+        if query.version is not None:
+            statement = statement.where(table.version == query.version)
+        if query.detectors:
+            statement = statement.where(table.detector.in_(query.detectors))
+        if query.metrics:
+            statement = statement.where(table.metric.in_(query.metrics))
+        statements.append(statement)
     with session_scope(db_url) as session:
-        rows = session.execute(statement).all() if end_ms > start_ms else []
-    frame = _frame(rows, ["model", "version", "detector", "feature", "metric", "bucket_ms", "min_value", "max_value",
-                          "mean_value", "threshold", "windows", "breached", "breached_above", "breached_below",
-                          "clean_above", "clean_below"])
-    for column in ("bucket_ms", "windows", "breached", "breached_above", "breached_below", "clean_above",
-                   "clean_below"):
+        found = [session.execute(statement).all() for statement in statements] if end_ms > start_ms else [[], []]
+    keys = ["model", "version", "detector", "feature", "metric", "bucket_ms"]
+    counts = ["windows", "breached", "breached_above", "breached_below", "clean_above", "clean_below"]
+    frame = _frame(found[0] + found[1], [*keys, "min_value", "max_value", "value_sum", "values", "threshold", *counts])
+    if found[0] and found[1]:  # a bucket may hold both per-window rows and rollups
+        for column in ("min_value", "max_value", "value_sum", "threshold"):
+            frame[column] = frame[column].astype("float64")
+        frame = frame.groupby(keys, as_index=False, sort=False).agg(
+            {"min_value": "min", "max_value": "max", "value_sum": "sum", "values": "sum", "threshold": "max",
+             **{c: "sum" for c in counts}})
+    values = frame["values"].astype("float64")
+    frame["mean_value"] = (frame["value_sum"].astype("float64") / values).where(values > 0)
+    frame = frame[[*keys, "min_value", "max_value", "mean_value", "threshold", *counts]]
+    for column in ("bucket_ms", *counts):
         frame[column] = frame[column].fillna(0).astype("int64")
     for column in ("min_value", "max_value", "mean_value", "threshold"):
         frame[column] = frame[column].astype("float64")
@@ -442,22 +474,28 @@ def window_state_blobs(db_url: str, model: str, version: str, window_start_ms: i
 @cached
 def sampled_state_blobs(db_url: str, model: str, version: str, start_ms: int, end_ms: int,
                         max_windows: int) -> list[tuple[int, int, bytes]]:
-    """(window_start_ms, window_end_ms, blob) of at most `max_windows` evenly spaced windows of the range."""
+    """(start_ms, end_ms, blob) of at most `max_windows` evenly spaced windows of the range; past the re-evaluation
+    horizon the hourly and daily rollups stand for their windows (scheduler/rollups.py)."""
+    states, rollups = WindowStateRecord, WindowRollup
     with session_scope(db_url) as session:
-        starts = list(session.scalars(
-            select(WindowStateRecord.window_start_ms).distinct()
-            .where(WindowStateRecord.model == model, WindowStateRecord.version == version,
-                   WindowStateRecord.window_start_ms >= start_ms, WindowStateRecord.window_start_ms < end_ms)
-            .order_by(WindowStateRecord.window_start_ms)))
-        if len(starts) > max_windows:
-            step = len(starts) / max_windows
-            starts = [starts[int(i * step)] for i in range(max_windows)]
-        if not starts:
-            return []
+        keys = [(int(s), None) for s in session.scalars(
+            select(states.window_start_ms).distinct()
+            .where(states.model == model, states.version == version,
+                   states.window_start_ms >= start_ms, states.window_start_ms < end_ms))]
+        keys += [(int(s), int(i)) for s, i in session.execute(
+            select(rollups.start_ms, rollups.id)
+            .where(rollups.model == model, rollups.version == version,
+                   rollups.start_ms >= start_ms, rollups.start_ms < end_ms))]
+        keys.sort()
+        if len(keys) > max_windows:
+            step = len(keys) / max_windows
+            keys = [keys[int(i * step)] for i in range(max_windows)]
+        starts = [s for s, rollup in keys if rollup is None]
+        ids = [rollup for _, rollup in keys if rollup is not None]
         rows = session.execute(
-            select(WindowStateRecord.window_start_ms, WindowStateRecord.window_end_ms, WindowStateRecord.state)
-            .where(WindowStateRecord.model == model, WindowStateRecord.version == version,
-                   WindowStateRecord.window_start_ms.in_(starts))).all()
+            select(states.window_start_ms, states.window_end_ms, states.state)
+            .where(states.model == model, states.version == version, states.window_start_ms.in_(starts))).all()
+        rows += session.execute(select(rollups.start_ms, rollups.end_ms, rollups.state).where(rollups.id.in_(ids))).all()
     return [(int(s), int(e), bytes(b)) for s, e, b in rows]
 
 

@@ -670,3 +670,5 @@ from driftline.overview_defaults import *  # noqa: E402,F401,F403
 from driftline.otlp_defaults import *  # noqa: E402,F401,F403
 # The collector's Kafka client choice and librdkafka's fetch sizes, in their own file for the same reason.
 from driftline.kafka_client_defaults import *  # noqa: E402,F401,F403
+# The store's rollup and compaction defaults, in their own file for the same reason.
+from driftline.rollup_defaults import *  # noqa: E402,F401,F403

@@ -34,6 +34,7 @@ from driftline.detectors.families.pooled_labels import PooledLabels, pooling_wan
 from driftline.detectors.families.window import WindowOutcome, evaluate_window
 from driftline import vocabulary
 from driftline.baseline import BINARY, Baseline, LabelSummary
+from driftline.result_details import compact_details
 from driftline import defaults
 from driftline.store.models import (BaselineRecord, DetectorResult, ModelVersion, WindowEvaluation,
                                     WindowQuarantine, WindowStateRecord, utcnow)
@@ -212,7 +213,7 @@ def store_outcome(session: Session, key: WindowKey, outcome: WindowOutcome, *, e
             model=key.model, version=key.version, window_start_ms=key.window_start_ms,
             window_end_ms=key.window_end_ms, detector=r.detector, feature=r.feature or "", metric=r.metric,
             value=_finite(r.value), threshold=_finite(r.threshold), breached=bool(r.breached),
-            details=r.details or {}, segment=r.segment or "", evaluated_at=evaluated_at) for r in outcome.results])
+            details=compact_details(r.details or {}), segment=r.segment or "", evaluated_at=evaluated_at) for r in outcome.results])
     return evaluation
 
 

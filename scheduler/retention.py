@@ -12,6 +12,17 @@ long lock) and by `driftline db prune [--dry-run]` (until nothing is left). Ages
 | window_evaluations, detector_results | the window started more than `result_days` ago and is closed |
 | notifications | created more than `notification_days` ago, sent or failed, and its alert is not pending or firing |
 | window rows, predictions, labels | timestamped more than `future_seconds` after now (a wrong clock, a hostile producer) |
+| window_rollups | the hour or day ended more than `window_state_days` ago |
+| result_rollups | the hour ended more than `result_days` ago |
+
+Before deleting, each run compacts and rolls up (scheduler/compaction.py, scheduler/rollups.py): judged
+windows' partial states are merged into one row per window; window states past `rollup_hourly_days` (at
+least the scheduler's re-evaluation horizon, so any window that can still be judged again keeps its own
+state) are merged into hourly rollups, those past `rollup_daily_days` into daily ones; detector results
+past `result_rollup_days` (0: never) into hourly rollups, a model-day at a time. On PostgreSQL the detector
+results are partitioned by day (driftline.store.partitions): each run makes the partitions of the days
+ahead, and a day whose rows are all rolled up, or past `result_days`, is dropped whole instead of
+deleted row by row. `--dry-run` counts the deletions only.
 
 Never pruned: a window that is still open (its end plus the allowed lateness is after now,
 and it starts less than `future_seconds` ahead), the window a pending or firing alert last
@@ -29,10 +40,16 @@ from pydantic import Field
 from sqlalchemy import ColumnElement, and_, delete, exists, false, func, or_, select, tuple_
 
 from driftline import defaults
+from driftline.errors import UserError
 from driftline.toml_sections import Table, given, parse_section
+from driftline.store import partitions
 from driftline.store.db import get_engine
 from driftline.store.models import (Alert, DeadLetter, DetectorResult, LabelRecord, Notification, PredictionRecord,
-                                    WindowEvaluation, WindowQuarantine, WindowStateRecord)
+                                    ResultRollup, WindowEvaluation, WindowQuarantine, WindowRollup,
+                                    WindowStateRecord)
+from driftline.scheduler.compaction import compactable_windows, merge_window
+from driftline.scheduler.evaluation import REEVALUATION_HORIZON_MS
+from driftline.scheduler.rollups import DAY, HOUR, ROLLUPS, STATES, drop_rolled_days, roll_results, roll_states
 from driftline.vocabulary import ALERT_ACTIVE, NOTIFICATION_FAILED, NOTIFICATION_SENT
 
 _Age = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -52,6 +69,20 @@ class RetentionTable(Table):
     batch_rows: _Count = defaults.RETENTION_BATCH_ROWS
     max_batches_per_run: _Count = defaults.RETENTION_MAX_BATCHES_PER_RUN
     interval_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = defaults.RETENTION_INTERVAL_SECONDS
+    rollup_hourly_days: _Age = defaults.ROLLUP_HOURLY_DAYS
+    rollup_daily_days: _Age = defaults.ROLLUP_DAILY_DAYS
+    result_rollup_days: _Age = defaults.RESULT_ROLLUP_DAYS
+
+    def model_post_init(self, _context: Any) -> None:
+        horizon_days = REEVALUATION_HORIZON_MS / _DAY_MS
+        for key in ("rollup_hourly_days", "result_rollup_days"):
+            days = getattr(self, key)
+            if 0 < days < horizon_days:
+                raise UserError(f"{self.WHERE} {key} = {days:g}: windows are judged again for "
+                                f"{horizon_days:g} days (late events, labels), so at least {horizon_days:g} (or 0: never)")
+        if 0 < self.rollup_daily_days < self.rollup_hourly_days:
+            raise UserError(f"{self.WHERE} rollup_daily_days = {self.rollup_daily_days:g} is below rollup_hourly_days "
+                            f"= {self.rollup_hourly_days:g}: hours are rolled into days, so at least that (or 0)")
 
 
 _DAY_MS = 86_400_000
@@ -81,7 +112,7 @@ def prune(db_url: str, policy: RetentionPolicy, *, now_ms: int | None = None, ma
 
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     engine = get_engine(db_url)
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = {} if dry_run else roll_up(engine, policy, now_ms, max_batches)
     for model, condition in _targets(policy, now_ms):
         table = model.__table__
         if dry_run:
@@ -104,6 +135,46 @@ def prune(db_url: str, policy: RetentionPolicy, *, now_ms: int | None = None, ma
                 break
         counts[table.name] = total
     return counts
+
+
+def roll_up(engine: Any, policy: RetentionPolicy, now_ms: int, max_batches: int | None) -> dict[str, int]:
+    """Compact judged windows, roll up old states and results, make and drop day partitions (module docstring);
+    returns the rows merged or folded per "table:step", and the day partitions dropped (steps that did nothing left
+    out)."""
+    counts = {"window_states:merged": 0, "window_states:rolled_up": 0, "window_rollups:rolled_up": 0,
+              "detector_results:rolled_up": 0, "detector_results:days_dropped": 0}
+    runs = range(max_batches) if max_batches is not None else iter(int, 1)  # None: until done
+    with engine.begin() as conn:
+        partitions.ensure_days(conn, "detector_results", now_ms - _DAY_MS,
+                               now_ms + defaults.PARTITION_DAYS_AHEAD * _DAY_MS)
+    with engine.connect() as conn:
+        since = now_ms - int(max(policy.rollup_hourly_days, policy.window_state_days) * _DAY_MS) - _DAY_MS
+        windows = compactable_windows(conn, since, defaults.COMPACTION_WINDOWS_PER_RUN)
+    for model, version, start in windows:
+        with engine.begin() as conn:  # one window a transaction: its rows are locked briefly
+            counts["window_states:merged"] += merge_window(conn, model, version, start)
+    steps = []
+    if policy.rollup_hourly_days > 0:
+        steps.append(("window_states:rolled_up", lambda c: roll_states(
+            c, STATES, HOUR, now_ms - int(policy.rollup_hourly_days * _DAY_MS), defaults.ROLLUPS_PER_RUN)))
+    if policy.rollup_daily_days > 0:
+        steps.append(("window_rollups:rolled_up", lambda c: roll_states(
+            c, ROLLUPS, DAY, now_ms - int(policy.rollup_daily_days * _DAY_MS), defaults.ROLLUPS_PER_RUN)))
+    if policy.result_rollup_days > 0:
+        steps.append(("detector_results:rolled_up", lambda c: roll_results(
+            c, now_ms - int(policy.result_rollup_days * _DAY_MS), defaults.ROLLUPS_PER_RUN)))
+    for name, step in steps:
+        for _ in runs:
+            with engine.begin() as conn:
+                done = step(conn)
+            counts[name] += done
+            if not done:
+                break
+    with engine.begin() as conn:
+        counts["detector_results:days_dropped"] = drop_rolled_days(
+            conn, now_ms - int(policy.result_rollup_days * _DAY_MS) if policy.result_rollup_days > 0 else 0,
+            now_ms - int(policy.result_days * _DAY_MS) if policy.result_days > 0 else None)
+    return {step: n for step, n in counts.items() if n}
 
 
 def _targets(policy: RetentionPolicy, now_ms: int) -> list[tuple[Any, ColumnElement[bool]]]:
@@ -132,6 +203,10 @@ def _targets(policy: RetentionPolicy, now_ms: int) -> list[tuple[Any, ColumnElem
         (DetectorResult, aged_window(DetectorResult, policy.result_days)),
         (Notification, and_(before(Notification.created_at, policy.notification_days),
                             Notification.status.in_((NOTIFICATION_SENT, NOTIFICATION_FAILED)), ~notification_of_active_alert)),
+        (WindowRollup, WindowRollup.end_ms <= now_ms - int(policy.window_state_days * _DAY_MS)
+         if policy.window_state_days > 0 else false()),
+        (ResultRollup, ResultRollup.end_ms <= now_ms - int(policy.result_days * _DAY_MS)
+         if policy.result_days > 0 else false()),
         (PredictionRecord, PredictionRecord.ts_ms > future_ms),
         (LabelRecord, LabelRecord.ts_ms > future_ms),
     ]

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = (ROOT / "driftline" / "defaults.py", ROOT / "driftline" / "serving_defaults.py",
             ROOT / "driftline" / "embedding_defaults.py", ROOT / "driftline" / "batch_defaults.py",
             ROOT / "driftline" / "rollout_defaults.py", ROOT / "driftline" / "overview_defaults.py",
-            ROOT / "driftline" / "otlp_defaults.py", ROOT / "driftline" / "kafka_client_defaults.py")
+            ROOT / "driftline" / "otlp_defaults.py", ROOT / "driftline" / "kafka_client_defaults.py",
+            ROOT / "driftline" / "rollup_defaults.py")
 TARGET = ROOT / "docs" / "configuration.md"
 START, END = "<!-- thresholds:start -->", "<!-- thresholds:end -->"
 STATISTICS_START, STATISTICS_END = "<!-- statistics:start -->", "<!-- statistics:end -->"

@@ -181,6 +181,37 @@ class WindowStateRecord(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
 
+# The `partition` of the one row a judged window's partial states are merged into (scheduler/compaction.py):
+# below every label row's (-1 - partition), so it never meets a collector's row.
+MERGED_PARTITION = -2**31
+
+
+class WindowRollup(Base):
+    """The merge of a model version's window states over one hour or one day (scheduler/rollups.py).
+
+    Written by retention once the windows are past the re-evaluation horizon (hourly) and later (daily):
+    window states merge exactly, so a rollup is the state of every event of its hour or day.
+    """
+
+    __tablename__ = "window_rollups"
+    __table_args__ = (
+        UniqueConstraint("model", "version", "grain", "start_ms"),
+        Index("ix_window_rollups_start", "start_ms"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
+    grain: Mapped[str] = mapped_column(String(10))  # vocabulary: "hour" | "day"
+    start_ms: Mapped[int] = mapped_column(BigInteger)
+    end_ms: Mapped[int] = mapped_column(BigInteger)
+    windows: Mapped[int] = mapped_column(Integer, default=0)  # the windows merged into it
+    events: Mapped[int] = mapped_column(BigInteger, default=0)
+    late_events: Mapped[int] = mapped_column(BigInteger, default=0)
+    state: Mapped[bytes] = mapped_column(LargeBinary)  # WindowState.to_bytes()
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
 class ConsumerOffset(Base):
     """The next offset to read per (group, topic, partition), written in the same transaction as the data."""
 
@@ -342,6 +373,40 @@ class DetectorResult(Base):
     breached: Mapped[bool] = mapped_column(Boolean, default=False)
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ResultRollup(Base):
+    """One metric's detector results over one hour of windows (scheduler/rollups.py), once the per-window
+    rows are past `[retention] result_rollup_days`: what the dashboard's time buckets read (min, max,
+    sum and count of the values, the largest threshold, the windows breached and on which side)."""
+
+    __tablename__ = "result_rollups"
+    # no unique key over the metric's names: it would outweigh the rows; a model-day is folded once, in one go
+    __table_args__ = (
+        Index("ix_result_rollups_version", "model", "version", "start_ms"),
+        Index("ix_result_rollups_start", "start_ms"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(MODEL_CHARS))
+    version: Mapped[str] = mapped_column(String(VERSION_CHARS))
+    start_ms: Mapped[int] = mapped_column(BigInteger)
+    end_ms: Mapped[int] = mapped_column(BigInteger)
+    detector: Mapped[str] = mapped_column(String(50))
+    feature: Mapped[str] = mapped_column(String(MODEL_CHARS), default="")
+    segment: Mapped[str] = mapped_column(String(SEGMENT_CHARS), default="")
+    metric: Mapped[str] = mapped_column(String(VERSION_CHARS))
+    windows: Mapped[int] = mapped_column(Integer, default=0)
+    value_min: Mapped[float | None] = mapped_column(Float)
+    value_max: Mapped[float | None] = mapped_column(Float)
+    value_sum: Mapped[float | None] = mapped_column(Float)
+    values: Mapped[int] = mapped_column(Integer, default=0)  # windows with a value (the mean's count)
+    threshold: Mapped[float | None] = mapped_column(Float)  # the largest
+    breached: Mapped[int] = mapped_column(Integer, default=0)
+    breached_above: Mapped[int] = mapped_column(Integer, default=0)
+    breached_below: Mapped[int] = mapped_column(Integer, default=0)
+    clean_above: Mapped[int] = mapped_column(Integer, default=0)
+    clean_below: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class EvidenceState(Base):

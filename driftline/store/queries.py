@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from driftline import defaults
 from driftline.vocabulary import ALERT_ACTIVE
 from driftline.store.models import (Alert, DeadLetter, ModelAlias, ModelVersion, WindowEvaluation, WindowQuarantine,
-                                    WindowStateRecord)
+                                    WindowRollup, WindowStateRecord)
 from driftline.store.rollout_history import status_rollouts
 from driftline.store.watermarks import judged_up_to, stream_watermark, watermark_report
 
@@ -35,6 +35,12 @@ def status_report(session: Session, *, now_ms: int | None = None,
                    func.count(func.distinct(WindowStateRecord.window_start_ms)))
             .group_by(WindowStateRecord.model, WindowStateRecord.version))
     }
+    # windows past the re-evaluation horizon are counted in their hourly and daily rollups
+    for model, version, events, windows in session.execute(
+            select(WindowRollup.model, WindowRollup.version, func.sum(WindowRollup.events),
+                   func.sum(WindowRollup.windows)).group_by(WindowRollup.model, WindowRollup.version)):
+        had_events, had_windows = counts.get((model, version), (0, 0))
+        counts[(model, version)] = (had_events + int(events or 0), had_windows + int(windows or 0))
     registered = {(m, v) for m, v in session.execute(select(ModelVersion.model, ModelVersion.version))}
     judged = judged_up_to(session)
     late = {(m, v): int(n or 0) for m, v, n in session.execute(

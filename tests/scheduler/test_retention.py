@@ -21,7 +21,9 @@ DAY_MS = 86_400_000
 WINDOW_MS = 60_000
 NOW_MS = int(datetime.now(timezone.utc).timestamp() * 1000) // WINDOW_MS * WINDOW_MS
 NOW = datetime.fromtimestamp(NOW_MS / 1000, tz=timezone.utc)
-POLICY = RetentionPolicy()  # the documented defaults: 14 / 30 / 90 / 30 days, 1 day ahead
+# the documented ages: 14 / 30 / 90 / 30 days, 1 day ahead; rows deleted, not rolled up (tests/scheduler/test_rollups.py)
+POLICY = RetentionPolicy(rollup_hourly_days=0, rollup_daily_days=0, result_rollup_days=0)
+NO_ROLLUPS = "[retention]\nrollup_hourly_days = 0\nrollup_daily_days = 0\nresult_rollup_days = 0\n"
 
 
 def _window_rows(s, model: str, start_ms: int) -> None:
@@ -94,7 +96,8 @@ EXPECTED = {
     "labels": ["now", "old"],
 }
 DELETED = {"dead_letters": 1, "window_states": 3, "window_quarantine": 3, "window_evaluations": 2,
-           "detector_results": 2, "notifications": 2, "predictions": 1, "labels": 1}
+           "detector_results": 2, "notifications": 2, "window_rollups": 0, "result_rollups": 0, "predictions": 1,
+           "labels": 1}
 
 
 def test_prune_keeps_open_windows_and_active_alerts_rows_and_deletes_the_rest(filled):
@@ -119,18 +122,21 @@ def test_a_tiny_retention_never_prunes_a_window_that_is_still_open(db_url):
     with session_scope(db_url) as s:
         _window_rows(s, "open", NOW_MS - WINDOW_MS - 10_000)  # ended 10 s ago: inside its 30 s lateness
         _window_rows(s, "closed", NOW_MS - 10 * WINDOW_MS)
-    tiny = RetentionPolicy.from_mapping({"window_state_days": 1e-6, "result_days": 1e-6}, lateness_seconds=30)
+    tiny = RetentionPolicy.from_mapping({"window_state_days": 1e-6, "result_days": 1e-6, "rollup_hourly_days": 0,
+                                         "result_rollup_days": 0}, lateness_seconds=30)
     prune(db_url, tiny, now_ms=NOW_MS)
     assert _remaining(db_url)["states"] == ["open"]
 
 
 def test_db_prune_prints_what_it_deleted_per_table(filled, tmp_path):
-    result = CliRunner().invoke(db, ["prune", "--dry-run", "--db", filled])
+    config = tmp_path / "retention.toml"
+    config.write_text(NO_ROLLUPS)
+    result = CliRunner().invoke(db, ["prune", "--dry-run", "--config", str(config), "--db", filled])
     assert result.exit_code == 0, result.output
     lines = dict(line.split(None, 1) for line in result.output.splitlines())
     assert lines["window_states"].startswith("would delete ")
     assert _remaining(filled)["states"] == sorted(WINDOWS)
-    result = CliRunner().invoke(db, ["prune", "--db", filled])
+    result = CliRunner().invoke(db, ["prune", "--config", str(config), "--db", filled])
     assert result.exit_code == 0, result.output
     lines = dict(line.split(None, 1) for line in result.output.splitlines())
     # the CLI prunes against the wall clock, a moment after NOW_MS: the same rows go
@@ -142,7 +148,8 @@ def test_retention_settings_are_checked(tmp_path):
     assert RetentionPolicy.from_mapping({"dead_letter_days": 3, "batch_rows": 10}, 30) == RetentionPolicy(
         dead_letter_days=3.0, batch_rows=10, lateness_seconds=30)
     for bad in ({"dead_letters_days": 3}, {"result_days": -1}, {"batch_rows": 0}, {"future_seconds": "1d"},
-                {"result_days": float("inf")}, {"batch_rows": True}):
+                {"result_days": float("inf")}, {"batch_rows": True}, {"rollup_hourly_days": 1},
+                {"result_rollup_days": 2}, {"rollup_daily_days": 3}):
         with pytest.raises(UserError, match="retention"):
             RetentionPolicy.from_mapping(bad, 30)
     config = tmp_path / "bad.toml"
