@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from driftline.collector.flush import FlushResult, PartitionFlush, flush
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.flush import FlushResult, FlushSetup, PartitionFlush, flush
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.collector.store import StoredOffset
 from driftline.config import TOPIC_INFERENCE
 from driftline.events import INFERENCE_SCHEMA
@@ -38,9 +38,9 @@ class FlushingCollector:
     def _folder(self, partition: int) -> InferenceFolder:
         if partition not in self.folders:
             self.folders[partition] = InferenceFolder(
-                TOPIC_INFERENCE, partition, self.window_ms, self.lateness_ms, 1_000_000,
-                baseline_for=lambda m, v: self.baselines.get((m, v)), stored_watermark=lambda m, v: None,
-                clock=lambda: self.now_ms / 1000.0)
+                TOPIC_INFERENCE, partition,
+                FolderSetup(self.window_ms, self.lateness_ms, 1_000_000, clock=lambda: self.now_ms / 1000.0),
+                baseline_for=lambda m, v: self.baselines.get((m, v)), stored_watermark=lambda m, v: None)
         return self.folders[partition]
 
     def consume(self, per_partition: dict[int, list[bytes]]) -> FlushResult:
@@ -58,8 +58,8 @@ class FlushingCollector:
             parts.append(PartitionFlush(TOPIC_INFERENCE, partition, partition, expected, first + len(values), None,
                                         delta.windows, delta.dead_letters, delta.predictions, {}, 0, set(),
                                         newest, None, True))
-        result = flush(store_db.get_engine(self.db_url), GROUP, parts, window_ms=self.window_ms,
-                       baseline_for=lambda m, v: self.baselines.get((m, v)), now_ms=self.now_ms)
+        result = flush(FlushSetup(store_db.get_engine(self.db_url), GROUP, self.window_ms,
+                                  lambda m, v: self.baselines.get((m, v))), parts, now_ms=self.now_ms)
         self.cpu_s += time.process_time() - started
         return result
 
