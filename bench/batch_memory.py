@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -96,17 +97,56 @@ class PayloadBytes:
         return results
 
 
-def engine_child(engine: str, reference: str, current: str) -> None:
+def tree_rss() -> int:
+    """The resident bytes of this process and all its descendants (/proc)."""
+    own, total, seen = os.getpid(), 0, set()
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+            except OSError:
+                continue
+    stack = [own]
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        stack.extend(children.get(pid, []))
+        try:
+            total += int((Path("/proc") / str(pid) / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            continue
+    return total
+
+
+def engine_child(engine: str, reference: str, current: str, master: str = "local[*]") -> None:
     """Run in a fresh process: `detect_frames` on `engine`, printing each pass's partition payloads."""
     from driftline.detectors.batch.frames import detect_frames
 
     if engine == "spark":
         from driftline.engines.spark import SparkEngine, read_table, spark_session
 
-        with spark_session() as session:
+        with spark_session(master) as session:
             recorder = PayloadBytes(SparkEngine(session))
+            runtime, peaks, done = session._jvm.java.lang.Runtime.getRuntime(), [0, 0], threading.Event()
+
+            def watch() -> None:  # the JVM's heap in use and the process tree's RSS, every 0.2 s
+                while not done.wait(0.2):
+                    peaks[0] = max(peaks[0], runtime.totalMemory() - runtime.freeMemory())
+                    peaks[1] = max(peaks[1], tree_rss())
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            watcher.start()
             detect_frames(read_table(session, reference, "reference"), read_table(session, current, "current data"),
                           engine=recorder)
+            done.set()
+            watcher.join()
+            print(f"    JVM heap: peak in use {peaks[0] / 2**20:,.0f} MiB of {runtime.maxMemory() / 2**20:,.0f} MiB "
+                  f"(Spark's default); the driver, JVM and Python workers together: peak RSS "
+                  f"{peaks[1] / 2**20:,.0f} MiB")
     else:
         from driftline.engines.dask import DaskEngine, dask_client, read_table
 
@@ -118,9 +158,9 @@ def engine_child(engine: str, reference: str, current: str) -> None:
               f"all {sum(sizes) / 2**20:8.2f} MiB")
 
 
-def run_engine(engine: str, reference: Path, current: Path, rows: int) -> None:
+def run_engine(engine: str, reference: Path, current: Path, rows: int, master: str) -> None:
     command = [sys.executable, "-c", WRAPPER, sys.executable, __file__, "--engine-child", engine, str(reference),
-               str(current)]
+               str(current), master]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
@@ -148,7 +188,9 @@ def main() -> None:
                         help="another checkout's python (e.g. /work/main/.venv/bin/python): its detect, run the same way")
     parser.add_argument("--engine", action="append", choices=["spark", "dask"], default=[],
                         help="also run detect_frames on this engine (repeatable)")
-    parser.add_argument("--engine-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--spark-master", default="local[*]",
+                        help="--engine spark's master (local[8]: 8 partitions of a file, as on an 8-core machine)")
+    parser.add_argument("--engine-child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--dir", default=None)
     parser.add_argument("--keep", action="store_true")
     options = parser.parse_args()
@@ -194,7 +236,7 @@ def main() -> None:
                 print(f"  in-memory / streamed wall: {walls['in-memory'] / walls['streamed']:.2f}x; "
                       f"decisions identical: {same}")
             for engine in options.engine:
-                run_engine(engine, reference, current, rows)
+                run_engine(engine, reference, current, rows, options.spark_master)
             current.unlink()
     finally:
         if not options.keep:

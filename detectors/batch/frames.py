@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from driftline import defaults
@@ -43,7 +44,7 @@ from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.engines import Engine, Progress, engine_for
 from driftline.errors import UserError
 
-__all__ = ["HEAD_ROWS", "TableFold", "WindowFold", "detect_frames"]
+__all__ = ["HEAD_ROWS", "BinValues", "TableFold", "WindowFold", "detect_frames"]
 
 # Rows of each table read first to tell the columns' kinds (the streamed run reads its first chunk).
 HEAD_ROWS = 10_000
@@ -141,6 +142,24 @@ class FirstTime:
         return min(a, b)
 
 
+@dataclass(frozen=True)
+class BinValues:
+    """The finite values of some fine bins per column (`Plan.values_in_bins`): the reference's exact deciles."""
+
+    plan: Plan
+    bins: Mapping[str, Any]  # column -> the fine bins wanted (numpy array)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.bins)
+
+    def summarize(self, chunk: pd.DataFrame, row_offset: int) -> dict[str, Any]:
+        return self.plan.values_in_bins(chunk, self.bins)
+
+    def merge(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        return {name: np.concatenate((a[name], b[name])) for name in a}
+
+
 class _TablePass:
     """Passes over the reference, each under `Plan.for_rows`; columns found short keep their values from then on."""
 
@@ -217,8 +236,14 @@ def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
     table = _TablePass(engine, reference, reference_offsets, sum(reference_rows), on_progress)
     reference_summary = table.fold(scan, "reference")
     plan = scan.with_reference(reference_summary)
-    if plan.needs_rescan(reference_summary):
+    if plan.needs_rescan(reference_summary):  # a column too long to keep: its deciles found exactly, as streamed
         reference_summary = table.fold(plan, "reference (second pass)")
+        ranks = plan.decile_ranks(reference_summary)
+        if ranks:
+            values = BinValues(plan, {name: np.unique(where) for name, (_, where) in ranks.items()})
+            plan = plan.with_exact_deciles(reference_summary, ranks, merge_in_order(
+                engine.fold(reference, values, reference_offsets, "reference (deciles)", on_progress), values))
+            reference_summary = table.fold(plan, "reference (third pass)")
     finisher = Finisher(plan, reference_summary, Settings(
         prediction=prediction, probabilities=tuple(probabilities) if probabilities else None, label=label,
         prediction_class=prediction_class, segment_by=segment_by, thresholds=thresholds,

@@ -290,6 +290,13 @@ def test_partitions_of_a_long_table_send_counts_and_keep_short_columns_exact():
         assert as_json(got) == as_json(expected)
         tests = {f["name"]: f["tests"] for f in got["windows"][0]["features"]}
         assert "max_error" in tests["x"]["ks"] and "max_error" not in tests["y"]["ks"]
+    # a reference longer than exact_values: its deciles found exactly, as the single-machine run finds them
+    long_reference = table(5_000, 0.0)
+    options = dict(exact_values=1_500, sample_rows=700, multivariate=False, chunk_size=2_500)
+    got = detect_frames(long_reference, current, engine=LocalEngine(chunk_rows=900), **options)
+    expected = detect_streamed(lambda: (long_reference.iloc[i:i + 900] for i in range(0, 5_000, 900)),
+                               lambda: (current.iloc[i:i + 900] for i in range(0, 6_000, 900)), **options)
+    assert_within_bounds(json.loads(as_json(got)), json.loads(as_json(expected)))
     # a partition's summary under a long table's plan: its size does not grow with its rows
     scan = Plan.scan({"x": "numeric", "y": "numeric", "c": "categorical"}, exact_values=1_500, sample_rows=700)
     plan = scan.with_reference(summarize(reference, scan)).for_rows(6_000)
