@@ -13,7 +13,8 @@ rows is folded under `Plan.for_rows` (numeric columns as fine-bin counts from th
 the values), and its row sample only holds the rows the merged sample keeps (`summary.sample_bound`:
 ``sample_rows`` rows over all partitions). A numeric column that then holds at most ``exact_values``
 finite values (most of it missing) is folded once more keeping them, as the single-machine run
-does, so the JSON is the same.
+does, and a longer reference column gets its exact deciles the same way (`BinValues`: the values of
+the few fine bins they read), so the JSON is the same.
 
 >>> import pandas as pd
 >>> reference = pd.DataFrame({"x": [float(i % 10) for i in range(200)]})

@@ -16,7 +16,7 @@ import pickle
 import sys
 import threading
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Iterator, Sequence
 
 from driftline.engines import Fold, Progress, fold_chunk
@@ -37,7 +37,11 @@ SPARK_SETTINGS = {
 def _failed(exc: Exception, what: str) -> UserError:
     """A job's failure in one line: a worker's `UserError` as it was raised, the JVM running out of memory with what
     to change, else the first line naming an exception (not py4j's traceback)."""
-    lines = [line.strip().lstrip(": ") for line in str(exc).splitlines() if line.strip().lstrip(": ")]
+    try:
+        text = str(exc)
+    except Exception:  # py4j asks the JVM for the message: a JVM that died (most often out of memory) cannot say
+        text = "java.lang.OutOfMemoryError (the JVM stopped answering)"
+    lines = [line.strip().lstrip(": ") for line in text.splitlines() if line.strip().lstrip(": ")]
     for line in lines:
         if "driftline.errors.UserError: " in line:
             return UserError(line.split("driftline.errors.UserError: ", 1)[1])
@@ -79,9 +83,13 @@ def spark_session(master: str = "local[*]", app_name: str = "driftline") -> Iter
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
-    finally:
+    except BaseException:
         if running is None:
-            session.stop()
+            with suppress(Exception):  # a JVM that died mid-job cannot stop: the job's own error is the one to show
+                session.stop()
+        raise
+    if running is None:
+        session.stop()
 
 
 def read_table(session: Any, path: str, role: str) -> Any:

@@ -342,6 +342,11 @@ def test_a_failed_spark_job_is_one_line_naming_what_to_change():
     worker = RuntimeError("Traceback (most recent call last):\n  File ...\ndriftline.errors.UserError: the current "
                           "data has no column x\n")
     assert str(_failed(worker, "current data")) == "the current data has no column x"
+    class JvmGone(Exception):
+        def __str__(self):  # py4j asks the JVM for the message
+            raise ConnectionRefusedError("the JVM is gone")
+
+    assert "out of memory" in str(_failed(JvmGone(), "current data"))
     other = str(_failed(RuntimeError("An error occurred while calling o1.collect.\n: java.io.IOException: disk full"),
                         "reference"))
     assert other == "Spark failed reading the reference: java.io.IOException: disk full"
