@@ -11,6 +11,9 @@ process, streamed (``--batch-rows``) and, up to ``--in-memory-max`` rows, ``--in
 time, the child's peak RSS (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` of a wrapper that runs just it), rows
 per second, and whether the two runs' decisions agree. Also times ``python -c "import driftline.cli"``
 for the import share. Files go to ``--dir`` (default a temporary folder), deleted at the end unless ``--keep``.
+``--engine spark`` / ``--engine dask`` (repeatable) also run `detect_frames` on that engine (Spark local mode at
+its default memory, Dask's local cluster) in a fresh process, printing its peak RSS (the JVM's included) and,
+per pass, the pickled bytes each partition sends back (largest and total): what reaches the driver.
 Asserts nothing.
 """
 from __future__ import annotations
@@ -18,10 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -73,6 +78,100 @@ def run_detect(args: list[str], python: str = sys.executable,
     return wall, float(cpu), int(rss_kib) / 1024, int(code)
 
 
+class PayloadBytes:
+    """An engine whose `fold` also records each partition's result, pickled, in bytes (what travels to the driver)."""
+
+    def __init__(self, engine):
+        self.engine, self.name, self.passes = engine, engine.name, []
+
+    def head(self, frame, rows):
+        return self.engine.head(frame, rows)
+
+    def partition_rows(self, frame):
+        return self.engine.partition_rows(frame)
+
+    def fold(self, frame, fold, offsets, what, on_progress=None):
+        results = self.engine.fold(frame, fold, offsets, what, on_progress)
+        self.passes.append((what, [len(pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL)) for r in results
+                                   if r is not None]))
+        return results
+
+
+def tree_rss() -> int:
+    """The resident bytes of this process and all its descendants (/proc)."""
+    own, total, seen = os.getpid(), 0, set()
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+            except OSError:
+                continue
+    stack = [own]
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        stack.extend(children.get(pid, []))
+        try:
+            total += int((Path("/proc") / str(pid) / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            continue
+    return total
+
+
+def engine_child(engine: str, reference: str, current: str, master: str = "local[*]") -> None:
+    """Run in a fresh process: `detect_frames` on `engine`, printing each pass's partition payloads."""
+    from driftline.detectors.batch.frames import detect_frames
+
+    if engine == "spark":
+        from driftline.engines.spark import SparkEngine, read_table, spark_session
+
+        with spark_session(master) as session:
+            recorder = PayloadBytes(SparkEngine(session))
+            runtime, peaks, done = session._jvm.java.lang.Runtime.getRuntime(), [0, 0], threading.Event()
+
+            def watch() -> None:  # the JVM's heap in use and the process tree's RSS, every 0.2 s
+                while not done.wait(0.2):
+                    peaks[0] = max(peaks[0], runtime.totalMemory() - runtime.freeMemory())
+                    peaks[1] = max(peaks[1], tree_rss())
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            watcher.start()
+            detect_frames(read_table(session, reference, "reference"), read_table(session, current, "current data"),
+                          engine=recorder)
+            done.set()
+            watcher.join()
+            print(f"    JVM heap: peak in use {peaks[0] / 2**20:,.0f} MiB of {runtime.maxMemory() / 2**20:,.0f} MiB "
+                  f"(Spark's default); the driver, JVM and Python workers together: peak RSS "
+                  f"{peaks[1] / 2**20:,.0f} MiB")
+    else:
+        from driftline.engines.dask import DaskEngine, dask_client, read_table
+
+        with dask_client() as client:
+            recorder = PayloadBytes(DaskEngine(client))
+            detect_frames(read_table(reference, "reference"), read_table(current, "current data"), engine=recorder)
+    for what, sizes in recorder.passes:
+        print(f"    {what:28s} {len(sizes):3d} partitions, largest {max(sizes) / 2**20:8.2f} MiB, "
+              f"all {sum(sizes) / 2**20:8.2f} MiB")
+
+
+def run_engine(engine: str, reference: Path, current: Path, rows: int, master: str) -> None:
+    command = [sys.executable, "-c", WRAPPER, sys.executable, __file__, "--engine-child", engine, str(reference),
+               str(current), master]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    cpu, rss_kib, code = done.stdout.split()[-3:]
+    print(f"  {engine:10s} wall {wall:7.2f} s  CPU {float(cpu):7.2f} s  peak RSS {int(rss_kib) / 1024:8,.0f} MiB  "
+          f"{rows / wall / 1e6:5.2f} M rows/s wall" + ("" if int(code) == 0 else f"  EXIT {code}"))
+    print("\n".join(done.stdout.splitlines()[:-1]))
+    if int(code) != 0:
+        print(done.stderr[-1500:])
+
+
 def decisions(path: Path) -> list[tuple[list[str], bool]]:
     result = json.loads(path.read_text())
     return [(w["drifted_features"], w["dataset_drift"]) for w in result["windows"]]
@@ -87,9 +186,17 @@ def main() -> None:
     parser.add_argument("--extra", default="", help="extra detect options, e.g. '--chunk-size 1000000'")
     parser.add_argument("--peer-python", default=None,
                         help="another checkout's python (e.g. /work/main/.venv/bin/python): its detect, run the same way")
+    parser.add_argument("--engine", action="append", choices=["spark", "dask"], default=[],
+                        help="also run detect_frames on this engine (repeatable)")
+    parser.add_argument("--spark-master", default="local[*]",
+                        help="--engine spark's master (local[8]: 8 partitions of a file, as on an 8-core machine)")
+    parser.add_argument("--engine-child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--dir", default=None)
     parser.add_argument("--keep", action="store_true")
     options = parser.parse_args()
+    if options.engine_child:
+        engine_child(*options.engine_child)
+        return
     folder = Path(options.dir or tempfile.mkdtemp(prefix="driftline-batch-"))
     folder.mkdir(parents=True, exist_ok=True)
     try:
@@ -128,6 +235,8 @@ def main() -> None:
                 same = decisions(folder / "streamed.json") == decisions(folder / "in-memory.json")
                 print(f"  in-memory / streamed wall: {walls['in-memory'] / walls['streamed']:.2f}x; "
                       f"decisions identical: {same}")
+            for engine in options.engine:
+                run_engine(engine, reference, current, rows, options.spark_master)
             current.unlink()
     finally:
         if not options.keep:

@@ -8,6 +8,14 @@ what comes back in partition order, then `finish`es as the single-machine run do
 one that counts each partition's rows (a row's position in the table keys the bounded samples and the
 ``--chunk-size`` windows), then the streamed run's passes. Nothing here imports pyspark or dask.
 
+What a partition sends back is bounded, not its rows: a table (or window) of more than ``exact_values``
+rows is folded under `Plan.for_rows` (numeric columns as fine-bin counts from the first value, never
+the values), and its row sample only holds the rows the merged sample keeps (`summary.sample_bound`:
+``sample_rows`` rows over all partitions). A numeric column that then holds at most ``exact_values``
+finite values (most of it missing) is folded once more keeping them, as the single-machine run
+does, and a longer reference column gets its exact deciles the same way (`BinValues`: the values of
+the few fine bins they read), so the JSON is the same.
+
 >>> import pandas as pd
 >>> reference = pd.DataFrame({"x": [float(i % 10) for i in range(200)]})
 >>> current = pd.DataFrame({"x": [float(i % 10) + 5 for i in range(200)]})
@@ -16,9 +24,10 @@ one that counts each partition's rows (a row's position in the table keys the bo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from driftline import defaults
@@ -29,14 +38,14 @@ from driftline.detectors.batch.passes import merge_in_order, partition_offsets
 from driftline.detectors.batch.streamed import scan_plan
 from driftline.detectors.batch.windowing import (check_chunk, iso_time, needs_origin, parse_timestamps,
                                                  period_labels, window_bounds)
-from driftline.detectors.batch.summary import BatchSummary, merge, summarize
+from driftline.detectors.batch.summary import BatchSummary, merge, sample_bound, summarize
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.engines import Engine, Progress, engine_for
 from driftline.errors import UserError
 
-__all__ = ["HEAD_ROWS", "TableFold", "WindowFold", "detect_frames"]
+__all__ = ["HEAD_ROWS", "BinValues", "TableFold", "WindowFold", "detect_frames"]
 
 # Rows of each table read first to tell the columns' kinds (the streamed run reads its first chunk).
 HEAD_ROWS = 10_000
@@ -48,13 +57,15 @@ class TableFold:
 
     plan: Plan
     where: str
+    sample_below: int | None = None  # `summary.sample_bound` of the whole table
 
     @property
     def columns(self) -> tuple[str, ...]:
         return self.plan.sample_columns
 
     def summarize(self, chunk: pd.DataFrame, row_offset: int) -> BatchSummary:
-        return summarize(check_chunk(chunk, self.plan, self.where), self.plan, row_offset)
+        return summarize(check_chunk(chunk, self.plan, self.where), self.plan, row_offset,
+                         sample_below=self.sample_below)
 
     def merge(self, a: BatchSummary, b: BatchSummary) -> BatchSummary:
         return merge(a, b, self.plan)
@@ -63,7 +74,8 @@ class TableFold:
 @dataclass(frozen=True)
 class WindowFold:
     """The current data into one summary per window: its number (no chunking: 0; ``--chunk-size``: row // size)
-    or its period's label (``--chunk-period``)."""
+    or its period's label (``--chunk-period``). `only`: just these windows, each under its own plan (a pass
+    that keeps values `plan` binned); `sample_below`: `summary.sample_bound` of each window whose rows are known."""
 
     plan: Plan
     where: str
@@ -71,6 +83,11 @@ class WindowFold:
     offset: pd.DateOffset | None = None
     origin: pd.Timestamp = pd.Timestamp(0)
     timestamp: str | None = None
+    only: Mapping[Any, Plan] | None = None
+    sample_below: Mapping[Any, int] = field(default_factory=dict)
+
+    def _plan(self, key: Any) -> Plan | None:
+        return self.plan if self.only is None else self.only.get(key)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -84,7 +101,9 @@ class WindowFold:
         if self.offset is not None:
             assert times is not None
             for label, positions in period_labels(times, self.offset, self.origin):
-                parts[label] = summarize(chunk.iloc[positions], self.plan, row_offset + positions)
+                plan = self._plan(label)
+                if plan is not None:
+                    parts[label] = summarize(chunk.iloc[positions], plan, row_offset + positions)
             return parts
         size = self.chunk_size or row_offset + len(chunk) + 1  # no chunking: one window
         begin = 0
@@ -92,7 +111,10 @@ class WindowFold:
             number = (row_offset + begin) // size
             end = min(len(chunk), (number + 1) * size - row_offset)
             piece_times = None if times is None else times.iloc[begin:end]
-            parts[number] = summarize(chunk.iloc[begin:end], self.plan, row_offset + begin, piece_times)
+            plan = self._plan(number)
+            if plan is not None:
+                parts[number] = summarize(chunk.iloc[begin:end], plan, row_offset + begin, piece_times,
+                                          sample_below=self.sample_below.get(number))
             begin = end
         return parts
 
@@ -121,6 +143,69 @@ class FirstTime:
         return min(a, b)
 
 
+@dataclass(frozen=True)
+class BinValues:
+    """The finite values of some fine bins per column (`Plan.values_in_bins`): the reference's exact deciles."""
+
+    plan: Plan
+    bins: Mapping[str, Any]  # column -> the fine bins wanted (numpy array)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.bins)
+
+    def summarize(self, chunk: pd.DataFrame, row_offset: int) -> dict[str, Any]:
+        return self.plan.values_in_bins(chunk, self.bins)
+
+    def merge(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        return {name: np.concatenate((a[name], b[name])) for name in a}
+
+
+class _TablePass:
+    """Passes over the reference, each under `Plan.for_rows`; columns found short keep their values from then on."""
+
+    def __init__(self, engine: Engine, frame: Any, offsets: Sequence[int], rows: int, on_progress: Progress | None):
+        self.engine, self.frame, self.offsets, self.rows, self.on_progress = engine, frame, offsets, rows, on_progress
+        self.kept: frozenset[str] = frozenset()
+
+    def fold(self, plan: Plan, what: str) -> BatchSummary:
+        bounded = plan.for_rows(self.rows).keeping(self.kept)
+        below = sample_bound(0, self.rows, plan)
+        fold = TableFold(bounded, "reference", below)
+        summary = merge_in_order(self.engine.fold(self.frame, fold, self.offsets, what, self.on_progress), fold)
+        short = bounded.short_columns(summary)
+        if short:  # few finite values in a long column: kept, as the single-machine run keeps them
+            self.kept |= short
+            fold = TableFold(bounded.keeping(short), "reference", below)
+            summary = merge_in_order(self.engine.fold(self.frame, fold, self.offsets, f"{what} (values kept)",
+                                                      self.on_progress), fold)
+        return summary
+
+
+def _fold_windows(engine: Engine, frame: Any, offsets: Sequence[int], rows: int, on_progress: Progress | None,
+                  fold: WindowFold) -> dict[Any, BatchSummary]:
+    """The current data's windows, each under `Plan.for_rows` of its rows (a period's: the table's), then once more
+    for the windows with short columns (`Plan.short_columns`), keeping their values."""
+    plan = fold.plan
+    size = fold.chunk_size or rows
+    below: dict[Any, int] = {}
+    if fold.offset is None:  # windows of known rows: their samples' bounds
+        for number in range(-(-rows // size)):
+            bound = sample_bound(number * size, min(rows, (number + 1) * size), plan)
+            if bound is not None:
+                below[number] = bound
+    bounded = replace(fold, plan=plan.for_rows(min(size, rows)), sample_below=below)
+    merged: dict[Any, BatchSummary] = merge_in_order(
+        engine.fold(frame, bounded, offsets, "current data", on_progress), bounded)
+    redo = {key: bounded.plan.keeping(short) for key, summary in merged.items()
+            if (short := bounded.plan.short_columns(summary))}
+    if redo:
+        again = replace(bounded, only=redo)
+        merged.update(merge_in_order(engine.fold(frame, again, offsets, "current data (values kept)", on_progress),
+                                     again))
+    return merged
+
+
 def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None, chunk_size: int | None = None,
                   chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
                   prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
@@ -147,14 +232,19 @@ def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
         reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
         timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
         fine_bins=fine_bins, prediction_class=prediction_class)
-    reference_offsets = partition_offsets(engine.partition_rows(reference), "reference")
-    fold = TableFold(scan, "reference")
-    reference_summary = merge_in_order(engine.fold(reference, fold, reference_offsets, "reference", on_progress), fold)
+    reference_rows = engine.partition_rows(reference)
+    reference_offsets = partition_offsets(reference_rows, "reference")
+    table = _TablePass(engine, reference, reference_offsets, sum(reference_rows), on_progress)
+    reference_summary = table.fold(scan, "reference")
     plan = scan.with_reference(reference_summary)
-    if plan.needs_rescan(reference_summary):
-        fold = TableFold(plan, "reference")
-        reference_summary = merge_in_order(engine.fold(reference, fold, reference_offsets, "reference (second pass)",
-                                                  on_progress), fold)
+    if plan.needs_rescan(reference_summary):  # a column too long to keep: its deciles found exactly, as streamed
+        reference_summary = table.fold(plan, "reference (second pass)")
+        ranks = plan.decile_ranks(reference_summary)
+        if ranks:
+            values = BinValues(plan, {name: np.unique(where) for name, (_, where) in ranks.items()})
+            plan = plan.with_exact_deciles(reference_summary, ranks, merge_in_order(
+                engine.fold(reference, values, reference_offsets, "reference (deciles)", on_progress), values))
+            reference_summary = table.fold(plan, "reference (third pass)")
     finisher = Finisher(plan, reference_summary, Settings(
         prediction=prediction, probabilities=tuple(probabilities) if probabilities else None, label=label,
         prediction_class=prediction_class, segment_by=segment_by, thresholds=thresholds,
@@ -168,9 +258,8 @@ def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
         first = FirstTime(timestamp)
         origin = pd.Timestamp(merge_in_order(engine.fold(current, first, current_offsets, "timestamps", on_progress),
                                          first)).tz_localize(None).normalize()
-    windows_fold = WindowFold(plan, "current data", chunk_size, offset, origin, timestamp)
-    merged: dict[Any, BatchSummary] = merge_in_order(
-        engine.fold(current, windows_fold, current_offsets, "current data", on_progress), windows_fold)
+    merged = _fold_windows(engine, current, current_offsets, sum(current_rows), on_progress,
+                           WindowFold(plan, "current data", chunk_size, offset, origin, timestamp))
     if offset is not None:
         windows = [WindowSummary(index, merged[key], iso_time(key.tz_localize("UTC")),
                                  iso_time(key.tz_localize("UTC") + offset)) for index, key in enumerate(sorted(merged))]

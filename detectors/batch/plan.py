@@ -54,6 +54,7 @@ class Plan:
     distinct: dict[str, np.ndarray | None] = field(default_factory=dict)  # numeric: <= 20 reference values, or None
     reference_std: dict[str, float] = field(default_factory=dict)  # numeric: two_sample.reference_std of the reference
     maxima: dict[str, float] = field(default_factory=dict)  # numeric: the reference's largest finite value
+    binned: frozenset[str] = frozenset()  # numeric columns whose values are never kept (`for_rows`)
 
     @classmethod
     def scan(cls, kinds: Mapping[str, str], sample_columns: Sequence[str] = (), *,
@@ -97,6 +98,25 @@ class Plan:
             if column.count:
                 maxima[name] = column.max
         return replace(self, edges=edges, deciles=deciles, distinct=distinct, reference_std=stds, maxima=maxima)
+
+    def for_rows(self, rows: int) -> "Plan":
+        """The plan a partition of a table (or window) of `rows` rows is summarized under: every numeric column
+        on the fine bins from its first value when `rows` exceed ``exact_values`` (its values could not all be
+        kept: a partition sends counts, not values), else this plan."""
+        if rows <= self.exact_values:
+            return self
+        return replace(self, binned=frozenset(name for name, kind in self.kinds.items() if kind == NUMERIC))
+
+    def short_columns(self, summary: BatchSummary) -> frozenset[str]:
+        """The numeric columns of `summary` that a `for_rows` plan binned though they hold at most ``exact_values``
+        finite values (many missing): the single-machine run keeps those values, so a second pass must too."""
+        return frozenset(name for name, column in summary.columns.items()
+                         if isinstance(column, NumericSummary) and not column.exact and name in self.binned
+                         and column.count <= self.exact_values)
+
+    def keeping(self, names: frozenset[str]) -> "Plan":
+        """This plan with the numeric columns `names` kept as values again (see `short_columns`)."""
+        return replace(self, binned=self.binned - names)
 
     def decile_ranks(self, reference: BatchSummary) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per numeric column whose values were not kept: (the 0-based ranks its decile edges read, the fine bin

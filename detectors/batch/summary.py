@@ -9,9 +9,10 @@ plan (`driftline.detectors.batch.plan.Plan`), never by the table:
 
 * per **numeric** column: rows, missing (null, NaN, +/-inf: the in-memory path drops them the
   same way), count, mean and M2 (Chan's parallel update), min, max, and either the finite
-  values themselves while the merged summary holds at most ``plan.exact_values`` of them (then
-  every statistic is computed exactly as in memory) or counts and value sums on the plan's
-  fine bins (which contain the reference's decile edges, so PSI stays exact), plus counts at
+  values themselves while the merged summary holds at most ``plan.exact_values`` of them and the
+  plan does not bin the column from its first value (``plan.binned``, `Plan.for_rows`: an engine's
+  partition of a longer table) (then every statistic is computed exactly as in memory) or counts
+  and value sums on the plan's fine bins (which contain the reference's decile edges, so PSI stays exact), plus counts at
   the reference's distinct values when it has at most
   ``defaults.JENSENSHANNON_MAX_DISTINCT_AS_CATEGORIES`` of them (Jensen-Shannon value by value);
 * per **categorical** column: rows, missing and the count of every category, in order of
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from driftline.detectors.batch.plan import Plan
 
 __all__ = ["BatchSummary", "CategoricalSummary", "NumericSummary", "ROW", "KEY", "merge", "summarize",
-           "row_keys"]
+           "row_keys", "sample_bound"]
 
 NUMERIC = "numeric"
 # Columns the sample adds to the rows it keeps: the row's position in its table, and its sampling key.
@@ -48,6 +49,8 @@ KEY = "__driftline_key"
 # Rows below which a chunk's columns are summarized in the calling thread: handing 23 columns to a pool costs
 # about half a millisecond, more than their work on a small piece (short --chunk-period windows cut many).
 PARALLEL_MIN_ROWS = 20_000
+# Row positions keyed at a time by `sample_bound` (32 MB of keys).
+SAMPLE_BOUND_STEP = 4_000_000
 
 
 def row_keys(rows: np.ndarray, seed: int) -> np.ndarray:
@@ -57,6 +60,24 @@ def row_keys(rows: np.ndarray, seed: int) -> np.ndarray:
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         return z ^ (z >> np.uint64(31))
+
+
+def sample_bound(first: int, stop: int, plan: "Plan") -> int | None:
+    """`summarize`'s ``sample_below`` for the rows `first` to `stop` - 1 of a table: one above the largest key of
+    their bottom-k sample (k = ``plan.sample_rows``); None when they are at most k rows (or the key is the largest).
+
+    Keys depend on positions alone, so whoever knows a table's (or window's) rows knows its sample's keys: its
+    partitions, given this bound, send just the rows the merged sample holds (k in all, however many partitions).
+    """
+    k = plan.sample_rows
+    if stop - first <= k:
+        return None
+    best = np.empty(0, dtype=np.uint64)
+    for begin in range(first, stop, SAMPLE_BOUND_STEP):
+        keys = np.concatenate((best, row_keys(np.arange(begin, min(stop, begin + SAMPLE_BOUND_STEP)), plan.seed)))
+        best = np.partition(keys, k - 1)[:k] if keys.size > k else keys
+    top = int(best.max())
+    return top + 1 if top < np.iinfo(np.uint64).max else None
 
 
 @dataclass
@@ -126,7 +147,7 @@ class NumericSummary:
             top = plan.maxima.get(name)
             if top is not None and out.max > top:
                 out.above = int((finite > top).sum())
-        if out.count <= plan.exact_values:
+        if out.count <= plan.exact_values and name not in plan.binned:
             # a copy, not a view: a view would keep the whole chunk's block alive
             out.parts = [finite.copy() if finite is raw else finite]
             return out

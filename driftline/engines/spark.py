@@ -1,5 +1,8 @@
 """The Spark engine: each partition of a PySpark DataFrame folded by ``mapInPandas``, summaries collected.
 
+What a partition sends is bounded by the plan (`driftline.detectors.batch.frames`); a job that fails anyway
+(the JVM out of memory, a worker's error) is one `UserError` line, not py4j's traceback.
+
 `spark_session(master)` starts (or joins) a session for `driftline detect --engine spark`
 (``--spark-master``, default ``local[*]``: this machine's cores; ``spark://host:7077``, ``yarn``,
 ``k8s://...`` for a cluster, whose executors need driftline installed); `read_table` reads a Parquet
@@ -13,7 +16,7 @@ import pickle
 import sys
 import threading
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Iterator, Sequence
 
 from driftline.engines import Fold, Progress, fold_chunk
@@ -29,6 +32,26 @@ SPARK_SETTINGS = {
     "spark.ui.showConsoleProgress": "false",  # the engine reports partitions itself
     "spark.sql.shuffle.partitions": "8",
 }
+
+
+def _failed(exc: Exception, what: str) -> UserError:
+    """A job's failure in one line: a worker's `UserError` as it was raised, the JVM running out of memory with what
+    to change, else the first line naming an exception (not py4j's traceback)."""
+    try:
+        text = str(exc)
+    except Exception:  # py4j asks the JVM for the message: a JVM that died (most often out of memory) cannot say
+        text = "java.lang.OutOfMemoryError (the JVM stopped answering)"
+    lines = [line.strip().lstrip(": ") for line in text.splitlines() if line.strip().lstrip(": ")]
+    for line in lines:
+        if "driftline.errors.UserError: " in line:
+            return UserError(line.split("driftline.errors.UserError: ", 1)[1])
+    if any("OutOfMemoryError" in line for line in lines):
+        return UserError(f"Spark ran out of memory reading the {what} (java.lang.OutOfMemoryError): give it more "
+                         "(spark.driver.memory, spark.executor.memory in spark-defaults.conf or PYSPARK_SUBMIT_ARGS) "
+                         "or read smaller partitions (spark.sql.files.maxPartitionBytes)")
+    detail = next((line for line in lines if "Exception" in line or "Error" in line),
+                  lines[0] if lines else type(exc).__name__)
+    return UserError(f"Spark failed reading the {what}: {detail}")
 
 
 def _missing(exc: ModuleNotFoundError) -> UserError:
@@ -60,9 +83,13 @@ def spark_session(master: str = "local[*]", app_name: str = "driftline") -> Iter
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
-    finally:
+    except BaseException:
         if running is None:
-            session.stop()
+            with suppress(Exception):  # a JVM that died mid-job cannot stop: the job's own error is the one to show
+                session.stop()
+        raise
+    if running is None:
+        session.stop()
 
 
 def read_table(session: Any, path: str, role: str) -> Any:
@@ -157,7 +184,10 @@ class SparkEngine:
         from pyspark.sql.functions import spark_partition_id
 
         with _Watch(self.session.sparkContext, self._group(), "counting rows", 0, None):
-            counts = dict(frame.select(spark_partition_id().alias("p")).groupBy("p").count().collect())
+            try:
+                counts = dict(frame.select(spark_partition_id().alias("p")).groupBy("p").count().collect())
+            except Exception as exc:  # Py4JJavaError and friends: one line, not py4j's traceback
+                raise _failed(exc, "rows") from None
         return [int(counts.get(p, 0)) for p in range(frame.rdd.getNumPartitions())]
 
     def fold(self, frame: Any, fold: Fold, offsets: Sequence[int], what: str,
@@ -171,7 +201,10 @@ class SparkEngine:
         job = frame.select(*aliased).mapInPandas(_fold_partitions(fold, list(offsets), names),
                                                  schema="part int, payload binary")
         with _Watch(self.session.sparkContext, self._group(), what, len(offsets), on_progress):
-            rows = job.collect()
+            try:
+                rows = job.collect()
+            except Exception as exc:  # Py4JJavaError and friends: one line, not py4j's traceback
+                raise _failed(exc, what) from None
         results: list[Any] = [None] * len(offsets)
         for row in rows:
             results[row["part"]] = pickle.loads(row["payload"])

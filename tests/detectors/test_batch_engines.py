@@ -7,6 +7,7 @@ split into several partitions on purpose, so the merging across partitions is wh
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
 import orjson
@@ -248,3 +249,104 @@ def test_the_local_dask_cluster_listens_on_loopback_only(dask_client):
     assert {ip for ip, _ in ours} == {"127.0.0.1"}, ours
     for pid in dask_client.run(os.getpid).values():  # the worker processes' own servers
         assert listening(pid) and {ip for ip, _ in listening(pid)} == {"127.0.0.1"}, listening(pid)
+
+
+def assert_within_bounds(got, expected, path="") -> None:
+    """Equal JSON but for floating-point merge order (1e-9 relative): summaries merged per partition, not per chunk."""
+    if isinstance(expected, dict):
+        assert isinstance(got, dict) and got.keys() == expected.keys(), path
+        for key in expected:
+            assert_within_bounds(got[key], expected[key], f"{path}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(got, list) and len(got) == len(expected), path
+        for i, (a, b) in enumerate(zip(got, expected)):
+            assert_within_bounds(a, b, f"{path}[{i}]")
+    elif isinstance(expected, float):
+        assert got == pytest.approx(expected, rel=1e-9, abs=1e-12), path
+    else:
+        assert got == expected, path
+
+
+def test_partitions_of_a_long_table_send_counts_and_keep_short_columns_exact():
+    from driftline.detectors.batch.plan import Plan
+    from driftline.detectors.batch.streamed import detect_streamed
+    from driftline.detectors.batch.summary import summarize
+    from driftline.engines import LocalEngine
+
+    rng = np.random.default_rng(0)
+
+    def table(rows, shift):
+        mostly_missing = rng.normal(0, 1, rows)
+        mostly_missing[rng.random(rows) < 0.8] = np.nan  # 20% of 6,000: under exact_values, kept by the local run
+        return pd.DataFrame({"x": rng.normal(shift, 1, rows), "y": mostly_missing,
+                             "c": rng.choice(list("abc"), rows)})
+
+    reference, current = table(1_400, 0.0), table(6_000, 0.3)
+    for options in ({}, {"chunk_size": 2_500}):
+        options = dict(exact_values=1_500, sample_rows=700, multivariate=False, **options)
+        got = detect_frames(reference, current, engine=LocalEngine(chunk_rows=900), **options)
+        expected = detect_streamed(lambda: (reference.iloc[i:i + 900] for i in range(0, 1_400, 900)),
+                                   lambda: (current.iloc[i:i + 900] for i in range(0, 6_000, 900)), **options)
+        assert as_json(got) == as_json(expected)
+        tests = {f["name"]: f["tests"] for f in got["windows"][0]["features"]}
+        assert "max_error" in tests["x"]["ks"] and "max_error" not in tests["y"]["ks"]
+    # a reference longer than exact_values: its deciles found exactly, as the single-machine run finds them
+    long_reference = table(5_000, 0.0)
+    options = dict(exact_values=1_500, sample_rows=700, multivariate=False, chunk_size=2_500)
+    got = detect_frames(long_reference, current, engine=LocalEngine(chunk_rows=900), **options)
+    expected = detect_streamed(lambda: (long_reference.iloc[i:i + 900] for i in range(0, 5_000, 900)),
+                               lambda: (current.iloc[i:i + 900] for i in range(0, 6_000, 900)), **options)
+    assert_within_bounds(json.loads(as_json(got)), json.loads(as_json(expected)))
+    # a partition's summary under a long table's plan: its size does not grow with its rows
+    scan = Plan.scan({"x": "numeric", "y": "numeric", "c": "categorical"}, exact_values=1_500, sample_rows=700)
+    plan = scan.with_reference(summarize(reference, scan)).for_rows(6_000)
+    sizes = [len(pickle.dumps(summarize(table(rows, 0.0), plan, 0))) for rows in (1_000, 1_400)]
+    assert sizes[1] < 1.02 * sizes[0]  # kept values would add 40%
+
+
+@pytest.mark.xdist_group("spark")
+def test_spark_at_its_default_memory_folds_two_million_rows_as_the_local_run(spark, tmp_path):
+    from driftline.detectors.batch.streamed import detect_streamed
+    from driftline.engines.spark import SparkEngine, read_table
+
+    rng = np.random.default_rng(5)
+    features = [f"f{i}" for i in range(4)]
+    for name, rows, shift in (("ref", 100_000, 0.0), ("cur", 2_000_000, 0.05)):
+        pq.write_table(pa.table({f: rng.normal(shift * i, 1.0, rows) for i, f in enumerate(features)}),
+                       tmp_path / f"{name}.parquet", row_group_size=250_000)
+    options = dict(multivariate=False)
+    expected = detect_streamed(iter_table(str(tmp_path / "ref.parquet"), "reference", 200_000),
+                               iter_table(str(tmp_path / "cur.parquet"), "current", 200_000), **options)
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "16m")  # partitions of 250,000 rows, not the fixture's
+    try:
+        current = read_table(spark, str(tmp_path / "cur.parquet"), "current data")
+        assert current.rdd.getNumPartitions() > 1
+        got = detect_frames(read_table(spark, str(tmp_path / "ref.parquet"), "reference"), current,
+                            engine=SparkEngine(spark), **options)
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", "40000")
+    assert got["windows"][0]["rows"] == 2_000_000
+    assert all("max_error" in f["tests"]["ks"] for f in got["windows"][0]["features"])  # the reported bound
+    assert_within_bounds(json.loads(as_json(got)), json.loads(as_json(expected)))
+
+
+def test_a_failed_spark_job_is_one_line_naming_what_to_change():
+    pytest.importorskip("pyspark")
+    from driftline.engines.spark import _failed
+
+    out_of_memory = RuntimeError("An error occurred while calling o93.collectToPython.\n: org.apache.spark."
+                                 "SparkException: Job aborted due to stage failure: Task 2 in stage 4.0 failed 1 times"
+                                 "\njava.lang.OutOfMemoryError: Java heap space\n\tat java.base/java.util.Arrays")
+    message = str(_failed(out_of_memory, "current data"))
+    assert "out of memory" in message and "spark.driver.memory" in message and "\n" not in message
+    worker = RuntimeError("Traceback (most recent call last):\n  File ...\ndriftline.errors.UserError: the current "
+                          "data has no column x\n")
+    assert str(_failed(worker, "current data")) == "the current data has no column x"
+    class JvmGone(Exception):
+        def __str__(self):  # py4j asks the JVM for the message
+            raise ConnectionRefusedError("the JVM is gone")
+
+    assert "out of memory" in str(_failed(JvmGone(), "current data"))
+    other = str(_failed(RuntimeError("An error occurred while calling o1.collect.\n: java.io.IOException: disk full"),
+                        "reference"))
+    assert other == "Spark failed reading the reference: java.io.IOException: disk full"
