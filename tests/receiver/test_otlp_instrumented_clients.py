@@ -4,7 +4,7 @@ OpenInference (`openinference-instrumentation-openai`) or OpenTelemetry's contri
 (tests/support/openai_standin.py), plain and streamed; the request's retrieval is a span written by hand with the
 SDK; the SDK's OTLP exporters (HTTP protobuf, gRPC) send the traces to a served receiver. Each request's trace is
 one event on Kafka with the model, the answering snapshot, the tokens, the latencies, the finish reason and the
-retrieval's descriptors."""
+retrieval's descriptors; a call the API refuses (429) is an error event with the provider's message."""
 from __future__ import annotations
 
 import importlib
@@ -21,7 +21,8 @@ from opentelemetry.trace import SpanKind
 from driftline.llm_settings import LlmSettings
 from driftline.receiver.otlp import OtlpConfig, OtlpIntake
 from tests.receiver.conftest import events_of
-from tests.support.openai_standin import ANSWER, API_KEY, FIRST_TOKEN_S, SNAPSHOT, OpenAIStandin, prompt_tokens
+from tests.support.openai_standin import ANSWER, API_KEY, FIRST_TOKEN_S, RATE_LIMITED, SNAPSHOT, OpenAIStandin, \
+    prompt_tokens
 from tests.support.otlp_receiver import served_receiver
 
 TOKEN = "s3cret"
@@ -66,12 +67,15 @@ def ask(client: openai.OpenAI, tracer: Any, stream: bool) -> tuple[str, str]:
                           f"retrieval.documents.{i}.document.content": f"document {i}"}
         with tracer.start_as_current_span("retrieve", attributes=retrieved):
             pass
-        if stream:
-            chunks = client.chat.completions.create(model=REQUESTED, messages=MESSAGES, stream=True,
-                                                    stream_options={"include_usage": True})
-            answer = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-        else:
-            answer = client.chat.completions.create(model=REQUESTED, messages=MESSAGES).choices[0].message.content
+        try:
+            if stream:
+                chunks = client.chat.completions.create(model=REQUESTED, messages=MESSAGES, stream=True,
+                                                        stream_options={"include_usage": True})
+                answer = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            else:
+                answer = client.chat.completions.create(model=REQUESTED, messages=MESSAGES).choices[0].message.content
+        except openai.RateLimitError:
+            answer = None  # the service answers with its own error: only the chat span records the provider's
         return format(root.get_span_context().trace_id, "032x"), answer
 
 
@@ -94,12 +98,17 @@ def test_an_instrumented_openai_client_makes_one_event_per_request(instrumentati
             tracer = provider.get_tracer("support-rag")
             plain, answer = ask(client, tracer, stream=False)
             streamed, streamed_answer = ask(client, tracer, stream=True)
+            standin.rate_limited = 1
+            limited, no_answer = ask(client, tracer, stream=False)
         finally:
             instrumentor.uninstrument()
             provider.shutdown()  # exports what the batch holds
-    assert answer == streamed_answer == ANSWER
-    events = {e["request_id"]: e for e in events_of(broker, model, 2)}
-    assert set(events) == {plain, streamed}
+    assert answer == streamed_answer == ANSWER and no_answer is None
+    events = {e["request_id"]: e for e in events_of(broker, model, 3)}
+    assert set(events) == {plain, streamed, limited}
+    failed = events.pop(limited)
+    assert (failed["model"], failed["status"], failed["error"]) == (model, "error", f"Error code: 429 - {RATE_LIMITED}")
+    assert "prediction" not in failed and failed["features"]["retrieval_documents"] == 3
     for event in events.values():
         features, latency = event["features"], event["latency_ms"]
         assert (event["model"], event["version"]) == (model, REQUESTED + SNAPSHOT)

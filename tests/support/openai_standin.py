@@ -5,7 +5,7 @@ or, with `"stream": true`, server-sent events of `chat.completion.chunk` objects
 a word, the finish reason, with `stream_options.include_usage` a last chunk holding only the usage) and
 `data: [DONE]`. The answer is fixed (`ANSWER`), its tokens are its words; the first chunk comes after
 `FIRST_TOKEN_S`, so a streamed call has a time to first token to measure. A request without the bearer token or
-without a model and messages gets OpenAI's error object. Every request body is kept (`requests`).
+without a model and messages gets OpenAI's error object, and so do the next `rate_limited` requests (429). Every request body is kept (`requests`).
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ SNAPSHOT = "-2024-07-18"  # the snapshot that answers: the requested model plus 
 FIRST_TOKEN_S = 0.05  # before the first streamed chunk
 CHUNK_S = 0.002  # between the next ones
 FINGERPRINT = "fp_standin01"
+RATE_LIMITED = "Rate limit reached for requests. Please try again in 20ms."
 
 
 def prompt_tokens(messages: list[dict[str, Any]]) -> int:
@@ -34,6 +35,7 @@ class OpenAIStandin:
     def __init__(self, answer: str = ANSWER, finish_reason: str = "stop") -> None:
         self.answer, self.finish_reason = answer, finish_reason
         self.requests: list[dict[str, Any]] = []
+        self.rate_limited = 0  # the next this many requests are answered 429, as the API answers a spent quota
         self._server: ThreadingHTTPServer | None = None
         self._count = 0
         self._lock = threading.Lock()
@@ -71,6 +73,9 @@ class OpenAIStandin:
                     standin.requests.append(request)
                     standin._count += 1
                     completion_id = f"chatcmpl-standin{standin._count:06d}"
+                    limited, standin.rate_limited = standin.rate_limited > 0, max(0, standin.rate_limited - 1)
+                if limited:
+                    return self._json(429, _error(RATE_LIMITED, "requests", "rate_limit_exceeded"))
                 if request.get("stream"):
                     return self._stream(completion_id, request)
                 self._json(200, standin.completion(completion_id, request))
