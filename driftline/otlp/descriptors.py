@@ -63,12 +63,7 @@ def _indexed(attributes: Mapping[str, Any], pattern: re.Pattern[str]) -> str | N
 
 def _json_messages(value: Any) -> str | None:
     """The text parts of a GenAI conventions message list (a JSON string); None when it is not one."""
-    if not isinstance(value, str):
-        return None
-    try:
-        messages = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return None
+    messages = _json(value)
     if not isinstance(messages, list):
         return None
     out = []
@@ -82,6 +77,30 @@ def _json_messages(value: Any) -> str | None:
             if isinstance(part, dict) and isinstance(part.get("content"), str):
                 out.append(part["content"])
     return "\n".join(out) if out else None
+
+
+def output_finish_reason(attributes: Mapping[str, Any]) -> str | None:
+    """The first answer's ``finish_reason`` in the GenAI conventions' ``gen_ai.output.messages`` (JSON), if any."""
+    messages = _json(attributes.get("gen_ai.output.messages"))
+    first = messages[0] if isinstance(messages, list) and messages else None
+    reason = first.get("finish_reason") if isinstance(first, dict) else None
+    return reason if isinstance(reason, str) and reason else None
+
+
+def json_field(value: str, name: str) -> str | None:
+    """A JSON object's string field (OpenInference's ``llm.invocation_parameters`` model, say); None otherwise."""
+    doc = _json(value)
+    field = doc.get(name) if isinstance(doc, dict) else None
+    return field if isinstance(field, str) and field else None
+
+
+def _json(value: Any) -> Any:
+    if not isinstance(value, str):
+        return None
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def text_descriptors(prompt: str | None, answer: str | None, refusal: re.Pattern[str]) -> dict[str, Any]:

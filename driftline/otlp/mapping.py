@@ -29,13 +29,16 @@ _LLM_OPERATIONS = frozenset(("chat", "text_completion", "generate_content", "com
 _KIND = "openinference.span.kind"
 _OPERATION = "gen_ai.operation.name"
 REQUEST_MODEL_KEYS = ("gen_ai.request.model", "llm.request.model", "llm.model_name", "gen_ai.response.model")
+# OpenInference's llm.model_name is the model that answered: the requested one is in its invocation parameters (JSON)
+INVOCATION_PARAMETERS = "llm.invocation_parameters"
 RESPONSE_MODEL_KEYS = ("gen_ai.response.model", "llm.response.model", "llm.model_name")
 INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt",
                     "llm.usage.prompt_tokens")
 OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion",
                      "llm.usage.completion_tokens")
 FINISH_REASON_KEYS = ("gen_ai.response.finish_reasons", "gen_ai.response.finish_reason",
-                      "gen_ai.completion.0.finish_reason", "llm.output_messages.0.message.finish_reason")
+                      "gen_ai.completion.0.finish_reason", "llm.finish_reason",
+                      "llm.output_messages.0.message.finish_reason")
 # seconds from the request to the first token, where an instrumentation records it on the span
 TTFT_KEYS = ("gen_ai.response.time_to_first_chunk", "gen_ai.server.time_to_first_token",
              "gen_ai.response.time_to_first_token")
@@ -62,9 +65,18 @@ def role(span: Span) -> str | None:
     if kind == "RETRIEVER" or operation == "retrieval" or any(k.startswith("retrieval.documents.")
                                                               for k in attributes):
         return RETRIEVAL
-    if kind == "LLM" or operation in _LLM_OPERATIONS or _first(attributes, REQUEST_MODEL_KEYS, str):
+    if kind == "LLM" or operation in _LLM_OPERATIONS or requested_model(attributes):
         return LLM
     return None
+
+
+def requested_model(attributes: Mapping[str, Any]) -> str | None:
+    """The model a call asked for: `gen_ai.request.model`, the model of OpenInference's invocation parameters, else
+    the first other name of REQUEST_MODEL_KEYS."""
+    asked = _first(attributes, REQUEST_MODEL_KEYS[:2], str)
+    if asked is None and isinstance(attributes.get(INVOCATION_PARAMETERS), str):
+        asked = d.json_field(attributes[INVOCATION_PARAMETERS], "model")
+    return asked or _first(attributes, REQUEST_MODEL_KEYS[2:], str)
 
 
 def safe_name(name: str) -> str | None:
@@ -113,7 +125,7 @@ def trace_event(spans: list[Span], settings: LlmSettings, refusal: re.Pattern[st
         if finish is not None:
             features[d.FINISH_REASON] = finish
         latency.update(_streaming(answer, _first(answer.attributes, OUTPUT_TOKEN_KEYS, int)))
-        price = settings.prices.get(_first(answer.attributes, REQUEST_MODEL_KEYS, str) or "") or settings.prices.get(
+        price = settings.prices.get(requested_model(answer.attributes) or "") or settings.prices.get(
             _first(answer.attributes, RESPONSE_MODEL_KEYS, str) or "")
         spent = d.cost(price, tokens_in, tokens_out)
         if spent is not None:
@@ -152,7 +164,7 @@ def _names(answer: Span | None, spans: list[Span], settings: LlmSettings) -> tup
     """(model, version): the mapping's, else the requested model and the model that answered; a trace naming no
     model is mapped by its service's name, else is the service's, "unversioned"."""
     source = [answer] if answer is not None else spans
-    requested = _first_of(source, REQUEST_MODEL_KEYS)
+    requested = next((m for m in map(requested_model, (s.attributes for s in source)) if m), None)
     answered = _first_of(source, RESPONSE_MODEL_KEYS) or requested
     if requested is None:
         requested = next((str(s.resource["service.name"]) for s in spans if s.resource.get("service.name")), None)
@@ -208,7 +220,8 @@ def _finish_reason(attributes: Mapping[str, Any]) -> str | None:
             value = value[0]
         if isinstance(value, str) and value:
             return value[:64]
-    return None
+    reason = d.output_finish_reason(attributes)  # the contrib instrumentation's streamed calls record it only there
+    return reason[:64] if reason else None
 
 
 def _error_message(span: Span) -> str:

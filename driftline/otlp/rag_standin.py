@@ -128,7 +128,7 @@ class RagStandin:
                 "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": answer,
                 "gen_ai.usage.input_tokens": tokens_in, "gen_ai.usage.output_tokens": tokens_out,
                 "gen_ai.response.finish_reasons": ["stop"], "llm.is_streaming": True}
-        chunks = [("llm.content.completion.chunk", first + int(i * tpot * MS)) for i in range(min(tokens_out, 4))]
+        chunks = [("gen_ai.content.completion.chunk", first + int(i * tpot * MS)) for i in range(min(tokens_out, 4))]
         spans.append(_span(trace_id, os.urandom(8), root_id, "openai.chat", start, end, chat, chunks, kind=3))
         spans.append(_span(trace_id, root_id, b"", "POST /ask", t0, end + MS, {"http.route": "/ask"}, kind=2))
         if self.cache_entries:

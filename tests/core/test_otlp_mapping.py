@@ -67,6 +67,27 @@ def test_refusals_errors_cache_hits_and_a_model_mapping():
     assert (event_of(rag_trace(NOW_MS, cache_hit=True))["model"], "unversioned") == ("rag-service", "unversioned")
 
 
+def test_openinference_names_the_requested_model_in_its_parameters_and_the_contrib_its_finish_in_the_messages():
+    trace_id, ids = b"\x01" * 16, [bytes([i]) * 8 for i in (1, 2)]
+    t0 = NOW_MS * MS
+    openinference = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini-2024-07-18",
+                     "llm.invocation_parameters": '{"model": "gpt-4o-mini", "stream": true}',
+                     "llm.finish_reason": "length", "llm.token_count.completion": 3}
+    event = event_of([span(trace_id, ids[0], b"", "ChatCompletion", t0, t0 + 50 * MS, openinference)],
+                     LlmSettings(models={"gpt-4o-mini": {"model": "support-bot"}}))
+    assert (event["model"], event["version"], event["prediction"]) == ("support-bot", "gpt-4o-mini-2024-07-18",
+                                                                       "length")
+    unreadable = event_of([span(trace_id, ids[0], b"", "ChatCompletion", t0, t0 + 50 * MS,
+                                {**openinference, "llm.invocation_parameters": "{not json"})])
+    assert unreadable["model"] == "gpt-4o-mini-2024-07-18"
+    contrib = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+               "gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "text", "content": "Hi."}], '
+                                         '"finish_reason": "content_filter"}]'}
+    event = event_of([span(trace_id, ids[1], b"", "chat gpt-4o-mini", t0, t0 + 50 * MS, contrib)])
+    assert event["prediction"] == event["features"][d.FINISH_REASON] == "content_filter"
+    assert event["features"][d.ANSWER_CHARS] == 3
+
+
 def test_a_trace_without_llm_work_makes_no_event_and_unsafe_model_names_are_cleaned():
     trace_id = b"\x01" * 16
     health = [span(trace_id, b"\x02" * 8, b"", "GET /healthz", NOW_MS * MS, (NOW_MS + 1) * MS, {})]

@@ -114,32 +114,16 @@ def test_otlp_grpc_takes_traces_with_the_token(otlp_receiver, broker):
 def test_the_rag_stand_in_traffic_reaches_a_served_receiver(receiver_factory, broker):
     """driftline/otlp/rag_traffic.py, as `up --scenario rag_topic_shift` runs it, against the receiver under
     uvicorn: every request it traced (cache hits too, mapped by the service) is an event on Kafka."""
-    import socket
-    import threading
-
-    import uvicorn
-
     from driftline.otlp.rag_standin import SERVICE
     from driftline.otlp.rag_traffic import run
-    from driftline.receiver.app import LIMITS, create_app
-    from tests.support.waiting import wait_until
+    from tests.support.otlp_receiver import served_receiver
 
     model = f"rag-{uuid.uuid4().hex[:8]}"
     service, _ = receiver_factory()
     intake = OtlpIntake(service, OtlpConfig(llm=LlmSettings(models={"standin-chat": {"model": model},
                                                                     SERVICE: {"model": model}})))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(service, otlp=intake), log_level="warning", access_log=False,
-                                           lifespan="off", **LIMITS.uvicorn_options()))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, interval=0.02, message="the receiver to serve")
-    try:
-        sent = run(f"http://127.0.0.1:{sock.getsockname()[1]}/v1/traces", rate=10, warmup_s=1.0, duration_s=2.5)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with served_receiver(service, intake) as (port, _):
+        sent = run(f"http://127.0.0.1:{port}/v1/traces", rate=10, warmup_s=1.0, duration_s=2.5)
     events = events_of(broker, model, sent)
     assert sent >= 10 and len(events) == sent
     answered = [e for e in events if not e["cache_hit"]]  # a cached answer streams nothing

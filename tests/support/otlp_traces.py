@@ -80,7 +80,7 @@ def rag_trace(start_ms: int, *, question: str = "How do I reset my password?", a
         "gen_ai.usage.input_tokens": tokens_in, "gen_ai.usage.output_tokens": tokens_out,
         "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": answer,
         "gen_ai.response.finish_reasons": [finish], "llm.is_streaming": stream}
-    events = [("llm.content.completion.chunk", llm_start + int((ttft_ms + tpot_ms * i) * MS))
+    events = [("gen_ai.content.completion.chunk", llm_start + int((ttft_ms + tpot_ms * i) * MS))
               for i in range(min(tokens_out, 5))] if stream else []
     spans.append(span(trace_id, ids[3], ids[0], "openai.chat", llm_start, llm_start + duration_ns, llm_attrs,
                       events, error=error, kind=3))
