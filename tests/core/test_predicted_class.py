@@ -102,15 +102,11 @@ def test_labels_joined_with_decided_predictions_follow_the_decision():
 
 
 def test_the_logging_client_sends_the_decision_beside_the_score():
-    from types import SimpleNamespace
+    from driftline.client.inference_call import InferenceCall, LoggerIdentity
 
-    from driftline.client.logger import InferenceLogger
-
-    logger = SimpleNamespace(model="m", version="1", device=None, tags=None)
-    doc = InferenceLogger._inference_event(logger, {"x": 1.0}, 0.31, 5.0, "r-1", None, None, None, T0, "e-1", None,
-                                           None, "ok", None, None, predicted_class=1)
+    logger = LoggerIdentity(model="m", version="1")
+    doc = InferenceCall({"x": 1.0}, 0.31, 5.0, T0, "e-1", request_id="r-1", predicted_class=1).event(logger)
     assert doc[PREDICTED_CLASS] == 1
     assert parse_inference(orjson.dumps(doc)).raw[PREDICTED_CLASS] == 1
-    without = InferenceLogger._inference_event(logger, {"x": 1.0}, 0.31, 5.0, "r-1", None, None, None, T0, "e-1",
-                                               None, None, "ok", None, None)
+    without = InferenceCall({"x": 1.0}, 0.31, 5.0, T0, "e-1", request_id="r-1").event(logger)
     assert PREDICTED_CLASS not in without

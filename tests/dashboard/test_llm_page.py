@@ -8,7 +8,7 @@ import time
 import orjson
 import streamlit as st
 
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.config import TOPIC_INFERENCE
 from driftline.llm_settings import LlmSettings
 from driftline.otlp.mapping import trace_event
@@ -29,8 +29,8 @@ def _add_traced_windows(url: str) -> int:
     settings = LlmSettings(prices={MODEL: {"input_per_million": 1.0, "output_per_million": 4.0}},
                            models={SERVICE: {"model": MODEL, "version": ANSWERING_MODEL}})  # its cache hits
     rng, standin = random.Random(2), RagStandin(seed=2)
-    folder = InferenceFolder(TOPIC_INFERENCE, 0, WINDOW_MS, 0, 10_000, baseline_for=lambda m, v: None,
-                             stored_watermark=lambda m, v: None, segments=SegmentSpec())
+    folder = InferenceFolder(TOPIC_INFERENCE, 0, FolderSetup(WINDOW_MS, 0, 10_000, segments=SegmentSpec()),
+                             baseline_for=lambda m, v: None, stored_watermark=lambda m, v: None)
     first = (int(time.time() * 1000) // WINDOW_MS - 3) * WINDOW_MS
     values = [orjson.dumps(trace_event(decode_protobuf(export_request(standin.request(q, first + i * 400))
                                                        .SerializeToString()).spans, settings, settings.refusal()))

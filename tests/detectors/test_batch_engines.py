@@ -138,7 +138,7 @@ def test_an_engine_option_the_files_do_not_allow_is_a_clear_error(credit, capfd)
     _, _, folder = credit
     code, _, err = run_detect(["--reference", str(folder / "ref.parquet"), "--current", str(folder / "nope.parquet"),
                                "--engine", "dask", "--in-memory"], capfd)
-    assert code != 0 and "--in-memory, --html and --embedding need --engine local" in err
+    assert code != 0 and "--in-memory, --html, --embedding and --text need --engine local" in err
 
 
 def local_baseline(folder, **options):

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from driftline.cli import cli
-from driftline.collector.folding import InferenceFolder
+from driftline.collector.folding import FolderSetup, InferenceFolder
 from driftline.config import TOPIC_INFERENCE, load_settings
 from driftline.llm_settings import LlmSettings
 from driftline.otlp.mapping import trace_event
@@ -51,9 +51,9 @@ def test_a_topic_shift_moves_the_embedding_and_the_retrieval_and_nothing_else(sq
     jobs = SchedulerJobs(settings)
     with db.session_scope(sqlite_url) as session:
         baseline = jobs.cache.baseline(session, MODEL, ANSWERING_MODEL)
-    folder = InferenceFolder(TOPIC_INFERENCE, 0, window_ms, LATENESS_S * 1000, 100_000,
-                             baseline_for=lambda m, v: baseline, stored_watermark=lambda m, v: None,
-                             segments=SegmentSpec.from_settings(settings))
+    folder = InferenceFolder(TOPIC_INFERENCE, 0, FolderSetup(window_ms, LATENESS_S * 1000, 100_000,
+                                                            segments=SegmentSpec.from_settings(settings)),
+                             baseline_for=lambda m, v: baseline, stored_watermark=lambda m, v: None)
     refusal = SETTINGS.refusal()
     for window, topic in enumerate((SUPPORT, OFF_TOPIC)):
         start = first + window * window_ms

@@ -137,11 +137,11 @@ def judge_scenario(home: Path, scenario_name: str, *, windows: int, sink=None, w
         folder.process(list(rows), [orjson.dumps(e, option=orjson.OPT_SERIALIZE_NUMPY) for e in events])
         delta = folder.take()
         with session_scope(db_url) as session:
-            for (model, ver, window_start), partial in delta.windows.items():
+            for key, partial in delta.windows.items():
                 # the labels of this window's requests, joined into the prediction's window
                 fold_pairs(partial.state, predictions, [int(traffic.labels[i]) for i in rows])
-                session.add(WindowStateRecord(model=model, version=ver, window_start_ms=window_start,
-                                              window_end_ms=partial.window_end_ms, partition=0,
+                session.add(WindowStateRecord(model=key.model, version=key.version, window_start_ms=key.window_start_ms,
+                                              window_end_ms=key.window_end_ms, partition=0,
                                               events=partial.events, state=partial.state.to_bytes()))
         starts.append(start)
         jobs.evaluate_and_analyse(now_ms=start + window_ms + LATENESS_SECONDS * 1000)
