@@ -196,8 +196,8 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, columns: Co
                 part = summarize(chunk.iloc[positions], plan, row + positions, sample_below=below, pool=pool)
                 fold_vectors(label_time, chunk.iloc[positions])
                 open_windows[label_time] = part if held is None else merge(held, part, plan)
-            budget = plan.exact_values * max(1, sum(kind == NUMERIC for kind in kinds.values()))
-            while len(open_windows) > 1 and sum(_held(s) for s in open_windows.values()) > budget:
+            most_held = plan.exact_values * max(1, sum(kind == NUMERIC for kind in kinds.values()))
+            while len(open_windows) > 1 and sum(_held(s) for s in open_windows.values()) > most_held:
                 _fold(max(open_windows.values(), key=_held), plan)
         else:
             size = chunk_size or len(chunk) + row + 1  # no chunking: one window, never complete before the end

@@ -259,8 +259,6 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
     if json_path is not None:
         click.echo(_summary(result), err=True)
     if html_path is not None:
-        options: dict[str, Sequence[str] | str | None] = dict(
-            categorical=split_names(categorical), prediction=prediction, ignore=split_names(ignore))
         if label is not None:
             options["ignore"] = [*split_names(ignore), label, *([prediction_class] if prediction_class else [])]
         if prediction is not None and "," in prediction:  # class probabilities: not compared as drift
