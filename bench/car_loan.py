@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from replay_policy import flags_and_paging  # bench/ is on the path: run from bench/detection_quality.py
 
 NUMERICAL = ("car_value", "debt_to_income_ratio", "loan_length", "driver_tenure")
@@ -46,8 +46,8 @@ def load(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def driftline_chunks(reference: pd.DataFrame, analysis: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(per-chunk verdicts, sequential paging), arrays (chunks, COLUMNS)."""
-    report = detect(reference, analysis, chunk_size=CHUNK, categorical=list(CATEGORICAL), prediction=PREDICTION,
-                    multivariate=False, workers=1)
+    report = detect(reference, analysis, columns=ColumnRoles(categorical=list(CATEGORICAL), prediction=PREDICTION),
+                    windowing=Windowing(chunk_size=CHUNK), judging=Judging(multivariate=False), workers=1)
     return flags_and_paging(report, COLUMNS, PREDICTION)
 
 

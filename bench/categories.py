@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from driftline.baseline import compute_baseline
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from driftline.detectors.families.drift import drift_results
 from driftline.detectors.stats.two_sample import chi2, chi2_pooled
 from driftline.detectors.thresholds.decision import DriftThresholds, decide_feature
@@ -98,8 +98,8 @@ def three_rules(tests: Mapping[str, Mapping[str, Any]], rows: int, now: bool) ->
 
 def batch_verdicts(reference: pd.DataFrame, values: np.ndarray, rows: int) -> np.ndarray:
     """(Pearson, pooled, now) verdicts per window of `rows` rows (a windows x 3 array), judged by `driftline detect`."""
-    report = detect(reference, pd.DataFrame({"cat": values.astype(object)}), chunk_size=rows, multivariate=False,
-                    categorical=["cat"], workers=1)
+    report = detect(reference, pd.DataFrame({"cat": values.astype(object)}), columns=ColumnRoles(categorical=["cat"]),
+                    windowing=Windowing(chunk_size=rows), judging=Judging(multivariate=False), workers=1)
     features = [w["features"][0] for w in report["windows"]]
     return np.array([three_rules({**f["tests"], "missing": f["missing"]}, min(rows, len(reference)), f["drift"])
                      for f in features])

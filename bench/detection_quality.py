@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peer_envs.client import PeerProcess  # noqa: E402
@@ -91,8 +91,8 @@ def stream_frame(rng: np.random.Generator, rows: int, per_window: np.ndarray) ->
 def driftline_flags(reference: pd.DataFrame, current: pd.DataFrame, rows: int,
                     trace: list[list[dict]] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(per-window verdicts, sequential paging) as arrays (windows, features); `trace` gets each window's evidence."""
-    report = detect(reference, current, chunk_size=rows, multivariate=False, categorical=["categories_300"],
-                    workers=1)
+    report = detect(reference, current, columns=ColumnRoles(categorical=["categories_300"]),
+                    windowing=Windowing(chunk_size=rows), judging=Judging(multivariate=False), workers=1)
     return flags_and_paging(report, SHAPES, trace=trace)
 
 

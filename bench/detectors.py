@@ -27,6 +27,8 @@ import numpy as np
 import pandas as pd
 
 from driftline.detectors.batch.engine import (
+    ColumnRoles,
+    Judging,
     ReferenceProfile,
     Window,
     default_workers,
@@ -63,7 +65,8 @@ def make_frame(rng: np.random.Generator, rows: int, drift: bool) -> pd.DataFrame
 
 def run_driftline(reference: pd.DataFrame, current: pd.DataFrame, multivariate: bool = False) -> dict[str, Any]:
     """`detect` as the command runs it; without the multivariate detectors, which the preset has no peer of."""
-    return detect(reference, current, categorical=CATEGORICAL, multivariate=multivariate)
+    return detect(reference, current, columns=ColumnRoles(categorical=CATEGORICAL),
+                  judging=Judging(multivariate=multivariate))
 
 
 def prepare_reference(reference: pd.DataFrame, current: pd.DataFrame) -> ReferenceProfile:

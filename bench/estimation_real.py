@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, roc_auc_score
 
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peer_envs.client import PeerProcess  # noqa: E402
@@ -131,9 +131,10 @@ def driftline_chunks(ds: DataSet, reference: pd.DataFrame, analysis: pd.DataFram
     prediction = ",".join(ds.prediction) if isinstance(ds.prediction, list) else ds.prediction
     ignore = [ds.decision] if ds.kind == "multiclass" else []  # its estimate follows the most probable class
     started = time.process_time()
-    report = detect(reference, analysis, chunk_size=size, categorical=categorical, prediction=prediction,
-                    label=ds.label, prediction_class=ds.decision if ds.kind == "binary" else None, ignore=ignore,
-                    multivariate=False, workers=1)
+    report = detect(reference, analysis,
+                    columns=ColumnRoles(categorical=categorical, prediction=prediction, label=ds.label, ignore=ignore,
+                                        prediction_class=ds.decision if ds.kind == "binary" else None),
+                    windowing=Windowing(chunk_size=size), judging=Judging(multivariate=False), workers=1)
     cpu = time.process_time() - started
     out = []
     for window in report["windows"]:

@@ -21,7 +21,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from driftline.detectors.stats.multivariate import MultivariateThresholds
 from driftline.synthetic import correlated_features
 
@@ -36,7 +36,8 @@ def rates(reference: pd.DataFrame, size: int, windows: int, rho: float, seed: in
     """(PCA flagged, classifier flagged, any feature flagged) shares over the windows, and CPU seconds per window."""
     current = correlated_features(size * windows, rho, seed)
     started = time.process_time()
-    result = detect(reference, current, chunk_size=size, categorical=["plan"], workers=1, multivariate=levels)
+    result = detect(reference, current, columns=ColumnRoles(categorical=["plan"]), windowing=Windowing(chunk_size=size),
+                    judging=Judging(multivariate=levels), workers=1)
     seconds = (time.process_time() - started) / windows
     found = result["windows"]
     pca = np.mean([w["multivariate"]["pca_reconstruction_error"]["drift"] for w in found])

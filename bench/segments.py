@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from driftline.detectors.batch.engine import default_workers, detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, default_workers, detect
 from driftline.detectors.thresholds.decision import DriftThresholds
 
 SEGMENTS = np.array(["north", "south", "east", "west", "central"])
@@ -53,13 +53,14 @@ def main() -> None:
     print(f"reference {args.rows} rows, current {args.rows} rows, 20 features + 1 segment column "
           f"({len(SEGMENTS)} values), workers {default_workers()}, best of {args.repeats}")
     runs = {
-        "detect": lambda: detect(reference, current, ignore=["segment"]),
-        "detect --segment-by segment": lambda: detect(reference, current, ignore=["segment"], segment_by="segment"),
-        "detect --chunk-size 5000, fixed": lambda: detect(reference, current, ignore=["segment"],
-                                                          chunk_size=args.rows // 10),
+        "detect": lambda: detect(reference, current, columns=ColumnRoles(ignore=["segment"])),
+        "detect --segment-by segment": lambda: detect(reference, current,
+                                                      columns=ColumnRoles(ignore=["segment"], segment_by="segment")),
+        "detect --chunk-size 5000, fixed": lambda: detect(reference, current, columns=ColumnRoles(ignore=["segment"]),
+                                                          windowing=Windowing(chunk_size=args.rows // 10)),
         "detect --chunk-size 5000, thresholds=reference": lambda: detect(
-            reference, current, ignore=["segment"], chunk_size=args.rows // 10,
-            thresholds=DriftThresholds(threshold_source="reference")),
+            reference, current, columns=ColumnRoles(ignore=["segment"]), windowing=Windowing(chunk_size=args.rows // 10),
+            judging=Judging(thresholds=DriftThresholds(threshold_source="reference"))),
     }
     for name, run in runs.items():
         wall, cpu = best(run, args.repeats)

@@ -43,7 +43,7 @@ from driftline import defaults
 from driftline.baseline import (CATEGORICAL, CLASS, NUMERIC, Baseline, CategoricalProfile, LabelSummary,
                                 NumericProfile, Profile, compute_baseline, fit_reconstruction, prediction_values)
 from driftline.baseline.profiles import fine_probabilities
-from driftline.baseline.segments import compute_segments
+from driftline.baseline.segments import TrainingOutcomes, compute_segments
 from driftline.baseline.summary import is_categorical_column, sample_positions, sample_records, \
     segment_reference_columns
 from driftline.detectors.batch.baseline_scan import PREDICTION, BaselineScan, ScanPart, prediction_column
@@ -347,10 +347,10 @@ def stream_baseline(table: Table, *, categorical: Sequence[str] = (), prediction
     reconstruction = fit_reconstruction(frame, {name: profile.kind for name, profile in profiles.items()}, seed=seed)
     columns = segment_reference_columns(profiles, segment_columns)
     raw_predictions = None if prediction is None else fitted[prediction].to_numpy()
-    segments = compute_segments(frame, profiles, columns, segment_max_values,
-                                None if prediction is None else prediction_values(raw_predictions)[1],
+    outcomes = TrainingOutcomes(None if prediction is None else prediction_values(raw_predictions)[1],
                                 prediction_profile, source, raw_predictions,
-                                None if label is None else fitted[label].to_numpy()) if columns else {}
+                                None if label is None else fitted[label].to_numpy())
+    segments = compute_segments(frame, profiles, columns, segment_max_values, outcomes) if columns else {}
     baseline = Baseline(rows=rows, profiles=profiles, prediction=prediction_profile, prediction_source=source,
                         quality=final.quality, sample=sample, fine_bins=fine_bins, reconstruction=reconstruction,
                         segments=segments)

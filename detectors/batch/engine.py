@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -40,8 +40,11 @@ from driftline.vocabulary import (CATEGORICAL, DATASET_DRIFT, JENSENSHANNON, KS,
 
 __all__ = [
     "SCHEMA_VERSION",
+    "ColumnRoles",
+    "Judging",
     "ReferenceProfile",
     "Window",
+    "Windowing",
     "default_workers",
     "detect",
     "detect_window",
@@ -56,6 +59,48 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+
+
+# --- options ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ColumnRoles:
+    """What the named columns of both tables are (``--categorical``, ``--prediction``, ``--ignore``, ...).
+
+    `prediction`: the score or prediction column, or ``"p_a,p_b,..."`` one probability column per class
+    (with `label`); `label`: the true outcome (performance); `prediction_class` (with `label`): the
+    model's own decisions (0/1); `segment_by`: the column whose values are judged apart.
+    """
+
+    categorical: Sequence[str] = ()
+    prediction: str | None = None
+    ignore: Sequence[str] = ()
+    timestamp: str | None = None
+    label: str | None = None
+    prediction_class: str | None = None
+    segment_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Windowing:
+    """How the current data is cut into windows: every `chunk_size` rows, or per `chunk_period` of the timestamp."""
+
+    chunk_size: int | None = None
+    chunk_period: str | None = None
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What windows are judged by: drift `thresholds` (None: the defaults), `performance_thresholds`, and the
+    `multivariate` detectors' levels (True: the defaults; False: no ``multivariate`` object)."""
+
+    thresholds: DriftThresholds | None = None
+    performance_thresholds: WindowThresholds | None = None
+    multivariate: MultivariateThresholds | bool = True
+
+    def resolved(self) -> "Judging":
+        """The same, with the default drift thresholds filled in."""
+        return self if self.thresholds is not None else replace(self, thresholds=DriftThresholds())
 
 
 # --- columns and kinds ------------------------------------------------------------
@@ -385,50 +430,44 @@ def detect_window(profile: ReferenceProfile, window: Window, prediction: str | N
     return result
 
 
-def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | None = None,
-           chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
-           prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
+def detect(reference: pd.DataFrame, current: pd.DataFrame, *, columns: ColumnRoles = ColumnRoles(),
+           windowing: Windowing = Windowing(), judging: Judging = Judging(),
            on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None,
-           label: str | None = None, performance_thresholds: WindowThresholds | None = None,
-           segment_by: str | None = None, multivariate: MultivariateThresholds | bool = True,
-           embeddings: Any = None, prediction_class: str | None = None) -> dict[str, Any]:
+           embeddings: Any = None) -> dict[str, Any]:
     """Compare `current` (whole, or in windows) with `reference`; the `driftline detect` JSON as a dict.
 
     `on_window(done, total, rows)` is called after each window (for progress).
     `workers` threads share the per-feature work (default: `default_workers()`;
-    results do not depend on it). `label` (a column of the reference, needs
-    `prediction` to be the score, ``"p_a,p_b,..."`` one probability column per
-    class, or a regression model's predicted value): each window gains ``performance``
-    (`driftline.detectors.batch.performance`), judged by `performance_thresholds`.
-    `segment_by` adds each window's ``segments`` (`driftline.detectors.batch.segments`);
-    ``thresholds.threshold_source == "reference"`` derives effect-size thresholds from the reference
-    (`driftline.detectors.thresholds.reference`). `multivariate`: the multivariate detectors' alarm
+    results do not depend on it). `columns` (`ColumnRoles`): with a `label` (a column of the reference,
+    needs the `prediction` score, the class probabilities, or a regression model's predicted value),
+    each window gains ``performance`` (`driftline.detectors.batch.performance`), judged by
+    ``judging.performance_thresholds``; `segment_by` adds each window's ``segments``
+    (`driftline.detectors.batch.segments`); `prediction_class` (with `label`): the column of the model's own
+    decisions (0/1), which the binary estimates follow instead of a threshold on the score.
+    ``judging.thresholds.threshold_source == "reference"`` derives effect-size thresholds from the reference
+    (`driftline.detectors.thresholds.reference`). ``judging.multivariate``: the multivariate detectors' alarm
     levels and sample bounds (True: `driftline.defaults`; False: no ``multivariate``
     object, for callers that need only the per-feature verdicts and not its cost). `embeddings`: a
     `driftline.detectors.batch.embeddings.BatchEmbeddings` of the current rows in order; each window
-    gains ``embeddings`` (name -> verdict). `prediction_class` (with `label`): the column of the model's own
-    decisions (0/1), which the binary estimates follow instead of a threshold on the score.
+    gains ``embeddings`` (name -> verdict).
     Raises `UserError` for anything wrong with the inputs (empty frames,
     unknown or missing columns, type mismatches, bad chunking options).
     """
-    thresholds = thresholds or DriftThresholds()
+    judging = judging.resolved()
     if len(reference) == 0:
         raise UserError("the reference has no rows")
     if len(current) == 0:
         raise UserError("the current data has no rows")
-    kinds, prediction, probabilities = monitored_columns(reference, current, categorical=categorical,
-                                                         prediction=prediction, ignore=ignore,
-                                                         timestamp=timestamp, label=label,
-                                                         prediction_class=prediction_class,
+    kinds, prediction, probabilities = monitored_columns(reference, current, columns,
                                                          features_optional=embeddings is not None)
     if embeddings is not None:
         current = current.reset_index(drop=True)  # a window's index labels are then its rows' positions
-    windows = split_windows(current, chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp)
+    windows = split_windows(current, chunk_size=windowing.chunk_size, chunk_period=windowing.chunk_period,
+                            timestamp=columns.timestamp)
     workers = default_workers() if workers is None else workers
     profile = ReferenceProfile(reference, kinds, workers)
-    extras = WindowExtras(reference, current, kinds, prediction, probabilities, label, thresholds,
-                          performance_thresholds, segment_by, multivariate, workers,
-                          lambda name, values: reference_tests(profile, name, values), prediction_class)
+    extras = WindowExtras(reference, current, kinds, probabilities, replace(columns, prediction=prediction),
+                          judging, workers, lambda name, values: reference_tests(profile, name, values))
     results = []
     for done, window in enumerate(windows, start=1):
         own = extras.thresholds_for(len(window.frame))
@@ -442,9 +481,7 @@ def detect(reference: pd.DataFrame, current: pd.DataFrame, *, chunk_size: int | 
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(len(reference)), "windows": results}
 
 
-def monitored_columns(reference: pd.DataFrame, current: pd.DataFrame, *, categorical: Sequence[str] = (),
-                      prediction: str | None = None, ignore: Sequence[str] = (), timestamp: str | None = None,
-                      label: str | None = None, prediction_class: str | None = None,
+def monitored_columns(reference: pd.DataFrame, current: pd.DataFrame, columns: ColumnRoles, *,
                       features_optional: bool = False) -> tuple[dict[str, str], str | None, list[str] | None]:
     """(kinds of the monitored columns, the one prediction column or None, a multiclass model's probability columns).
 
@@ -452,6 +489,8 @@ def monitored_columns(reference: pd.DataFrame, current: pd.DataFrame, *, categor
     ``--prediction p_a,p_b`` (class probabilities, needs the label) is judged by the estimate, not as
     features or one prediction. Frames may be the first rows of each table (bounded-memory runs).
     """
+    prediction, ignore, label, prediction_class = columns.prediction, columns.ignore, columns.label, \
+        columns.prediction_class
     probabilities = None
     if prediction is not None and "," in prediction:
         probabilities = [name.strip() for name in prediction.split(",") if name.strip()]
@@ -470,8 +509,8 @@ def monitored_columns(reference: pd.DataFrame, current: pd.DataFrame, *, categor
     if prediction_class is not None:  # the model's decisions: what the estimates follow, not a feature
         check_decision(reference, prediction_class, label, probabilities)
         ignore = [*ignore, prediction_class] if prediction_class not in ignore else ignore
-    kinds = feature_kinds(reference, current, categorical=categorical, ignore=ignore, prediction=prediction,
-                          timestamp=timestamp, features_optional=features_optional)
+    kinds = feature_kinds(reference, current, categorical=columns.categorical, ignore=ignore, prediction=prediction,
+                          timestamp=columns.timestamp, features_optional=features_optional)
     return kinds, prediction, probabilities
 
 
@@ -483,22 +522,27 @@ class WindowExtras:
     sample of them) and its true row count.
     """
 
-    def __init__(self, reference: pd.DataFrame, current: pd.DataFrame, kinds: dict[str, str], prediction: str | None,
-                 probabilities: list[str] | None, label: str | None, thresholds: DriftThresholds,
-                 performance_thresholds: WindowThresholds | None, segment_by: str | None,
-                 multivariate: MultivariateThresholds | bool, workers: int,
-                 measure: Callable[[str, pd.Series], dict[str, dict[str, Any]]], prediction_class: str | None = None):
+    def __init__(self, reference: pd.DataFrame, current: pd.DataFrame, kinds: dict[str, str],
+                 probabilities: list[str] | None, columns: ColumnRoles, judging: Judging, workers: int,
+                 measure: Callable[[str, pd.Series], dict[str, dict[str, Any]]]):
+        """`columns.prediction`: the one prediction column `monitored_columns` resolved (None for class
+        probabilities); `judging.thresholds` set (`Judging.resolved`)."""
+        prediction, label = columns.prediction, columns.label
+        thresholds = judging.thresholds
+        assert thresholds is not None
+        multivariate = judging.multivariate
         self.prediction = prediction
         self.thresholds = thresholds
         self.workers = workers
         self.performance = None
         if label is not None:
             self.performance = performance_reference(reference, probabilities if probabilities else prediction,
-                                                     label, None if probabilities else kinds, prediction_class)
-        self.judged_by = performance_thresholds or WindowThresholds()
+                                                     label, None if probabilities else kinds, columns.prediction_class)
+        self.judged_by = judging.performance_thresholds or WindowThresholds()
         self.checks = EstimateChecks(self.judged_by)  # the windows' estimates against their labels, in order
         performance = self.performance
-        self.segments = _segments(reference, current, segment_by, kinds, workers, None if performance is None else (
+        self.segments = _segments(reference, current, columns.segment_by, kinds, workers,
+                                  None if performance is None else (
             lambda rows: for_segment(performance, rows, self.judged_by.estimated_quality_min_rows,
                                      self.judged_by.estimated_quality_threshold)))
         self.derived = None

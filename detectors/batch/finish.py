@@ -28,15 +28,15 @@ returns for the same tables held in memory, with the same decision rule (`engine
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from driftline import defaults
 from driftline.baseline import NumericProfile
-from driftline.detectors.batch.engine import SCHEMA_VERSION, ReferenceProfile, Window, WindowExtras, _map, \
-    judge_window, reference_tests
+from driftline.detectors.batch.engine import SCHEMA_VERSION, ColumnRoles, Judging, ReferenceProfile, Window, \
+    WindowExtras, _map, judge_window, reference_tests
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, CategoricalSummary, NumericSummary
 from driftline.detectors.stats import binned, registry, two_sample
@@ -75,6 +75,21 @@ class Settings:
     performance_thresholds: WindowThresholds | None = None
     multivariate: MultivariateThresholds | bool = True
     workers: int = 1
+
+    @classmethod
+    def resolved(cls, columns: ColumnRoles, judging: Judging, prediction: str | None,
+                 probabilities: Sequence[str] | None, workers: int) -> Settings:
+        """The options, with the prediction and probability columns `engine.monitored_columns` resolved."""
+        return cls(prediction=prediction, probabilities=tuple(probabilities) if probabilities else None,
+                   label=columns.label, prediction_class=columns.prediction_class, segment_by=columns.segment_by,
+                   thresholds=judging.thresholds or DriftThresholds(),
+                   performance_thresholds=judging.performance_thresholds, multivariate=judging.multivariate,
+                   workers=workers)
+
+    def columns(self) -> ColumnRoles:
+        """The resolved column roles (`prediction`: the one prediction column, None for class probabilities)."""
+        return ColumnRoles(prediction=self.prediction, label=self.label, prediction_class=self.prediction_class,
+                           segment_by=self.segment_by)
 
 
 def _missing_test(reference_missing: int, reference_rows: int, missing: int, rows: int) -> dict[str, Any]:
@@ -192,10 +207,10 @@ class Finisher:
                 profile.append(ReferenceProfile(sample, plan.kinds))
             return reference_tests(profile[0], name, values)
 
-        self.extras = WindowExtras(sample, sample.iloc[0:0], plan.kinds, settings.prediction,
-                                   list(settings.probabilities) if settings.probabilities else None, settings.label,
-                                   settings.thresholds, settings.performance_thresholds, settings.segment_by,
-                                   settings.multivariate, settings.workers, measure, settings.prediction_class)
+        self.extras = WindowExtras(sample, sample.iloc[0:0], plan.kinds,
+                                   list(settings.probabilities) if settings.probabilities else None,
+                                   settings.columns(), Judging(settings.thresholds, settings.performance_thresholds,
+                                                               settings.multivariate), settings.workers, measure)
 
     def _reference_sorted(self, name: str) -> np.ndarray | None:
         column = self.reference.columns[name]

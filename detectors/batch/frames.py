@@ -19,29 +19,26 @@ the few fine bins they read), so the JSON is the same.
 >>> import pandas as pd
 >>> reference = pd.DataFrame({"x": [float(i % 10) for i in range(200)]})
 >>> current = pd.DataFrame({"x": [float(i % 10) + 5 for i in range(200)]})
->>> detect_frames(reference, current, multivariate=False)["windows"][0]["drifted_features"]
+>>> detect_frames(reference, current, judging=Judging(multivariate=False))["windows"][0]["drifted_features"]
 ['x']
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from driftline import defaults
-from driftline.detectors.batch.engine import SCHEMA_VERSION, default_workers, period_offset
+from driftline.detectors.batch.engine import SCHEMA_VERSION, ColumnRoles, Judging, Windowing, default_workers, \
+    period_offset
 from driftline.detectors.batch.finish import Finisher, Settings, WindowSummary
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.passes import merge_in_order, partition_offsets
-from driftline.detectors.batch.streamed import scan_plan
+from driftline.detectors.batch.streamed import Budget, ProgressHooks, scan_plan
 from driftline.detectors.batch.windowing import (check_chunk, iso_time, needs_origin, parse_timestamps,
                                                  period_labels, window_bounds)
 from driftline.detectors.batch.summary import BatchSummary, merge, sample_bound, summarize
-from driftline.detectors.stats.multivariate import MultivariateThresholds
-from driftline.detectors.thresholds.decision import DriftThresholds
-from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline.engines import Engine, Progress, engine_for
 from driftline.errors import UserError
 
@@ -206,32 +203,25 @@ def _fold_windows(engine: Engine, frame: Any, offsets: Sequence[int], rows: int,
     return merged
 
 
-def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None, chunk_size: int | None = None,
-                  chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
-                  prediction: str | None = None, ignore: Sequence[str] = (), thresholds: DriftThresholds | None = None,
-                  on_window: Callable[[int, int, int], None] | None = None, on_progress: Progress | None = None,
-                  workers: int | None = None, label: str | None = None,
-                  performance_thresholds: WindowThresholds | None = None, segment_by: str | None = None,
-                  multivariate: MultivariateThresholds | bool = True, exact_values: int = defaults.BATCH_EXACT_VALUES,
-                  sample_rows: int = defaults.BATCH_SAMPLE_ROWS,
-                  fine_bins: int = defaults.BATCH_FINE_BINS, prediction_class: str | None = None) -> dict[str, Any]:
+def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
+                  columns: ColumnRoles = ColumnRoles(), windowing: Windowing = Windowing(),
+                  judging: Judging = Judging(), budget: Budget = Budget(),
+                  hooks: ProgressHooks = ProgressHooks()) -> dict[str, Any]:
     """`driftline.detectors.batch.engine.detect`'s result for two pandas, Spark or Dask DataFrames (both of one
     kind), computed where they live. `engine`: default `driftline.engines.engine_for(reference)` (a Dask
-    DataFrame needs a running ``distributed`` client). `on_progress(what, done, total)` follows each pass
-    over a table's partitions; `on_window(done, total, rows)` each judged window. The other options are
-    `detect`'s (and `detect_streamed`'s bounds)."""
+    DataFrame needs a running ``distributed`` client). ``hooks.on_progress(what, done, total)`` follows each pass
+    over a table's partitions; ``hooks.on_window(done, total, rows)`` each judged window. The other options are
+    `detect`'s (and `detect_streamed`'s `budget`)."""
     engine = engine or engine_for(reference)
-    thresholds = thresholds or DriftThresholds()
-    offset = period_offset(chunk_size, chunk_period, timestamp)
+    judging = judging.resolved()
+    chunk_size, timestamp, on_progress = windowing.chunk_size, columns.timestamp, hooks.on_progress
+    offset = period_offset(chunk_size, windowing.chunk_period, timestamp)
     reference_head, current_head = engine.head(reference, HEAD_ROWS), engine.head(current, HEAD_ROWS)
     for head, where in ((reference_head, "reference"), (current_head, "current data")):
         if not len(head):
             raise UserError(f"the {where} has no rows")
         head.columns = [str(c) for c in head.columns]
-    kinds, prediction, probabilities, scan = scan_plan(
-        reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
-        timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
-        fine_bins=fine_bins, prediction_class=prediction_class)
+    kinds, prediction, probabilities, scan = scan_plan(reference_head, current_head, columns, budget)
     reference_rows = engine.partition_rows(reference)
     reference_offsets = partition_offsets(reference_rows, "reference")
     table = _TablePass(engine, reference, reference_offsets, sum(reference_rows), on_progress)
@@ -245,11 +235,8 @@ def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
             plan = plan.with_exact_deciles(reference_summary, ranks, merge_in_order(
                 engine.fold(reference, values, reference_offsets, "reference (deciles)", on_progress), values))
             reference_summary = table.fold(plan, "reference (third pass)")
-    finisher = Finisher(plan, reference_summary, Settings(
-        prediction=prediction, probabilities=tuple(probabilities) if probabilities else None, label=label,
-        prediction_class=prediction_class, segment_by=segment_by, thresholds=thresholds,
-        performance_thresholds=performance_thresholds, multivariate=multivariate,
-        workers=default_workers() if workers is None else workers))
+    finisher = Finisher(plan, reference_summary, Settings.resolved(
+        columns, judging, prediction, probabilities, default_workers() if budget.workers is None else budget.workers))
     current_rows = engine.partition_rows(current)
     current_offsets = partition_offsets(current_rows, "current data")
     origin = pd.Timestamp(0)  # any midnight, for periods that divide a day
@@ -268,6 +255,6 @@ def detect_frames(reference: Any, current: Any, *, engine: Engine | None = None,
     results: list[dict[str, Any]] = []
     for window in windows:
         results.append(finisher.window(window))
-        if on_window is not None:
-            on_window(len(results), len(windows), window.summary.rows)
+        if hooks.on_window is not None:
+            hooks.on_window(len(results), len(windows), window.summary.rows)
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(reference_summary.rows), "windows": results}

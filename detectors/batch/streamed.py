@@ -19,27 +19,49 @@ from __future__ import annotations
 
 import itertools
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from driftline import defaults
 from driftline.detectors.batch.embeddings import StreamedEmbeddings
-from driftline.detectors.batch.engine import SCHEMA_VERSION, default_workers, monitored_columns, period_offset
+from driftline.detectors.batch.engine import (SCHEMA_VERSION, ColumnRoles, Judging, Windowing, default_workers,
+                                              monitored_columns, period_offset)
 from driftline.detectors.batch.finish import Finisher, Settings, WindowSummary
 from driftline.detectors.batch.plan import Plan
 from driftline.detectors.batch.summary import NUMERIC, BatchSummary, NumericSummary, merge, summarize
-from driftline.detectors.stats.multivariate import MultivariateThresholds, preload_classifier
-from driftline.detectors.thresholds.decision import DriftThresholds
-from driftline.detectors.thresholds.levels import WindowThresholds
+from driftline.detectors.stats.multivariate import preload_classifier
 from driftline.detectors.batch.windowing import (check_chunk, iso_time, needs_origin, parse_timestamps,
                                                  period_labels, window_bounds)
 from driftline.errors import UserError
 
-__all__ = ["detect_streamed", "read_ahead", "summarize_table"]
+__all__ = ["Budget", "ProgressHooks", "detect_streamed", "read_ahead", "summarize_table"]
 
 Chunks = Callable[[], Iterable[pd.DataFrame]]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a bounded-memory run may spend: `workers` threads (None: `default_workers()`), numeric columns' values
+    held exactly up to `exact_values` (then fine bins, `fine_bins` of them), and `sample_rows` sampled rows."""
+
+    workers: int | None = None
+    exact_values: int = defaults.BATCH_EXACT_VALUES
+    sample_rows: int = defaults.BATCH_SAMPLE_ROWS
+    fine_bins: int = defaults.BATCH_FINE_BINS
+
+
+@dataclass(frozen=True)
+class ProgressHooks:
+    """Who hears of a run's progress: `on_window(done, total, rows)` after each judged window (``total`` 0 when
+    not known; `total_rows`, the current table's rows when the caller knows them, lets ``--chunk-size`` say it),
+    and `on_progress(what, done, total)` after each pass over a table's partitions (`detect_frames`)."""
+
+    on_window: Callable[[int, int, int], None] | None = None
+    total_rows: int | None = None
+    on_progress: Callable[[str, int, int], None] | None = None
 
 
 def _peek(chunks: Iterable[pd.DataFrame], where: str) -> tuple[pd.DataFrame, Iterator[pd.DataFrame]]:
@@ -97,37 +119,28 @@ def _fold(summary: BatchSummary, plan: Plan) -> None:
             summary.columns[name] = column.binned(plan, name)
 
 
-def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size: int | None = None,
-                    chunk_period: str | None = None, timestamp: str | None = None, categorical: Sequence[str] = (),
-                    prediction: str | None = None, ignore: Sequence[str] = (),
-                    thresholds: DriftThresholds | None = None,
-                    on_window: Callable[[int, int, int], None] | None = None, workers: int | None = None,
-                    label: str | None = None, performance_thresholds: WindowThresholds | None = None,
-                    segment_by: str | None = None, multivariate: MultivariateThresholds | bool = True,
-                    exact_values: int = defaults.BATCH_EXACT_VALUES, sample_rows: int = defaults.BATCH_SAMPLE_ROWS,
-                    fine_bins: int = defaults.BATCH_FINE_BINS, total_rows: int | None = None,
-                    embeddings: StreamedEmbeddings | None = None,
-                    prediction_class: str | None = None) -> dict[str, Any]:
+def detect_streamed(open_reference: Chunks, open_current: Chunks, *, columns: ColumnRoles = ColumnRoles(),
+                    windowing: Windowing = Windowing(), judging: Judging = Judging(), budget: Budget = Budget(),
+                    hooks: ProgressHooks = ProgressHooks(),
+                    embeddings: StreamedEmbeddings | None = None) -> dict[str, Any]:
     """`engine.detect`'s result, streaming both tables (module docstring). Same options and errors;
-    `on_window(done, total, rows)` gets ``total`` 0 when the number of windows is not known in advance
-    (`total_rows`, the current table's rows when the caller knows them, lets ``--chunk-size`` say it).
+    `hooks` hear of each window (`ProgressHooks`).
     `embeddings`: each window gains ``embeddings`` (name -> verdict), their columns are no features."""
-    thresholds = thresholds or DriftThresholds()
-    offset = period_offset(chunk_size, chunk_period, timestamp)
-    if multivariate:
+    judging = judging.resolved()
+    chunk_size, timestamp = windowing.chunk_size, columns.timestamp
+    offset = period_offset(chunk_size, windowing.chunk_period, timestamp)
+    if judging.multivariate:
         preload_classifier()
-    workers = default_workers() if workers is None else workers
+    workers = default_workers() if budget.workers is None else budget.workers
     # columns of a chunk are summarized in parallel; on an error its idle threads end with it (held weakly)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="driftline-summarize") if workers > 1 else None
     reference_head, reference_chunks = _peek(read_ahead(open_reference()), "reference")
     current_head, current_chunks = _peek(read_ahead(open_current()), "current data")
     if embeddings is not None:
-        ignore = [*ignore, *embeddings.columns(reference_head, current_head)]
+        columns = replace(columns, ignore=[*columns.ignore, *embeddings.columns(reference_head, current_head)])
         embeddings.fit(open_reference())
-    kinds, prediction, probabilities, scan = scan_plan(
-        reference_head, current_head, categorical=categorical, prediction=prediction, ignore=ignore,
-        timestamp=timestamp, label=label, segment_by=segment_by, exact_values=exact_values, sample_rows=sample_rows,
-        fine_bins=fine_bins, prediction_class=prediction_class, features_optional=embeddings is not None)
+    kinds, prediction, probabilities, scan = scan_plan(reference_head, current_head, columns, budget,
+                                                       features_optional=embeddings is not None)
     reference = summarize_table(reference_chunks, scan, "reference", pool=pool)
     plan = scan.with_reference(reference)
     if plan.needs_rescan(reference):  # a column too long to keep: its deciles are found exactly, in three passes
@@ -142,13 +155,11 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
             plan = plan.with_exact_deciles(reference, ranks, {name: np.concatenate(values) if values else
                                                               np.empty(0) for name, values in parts.items()})
             reference = summarize_table(read_ahead(open_reference()), plan, "reference", pool=pool)
-    finisher = Finisher(plan, reference, Settings(
-        prediction=prediction, probabilities=tuple(probabilities) if probabilities else None, label=label,
-        prediction_class=prediction_class, segment_by=segment_by, thresholds=thresholds,
-        performance_thresholds=performance_thresholds, multivariate=multivariate, workers=workers))
+    finisher = Finisher(plan, reference, Settings.resolved(columns, judging, prediction, probabilities,
+                                                                   workers))
     expected = 0
-    if chunk_size is not None and total_rows:
-        expected = -(-total_rows // chunk_size)
+    if chunk_size is not None and hooks.total_rows:
+        expected = -(-hooks.total_rows // chunk_size)
     elif chunk_size is None and offset is None:
         expected = 1
     results: list[dict[str, Any]] = []
@@ -162,8 +173,8 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
         results.append(finisher.window(window))
         if embeddings is not None:
             results[-1]["embeddings"] = embeddings.judge(vectors.pop(key))
-        if on_window is not None:
-            on_window(len(results), expected, window.summary.rows)
+        if hooks.on_window is not None:
+            hooks.on_window(len(results), expected, window.summary.rows)
 
     origin = pd.Timestamp(0)  # any midnight, for periods that divide a day
     if offset is not None and needs_origin(offset):
@@ -185,8 +196,8 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
                 part = summarize(chunk.iloc[positions], plan, row + positions, sample_below=below, pool=pool)
                 fold_vectors(label_time, chunk.iloc[positions])
                 open_windows[label_time] = part if held is None else merge(held, part, plan)
-            budget = plan.exact_values * max(1, sum(kind == NUMERIC for kind in kinds.values()))
-            while len(open_windows) > 1 and sum(_held(s) for s in open_windows.values()) > budget:
+            most_held = plan.exact_values * max(1, sum(kind == NUMERIC for kind in kinds.values()))
+            while len(open_windows) > 1 and sum(_held(s) for s in open_windows.values()) > most_held:
                 _fold(max(open_windows.values(), key=_held), plan)
         else:
             size = chunk_size or len(chunk) + row + 1  # no chunking: one window, never complete before the end
@@ -219,19 +230,17 @@ def detect_streamed(open_reference: Chunks, open_current: Chunks, *, chunk_size:
     return {"schema_version": SCHEMA_VERSION, "reference_rows": int(reference.rows), "windows": results}
 
 
-def scan_plan(reference_head: Any, current_head: Any, *, categorical: Any, prediction: Any, ignore: Any,
-              timestamp: Any, label: Any, segment_by: Any, exact_values: Any, sample_rows: Any,
-              fine_bins: Any, prediction_class: Any = None, features_optional: bool = False) -> tuple[Any, Any, Any, Plan]:
+def scan_plan(reference_head: Any, current_head: Any, columns: ColumnRoles, budget: Budget, *,
+              features_optional: bool = False) -> tuple[Any, Any, Any, Plan]:
     """(kinds, prediction column, probability columns, the first pass's plan) from the first rows of both tables."""
-    kinds, prediction, probabilities = monitored_columns(reference_head, current_head, categorical=categorical,
-                                                         prediction=prediction, ignore=ignore,
-                                                         timestamp=timestamp, label=label,
-                                                         prediction_class=prediction_class,
+    kinds, prediction, probabilities = monitored_columns(reference_head, current_head, columns,
                                                          features_optional=features_optional)
-    extra = [c for c in (label, *(probabilities or ()), segment_by, prediction_class)
+    segment_by = columns.segment_by
+    extra = [c for c in (columns.label, *(probabilities or ()), segment_by, columns.prediction_class)
              if c is not None and c in reference_head.columns]
     if segment_by is not None and segment_by not in current_head.columns:
         raise UserError(f"--segment-by {segment_by}: no such column in the current data "
                         f"(columns: {', '.join(map(str, current_head.columns))})")
-    return kinds, prediction, probabilities, Plan.scan(kinds, extra, exact_values=exact_values,
-                                                       sample_rows=sample_rows, fine_bins=fine_bins)
+    return kinds, prediction, probabilities, Plan.scan(kinds, extra, exact_values=budget.exact_values,
+                                                       sample_rows=budget.sample_rows, fine_bins=budget.fine_bins)
+

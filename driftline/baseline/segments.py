@@ -24,7 +24,19 @@ from driftline.baseline.predictions import CLASS
 from driftline.baseline.profiles import NUMERIC, CategoricalProfile, NumericProfile, Profile, profile_from_dict
 from driftline.segments import NULL_KEY, OTHER_KEY, segment_key
 
-__all__ = ["SegmentReference", "compute_segments"]
+__all__ = ["SegmentReference", "TrainingOutcomes", "compute_segments"]
+
+
+@dataclass(frozen=True)
+class TrainingOutcomes:
+    """The model's outputs and labels on the training rows, one per row (None: not given): what a segment's
+    prediction profile and training quality are computed from."""
+
+    predictions: np.ndarray | None = None  # the prediction values (`driftline.baseline.predictions.prediction_values`)
+    prediction_profile: Profile | None = None  # the whole population's, whose bins a segment's shares
+    prediction_source: str | None = None
+    raw_predictions: Any = None  # the outputs as given (the label summary reads them)
+    labels: Any = None
 
 
 @dataclass
@@ -83,9 +95,9 @@ class SegmentReference:
 
 
 def compute_segments(features: pd.DataFrame, profiles: Mapping[str, Profile], columns: list[str], max_values: int,
-                     predictions: np.ndarray | None, prediction_profile: Profile | None, prediction_source: str | None,
-                     raw_predictions: Any, labels: Any) -> dict[str, SegmentReference]:
+                     outcomes: TrainingOutcomes = TrainingOutcomes()) -> dict[str, SegmentReference]:
     """Each column's segments (`max_values` largest values, the rest pooled as "other")."""
+    predictions, prediction_profile, labels = outcomes.predictions, outcomes.prediction_profile, outcomes.labels
     out = {}
     for column in columns:
         keys = pd.Series([segment_key(v) for v in features[column].astype(object).tolist()], index=features.index)
@@ -103,11 +115,11 @@ def compute_segments(features: pd.DataFrame, profiles: Mapping[str, Profile], co
             prediction = quality = None
             if predictions is not None and prediction_profile is not None:
                 part = predictions[mask]
-                prediction = (CategoricalProfile.from_values(part) if prediction_source == CLASS
+                prediction = (CategoricalProfile.from_values(part) if outcomes.prediction_source == CLASS
                               else _numeric_on(part, prediction_profile))  # type: ignore[arg-type]  # scores: numeric
                 if labels is not None:
                     positions = np.flatnonzero(mask)
-                    quality = LabelSummary().add([raw_predictions[i] for i in positions],
+                    quality = LabelSummary().add([outcomes.raw_predictions[i] for i in positions],
                                                  np.asarray(labels, dtype=object)[positions])
             segments[key] = SegmentProfile(rows=int(mask.sum()), profiles=seg_profiles, prediction=prediction,
                                            quality=quality)

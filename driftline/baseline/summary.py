@@ -15,7 +15,7 @@ from driftline.baseline.labels import LabelSummary
 from driftline.baseline.predictions import CLASS, prediction_values
 from driftline.baseline.profiles import CategoricalProfile, NumericProfile, Profile, profile_from_dict
 from driftline.baseline.reconstruction import ReconstructionFit, fit_reconstruction
-from driftline.baseline.segments import SegmentReference, compute_segments
+from driftline.baseline.segments import SegmentReference, TrainingOutcomes, compute_segments
 from driftline.baseline.spreads import QualitySpreads, ThresholdSpreads
 from driftline.embeddings.reference import EmbeddingReference
 from driftline.errors import UserError
@@ -273,9 +273,8 @@ def compute_baseline(features: pd.DataFrame, *, categorical: Iterable[str] = (),
                                         {name: profile.kind for name, profile in profiles.items()}, seed=seed)
     frame = features.set_axis(names, axis=1)
     columns = segment_reference_columns(profiles, segment_columns)
-    segments = compute_segments(frame, profiles, columns, segment_max_values,
-                                None if predictions is None else values, prediction, source,
-                                prediction_list, label_list) if columns else {}
+    outcomes = TrainingOutcomes(None if predictions is None else values, prediction, source, prediction_list, label_list)
+    segments = compute_segments(frame, profiles, columns, segment_max_values, outcomes) if columns else {}
     baseline = Baseline(rows=len(features), profiles=profiles, prediction=prediction, prediction_source=source,
                         quality=quality, sample=sample, fine_bins=fine_bins, reconstruction=reconstruction,
                         segments=segments)

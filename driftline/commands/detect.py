@@ -6,8 +6,9 @@ stderr, and writes the JSON (stdout or --json) and the optional Evidently HTML.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import click
 
@@ -87,9 +88,11 @@ def _embeddings(reference: Any, current: Any, specs: Sequence[str], thresholds: 
     return BatchEmbeddings({n: m[0] for n, m in matrices.items()}, {n: m[1] for n, m in matrices.items()},
                            thresholds=thresholds.embedding), used
 def _detect_on_engine(engine: str, reference_path: str, current_path: str, spark_master: str,
-                      scheduler_address: str | None, options: dict[str, Any]) -> dict[str, Any]:
+                      scheduler_address: str | None, options: dict[str, Any],
+                      on_window: Callable[[int, int, int], None]) -> dict[str, Any]:
     """`detect` with both tables read and summarized by Spark or Dask (driftline.engines)."""
     from driftline.detectors.batch.frames import detect_frames
+    from driftline.detectors.batch.streamed import ProgressHooks
 
     def progress(what: str, done: int, total: int) -> None:
         click.echo(f"driftline detect: {what}: {done}/{total} partitions", err=True)
@@ -99,13 +102,14 @@ def _detect_on_engine(engine: str, reference_path: str, current_path: str, spark
 
         with spark_session(spark_master) as session:
             return detect_frames(spark_table(session, reference_path, "reference"),
-                                 spark_table(session, current_path, "current data"),
-                                 engine=SparkEngine(session), on_progress=progress, **options)
+                                 spark_table(session, current_path, "current data"), engine=SparkEngine(session),
+                                 hooks=ProgressHooks(on_window=on_window, on_progress=progress), **options)
     from driftline.engines.dask import DaskEngine, dask_client, read_table as dask_table
 
     with dask_client(scheduler_address) as client:
         return detect_frames(dask_table(reference_path, "reference"), dask_table(current_path, "current data"),
-                             engine=DaskEngine(client), on_progress=progress, **options)
+                             engine=DaskEngine(client), hooks=ProgressHooks(on_window=on_window, on_progress=progress),
+                             **options)
 
 
 def _fits_in_memory(reference_path: str, current_path: str) -> bool:
@@ -175,6 +179,7 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
 
     Exit status 0 whether or not drift is found; 1 for bad input.
     """
+    from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing
     from driftline.detectors.thresholds.decision import DriftThresholds
     from driftline.detectors.thresholds.levels import WindowThresholds
     from driftline.config import load_settings, load_toml_section
@@ -209,14 +214,16 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
 
     options: dict[str, Sequence[str] | str | None] = dict(
         categorical=split_names(categorical), prediction=prediction, ignore=split_names(ignore))
-    common = dict(chunk_size=chunk_size, chunk_period=chunk_period, timestamp=timestamp, thresholds=thresholds,
-                  on_window=progress, label=label, performance_thresholds=window_thresholds, segment_by=segment_by,
-                  multivariate=window_thresholds.multivariate, prediction_class=prediction_class, **options)
+    columns = ColumnRoles(categorical=split_names(categorical), prediction=prediction, ignore=split_names(ignore),
+                          timestamp=timestamp, label=label, prediction_class=prediction_class, segment_by=segment_by)
+    common: dict[str, Any] = dict(columns=columns, windowing=Windowing(chunk_size, chunk_period),
+                                  judging=Judging(thresholds, window_thresholds, window_thresholds.multivariate))
     if engine != "local":
         if in_memory or html_path is not None or embedding_specs or text_columns:
             raise UserError(f"--engine {engine} summarizes the files where they are: --in-memory, --html, "
                             "--embedding and --text need --engine local")
-        result = _detect_on_engine(engine, reference_path, current_path, spark_master, scheduler_address, common)
+        result = _detect_on_engine(engine, reference_path, current_path, spark_master, scheduler_address, common,
+                                   progress)
     elif in_memory or html_path is not None or text_columns or (
             "batch_rows" not in settings.model_fields_set and _fits_in_memory(reference_path, current_path)):
         from driftline.detectors.batch.engine import detect as detect_drift
@@ -231,10 +238,10 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
             texts = add_text_embeddings((reference, current), text_columns, encoder)
             embedding_specs = (*embedding_specs, *(f"{name}={column}" for name, column in texts.items()))
         embeddings, embedding_columns = _embeddings(reference, current, embedding_specs, window_thresholds)
-        common["ignore"] = [*split_names(ignore), *embedding_columns, *text_columns]
-        result = detect_drift(reference, current, embeddings=embeddings, **common)  # type: ignore[arg-type]
+        common["columns"] = replace(columns, ignore=[*split_names(ignore), *embedding_columns, *text_columns])
+        result = detect_drift(reference, current, embeddings=embeddings, on_window=progress, **common)
     else:
-        from driftline.detectors.batch.streamed import detect_streamed
+        from driftline.detectors.batch.streamed import ProgressHooks, detect_streamed
 
         streamed_embeddings = None
         if embedding_specs:
@@ -246,8 +253,8 @@ def detect(reference_path: str, current_path: str, chunk_size: int | None, chunk
             streamed_embeddings = StreamedEmbeddings(parse_specs(embedding_specs), window_thresholds.embedding)
         result = detect_streamed(iter_table(reference_path, "reference", settings.batch_rows),
                                  iter_table(current_path, "current", settings.batch_rows),
-                                 total_rows=table_rows(current_path), embeddings=streamed_embeddings,
-                                 **common)  # type: ignore[arg-type]
+                                 hooks=ProgressHooks(on_window=progress, total_rows=table_rows(current_path)),
+                                 embeddings=streamed_embeddings, **common)
     _write_json(result, json_path)
     if json_path is not None:
         click.echo(_summary(result), err=True)

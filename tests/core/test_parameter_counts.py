@@ -21,15 +21,10 @@ EXCEPTIONS: dict[str, str] = {
     "detectors/batch/baseline.py::baseline_in_memory": "detectors/batch is being restructured around the statistics "
                                                        "registry",
     "detectors/batch/baseline.py::stream_baseline": "as baseline_in_memory",
-    "detectors/batch/engine.py::detect": "as baseline_in_memory",
-    "detectors/batch/engine.py::WindowExtras.__init__": "as baseline_in_memory",
-    "detectors/batch/frames.py::detect_frames": "as baseline_in_memory",
-    "detectors/batch/streamed.py::detect_streamed": "as baseline_in_memory",
-    "detectors/batch/streamed.py::scan_plan": "as baseline_in_memory",
     "detectors/families/window.py::evaluate_window": "detectors/ is being restructured around the statistics registry",
     "detectors/rollout/outcome.py::judge_window": "as evaluate_window",
-    "driftline/baseline/summary.py::compute_baseline": "the library's documented keyword arguments for users",
-    "driftline/baseline/segments.py::compute_segments": "compute_baseline's segment half, called with its arguments",
+    "driftline/baseline/summary.py::compute_baseline": "the library's documented keyword arguments for users, "
+                                                       "its segment half given one TrainingOutcomes",
 }
 
 

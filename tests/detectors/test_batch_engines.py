@@ -16,9 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from driftline.detectors.batch.baseline import stream_baseline
 from driftline.detectors.batch.frames import detect_frames
+from driftline.detectors.batch.streamed import Budget, ProgressHooks
 from driftline.detectors.batch.passes import ChunkedTable, EngineTable
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.table_files import iter_table
@@ -79,10 +80,12 @@ def test_spark_gives_the_single_machine_json(credit, spark):
     spark_current = read_table(spark, str(folder / "cur.parquet"), "current data")
     assert min(spark_reference.rdd.getNumPartitions(), spark_current.rdd.getNumPartitions()) > 2
     seen = []
-    for options in ({}, {"chunk_size": 1_000, "prediction": "score", "label": "label", "thresholds": HELLINGER_ON}):
+    for options in ({}, {"windowing": Windowing(chunk_size=1_000), "judging": Judging(thresholds=HELLINGER_ON),
+                         "columns": ColumnRoles(prediction="score", label="label")}):
         expected = detect(reference, current, **options)
         got = detect_frames(spark_reference, spark_current, engine=SparkEngine(spark),
-                            on_progress=lambda what, done, total: seen.append((what, done, total)), **options)
+                            hooks=ProgressHooks(on_progress=lambda what, done, total: seen.append((what, done, total))),
+                            **options)
         assert as_json(got) == as_json(expected)
         assert any(window["drifted_features"] for window in got["windows"])
     assert all("hellinger" in f["tests"] for w in got["windows"] for f in w["features"])  # the registry's statistic
@@ -109,8 +112,9 @@ def test_dask_gives_the_single_machine_json(credit, dask_client):
     from driftline.engines.dask import DaskEngine
 
     reference, current, _ = credit
-    for options in ({"label": "label", "prediction": "score", "segment_by": "region"},
-                    {"chunk_period": "2D", "timestamp": "ts", "multivariate": False, "thresholds": HELLINGER_ON}):
+    for options in ({"columns": ColumnRoles(label="label", prediction="score", segment_by="region")},
+                    {"windowing": Windowing(chunk_period="2D"), "columns": ColumnRoles(timestamp="ts"),
+                     "judging": Judging(multivariate=False, thresholds=HELLINGER_ON)}):
         expected = detect(reference, current, **options)
         got = detect_frames(dd.from_pandas(reference, npartitions=4), dd.from_pandas(current, npartitions=3),
                             engine=DaskEngine(dask_client), **options)
@@ -127,9 +131,10 @@ def test_dask_reads_hive_style_partitions(credit, dask_client, tmp_path):
         pq.write_to_dataset(pa.Table.from_pandas(frame, preserve_index=False), tmp_path / name,
                             partition_cols=["region"])
     got = detect_frames(read_table(str(tmp_path / "ref"), "reference"), read_table(str(tmp_path / "cur"), "current"),
-                        engine=DaskEngine(dask_client), multivariate=False)
+                        engine=DaskEngine(dask_client), judging=Judging(multivariate=False))
     # the single-machine run over the same folders (pandas reads the region=.../ folders the same way)
-    expected = detect(pd.read_parquet(tmp_path / "ref"), pd.read_parquet(tmp_path / "cur"), multivariate=False)
+    expected = detect(pd.read_parquet(tmp_path / "ref"), pd.read_parquet(tmp_path / "cur"),
+                      judging=Judging(multivariate=False))
     assert "region" in [feature["name"] for feature in got["windows"][0]["features"]]
     assert as_json(got) == as_json(expected)
 
@@ -282,8 +287,9 @@ def test_partitions_of_a_long_table_send_counts_and_keep_short_columns_exact():
                              "c": rng.choice(list("abc"), rows)})
 
     reference, current = table(1_400, 0.0), table(6_000, 0.3)
-    for options in ({}, {"chunk_size": 2_500}):
-        options = dict(exact_values=1_500, sample_rows=700, multivariate=False, **options)
+    for windowing in (Windowing(), Windowing(chunk_size=2_500)):
+        options = dict(budget=Budget(exact_values=1_500, sample_rows=700), judging=Judging(multivariate=False),
+                       windowing=windowing)
         got = detect_frames(reference, current, engine=LocalEngine(chunk_rows=900), **options)
         expected = detect_streamed(lambda: (reference.iloc[i:i + 900] for i in range(0, 1_400, 900)),
                                    lambda: (current.iloc[i:i + 900] for i in range(0, 6_000, 900)), **options)
@@ -292,7 +298,8 @@ def test_partitions_of_a_long_table_send_counts_and_keep_short_columns_exact():
         assert "max_error" in tests["x"]["ks"] and "max_error" not in tests["y"]["ks"]
     # a reference longer than exact_values: its deciles found exactly, as the single-machine run finds them
     long_reference = table(5_000, 0.0)
-    options = dict(exact_values=1_500, sample_rows=700, multivariate=False, chunk_size=2_500)
+    options = dict(budget=Budget(exact_values=1_500, sample_rows=700), judging=Judging(multivariate=False),
+                   windowing=Windowing(chunk_size=2_500))
     got = detect_frames(long_reference, current, engine=LocalEngine(chunk_rows=900), **options)
     expected = detect_streamed(lambda: (long_reference.iloc[i:i + 900] for i in range(0, 5_000, 900)),
                                lambda: (current.iloc[i:i + 900] for i in range(0, 6_000, 900)), **options)
@@ -314,7 +321,7 @@ def test_spark_at_its_default_memory_folds_two_million_rows_as_the_local_run(spa
     for name, rows, shift in (("ref", 100_000, 0.0), ("cur", 2_000_000, 0.05)):
         pq.write_table(pa.table({f: rng.normal(shift * i, 1.0, rows) for i, f in enumerate(features)}),
                        tmp_path / f"{name}.parquet", row_group_size=250_000)
-    options = dict(multivariate=False)
+    options = dict(judging=Judging(multivariate=False))
     expected = detect_streamed(iter_table(str(tmp_path / "ref.parquet"), "reference", 200_000),
                                iter_table(str(tmp_path / "cur.parquet"), "current", 200_000), **options)
     spark.conf.set("spark.sql.files.maxPartitionBytes", "16m")  # partitions of 250,000 rows, not the fixture's

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from driftline.cli import main
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from driftline.detectors.batch.plan import Plan
-from driftline.detectors.batch.streamed import detect_streamed, summarize_table
+from driftline.detectors.batch.streamed import Budget, detect_streamed, summarize_table
 from driftline.detectors.batch.summary import merge, summarize
 from driftline.errors import UserError
 from driftline.worker.dataset import generate
@@ -43,11 +43,13 @@ def credit():
 
 @pytest.mark.parametrize("options", [
     {},
-    {"chunk_size": 1_000, "prediction": "score"},
-    {"chunk_period": "3D", "timestamp": "ts", "prediction": "score", "multivariate": False},
-    {"chunk_period": "2D", "timestamp": "ts", "multivariate": False},  # bins from the first day: a scan first
-    {"label": "label", "prediction": "score", "segment_by": "region"},
-    {"timestamp": "ts", "ignore": ["label"], "categorical": ["loan_term_months"]},
+    {"windowing": Windowing(chunk_size=1_000), "columns": ColumnRoles(prediction="score")},
+    {"windowing": Windowing(chunk_period="3D"), "columns": ColumnRoles(timestamp="ts", prediction="score"),
+     "judging": Judging(multivariate=False)},
+    {"windowing": Windowing(chunk_period="2D"), "columns": ColumnRoles(timestamp="ts"),
+     "judging": Judging(multivariate=False)},  # bins from the first day: a scan first
+    {"columns": ColumnRoles(label="label", prediction="score", segment_by="region")},
+    {"columns": ColumnRoles(timestamp="ts", ignore=["label"], categorical=["loan_term_months"])},
 ])
 def test_streamed_json_equals_the_in_memory_json_on_the_bundled_data(credit, options):
     reference, current = credit
@@ -59,9 +61,9 @@ def test_streamed_json_equals_the_in_memory_json_on_the_bundled_data(credit, opt
 
 def test_decisions_agree_when_every_numeric_column_folds_into_bins(credit):
     reference, current = credit
-    in_memory = detect(reference, current, chunk_size=1_500)
-    binned = detect_streamed(chunks_of(reference, 1_000), chunks_of(current, 700), chunk_size=1_500,
-                             exact_values=50)
+    in_memory = detect(reference, current, windowing=Windowing(chunk_size=1_500))
+    binned = detect_streamed(chunks_of(reference, 1_000), chunks_of(current, 700),
+                             windowing=Windowing(chunk_size=1_500), budget=Budget(exact_values=50))
     for exact, folded in zip(in_memory["windows"], binned["windows"]):
         assert folded["drifted_features"] == exact["drifted_features"]
         assert folded["dataset_drift"] == exact["dataset_drift"]
@@ -116,12 +118,12 @@ def two_tables(draw):
 @given(two_tables())
 def test_binned_ks_and_wasserstein_stay_within_their_documented_bounds(tables):
     reference, current, fold = tables
-    exact = detect(reference, current, multivariate=False)["windows"][0]["features"][0]["tests"]
+    exact = detect(reference, current, judging=Judging(multivariate=False))["windows"][0]["features"][0]["tests"]
     # what a side may keep: nothing, only the smaller side's values, only the larger's, everything
     counts = sorted((int(reference["x"].notna().sum()), int(current["x"].notna().sum())))
     plan_limit = [0, counts[0], counts[1] - 1, 10**6][fold]
-    streamed = detect_streamed(chunks_of(reference, 400), chunks_of(current, 300), multivariate=False,
-                               exact_values=plan_limit)["windows"][0]["features"][0]["tests"]
+    streamed = detect_streamed(chunks_of(reference, 400), chunks_of(current, 300), judging=Judging(multivariate=False),
+                               budget=Budget(exact_values=plan_limit))["windows"][0]["features"][0]["tests"]
     assert streamed["psi"]["value"] == pytest.approx(exact["psi"]["value"], rel=1e-12, abs=1e-15)
     ks_error = streamed["ks"].get("max_error", 0.0)
     assert exact["ks"]["statistic"] - ks_error - 1e-12 <= streamed["ks"]["statistic"] <= exact["ks"]["statistic"] + 1e-12
@@ -164,10 +166,11 @@ def test_a_text_value_deep_in_a_numeric_csv_column_is_a_clear_error(tmp_path):
 
 def test_a_reference_too_long_to_keep_still_gets_its_exact_deciles_and_psi(credit):
     reference, current = credit
-    in_memory = detect(reference, current, multivariate=False)["windows"][0]
+    in_memory = detect(reference, current, judging=Judging(multivariate=False))["windows"][0]
     # 50 values kept, a 300-row sample: deciles from three more passes over the reference
-    streamed = detect_streamed(chunks_of(reference, 1_000), chunks_of(current, 1_000), multivariate=False,
-                               exact_values=50, sample_rows=300)["windows"][0]
+    streamed = detect_streamed(chunks_of(reference, 1_000), chunks_of(current, 1_000),
+                               judging=Judging(multivariate=False),
+                               budget=Budget(exact_values=50, sample_rows=300))["windows"][0]
     for exact, folded in zip(in_memory["features"], streamed["features"]):
         assert folded["tests"]["psi"]["value"] == exact["tests"]["psi"]["value"], exact["name"]
     assert streamed["drifted_features"] == in_memory["drifted_features"]

@@ -14,7 +14,7 @@ import pytest
 from scipy.special import expit, logit
 
 from driftline.cli import main
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Windowing, detect
 from driftline.detectors.families.estimated_quality import judge_estimates
 from driftline.detectors.estimation.cbpe import fine_bin_score_counts, score_counts
 from driftline.detectors.estimation.cbpe_multiclass import estimate_multiclass, realized_multiclass
@@ -185,7 +185,8 @@ def _frames(rng, n_ref=5000, n_cur=4000, concept=False):
 
 def test_detect_reports_estimated_and_realized_per_window():
     reference, current = _frames(np.random.default_rng(1))
-    result = detect(reference, current, prediction="score", label="y", chunk_size=2000)
+    result = detect(reference, current, columns=ColumnRoles(prediction="score", label="y"),
+                    windowing=Windowing(chunk_size=2000))
     assert len(result["windows"]) == 2
     for window in result["windows"]:
         assert "y" not in {f["name"] for f in window["features"]}  # the label is not a feature
@@ -197,14 +198,15 @@ def test_detect_reports_estimated_and_realized_per_window():
             assert entry["lower"] - 0.02 <= realized[metric]["value"] <= entry["upper"] + 0.02
             assert realized[metric]["labels"] == 2000 and realized[metric]["concept_drift"] is False
     # Without the label in the current data: estimated only.
-    result = detect(reference, current.drop(columns="y"), prediction="score", label="y")
+    result = detect(reference, current.drop(columns="y"), columns=ColumnRoles(prediction="score", label="y"))
     assert set(result["windows"][0]["performance"]) == {"estimated"}
     json.dumps(result, allow_nan=False)
 
 
 def test_detect_flags_the_gap_under_concept_drift():
     reference, current = _frames(np.random.default_rng(2), n_cur=5000, concept=True)
-    realized = detect(reference, current, prediction="score", label="y")["windows"][0]["performance"]["realized"]
+    realized = detect(reference, current,
+                      columns=ColumnRoles(prediction="score", label="y"))["windows"][0]["performance"]["realized"]
     assert realized[ROC_AUC]["concept_drift"] is True and realized[ROC_AUC]["gap"] < -0.1
 
 
@@ -221,7 +223,7 @@ def test_detect_label_errors_are_clear(change, message):
     reference["grade"] = current["grade"] = np.resize(["a", "b", "c"], 500)
     options = dict(prediction="score", label="y") | change
     with pytest.raises(UserError, match=message):
-        detect(reference, current, **options)
+        detect(reference, current, columns=ColumnRoles(**options))
 
 
 def test_detect_label_on_the_command_line(tmp_path, capfd):
@@ -257,7 +259,8 @@ def _multiclass_frame(rng, n, shift=0.0, concept=False):
 def test_multiclass_accuracy_and_macro_f1_within_their_band():
     rng = np.random.default_rng(21)
     reference, current = _multiclass_frame(rng, 20_000), _multiclass_frame(rng, 40_000, shift=0.5)
-    result = detect(reference, current, prediction="p_a,p_b,p_c", label="y", chunk_size=1000)
+    result = detect(reference, current, columns=ColumnRoles(prediction="p_a,p_b,p_c", label="y"),
+                    windowing=Windowing(chunk_size=1000))
     inside = {"accuracy": [], "macro_f1": []}
     for window in result["windows"]:
         assert window["prediction"] is None and {f["name"] for f in window["features"]} == {"x1", "x2"}
@@ -287,7 +290,8 @@ def test_multiclass_macro_f1_standard_error_is_the_spread_of_labels_drawn_from_t
 def test_multiclass_concept_drift_opens_a_flagged_gap():
     rng = np.random.default_rng(22)
     reference, current = _multiclass_frame(rng, 20_000), _multiclass_frame(rng, 3000, concept=True)
-    realized = detect(reference, current, prediction="p_a,p_b,p_c", label="y")["windows"][0]["performance"]["realized"]
+    realized = detect(reference, current,
+                      columns=ColumnRoles(prediction="p_a,p_b,p_c", label="y"))["windows"][0]["performance"]["realized"]
     assert realized["accuracy"]["concept_drift"] is True and realized["accuracy"]["gap"] < -0.1
 
 

@@ -15,7 +15,7 @@ import pytest
 from scipy.special import expit
 
 from driftline.cli import main
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Windowing, detect
 from driftline.detectors.batch.performance import RegressionReference, window_performance
 from driftline.detectors.estimation.dle import estimate_regression, realized_regression
 from driftline.detectors.thresholds.levels import WindowThresholds
@@ -105,7 +105,8 @@ def test_the_fit_is_deterministic():
 def test_a_perfect_model_estimates_no_error():
     """Every loss is zero (a Poisson fit refuses that): the estimate is zero with a zero band, and never alerts."""
     data = frame(np.random.default_rng(8), 1000).assign(pred=lambda f: f["y"])
-    window = detect(data, data.iloc[:500], prediction="pred", label="y")["windows"][0]["performance"]
+    window = detect(data, data.iloc[:500],
+                    columns=ColumnRoles(prediction="pred", label="y"))["windows"][0]["performance"]
     for metric in (MAE, RMSE):
         assert window["estimated"][metric]["value"] == 0.0 and window["estimated"][metric]["upper"] == 0.0
         assert window["estimated"][metric]["alert"] is False and window["realized"][metric]["value"] == 0.0
@@ -133,7 +134,8 @@ def test_detect_reports_estimated_and_realized_with_the_gap():
     current.loc[:9, "y"] = np.nan  # rows without a label (or an infinite one) are skipped, not fatal
     current.loc[10:14, "y"] = np.inf
     current.loc[15:19, "pred"] = np.nan
-    result = detect(reference, current, prediction="pred", label="y", chunk_size=1000)
+    result = detect(reference, current, columns=ColumnRoles(prediction="pred", label="y"),
+                    windowing=Windowing(chunk_size=1000))
     assert len(result["windows"]) == 2
     for window in result["windows"]:
         assert "y" not in {f["name"] for f in window["features"]}  # the label is not a feature
@@ -148,7 +150,8 @@ def test_detect_reports_estimated_and_realized_with_the_gap():
     json.dumps(result, allow_nan=False)
     # The relation changes (the model is off by a constant now): the gap is flagged.
     current["y"] += 1.5
-    drifted = detect(reference, current, prediction="pred", label="y")["windows"][0]["performance"]["realized"]
+    drifted = detect(reference, current,
+                     columns=ColumnRoles(prediction="pred", label="y"))["windows"][0]["performance"]["realized"]
     assert drifted[MAE]["concept_drift"] is True and drifted[MAE]["gap"] > 0.5
 
 
@@ -166,7 +169,7 @@ def test_bad_input_is_one_line(side, change, message):
         if side in (name, "both"):
             frames[name] = change(frames[name])
     with pytest.raises(UserError, match=message) as exc:
-        detect(frames["reference"], frames["current"], prediction="pred", label="y")
+        detect(frames["reference"], frames["current"], columns=ColumnRoles(prediction="pred", label="y"))
     assert "\n" not in str(exc.value)
 
 

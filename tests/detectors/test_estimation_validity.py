@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from driftline.detectors.estimation.validity import WindowCheck, judge_validity, miss_probability
 from driftline.detectors.thresholds.levels import WindowThresholds
 from driftline import defaults
@@ -87,7 +87,7 @@ def test_prediction_class_errors_are_clear(change, message):
     reference, current = model_frame(rng, 500), model_frame(rng, 500)
     options = {"prediction": "score", "label": "y", "prediction_class": "decision", **change}
     with pytest.raises(UserError, match=message):
-        detect(reference, current, **options)
+        detect(reference, current, columns=ColumnRoles(**options))
 
 
 def test_decisions_that_are_not_zero_or_one_are_refused():
@@ -95,7 +95,7 @@ def test_decisions_that_are_not_zero_or_one_are_refused():
     reference, current = model_frame(rng, 500), model_frame(rng, 500)
     reference["decision"] = np.where(reference["decision"] == 1, "yes", "no")
     with pytest.raises(UserError, match="0/1 or true/false"):
-        detect(reference, current, prediction="score", label="y", prediction_class="decision")
+        detect(reference, current, columns=ColumnRoles(prediction="score", label="y", prediction_class="decision"))
 
 
 # --- (b) concept drift: the estimate stays, realized falls, estimation_invalid is raised ---------------
@@ -105,8 +105,8 @@ def test_concept_drift_raises_estimation_invalid_within_the_documented_delay():
     size, windows, k = 1000, 12, 6
     reference = model_frame(rng, 20_000)
     current = model_frame(rng, windows * size, drift_from=k * size)
-    result = detect(reference, current, prediction="score", label="y", ignore=["decision"], chunk_size=size,
-                    multivariate=False)
+    result = detect(reference, current, columns=ColumnRoles(prediction="score", label="y", ignore=["decision"]),
+                    windowing=Windowing(chunk_size=size), judging=Judging(multivariate=False))
     performances = [w["performance"] for w in result["windows"]]
     estimates = [p["estimated"][ACCURACY]["value"] for p in performances]
     realized = [p["realized"][ACCURACY]["value"] for p in performances]
@@ -124,8 +124,9 @@ def test_concept_drift_raises_estimation_invalid_within_the_documented_delay():
 def test_no_drift_raises_estimation_invalid_at_most_at_the_stated_rate():
     rng = np.random.default_rng(4)
     size, windows = 500, 200
-    result = detect(model_frame(rng, 20_000), model_frame(rng, windows * size), prediction="score", label="y",
-                    ignore=["decision"], chunk_size=size, multivariate=False)
+    result = detect(model_frame(rng, 20_000), model_frame(rng, windows * size),
+                    columns=ColumnRoles(prediction="score", label="y", ignore=["decision"]),
+                    windowing=Windowing(chunk_size=size), judging=Judging(multivariate=False))
     raised = sum(w["performance"]["estimation_invalid"] for w in result["windows"])
     assert raised <= defaults.ESTIMATION_INVALID_ALPHA * windows, raised
 

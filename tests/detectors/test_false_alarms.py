@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from driftline import defaults
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import Judging, Windowing, detect
 from driftline.vocabulary import DATASET_DRIFT
 
 # The documented false-alarm level: share of (window, feature) verdicts that flag drift when every window is
@@ -38,7 +38,8 @@ def reference() -> pd.DataFrame:
 def _false_alarm_rate(reference: pd.DataFrame, window_rows: int, windows: int, seed: int) -> tuple[int, int, int]:
     current = draw(np.random.default_rng(seed), window_rows * windows)
     # Per-feature verdicts only: multivariate drift's false alarms are measured by bench/multivariate.py.
-    result = detect(reference, current, chunk_size=window_rows, multivariate=False)
+    result = detect(reference, current, windowing=Windowing(chunk_size=window_rows),
+                    judging=Judging(multivariate=False))
     verdicts = [f["drift"] for w in result["windows"] for f in w["features"]]
     dataset_alarms = sum(w[DATASET_DRIFT] for w in result["windows"])
     return sum(verdicts), len(verdicts), dataset_alarms

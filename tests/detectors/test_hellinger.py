@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from driftline.baseline import compute_baseline
-from driftline.detectors.batch.engine import detect
-from driftline.detectors.batch.streamed import detect_streamed
+from driftline.detectors.batch.engine import Judging, Windowing, detect
+from driftline.detectors.batch.streamed import Budget, detect_streamed
 from driftline.detectors.families.drift import drift_results
 from driftline.detectors.stats.hellinger import Hellinger
 from driftline.detectors.thresholds.decision import DriftThresholds
@@ -84,21 +84,23 @@ def test_the_window_state_gives_the_raw_values_distance(tables):
 
 def test_detect_reports_it_only_where_a_threshold_turns_it_on(tables):
     reference, current = tables
-    off = detect(reference, current, multivariate=False)
+    off = detect(reference, current, judging=Judging(multivariate=False))
     assert all(KEY not in f["tests"] for f in off["windows"][0]["features"])
-    on = detect(reference, current, thresholds=ON, multivariate=False)
+    on = detect(reference, current, judging=Judging(thresholds=ON, multivariate=False))
     tests = {f["name"]: f["tests"] for f in on["windows"][0]["features"]}
     assert {name: t[KEY]["threshold"] for name, t in tests.items()} == {"income": 0.1, "rooms": 0.1, "region": 0.05}
     assert tests["region"][KEY]["noise"] > 0  # its sampling level over the categories, as Jensen-Shannon's
     # everything else is what it was without it
     for before, after in zip(off["windows"][0]["features"], on["windows"][0]["features"]):
         assert {k: v for k, v in after["tests"].items() if k != KEY} == before["tests"]
-    one = detect(reference, current, thresholds=DriftThresholds.from_mapping({"features": {"income": {KEY: 0.1}}}),
-                 multivariate=False)
+    one = detect(reference, current,
+                 judging=Judging(thresholds=DriftThresholds.from_mapping({"features": {"income": {KEY: 0.1}}}),
+                                 multivariate=False))
     assert [f["name"] for f in one["windows"][0]["features"] if KEY in f["tests"]] == ["income"]
     # reference-derived floors are PSI's, Wasserstein's and Jensen-Shannon's: Hellinger keeps its configured one
-    derived = detect(reference, current.iloc[:150], multivariate=False,
-                     thresholds=DriftThresholds.from_mapping({"thresholds": "reference", KEY: 0.1}))
+    derived = detect(reference, current.iloc[:150],
+                     judging=Judging(multivariate=False,
+                                     thresholds=DriftThresholds.from_mapping({"thresholds": "reference", KEY: 0.1})))
     [income] = [f for f in derived["windows"][0]["features"] if f["name"] == "income"]
     assert income["threshold_source"] == "reference" and income["tests"]["psi"]["threshold"] != 0.2
     assert income["tests"][KEY]["threshold"] == 0.1
@@ -110,12 +112,14 @@ def test_streamed_detect_gives_the_in_memory_values(tables):
     def chunks(table: pd.DataFrame, rows: int):
         return lambda: (table.iloc[i:i + rows] for i in range(0, len(table), rows))
 
-    in_memory = detect(reference, current, chunk_size=450, thresholds=ON, multivariate=False)
-    streamed = detect_streamed(chunks(reference, 400), chunks(current, 300), chunk_size=450, thresholds=ON,
-                               multivariate=False)
+    in_memory = detect(reference, current, windowing=Windowing(chunk_size=450),
+                       judging=Judging(thresholds=ON, multivariate=False))
+    streamed = detect_streamed(chunks(reference, 400), chunks(current, 300), windowing=Windowing(chunk_size=450),
+                               judging=Judging(thresholds=ON, multivariate=False))
     assert json.dumps(streamed, sort_keys=True) == json.dumps(in_memory, sort_keys=True)
-    folded = detect_streamed(chunks(reference, 400), chunks(current, 300), chunk_size=450, thresholds=ON,
-                             multivariate=False, exact_values=50)  # past 50 values: from the fine bins
+    folded = detect_streamed(chunks(reference, 400), chunks(current, 300), windowing=Windowing(chunk_size=450),
+                             judging=Judging(thresholds=ON, multivariate=False),
+                             budget=Budget(exact_values=50))  # past 50 values: from the fine bins
     for exact, binned in zip(in_memory["windows"], folded["windows"]):
         for a, b in zip(exact["features"], binned["features"]):
             assert b["tests"][KEY]["value"] == pytest.approx(a["tests"][KEY]["value"], abs=0.02)

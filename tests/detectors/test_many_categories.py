@@ -9,7 +9,7 @@ import pytest
 
 from driftline.baseline import compute_baseline
 from driftline.defaults import UNSEEN_TEST_WEIGHT
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from driftline.detectors.families.data_quality import data_quality
 from driftline.detectors.families.drift import drift_results
 from driftline.detectors.stats import two_sample, unseen_categories
@@ -32,8 +32,8 @@ def _reference(seed: int) -> pd.DataFrame:
 
 
 def _verdicts(reference: pd.DataFrame, values: np.ndarray, rows: int) -> list[dict]:
-    report = detect(reference, pd.DataFrame({"cat": values.astype(object)}), chunk_size=rows, multivariate=False,
-                    categorical=["cat"], workers=1)
+    report = detect(reference, pd.DataFrame({"cat": values.astype(object)}), columns=ColumnRoles(categorical=["cat"]),
+                    windowing=Windowing(chunk_size=rows), judging=Judging(multivariate=False), workers=1)
     return [w["features"][0] for w in report["windows"]]
 
 
@@ -216,8 +216,9 @@ def test_the_unseen_floor_is_a_drift_setting_batch_and_service_alike():
     baseline = compute_baseline(reference)
     for thresholds in (DriftThresholds.from_mapping({"unseen_share": 0.1}),
                        DriftThresholds.from_mapping({"features": {"cat": {"unseen_share": 0.1}}})):
-        report = detect(reference, pd.DataFrame({"cat": values}), chunk_size=100, multivariate=False,
-                        categorical=["cat"], workers=1, thresholds=thresholds)
+        report = detect(reference, pd.DataFrame({"cat": values}), columns=ColumnRoles(categorical=["cat"]),
+                        windowing=Windowing(chunk_size=100), judging=Judging(multivariate=False, thresholds=thresholds),
+                        workers=1)
         feature = report["windows"][0]["features"][0]
         assert feature["tests"]["chi2"]["unseen"]["floor"] == 0.1
         assert feature["drift"] is False and "chi2 not significant" in feature["reason"]

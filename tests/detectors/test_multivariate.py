@@ -10,7 +10,7 @@ import pytest
 
 from driftline import vocabulary
 from driftline.baseline import Baseline, compute_baseline, fit_reconstruction
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from driftline.detectors.stats.multivariate import (
     MultivariateThresholds,
     auc,
@@ -54,7 +54,7 @@ def _top_names(verdict: dict, count: int = 2) -> set[str]:
 
 def test_batch_correlation_flip_is_caught_by_both_and_by_no_single_feature(reference):
     current = correlated_features(1000, -0.8, seed=1)
-    result = detect(reference, current, chunk_size=500, categorical=["plan"])
+    result = detect(reference, current, columns=ColumnRoles(categorical=["plan"]), windowing=Windowing(chunk_size=500))
     assert len(result["windows"]) == 2
     for window in result["windows"]:
         assert window["drifted_features"] == [] and not window[DATASET_DRIFT]
@@ -68,7 +68,8 @@ def test_batch_correlation_flip_is_caught_by_both_and_by_no_single_feature(refer
 
 
 def test_batch_windows_from_the_reference_distribution_stay_silent(reference):
-    result = detect(reference, correlated_features(1500, 0.8, seed=2), chunk_size=500, categorical=["plan"])
+    result = detect(reference, correlated_features(1500, 0.8, seed=2), columns=ColumnRoles(categorical=["plan"]),
+                    windowing=Windowing(chunk_size=500))
     for window in result["windows"]:
         pca, classifier = _multivariate(window)
         assert pca["lower"] <= pca["value"] <= pca["upper"] and not pca["drift"]
@@ -76,7 +77,8 @@ def test_batch_windows_from_the_reference_distribution_stay_silent(reference):
 
 
 def test_batch_window_too_small_or_one_feature_is_insufficient_data(reference):
-    small = detect(reference, correlated_features(30, -0.8, seed=3), categorical=["plan"])["windows"][0]
+    small = detect(reference, correlated_features(30, -0.8, seed=3),
+                   columns=ColumnRoles(categorical=["plan"]))["windows"][0]
     pca, classifier = _multivariate(small)
     assert pca["insufficient_data"] and classifier["insufficient_data"]
     assert not pca["drift"] and not classifier["drift"] and pca["value"] is None
@@ -85,11 +87,11 @@ def test_batch_window_too_small_or_one_feature_is_insufficient_data(reference):
 
 
 def test_batch_multivariate_can_be_left_out(reference):
-    result = detect(reference, correlated_features(600, -0.8, seed=14), chunk_size=300, categorical=["plan"],
-                    multivariate=False)
+    result = detect(reference, correlated_features(600, -0.8, seed=14), columns=ColumnRoles(categorical=["plan"]),
+                    windowing=Windowing(chunk_size=300), judging=Judging(multivariate=False))
     assert len(result["windows"]) == 2 and not any("multivariate" in w for w in result["windows"])
-    bounded = detect(reference, correlated_features(300, -0.8, seed=14), categorical=["plan"],
-                     multivariate=MultivariateThresholds(max_rows=100, pca_max_rows=100))
+    bounded = detect(reference, correlated_features(300, -0.8, seed=14), columns=ColumnRoles(categorical=["plan"]),
+                     judging=Judging(multivariate=MultivariateThresholds(max_rows=100, pca_max_rows=100)))
     assert all(v["drift"] for v in bounded["windows"][0]["multivariate"].values())
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from driftline.detectors.stats.noise import wasserstein_noise, wasserstein_noise_scale, wasserstein_noise_scale_binned
 from driftline.detectors.stats.two_sample import reference_std, wasserstein_normed
 from driftline.detectors.thresholds.decision import DriftThresholds, benjamini_hochberg, decide_feature
@@ -42,7 +42,8 @@ def test_the_prediction_is_one_more_hypothesis_of_the_features_family():
     def frame(n):
         return pd.DataFrame({**{f"x{i}": rng.normal(size=n) for i in range(7)}, "score": rng.beta(0.5, 0.5, n)})
 
-    report = detect(frame(20_000), frame(2_000), chunk_size=500, prediction="score", multivariate=False, workers=1)
+    report = detect(frame(20_000), frame(2_000), columns=ColumnRoles(prediction="score"),
+                    windowing=Windowing(chunk_size=500), judging=Judging(multivariate=False), workers=1)
     for window in report["windows"]:
         raw = [f["tests"]["ks"]["p_value"] for f in window["features"]] + [window["prediction"]["tests"]["ks"]["p_value"]]
         _, adjusted = benjamini_hochberg(raw)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from driftline import defaults
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import Judging, Windowing, detect
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.thresholds.reference import chunk_slices, spread_threshold
 from driftline.errors import UserError
@@ -30,7 +30,7 @@ def test_a_naturally_variable_feature_gets_a_higher_derived_threshold():
     rng = np.random.default_rng(1)
     reference = _reference(rng, 20_000)
     current = _reference(rng, 1_000)
-    window = detect(reference, current, thresholds=REFERENCE)["windows"][0]
+    window = detect(reference, current, judging=Judging(thresholds=REFERENCE))["windows"][0]
     features = _features(window)
     assert features["wandering"]["tests"][PSI]["threshold"] > 2 * features["stable"]["tests"][PSI]["threshold"]
     assert features["wandering"]["tests"]["wasserstein"]["threshold"] > features["stable"]["tests"]["wasserstein"]["threshold"]
@@ -44,10 +44,11 @@ def test_larger_windows_get_lower_derived_thresholds():
     rng = np.random.default_rng(2)
     reference = _reference(rng, 40_000)
     current = pd.concat([_reference(rng, 400), _reference(rng, 4_000)], ignore_index=True)
-    small, large = detect(reference, current.iloc[:4_400], thresholds=REFERENCE, chunk_size=400)["windows"][:2]
+    small, large = detect(reference, current.iloc[:4_400], windowing=Windowing(chunk_size=400),
+                          judging=Judging(thresholds=REFERENCE))["windows"][:2]
     assert small["rows"] == large["rows"] == 400  # same size: the same thresholds, computed once
     assert _features(small)["stable"]["tests"][PSI]["threshold"] == _features(large)["stable"]["tests"][PSI]["threshold"]
-    whole = detect(reference, current.iloc[400:], thresholds=REFERENCE)["windows"][0]
+    whole = detect(reference, current.iloc[400:], judging=Judging(thresholds=REFERENCE))["windows"][0]
     assert _features(whole)["stable"]["tests"][PSI]["threshold"] < _features(small)["stable"]["tests"][PSI]["threshold"]
 
 
@@ -63,7 +64,7 @@ def test_a_reference_too_small_for_enough_chunks_falls_back_to_fixed_thresholds(
     rng = np.random.default_rng(4)
     rows = 1_000
     reference = _reference(rng, rows * (defaults.REFERENCE_THRESHOLD_MIN_CHUNKS - 1))
-    window = detect(reference, _reference(rng, rows), thresholds=REFERENCE)["windows"][0]
+    window = detect(reference, _reference(rng, rows), judging=Judging(thresholds=REFERENCE))["windows"][0]
     assert f"at least {defaults.REFERENCE_THRESHOLD_MIN_CHUNKS} reference chunks" in window["threshold_note"]
     for feature in window["features"]:
         assert feature["threshold_source"] == "fixed"
@@ -73,7 +74,8 @@ def test_a_reference_too_small_for_enough_chunks_falls_back_to_fixed_thresholds(
 def test_a_feature_override_wins_over_the_derived_threshold():
     rng = np.random.default_rng(5)
     thresholds = DriftThresholds.from_mapping({"thresholds": "reference", "features": {"stable": {"psi": 0.7}}})
-    window = detect(_reference(rng, 20_000), _reference(rng, 1_000), thresholds=thresholds)["windows"][0]
+    window = detect(_reference(rng, 20_000), _reference(rng, 1_000),
+                    judging=Judging(thresholds=thresholds))["windows"][0]
     assert _features(window)["stable"]["tests"][PSI]["threshold"] == 0.7
     assert _features(window)["wandering"]["tests"][PSI]["threshold"] != defaults.PSI_THRESHOLD
 

@@ -9,7 +9,7 @@ import pytest
 
 from driftline import defaults
 from driftline.cli import main
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Windowing, detect
 from driftline.detectors.batch.segments import OTHER
 from driftline.errors import UserError
 from driftline.vocabulary import DATASET_DRIFT, INSUFFICIENT_DATA
@@ -35,7 +35,7 @@ def test_a_one_region_shift_is_silent_overall_and_loud_in_its_segment(credit):
     assert len(whole["drifted_features"]) <= 2, whole["drifted_features"]
     assert "segments" not in whole
 
-    window = detect(reference, current, segment_by="region")["windows"][0]
+    window = detect(reference, current, columns=ColumnRoles(segment_by="region"))["windows"][0]
     segments = _by_value(window)
     assert set(segments) == set(reference["region"].unique())
     north = segments["north"]
@@ -60,7 +60,7 @@ def test_many_values_are_capped_and_the_rest_pooled_as_other():
     rng = np.random.default_rng(3)
     values = np.array([f"s{i:02d}" for i in range(defaults.SEGMENT_MAX_VALUES + 5)])
     reference, current = _frame(rng, 40_000, values), _frame(rng, 20_000, values)
-    segments = detect(reference, current, segment_by="shop")["windows"][0]["segments"]
+    segments = detect(reference, current, columns=ColumnRoles(segment_by="shop"))["windows"][0]["segments"]
     assert len(segments) == defaults.SEGMENT_MAX_VALUES + 1
     other = segments[-1]
     assert other["value"] == OTHER and other["pooled_values"] == 5
@@ -76,7 +76,7 @@ def test_unseen_values_are_reported_not_compared_and_small_segments_are_insuffic
     reference.loc[:29, "shop"] = "tiny"
     current = _frame(rng, 3_000, np.array(["a", "b", "new"]))
     current.loc[:9, "shop"] = "tiny"
-    segments = _by_value(detect(reference, current, segment_by="shop")["windows"][0])
+    segments = _by_value(detect(reference, current, columns=ColumnRoles(segment_by="shop"))["windows"][0])
     assert segments["new"]["reference_rows"] == 0 and segments["new"]["features"] == []
     assert "not in the reference" in segments["new"]["reason"]
     assert segments["tiny"][INSUFFICIENT_DATA] and not segments["tiny"][DATASET_DRIFT]
@@ -87,7 +87,8 @@ def test_the_shifted_segment_drifts_in_every_window():
     rng = np.random.default_rng(5)
     values = np.array(["a", "b", "c"])
     reference, current = _frame(rng, 9_000, values), _frame(rng, 6_000, values, shift_value="c")
-    windows = detect(reference, current, segment_by="shop", chunk_size=3_000)["windows"]
+    windows = detect(reference, current, columns=ColumnRoles(segment_by="shop"),
+                     windowing=Windowing(chunk_size=3_000))["windows"]
     assert len(windows) == 2
     for window in windows:
         segments = _by_value(window)
@@ -99,14 +100,14 @@ def test_bad_segment_columns_are_user_errors():
     rng = np.random.default_rng(6)
     reference, current = _frame(rng, 500, np.array(["a", "b"])), _frame(rng, 500, np.array(["a", "b"]))
     with pytest.raises(UserError, match="--segment-by nope: no such column in the reference"):
-        detect(reference, current, segment_by="nope")
+        detect(reference, current, columns=ColumnRoles(segment_by="nope"))
     with pytest.raises(UserError, match="current data"):
-        detect(reference.assign(extra="e"), current, segment_by="extra", ignore=["extra"])
+        detect(reference.assign(extra="e"), current, columns=ColumnRoles(segment_by="extra", ignore=["extra"]))
     with pytest.raises(UserError, match="numeric column with .* distinct values"):
-        detect(reference, current, segment_by="x")
+        detect(reference, current, columns=ColumnRoles(segment_by="x"))
     # a numeric column with few distinct values is a segment column as it is
     codes = reference.assign(code=rng.integers(0, 3, 500)), current.assign(code=rng.integers(0, 3, 500))
-    segments = detect(*codes, segment_by="code")["windows"][0]["segments"]
+    segments = detect(*codes, columns=ColumnRoles(segment_by="code"))["windows"][0]["segments"]
     assert sorted(s["value"] for s in segments) == [0, 1, 2]
 
 
@@ -140,7 +141,8 @@ def test_with_a_label_each_compared_segment_has_its_own_performance():
         label = (rng.random(n) < score).astype(int)
         return pd.DataFrame({"x": x, "g": group, "score": score, "y": label})
 
-    result = detect(frame(6000, False), frame(4000, True), prediction="score", label="y", segment_by="g")
+    result = detect(frame(6000, False), frame(4000, True),
+                    columns=ColumnRoles(prediction="score", label="y", segment_by="g"))
     segments = {s["value"]: s for s in result["windows"][0]["segments"]}
     estimated = {key: s["performance"]["estimated"]["roc_auc"]["value"] for key, s in segments.items()}
     realized = {key: s["performance"]["realized"]["roc_auc"]["value"] for key, s in segments.items()}
@@ -160,7 +162,8 @@ def test_a_segment_that_was_always_harder_is_judged_against_its_own_training_per
                              "y": (rng.random(n) < score).astype(int)})
 
     reference = frame(20_000)
-    window = detect(reference, frame(6_000), prediction="score", label="y", segment_by="g")["windows"][0]
+    window = detect(reference, frame(6_000),
+                    columns=ColumnRoles(prediction="score", label="y", segment_by="g"))["windows"][0]
     whole_training = window["performance"]["estimated"]["accuracy"]["training"]
     segments = {s["value"]: s["performance"]["estimated"] for s in window["segments"]}
     hard = segments["b"]["accuracy"]
@@ -180,7 +183,8 @@ def test_a_regression_segment_is_judged_against_its_own_training_error():
         return pd.DataFrame({"g": group, "x": x, "pred": 2 * x,
                              "y": 2 * x + np.where(group == "noisy", 3.0, 0.5) * rng.normal(size=n)})
 
-    window = detect(frame(10_000), frame(4_000), prediction="pred", label="y", segment_by="g")["windows"][0]
+    window = detect(frame(10_000), frame(4_000),
+                    columns=ColumnRoles(prediction="pred", label="y", segment_by="g"))["windows"][0]
     segments = {s["value"]: s["performance"]["estimated"]["mae"] for s in window["segments"]}
     assert segments["noisy"]["training"] > 3 * segments["calm"]["training"]
     assert not segments["noisy"]["alert"] and not segments["calm"]["alert"]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from driftline import defaults
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from driftline.detectors.families.evidence import EVIDENCE_KEY, PagingPolicy, StreamState, advance_window
 from driftline.detectors.families.results import WindowResult
 from driftline.detectors.stats.noise import distance_excess
@@ -69,7 +69,8 @@ def _frame(rng: np.random.Generator, n: int, shape: str, shift: float = 0.0) -> 
 
 def _stream_results(reference: pd.DataFrame, current: pd.DataFrame, rows: int) -> list[list[WindowResult]]:
     """Each window's per-feature drift results as the service's detectors write them (kind and annotated tests)."""
-    report = detect(reference, current, chunk_size=rows, multivariate=False, categorical=["c"], workers=1)
+    report = detect(reference, current, columns=ColumnRoles(categorical=["c"]), windowing=Windowing(chunk_size=rows),
+                    judging=Judging(multivariate=False), workers=1)
     return [[WindowResult(DATA_DRIFT, f["name"], PSI, f["tests"][PSI]["value"], None, bool(f["drift"]),
                           {"kind": f["kind"], "tests": f["tests"]}) for f in w["features"]]
             for w in report["windows"]]

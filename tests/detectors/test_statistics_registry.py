@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from driftline.baseline import compute_baseline
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, Windowing, detect
 from driftline.detectors.families.drift import drift_results
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.window_state import EventBatch, WindowState
@@ -35,7 +35,8 @@ def _tables() -> tuple[pd.DataFrame, pd.DataFrame]:
 def pinned_run() -> dict:
     """`detect`'s JSON of two windows and the service's drift results of one window, on small fixed tables."""
     reference, current = _tables()
-    batch = detect(reference, current, chunk_size=300, prediction="score", multivariate=False)
+    batch = detect(reference, current, columns=ColumnRoles(prediction="score"), windowing=Windowing(chunk_size=300),
+                   judging=Judging(multivariate=False))
     baseline = compute_baseline(reference.drop(columns="score"), predictions=reference["score"].to_numpy())
     events = [{"event_id": f"e{i}", "ts_ms": i, "features": {k: v for k, v in row.items() if k != "score"},
                "prediction": row["score"], "latency_ms": {"total": 1.0}}
@@ -55,9 +56,9 @@ def test_each_statistic_gives_the_values_of_the_detectors_own_pass():
 
     reference, current = _tables()
     window = current.iloc[300:]
-    features = {f["name"]: f for f in detect(reference, window, prediction="score",
-                                               thresholds=DriftThresholds.from_mapping({"hellinger": 0.1}),
-                                               multivariate=False)["windows"][0]["features"]}
+    judging = Judging(thresholds=DriftThresholds.from_mapping({"hellinger": 0.1}), multivariate=False)
+    features = {f["name"]: f for f in detect(reference, window, columns=ColumnRoles(prediction="score"),
+                                             judging=judging)["windows"][0]["features"]}
     baseline = compute_baseline(reference)
     events = [{"event_id": f"e{i}", "ts_ms": i, "features": row, "latency_ms": {"total": 1.0}}
               for i, row in enumerate(window.to_dict(orient="records"))]

@@ -11,7 +11,7 @@ import pytest
 
 from driftline import defaults
 from driftline.baseline import Baseline, ThresholdSpreads, compute_baseline
-from driftline.detectors.batch.engine import detect
+from driftline.detectors.batch.engine import ColumnRoles, Judging, detect
 from driftline.detectors.thresholds.decision import DriftThresholds
 from driftline.detectors.thresholds.spreads import NO_SPREADS, measure_spreads, spread_sizes
 from driftline.detectors.families.window import evaluate_window
@@ -96,7 +96,8 @@ def test_larger_windows_get_lower_bars(baseline):
 
 def _detect_thresholds(training: pd.DataFrame, rows: int) -> dict[str, dict[str, float]]:
     current = _training(np.random.default_rng(4), rows)
-    window = detect(training, current, categorical=["shop"], thresholds=REFERENCE, multivariate=False)["windows"][0]
+    window = detect(training, current, columns=ColumnRoles(categorical=["shop"]),
+                    judging=Judging(thresholds=REFERENCE, multivariate=False))["windows"][0]
     return {f["name"]: {name: test["threshold"] for name, test in f["tests"].items() if name in DERIVED}
             for f in window["features"]}
 
