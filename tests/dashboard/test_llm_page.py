@@ -39,9 +39,9 @@ def _add_traced_windows(url: str) -> int:
     stored = 0
     with session_scope(url) as session:
         session.add(ModelVersion(model=MODEL, version=ANSWERING_MODEL))
-        for (model, version, start), partial in folder.take().windows.items():  # the closed windows
-            session.add(WindowStateRecord(model=model, version=version, window_start_ms=start,
-                                          window_end_ms=partial.window_end_ms, partition=0, events=partial.events,
+        for key, partial in folder.take().windows.items():  # the closed windows
+            session.add(WindowStateRecord(model=key.model, version=key.version, window_start_ms=key.window_start_ms,
+                                          window_end_ms=key.window_end_ms, partition=0, events=partial.events,
                                           state=partial.state.to_bytes()))
             stored += partial.events
     return stored
