@@ -64,9 +64,9 @@ def test_a_topic_shift_moves_the_embedding_and_the_retrieval_and_nothing_else(sq
             values.append(orjson.dumps(trace_event(decoded.spans, SETTINGS, refusal)))
         folder.process(list(range(window * PER_WINDOW, (window + 1) * PER_WINDOW)), values)
         with db.session_scope(sqlite_url) as session:
-            for (model, version, window_start), partial in folder.take().windows.items():
-                session.add(WindowStateRecord(model=model, version=version, window_start_ms=window_start,
-                                              window_end_ms=partial.window_end_ms, partition=0,
+            for key, partial in folder.take().windows.items():
+                session.add(WindowStateRecord(model=key.model, version=key.version, window_start_ms=key.window_start_ms,
+                                              window_end_ms=key.window_end_ms, partition=0,
                                               events=partial.events, state=partial.state.to_bytes()))
         jobs.evaluate_and_analyse(now_ms=start + window_ms + LATENESS_S * 1000)
     with db.session_scope(sqlite_url) as session:
