@@ -140,7 +140,7 @@ class RagStandin:
 
 def export_request(spans: Sequence[Span], service: str = SERVICE) -> ExportTraceServiceRequest:
     return ExportTraceServiceRequest(resource_spans=[ResourceSpans(
-        resource=Resource(attributes=[KeyValue(key="service.name", value=_value(service))]),
+        resource=Resource(attributes=[KeyValue(key="service.name", value=any_value(service))]),
         scope_spans=[ScopeSpans(spans=list(spans))])])
 
 
@@ -149,11 +149,12 @@ def _span(trace_id: bytes, span_id: bytes, parent: bytes, name: str, start_ns: i
     return Span(trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
                 kind=kind,  # type: ignore[arg-type]  # the SpanKind enum's number
                 start_time_unix_nano=start_ns, end_time_unix_nano=end_ns,
-                attributes=[KeyValue(key=k, value=_value(v)) for k, v in attributes.items()],
+                attributes=[KeyValue(key=k, value=any_value(v)) for k, v in attributes.items()],
                 events=[Span.Event(name=n, time_unix_nano=t) for n, t in events])
 
 
-def _value(v: Any) -> AnyValue:
+def any_value(v: Any) -> AnyValue:
+    """A Python value as an OTLP attribute value (bool, int, float, sequence, else its string)."""
     if isinstance(v, bool):
         return AnyValue(bool_value=v)
     if isinstance(v, int):
@@ -161,5 +162,5 @@ def _value(v: Any) -> AnyValue:
     if isinstance(v, float):
         return AnyValue(double_value=v)
     if isinstance(v, (list, tuple)):
-        return AnyValue(array_value=ArrayValue(values=[_value(x) for x in v]))
+        return AnyValue(array_value=ArrayValue(values=[any_value(x) for x in v]))
     return AnyValue(string_value=str(v))
