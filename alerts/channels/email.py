@@ -28,6 +28,7 @@ are scrubbed from it).
 from __future__ import annotations
 
 import html
+from dataclasses import KW_ONLY, dataclass, field
 import re
 import smtplib
 import socket
@@ -170,6 +171,7 @@ def result_from_smtp_error(exc: BaseException, timeout: float, timed_out: bool, 
     return SendResult(ok=False, error=f"{type(exc).__name__} at {step}: {exc}"[:500])
 
 
+@dataclass(eq=False)
 class EmailChannel:
     """Sends rendered messages through one SMTP server; retries are the outbox's job."""
 
@@ -179,18 +181,16 @@ class EmailChannel:
                                            "email_to", "smtp_starttls")
     min_severity: ClassVar[str | None] = "warning"  # an inbox is read later: what needs a look, not every note
 
-    def __init__(self, host: str, port: int, sender: str, recipients: list[str], *, username: str | None = None,
-                 password: str | None = None, starttls: bool = True, ssl_context: ssl.SSLContext | None = None,
-                 timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS):
-        self.host = host
-        self.port = port
-        self.sender = sender
-        self.recipients = recipients
-        self.username = username
-        self.password = password
-        self.starttls = starttls
-        self.ssl_context = ssl_context or ssl.create_default_context()
-        self.timeout = timeout
+    host: str
+    port: int
+    sender: str
+    recipients: list[str]
+    _: KW_ONLY
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a repr, a log line or a traceback
+    starttls: bool = True
+    ssl_context: ssl.SSLContext = field(default_factory=ssl.create_default_context, repr=False)
+    timeout: float = defaults.ALERT_HTTP_TIMEOUT_SECONDS
 
     @classmethod
     def check(cls, settings: Any) -> list[str]:

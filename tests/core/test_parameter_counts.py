@@ -27,7 +27,6 @@ EXCEPTIONS: dict[str, str] = {
                                                        "its segment half given one TrainingOutcomes",
     "driftline/commands/up.py::_run_rag": "the `up` command's options, passed through as the command takes them",
     "driftline/otlp/rag_standin.py::_span": "one OTLP span's fields, as the protobuf message names them",
-    "alerts/channels/email.py::EmailChannel.__init__": "one keyword per documented smtp_* setting",
     "scheduler/rollups.py::_upsert_rollup": "one rollup row's columns",
 }
 
