@@ -85,6 +85,19 @@ def _sqlite_template(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def _drift_scenario_template(_sqlite_template, tmp_path_factory) -> Path:
+    """A SQLite store in which the drift scenario was judged (tests.support.drift_store), made once per process
+    for the tests that clone it into a fleet."""
+    from tests.support.drift_store import evaluate_drift_scenario
+
+    path = tmp_path_factory.mktemp("drift-template") / "drift.db"
+    shutil.copyfile(_sqlite_template, path)
+    evaluate_drift_scenario(f"sqlite:///{path}")
+    store_db.dispose_engines()
+    return path
+
+
+@pytest.fixture(scope="session")
 def _pg_template():
     if PG_UNAVAILABLE:
         pytest.skip(PG_UNAVAILABLE)

@@ -13,7 +13,6 @@ from driftline import defaults
 from driftline.dashboard import attention, queries
 from driftline.store import db as store_db
 from tests.dashboard.test_app import APP, TIMEOUT, assert_clean
-from tests.support.drift_store import evaluate_drift_scenario
 from tests.support.fleet_store import clone_fleet, model_name
 
 MODELS = 40  # more than OVERVIEW_CARDS: the ranked table is drawn; firing: 0, 15, 30; drifting: every 7th
@@ -22,11 +21,10 @@ EXPECTED = [0, 30, 15, 35, 28, 21, 14, 7, 39, 38]
 
 
 @pytest.fixture(scope="module")
-def fleet_url(_sqlite_template, tmp_path_factory):
+def fleet_url(_drift_scenario_template, tmp_path_factory):
     path = tmp_path_factory.mktemp("fleet-overview") / "fleet.db"
-    shutil.copyfile(_sqlite_template, path)
+    shutil.copyfile(_drift_scenario_template, path)
     url = f"sqlite:///{path}"
-    evaluate_drift_scenario(url)
     minute = 60_000
     clone_fleet(url, MODELS, start_ms=int(time.time() * 1000) // minute * minute - 30 * minute, firing_every=15)
     yield url

@@ -12,19 +12,17 @@ from sqlalchemy import event
 from driftline.config import load_settings
 from driftline.scheduler.metrics import SchedulerMetrics, detail_filter, detail_patterns
 from driftline.store import db as store_db
-from tests.support.drift_store import evaluate_drift_scenario
 from tests.support.fleet_store import clone_fleet
 
 MODELS = 120
 
 
 @pytest.fixture(scope="module")
-def fleet(_sqlite_template, tmp_path_factory):
+def fleet(_drift_scenario_template, tmp_path_factory):
     """A store of MODELS copies of an evaluated 3-feature model (income drifted in every seventh copy)."""
     path = tmp_path_factory.mktemp("fleet") / "fleet.db"
-    shutil.copyfile(_sqlite_template, path)
+    shutil.copyfile(_drift_scenario_template, path)
     url = f"sqlite:///{path}"
-    evaluate_drift_scenario(url)
     found = clone_fleet(url, MODELS)
     yield url, found
     store_db.dispose_engines()
