@@ -7,10 +7,11 @@ refuses to start there without one (an empty value or a published default is no 
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 from driftline.hosts import is_loopback
 
-__all__ = ["is_loopback", "port_in_use", "token_problem"]
+__all__ = ["bind_grpc", "is_loopback", "port_in_use", "token_problem"]
 
 
 def token_problem(host: str, token: str | None, setting: str, published_default: str | None = None) -> str | None:
@@ -42,3 +43,17 @@ def port_in_use(host: str, port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def bind_grpc(server: Any, host: str, port: int, what: str) -> int:
+    """Add an insecure host:port to a grpc (or grpc.aio) server; the port bound (`port` 0: a free one). Raises
+    OSError naming `what` when it cannot bind: grpcio returns 0 there in older releases and raises RuntimeError
+    in newer ones, so callers handle one error whatever grpcio is installed."""
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise OSError(f"cannot listen for {what} on {address} (is the port in use?)")
+    return bound

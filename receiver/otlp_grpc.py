@@ -16,6 +16,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from driftline.listen import bind_grpc
 from driftline.receiver.otlp import OtlpIntake, export_response
 from driftline.receiver.service import Busy, TooLarge
 
@@ -50,10 +51,11 @@ def start_otlp_grpc(intake: OtlpIntake, host: str, port: int, token: str | None,
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="driftline-otlp-grpc"),
                          handlers=[handler], maximum_concurrent_rpcs=max_calls,
                          options=[("grpc.max_receive_message_length", max_message_bytes), ("grpc.so_reuseport", 0)])
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    bound = server.add_insecure_port(address)
-    if bound == 0:
-        raise OSError(f"cannot listen for OTLP gRPC on {address}")
+    try:
+        bound = bind_grpc(server, host, port, "OTLP gRPC")
+    except OSError:
+        server.stop(None)
+        raise
     server.start()
     return server, bound
 

@@ -20,6 +20,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from driftline.listen import bind_grpc
 from driftline.worker.batcher import BatcherFull
 from driftline.worker.metrics import PROTOCOL_V2_GRPC
 from driftline.worker.oip import (BYTES, OUTPUT_NAME, PLATFORM, OipError, Tensor, answer_version, check_model,
@@ -212,9 +213,7 @@ async def start_grpc(worker: "Worker", host: str, port: int) -> Any:
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
                                       ("grpc.so_reuseport", 0)], interceptors=[UndecodableRequests()])
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(worker), server)
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    if server.add_insecure_port(address) == 0:
-        raise OSError(f"cannot listen for gRPC on {address}")
+    bind_grpc(server, host, port, "gRPC")
     await server.start()
     return server
 
